@@ -1,0 +1,1 @@
+//! Allocation simulation (issue 6): placeholder until it lands.

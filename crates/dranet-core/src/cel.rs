@@ -1,0 +1,1 @@
+//! CEL for DRA selectors (issue 6): placeholder until it lands.

@@ -1,0 +1,3 @@
+//! placeholder
+pub mod alloc;
+pub mod cel;

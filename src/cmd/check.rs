@@ -1,0 +1,1 @@
+//! `dranet check` (issue 6): placeholder until it lands.
