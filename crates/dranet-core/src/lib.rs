@@ -1,3 +1,38 @@
-//! placeholder
+//! `dranet-core`: the model of a GPU node's network devices, with no I/O.
+//!
+//! - [`PciAddress`], [`PciDevice`] and [`PcieRoot`]: PCI functions, their ids, NUMA node, PCIe root
+//!   and bridge path, SR-IOV role.
+//! - [`Netdev`] and [`LinkState`]: network interfaces and what netlink adds to sysfs.
+//! - [`RdmaLink`] and [`CharDevice`]: RDMA links and the `/dev/infiniband` nodes a pod needs.
+//! - [`NumaTopology`]: nodes, SLIT distances, sockets.
+//! - [`NetworkDevice`] and [`Inventory`]: what dranet publishes, plus GPUs for topology.
+//! - [`topology::relation`]: PIX/PXB/PHB/NODE/SYS between any two PCI devices.
+//! - [`attributes`] and [`slice`]: DRA attributes within the API limits, and ResourceSlices.
+//! - [`names`]: DRA device names.
+//! - [`Discover`] and [`LinkSource`]: the seams discovery implements (real host or fixtures).
+//!
+//! `dranet-discovery` fills the model from a host; anything that has an [`Inventory`] (a test, a
+//! tool reading a saved one) can use the rest.
+
 pub mod alloc;
+pub mod attributes;
 pub mod cel;
+mod device;
+mod error;
+pub mod names;
+mod netdev;
+mod numa;
+mod pci;
+pub mod pciids;
+mod rdma;
+pub mod slice;
+pub mod topology;
+
+pub use attributes::{AttributeOptions, AttributeValue, Attributes, DRIVER_NAME};
+pub use device::{Discover, Inventory, LinkSource, NetworkDevice};
+pub use error::{Error, Result};
+pub use netdev::{LinkState, Netdev, arphrd_name};
+pub use numa::{NumaNode, NumaTopology};
+pub use pci::{PASSTHROUGH_DRIVERS, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, SriovRole};
+pub use rdma::{CharDevice, CharDeviceKind, RdmaLink, RdmaPort};
+pub use topology::Relation;

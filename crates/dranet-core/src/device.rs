@@ -1,0 +1,89 @@
+//! The publishable network device, GPUs, and the whole node inventory.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Netdev, NumaTopology, PciDevice, RdmaLink, Relation, topology};
+
+/// One device dranet publishes: a PCI network function with its netdev and/or RDMA link, or a
+/// netdev without a PCI function (veth, macvlan, …).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkDevice {
+    /// DRA device name (see [`crate::names`]).
+    pub name: String,
+    /// The PCI function, when there is one.
+    pub pci: Option<PciDevice>,
+    /// The netdev, when there is one (and it is not moved out of the device, see `ibOnly`).
+    pub netdev: Option<Netdev>,
+    /// The RDMA link, when there is one.
+    pub rdma: Option<RdmaLink>,
+}
+
+impl NetworkDevice {
+    /// An RDMA link and no netdev: the device is used through `/dev/infiniband` only.
+    pub fn is_ib_only(&self) -> bool {
+        self.rdma.is_some() && self.netdev.is_none()
+    }
+
+    /// The NUMA node, from the PCI function.
+    pub fn numa_node(&self) -> Option<u32> {
+        self.pci.as_ref().and_then(|p| p.numa_node)
+    }
+}
+
+/// Everything discovery learned about a node.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Inventory {
+    /// Publishable devices, sorted by name.
+    pub devices: Vec<NetworkDevice>,
+    /// GPUs and accelerators, for topology only (never published by dranet).
+    pub gpus: Vec<PciDevice>,
+    /// NUMA layout.
+    pub numa: NumaTopology,
+    /// What discovery skipped or left out, each naming the path or device concerned.
+    pub warnings: Vec<String>,
+}
+
+impl Inventory {
+    /// The device with this DRA name.
+    pub fn device(&self, name: &str) -> Option<&NetworkDevice> {
+        self.devices
+            .binary_search_by(|d| d.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.devices[i])
+    }
+
+    /// The GPU × NIC relation matrix: one row per GPU, one column per device with a PCI function.
+    pub fn gpu_nic_matrix(&self) -> Vec<Vec<Relation>> {
+        self.gpus
+            .iter()
+            .map(|g| {
+                self.devices
+                    .iter()
+                    .filter_map(|d| d.pci.as_ref())
+                    .map(|n| topology::relation(g, n))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// A source of node inventories: real host discovery, a fixture tree, or a fixed inventory in a
+/// test. The daemon and the CLI depend on this, not on how the host is read.
+pub trait Discover {
+    /// The source's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Takes a full inventory of the node.
+    fn discover(&self) -> Result<Inventory, Self::Error>;
+}
+
+/// Live link state that only netlink knows (addresses, default routes, link kinds), behind a
+/// trait so discovery can take it from the kernel or from a fixture.
+pub trait LinkSource {
+    /// The source's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The state of every link.
+    fn links(&self) -> Result<Vec<crate::LinkState>, Self::Error>;
+}

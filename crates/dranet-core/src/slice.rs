@@ -1,0 +1,171 @@
+//! ResourceSlice objects for a node's pool, as dranet publishes them (`resource.k8s.io/v1`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSlice, ResourceSliceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+use crate::Inventory;
+use crate::attributes::{AttributeOptions, Attributes, device_attributes, enforce_limits};
+
+/// Most devices the API accepts in one ResourceSlice; larger pools are split.
+pub const MAX_DEVICES_PER_SLICE: usize = 128;
+
+/// A device as it will be published: its name and final attributes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedDevice {
+    /// DRA device name.
+    pub name: String,
+    /// Attributes after the API limits were applied.
+    pub attributes: Attributes,
+}
+
+impl PublishedDevice {
+    /// The API's JSON for this device (list-valued attributes included).
+    pub fn to_json(&self) -> serde_json::Value {
+        let attrs: serde_json::Map<String, serde_json::Value> = self
+            .attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_json()))
+            .collect();
+        serde_json::json!({ "name": self.name, "attributes": attrs })
+    }
+
+    /// The device as `k8s-openapi` v1 `Device`; list-valued attributes, which the v1.34 types
+    /// cannot carry, are absent (use [`PublishedDevice::to_json`] to publish them).
+    pub fn to_k8s(&self) -> Device {
+        Device {
+            name: self.name.clone(),
+            attributes: Some(
+                self.attributes
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.to_k8s()?)))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..Device::default()
+        }
+    }
+}
+
+/// The devices of an inventory with their final attributes, plus one warning per attribute left
+/// out. `extra` adds attributes to every device (a cloud provider's node-wide ones) before the
+/// limits are applied.
+pub fn published_devices(
+    inv: &Inventory,
+    opts: AttributeOptions,
+    extra: &Attributes,
+) -> (Vec<PublishedDevice>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let devices = inv
+        .devices
+        .iter()
+        .map(|d| {
+            let mut attributes = device_attributes(d, &inv.numa, opts);
+            attributes.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+            warnings.extend(enforce_limits(&d.name, &mut attributes));
+            PublishedDevice {
+                name: d.name.clone(),
+                attributes,
+            }
+        })
+        .collect();
+    (devices, warnings)
+}
+
+/// The name of slice `index` of a node's pool: `<node>-<driver>-<index>`.
+pub fn slice_name(node: &str, driver: &str, index: usize) -> String {
+    format!("{node}-{driver}-{index}")
+}
+
+/// The ResourceSlices of one node's pool (pool name = node name), at most
+/// [`MAX_DEVICES_PER_SLICE`] devices each, as API JSON. A node with no devices still gets one
+/// empty slice, so the scheduler sees the pool. Owner references are the publisher's to add: they
+/// need the Node's UID.
+pub fn resource_slices(
+    node: &str,
+    driver: &str,
+    devices: &[PublishedDevice],
+    generation: i64,
+) -> Vec<serde_json::Value> {
+    let chunks: Vec<&[PublishedDevice]> = if devices.is_empty() {
+        vec![&[]]
+    } else {
+        devices.chunks(MAX_DEVICES_PER_SLICE).collect()
+    };
+    let count = chunks.len() as i64;
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let slice = ResourceSlice {
+                metadata: ObjectMeta {
+                    name: Some(slice_name(node, driver, i)),
+                    ..ObjectMeta::default()
+                },
+                spec: ResourceSliceSpec {
+                    driver: driver.to_string(),
+                    node_name: Some(node.to_string()),
+                    pool: ResourcePool {
+                        name: node.to_string(),
+                        generation,
+                        resource_slice_count: count,
+                    },
+                    devices: Some(Vec::new()),
+                    ..ResourceSliceSpec::default()
+                },
+            };
+            let mut v = serde_json::to_value(&slice).unwrap_or_default();
+            v["spec"]["devices"] = chunk.iter().map(PublishedDevice::to_json).collect();
+            v
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AttributeValue;
+
+    fn dev(i: usize) -> PublishedDevice {
+        let mut attributes = Attributes::new();
+        attributes.insert("rdma".into(), AttributeValue::Bool(true));
+        attributes.insert(
+            "resource.kubernetes.io/numaNode".into(),
+            AttributeValue::Ints(vec![0, 1]),
+        );
+        PublishedDevice {
+            name: format!("dev{i}"),
+            attributes,
+        }
+    }
+
+    #[test]
+    fn pools_are_split_at_128_and_named_stably() {
+        let devs: Vec<_> = (0..300).map(dev).collect();
+        let slices = resource_slices("node-a", "dra.net", &devs, 3);
+        assert_eq!(slices.len(), 3);
+        for (i, s) in slices.iter().enumerate() {
+            assert_eq!(s["metadata"]["name"], format!("node-a-dra.net-{i}"));
+            assert_eq!(s["spec"]["pool"]["resourceSliceCount"], 3);
+            assert_eq!(s["spec"]["pool"]["generation"], 3);
+            let parsed: ResourceSlice = serde_json::from_value(s.clone()).unwrap();
+            assert_eq!(parsed.spec.node_name.as_deref(), Some("node-a"));
+        }
+        assert_eq!(slices[0]["spec"]["devices"].as_array().unwrap().len(), 128);
+        assert_eq!(slices[2]["spec"]["devices"].as_array().unwrap().len(), 44);
+        assert_eq!(
+            slices[0]["spec"]["devices"][0]["attributes"]["resource.kubernetes.io/numaNode"],
+            serde_json::json!({"ints": [0, 1]})
+        );
+        assert_eq!(resource_slices("n", "dra.net", &[], 1).len(), 1);
+    }
+
+    #[test]
+    fn k8s_device_drops_only_list_values() {
+        let d = dev(0).to_k8s();
+        let attrs = d.attributes.unwrap();
+        assert_eq!(attrs.len(), 1);
+        assert_eq!(attrs["rdma"].bool, Some(true));
+    }
+}
