@@ -1,1 +1,52 @@
-fn main() {}
+//! `dranet`: the node daemon and the operator's tools. Thin: the work is in the library crates.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// dranet-rs: Kubernetes DRA network driver for GPU/RDMA nodes.
+#[derive(Debug, Parser)]
+#[command(name = "dranet", version, about)]
+struct Cli {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `dranet_discovery=debug`.
+    #[arg(long, global = true, default_value = "warn", env = "DRANET_LOG")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show what this node would publish (table, or the ResourceSlices as JSON/YAML).
+    Inventory(cmd::inventory::InventoryArgs),
+    /// GPU × NIC topology matrix (PIX/PXB/PHB/NODE/SYS) with NUMA affinity.
+    Topo(cmd::topo::TopoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let result = match &cli.command {
+        Command::Inventory(a) => cmd::inventory::run(a),
+        Command::Topo(a) => cmd::topo::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // `dranet inventory | head` is not an error.
+        Err(cmd::CliError::Output(e)) if e.contains("Broken pipe") => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dranet: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -35,6 +35,8 @@ pub struct Netdev {
     pub pci: Option<PciAddress>,
     /// The interface it is enslaved to (bond, bridge, Hyper-V netvsc for an accelerated VF).
     pub master: Option<String>,
+    /// The interface it is stacked on (macvlan, VLAN).
+    pub lower: Option<String>,
     /// It carries a default route (IPv4 or IPv6).
     pub default_route: bool,
 }
@@ -59,8 +61,10 @@ pub struct LinkState {
     pub ipv6: Vec<String>,
     /// Carries a default route.
     pub default_route: bool,
-    /// Master interface name.
+    /// Master interface name (bond, bridge, Hyper-V netvsc for an accelerated VF).
     pub master: Option<String>,
+    /// The lower interface it is stacked on (a macvlan's or VLAN's parent).
+    pub lower: Option<String>,
 }
 
 /// Name of the ARPHRD link type, as iproute2 prints it (`link/ether`, `link/infiniband`).

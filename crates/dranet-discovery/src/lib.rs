@@ -1,1 +1,81 @@
-//! placeholder
+//! `dranet-discovery`: a Linux host's NICs, RDMA links, GPUs, NUMA and PCIe topology, read into
+//! the [`dranet_core`] model.
+//!
+//! - [`Sysfs`]: one reader for every sysfs file, rooted anywhere (`/sys`, a host's sysfs mounted
+//!   at `/host/sys`, a fixture tree), so the same parsing runs on all of them.
+//! - [`Enumerate`]: which devices exist — [`UdevEnumerator`] (libudev, no udev daemon needed) or
+//!   [`SysfsEnumerator`] (walks the rooted tree).
+//! - [`links`]: what only netlink knows (addresses, default routes, link kinds), from the kernel
+//!   or a fixture file.
+//! - [`Discovery`]: puts them together and implements [`dranet_core::Discover`].
+//! - [`monitor`]: kernel uevents for hot-plug.
+//! - [`fixture`]: builds sysfs trees modelled on the kernel ABI, for tests of any driver.
+//!
+//! ```no_run
+//! use dranet_core::Discover;
+//! let inv = dranet_discovery::host(std::path::Path::new("/sys"), Default::default())
+//!     .discover()
+//!     .expect("discovery");
+//! for d in &inv.devices {
+//!     println!("{} {:?}", d.name, d.rdma.as_ref().map(|r| &r.name));
+//! }
+//! ```
+
+mod enumerate;
+mod error;
+pub mod fixture;
+pub mod links;
+pub mod monitor;
+mod scan;
+mod sysfs;
+
+use std::path::Path;
+
+pub use enumerate::{DeviceNames, Enumerate, SysfsEnumerator, UdevEnumerator};
+pub use error::{Error, Result};
+pub use links::{FixtureLinks, NetlinkLinks, NoLinks};
+pub use scan::{Discovery, Options};
+pub use sysfs::Sysfs;
+
+/// Where link state comes from.
+#[derive(Debug, Clone)]
+pub enum Links {
+    /// The kernel, through rtnetlink.
+    Netlink(NetlinkLinks),
+    /// A fixture file.
+    Fixture(FixtureLinks),
+}
+
+impl dranet_core::LinkSource for Links {
+    type Error = Error;
+
+    fn links(&self) -> Result<Vec<dranet_core::LinkState>> {
+        match self {
+            Links::Netlink(n) => n.links(),
+            Links::Fixture(f) => f.links(),
+        }
+    }
+}
+
+/// Discovery of the tree at `sysfs` as the CLI and daemon do it: libudev enumeration when the
+/// root is the host's `/sys`, a walk of the tree otherwise; link state from `links.json` beside a
+/// fixture's `sys` directory when there is one, from netlink otherwise.
+pub fn host(sysfs: &Path, options: Options) -> Discovery<Box<dyn Enumerate + Send + Sync>, Links> {
+    let fixture = sysfs.parent().map(|p| p.join("links.json")).filter(|p| p.is_file());
+    let links = match fixture {
+        Some(path) => Links::Fixture(FixtureLinks { path }),
+        None => Links::Netlink(NetlinkLinks),
+    };
+    let enumerator: Box<dyn Enumerate + Send + Sync> = if sysfs == Path::new("/sys") {
+        Box::new(UdevEnumerator)
+    } else {
+        Box::new(SysfsEnumerator)
+    };
+    Discovery::new(Sysfs::new(sysfs), enumerator, links, options)
+}
+
+impl<T: Enumerate + ?Sized> Enumerate for Box<T> {
+    fn enumerate(&self, sysfs: &Sysfs) -> Result<DeviceNames> {
+        (**self).enumerate(sysfs)
+    }
+}

@@ -1,0 +1,192 @@
+//! Link state that sysfs does not show: addresses, default routes, link kinds, stacking.
+//!
+//! [`NetlinkLinks`] asks the kernel (rtnetlink, in the caller's network namespace);
+//! [`FixtureLinks`] reads a JSON file, so fixture trees can describe the same facts.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+
+use dranet_core::{LinkSource, LinkState};
+use futures::TryStreamExt;
+use rtnetlink::packet_route::address::AddressAttribute;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkInfo};
+use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage};
+use rtnetlink::{RouteMessageBuilder, packet_route::route::RouteType};
+
+use crate::{Error, Result};
+
+/// Link state from rtnetlink, in the network namespace of the calling thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NetlinkLinks;
+
+impl LinkSource for NetlinkLinks {
+    type Error = Error;
+
+    fn links(&self) -> Result<Vec<LinkState>> {
+        // A private current-thread runtime: discovery is synchronous and may run in a thread
+        // that has entered another network namespace; a shared runtime's workers would not have.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .map_err(|e| Error::Netlink(format!("runtime: {e}")))?;
+        rt.block_on(dump())
+    }
+}
+
+fn nl(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Netlink(format!("{what}: {e}"))
+}
+
+async fn dump() -> Result<Vec<LinkState>> {
+    let (conn, handle, _) = rtnetlink::new_connection().map_err(|e| nl("connect", e))?;
+    let conn = tokio::spawn(conn);
+
+    let msgs: Vec<_> = handle
+        .link()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| nl("dump links", e))?;
+    let mut by_index: HashMap<u32, String> = HashMap::new();
+    let mut links: Vec<(LinkState, Option<u32>, Option<u32>)> = Vec::new();
+    for m in msgs {
+        let mut st = LinkState {
+            ifindex: Some(m.header.index),
+            ..LinkState::default()
+        };
+        let (mut master, mut lower) = (None, None);
+        for a in m.attributes {
+            match a {
+                LinkAttribute::IfName(n) => st.name = n,
+                LinkAttribute::Mtu(v) => st.mtu = Some(v),
+                LinkAttribute::OperState(s) => st.operstate = Some(s.to_string().to_lowercase()),
+                LinkAttribute::Controller(i) => master = Some(i),
+                LinkAttribute::Link(i) if i != m.header.index => lower = Some(i),
+                LinkAttribute::LinkInfo(infos) => {
+                    for i in infos {
+                        if let LinkInfo::Kind(k) = i {
+                            st.kind = Some(k.to_string());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        by_index.insert(m.header.index, st.name.clone());
+        links.push((st, master, lower));
+    }
+
+    let addrs: Vec<_> = handle
+        .address()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| nl("dump addresses", e))?;
+    let mut v4: HashMap<u32, Vec<String>> = HashMap::new();
+    let mut v6: HashMap<u32, Vec<String>> = HashMap::new();
+    for a in addrs {
+        let plen = a.header.prefix_len;
+        let ip = a.attributes.iter().find_map(|x| match x {
+            AddressAttribute::Address(ip) => Some(*ip),
+            _ => None,
+        });
+        match ip {
+            Some(IpAddr::V4(ip)) => v4.entry(a.header.index).or_default().push(format!("{ip}/{plen}")),
+            // Link-local addresses say nothing a claim could select on.
+            Some(IpAddr::V6(ip)) if (ip.segments()[0] & 0xffc0) != 0xfe80 => {
+                v6.entry(a.header.index).or_default().push(format!("{ip}/{plen}"))
+            }
+            _ => {}
+        }
+    }
+
+    let mut defaults: HashSet<u32> = HashSet::new();
+    for req in [
+        RouteMessageBuilder::<Ipv4Addr>::new().build(),
+        RouteMessageBuilder::<Ipv6Addr>::new().build(),
+    ] {
+        let routes: Vec<RouteMessage> = handle
+            .route()
+            .get(req)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| nl("dump routes", e))?;
+        for r in routes {
+            if r.header.destination_prefix_length != 0 || r.header.kind != RouteType::Unicast {
+                continue;
+            }
+            for a in &r.attributes {
+                match a {
+                    RouteAttribute::Oif(i) => {
+                        defaults.insert(*i);
+                    }
+                    RouteAttribute::MultiPath(hops) => {
+                        defaults.extend(hops.iter().map(|h| h.interface_index));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    conn.abort();
+
+    Ok(links
+        .into_iter()
+        .map(|(mut st, master, lower)| {
+            let i = st.ifindex.unwrap_or(0);
+            st.master = master.and_then(|m| by_index.get(&m).cloned());
+            st.lower = lower.and_then(|l| by_index.get(&l).cloned());
+            st.ipv4 = v4.remove(&i).unwrap_or_default();
+            st.ipv6 = v6.remove(&i).unwrap_or_default();
+            st.default_route = defaults.contains(&i);
+            st
+        })
+        .collect())
+}
+
+/// Link state from a JSON file: `{"links": [LinkState, …]}` (camelCase fields, see
+/// [`dranet_core::LinkState`]). Fixture trees keep it beside their `sys` directory as
+/// `links.json`.
+#[derive(Debug, Clone)]
+pub struct FixtureLinks {
+    /// The JSON file.
+    pub path: PathBuf,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinksFile {
+    links: Vec<LinkState>,
+}
+
+impl LinkSource for FixtureLinks {
+    type Error = Error;
+
+    fn links(&self) -> Result<Vec<LinkState>> {
+        let text = std::fs::read_to_string(&self.path).map_err(|source| Error::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        let f: LinksFile = serde_json::from_str(&text).map_err(|e| Error::Fixture {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(f.links)
+    }
+}
+
+/// No link state: sysfs alone (no addresses, no default routes).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoLinks;
+
+impl LinkSource for NoLinks {
+    type Error = Error;
+
+    fn links(&self) -> Result<Vec<LinkState>> {
+        Ok(Vec::new())
+    }
+}

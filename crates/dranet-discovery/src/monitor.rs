@@ -1,0 +1,87 @@
+//! Hot-plug: kernel uevents for PCI functions, netdevs and RDMA links.
+//!
+//! Listens on the kernel's uevent netlink group directly, so it needs no udev daemon (containers
+//! rarely run one). Net uevents are delivered in the network namespace the device lives in: run
+//! the monitor in the host's (the daemon is `hostNetwork`).
+
+use std::os::fd::{AsFd, AsRawFd};
+use std::time::{Duration, Instant};
+
+use crate::{Error, Result};
+
+/// The subsystems discovery cares about.
+pub const SUBSYSTEMS: [&str; 3] = ["pci", "net", "infiniband"];
+
+/// One uevent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// `add`, `remove`, `change`, `move`, `bind`, `unbind`, …
+    pub action: String,
+    /// `pci`, `net` or `infiniband`.
+    pub subsystem: String,
+    /// Device name (`eth0`, `0000:03:00.0`, `mlx5_0`).
+    pub sysname: String,
+}
+
+/// A kernel uevent listener filtered to [`SUBSYSTEMS`].
+pub struct Monitor {
+    socket: udev::MonitorSocket,
+}
+
+impl std::fmt::Debug for Monitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Monitor").finish_non_exhaustive()
+    }
+}
+
+impl Monitor {
+    /// Starts listening (in the calling thread's network namespace).
+    pub fn new() -> Result<Self> {
+        let mut b = udev::MonitorBuilder::new_kernel().map_err(Error::Udev)?;
+        for s in SUBSYSTEMS {
+            b = b.match_subsystem(s).map_err(Error::Udev)?;
+        }
+        Ok(Self {
+            socket: b.listen().map_err(Error::Udev)?,
+        })
+    }
+
+    /// The next event, waiting at most `timeout`; `Ok(None)` when none came.
+    pub fn next(&mut self, timeout: Duration) -> Result<Option<Event>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(ev) = self.socket.iter().next() {
+                let subsystem = ev
+                    .subsystem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                return Ok(Some(Event {
+                    action: ev
+                        .action()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    subsystem,
+                    sysname: ev.sysname().to_string_lossy().into_owned(),
+                }));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
+            let mut fds = [nix::poll::PollFd::new(
+                self.socket.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX)) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(Error::Udev(std::io::Error::from(e))),
+            }
+        }
+    }
+
+    /// The raw descriptor, to register with an event loop.
+    pub fn as_raw_fd(&self) -> i32 {
+        self.socket.as_raw_fd()
+    }
+}

@@ -1,0 +1,689 @@
+//! The scan: sysfs and link state in, [`Inventory`] out.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use dranet_core::names::{netdev_device_name, pci_device_name};
+use dranet_core::pciids::PciNames;
+use dranet_core::{
+    CharDevice, CharDeviceKind, Discover, Inventory, LinkSource, Netdev, NetworkDevice, NumaNode,
+    NumaTopology, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, RdmaLink, RdmaPort,
+    SriovRole, arphrd_name,
+};
+
+use crate::{Enumerate, Error, Result, Sysfs};
+
+const ARPHRD_LOOPBACK: u16 = 772;
+const ARPHRD_INFINIBAND: u16 = 32;
+
+/// Choices that change what is published.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// IPoIB netdevs belong to their PCI device and move into the pod with it (upstream's
+    /// `--move-ib-interfaces`, default true). When false they are skipped and the device is
+    /// published as IB-only.
+    pub move_ib_interfaces: bool,
+    /// The PCI ID database to name vendors and devices with. `None` looks beside the sysfs root
+    /// (`<root>/../usr/share/misc/pci.ids`, `…/hwdata/pci.ids`: the host's when its `/` is
+    /// mounted in the container), then in this system's usual places.
+    pub pci_ids: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            move_ib_interfaces: true,
+            pci_ids: None,
+        }
+    }
+}
+
+/// Host discovery: an enumerator says which devices exist, the rooted [`Sysfs`] reader describes
+/// them, a [`LinkSource`] adds addresses and routes.
+#[derive(Debug)]
+pub struct Discovery<E, L> {
+    sysfs: Sysfs,
+    enumerator: E,
+    links: L,
+    options: Options,
+}
+
+impl<E: Enumerate, L: LinkSource> Discovery<E, L> {
+    /// Discovery over `sysfs`, listing devices with `enumerator` and link state from `links`.
+    pub fn new(sysfs: Sysfs, enumerator: E, links: L, options: Options) -> Self {
+        Self {
+            sysfs,
+            enumerator,
+            links,
+            options,
+        }
+    }
+
+    /// The sysfs reader (for its recorded paths, in benches).
+    pub fn sysfs(&self) -> &Sysfs {
+        &self.sysfs
+    }
+}
+
+impl<E: Enumerate, L: LinkSource> Discover for Discovery<E, L> {
+    type Error = Error;
+
+    fn discover(&self) -> Result<Inventory> {
+        let names = self.enumerator.enumerate(&self.sysfs)?;
+        // Fail closed: without link state the default-route uplink cannot be recognised, and
+        // publishing it would let a pod take the node's network away.
+        let links = self
+            .links
+            .links()
+            .map_err(|e| Error::Netlink(format!("link state unavailable: {e}")))?;
+        let mut scan = Scan {
+            fs: &self.sysfs,
+            warnings: Vec::new(),
+        };
+        let mut inv = scan.run(&names, links, &self.options);
+        inv.warnings = scan.warnings;
+        Ok(inv)
+    }
+}
+
+struct Scan<'a> {
+    fs: &'a Sysfs,
+    warnings: Vec<String>,
+}
+
+/// What a sysfs device path says about its place in the PCI hierarchy.
+fn pci_position(path: &str, addr: &PciAddress) -> (Option<PcieRoot>, Vec<PciAddress>) {
+    let comps: Vec<&str> = path.split('/').collect();
+    let Some(root_i) = comps.iter().rposition(|c| {
+        c.starts_with("pci") && c.parse::<PcieRoot>().is_ok()
+    }) else {
+        return (None, Vec::new());
+    };
+    let root = comps[root_i].parse::<PcieRoot>().ok();
+    let bridges = comps[root_i + 1..]
+        .iter()
+        .filter_map(|c| c.parse::<PciAddress>().ok())
+        .filter(|a| a != addr)
+        .collect();
+    (root, bridges)
+}
+
+/// The PCI function that owns a class device at `path` (`…/<pci>/net/eth0`,
+/// `…/<pci>/virtio0/net/eth0`, `…/<pci>/infiniband/mlx5_0`): the component right before the
+/// class directory, looking through a virtio bus device. A USB NIC under an xHCI controller has
+/// none.
+fn owning_pci(path: &str, class_dir: &str) -> Option<PciAddress> {
+    let comps: Vec<&str> = path.split('/').collect();
+    let i = comps.iter().rposition(|c| *c == class_dir)?;
+    let mut j = i.checked_sub(1)?;
+    if comps[j].starts_with("virtio") && comps[j][6..].bytes().all(|b| b.is_ascii_digit()) {
+        j = j.checked_sub(1)?;
+    }
+    comps[j].parse().ok()
+}
+
+fn parse_hex_u32(s: &str) -> Option<u32> {
+    u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
+}
+
+fn parse_devnum(s: &str) -> Option<(u32, u32)> {
+    let (a, b) = s.trim().split_once(':')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+impl Scan<'_> {
+    fn warn(&mut self, w: String) {
+        self.warnings.push(w);
+    }
+
+    fn p(&self, rel: &str) -> String {
+        self.fs.path(rel).display().to_string()
+    }
+
+    /// A required hex id file; `None` and a warning when absent or garbage.
+    fn hex_file(&mut self, rel: &str) -> Option<u32> {
+        match self.fs.read(rel) {
+            Ok(s) => match parse_hex_u32(&s) {
+                Some(v) => Some(v),
+                None => {
+                    let w = format!("{}: not a hex number: {s:?}", self.p(rel));
+                    self.warn(w);
+                    None
+                }
+            },
+            Err(e) => {
+                let w = format!("{}: {e}", self.p(rel));
+                self.warn(w);
+                None
+            }
+        }
+    }
+
+    fn pci_device(&mut self, addr: PciAddress, path: &str, class: PciClass, sriov: bool) -> Option<PciDevice> {
+        let vendor = self.hex_file(&format!("{path}/vendor"));
+        let device = self.hex_file(&format!("{path}/device"));
+        let (Some(vendor), Some(device)) = (vendor, device) else {
+            let w = format!("PCI device {addr}: vendor or device id unreadable; device skipped");
+            self.warn(w);
+            return None;
+        };
+        let sub = |s: &mut Self, f: &str| {
+            s.fs
+                .read_opt(&format!("{path}/{f}"))
+                .ok()
+                .flatten()
+                .and_then(|v| parse_hex_u32(&v))
+                .unwrap_or(0) as u16
+        };
+        let ids = PciIds {
+            vendor: vendor as u16,
+            device: device as u16,
+            subsystem_vendor: sub(self, "subsystem_vendor"),
+            subsystem_device: sub(self, "subsystem_device"),
+        };
+        let numa_rel = format!("{path}/numa_node");
+        let numa_node = match self.fs.read_opt(&numa_rel) {
+            Ok(None) => None,
+            Ok(Some(s)) => match s.parse::<i64>() {
+                Ok(n) if n >= 0 => u32::try_from(n).ok(),
+                Ok(_) => None, // -1: no NUMA affinity
+                Err(_) => {
+                    let w = format!("{}: not a NUMA node: {s:?}; NUMA attributes left out", self.p(&numa_rel));
+                    self.warn(w);
+                    None
+                }
+            },
+            Err(e) => {
+                let w = format!("{}: {e}; NUMA attributes left out", self.p(&numa_rel));
+                self.warn(w);
+                None
+            }
+        };
+        let driver = self.fs.link_name(&format!("{path}/driver")).ok().flatten();
+        let sriov = if sriov { self.sriov(path) } else { SriovRole::None };
+        let (pcie_root, bridges) = pci_position(path, &addr);
+        Some(PciDevice {
+            address: addr,
+            class,
+            ids,
+            vendor_name: None,
+            device_name: None,
+            driver,
+            numa_node,
+            pcie_root,
+            bridges,
+            sriov,
+        })
+    }
+
+    fn sriov(&mut self, path: &str) -> SriovRole {
+        let num = |s: &mut Self, f: &str| -> Option<u32> {
+            let rel = format!("{path}/{f}");
+            let v = s.fs.read_opt(&rel).ok().flatten()?;
+            match v.parse() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    let w = format!("{}: not a number: {v:?}", s.p(&rel));
+                    s.warn(w);
+                    None
+                }
+            }
+        };
+        if let Some(total_vfs) = num(self, "sriov_totalvfs") {
+            let num_vfs = num(self, "sriov_numvfs").unwrap_or(0);
+            return SriovRole::PhysicalFunction { total_vfs, num_vfs };
+        }
+        match self.fs.link_name(&format!("{path}/physfn")) {
+            Ok(Some(pf)) => SriovRole::VirtualFunction { pf: pf.parse().ok() },
+            _ => SriovRole::None,
+        }
+    }
+
+    fn netdev(&mut self, name: &str) -> Option<(Netdev, u16)> {
+        let rel = format!("class/net/{name}");
+        let path = match self.fs.resolve(&rel) {
+            Ok(p) => p,
+            Err(e) => {
+                let w = format!("{}: {e}; netdev skipped", self.p(&rel));
+                self.warn(w);
+                return None;
+            }
+        };
+        let arphrd = match self.fs.read(&format!("{path}/type")) {
+            Ok(s) => match s.parse::<u16>() {
+                Ok(t) => t,
+                Err(_) => {
+                    let w = format!("{}/type: not a link type: {s:?}; netdev skipped", self.p(&path));
+                    self.warn(w);
+                    return None;
+                }
+            },
+            Err(e) => {
+                let w = format!("{}/type: {e}; netdev skipped", self.p(&path));
+                self.warn(w);
+                return None;
+            }
+        };
+        if arphrd == ARPHRD_LOOPBACK {
+            return Some((Netdev::default(), arphrd));
+        }
+        let opt = |s: &mut Self, f: &str| s.fs.read_opt(&format!("{path}/{f}")).ok().flatten();
+        let mtu = opt(self, "mtu").and_then(|m| m.parse().ok());
+        let nd = Netdev {
+            name: name.to_string(),
+            mac: opt(self, "address").filter(|m| !m.is_empty()),
+            mtu,
+            operstate: opt(self, "operstate"),
+            alias: opt(self, "ifalias").filter(|a| !a.is_empty()),
+            encapsulation: arphrd_name(arphrd).map(str::to_string),
+            virtual_: path.starts_with("devices/virtual/"),
+            pci: owning_pci(&path, "net"),
+            ..Netdev::default()
+        };
+        Some((nd, arphrd))
+    }
+
+    fn char_devices(&mut self) -> HashMap<String, Vec<CharDevice>> {
+        let mut map: HashMap<String, Vec<CharDevice>> = HashMap::new();
+        for (class, prefixes) in [
+            ("infiniband_verbs", &[("uverbs", CharDeviceKind::Uverbs)][..]),
+            (
+                "infiniband_mad",
+                &[("umad", CharDeviceKind::Umad), ("issm", CharDeviceKind::Issm)][..],
+            ),
+            ("infiniband_cm", &[("ucm", CharDeviceKind::Ucm)][..]),
+        ] {
+            let entries = self.fs.list(&format!("class/{class}")).unwrap_or_default();
+            for e in entries {
+                let Some(kind) = prefixes
+                    .iter()
+                    .find(|(p, _)| e.starts_with(p) && e[p.len()..].bytes().all(|b| b.is_ascii_digit()) && e.len() > p.len())
+                    .map(|(_, k)| *k)
+                else {
+                    continue; // abi_version and friends
+                };
+                let base = format!("class/{class}/{e}");
+                let ibdev = match self.fs.read(&format!("{base}/ibdev")) {
+                    Ok(s) => s,
+                    Err(err) => {
+                        let w = format!("{}/ibdev: {err}; {e} left out", self.p(&base));
+                        self.warn(w);
+                        continue;
+                    }
+                };
+                let dev_rel = format!("{base}/dev");
+                let Some((major, minor)) = self.fs.read(&dev_rel).ok().and_then(|s| parse_devnum(&s)) else {
+                    let w = format!("{}: missing or not major:minor; {e} left out", self.p(&dev_rel));
+                    self.warn(w);
+                    continue;
+                };
+                let port = if matches!(kind, CharDeviceKind::Umad | CharDeviceKind::Issm) {
+                    self.fs.read_opt(&format!("{base}/port")).ok().flatten().and_then(|p| p.parse().ok())
+                } else {
+                    None
+                };
+                map.entry(ibdev).or_default().push(CharDevice {
+                    kind,
+                    path: format!("/dev/infiniband/{e}"),
+                    major,
+                    minor,
+                    port,
+                });
+            }
+        }
+        map
+    }
+
+    fn rdma_link(&mut self, name: &str, chars: &mut HashMap<String, Vec<CharDevice>>, rdma_cm: &Option<CharDevice>) -> Option<RdmaLink> {
+        let rel = format!("class/infiniband/{name}");
+        let path = match self.fs.resolve(&rel) {
+            Ok(p) => p,
+            Err(e) => {
+                let w = format!("{}: {e}; RDMA link skipped", self.p(&rel));
+                self.warn(w);
+                return None;
+            }
+        };
+        let pci = owning_pci(&path, "infiniband");
+        let mut ports = Vec::new();
+        for p in self.fs.list(&format!("{path}/ports")).unwrap_or_default() {
+            let Ok(number) = p.parse::<u32>() else { continue };
+            let base = format!("{path}/ports/{p}");
+            ports.push(RdmaPort {
+                number,
+                link_layer: self.fs.read_opt(&format!("{base}/link_layer")).ok().flatten(),
+                state: self.fs.read_opt(&format!("{base}/state")).ok().flatten(),
+            });
+        }
+        ports.sort_by_key(|p| p.number);
+        let parent_netdev = if pci.is_none() {
+            self.fs.read_opt(&format!("{path}/parent")).ok().flatten()
+        } else {
+            None
+        };
+        let mut char_devices = chars.remove(name).unwrap_or_default();
+        if char_devices.is_empty() {
+            let w = format!("RDMA link {name}: no uverbs device in class/infiniband_verbs; a pod could not use it");
+            self.warn(w);
+        }
+        char_devices.extend(rdma_cm.clone());
+        char_devices.sort();
+        Some(RdmaLink {
+            name: name.to_string(),
+            pci,
+            parent_netdev,
+            ports,
+            char_devices,
+        })
+    }
+
+    fn numa(&mut self) -> NumaTopology {
+        let mut nodes = Vec::new();
+        for n in self.fs.list("devices/system/node").unwrap_or_default() {
+            let Some(id) = n.strip_prefix("node").and_then(|i| i.parse::<u32>().ok()) else {
+                continue;
+            };
+            let base = format!("devices/system/node/{n}");
+            let distances = self
+                .fs
+                .read_opt(&format!("{base}/distance"))
+                .ok()
+                .flatten()
+                .map(|d| d.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+                .unwrap_or_default();
+            let cpulist = self.fs.read_opt(&format!("{base}/cpulist")).ok().flatten().unwrap_or_default();
+            let first_cpu = cpulist
+                .split([',', '-'])
+                .next()
+                .and_then(|c| c.trim().parse::<u32>().ok());
+            let socket = first_cpu.and_then(|c| {
+                self.fs
+                    .read_opt(&format!("devices/system/cpu/cpu{c}/topology/physical_package_id"))
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.parse().ok())
+            });
+            nodes.push(NumaNode {
+                id,
+                cpulist,
+                distances,
+                socket,
+            });
+        }
+        nodes.sort_by_key(|n| n.id);
+        NumaTopology { nodes }
+    }
+
+    fn run(&mut self, names: &crate::DeviceNames, links: Vec<dranet_core::LinkState>, opts: &Options) -> Inventory {
+        // PCI functions: network ones are candidates, GPUs are kept for topology, the rest are
+        // remembered by path in case an RDMA link hangs off one (InfiniBand class 0c06, …).
+        let mut candidates: BTreeMap<PciAddress, PciDevice> = BTreeMap::new();
+        let mut others: HashMap<PciAddress, (String, PciClass)> = HashMap::new();
+        let mut gpus = Vec::new();
+        for name in &names.pci {
+            let addr = match name.parse::<PciAddress>() {
+                Ok(a) => a,
+                Err(e) => {
+                    self.warn(format!("{}: {e}; skipped", self.p(&format!("bus/pci/devices/{name}"))));
+                    continue;
+                }
+            };
+            let rel = format!("bus/pci/devices/{name}");
+            let path = match self.fs.resolve(&rel) {
+                Ok(p) => p,
+                Err(e) => {
+                    let w = format!("{}: {e}; device skipped", self.p(&rel));
+                    self.warn(w);
+                    continue;
+                }
+            };
+            let Some(class) = self.hex_file(&format!("{path}/class")).map(PciClass) else {
+                continue;
+            };
+            if class.is_network() {
+                if let Some(d) = self.pci_device(addr, &path, class, true) {
+                    candidates.insert(addr, d);
+                }
+            } else if class.is_gpu() {
+                if let Some(d) = self.pci_device(addr, &path, class, false) {
+                    gpus.push(d);
+                }
+            } else {
+                others.insert(addr, (path, class));
+            }
+        }
+
+        let mut netdevs: BTreeMap<String, Netdev> = BTreeMap::new();
+        let mut ipoib: HashSet<String> = HashSet::new();
+        for name in &names.net {
+            let Some((nd, arphrd)) = self.netdev(name) else { continue };
+            if arphrd == ARPHRD_LOOPBACK {
+                continue;
+            }
+            if arphrd == ARPHRD_INFINIBAND {
+                ipoib.insert(name.clone());
+            }
+            netdevs.insert(name.clone(), nd);
+        }
+        for l in links {
+            if let Some(nd) = netdevs.get_mut(&l.name) {
+                nd.ifindex = l.ifindex.or(nd.ifindex);
+                nd.kind = l.kind;
+                nd.operstate = l.operstate.or(nd.operstate.take());
+                nd.mtu = l.mtu.or(nd.mtu);
+                nd.ipv4 = l.ipv4;
+                nd.ipv6 = l.ipv6;
+                nd.default_route = l.default_route;
+                nd.master = l.master;
+                nd.lower = l.lower;
+            }
+        }
+        if opts.move_ib_interfaces {
+            for n in &ipoib {
+                if let Some(nd) = netdevs.get_mut(n) {
+                    nd.kind.get_or_insert_with(|| "ipoib".into());
+                }
+            }
+        }
+
+        // The uplink: interfaces with a default route and those they depend on (their slaves and
+        // the interfaces they are stacked on). None of them, nor their PCI functions, is published.
+        let mut uplink: HashSet<String> = netdevs.values().filter(|n| n.default_route).map(|n| n.name.clone()).collect();
+        loop {
+            let before = uplink.len();
+            for n in netdevs.values() {
+                if n.master.as_ref().is_some_and(|m| uplink.contains(m)) {
+                    uplink.insert(n.name.clone());
+                }
+                if uplink.contains(&n.name) {
+                    if let Some(l) = &n.lower {
+                        uplink.insert(l.clone());
+                    }
+                }
+            }
+            if uplink.len() == before {
+                break;
+            }
+        }
+        let uplink_pci: HashSet<PciAddress> = uplink.iter().filter_map(|n| netdevs.get(n)?.pci).collect();
+
+        let mut chars = self.char_devices();
+        let rdma_cm = self.fs.read_opt("class/misc/rdma_cm/dev").ok().flatten().and_then(|s| parse_devnum(&s)).map(|(major, minor)| CharDevice {
+            kind: CharDeviceKind::RdmaCm,
+            path: "/dev/infiniband/rdma_cm".into(),
+            major,
+            minor,
+            port: None,
+        });
+        let mut rdma: Vec<RdmaLink> = Vec::new();
+        for name in &names.infiniband {
+            if let Some(l) = self.rdma_link(name, &mut chars, &rdma_cm) {
+                rdma.push(l);
+            }
+        }
+        // RDMA links on PCI functions outside class 02 make those functions devices too.
+        for l in &rdma {
+            if let Some(a) = l.pci {
+                if !candidates.contains_key(&a) {
+                    if let Some((path, class)) = others.remove(&a) {
+                        if let Some(d) = self.pci_device(a, &path, class, true) {
+                            candidates.insert(a, d);
+                        }
+                    }
+                }
+            }
+        }
+
+        let mut by_pci: BTreeMap<PciAddress, NetworkDevice> = BTreeMap::new();
+        for (addr, pci) in candidates {
+            if uplink_pci.contains(&addr) {
+                continue;
+            }
+            if !pci.has_usable_driver() {
+                let why = match &pci.driver {
+                    Some(d) => format!("bound to {d}"),
+                    None => "bound to no driver".into(),
+                };
+                self.warn(format!("PCI network device {addr} is {why}: it has no netdev or RDMA link to give a pod; not published"));
+                continue;
+            }
+            by_pci.insert(addr, NetworkDevice {
+                name: pci_device_name(&addr),
+                pci: Some(pci),
+                netdev: None,
+                rdma: None,
+            });
+        }
+        let mut non_pci: BTreeMap<String, NetworkDevice> = BTreeMap::new();
+        for (name, nd) in netdevs {
+            if uplink.contains(&name) {
+                continue;
+            }
+            let is_ipoib = ipoib.contains(&name);
+            match nd.pci {
+                Some(a) => {
+                    if is_ipoib && !opts.move_ib_interfaces {
+                        continue;
+                    }
+                    if let Some(dev) = by_pci.get_mut(&a) {
+                        if dev.netdev.is_none() {
+                            dev.netdev = Some(nd);
+                        }
+                    }
+                }
+                None if is_ipoib => {} // an IPoIB child without a function of its own
+                None => {
+                    let dname = netdev_device_name(&name);
+                    non_pci.insert(dname.clone(), NetworkDevice {
+                        name: dname,
+                        pci: None,
+                        netdev: Some(nd),
+                        rdma: None,
+                    });
+                }
+            }
+        }
+        for l in rdma {
+            let target = match (&l.pci, &l.parent_netdev) {
+                (Some(a), _) => by_pci.get_mut(a),
+                (None, Some(nd)) => non_pci.get_mut(&netdev_device_name(nd)),
+                (None, None) => None,
+            };
+            match target {
+                Some(dev) => dev.rdma = Some(l),
+                None if l.pci.is_some_and(|a| uplink_pci.contains(&a)) => {}
+                None => {
+                    let owner = l.pci.map(|a| a.to_string()).or(l.parent_netdev.clone()).unwrap_or_else(|| "nothing".into());
+                    self.warn(format!("RDMA link {} belongs to {owner}, which is not published; link skipped", l.name));
+                }
+            }
+        }
+
+        let mut devices: Vec<NetworkDevice> = by_pci.into_values().collect();
+        for (name, d) in non_pci {
+            if devices.iter().any(|x| x.name == name) {
+                self.warn(format!("netdev {name}: its device name collides with a PCI device's; skipped"));
+                continue;
+            }
+            devices.push(d);
+        }
+        devices.sort_by(|a, b| a.name.cmp(&b.name));
+        gpus.sort_by_key(|g| g.address);
+
+        self.name_pci(&mut devices, &mut gpus, opts);
+        let numa = self.numa();
+        Inventory {
+            devices,
+            gpus,
+            numa,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn name_pci(&mut self, devices: &mut [NetworkDevice], gpus: &mut [PciDevice], opts: &Options) {
+        let wanted: HashSet<(u16, u16)> = devices
+            .iter()
+            .filter_map(|d| d.pci.as_ref())
+            .chain(gpus.iter())
+            .map(|p| (p.ids.vendor, p.ids.device))
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let candidates: Vec<PathBuf> = match &opts.pci_ids {
+            Some(p) => vec![p.clone()],
+            None => {
+                let host = self.fs.root().join("..");
+                vec![
+                    host.join("usr/share/misc/pci.ids"),
+                    host.join("usr/share/hwdata/pci.ids"),
+                    PathBuf::from("/usr/share/misc/pci.ids"),
+                    PathBuf::from("/usr/share/hwdata/pci.ids"),
+                ]
+            }
+        };
+        let Some((path, text)) = candidates.iter().find_map(|p: &PathBuf| Some((p.as_path(), std::fs::read_to_string(p).ok()?))) else {
+            let w = format!("no PCI ID database found (tried {}); pciVendor and pciDevice show hex ids", candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+            self.warn(w);
+            return;
+        };
+        match PciNames::parse(&text, &wanted) {
+            Ok(names) => {
+                for p in devices.iter_mut().filter_map(|d| d.pci.as_mut()).chain(gpus.iter_mut()) {
+                    p.vendor_name = names.vendor(p.ids.vendor).map(str::to_string);
+                    p.device_name = names.device(p.ids.vendor, p.ids.device).map(str::to_string);
+                }
+            }
+            Err(e) => self.warn(format!("{}: {e}; pciVendor and pciDevice show hex ids", Path::new(path).display())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_from_paths() {
+        let a: PciAddress = "0000:03:00.0".parse().unwrap();
+        let (root, br) = pci_position("devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0", &a);
+        assert_eq!(root.unwrap().to_string(), "pci0000:00");
+        assert_eq!(br.len(), 3);
+        // Hyper-V vPCI: the root sits under the VMBus device.
+        let v: PciAddress = "0101:00:00.0".parse().unwrap();
+        let (root, br) = pci_position(
+            "devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/00000101-0001-0000-3130-444531454238/pci0101:00/0101:00:00.0",
+            &v,
+        );
+        assert_eq!(root.unwrap().to_string(), "pci0101:00");
+        assert!(br.is_empty());
+    }
+
+    #[test]
+    fn owners_of_class_devices() {
+        assert_eq!(owning_pci("devices/pci0000:00/0000:00:03.0/virtio0/net/eth1", "net").unwrap().to_string(), "0000:00:03.0");
+        assert_eq!(owning_pci("devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/net/enx0", "net"), None);
+        assert_eq!(owning_pci("devices/virtual/net/veth0", "net"), None);
+        assert_eq!(owning_pci("devices/pci0000:00/0000:00:02.0/infiniband/mlx5_0", "infiniband").unwrap().to_string(), "0000:00:02.0");
+    }
+}

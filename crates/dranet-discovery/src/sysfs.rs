@@ -1,0 +1,198 @@
+//! One reader for every sysfs file, rooted anywhere.
+//!
+//! All paths are relative to the root (`/sys` on a host, `/host/sys` in a container that mounts
+//! the host's, or a fixture tree), so the same parsing runs everywhere. Symlinks are resolved
+//! lexically against the root — sysfs links are relative, so this never escapes to the real
+//! `/sys` when reading a fixture.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+/// A sysfs tree rooted at a directory.
+#[derive(Debug)]
+pub struct Sysfs {
+    root: PathBuf,
+    // Every path read, when recording (benches measure the raw cost of the same reads).
+    record: Option<Mutex<Vec<PathBuf>>>,
+}
+
+impl Sysfs {
+    /// A reader rooted at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            record: None,
+        }
+    }
+
+    /// A reader that also records every file it reads (see [`Sysfs::recorded`]).
+    pub fn recording(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            record: Some(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The paths read so far (absolute), when recording.
+    pub fn recorded(&self) -> Vec<PathBuf> {
+        self.record
+            .as_ref()
+            .map(|r| r.lock().map(|v| v.clone()).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The absolute path of `rel`.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    fn note(&self, p: &Path) {
+        if let Some(r) = &self.record {
+            if let Ok(mut v) = r.lock() {
+                v.push(p.to_path_buf());
+            }
+        }
+    }
+
+    /// Reads a file and trims trailing whitespace.
+    pub fn read(&self, rel: &str) -> io::Result<String> {
+        let p = self.path(rel);
+        self.note(&p);
+        let mut s = std::fs::read_to_string(&p)?;
+        let len = s.trim_end().len();
+        s.truncate(len);
+        Ok(s)
+    }
+
+    /// Reads a file that may be absent: `Ok(None)` when it does not exist.
+    pub fn read_opt(&self, rel: &str) -> io::Result<Option<String>> {
+        match self.read(rel) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The file name a symlink points to (`driver` → `mlx5_core`); `Ok(None)` when absent.
+    pub fn link_name(&self, rel: &str) -> io::Result<Option<String>> {
+        let p = self.path(rel);
+        self.note(&p);
+        match std::fs::read_link(&p) {
+            Ok(t) => Ok(t
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Resolves the symlink `rel` to a path relative to the root, lexically, and checks that the
+    /// target exists (a dangling link is an error naming it).
+    pub fn resolve(&self, rel: &str) -> io::Result<String> {
+        let p = self.path(rel);
+        self.note(&p);
+        let target = std::fs::read_link(&p)?;
+        let parent = Path::new(rel).parent().unwrap_or(Path::new(""));
+        let joined = if target.is_absolute() {
+            // A host sysfs mounted elsewhere with absolute links: keep what is below /sys.
+            let t = target
+                .strip_prefix(&self.root)
+                .or_else(|_| target.strip_prefix("/sys"))
+                .map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("link target {} is outside sysfs", target.display()),
+                    )
+                })?;
+            t.to_path_buf()
+        } else {
+            parent.join(&target)
+        };
+        let mut out: Vec<&std::ffi::OsStr> = Vec::new();
+        for c in joined.components() {
+            match c {
+                Component::Normal(n) => out.push(n),
+                Component::ParentDir => {
+                    if out.pop().is_none() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("link {} escapes the sysfs root", p.display()),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let resolved: PathBuf = out.iter().collect();
+        if !self.root.join(&resolved).exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("dangling link to {}", target.display()),
+            ));
+        }
+        Ok(resolved.to_string_lossy().into_owned())
+    }
+
+    /// Names in a directory, sorted; `Ok(empty)` when the directory does not exist.
+    pub fn list(&self, rel: &str) -> io::Result<Vec<String>> {
+        let p = self.path(rel);
+        let rd = match std::fs::read_dir(&p) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .map(|n: OsString| n.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_relative_links_lexically_and_reports_dangling_ones() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("devices/pci0000:00/0000:00:01.0")).unwrap();
+        std::fs::create_dir_all(root.join("bus/pci/devices")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../devices/pci0000:00/0000:00:01.0",
+            root.join("bus/pci/devices/0000:00:01.0"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            "../../../devices/pci0000:00/gone",
+            root.join("bus/pci/devices/0000:00:02.0"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            "../../../../../../etc",
+            root.join("bus/pci/devices/escape"),
+        )
+        .unwrap();
+        let s = Sysfs::recording(root);
+        assert_eq!(
+            s.resolve("bus/pci/devices/0000:00:01.0").unwrap(),
+            "devices/pci0000:00/0000:00:01.0"
+        );
+        let e = s.resolve("bus/pci/devices/0000:00:02.0").unwrap_err();
+        assert!(e.to_string().contains("dangling"), "{e}");
+        assert!(s.resolve("bus/pci/devices/escape").is_err());
+        assert_eq!(s.read_opt("nope").unwrap(), None);
+        assert_eq!(s.list("bus/pci/devices").unwrap().len(), 3);
+        assert_eq!(s.recorded().len(), 3);
+    }
+}
