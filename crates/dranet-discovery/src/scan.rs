@@ -362,7 +362,7 @@ impl Scan<'_> {
             None
         };
         let mut char_devices = chars.remove(name).unwrap_or_default();
-        if char_devices.is_empty() {
+        if !char_devices.iter().any(|c| c.kind == CharDeviceKind::Uverbs) {
             let w = format!("RDMA link {name}: no uverbs device in class/infiniband_verbs; a pod could not use it");
             self.warn(w);
         }

@@ -1,0 +1,344 @@
+//! Discovery on the generated fixtures: the seeds' tables, complete attribute sets, bad input.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use dranet_core::slice::published_devices;
+use dranet_core::{AttributeOptions, AttributeValue, Attributes, Discover, Inventory, Relation};
+use dranet_discovery::{DeviceNames, Discovery, Enumerate, FixtureLinks, Options, Sysfs, SysfsEnumerator};
+
+fn nodes() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/nodes")
+}
+
+fn discover_at(dir: &Path, opts: Options) -> Inventory {
+    dranet_discovery::host(&dir.join("sys"), opts).discover().expect("discovery")
+}
+
+fn discover(name: &str) -> Inventory {
+    discover_at(&nodes().join(name), Options::default())
+}
+
+fn attrs(inv: &Inventory, opts: AttributeOptions) -> BTreeMap<String, Attributes> {
+    let (devs, warnings) = published_devices(inv, opts, &Attributes::new());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    devs.into_iter().map(|d| (d.name, d.attributes)).collect()
+}
+
+/// Every file and symlink under `dir`, with contents or targets.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            if rel == Path::new("expected-attributes.json") {
+                continue; // written by the test below, not by the generator
+            }
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.file_type().is_symlink() {
+                out.insert(rel, format!("-> {}", std::fs::read_link(&p).unwrap().display()));
+            } else if meta.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(rel, std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn committed_fixtures_match_their_generator() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, generate) in dranet_discovery::fixture::NODES {
+        let fresh = tmp.path().join(name);
+        generate(&fresh).unwrap();
+        let committed = tree(&nodes().join(name));
+        let generated = tree(&fresh);
+        assert!(
+            committed == generated,
+            "testdata/nodes/{name} is stale: run `cargo run -p dranet-discovery --example gen-fixtures -- testdata/nodes`"
+        );
+    }
+}
+
+fn s(v: &str) -> AttributeValue {
+    AttributeValue::String(v.into())
+}
+
+#[test]
+fn gb300_reproduces_the_seed_nic_table() {
+    let inv = discover("azure-nd-gb300-v6");
+    assert!(inv.warnings.is_empty(), "{:?}", inv.warnings);
+    let a = attrs(&inv, AttributeOptions::default());
+    // The seeds' table: name, pciAddress, rdmaDevice, NUMA, ibOnly; nothing else is published
+    // (not the netvsc uplink, not its accelerated-networking VF).
+    let table = [
+        ("pci-0101-00-00-0", "0101:00:00.0", "mlx5_0", 0),
+        ("pci-0102-00-00-0", "0102:00:00.0", "mlx5_1", 0),
+        ("pci-0103-00-00-0", "0103:00:00.0", "mlx5_2", 1),
+        ("pci-0104-00-00-0", "0104:00:00.0", "mlx5_3", 1),
+    ];
+    assert_eq!(a.keys().collect::<Vec<_>>(), table.iter().map(|t| t.0).collect::<Vec<_>>());
+    for (name, addr, rdma, numa) in table {
+        let root = format!("pci{}:00", &addr[..4]);
+        let expected: Attributes = [
+            ("pciAddress", s(addr)),
+            ("pciVendor", s("Mellanox Technologies")),
+            ("pciDevice", s("ConnectX Family mlx5Gen Virtual Function")),
+            ("pciSubsystem", s("0023")),
+            ("numaNode", AttributeValue::Int(numa)),
+            ("sriov", AttributeValue::Bool(false)),
+            ("isSriovVf", AttributeValue::Bool(false)),
+            ("virtual", AttributeValue::Bool(false)),
+            ("rdma", AttributeValue::Bool(true)),
+            ("rdmaDevice", s(rdma)),
+            ("ibOnly", AttributeValue::Bool(true)),
+            ("resource.kubernetes.io/pciBusID", s(addr)),
+            ("resource.kubernetes.io/pcieRoot", s(&root)),
+            ("resource.kubernetes.io/numaNode", AttributeValue::Int(numa)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        assert_eq!(a[name], expected, "{name}");
+    }
+    // Each NIC carries exactly the char devices the seeds saw injected.
+    let d = inv.device("pci-0101-00-00-0").unwrap();
+    let chars: Vec<(String, u32, u32)> = d.rdma.as_ref().unwrap().char_devices.iter().map(|c| (c.path.clone(), c.major, c.minor)).collect();
+    assert_eq!(
+        chars,
+        vec![
+            ("/dev/infiniband/uverbs0".into(), 231, 192),
+            ("/dev/infiniband/umad0".into(), 231, 0),
+            ("/dev/infiniband/issm0".into(), 231, 64),
+            ("/dev/infiniband/rdma_cm".into(), 10, 58),
+        ]
+    );
+    let d3 = inv.device("pci-0104-00-00-0").unwrap();
+    assert!(d3.rdma.as_ref().unwrap().char_devices.iter().any(|c| c.path == "/dev/infiniband/uverbs3" && c.minor == 195));
+}
+
+#[test]
+fn gb300_topology_matches_the_seed_matrix() {
+    let inv = discover("azure-nd-gb300-v6");
+    let gpus: Vec<String> = inv.gpus.iter().map(|g| g.address.to_string()).collect();
+    assert_eq!(gpus, ["0008:06:00.0", "0009:06:00.0", "0018:06:00.0", "0019:06:00.0"]);
+    use Relation::{Node, Sys};
+    assert_eq!(
+        inv.gpu_nic_matrix(),
+        vec![vec![Node, Node, Sys, Sys], vec![Node, Node, Sys, Sys], vec![Sys, Sys, Node, Node], vec![Sys, Sys, Node, Node]]
+    );
+}
+
+#[test]
+fn bare_metal_mi300x_pairs_each_gpu_with_its_switch_nic() {
+    let inv = discover("bm-mi300x-8");
+    assert_eq!(inv.gpus.len(), 8);
+    let m = inv.gpu_nic_matrix();
+    for (g, row) in m.iter().enumerate() {
+        for (n, r) in row.iter().enumerate() {
+            let expected = if g == n {
+                Relation::Pix
+            } else if (g < 4) == (n < 4) {
+                Relation::Node
+            } else {
+                Relation::Sys
+            };
+            assert_eq!(*r, expected, "GPU{g} NIC{n}");
+        }
+    }
+    let names: Vec<_> = inv.devices.iter().map(|d| d.netdev.as_ref().unwrap().name.clone()).collect();
+    assert_eq!(names, (0..8).map(|i| format!("rdma{i}")).collect::<Vec<_>>());
+    // The front-end NIC carries the default route: neither it nor its RDMA link is published.
+    assert!(inv.devices.iter().all(|d| d.rdma.as_ref().unwrap().name != "mlx5_8"));
+    assert!(inv.warnings.is_empty(), "{:?}", inv.warnings);
+}
+
+#[test]
+fn mi300x_vm_ipoib_follows_move_ib_interfaces() {
+    let dir = nodes().join("azure-nd-mi300x-v5");
+    let moved = attrs(&discover_at(&dir, Options::default()), AttributeOptions::default());
+    assert_eq!(moved.len(), 8);
+    let d0 = &moved["pci-0101-00-00-0"];
+    assert_eq!(d0["ifName"], s("ib0"));
+    assert_eq!(d0["encapsulation"], s("infiniband"));
+    assert_eq!(d0["type"], s("ipoib"));
+    assert_eq!(d0["ibOnly"], AttributeValue::Bool(false));
+    let numa: Vec<_> = moved.values().map(|a| a["numaNode"].clone()).collect();
+    assert_eq!(numa.iter().filter(|n| **n == AttributeValue::Int(0)).count(), 4);
+
+    let ib_only = attrs(&discover_at(&dir, Options { move_ib_interfaces: false, ..Options::default() }), AttributeOptions::default());
+    assert_eq!(ib_only.len(), 8);
+    for a in ib_only.values() {
+        assert_eq!(a["ibOnly"], AttributeValue::Bool(true));
+        assert!(!a.contains_key("ifName"));
+    }
+}
+
+#[test]
+fn sriov_pf_and_vfs() {
+    let inv = discover("sriov-64vf");
+    let a = attrs(&inv, AttributeOptions::default());
+    assert_eq!(a.len(), 65);
+    let pf = &a["pci-0000-3b-00-0"];
+    assert_eq!(pf["sriov"], AttributeValue::Bool(true));
+    assert_eq!(pf["sriovVfs"], AttributeValue::Int(64));
+    assert_eq!(pf["isSriovVf"], AttributeValue::Bool(false));
+    let vf = &a["pci-0000-3b-08-7"];
+    assert_eq!(vf["isSriovVf"], AttributeValue::Bool(true));
+    assert_eq!(vf["ifName"], s("ens1f0v63"));
+    assert!(!vf.contains_key("sriovVfs"));
+    let d = inv.device("pci-0000-3b-08-7").unwrap();
+    assert_eq!(
+        d.pci.as_ref().unwrap().sriov,
+        dranet_core::SriovRole::VirtualFunction { pf: Some("0000:3b:00.0".parse().unwrap()) }
+    );
+}
+
+#[test]
+fn edge_cases_are_skipped_or_trimmed_with_warnings_naming_the_path() {
+    let inv = discover("edge-cases");
+    let names: Vec<_> = inv.devices.iter().map(|d| d.name.as_str()).collect();
+    // Not the uplink 00:02.0, not vfio 00:06.0, not unbound 00:07.0, not 00:09.0 (no vendor file).
+    assert_eq!(names, ["mvlan0", "net-kzsxi2c7ii", "pci-0000-00-03-0", "pci-0000-00-05-0", "pci-0000-00-08-0", "veth-a"]);
+    let w = inv.warnings.join("\n");
+    for needle in [
+        "0000:00:05.0/numa_node: not a NUMA node: \"banana\"",
+        "0000:00:09.0/vendor: No such file",
+        "class/net/ghost0: dangling link",
+        "0000:00:06.0 is bound to vfio-pci",
+        "0000:00:07.0 is bound to no driver",
+    ] {
+        assert!(w.contains(needle), "missing warning {needle:?} in\n{w}");
+    }
+    let a = attrs(&inv, AttributeOptions::default());
+    // numa_node -1 and garbage: no NUMA attributes at all.
+    for d in ["pci-0000-00-03-0", "pci-0000-00-05-0"] {
+        assert!(!a[d].contains_key("numaNode") && !a[d].contains_key("resource.kubernetes.io/numaNode"), "{d}");
+    }
+    // The virtio netdev hangs under virtio0, still its PCI function's.
+    assert_eq!(a["pci-0000-00-03-0"]["ifName"], s("eth1"));
+    assert_eq!(a["pci-0000-00-03-0"]["ipv4"], s("172.16.0.3/24"));
+    assert_eq!(a["pci-0000-00-03-0"]["ipv6"], s("fd00::3/64"));
+    // IPoIB belongs to its HCA; the class-0c06 HCA is IB-only with two ports' mad devices.
+    assert_eq!(a["pci-0000-00-05-0"]["ifName"], s("ib0"));
+    assert_eq!(a["pci-0000-00-08-0"]["ibOnly"], AttributeValue::Bool(true));
+    let cx3 = inv.device("pci-0000-00-08-0").unwrap().rdma.as_ref().unwrap();
+    assert_eq!(cx3.ports.len(), 2);
+    assert_eq!(cx3.char_devices.iter().filter(|c| c.path.contains("umad")).count(), 2);
+    // Non-PCI netdevs: names kept or encoded, marked virtual.
+    assert_eq!(a["veth-a"]["type"], s("veth"));
+    assert_eq!(a["veth-a"]["virtual"], AttributeValue::Bool(true));
+    assert_eq!(a["net-kzsxi2c7ii"]["ifName"], s("Veth_B"));
+}
+
+#[test]
+fn numa_list_form() {
+    let inv = discover("azure-nd-gb300-v6");
+    let a = attrs(&inv, AttributeOptions { numa_node_list: true });
+    // Two sockets of one node each: the list is the node alone.
+    assert_eq!(a["pci-0103-00-00-0"]["resource.kubernetes.io/numaNode"], AttributeValue::Ints(vec![1]));
+    assert_eq!(a["pci-0103-00-00-0"]["numaNode"], AttributeValue::Int(1));
+}
+
+/// The complete published attribute set of every fixture, against `expected-attributes.json`
+/// beside it (reviewed by hand; regenerate with DRANET_BLESS=1 after an intended change).
+#[test]
+fn complete_attribute_sets_of_every_fixture() {
+    for (name, _) in dranet_discovery::fixture::NODES {
+        let dir = nodes().join(name);
+        let inv = discover_at(&dir, Options::default());
+        let got = serde_json::to_string_pretty(&attrs(&inv, AttributeOptions::default())).unwrap() + "\n";
+        let file = dir.join("expected-attributes.json");
+        if std::env::var_os("DRANET_BLESS").is_some() {
+            std::fs::write(&file, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(got == want, "{name}: published attributes differ from {}:\n{got}", file.display());
+    }
+}
+
+/// An enumerator that lists devices which are gone by the time they are read.
+struct Vanishing;
+
+impl Enumerate for Vanishing {
+    fn enumerate(&self, sysfs: &Sysfs) -> dranet_discovery::Result<DeviceNames> {
+        let mut n = SysfsEnumerator.enumerate(sysfs)?;
+        n.pci.push("0000:ff:1f.7".into());
+        n.pci.push("not-an-address".into());
+        n.net.push("gone0".into());
+        n.infiniband.push("mlx5_9".into());
+        Ok(n)
+    }
+}
+
+#[test]
+fn devices_vanishing_mid_scan_are_skipped_with_warnings() {
+    let dir = nodes().join("azure-nd-gb300-v6");
+    let d = Discovery::new(Sysfs::new(dir.join("sys")), Vanishing, FixtureLinks { path: dir.join("links.json") }, Options::default());
+    let inv = d.discover().unwrap();
+    assert_eq!(inv.devices.len(), 4);
+    let w = inv.warnings.join("\n");
+    for needle in ["bus/pci/devices/0000:ff:1f.7", "not-an-address", "class/net/gone0", "class/infiniband/mlx5_9"] {
+        assert!(w.contains(needle), "{needle} not in {w}");
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for (rel, content) in tree(from) {
+        let p = to.join(&rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        match content.strip_prefix("-> ") {
+            Some(target) => std::os::unix::fs::symlink(target, &p).unwrap(),
+            None => std::fs::write(&p, content).unwrap(),
+        }
+    }
+}
+
+#[test]
+fn garbage_in_sysfs_files_never_aborts_the_scan() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&nodes().join("azure-nd-gb300-v6"), tmp.path());
+    let sys = tmp.path().join("sys");
+    let vf = "devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/00000101-0001-0000-3130-444531454238/pci0101:00/0101:00:00.0";
+    std::fs::write(sys.join(vf).join("class"), "\u{0}\u{ff}garbage").unwrap();
+    std::fs::write(sys.join("class/infiniband_verbs/uverbs1/dev"), "231").unwrap();
+    std::fs::write(sys.join("devices/system/node/node1/distance"), "x y z").unwrap();
+    std::fs::remove_file(sys.join("class/misc/rdma_cm")).unwrap();
+    let inv = discover_at(tmp.path(), Options::default());
+    let names: Vec<_> = inv.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["pci-0102-00-00-0", "pci-0103-00-00-0", "pci-0104-00-00-0"]);
+    let w = inv.warnings.join("\n");
+    assert!(w.contains("0101:00:00.0/class: not a hex number"), "{w}");
+    assert!(w.contains("uverbs1/dev: missing or not major:minor"), "{w}");
+    assert!(w.contains("RDMA link mlx5_1: no uverbs device"), "{w}");
+    // No rdma_cm on the host: links still carry their own devices.
+    assert!(inv.device("pci-0103-00-00-0").unwrap().rdma.as_ref().unwrap().char_devices.iter().all(|c| !c.path.ends_with("rdma_cm")));
+    assert!(inv.numa.nodes[1].distances.is_empty());
+}
+
+#[test]
+fn malformed_link_state_file_is_an_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&nodes().join("azure-nd-gb300-v6"), tmp.path());
+    std::fs::write(tmp.path().join("links.json"), "{\"links\": [{\"name\": 3}]}").unwrap();
+    let err = dranet_discovery::host(&tmp.path().join("sys"), Options::default()).discover().unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("links.json") && msg.contains("invalid type"), "{msg}");
+}
+
+#[test]
+fn pci_ids_database_errors_leave_hex_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&nodes().join("azure-nd-gb300-v6"), tmp.path());
+    let db = tmp.path().join("bad.ids");
+    std::fs::write(&db, "15b3 Mellanox\n").unwrap();
+    let inv = discover_at(tmp.path(), Options { pci_ids: Some(db), ..Options::default() });
+    let a = attrs(&inv, AttributeOptions::default());
+    assert_eq!(a["pci-0101-00-00-0"]["pciVendor"], s("15b3"));
+    assert_eq!(a["pci-0101-00-00-0"]["pciDevice"], s("101e"));
+    assert!(inv.warnings.iter().any(|w| w.contains("bad.ids") && w.contains("line 1")), "{:?}", inv.warnings);
+}
