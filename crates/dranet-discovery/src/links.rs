@@ -56,7 +56,7 @@ async fn dump() -> Result<Vec<LinkState>> {
             ifindex: Some(m.header.index),
             ..LinkState::default()
         };
-        let (mut master, mut lower) = (None, None);
+        let (mut master, mut lower, mut other_netns) = (None, None, false);
         for a in m.attributes {
             match a {
                 LinkAttribute::IfName(n) => st.name = n,
@@ -64,6 +64,7 @@ async fn dump() -> Result<Vec<LinkState>> {
                 LinkAttribute::OperState(s) => st.operstate = Some(s.to_string().to_lowercase()),
                 LinkAttribute::Controller(i) => master = Some(i),
                 LinkAttribute::Link(i) if i != m.header.index => lower = Some(i),
+                LinkAttribute::LinkNetNsId(_) => other_netns = true,
                 LinkAttribute::LinkInfo(infos) => {
                     for i in infos {
                         if let LinkInfo::Kind(k) = i {
@@ -73,6 +74,11 @@ async fn dump() -> Result<Vec<LinkState>> {
                 }
                 _ => {}
             }
+        }
+        // IFLA_LINK of a veth is its peer, not a device it is stacked on, and an index in another
+        // namespace names nothing here.
+        if other_netns || st.kind.as_deref() == Some("veth") {
+            lower = None;
         }
         by_index.insert(m.header.index, st.name.clone());
         links.push((st, master, lower));

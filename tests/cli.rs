@@ -1,0 +1,118 @@
+//! The `dranet` binary as an operator runs it, on the fixtures.
+
+use std::process::Command;
+
+use k8s_openapi::api::resource::v1::ResourceSlice;
+
+fn dranet(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dranet"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run dranet");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const GB300: &str = "testdata/nodes/azure-nd-gb300-v6/sys";
+
+#[test]
+fn inventory_json_is_the_resource_slice_the_daemon_publishes() {
+    let (ok, out, err) = dranet(&["inventory", "--sysfs", GB300, "--node-name", "aks-gb300-0", "-o", "json"]);
+    assert!(ok, "{err}");
+    let slice: ResourceSlice = serde_json::from_str(&out).expect("a v1 ResourceSlice");
+    let raw: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(raw["apiVersion"], "resource.k8s.io/v1");
+    assert_eq!(raw["kind"], "ResourceSlice");
+    assert_eq!(slice.metadata.name.as_deref(), Some("aks-gb300-0-dra.net-0"));
+    assert_eq!(slice.spec.driver, "dra.net");
+    assert_eq!(slice.spec.node_name.as_deref(), Some("aks-gb300-0"));
+    assert_eq!(slice.spec.pool.name, "aks-gb300-0");
+    assert_eq!(slice.spec.pool.resource_slice_count, 1);
+    let devices = slice.spec.devices.unwrap();
+    let rows: Vec<(String, String, i64, bool)> = devices
+        .iter()
+        .map(|d| {
+            let a = d.attributes.as_ref().unwrap();
+            (
+                d.name.clone(),
+                a["rdmaDevice"].string.clone().unwrap(),
+                a["numaNode"].int.unwrap(),
+                a["ibOnly"].bool.unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("pci-0101-00-00-0".into(), "mlx5_0".into(), 0, true),
+            ("pci-0102-00-00-0".into(), "mlx5_1".into(), 0, true),
+            ("pci-0103-00-00-0".into(), "mlx5_2".into(), 1, true),
+            ("pci-0104-00-00-0".into(), "mlx5_3".into(), 1, true),
+        ]
+    );
+}
+
+#[test]
+fn inventory_yaml_and_table() {
+    let (ok, out, err) = dranet(&["inventory", "--sysfs", "testdata/nodes/sriov-64vf/sys", "--node-name", "n1", "-o", "yaml"]);
+    assert!(ok, "{err}");
+    let docs: Vec<ResourceSlice> = out
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_yaml::from_str(d).expect("a ResourceSlice"))
+        .collect();
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0].spec.devices.as_ref().unwrap().len(), 65);
+
+    let (ok, out, _) = dranet(&["inventory", "--sysfs", GB300]);
+    assert!(ok);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("NAME"));
+    assert_eq!(lines.len(), 5);
+    assert!(lines[3].starts_with("pci-0103-00-00-0") && lines[3].contains("mlx5_2") && lines[3].contains(" 1 "), "{}", lines[3]);
+}
+
+#[test]
+fn topo_shows_the_seed_matrix() {
+    let (ok, out, err) = dranet(&["topo", "--sysfs", GB300]);
+    assert!(ok, "{err}");
+    let row = |g: &str| out.lines().find(|l| l.starts_with(g)).unwrap().split_whitespace().skip(1).collect::<Vec<_>>();
+    assert_eq!(row("GPU0"), ["NODE", "NODE", "SYS", "SYS", "0"]);
+    assert_eq!(row("GPU3"), ["SYS", "SYS", "NODE", "NODE", "1"]);
+    assert!(out.contains("NIC2: mlx5_2 pci-0103-00-00-0 NUMA 1"));
+    let (ok, out, _) = dranet(&["topo", "--sysfs", "testdata/nodes/bm-mi300x-8/sys"]);
+    assert!(ok);
+    for g in 0..8 {
+        let cells: Vec<&str> = out.lines().find(|l| l.starts_with(&format!("GPU{g} "))).unwrap().split_whitespace().skip(1).collect();
+        assert_eq!(cells[g], "PIX", "GPU{g}");
+        assert_eq!(cells.iter().filter(|c| **c == "PIX").count(), 1);
+    }
+}
+
+#[test]
+fn errors_are_one_line_and_a_nonzero_exit() {
+    let (ok, out, err) = dranet(&["inventory", "--sysfs", "/no/such/dir"]);
+    assert!(!ok);
+    assert!(out.is_empty());
+    assert_eq!(err.trim(), "dranet: error: --sysfs /no/such/dir: not a directory");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("sys")).unwrap();
+    std::fs::write(tmp.path().join("links.json"), "not json").unwrap();
+    let sys = tmp.path().join("sys");
+    let (ok, _, err) = dranet(&["topo", "--sysfs", sys.to_str().unwrap()]);
+    assert!(!ok);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("links.json"), "{err}");
+}
+
+#[test]
+fn edge_case_warnings_go_to_stderr_and_do_not_fail() {
+    let (ok, out, err) = dranet(&["inventory", "--sysfs", "testdata/nodes/edge-cases/sys"]);
+    assert!(ok);
+    assert!(err.contains("vfio-pci"), "{err}");
+    assert_eq!(out.lines().count(), 7);
+}
