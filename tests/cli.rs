@@ -21,13 +21,24 @@ const GB300: &str = "testdata/nodes/azure-nd-gb300-v6/sys";
 
 #[test]
 fn inventory_json_is_the_resource_slice_the_daemon_publishes() {
-    let (ok, out, err) = dranet(&["inventory", "--sysfs", GB300, "--node-name", "aks-gb300-0", "-o", "json"]);
+    let (ok, out, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        GB300,
+        "--node-name",
+        "aks-gb300-0",
+        "-o",
+        "json",
+    ]);
     assert!(ok, "{err}");
     let slice: ResourceSlice = serde_json::from_str(&out).expect("a v1 ResourceSlice");
     let raw: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(raw["apiVersion"], "resource.k8s.io/v1");
     assert_eq!(raw["kind"], "ResourceSlice");
-    assert_eq!(slice.metadata.name.as_deref(), Some("aks-gb300-0-dra.net-0"));
+    assert_eq!(
+        slice.metadata.name.as_deref(),
+        Some("aks-gb300-0-dra.net-0")
+    );
     assert_eq!(slice.spec.driver, "dra.net");
     assert_eq!(slice.spec.node_name.as_deref(), Some("aks-gb300-0"));
     assert_eq!(slice.spec.pool.name, "aks-gb300-0");
@@ -58,7 +69,15 @@ fn inventory_json_is_the_resource_slice_the_daemon_publishes() {
 
 #[test]
 fn inventory_yaml_and_table() {
-    let (ok, out, err) = dranet(&["inventory", "--sysfs", "testdata/nodes/sriov-64vf/sys", "--node-name", "n1", "-o", "yaml"]);
+    let (ok, out, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        "testdata/nodes/sriov-64vf/sys",
+        "--node-name",
+        "n1",
+        "-o",
+        "yaml",
+    ]);
     assert!(ok, "{err}");
     let docs: Vec<ResourceSlice> = out
         .split("---\n")
@@ -73,21 +92,40 @@ fn inventory_yaml_and_table() {
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("NAME"));
     assert_eq!(lines.len(), 5);
-    assert!(lines[3].starts_with("pci-0103-00-00-0") && lines[3].contains("mlx5_2") && lines[3].contains(" 1 "), "{}", lines[3]);
+    assert!(
+        lines[3].starts_with("pci-0103-00-00-0")
+            && lines[3].contains("mlx5_2")
+            && lines[3].contains(" 1 "),
+        "{}",
+        lines[3]
+    );
 }
 
 #[test]
 fn topo_shows_the_seed_matrix() {
     let (ok, out, err) = dranet(&["topo", "--sysfs", GB300]);
     assert!(ok, "{err}");
-    let row = |g: &str| out.lines().find(|l| l.starts_with(g)).unwrap().split_whitespace().skip(1).collect::<Vec<_>>();
+    let row = |g: &str| {
+        out.lines()
+            .find(|l| l.starts_with(g))
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(row("GPU0"), ["NODE", "NODE", "SYS", "SYS", "0"]);
     assert_eq!(row("GPU3"), ["SYS", "SYS", "NODE", "NODE", "1"]);
     assert!(out.contains("NIC2: mlx5_2 pci-0103-00-00-0 NUMA 1"));
     let (ok, out, _) = dranet(&["topo", "--sysfs", "testdata/nodes/bm-mi300x-8/sys"]);
     assert!(ok);
     for g in 0..8 {
-        let cells: Vec<&str> = out.lines().find(|l| l.starts_with(&format!("GPU{g} "))).unwrap().split_whitespace().skip(1).collect();
+        let cells: Vec<&str> = out
+            .lines()
+            .find(|l| l.starts_with(&format!("GPU{g} ")))
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .collect();
         assert_eq!(cells[g], "PIX", "GPU{g}");
         assert_eq!(cells.iter().filter(|c| **c == "PIX").count(), 1);
     }
@@ -98,7 +136,10 @@ fn errors_are_one_line_and_a_nonzero_exit() {
     let (ok, out, err) = dranet(&["inventory", "--sysfs", "/no/such/dir"]);
     assert!(!ok);
     assert!(out.is_empty());
-    assert_eq!(err.trim(), "dranet: error: --sysfs /no/such/dir: not a directory");
+    assert_eq!(
+        err.trim(),
+        "dranet: error: --sysfs /no/such/dir: not a directory"
+    );
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tmp.path().join("sys")).unwrap();
     std::fs::write(tmp.path().join("links.json"), "not json").unwrap();

@@ -71,7 +71,14 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
             writeln!(
                 out,
                 "{:<20} {:<14} {:<12} {:<11} {:<5} {:<12} {:<5} {:<7} DEVICE",
-                "NAME", "PCI ADDRESS", "IFNAME", "RDMA DEVICE", "NUMA", "PCIE ROOT", "RDMA", "IB ONLY"
+                "NAME",
+                "PCI ADDRESS",
+                "IFNAME",
+                "RDMA DEVICE",
+                "NUMA",
+                "PCIE ROOT",
+                "RDMA",
+                "IB ONLY"
             )
             .map_err(io)?;
             for d in &devices {
@@ -104,8 +111,8 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
                 writeln!(out, "{text}").map_err(io)?;
             } else {
                 for s in &slices {
-                    let text = serde_yaml::to_string(s)
-                        .map_err(|e| CliError::Output(e.to_string()))?;
+                    let text =
+                        serde_yaml::to_string(s).map_err(|e| CliError::Output(e.to_string()))?;
                     write!(out, "---\n{text}").map_err(io)?;
                 }
             }

@@ -27,7 +27,11 @@ pub fn run(a: &TopoArgs) -> Result<(), CliError> {
     }
     writeln!(out, "NUMA Affinity").map_err(io)?;
     for (g, row) in inv.gpus.iter().zip(inv.gpu_nic_matrix()) {
-        let gi = inv.gpus.iter().position(|x| x.address == g.address).unwrap_or(0);
+        let gi = inv
+            .gpus
+            .iter()
+            .position(|x| x.address == g.address)
+            .unwrap_or(0);
         write!(out, "{:<8}", format!("GPU{gi}")).map_err(io)?;
         for r in row {
             write!(out, "{r:<6}").map_err(io)?;
@@ -39,8 +43,17 @@ pub fn run(a: &TopoArgs) -> Result<(), CliError> {
     }
     writeln!(out, "\nGPUs:").map_err(io)?;
     for (i, g) in inv.gpus.iter().enumerate() {
-        let root = g.pcie_root.map(|r| r.to_string()).unwrap_or_else(|| "-".into());
-        writeln!(out, "  GPU{i}: {} NUMA {} {root}", g.address, numa(g.numa_node)).map_err(io)?;
+        let root = g
+            .pcie_root
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "-".into());
+        writeln!(
+            out,
+            "  GPU{i}: {} NUMA {} {root}",
+            g.address,
+            numa(g.numa_node)
+        )
+        .map_err(io)?;
     }
     writeln!(out, "\nNICs:").map_err(io)?;
     for (i, d) in nics.iter().enumerate() {
@@ -51,8 +64,17 @@ pub fn run(a: &TopoArgs) -> Result<(), CliError> {
             .map(|r| r.name.clone())
             .or_else(|| d.netdev.as_ref().map(|n| n.name.clone()))
             .unwrap_or_else(|| "-".into());
-        let root = pci.and_then(|p| p.pcie_root).map(|r| r.to_string()).unwrap_or_else(|| "-".into());
-        writeln!(out, "  NIC{i}: {link} {} NUMA {} {root}", d.name, numa(d.numa_node())).map_err(io)?;
+        let root = pci
+            .and_then(|p| p.pcie_root)
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "-".into());
+        writeln!(
+            out,
+            "  NIC{i}: {link} {} NUMA {} {root}",
+            d.name,
+            numa(d.numa_node())
+        )
+        .map_err(io)?;
     }
     writeln!(out, "\nLegend:").map_err(io)?;
     for (r, what) in Relation::LEGEND {

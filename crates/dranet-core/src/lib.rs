@@ -14,6 +14,8 @@
 //! `dranet-discovery` fills the model from a host; anything that has an [`Inventory`] (a test, a
 //! tool reading a saved one) can use the rest.
 
+#![warn(missing_docs)]
+
 pub mod alloc;
 pub mod attributes;
 pub mod cel;

@@ -100,14 +100,20 @@ impl Builder {
     /// Makes `rel` a relative symlink to `target` (both under `sys/`).
     pub fn link(&self, rel: &str, target: &str) -> io::Result<()> {
         let p = self.sys(rel);
-        let parent_rel = Path::new(rel).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let parent_rel = Path::new(rel)
+            .parent()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
         std::fs::create_dir_all(self.sys(&parent_rel))?;
         std::os::unix::fs::symlink(rel_link(&parent_rel, target), p)
     }
 
     /// Names a vendor and device in the fixture's `pci.ids`.
     pub fn name(&mut self, vendor: u16, vendor_name: &str, device: u16, device_name: &str) {
-        let e = self.names.entry(vendor).or_insert_with(|| (vendor_name.to_string(), BTreeMap::new()));
+        let e = self
+            .names
+            .entry(vendor)
+            .or_insert_with(|| (vendor_name.to_string(), BTreeMap::new()));
         e.1.insert(device, device_name.to_string());
     }
 
@@ -119,7 +125,10 @@ impl Builder {
             let d: Vec<String> = distances[i].iter().map(u32::to_string).collect();
             self.file(&format!("{base}/distance"), &d.join(" "))?;
             let first = cpus.split(['-', ',']).next().unwrap_or("0");
-            self.file(&format!("devices/system/cpu/cpu{first}/topology/physical_package_id"), &socket.to_string())?;
+            self.file(
+                &format!("devices/system/cpu/cpu{first}/topology/physical_package_id"),
+                &socket.to_string(),
+            )?;
         }
         Ok(())
     }
@@ -133,7 +142,9 @@ impl Builder {
 
     /// A Hyper-V vPCI root: `devices/LNXSYSTM:00/…/VMBUS:00/<guid>/pci<domain>:00`.
     pub fn vmbus_root(&self, guid: &str, domain: u32) -> io::Result<String> {
-        self.root(&format!("LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/{guid}/pci{domain:04x}:00"))
+        self.root(&format!(
+            "LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/{guid}/pci{domain:04x}:00"
+        ))
     }
 
     /// A PCI function under `parent` (a root or bridge path); returns its path.
@@ -142,8 +153,14 @@ impl Builder {
         self.file(&format!("{path}/class"), &format!("0x{:06x}", d.class))?;
         self.file(&format!("{path}/vendor"), &format!("0x{:04x}", d.vendor))?;
         self.file(&format!("{path}/device"), &format!("0x{:04x}", d.device))?;
-        self.file(&format!("{path}/subsystem_vendor"), &format!("0x{:04x}", d.subsystem.0))?;
-        self.file(&format!("{path}/subsystem_device"), &format!("0x{:04x}", d.subsystem.1))?;
+        self.file(
+            &format!("{path}/subsystem_vendor"),
+            &format!("0x{:04x}", d.subsystem.0),
+        )?;
+        self.file(
+            &format!("{path}/subsystem_device"),
+            &format!("0x{:04x}", d.subsystem.1),
+        )?;
         if let Some(n) = d.numa {
             self.file(&format!("{path}/numa_node"), n)?;
         }
@@ -157,15 +174,18 @@ impl Builder {
 
     /// A PCIe bridge (root port or switch port) under `parent`.
     pub fn bridge(&self, parent: &str, addr: &str, numa: &str) -> io::Result<String> {
-        self.pci(parent, &Pci {
-            addr,
-            class: 0x060400,
-            vendor: 0x1022,
-            device: 0x14ab,
-            subsystem: (0, 0),
-            driver: Some("pcieport"),
-            numa: Some(numa),
-        })
+        self.pci(
+            parent,
+            &Pci {
+                addr,
+                class: 0x060400,
+                vendor: 0x1022,
+                device: 0x14ab,
+                subsystem: (0, 0),
+                driver: Some("pcieport"),
+                numa: Some(numa),
+            },
+        )
     }
 
     /// Makes `pf` an SR-IOV physical function.
@@ -181,7 +201,15 @@ impl Builder {
     }
 
     /// A netdev under `parent` (a device path), or virtual when `None`; returns its path.
-    pub fn netdev(&mut self, parent: Option<&str>, name: &str, mac: &str, mtu: u32, operstate: &str, arphrd: u16) -> io::Result<String> {
+    pub fn netdev(
+        &mut self,
+        parent: Option<&str>,
+        name: &str,
+        mac: &str,
+        mtu: u32,
+        operstate: &str,
+        arphrd: u16,
+    ) -> io::Result<String> {
         let path = match parent {
             Some(p) => format!("{p}/net/{name}"),
             None => format!("devices/virtual/net/{name}"),
@@ -216,7 +244,10 @@ impl Builder {
         let uv = format!("{pci}/infiniband_verbs/uverbs{}", self.uverbs);
         self.file(&format!("{uv}/ibdev"), name)?;
         self.file(&format!("{uv}/dev"), &format!("231:{}", 192 + self.uverbs))?;
-        self.link(&format!("class/infiniband_verbs/uverbs{}", self.uverbs), &uv)?;
+        self.link(
+            &format!("class/infiniband_verbs/uverbs{}", self.uverbs),
+            &uv,
+        )?;
         self.uverbs += 1;
         for (i, _) in ports.iter().enumerate() {
             let n = self.umad;
@@ -274,30 +305,92 @@ const MLX_NAME: &str = "Mellanox Technologies";
 pub fn azure_nd_gb300_v6(dir: &Path) -> io::Result<()> {
     let mut b = Builder::new(dir)?;
     b.numa(&[("0-71", 0), ("72-143", 1)], &[&[10, 40], &[40, 10]])?;
-    b.name(MLX, MLX_NAME, 0x101e, "ConnectX Family mlx5Gen Virtual Function");
-    b.name(MLX, MLX_NAME, 0x101a, "MT28800 Family [ConnectX-5 Ex Virtual Function]");
-    b.name(0x10de, "NVIDIA Corporation", 0x31c2, "GB300 [illustrative id]");
-    for (i, (dom, numa)) in [(0x0008u32, "0"), (0x0009, "0"), (0x0018, "1"), (0x0019, "1")].iter().enumerate() {
+    b.name(
+        MLX,
+        MLX_NAME,
+        0x101e,
+        "ConnectX Family mlx5Gen Virtual Function",
+    );
+    b.name(
+        MLX,
+        MLX_NAME,
+        0x101a,
+        "MT28800 Family [ConnectX-5 Ex Virtual Function]",
+    );
+    b.name(
+        0x10de,
+        "NVIDIA Corporation",
+        0x31c2,
+        "GB300 [illustrative id]",
+    );
+    for (i, (dom, numa)) in [
+        (0x0008u32, "0"),
+        (0x0009, "0"),
+        (0x0018, "1"),
+        (0x0019, "1"),
+    ]
+    .iter()
+    .enumerate()
+    {
         let root = b.root(&format!("pci{dom:04x}:00"))?;
         let rp = b.bridge(&root, &format!("{dom:04x}:00:00.0"), numa)?;
         let _ = i;
-        b.pci(&rp, &Pci { addr: &format!("{dom:04x}:06:00.0"), class: 0x030200, vendor: 0x10de, device: 0x31c2, subsystem: (0x10de, 0x20b0), driver: Some("nvidia"), numa: Some(numa) })?;
+        b.pci(
+            &rp,
+            &Pci {
+                addr: &format!("{dom:04x}:06:00.0"),
+                class: 0x030200,
+                vendor: 0x10de,
+                device: 0x31c2,
+                subsystem: (0x10de, 0x20b0),
+                driver: Some("nvidia"),
+                numa: Some(numa),
+            },
+        )?;
     }
     for (i, numa) in ["0", "0", "1", "1"].iter().enumerate() {
         let dom = 0x0101 + i as u32;
         let root = b.vmbus_root(&format!("{dom:08x}-0001-0000-3130-444531454238"), dom)?;
-        let vf = b.pci(&root, &Pci { addr: &format!("{dom:04x}:00:00.0"), class: 0x020700, vendor: MLX, device: 0x101e, subsystem: (MLX, 0x0023), driver: Some("mlx5_core"), numa: Some(numa) })?;
+        let vf = b.pci(
+            &root,
+            &Pci {
+                addr: &format!("{dom:04x}:00:00.0"),
+                class: 0x020700,
+                vendor: MLX,
+                device: 0x101e,
+                subsystem: (MLX, 0x0023),
+                driver: Some("mlx5_core"),
+                numa: Some(numa),
+            },
+        )?;
         b.rdma(&vf, &format!("mlx5_{i}"), &["InfiniBand"])?;
     }
     b.rdma_cm()?;
     // The VM's own network: netvsc on VMBus (not PCI) and its accelerated-networking VF.
-    let vmbus = "devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/000d3a6e-0000-0000-0000-000000000000";
+    let vmbus =
+        "devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/000d3a6e-0000-0000-0000-000000000000";
     b.netdev(Some(vmbus), "eth0", "00:0d:3a:6e:00:01", 1500, "up", 1)?;
     uplink(&mut b, "eth0");
     let an_root = b.vmbus_root("7870a5b1-0000-0000-0000-000000000000", 0x7870)?;
-    let an = b.pci(&an_root, &Pci { addr: "7870:00:02.0", class: 0x020000, vendor: MLX, device: 0x101a, subsystem: (MLX, 0x0010), driver: Some("mlx5_core"), numa: Some("0") })?;
+    let an = b.pci(
+        &an_root,
+        &Pci {
+            addr: "7870:00:02.0",
+            class: 0x020000,
+            vendor: MLX,
+            device: 0x101a,
+            subsystem: (MLX, 0x0010),
+            driver: Some("mlx5_core"),
+            numa: Some("0"),
+        },
+    )?;
     b.netdev(Some(&an), "enP30832s1", "00:0d:3a:6e:00:01", 1500, "up", 1)?;
-    b.link_state(LinkState { name: "enP30832s1".into(), operstate: Some("up".into()), master: Some("eth0".into()), ..LinkState::default() });
+    b.link_state(LinkState {
+        name: "enP30832s1".into(),
+        operstate: Some("up".into()),
+        master: Some("eth0".into()),
+        ..LinkState::default()
+    });
     b.finish()
 }
 
@@ -306,23 +399,68 @@ pub fn azure_nd_gb300_v6(dir: &Path) -> io::Result<()> {
 pub fn azure_nd_mi300x_v5(dir: &Path) -> io::Result<()> {
     let mut b = Builder::new(dir)?;
     b.numa(&[("0-47", 0), ("48-95", 1)], &[&[10, 32], &[32, 10]])?;
-    b.name(MLX, MLX_NAME, 0x101e, "ConnectX Family mlx5Gen Virtual Function");
-    b.name(0x1002, "Advanced Micro Devices, Inc. [AMD/ATI]", 0x74b5, "Aqua Vanjaram [Instinct MI300X VF]");
+    b.name(
+        MLX,
+        MLX_NAME,
+        0x101e,
+        "ConnectX Family mlx5Gen Virtual Function",
+    );
+    b.name(
+        0x1002,
+        "Advanced Micro Devices, Inc. [AMD/ATI]",
+        0x74b5,
+        "Aqua Vanjaram [Instinct MI300X VF]",
+    );
     for i in 0..8u32 {
         let numa = if i < 4 { "0" } else { "1" };
         let gdom = 0x0002 + i;
         let groot = b.vmbus_root(&format!("{gdom:08x}-0002-0000-3130-444531454238"), gdom)?;
-        b.pci(&groot, &Pci { addr: &format!("{gdom:04x}:00:00.0"), class: 0x120000, vendor: 0x1002, device: 0x74b5, subsystem: (0x1002, 0x74a1), driver: Some("amdgpu"), numa: Some(numa) })?;
+        b.pci(
+            &groot,
+            &Pci {
+                addr: &format!("{gdom:04x}:00:00.0"),
+                class: 0x120000,
+                vendor: 0x1002,
+                device: 0x74b5,
+                subsystem: (0x1002, 0x74a1),
+                driver: Some("amdgpu"),
+                numa: Some(numa),
+            },
+        )?;
         let dom = 0x0101 + i;
         let root = b.vmbus_root(&format!("{dom:08x}-0001-0000-3130-444531454238"), dom)?;
-        let vf = b.pci(&root, &Pci { addr: &format!("{dom:04x}:00:00.0"), class: 0x020700, vendor: MLX, device: 0x101e, subsystem: (MLX, 0x0028), driver: Some("mlx5_core"), numa: Some(numa) })?;
+        let vf = b.pci(
+            &root,
+            &Pci {
+                addr: &format!("{dom:04x}:00:00.0"),
+                class: 0x020700,
+                vendor: MLX,
+                device: 0x101e,
+                subsystem: (MLX, 0x0028),
+                driver: Some("mlx5_core"),
+                numa: Some(numa),
+            },
+        )?;
         b.rdma(&vf, &format!("mlx5_{i}"), &["InfiniBand"])?;
         let ib = format!("ib{i}");
-        b.netdev(Some(&vf), &ib, &format!("00:00:10:49:fe:80:00:00:00:00:00:00:00:15:5d:ff:fd:34:00:{i:02x}"), 2044, "up", 32)?;
-        b.link_state(LinkState { name: ib, operstate: Some("up".into()), kind: Some("ipoib".into()), ..LinkState::default() });
+        b.netdev(
+            Some(&vf),
+            &ib,
+            &format!("00:00:10:49:fe:80:00:00:00:00:00:00:00:15:5d:ff:fd:34:00:{i:02x}"),
+            2044,
+            "up",
+            32,
+        )?;
+        b.link_state(LinkState {
+            name: ib,
+            operstate: Some("up".into()),
+            kind: Some("ipoib".into()),
+            ..LinkState::default()
+        });
     }
     b.rdma_cm()?;
-    let vmbus = "devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/000d3a6e-0000-0000-0000-000000000000";
+    let vmbus =
+        "devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:00/000d3a6e-0000-0000-0000-000000000000";
     b.netdev(Some(vmbus), "eth0", "00:0d:3a:6e:00:02", 1500, "up", 1)?;
     uplink(&mut b, "eth0");
     b.finish()
@@ -336,9 +474,23 @@ pub fn bm_mi300x_8(dir: &Path) -> io::Result<()> {
     b.numa(&[("0-63", 0), ("64-127", 1)], &[&[10, 32], &[32, 10]])?;
     b.name(MLX, MLX_NAME, 0x1021, "MT2910 Family [ConnectX-7]");
     b.name(MLX, MLX_NAME, 0x1017, "MT27800 Family [ConnectX-5]");
-    b.name(0x1002, "Advanced Micro Devices, Inc. [AMD/ATI]", 0x74a1, "Aqua Vanjaram [Instinct MI300X]");
+    b.name(
+        0x1002,
+        "Advanced Micro Devices, Inc. [AMD/ATI]",
+        0x74a1,
+        "Aqua Vanjaram [Instinct MI300X]",
+    );
     // (root bus, NIC bus, GPU bus) per pair, as in the seeds' table.
-    let pairs: [(u8, u8, u8); 8] = [(0x00, 0x0c, 0x11), (0x20, 0x2a, 0x2f), (0x3c, 0x41, 0x46), (0x50, 0x58, 0x5d), (0x80, 0x86, 0x8b), (0xa0, 0xa5, 0xaa), (0xb8, 0xbd, 0xc2), (0xd0, 0xd5, 0xda)];
+    let pairs: [(u8, u8, u8); 8] = [
+        (0x00, 0x0c, 0x11),
+        (0x20, 0x2a, 0x2f),
+        (0x3c, 0x41, 0x46),
+        (0x50, 0x58, 0x5d),
+        (0x80, 0x86, 0x8b),
+        (0xa0, 0xa5, 0xaa),
+        (0xb8, 0xbd, 0xc2),
+        (0xd0, 0xd5, 0xda),
+    ];
     for (i, (rb, nb, gb)) in pairs.iter().enumerate() {
         let numa = if i < 4 { "0" } else { "1" };
         let root = b.root(&format!("pci0000:{rb:02x}"))?;
@@ -346,19 +498,64 @@ pub fn bm_mi300x_8(dir: &Path) -> io::Result<()> {
         let usp = b.bridge(&rp, &format!("0000:{:02x}:00.0", rb + 1), numa)?;
         let dsp_n = b.bridge(&usp, &format!("0000:{:02x}:00.0", rb + 2), numa)?;
         let dsp_g = b.bridge(&usp, &format!("0000:{:02x}:01.0", rb + 2), numa)?;
-        let nic = b.pci(&dsp_n, &Pci { addr: &format!("0000:{nb:02x}:00.0"), class: 0x020000, vendor: MLX, device: 0x1021, subsystem: (MLX, 0x0040), driver: Some("mlx5_core"), numa: Some(numa) })?;
+        let nic = b.pci(
+            &dsp_n,
+            &Pci {
+                addr: &format!("0000:{nb:02x}:00.0"),
+                class: 0x020000,
+                vendor: MLX,
+                device: 0x1021,
+                subsystem: (MLX, 0x0040),
+                driver: Some("mlx5_core"),
+                numa: Some(numa),
+            },
+        )?;
         b.sriov_pf(&nic, 16, 0)?;
         let name = format!("rdma{i}");
-        b.netdev(Some(&nic), &name, &format!("b8:3f:d2:3a:10:{i:02x}"), 4200, "up", 1)?;
-        b.link_state(LinkState { name, operstate: Some("up".into()), ipv4: vec![format!("192.168.{i}.10/24")], ..LinkState::default() });
+        b.netdev(
+            Some(&nic),
+            &name,
+            &format!("b8:3f:d2:3a:10:{i:02x}"),
+            4200,
+            "up",
+            1,
+        )?;
+        b.link_state(LinkState {
+            name,
+            operstate: Some("up".into()),
+            ipv4: vec![format!("192.168.{i}.10/24")],
+            ..LinkState::default()
+        });
         b.rdma(&nic, &format!("mlx5_{i}"), &["Ethernet"])?;
-        b.pci(&dsp_g, &Pci { addr: &format!("0000:{gb:02x}:00.0"), class: 0x120000, vendor: 0x1002, device: 0x74a1, subsystem: (0x1002, 0x74a1), driver: Some("amdgpu"), numa: Some(numa) })?;
+        b.pci(
+            &dsp_g,
+            &Pci {
+                addr: &format!("0000:{gb:02x}:00.0"),
+                class: 0x120000,
+                vendor: 0x1002,
+                device: 0x74a1,
+                subsystem: (0x1002, 0x74a1),
+                driver: Some("amdgpu"),
+                numa: Some(numa),
+            },
+        )?;
     }
     // Front-end NIC on its own root port, carrying the default route (with an RDMA link of its
     // own that must not be published either).
     let root = b.root("pci0000:e0")?;
     let rp = b.bridge(&root, "0000:e0:03.1", "1")?;
-    let fe = b.pci(&rp, &Pci { addr: "0000:e1:00.0", class: 0x020000, vendor: MLX, device: 0x1017, subsystem: (MLX, 0x0020), driver: Some("mlx5_core"), numa: Some("1") })?;
+    let fe = b.pci(
+        &rp,
+        &Pci {
+            addr: "0000:e1:00.0",
+            class: 0x020000,
+            vendor: MLX,
+            device: 0x1017,
+            subsystem: (MLX, 0x0020),
+            driver: Some("mlx5_core"),
+            numa: Some("1"),
+        },
+    )?;
     b.netdev(Some(&fe), "eth0", "b8:3f:d2:3a:20:00", 9000, "up", 1)?;
     uplink(&mut b, "eth0");
     b.rdma(&fe, "mlx5_8", &["Ethernet"])?;
@@ -370,20 +567,64 @@ pub fn bm_mi300x_8(dir: &Path) -> io::Result<()> {
 pub fn sriov_node(dir: &Path, vfs: u32) -> io::Result<()> {
     let mut b = Builder::new(dir)?;
     b.numa(&[("0-31", 0)], &[&[10]])?;
-    b.name(0x8086, "Intel Corporation", 0x1592, "Ethernet Controller E810-C for QSFP");
-    b.name(0x8086, "Intel Corporation", 0x1889, "Ethernet Adaptive Virtual Function");
+    b.name(
+        0x8086,
+        "Intel Corporation",
+        0x1592,
+        "Ethernet Controller E810-C for QSFP",
+    );
+    b.name(
+        0x8086,
+        "Intel Corporation",
+        0x1889,
+        "Ethernet Adaptive Virtual Function",
+    );
     let root = b.root("pci0000:3a")?;
     let rp = b.bridge(&root, "0000:3a:00.0", "0")?;
-    let pf = b.pci(&rp, &Pci { addr: "0000:3b:00.0", class: 0x020000, vendor: 0x8086, device: 0x1592, subsystem: (0x8086, 0x0002), driver: Some("ice"), numa: Some("0") })?;
+    let pf = b.pci(
+        &rp,
+        &Pci {
+            addr: "0000:3b:00.0",
+            class: 0x020000,
+            vendor: 0x8086,
+            device: 0x1592,
+            subsystem: (0x8086, 0x0002),
+            driver: Some("ice"),
+            numa: Some("0"),
+        },
+    )?;
     b.sriov_pf(&pf, 256.max(vfs), vfs)?;
     b.netdev(Some(&pf), "ens1f0", "40:a6:b7:00:00:00", 9000, "up", 1)?;
     for i in 0..vfs {
         // VFs start at device 1 of the PF's bus and spill onto the following buses.
         let idx = i + 8;
-        let addr = format!("0000:{:02x}:{:02x}.{}", 0x3b + idx / 256, (idx % 256) / 8, idx % 8);
-        let vf = b.pci(&rp, &Pci { addr: &addr, class: 0x020000, vendor: 0x8086, device: 0x1889, subsystem: (0x8086, 0x0000), driver: Some("iavf"), numa: Some("0") })?;
+        let addr = format!(
+            "0000:{:02x}:{:02x}.{}",
+            0x3b + idx / 256,
+            (idx % 256) / 8,
+            idx % 8
+        );
+        let vf = b.pci(
+            &rp,
+            &Pci {
+                addr: &addr,
+                class: 0x020000,
+                vendor: 0x8086,
+                device: 0x1889,
+                subsystem: (0x8086, 0x0000),
+                driver: Some("iavf"),
+                numa: Some("0"),
+            },
+        )?;
         b.sriov_vf(&pf, &vf, i)?;
-        b.netdev(Some(&vf), &format!("ens1f0v{i}"), &format!("02:00:00:00:{:02x}:{:02x}", i / 256, i % 256), 1500, "up", 1)?;
+        b.netdev(
+            Some(&vf),
+            &format!("ens1f0v{i}"),
+            &format!("02:00:00:00:{:02x}:{:02x}", i / 256, i % 256),
+            1500,
+            "up",
+            1,
+        )?;
     }
     b.finish()
 }
@@ -397,37 +638,160 @@ pub fn edge_cases(dir: &Path) -> io::Result<()> {
     b.name(MLX, MLX_NAME, 0x101b, "MT28908 Family [ConnectX-6]");
     b.name(MLX, MLX_NAME, 0x1003, "MT27500 Family [ConnectX-3]");
     b.name(0x1af4, "Red Hat, Inc.", 0x1041, "Virtio 1.0 network device");
-    b.name(0x8086, "Intel Corporation", 0x1521, "I350 Gigabit Network Connection");
+    b.name(
+        0x8086,
+        "Intel Corporation",
+        0x1521,
+        "I350 Gigabit Network Connection",
+    );
     let root = b.root("pci0000:00")?;
     // Uplink with the default route, and a macvlan stacked on it (published: it is not the uplink).
-    let up = b.pci(&root, &Pci { addr: "0000:00:02.0", class: 0x020000, vendor: 0x8086, device: 0x1521, subsystem: (0x8086, 0x0001), driver: Some("igb"), numa: Some("-1") })?;
+    let up = b.pci(
+        &root,
+        &Pci {
+            addr: "0000:00:02.0",
+            class: 0x020000,
+            vendor: 0x8086,
+            device: 0x1521,
+            subsystem: (0x8086, 0x0001),
+            driver: Some("igb"),
+            numa: Some("-1"),
+        },
+    )?;
     b.netdev(Some(&up), "eth0", "52:54:00:12:34:56", 1500, "up", 1)?;
     uplink(&mut b, "eth0");
     b.netdev(None, "mvlan0", "52:54:00:12:34:57", 1500, "up", 1)?;
-    b.link_state(LinkState { name: "mvlan0".into(), kind: Some("macvlan".into()), operstate: Some("up".into()), lower: Some("eth0".into()), ..LinkState::default() });
+    b.link_state(LinkState {
+        name: "mvlan0".into(),
+        kind: Some("macvlan".into()),
+        operstate: Some("up".into()),
+        lower: Some("eth0".into()),
+        ..LinkState::default()
+    });
     // virtio NIC: netdev under virtio0, numa_node -1.
-    let vio = b.pci(&root, &Pci { addr: "0000:00:03.0", class: 0x020000, vendor: 0x1af4, device: 0x1041, subsystem: (0x1af4, 0x1100), driver: Some("virtio-pci"), numa: Some("-1") })?;
-    b.netdev(Some(&format!("{vio}/virtio0")), "eth1", "52:54:00:00:00:03", 1500, "up", 1)?;
-    b.link_state(LinkState { name: "eth1".into(), operstate: Some("up".into()), ipv4: vec!["172.16.0.3/24".into()], ipv6: vec!["fd00::3/64".into()], ..LinkState::default() });
+    let vio = b.pci(
+        &root,
+        &Pci {
+            addr: "0000:00:03.0",
+            class: 0x020000,
+            vendor: 0x1af4,
+            device: 0x1041,
+            subsystem: (0x1af4, 0x1100),
+            driver: Some("virtio-pci"),
+            numa: Some("-1"),
+        },
+    )?;
+    b.netdev(
+        Some(&format!("{vio}/virtio0")),
+        "eth1",
+        "52:54:00:00:00:03",
+        1500,
+        "up",
+        1,
+    )?;
+    b.link_state(LinkState {
+        name: "eth1".into(),
+        operstate: Some("up".into()),
+        ipv4: vec!["172.16.0.3/24".into()],
+        ipv6: vec!["fd00::3/64".into()],
+        ..LinkState::default()
+    });
     // IPoIB on a ConnectX-6 HCA with garbage in numa_node.
-    let ib = b.pci(&root, &Pci { addr: "0000:00:05.0", class: 0x020700, vendor: MLX, device: 0x101b, subsystem: (MLX, 0x0007), driver: Some("mlx5_core"), numa: Some("banana") })?;
-    b.netdev(Some(&ib), "ib0", "00:00:01:07:fe:80:00:00:00:00:00:00:b8:ce:f6:03:00:00:00:01", 4092, "up", 32)?;
-    b.link_state(LinkState { name: "ib0".into(), kind: Some("ipoib".into()), operstate: Some("up".into()), ..LinkState::default() });
+    let ib = b.pci(
+        &root,
+        &Pci {
+            addr: "0000:00:05.0",
+            class: 0x020700,
+            vendor: MLX,
+            device: 0x101b,
+            subsystem: (MLX, 0x0007),
+            driver: Some("mlx5_core"),
+            numa: Some("banana"),
+        },
+    )?;
+    b.netdev(
+        Some(&ib),
+        "ib0",
+        "00:00:01:07:fe:80:00:00:00:00:00:00:b8:ce:f6:03:00:00:00:01",
+        4092,
+        "up",
+        32,
+    )?;
+    b.link_state(LinkState {
+        name: "ib0".into(),
+        kind: Some("ipoib".into()),
+        operstate: Some("up".into()),
+        ..LinkState::default()
+    });
     b.rdma(&ib, "mlx5_0", &["InfiniBand"])?;
     // vfio-bound and unbound NICs: never published.
-    b.pci(&root, &Pci { addr: "0000:00:06.0", class: 0x020000, vendor: 0x8086, device: 0x1521, subsystem: (0x8086, 0x0001), driver: Some("vfio-pci"), numa: Some("0") })?;
-    b.pci(&root, &Pci { addr: "0000:00:07.0", class: 0x020000, vendor: 0x8086, device: 0x1521, subsystem: (0x8086, 0x0001), driver: None, numa: Some("0") })?;
+    b.pci(
+        &root,
+        &Pci {
+            addr: "0000:00:06.0",
+            class: 0x020000,
+            vendor: 0x8086,
+            device: 0x1521,
+            subsystem: (0x8086, 0x0001),
+            driver: Some("vfio-pci"),
+            numa: Some("0"),
+        },
+    )?;
+    b.pci(
+        &root,
+        &Pci {
+            addr: "0000:00:07.0",
+            class: 0x020000,
+            vendor: 0x8086,
+            device: 0x1521,
+            subsystem: (0x8086, 0x0001),
+            driver: None,
+            numa: Some("0"),
+        },
+    )?;
     // An InfiniBand HCA of class 0c06 (serial bus), found through class/infiniband.
-    let cx3 = b.pci(&root, &Pci { addr: "0000:00:08.0", class: 0x0c0600, vendor: MLX, device: 0x1003, subsystem: (MLX, 0x0050), driver: Some("mlx4_core"), numa: Some("0") })?;
+    let cx3 = b.pci(
+        &root,
+        &Pci {
+            addr: "0000:00:08.0",
+            class: 0x0c0600,
+            vendor: MLX,
+            device: 0x1003,
+            subsystem: (MLX, 0x0050),
+            driver: Some("mlx4_core"),
+            numa: Some("0"),
+        },
+    )?;
     b.rdma(&cx3, "mlx4_0", &["InfiniBand", "InfiniBand"])?;
     // A device whose vendor file is missing: skipped with a warning.
-    let broken = b.pci(&root, &Pci { addr: "0000:00:09.0", class: 0x020000, vendor: 0x8086, device: 0x1521, subsystem: (0x8086, 0x0001), driver: Some("igb"), numa: Some("0") })?;
+    let broken = b.pci(
+        &root,
+        &Pci {
+            addr: "0000:00:09.0",
+            class: 0x020000,
+            vendor: 0x8086,
+            device: 0x1521,
+            subsystem: (0x8086, 0x0001),
+            driver: Some("igb"),
+            numa: Some("0"),
+        },
+    )?;
     std::fs::remove_file(b.sys(&format!("{broken}/vendor")))?;
     // veths: one with a DNS-label name, one whose name needs encoding.
     b.netdev(None, "veth-a", "aa:00:00:00:00:01", 1500, "up", 1)?;
-    b.link_state(LinkState { name: "veth-a".into(), kind: Some("veth".into()), operstate: Some("up".into()), ..LinkState::default() });
+    b.link_state(LinkState {
+        name: "veth-a".into(),
+        kind: Some("veth".into()),
+        operstate: Some("up".into()),
+        ..LinkState::default()
+    });
     b.netdev(None, "Veth_B", "aa:00:00:00:00:02", 1500, "down", 1)?;
-    b.link_state(LinkState { name: "Veth_B".into(), kind: Some("veth".into()), operstate: Some("down".into()), ..LinkState::default() });
+    b.link_state(LinkState {
+        name: "Veth_B".into(),
+        kind: Some("veth".into()),
+        operstate: Some("down".into()),
+        ..LinkState::default()
+    });
     // A dangling class/net link (the device went away mid-scan).
     b.link("class/net/ghost0", "devices/virtual/net/ghost0")?;
     b.rdma_cm()?;

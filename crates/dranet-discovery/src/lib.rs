@@ -21,6 +21,8 @@
 //! }
 //! ```
 
+#![warn(missing_docs)]
+
 mod enumerate;
 mod error;
 pub mod fixture;
@@ -35,7 +37,7 @@ pub use enumerate::{DeviceNames, Enumerate, SysfsEnumerator, UdevEnumerator};
 pub use error::{Error, Result};
 pub use links::{FixtureLinks, NetlinkLinks, NoLinks};
 pub use scan::{Discovery, Options};
-pub use sysfs::Sysfs;
+pub use sysfs::{Access, Sysfs};
 
 /// Where link state comes from.
 #[derive(Debug, Clone)]
@@ -61,7 +63,10 @@ impl dranet_core::LinkSource for Links {
 /// root is the host's `/sys`, a walk of the tree otherwise; link state from `links.json` beside a
 /// fixture's `sys` directory when there is one, from netlink otherwise.
 pub fn host(sysfs: &Path, options: Options) -> Discovery<Box<dyn Enumerate + Send + Sync>, Links> {
-    let fixture = sysfs.parent().map(|p| p.join("links.json")).filter(|p| p.is_file());
+    let fixture = sysfs
+        .parent()
+        .map(|p| p.join("links.json"))
+        .filter(|p| p.is_file());
     let links = match fixture {
         Some(path) => Links::Fixture(FixtureLinks { path }),
         None => Links::Netlink(NetlinkLinks),

@@ -100,11 +100,15 @@ async fn dump() -> Result<Vec<LinkState>> {
             _ => None,
         });
         match ip {
-            Some(IpAddr::V4(ip)) => v4.entry(a.header.index).or_default().push(format!("{ip}/{plen}")),
+            Some(IpAddr::V4(ip)) => v4
+                .entry(a.header.index)
+                .or_default()
+                .push(format!("{ip}/{plen}")),
             // Link-local addresses say nothing a claim could select on.
-            Some(IpAddr::V6(ip)) if (ip.segments()[0] & 0xffc0) != 0xfe80 => {
-                v6.entry(a.header.index).or_default().push(format!("{ip}/{plen}"))
-            }
+            Some(IpAddr::V6(ip)) if (ip.segments()[0] & 0xffc0) != 0xfe80 => v6
+                .entry(a.header.index)
+                .or_default()
+                .push(format!("{ip}/{plen}")),
             _ => {}
         }
     }

@@ -73,7 +73,10 @@ impl Monitor {
                 self.socket.as_fd(),
                 nix::poll::PollFlags::POLLIN,
             )];
-            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX)) {
+            match nix::poll::poll(
+                &mut fds,
+                nix::poll::PollTimeout::try_from(ms).unwrap_or(nix::poll::PollTimeout::MAX),
+            ) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => return Err(Error::Udev(std::io::Error::from(e))),
             }

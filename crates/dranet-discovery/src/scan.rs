@@ -7,8 +7,8 @@ use dranet_core::names::{netdev_device_name, pci_device_name};
 use dranet_core::pciids::PciNames;
 use dranet_core::{
     CharDevice, CharDeviceKind, Discover, Inventory, LinkSource, Netdev, NetworkDevice, NumaNode,
-    NumaTopology, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, RdmaLink, RdmaPort,
-    SriovRole, arphrd_name,
+    NumaTopology, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, RdmaLink, RdmaPort, SriovRole,
+    arphrd_name,
 };
 
 use crate::{Enumerate, Error, Result, Sysfs};
@@ -94,9 +94,10 @@ struct Scan<'a> {
 /// What a sysfs device path says about its place in the PCI hierarchy.
 fn pci_position(path: &str, addr: &PciAddress) -> (Option<PcieRoot>, Vec<PciAddress>) {
     let comps: Vec<&str> = path.split('/').collect();
-    let Some(root_i) = comps.iter().rposition(|c| {
-        c.starts_with("pci") && c.parse::<PcieRoot>().is_ok()
-    }) else {
+    let Some(root_i) = comps
+        .iter()
+        .rposition(|c| c.starts_with("pci") && c.parse::<PcieRoot>().is_ok())
+    else {
         return (None, Vec::new());
     };
     let root = comps[root_i].parse::<PcieRoot>().ok();
@@ -159,7 +160,13 @@ impl Scan<'_> {
         }
     }
 
-    fn pci_device(&mut self, addr: PciAddress, path: &str, class: PciClass, sriov: bool) -> Option<PciDevice> {
+    fn pci_device(
+        &mut self,
+        addr: PciAddress,
+        path: &str,
+        class: PciClass,
+        sriov: bool,
+    ) -> Option<PciDevice> {
         let vendor = self.hex_file(&format!("{path}/vendor"));
         let device = self.hex_file(&format!("{path}/device"));
         let (Some(vendor), Some(device)) = (vendor, device) else {
@@ -168,8 +175,7 @@ impl Scan<'_> {
             return None;
         };
         let sub = |s: &mut Self, f: &str| {
-            s.fs
-                .read_opt(&format!("{path}/{f}"))
+            s.fs.read_opt(&format!("{path}/{f}"))
                 .ok()
                 .flatten()
                 .and_then(|v| parse_hex_u32(&v))
@@ -188,7 +194,10 @@ impl Scan<'_> {
                 Ok(n) if n >= 0 => u32::try_from(n).ok(),
                 Ok(_) => None, // -1: no NUMA affinity
                 Err(_) => {
-                    let w = format!("{}: not a NUMA node: {s:?}; NUMA attributes left out", self.p(&numa_rel));
+                    let w = format!(
+                        "{}: not a NUMA node: {s:?}; NUMA attributes left out",
+                        self.p(&numa_rel)
+                    );
                     self.warn(w);
                     None
                 }
@@ -200,7 +209,11 @@ impl Scan<'_> {
             }
         };
         let driver = self.fs.link_name(&format!("{path}/driver")).ok().flatten();
-        let sriov = if sriov { self.sriov(path) } else { SriovRole::None };
+        let sriov = if sriov {
+            self.sriov(path)
+        } else {
+            SriovRole::None
+        };
         let (pcie_root, bridges) = pci_position(path, &addr);
         Some(PciDevice {
             address: addr,
@@ -234,7 +247,9 @@ impl Scan<'_> {
             return SriovRole::PhysicalFunction { total_vfs, num_vfs };
         }
         match self.fs.link_name(&format!("{path}/physfn")) {
-            Ok(Some(pf)) => SriovRole::VirtualFunction { pf: pf.parse().ok() },
+            Ok(Some(pf)) => SriovRole::VirtualFunction {
+                pf: pf.parse().ok(),
+            },
             _ => SriovRole::None,
         }
     }
@@ -253,7 +268,10 @@ impl Scan<'_> {
             Ok(s) => match s.parse::<u16>() {
                 Ok(t) => t,
                 Err(_) => {
-                    let w = format!("{}/type: not a link type: {s:?}; netdev skipped", self.p(&path));
+                    let w = format!(
+                        "{}/type: not a link type: {s:?}; netdev skipped",
+                        self.p(&path)
+                    );
                     self.warn(w);
                     return None;
                 }
@@ -286,10 +304,16 @@ impl Scan<'_> {
     fn char_devices(&mut self) -> HashMap<String, Vec<CharDevice>> {
         let mut map: HashMap<String, Vec<CharDevice>> = HashMap::new();
         for (class, prefixes) in [
-            ("infiniband_verbs", &[("uverbs", CharDeviceKind::Uverbs)][..]),
+            (
+                "infiniband_verbs",
+                &[("uverbs", CharDeviceKind::Uverbs)][..],
+            ),
             (
                 "infiniband_mad",
-                &[("umad", CharDeviceKind::Umad), ("issm", CharDeviceKind::Issm)][..],
+                &[
+                    ("umad", CharDeviceKind::Umad),
+                    ("issm", CharDeviceKind::Issm),
+                ][..],
             ),
             ("infiniband_cm", &[("ucm", CharDeviceKind::Ucm)][..]),
         ] {
@@ -297,7 +321,11 @@ impl Scan<'_> {
             for e in entries {
                 let Some(kind) = prefixes
                     .iter()
-                    .find(|(p, _)| e.starts_with(p) && e[p.len()..].bytes().all(|b| b.is_ascii_digit()) && e.len() > p.len())
+                    .find(|(p, _)| {
+                        e.starts_with(p)
+                            && e[p.len()..].bytes().all(|b| b.is_ascii_digit())
+                            && e.len() > p.len()
+                    })
                     .map(|(_, k)| *k)
                 else {
                     continue; // abi_version and friends
@@ -312,13 +340,22 @@ impl Scan<'_> {
                     }
                 };
                 let dev_rel = format!("{base}/dev");
-                let Some((major, minor)) = self.fs.read(&dev_rel).ok().and_then(|s| parse_devnum(&s)) else {
-                    let w = format!("{}: missing or not major:minor; {e} left out", self.p(&dev_rel));
+                let Some((major, minor)) =
+                    self.fs.read(&dev_rel).ok().and_then(|s| parse_devnum(&s))
+                else {
+                    let w = format!(
+                        "{}: missing or not major:minor; {e} left out",
+                        self.p(&dev_rel)
+                    );
                     self.warn(w);
                     continue;
                 };
                 let port = if matches!(kind, CharDeviceKind::Umad | CharDeviceKind::Issm) {
-                    self.fs.read_opt(&format!("{base}/port")).ok().flatten().and_then(|p| p.parse().ok())
+                    self.fs
+                        .read_opt(&format!("{base}/port"))
+                        .ok()
+                        .flatten()
+                        .and_then(|p| p.parse().ok())
                 } else {
                     None
                 };
@@ -334,7 +371,12 @@ impl Scan<'_> {
         map
     }
 
-    fn rdma_link(&mut self, name: &str, chars: &mut HashMap<String, Vec<CharDevice>>, rdma_cm: &Option<CharDevice>) -> Option<RdmaLink> {
+    fn rdma_link(
+        &mut self,
+        name: &str,
+        chars: &mut HashMap<String, Vec<CharDevice>>,
+        rdma_cm: &Option<CharDevice>,
+    ) -> Option<RdmaLink> {
         let rel = format!("class/infiniband/{name}");
         let path = match self.fs.resolve(&rel) {
             Ok(p) => p,
@@ -347,11 +389,17 @@ impl Scan<'_> {
         let pci = owning_pci(&path, "infiniband");
         let mut ports = Vec::new();
         for p in self.fs.list(&format!("{path}/ports")).unwrap_or_default() {
-            let Ok(number) = p.parse::<u32>() else { continue };
+            let Ok(number) = p.parse::<u32>() else {
+                continue;
+            };
             let base = format!("{path}/ports/{p}");
             ports.push(RdmaPort {
                 number,
-                link_layer: self.fs.read_opt(&format!("{base}/link_layer")).ok().flatten(),
+                link_layer: self
+                    .fs
+                    .read_opt(&format!("{base}/link_layer"))
+                    .ok()
+                    .flatten(),
                 state: self.fs.read_opt(&format!("{base}/state")).ok().flatten(),
             });
         }
@@ -362,8 +410,13 @@ impl Scan<'_> {
             None
         };
         let mut char_devices = chars.remove(name).unwrap_or_default();
-        if !char_devices.iter().any(|c| c.kind == CharDeviceKind::Uverbs) {
-            let w = format!("RDMA link {name}: no uverbs device in class/infiniband_verbs; a pod could not use it");
+        if !char_devices
+            .iter()
+            .any(|c| c.kind == CharDeviceKind::Uverbs)
+        {
+            let w = format!(
+                "RDMA link {name}: no uverbs device in class/infiniband_verbs; a pod could not use it"
+            );
             self.warn(w);
         }
         char_devices.extend(rdma_cm.clone());
@@ -389,16 +442,27 @@ impl Scan<'_> {
                 .read_opt(&format!("{base}/distance"))
                 .ok()
                 .flatten()
-                .map(|d| d.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+                .map(|d| {
+                    d.split_whitespace()
+                        .filter_map(|x| x.parse().ok())
+                        .collect()
+                })
                 .unwrap_or_default();
-            let cpulist = self.fs.read_opt(&format!("{base}/cpulist")).ok().flatten().unwrap_or_default();
+            let cpulist = self
+                .fs
+                .read_opt(&format!("{base}/cpulist"))
+                .ok()
+                .flatten()
+                .unwrap_or_default();
             let first_cpu = cpulist
                 .split([',', '-'])
                 .next()
                 .and_then(|c| c.trim().parse::<u32>().ok());
             let socket = first_cpu.and_then(|c| {
                 self.fs
-                    .read_opt(&format!("devices/system/cpu/cpu{c}/topology/physical_package_id"))
+                    .read_opt(&format!(
+                        "devices/system/cpu/cpu{c}/topology/physical_package_id"
+                    ))
                     .ok()
                     .flatten()
                     .and_then(|s| s.parse().ok())
@@ -414,7 +478,12 @@ impl Scan<'_> {
         NumaTopology { nodes }
     }
 
-    fn run(&mut self, names: &crate::DeviceNames, links: Vec<dranet_core::LinkState>, opts: &Options) -> Inventory {
+    fn run(
+        &mut self,
+        names: &crate::DeviceNames,
+        links: Vec<dranet_core::LinkState>,
+        opts: &Options,
+    ) -> Inventory {
         // PCI functions: network ones are candidates, GPUs are kept for topology, the rest are
         // remembered by path in case an RDMA link hangs off one (InfiniBand class 0c06, …).
         let mut candidates: BTreeMap<PciAddress, PciDevice> = BTreeMap::new();
@@ -424,7 +493,10 @@ impl Scan<'_> {
             let addr = match name.parse::<PciAddress>() {
                 Ok(a) => a,
                 Err(e) => {
-                    self.warn(format!("{}: {e}; skipped", self.p(&format!("bus/pci/devices/{name}"))));
+                    self.warn(format!(
+                        "{}: {e}; skipped",
+                        self.p(&format!("bus/pci/devices/{name}"))
+                    ));
                     continue;
                 }
             };
@@ -456,7 +528,9 @@ impl Scan<'_> {
         let mut netdevs: BTreeMap<String, Netdev> = BTreeMap::new();
         let mut ipoib: HashSet<String> = HashSet::new();
         for name in &names.net {
-            let Some((nd, arphrd)) = self.netdev(name) else { continue };
+            let Some((nd, arphrd)) = self.netdev(name) else {
+                continue;
+            };
             if arphrd == ARPHRD_LOOPBACK {
                 continue;
             }
@@ -488,33 +562,44 @@ impl Scan<'_> {
 
         // The uplink: interfaces with a default route and those they depend on (their slaves and
         // the interfaces they are stacked on). None of them, nor their PCI functions, is published.
-        let mut uplink: HashSet<String> = netdevs.values().filter(|n| n.default_route).map(|n| n.name.clone()).collect();
+        let mut uplink: HashSet<String> = netdevs
+            .values()
+            .filter(|n| n.default_route)
+            .map(|n| n.name.clone())
+            .collect();
         loop {
             let before = uplink.len();
             for n in netdevs.values() {
                 if n.master.as_ref().is_some_and(|m| uplink.contains(m)) {
                     uplink.insert(n.name.clone());
                 }
-                if uplink.contains(&n.name) {
-                    if let Some(l) = &n.lower {
-                        uplink.insert(l.clone());
-                    }
+                if uplink.contains(&n.name)
+                    && let Some(l) = &n.lower
+                {
+                    uplink.insert(l.clone());
                 }
             }
             if uplink.len() == before {
                 break;
             }
         }
-        let uplink_pci: HashSet<PciAddress> = uplink.iter().filter_map(|n| netdevs.get(n)?.pci).collect();
+        let uplink_pci: HashSet<PciAddress> =
+            uplink.iter().filter_map(|n| netdevs.get(n)?.pci).collect();
 
         let mut chars = self.char_devices();
-        let rdma_cm = self.fs.read_opt("class/misc/rdma_cm/dev").ok().flatten().and_then(|s| parse_devnum(&s)).map(|(major, minor)| CharDevice {
-            kind: CharDeviceKind::RdmaCm,
-            path: "/dev/infiniband/rdma_cm".into(),
-            major,
-            minor,
-            port: None,
-        });
+        let rdma_cm = self
+            .fs
+            .read_opt("class/misc/rdma_cm/dev")
+            .ok()
+            .flatten()
+            .and_then(|s| parse_devnum(&s))
+            .map(|(major, minor)| CharDevice {
+                kind: CharDeviceKind::RdmaCm,
+                path: "/dev/infiniband/rdma_cm".into(),
+                major,
+                minor,
+                port: None,
+            });
         let mut rdma: Vec<RdmaLink> = Vec::new();
         for name in &names.infiniband {
             if let Some(l) = self.rdma_link(name, &mut chars, &rdma_cm) {
@@ -523,14 +608,12 @@ impl Scan<'_> {
         }
         // RDMA links on PCI functions outside class 02 make those functions devices too.
         for l in &rdma {
-            if let Some(a) = l.pci {
-                if !candidates.contains_key(&a) {
-                    if let Some((path, class)) = others.remove(&a) {
-                        if let Some(d) = self.pci_device(a, &path, class, true) {
-                            candidates.insert(a, d);
-                        }
-                    }
-                }
+            // `others` only holds functions that are not candidates.
+            if let Some(a) = l.pci
+                && let Some((path, class)) = others.remove(&a)
+                && let Some(d) = self.pci_device(a, &path, class, true)
+            {
+                candidates.insert(a, d);
             }
         }
 
@@ -547,12 +630,15 @@ impl Scan<'_> {
                 self.warn(format!("PCI network device {addr} is {why}: it has no netdev or RDMA link to give a pod; not published"));
                 continue;
             }
-            by_pci.insert(addr, NetworkDevice {
-                name: pci_device_name(&addr),
-                pci: Some(pci),
-                netdev: None,
-                rdma: None,
-            });
+            by_pci.insert(
+                addr,
+                NetworkDevice {
+                    name: pci_device_name(&addr),
+                    pci: Some(pci),
+                    netdev: None,
+                    rdma: None,
+                },
+            );
         }
         let mut non_pci: BTreeMap<String, NetworkDevice> = BTreeMap::new();
         for (name, nd) in netdevs {
@@ -565,21 +651,24 @@ impl Scan<'_> {
                     if is_ipoib && !opts.move_ib_interfaces {
                         continue;
                     }
-                    if let Some(dev) = by_pci.get_mut(&a) {
-                        if dev.netdev.is_none() {
-                            dev.netdev = Some(nd);
-                        }
+                    if let Some(dev) = by_pci.get_mut(&a)
+                        && dev.netdev.is_none()
+                    {
+                        dev.netdev = Some(nd);
                     }
                 }
                 None if is_ipoib => {} // an IPoIB child without a function of its own
                 None => {
                     let dname = netdev_device_name(&name);
-                    non_pci.insert(dname.clone(), NetworkDevice {
-                        name: dname,
-                        pci: None,
-                        netdev: Some(nd),
-                        rdma: None,
-                    });
+                    non_pci.insert(
+                        dname.clone(),
+                        NetworkDevice {
+                            name: dname,
+                            pci: None,
+                            netdev: Some(nd),
+                            rdma: None,
+                        },
+                    );
                 }
             }
         }
@@ -593,8 +682,15 @@ impl Scan<'_> {
                 Some(dev) => dev.rdma = Some(l),
                 None if l.pci.is_some_and(|a| uplink_pci.contains(&a)) => {}
                 None => {
-                    let owner = l.pci.map(|a| a.to_string()).or(l.parent_netdev.clone()).unwrap_or_else(|| "nothing".into());
-                    self.warn(format!("RDMA link {} belongs to {owner}, which is not published; link skipped", l.name));
+                    let owner = l
+                        .pci
+                        .map(|a| a.to_string())
+                        .or(l.parent_netdev.clone())
+                        .unwrap_or_else(|| "nothing".into());
+                    self.warn(format!(
+                        "RDMA link {} belongs to {owner}, which is not published; link skipped",
+                        l.name
+                    ));
                 }
             }
         }
@@ -602,7 +698,9 @@ impl Scan<'_> {
         let mut devices: Vec<NetworkDevice> = by_pci.into_values().collect();
         for (name, d) in non_pci {
             if devices.iter().any(|x| x.name == name) {
-                self.warn(format!("netdev {name}: its device name collides with a PCI device's; skipped"));
+                self.warn(format!(
+                    "netdev {name}: its device name collides with a PCI device's; skipped"
+                ));
                 continue;
             }
             devices.push(d);
@@ -642,19 +740,36 @@ impl Scan<'_> {
                 ]
             }
         };
-        let Some((path, text)) = candidates.iter().find_map(|p: &PathBuf| Some((p.as_path(), std::fs::read_to_string(p).ok()?))) else {
-            let w = format!("no PCI ID database found (tried {}); pciVendor and pciDevice show hex ids", candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        let Some((path, text)) = candidates
+            .iter()
+            .find_map(|p: &PathBuf| Some((p.as_path(), std::fs::read_to_string(p).ok()?)))
+        else {
+            let w = format!(
+                "no PCI ID database found (tried {}); pciVendor and pciDevice show hex ids",
+                candidates
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             self.warn(w);
             return;
         };
         match PciNames::parse(&text, &wanted) {
             Ok(names) => {
-                for p in devices.iter_mut().filter_map(|d| d.pci.as_mut()).chain(gpus.iter_mut()) {
+                for p in devices
+                    .iter_mut()
+                    .filter_map(|d| d.pci.as_mut())
+                    .chain(gpus.iter_mut())
+                {
                     p.vendor_name = names.vendor(p.ids.vendor).map(str::to_string);
                     p.device_name = names.device(p.ids.vendor, p.ids.device).map(str::to_string);
                 }
             }
-            Err(e) => self.warn(format!("{}: {e}; pciVendor and pciDevice show hex ids", Path::new(path).display())),
+            Err(e) => self.warn(format!(
+                "{}: {e}; pciVendor and pciDevice show hex ids",
+                Path::new(path).display()
+            )),
         }
     }
 }
@@ -666,7 +781,10 @@ mod tests {
     #[test]
     fn positions_from_paths() {
         let a: PciAddress = "0000:03:00.0".parse().unwrap();
-        let (root, br) = pci_position("devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0", &a);
+        let (root, br) = pci_position(
+            "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+            &a,
+        );
         assert_eq!(root.unwrap().to_string(), "pci0000:00");
         assert_eq!(br.len(), 3);
         // Hyper-V vPCI: the root sits under the VMBus device.
@@ -681,9 +799,28 @@ mod tests {
 
     #[test]
     fn owners_of_class_devices() {
-        assert_eq!(owning_pci("devices/pci0000:00/0000:00:03.0/virtio0/net/eth1", "net").unwrap().to_string(), "0000:00:03.0");
-        assert_eq!(owning_pci("devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/net/enx0", "net"), None);
+        assert_eq!(
+            owning_pci("devices/pci0000:00/0000:00:03.0/virtio0/net/eth1", "net")
+                .unwrap()
+                .to_string(),
+            "0000:00:03.0"
+        );
+        assert_eq!(
+            owning_pci(
+                "devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/net/enx0",
+                "net"
+            ),
+            None
+        );
         assert_eq!(owning_pci("devices/virtual/net/veth0", "net"), None);
-        assert_eq!(owning_pci("devices/pci0000:00/0000:00:02.0/infiniband/mlx5_0", "infiniband").unwrap().to_string(), "0000:00:02.0");
+        assert_eq!(
+            owning_pci(
+                "devices/pci0000:00/0000:00:02.0/infiniband/mlx5_0",
+                "infiniband"
+            )
+            .unwrap()
+            .to_string(),
+            "0000:00:02.0"
+        );
     }
 }

@@ -10,12 +10,37 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
+/// One filesystem access the reader made, for replaying the raw cost of a scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// A file read.
+    Read(PathBuf),
+    /// A symlink read (and, when resolving, the target's existence checked).
+    ReadLink(PathBuf),
+    /// A directory listed.
+    List(PathBuf),
+}
+
+impl Access {
+    /// Performs the same access with no parsing at all; returns bytes seen, so the optimiser
+    /// cannot drop it.
+    pub fn replay(&self) -> usize {
+        match self {
+            Access::Read(p) => std::fs::read(p).map(|v| v.len()).unwrap_or(0),
+            Access::ReadLink(p) => std::fs::read_link(p)
+                .map(|t| t.as_os_str().len())
+                .unwrap_or(0),
+            Access::List(p) => std::fs::read_dir(p).map(|d| d.count()).unwrap_or(0),
+        }
+    }
+}
+
 /// A sysfs tree rooted at a directory.
 #[derive(Debug)]
 pub struct Sysfs {
     root: PathBuf,
     // Every path read, when recording (benches measure the raw cost of the same reads).
-    record: Option<Mutex<Vec<PathBuf>>>,
+    record: Option<Mutex<Vec<Access>>>,
 }
 
 impl Sysfs {
@@ -35,8 +60,8 @@ impl Sysfs {
         }
     }
 
-    /// The paths read so far (absolute), when recording.
-    pub fn recorded(&self) -> Vec<PathBuf> {
+    /// The accesses made so far, when recording.
+    pub fn recorded(&self) -> Vec<Access> {
         self.record
             .as_ref()
             .map(|r| r.lock().map(|v| v.clone()).unwrap_or_default())
@@ -53,18 +78,18 @@ impl Sysfs {
         self.root.join(rel)
     }
 
-    fn note(&self, p: &Path) {
-        if let Some(r) = &self.record {
-            if let Ok(mut v) = r.lock() {
-                v.push(p.to_path_buf());
-            }
+    fn note(&self, a: impl FnOnce() -> Access) {
+        if let Some(r) = &self.record
+            && let Ok(mut v) = r.lock()
+        {
+            v.push(a());
         }
     }
 
     /// Reads a file and trims trailing whitespace.
     pub fn read(&self, rel: &str) -> io::Result<String> {
         let p = self.path(rel);
-        self.note(&p);
+        self.note(|| Access::Read(p.clone()));
         let mut s = std::fs::read_to_string(&p)?;
         let len = s.trim_end().len();
         s.truncate(len);
@@ -83,11 +108,9 @@ impl Sysfs {
     /// The file name a symlink points to (`driver` → `mlx5_core`); `Ok(None)` when absent.
     pub fn link_name(&self, rel: &str) -> io::Result<Option<String>> {
         let p = self.path(rel);
-        self.note(&p);
+        self.note(|| Access::ReadLink(p.clone()));
         match std::fs::read_link(&p) {
-            Ok(t) => Ok(t
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())),
+            Ok(t) => Ok(t.file_name().map(|n| n.to_string_lossy().into_owned())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
@@ -97,7 +120,7 @@ impl Sysfs {
     /// target exists (a dangling link is an error naming it).
     pub fn resolve(&self, rel: &str) -> io::Result<String> {
         let p = self.path(rel);
-        self.note(&p);
+        self.note(|| Access::ReadLink(p.clone()));
         let target = std::fs::read_link(&p)?;
         let parent = Path::new(rel).parent().unwrap_or(Path::new(""));
         let joined = if target.is_absolute() {
@@ -119,13 +142,12 @@ impl Sysfs {
         for c in joined.components() {
             match c {
                 Component::Normal(n) => out.push(n),
-                Component::ParentDir => {
-                    if out.pop().is_none() {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("link {} escapes the sysfs root", p.display()),
-                        ));
-                    }
+                // The guard pops: a `..` with nothing left to pop would leave the root.
+                Component::ParentDir if out.pop().is_none() => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("link {} escapes the sysfs root", p.display()),
+                    ));
                 }
                 _ => {}
             }
@@ -143,6 +165,7 @@ impl Sysfs {
     /// Names in a directory, sorted; `Ok(empty)` when the directory does not exist.
     pub fn list(&self, rel: &str) -> io::Result<Vec<String>> {
         let p = self.path(rel);
+        self.note(|| Access::List(p.clone()));
         let rd = match std::fs::read_dir(&p) {
             Ok(rd) => rd,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -178,11 +201,8 @@ mod tests {
             root.join("bus/pci/devices/0000:00:02.0"),
         )
         .unwrap();
-        std::os::unix::fs::symlink(
-            "../../../../../../etc",
-            root.join("bus/pci/devices/escape"),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink("../../../../../../etc", root.join("bus/pci/devices/escape"))
+            .unwrap();
         let s = Sysfs::recording(root);
         assert_eq!(
             s.resolve("bus/pci/devices/0000:00:01.0").unwrap(),
@@ -193,6 +213,7 @@ mod tests {
         assert!(s.resolve("bus/pci/devices/escape").is_err());
         assert_eq!(s.read_opt("nope").unwrap(), None);
         assert_eq!(s.list("bus/pci/devices").unwrap().len(), 3);
-        assert_eq!(s.recorded().len(), 3);
+        assert_eq!(s.recorded().len(), 5);
+        assert!(matches!(s.recorded()[4], Access::List(_)));
     }
 }

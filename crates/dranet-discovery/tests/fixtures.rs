@@ -5,14 +5,18 @@ use std::path::{Path, PathBuf};
 
 use dranet_core::slice::published_devices;
 use dranet_core::{AttributeOptions, AttributeValue, Attributes, Discover, Inventory, Relation};
-use dranet_discovery::{DeviceNames, Discovery, Enumerate, FixtureLinks, Options, Sysfs, SysfsEnumerator};
+use dranet_discovery::{
+    DeviceNames, Discovery, Enumerate, FixtureLinks, Options, Sysfs, SysfsEnumerator,
+};
 
 fn nodes() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/nodes")
 }
 
 fn discover_at(dir: &Path, opts: Options) -> Inventory {
-    dranet_discovery::host(&dir.join("sys"), opts).discover().expect("discovery")
+    dranet_discovery::host(&dir.join("sys"), opts)
+        .discover()
+        .expect("discovery")
 }
 
 fn discover(name: &str) -> Inventory {
@@ -38,7 +42,10 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
             }
             let meta = std::fs::symlink_metadata(&p).unwrap();
             if meta.file_type().is_symlink() {
-                out.insert(rel, format!("-> {}", std::fs::read_link(&p).unwrap().display()));
+                out.insert(
+                    rel,
+                    format!("-> {}", std::fs::read_link(&p).unwrap().display()),
+                );
             } else if meta.is_dir() {
                 stack.push(p);
             } else {
@@ -81,7 +88,10 @@ fn gb300_reproduces_the_seed_nic_table() {
         ("pci-0103-00-00-0", "0103:00:00.0", "mlx5_2", 1),
         ("pci-0104-00-00-0", "0104:00:00.0", "mlx5_3", 1),
     ];
-    assert_eq!(a.keys().collect::<Vec<_>>(), table.iter().map(|t| t.0).collect::<Vec<_>>());
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        table.iter().map(|t| t.0).collect::<Vec<_>>()
+    );
     for (name, addr, rdma, numa) in table {
         let root = format!("pci{}:00", &addr[..4]);
         let expected: Attributes = [
@@ -107,7 +117,14 @@ fn gb300_reproduces_the_seed_nic_table() {
     }
     // Each NIC carries exactly the char devices the seeds saw injected.
     let d = inv.device("pci-0101-00-00-0").unwrap();
-    let chars: Vec<(String, u32, u32)> = d.rdma.as_ref().unwrap().char_devices.iter().map(|c| (c.path.clone(), c.major, c.minor)).collect();
+    let chars: Vec<(String, u32, u32)> = d
+        .rdma
+        .as_ref()
+        .unwrap()
+        .char_devices
+        .iter()
+        .map(|c| (c.path.clone(), c.major, c.minor))
+        .collect();
     assert_eq!(
         chars,
         vec![
@@ -118,18 +135,38 @@ fn gb300_reproduces_the_seed_nic_table() {
         ]
     );
     let d3 = inv.device("pci-0104-00-00-0").unwrap();
-    assert!(d3.rdma.as_ref().unwrap().char_devices.iter().any(|c| c.path == "/dev/infiniband/uverbs3" && c.minor == 195));
+    assert!(
+        d3.rdma
+            .as_ref()
+            .unwrap()
+            .char_devices
+            .iter()
+            .any(|c| c.path == "/dev/infiniband/uverbs3" && c.minor == 195)
+    );
 }
 
 #[test]
 fn gb300_topology_matches_the_seed_matrix() {
     let inv = discover("azure-nd-gb300-v6");
     let gpus: Vec<String> = inv.gpus.iter().map(|g| g.address.to_string()).collect();
-    assert_eq!(gpus, ["0008:06:00.0", "0009:06:00.0", "0018:06:00.0", "0019:06:00.0"]);
+    assert_eq!(
+        gpus,
+        [
+            "0008:06:00.0",
+            "0009:06:00.0",
+            "0018:06:00.0",
+            "0019:06:00.0"
+        ]
+    );
     use Relation::{Node, Sys};
     assert_eq!(
         inv.gpu_nic_matrix(),
-        vec![vec![Node, Node, Sys, Sys], vec![Node, Node, Sys, Sys], vec![Sys, Sys, Node, Node], vec![Sys, Sys, Node, Node]]
+        vec![
+            vec![Node, Node, Sys, Sys],
+            vec![Node, Node, Sys, Sys],
+            vec![Sys, Sys, Node, Node],
+            vec![Sys, Sys, Node, Node]
+        ]
     );
 }
 
@@ -150,17 +187,31 @@ fn bare_metal_mi300x_pairs_each_gpu_with_its_switch_nic() {
             assert_eq!(*r, expected, "GPU{g} NIC{n}");
         }
     }
-    let names: Vec<_> = inv.devices.iter().map(|d| d.netdev.as_ref().unwrap().name.clone()).collect();
-    assert_eq!(names, (0..8).map(|i| format!("rdma{i}")).collect::<Vec<_>>());
+    let names: Vec<_> = inv
+        .devices
+        .iter()
+        .map(|d| d.netdev.as_ref().unwrap().name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        (0..8).map(|i| format!("rdma{i}")).collect::<Vec<_>>()
+    );
     // The front-end NIC carries the default route: neither it nor its RDMA link is published.
-    assert!(inv.devices.iter().all(|d| d.rdma.as_ref().unwrap().name != "mlx5_8"));
+    assert!(
+        inv.devices
+            .iter()
+            .all(|d| d.rdma.as_ref().unwrap().name != "mlx5_8")
+    );
     assert!(inv.warnings.is_empty(), "{:?}", inv.warnings);
 }
 
 #[test]
 fn mi300x_vm_ipoib_follows_move_ib_interfaces() {
     let dir = nodes().join("azure-nd-mi300x-v5");
-    let moved = attrs(&discover_at(&dir, Options::default()), AttributeOptions::default());
+    let moved = attrs(
+        &discover_at(&dir, Options::default()),
+        AttributeOptions::default(),
+    );
     assert_eq!(moved.len(), 8);
     let d0 = &moved["pci-0101-00-00-0"];
     assert_eq!(d0["ifName"], s("ib0"));
@@ -168,9 +219,23 @@ fn mi300x_vm_ipoib_follows_move_ib_interfaces() {
     assert_eq!(d0["type"], s("ipoib"));
     assert_eq!(d0["ibOnly"], AttributeValue::Bool(false));
     let numa: Vec<_> = moved.values().map(|a| a["numaNode"].clone()).collect();
-    assert_eq!(numa.iter().filter(|n| **n == AttributeValue::Int(0)).count(), 4);
+    assert_eq!(
+        numa.iter()
+            .filter(|n| **n == AttributeValue::Int(0))
+            .count(),
+        4
+    );
 
-    let ib_only = attrs(&discover_at(&dir, Options { move_ib_interfaces: false, ..Options::default() }), AttributeOptions::default());
+    let ib_only = attrs(
+        &discover_at(
+            &dir,
+            Options {
+                move_ib_interfaces: false,
+                ..Options::default()
+            },
+        ),
+        AttributeOptions::default(),
+    );
     assert_eq!(ib_only.len(), 8);
     for a in ib_only.values() {
         assert_eq!(a["ibOnly"], AttributeValue::Bool(true));
@@ -194,7 +259,9 @@ fn sriov_pf_and_vfs() {
     let d = inv.device("pci-0000-3b-08-7").unwrap();
     assert_eq!(
         d.pci.as_ref().unwrap().sriov,
-        dranet_core::SriovRole::VirtualFunction { pf: Some("0000:3b:00.0".parse().unwrap()) }
+        dranet_core::SriovRole::VirtualFunction {
+            pf: Some("0000:3b:00.0".parse().unwrap())
+        }
     );
 }
 
@@ -203,7 +270,17 @@ fn edge_cases_are_skipped_or_trimmed_with_warnings_naming_the_path() {
     let inv = discover("edge-cases");
     let names: Vec<_> = inv.devices.iter().map(|d| d.name.as_str()).collect();
     // Not the uplink 00:02.0, not vfio 00:06.0, not unbound 00:07.0, not 00:09.0 (no vendor file).
-    assert_eq!(names, ["mvlan0", "net-kzsxi2c7ii", "pci-0000-00-03-0", "pci-0000-00-05-0", "pci-0000-00-08-0", "veth-a"]);
+    assert_eq!(
+        names,
+        [
+            "mvlan0",
+            "net-kzsxi2c7ii",
+            "pci-0000-00-03-0",
+            "pci-0000-00-05-0",
+            "pci-0000-00-08-0",
+            "veth-a"
+        ]
+    );
     let w = inv.warnings.join("\n");
     for needle in [
         "0000:00:05.0/numa_node: not a NUMA node: \"banana\"",
@@ -217,7 +294,10 @@ fn edge_cases_are_skipped_or_trimmed_with_warnings_naming_the_path() {
     let a = attrs(&inv, AttributeOptions::default());
     // numa_node -1 and garbage: no NUMA attributes at all.
     for d in ["pci-0000-00-03-0", "pci-0000-00-05-0"] {
-        assert!(!a[d].contains_key("numaNode") && !a[d].contains_key("resource.kubernetes.io/numaNode"), "{d}");
+        assert!(
+            !a[d].contains_key("numaNode") && !a[d].contains_key("resource.kubernetes.io/numaNode"),
+            "{d}"
+        );
     }
     // The virtio netdev hangs under virtio0, still its PCI function's.
     assert_eq!(a["pci-0000-00-03-0"]["ifName"], s("eth1"));
@@ -226,9 +306,20 @@ fn edge_cases_are_skipped_or_trimmed_with_warnings_naming_the_path() {
     // IPoIB belongs to its HCA; the class-0c06 HCA is IB-only with two ports' mad devices.
     assert_eq!(a["pci-0000-00-05-0"]["ifName"], s("ib0"));
     assert_eq!(a["pci-0000-00-08-0"]["ibOnly"], AttributeValue::Bool(true));
-    let cx3 = inv.device("pci-0000-00-08-0").unwrap().rdma.as_ref().unwrap();
+    let cx3 = inv
+        .device("pci-0000-00-08-0")
+        .unwrap()
+        .rdma
+        .as_ref()
+        .unwrap();
     assert_eq!(cx3.ports.len(), 2);
-    assert_eq!(cx3.char_devices.iter().filter(|c| c.path.contains("umad")).count(), 2);
+    assert_eq!(
+        cx3.char_devices
+            .iter()
+            .filter(|c| c.path.contains("umad"))
+            .count(),
+        2
+    );
     // Non-PCI netdevs: names kept or encoded, marked virtual.
     assert_eq!(a["veth-a"]["type"], s("veth"));
     assert_eq!(a["veth-a"]["virtual"], AttributeValue::Bool(true));
@@ -238,9 +329,17 @@ fn edge_cases_are_skipped_or_trimmed_with_warnings_naming_the_path() {
 #[test]
 fn numa_list_form() {
     let inv = discover("azure-nd-gb300-v6");
-    let a = attrs(&inv, AttributeOptions { numa_node_list: true });
+    let a = attrs(
+        &inv,
+        AttributeOptions {
+            numa_node_list: true,
+        },
+    );
     // Two sockets of one node each: the list is the node alone.
-    assert_eq!(a["pci-0103-00-00-0"]["resource.kubernetes.io/numaNode"], AttributeValue::Ints(vec![1]));
+    assert_eq!(
+        a["pci-0103-00-00-0"]["resource.kubernetes.io/numaNode"],
+        AttributeValue::Ints(vec![1])
+    );
     assert_eq!(a["pci-0103-00-00-0"]["numaNode"], AttributeValue::Int(1));
 }
 
@@ -251,13 +350,18 @@ fn complete_attribute_sets_of_every_fixture() {
     for (name, _) in dranet_discovery::fixture::NODES {
         let dir = nodes().join(name);
         let inv = discover_at(&dir, Options::default());
-        let got = serde_json::to_string_pretty(&attrs(&inv, AttributeOptions::default())).unwrap() + "\n";
+        let got =
+            serde_json::to_string_pretty(&attrs(&inv, AttributeOptions::default())).unwrap() + "\n";
         let file = dir.join("expected-attributes.json");
         if std::env::var_os("DRANET_BLESS").is_some() {
             std::fs::write(&file, &got).unwrap();
         }
         let want = std::fs::read_to_string(&file).unwrap_or_default();
-        assert!(got == want, "{name}: published attributes differ from {}:\n{got}", file.display());
+        assert!(
+            got == want,
+            "{name}: published attributes differ from {}:\n{got}",
+            file.display()
+        );
     }
 }
 
@@ -278,11 +382,23 @@ impl Enumerate for Vanishing {
 #[test]
 fn devices_vanishing_mid_scan_are_skipped_with_warnings() {
     let dir = nodes().join("azure-nd-gb300-v6");
-    let d = Discovery::new(Sysfs::new(dir.join("sys")), Vanishing, FixtureLinks { path: dir.join("links.json") }, Options::default());
+    let d = Discovery::new(
+        Sysfs::new(dir.join("sys")),
+        Vanishing,
+        FixtureLinks {
+            path: dir.join("links.json"),
+        },
+        Options::default(),
+    );
     let inv = d.discover().unwrap();
     assert_eq!(inv.devices.len(), 4);
     let w = inv.warnings.join("\n");
-    for needle in ["bus/pci/devices/0000:ff:1f.7", "not-an-address", "class/net/gone0", "class/infiniband/mlx5_9"] {
+    for needle in [
+        "bus/pci/devices/0000:ff:1f.7",
+        "not-an-address",
+        "class/net/gone0",
+        "class/infiniband/mlx5_9",
+    ] {
         assert!(w.contains(needle), "{needle} not in {w}");
     }
 }
@@ -310,13 +426,25 @@ fn garbage_in_sysfs_files_never_aborts_the_scan() {
     std::fs::remove_file(sys.join("class/misc/rdma_cm")).unwrap();
     let inv = discover_at(tmp.path(), Options::default());
     let names: Vec<_> = inv.devices.iter().map(|d| d.name.as_str()).collect();
-    assert_eq!(names, ["pci-0102-00-00-0", "pci-0103-00-00-0", "pci-0104-00-00-0"]);
+    assert_eq!(
+        names,
+        ["pci-0102-00-00-0", "pci-0103-00-00-0", "pci-0104-00-00-0"]
+    );
     let w = inv.warnings.join("\n");
     assert!(w.contains("0101:00:00.0/class: not a hex number"), "{w}");
     assert!(w.contains("uverbs1/dev: missing or not major:minor"), "{w}");
     assert!(w.contains("RDMA link mlx5_1: no uverbs device"), "{w}");
     // No rdma_cm on the host: links still carry their own devices.
-    assert!(inv.device("pci-0103-00-00-0").unwrap().rdma.as_ref().unwrap().char_devices.iter().all(|c| !c.path.ends_with("rdma_cm")));
+    assert!(
+        inv.device("pci-0103-00-00-0")
+            .unwrap()
+            .rdma
+            .as_ref()
+            .unwrap()
+            .char_devices
+            .iter()
+            .all(|c| !c.path.ends_with("rdma_cm"))
+    );
     assert!(inv.numa.nodes[1].distances.is_empty());
 }
 
@@ -324,10 +452,19 @@ fn garbage_in_sysfs_files_never_aborts_the_scan() {
 fn malformed_link_state_file_is_an_error_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     copy_tree(&nodes().join("azure-nd-gb300-v6"), tmp.path());
-    std::fs::write(tmp.path().join("links.json"), "{\"links\": [{\"name\": 3}]}").unwrap();
-    let err = dranet_discovery::host(&tmp.path().join("sys"), Options::default()).discover().unwrap_err();
+    std::fs::write(
+        tmp.path().join("links.json"),
+        "{\"links\": [{\"name\": 3}]}",
+    )
+    .unwrap();
+    let err = dranet_discovery::host(&tmp.path().join("sys"), Options::default())
+        .discover()
+        .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("links.json") && msg.contains("invalid type"), "{msg}");
+    assert!(
+        msg.contains("links.json") && msg.contains("invalid type"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -336,9 +473,21 @@ fn pci_ids_database_errors_leave_hex_ids() {
     copy_tree(&nodes().join("azure-nd-gb300-v6"), tmp.path());
     let db = tmp.path().join("bad.ids");
     std::fs::write(&db, "15b3 Mellanox\n").unwrap();
-    let inv = discover_at(tmp.path(), Options { pci_ids: Some(db), ..Options::default() });
+    let inv = discover_at(
+        tmp.path(),
+        Options {
+            pci_ids: Some(db),
+            ..Options::default()
+        },
+    );
     let a = attrs(&inv, AttributeOptions::default());
     assert_eq!(a["pci-0101-00-00-0"]["pciVendor"], s("15b3"));
     assert_eq!(a["pci-0101-00-00-0"]["pciDevice"], s("101e"));
-    assert!(inv.warnings.iter().any(|w| w.contains("bad.ids") && w.contains("line 1")), "{:?}", inv.warnings);
+    assert!(
+        inv.warnings
+            .iter()
+            .any(|w| w.contains("bad.ids") && w.contains("line 1")),
+        "{:?}",
+        inv.warnings
+    );
 }

@@ -7,17 +7,36 @@ use std::process::Command;
 use std::time::Duration;
 
 use dranet_core::{Discover, LinkSource};
-use dranet_discovery::{Discovery, Enumerate, NetlinkLinks, Options, Sysfs, SysfsEnumerator, UdevEnumerator};
+use dranet_discovery::{
+    Discovery, Enumerate, NetlinkLinks, Options, Sysfs, SysfsEnumerator, UdevEnumerator,
+};
 
 #[test]
 fn udev_and_the_rooted_reader_agree_on_the_real_sys() {
     let sysfs = Sysfs::new("/sys");
     let by_udev = UdevEnumerator.enumerate(&sysfs).expect("udev enumeration");
     let by_walk = SysfsEnumerator.enumerate(&sysfs).expect("sysfs walk");
-    assert!(!by_walk.pci.is_empty() || !by_walk.net.is_empty(), "this machine shows no devices at all");
+    assert!(
+        !by_walk.pci.is_empty() || !by_walk.net.is_empty(),
+        "this machine shows no devices at all"
+    );
     assert_eq!(by_udev, by_walk);
-    let a = Discovery::new(Sysfs::new("/sys"), UdevEnumerator, NetlinkLinks, Options::default()).discover().expect("udev discovery");
-    let b = Discovery::new(Sysfs::new("/sys"), SysfsEnumerator, NetlinkLinks, Options::default()).discover().expect("walk discovery");
+    let a = Discovery::new(
+        Sysfs::new("/sys"),
+        UdevEnumerator,
+        NetlinkLinks,
+        Options::default(),
+    )
+    .discover()
+    .expect("udev discovery");
+    let b = Discovery::new(
+        Sysfs::new("/sys"),
+        SysfsEnumerator,
+        NetlinkLinks,
+        Options::default(),
+    )
+    .discover()
+    .expect("walk discovery");
     assert_eq!(a, b);
 }
 
@@ -68,16 +87,35 @@ fn netlink_reports_addresses_default_routes_and_kinds() {
     }
     let ns = Netns::new("nl");
     let n = ns.0.as_str();
-    ip(&["-n", n, "link", "add", "up0", "type", "veth", "peer", "name", "side0"]);
-    ip(&["-n", n, "link", "add", "mv0", "link", "side0", "type", "macvlan", "mode", "bridge"]);
+    ip(&[
+        "-n", n, "link", "add", "up0", "type", "veth", "peer", "name", "side0",
+    ]);
+    ip(&[
+        "-n", n, "link", "add", "mv0", "link", "side0", "type", "macvlan", "mode", "bridge",
+    ]);
     ip(&["-n", n, "addr", "add", "10.77.0.2/24", "dev", "up0"]);
     ip(&["-n", n, "addr", "add", "fd77::2/64", "dev", "up0", "nodad"]);
     for l in ["up0", "side0", "mv0"] {
         ip(&["-n", n, "link", "set", l, "up"]);
     }
-    ip(&["-n", n, "route", "add", "default", "via", "10.77.0.1", "dev", "up0"]);
+    ip(&[
+        "-n",
+        n,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.77.0.1",
+        "dev",
+        "up0",
+    ]);
     let links = ns.run(|| NetlinkLinks.links().expect("netlink dump"));
-    let get = |name: &str| links.iter().find(|l| l.name == name).unwrap_or_else(|| panic!("{name} missing"));
+    let get = |name: &str| {
+        links
+            .iter()
+            .find(|l| l.name == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
     let up0 = get("up0");
     assert_eq!(up0.kind.as_deref(), Some("veth"));
     assert_eq!(up0.ipv4, vec!["10.77.0.2/24".to_string()]);
@@ -101,14 +139,18 @@ fn a_veth_created_during_the_test_is_seen_by_the_uevent_monitor() {
     let events = ns.run(move || {
         // Net uevents go to listeners in the device's namespace: listen inside it.
         let mut mon = dranet_discovery::monitor::Monitor::new().expect("monitor");
-        ip(&["-n", &name, "link", "add", "hp0", "type", "veth", "peer", "name", "hp1"]);
+        ip(&[
+            "-n", &name, "link", "add", "hp0", "type", "veth", "peer", "name", "hp1",
+        ]);
         let mut seen = Vec::new();
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while std::time::Instant::now() < deadline {
             match mon.next(Duration::from_millis(200)).expect("monitor read") {
                 Some(ev) => {
                     seen.push(ev.clone());
-                    if seen.iter().any(|e| e.sysname == "hp0") && seen.iter().any(|e| e.sysname == "hp1") {
+                    if seen.iter().any(|e| e.sysname == "hp0")
+                        && seen.iter().any(|e| e.sysname == "hp1")
+                    {
                         break;
                     }
                 }
@@ -119,7 +161,9 @@ fn a_veth_created_during_the_test_is_seen_by_the_uevent_monitor() {
     });
     for dev in ["hp0", "hp1"] {
         assert!(
-            events.iter().any(|e| e.action == "add" && e.subsystem == "net" && e.sysname == dev),
+            events
+                .iter()
+                .any(|e| e.action == "add" && e.subsystem == "net" && e.sysname == dev),
             "no add event for {dev}: {events:?}"
         );
     }
@@ -128,28 +172,70 @@ fn a_veth_created_during_the_test_is_seen_by_the_uevent_monitor() {
 #[test]
 fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
     if !is_root() {
-        eprintln!("SKIP discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link: needs root");
+        eprintln!(
+            "SKIP discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link: needs root"
+        );
         return;
     }
     let ns = Netns::new("disc");
     let n = ns.0.as_str();
-    ip(&["-n", n, "link", "add", "upl0", "type", "veth", "peer", "name", "wk0"]);
+    ip(&[
+        "-n", n, "link", "add", "upl0", "type", "veth", "peer", "name", "wk0",
+    ]);
     ip(&["-n", n, "addr", "add", "10.78.0.2/24", "dev", "upl0"]);
     ip(&["-n", n, "link", "set", "upl0", "up"]);
     ip(&["-n", n, "link", "set", "wk0", "up"]);
-    ip(&["-n", n, "route", "add", "default", "via", "10.78.0.1", "dev", "upl0"]);
+    ip(&[
+        "-n",
+        n,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.78.0.1",
+        "dev",
+        "upl0",
+    ]);
     // /sys shows the mounting namespace's netdevs: the thread mounts a private sysfs of its own.
     let inv = ns.run(|| {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("unshare mount ns");
-        nix::mount::mount(None::<&str>, "/", None::<&str>, nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE, None::<&str>).expect("make / private");
+        nix::mount::mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .expect("make / private");
         let dir = tempfile::tempdir().expect("tempdir");
-        nix::mount::mount(Some("sysfs"), dir.path(), Some("sysfs"), nix::mount::MsFlags::empty(), None::<&str>).expect("mount sysfs");
-        let inv = Discovery::new(Sysfs::new(dir.path()), SysfsEnumerator, NetlinkLinks, Options::default()).discover();
+        nix::mount::mount(
+            Some("sysfs"),
+            dir.path(),
+            Some("sysfs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .expect("mount sysfs");
+        let inv = Discovery::new(
+            Sysfs::new(dir.path()),
+            SysfsEnumerator,
+            NetlinkLinks,
+            Options::default(),
+        )
+        .discover();
         let _ = nix::mount::umount(dir.path());
         inv.expect("discovery")
     });
-    let names: Vec<_> = inv.devices.iter().filter(|d| d.pci.is_none()).map(|d| d.name.as_str()).collect();
+    let names: Vec<_> = inv
+        .devices
+        .iter()
+        .filter(|d| d.pci.is_none())
+        .map(|d| d.name.as_str())
+        .collect();
     assert!(names.contains(&"wk0"), "{names:?} {:?}", inv.warnings);
-    assert!(!names.contains(&"upl0"), "the default-route link was published: {names:?}");
+    assert!(
+        !names.contains(&"upl0"),
+        "the default-route link was published: {names:?}"
+    );
     assert!(!names.contains(&"lo"));
 }
