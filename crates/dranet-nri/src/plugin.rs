@@ -1,0 +1,150 @@
+//! The [`Plugin`] trait: what an NRI plugin implements.
+
+use std::future::Future;
+
+use crate::adjust::ContainerAdjustment;
+use crate::error::Result;
+use crate::types::{Container, PodSandbox, RuntimeInfo};
+
+/// An NRI plugin: one method per runtime event, each a no-op by default.
+///
+/// Implement the methods for the events you subscribe to (see [`crate::Builder::events`]) with
+/// plain `async fn`s. Handlers run on their own task and always run to completion, even if the
+/// runtime gives up waiting or the connection drops meanwhile, so state they update is never half
+/// written. An `Err` is reported to the runtime as the call's failure (for `create_container`,
+/// the container is not created).
+///
+/// The same value serves every connection: state kept in it survives runtime restarts.
+pub trait Plugin: Send + Sync + 'static {
+    /// The runtime (re)connected and configured the plugin. Called once per connection.
+    fn configure(&self, runtime: &RuntimeInfo) -> impl Future<Output = Result<()>> + Send {
+        let _ = runtime;
+        async { Ok(()) }
+    }
+
+    /// The runtime's current pods and containers, sent once per connection after `configure`.
+    fn synchronize(
+        &self,
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (pods, containers);
+        async { Ok(()) }
+    }
+
+    /// The runtime is shutting down this plugin's connection; the runner reconnects if allowed.
+    fn shutdown(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// A pod sandbox was created; its network namespace exists and CNI has run.
+    fn run_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+        let _ = pod;
+        async { Ok(()) }
+    }
+
+    /// A pod sandbox is stopping. `pod.netns_path()` is the path seen at RunPodSandbox when the
+    /// runtime sends none (containerd 1.7).
+    fn stop_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+        let _ = pod;
+        async { Ok(()) }
+    }
+
+    /// A pod sandbox was removed.
+    fn remove_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+        let _ = pod;
+        async { Ok(()) }
+    }
+
+    /// A pod's resources are being updated (NRI ≥ v0.10 runtimes).
+    fn update_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+        let _ = pod;
+        async { Ok(()) }
+    }
+
+    /// A pod's resources were updated (NRI ≥ v0.10 runtimes).
+    fn post_update_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+        let _ = pod;
+        async { Ok(()) }
+    }
+
+    /// A container is about to be created: return the changes to make to it.
+    fn create_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> impl Future<Output = Result<ContainerAdjustment>> + Send {
+        let _ = (pod, container);
+        async { Ok(ContainerAdjustment::new()) }
+    }
+
+    /// A container was created.
+    fn post_create_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (pod, container);
+        async { Ok(()) }
+    }
+
+    /// A container is about to start.
+    fn start_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (pod, container);
+        async { Ok(()) }
+    }
+
+    /// A container started.
+    fn post_start_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (pod, container);
+        async { Ok(()) }
+    }
+
+    /// A container's resources are about to be updated.
+    fn update_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (pod, container);
+        async { Ok(()) }
+    }
+
+    /// A container's resources were updated.
+    fn post_update_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (pod, container);
+        async { Ok(()) }
+    }
+
+    /// A container is stopping.
+    fn stop_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (pod, container);
+        async { Ok(()) }
+    }
+
+    /// A container was removed.
+    fn remove_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (pod, container);
+        async { Ok(()) }
+    }
+}

@@ -1,0 +1,550 @@
+//! The plugin service: decodes the runtime's calls, runs the [`Plugin`]'s handlers, encodes answers.
+//! Transport-free, so it is tested without sockets.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::adjust::ContainerAdjustment;
+use crate::error::{Error, Result};
+use crate::events::{Event, EventMask};
+use crate::plugin::Plugin;
+use crate::proto::nri as pb;
+use crate::ttrpc::{Request, Response, code};
+use crate::types::{Container, PodSandbox, RuntimeInfo};
+
+/// ttrpc service name of the plugin service (served by the plugin).
+pub const PLUGIN_SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
+/// ttrpc service name of the runtime service (served by the runtime).
+pub const RUNTIME_SERVICE: &str = "nri.pkg.api.v1alpha1.Runtime";
+
+/// Per-connection state: a Synchronize split over several calls is collected here.
+#[derive(Debug, Default)]
+pub(crate) struct ConnState {
+    sync: Mutex<(Vec<PodSandbox>, Vec<Container>)>,
+}
+
+/// Routes plugin-service calls to a [`Plugin`]. Lives as long as the runner, across connections.
+pub(crate) struct Dispatcher<P> {
+    plugin: Arc<P>,
+    events: EventMask,
+    /// Pod id → network namespace path. containerd 1.7 sends no namespaces when a pod stops, so
+    /// the path from RunPodSandbox (or Synchronize) is kept to hand to later events.
+    netns: Mutex<HashMap<String, String>>,
+}
+
+fn decode<M: prost::Message + Default>(what: &'static str, payload: &[u8]) -> Result<M> {
+    M::decode(payload).map_err(|source| Error::Decode { what, source })
+}
+
+fn ok(msg: impl prost::Message) -> Response {
+    Response::Ok(msg.encode_to_vec())
+}
+
+fn failure(err: &Error) -> Response {
+    let code = match err {
+        Error::Decode { .. } | Error::InvalidInput(_) => code::INVALID_ARGUMENT,
+        _ => code::UNKNOWN,
+    };
+    Response::Err {
+        code,
+        message: err.to_string(),
+    }
+}
+
+fn unimplemented(what: String) -> Response {
+    Response::Err {
+        code: code::UNIMPLEMENTED,
+        message: format!("{what} is not implemented by this plugin"),
+    }
+}
+
+impl<P: Plugin> Dispatcher<P> {
+    pub(crate) fn new(plugin: Arc<P>, events: EventMask) -> Self {
+        Dispatcher {
+            plugin,
+            events,
+            netns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn plugin(&self) -> &Arc<P> {
+        &self.plugin
+    }
+
+    /// Answers one call. Never fails: errors become a ttrpc status for the runtime.
+    pub(crate) async fn handle(&self, conn: &ConnState, req: &Request) -> Response {
+        if req.service != PLUGIN_SERVICE {
+            return unimplemented(format!("service {:?}", req.service));
+        }
+        match self.dispatch(conn, &req.method, &req.payload).await {
+            Ok(Some(resp)) => resp,
+            Ok(None) => unimplemented(format!("method {PLUGIN_SERVICE}/{}", req.method)),
+            Err(e) => {
+                tracing::warn!(method = %req.method, error = %e, "NRI call failed");
+                failure(&e)
+            }
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        conn: &ConnState,
+        method: &str,
+        payload: &[u8],
+    ) -> Result<Option<Response>> {
+        let resp = match method {
+            "Configure" => {
+                let r: pb::ConfigureRequest = decode("ConfigureRequest", payload)?;
+                let info = RuntimeInfo {
+                    runtime_name: r.runtime_name,
+                    runtime_version: r.runtime_version,
+                    nri_version: r.nri_version,
+                    config: r.config,
+                    request_timeout: u64::try_from(r.request_timeout)
+                        .ok()
+                        .filter(|ms| *ms > 0)
+                        .map(std::time::Duration::from_millis),
+                };
+                tracing::info!(runtime = %info.runtime_name, version = %info.runtime_version, "NRI configure");
+                self.plugin.configure(&info).await?;
+                // A new connection starts a new synchronization.
+                *lock(&conn.sync) = Default::default();
+                ok(pb::ConfigureResponse {
+                    // The mask has at most 14 bits set, so it fits in i32.
+                    events: self.events.bits() as i32,
+                })
+            }
+            "Synchronize" => {
+                let r: pb::SynchronizeRequest = decode("SynchronizeRequest", payload)?;
+                let (pods, containers) = {
+                    let mut buf = lock(&conn.sync);
+                    buf.0.extend(r.pods.into_iter().map(PodSandbox::from));
+                    buf.1.extend(r.containers.into_iter().map(Container::from));
+                    if r.more {
+                        // Partial page: acknowledge with `more` echoed and no updates, as runtimes
+                        // require of plugins that handle split synchronization.
+                        return Ok(Some(ok(pb::SynchronizeResponse {
+                            update: Vec::new(),
+                            more: true,
+                        })));
+                    }
+                    std::mem::take(&mut *buf)
+                };
+                let pods = self.remember_synced(pods);
+                self.plugin.synchronize(&pods, &containers).await?;
+                ok(pb::SynchronizeResponse::default())
+            }
+            "Shutdown" => {
+                self.plugin.shutdown().await;
+                ok(pb::Empty {})
+            }
+            "RunPodSandbox"
+            | "StopPodSandbox"
+            | "RemovePodSandbox"
+            | "UpdatePodSandbox"
+            | "PostUpdatePodSandbox" => {
+                let Some(event) = event_by_name(method) else {
+                    return Ok(None);
+                };
+                let r: pb::PodRequest = decode("pod sandbox request", payload)?;
+                self.pod_event(event, r.pod).await?;
+                ok(pb::Empty {})
+            }
+            "CreateContainer" => {
+                let r: pb::ContainerRequest = decode("CreateContainerRequest", payload)?;
+                let adj = self
+                    .container_event(Event::CreateContainer, r.pod, r.container)
+                    .await?;
+                ok(pb::CreateContainerResponse {
+                    adjust: adj.filter(|a| !a.is_empty()).map(|a| (&a).into()),
+                    update: Vec::new(),
+                    evict: Vec::new(),
+                })
+            }
+            "PostCreateContainer"
+            | "StartContainer"
+            | "PostStartContainer"
+            | "UpdateContainer"
+            | "PostUpdateContainer"
+            | "StopContainer"
+            | "RemoveContainer" => {
+                let Some(event) = event_by_name(method) else {
+                    return Ok(None);
+                };
+                let r: pb::ContainerRequest = decode("container request", payload)?;
+                self.container_event(event, r.pod, r.container).await?;
+                match event {
+                    Event::UpdateContainer => ok(pb::UpdateContainerResponse::default()),
+                    Event::StopContainer => ok(pb::StopContainerResponse::default()),
+                    _ => ok(pb::Empty {}),
+                }
+            }
+            "StateChange" => {
+                let r: pb::StateChangeEvent = decode("StateChangeEvent", payload)?;
+                let event = Event::from_wire(r.event).ok_or_else(|| {
+                    Error::InvalidInput(format!("StateChange with unknown event {}", r.event))
+                })?;
+                match event {
+                    Event::RunPodSandbox
+                    | Event::StopPodSandbox
+                    | Event::RemovePodSandbox
+                    | Event::UpdatePodSandbox
+                    | Event::PostUpdatePodSandbox => self.pod_event(event, r.pod).await?,
+                    Event::CreateContainer | Event::ValidateContainerAdjustment => {
+                        // These need an answer with content, which StateChange cannot carry.
+                        return Err(Error::InvalidInput(format!(
+                            "{event} cannot be delivered as a StateChange"
+                        )));
+                    }
+                    _ => {
+                        self.container_event(event, r.pod, r.container).await?;
+                    }
+                }
+                ok(pb::Empty {})
+            }
+            "ValidateContainerAdjustment" => {
+                // This plugin validates nothing: accept what other plugins asked for.
+                ok(pb::ValidateContainerAdjustmentResponse {
+                    reject: false,
+                    reason: String::new(),
+                })
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(resp))
+    }
+
+    /// Converts a pod off the wire and keeps the netns cache in step with its lifecycle.
+    fn pod_view(&self, event: Event, pod: Option<pb::PodSandbox>) -> Result<PodSandbox> {
+        let mut pod = PodSandbox::from(
+            pod.ok_or_else(|| Error::InvalidInput(format!("{event} request without a pod")))?,
+        );
+        let mut cache = lock(&self.netns);
+        match (event, pod.netns_path()) {
+            (Event::RunPodSandbox, Some(path)) => {
+                cache.insert(pod.id.clone(), path.to_owned());
+            }
+            (_, None) => {
+                if let Some(path) = cache.get(&pod.id) {
+                    pod.fill_netns(path);
+                }
+            }
+            _ => {}
+        }
+        if event == Event::RemovePodSandbox {
+            cache.remove(&pod.id);
+        }
+        Ok(pod)
+    }
+
+    async fn pod_event(&self, event: Event, pod: Option<pb::PodSandbox>) -> Result<()> {
+        let pod = self.pod_view(event, pod)?;
+        tracing::debug!(%event, pod = %pod.qualified_name(), netns = ?pod.netns_path(), "NRI pod event");
+        match event {
+            Event::RunPodSandbox => self.plugin.run_pod_sandbox(&pod).await,
+            Event::StopPodSandbox => self.plugin.stop_pod_sandbox(&pod).await,
+            Event::RemovePodSandbox => self.plugin.remove_pod_sandbox(&pod).await,
+            Event::UpdatePodSandbox => self.plugin.update_pod_sandbox(&pod).await,
+            Event::PostUpdatePodSandbox => self.plugin.post_update_pod_sandbox(&pod).await,
+            other => Err(Error::InvalidInput(format!("{other} is not a pod event"))),
+        }
+    }
+
+    async fn container_event(
+        &self,
+        event: Event,
+        pod: Option<pb::PodSandbox>,
+        container: Option<pb::Container>,
+    ) -> Result<Option<ContainerAdjustment>> {
+        let pod = self.pod_view(event, pod)?;
+        let c =
+            Container::from(container.ok_or_else(|| {
+                Error::InvalidInput(format!("{event} request without a container"))
+            })?);
+        tracing::debug!(%event, pod = %pod.qualified_name(), container = %c.name, "NRI container event");
+        let p = &self.plugin;
+        match event {
+            Event::CreateContainer => return p.create_container(&pod, &c).await.map(Some),
+            Event::PostCreateContainer => p.post_create_container(&pod, &c).await?,
+            Event::StartContainer => p.start_container(&pod, &c).await?,
+            Event::PostStartContainer => p.post_start_container(&pod, &c).await?,
+            Event::UpdateContainer => p.update_container(&pod, &c).await?,
+            Event::PostUpdateContainer => p.post_update_container(&pod, &c).await?,
+            Event::StopContainer => p.stop_container(&pod, &c).await?,
+            Event::RemoveContainer => p.remove_container(&pod, &c).await?,
+            other => {
+                return Err(Error::InvalidInput(format!(
+                    "{other} is not a container event"
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Replaces the netns cache with the synchronized pods, filling in paths the runtime left out.
+    fn remember_synced(&self, mut pods: Vec<PodSandbox>) -> Vec<PodSandbox> {
+        let mut cache = lock(&self.netns);
+        let mut fresh = HashMap::with_capacity(pods.len());
+        for pod in &mut pods {
+            if let Some(path) = pod
+                .netns_path()
+                .map(str::to_owned)
+                .or_else(|| cache.get(&pod.id).cloned())
+            {
+                pod.fill_netns(&path);
+                fresh.insert(pod.id.clone(), path);
+            }
+        }
+        *cache = fresh;
+        pods
+    }
+}
+
+fn event_by_name(method: &str) -> Option<Event> {
+    Event::ALL.into_iter().find(|e| e.name() == method)
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (every critical section
+/// here is a plain field update), so poisoning is ignored rather than turned into a panic.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{LinuxDevice, Namespace};
+    use prost::Message as _;
+
+    #[derive(Default)]
+    struct Recorder {
+        seen: Mutex<Vec<(String, Option<String>)>>,
+    }
+
+    impl Plugin for Recorder {
+        async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+            lock(&self.seen).push(("run".into(), pod.netns_path().map(Into::into)));
+            Ok(())
+        }
+        async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+            lock(&self.seen).push(("stop".into(), pod.netns_path().map(Into::into)));
+            Ok(())
+        }
+        async fn synchronize(&self, pods: &[PodSandbox], c: &[Container]) -> Result<()> {
+            lock(&self.seen).push((format!("sync {} {}", pods.len(), c.len()), None));
+            Ok(())
+        }
+        async fn create_container(
+            &self,
+            _: &PodSandbox,
+            c: &Container,
+        ) -> Result<ContainerAdjustment> {
+            if c.name == "bad" {
+                return Err(Error::handler("no devices for bad"));
+            }
+            let mut a = ContainerAdjustment::new();
+            a.add_device(LinuxDevice::char("/dev/x", 231, 192))?;
+            Ok(a)
+        }
+    }
+
+    fn pod(id: &str, netns: Option<&str>) -> pb::PodSandbox {
+        let mut p = PodSandbox {
+            id: id.into(),
+            ..Default::default()
+        };
+        if let Some(n) = netns {
+            p.namespaces.push(Namespace {
+                kind: "network".into(),
+                path: n.into(),
+            });
+        }
+        (&p).into()
+    }
+
+    fn call(method: &str, payload: Vec<u8>) -> Request {
+        Request {
+            service: PLUGIN_SERVICE.into(),
+            method: method.into(),
+            payload,
+            timeout_nano: 0,
+        }
+    }
+
+    fn state_change(event: Event, p: pb::PodSandbox) -> Request {
+        call(
+            "StateChange",
+            pb::StateChangeEvent {
+                event: event as i32,
+                pod: Some(p),
+                container: None,
+            }
+            .encode_to_vec(),
+        )
+    }
+
+    #[tokio::test]
+    async fn stop_gets_the_netns_remembered_from_run() {
+        let d = Dispatcher::new(Arc::new(Recorder::default()), EventMask::empty());
+        let conn = ConnState::default();
+        let r = d
+            .handle(
+                &conn,
+                &state_change(Event::RunPodSandbox, pod("p1", Some("/run/netns/x"))),
+            )
+            .await;
+        assert_eq!(r, Response::Ok(Vec::new()));
+        d.handle(&conn, &state_change(Event::StopPodSandbox, pod("p1", None)))
+            .await;
+        // Dedicated-method delivery (NRI v0.12 runtimes) takes the same path.
+        let req = call(
+            "StopPodSandbox",
+            pb::PodRequest {
+                pod: Some(pod("p1", None)),
+            }
+            .encode_to_vec(),
+        );
+        d.handle(&conn, &req).await;
+        d.handle(
+            &conn,
+            &state_change(Event::RemovePodSandbox, pod("p1", None)),
+        )
+        .await;
+        d.handle(&conn, &state_change(Event::StopPodSandbox, pod("p1", None)))
+            .await;
+        let seen = lock(&d.plugin.seen).clone();
+        let want = |s: &str, n: Option<&str>| (s.to_string(), n.map(String::from));
+        assert_eq!(
+            seen,
+            vec![
+                want("run", Some("/run/netns/x")),
+                want("stop", Some("/run/netns/x")),
+                want("stop", Some("/run/netns/x")),
+                want("stop", None),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn unknown_service_and_method_are_unimplemented() {
+        let d = Dispatcher::new(Arc::new(Recorder::default()), EventMask::empty());
+        let conn = ConnState::default();
+        let mut req = call("Nope", Vec::new());
+        assert!(matches!(
+            d.handle(&conn, &req).await,
+            Response::Err { code: 12, .. }
+        ));
+        req.service = "other.Service".into();
+        req.method = "Configure".into();
+        assert!(matches!(
+            d.handle(&conn, &req).await,
+            Response::Err { code: 12, .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn garbage_payload_is_invalid_argument_not_a_panic() {
+        let d = Dispatcher::new(Arc::new(Recorder::default()), EventMask::empty());
+        let r = d
+            .handle(
+                &ConnState::default(),
+                &call("CreateContainer", vec![0xff, 0xff, 0xff]),
+            )
+            .await;
+        let Response::Err { code, message } = r else {
+            panic!("expected an error")
+        };
+        assert_eq!(code, code::INVALID_ARGUMENT);
+        assert!(message.contains("CreateContainerRequest"), "{message}");
+        let r = d
+            .handle(&ConnState::default(), &call("RunPodSandbox", Vec::new()))
+            .await;
+        assert!(
+            matches!(r, Response::Err { code: 3, ref message } if message.contains("without a pod")),
+            "{r:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn create_container_answers_the_adjustment_or_the_handler_error() {
+        let d = Dispatcher::new(Arc::new(Recorder::default()), EventMask::empty());
+        let conn = ConnState::default();
+        let ctr = |name: &str| pb::Container {
+            name: name.into(),
+            ..Default::default()
+        };
+        let req = pb::ContainerRequest {
+            pod: Some(pod("p", None)),
+            container: Some(ctr("app")),
+        };
+        let Response::Ok(body) = d
+            .handle(&conn, &call("CreateContainer", req.encode_to_vec()))
+            .await
+        else {
+            panic!("expected OK")
+        };
+        let resp = pb::CreateContainerResponse::decode(body.as_slice()).unwrap();
+        let dev = &resp.adjust.unwrap().linux.unwrap().devices[0];
+        assert_eq!((dev.major, dev.minor), (231, 192));
+        let req = pb::ContainerRequest {
+            pod: Some(pod("p", None)),
+            container: Some(ctr("bad")),
+        };
+        let r = d
+            .handle(&conn, &call("CreateContainer", req.encode_to_vec()))
+            .await;
+        assert!(
+            matches!(r, Response::Err { code: 2, ref message } if message == "no devices for bad"),
+            "{r:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn split_synchronize_is_collected_before_the_handler_runs() {
+        let d = Dispatcher::new(Arc::new(Recorder::default()), EventMask::empty());
+        let conn = ConnState::default();
+        let page = |id: &str, more: bool| {
+            call(
+                "Synchronize",
+                pb::SynchronizeRequest {
+                    pods: vec![pod(id, Some("/n"))],
+                    containers: vec![],
+                    more,
+                }
+                .encode_to_vec(),
+            )
+        };
+        let Response::Ok(b) = d.handle(&conn, &page("a", true)).await else {
+            panic!()
+        };
+        assert!(pb::SynchronizeResponse::decode(b.as_slice()).unwrap().more);
+        assert!(lock(&d.plugin.seen).is_empty());
+        let Response::Ok(b) = d.handle(&conn, &page("b", false)).await else {
+            panic!()
+        };
+        assert!(!pb::SynchronizeResponse::decode(b.as_slice()).unwrap().more);
+        assert_eq!(lock(&d.plugin.seen)[0].0, "sync 2 0");
+        assert_eq!(lock(&d.netns).len(), 2);
+    }
+
+    #[tokio::test]
+    async fn configure_answers_the_event_mask() {
+        let mask = EventMask::of(&[Event::RunPodSandbox, Event::CreateContainer]);
+        let d = Dispatcher::new(Arc::new(Recorder::default()), mask);
+        let req = call(
+            "Configure",
+            pb::ConfigureRequest {
+                runtime_name: "containerd".into(),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        );
+        let Response::Ok(b) = d.handle(&ConnState::default(), &req).await else {
+            panic!()
+        };
+        assert_eq!(
+            pb::ConfigureResponse::decode(b.as_slice()).unwrap().events,
+            0b1001
+        );
+    }
+}
