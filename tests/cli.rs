@@ -157,3 +157,68 @@ fn edge_case_warnings_go_to_stderr_and_do_not_fail() {
     assert!(err.contains("vfio-pci"), "{err}");
     assert_eq!(out.lines().count(), 7);
 }
+
+#[test]
+fn inventory_with_azure_imds_shows_the_fabric_attributes_on_every_device() {
+    use dranet_azure::fake::FakeImds;
+    let doc = |n: &str| {
+        std::fs::read_to_string(format!("{}/testdata/imds/{n}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap()
+    };
+    let imds = FakeImds::start_blocking(FakeImds::documents(
+        doc("gb300-compute.json"),
+        doc("gb300-network.json"),
+    ))
+    .unwrap();
+    let (ok, out, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        GB300,
+        "--azure-imds-endpoint",
+        &imds.endpoint,
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let slice: ResourceSlice = serde_json::from_str(&out).unwrap();
+    let devices = slice.spec.devices.unwrap();
+    assert_eq!(devices.len(), 4);
+    for d in &devices {
+        let a = d.attributes.as_ref().unwrap();
+        assert_eq!(
+            a["azure.dra.net/placementGroupId"].string.as_deref(),
+            Some("8f0c7c3e-5d1a-4b8e-9f3e-2a6b1c4d7e90"),
+            "{}",
+            d.name
+        );
+        assert_eq!(
+            a["azure.dra.net/vmSize"].string.as_deref(),
+            Some("Standard_ND128isr_GB300_v6")
+        );
+        assert_eq!(
+            a["azure.dra.net/interconnectGroupId"].string.as_deref(),
+            Some("icg-eastus2-0042")
+        );
+        assert_eq!(
+            a["azure.dra.net/interconnectSubgroupId"].string.as_deref(),
+            Some("icsg-0042-07")
+        );
+        assert!(a.len() <= 32);
+    }
+    // A fixture without an endpoint never asks this machine's metadata service.
+    let (ok, out, _) = dranet(&["inventory", "--sysfs", GB300, "-o", "json"]);
+    assert!(ok && !out.contains("azure.dra.net"));
+    // Hint none wins over an endpoint.
+    let (ok, out, _) = dranet(&[
+        "inventory",
+        "--sysfs",
+        GB300,
+        "--azure-imds-endpoint",
+        &imds.endpoint,
+        "--cloud-provider-hint",
+        "NONE",
+        "-o",
+        "json",
+    ]);
+    assert!(ok && !out.contains("azure.dra.net"));
+}

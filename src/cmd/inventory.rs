@@ -4,9 +4,9 @@ use std::io::Write;
 
 use dranet_core::attributes::names;
 use dranet_core::slice::{published_devices, resource_slices};
-use dranet_core::{AttributeOptions, Attributes, DRIVER_NAME};
+use dranet_core::{AttributeOptions, DRIVER_NAME};
 
-use super::{CliError, SourceArgs};
+use super::{CliError, CloudArgs, SourceArgs};
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -24,6 +24,8 @@ pub enum Format {
 pub struct InventoryArgs {
     #[command(flatten)]
     source: SourceArgs,
+    #[command(flatten)]
+    cloud: CloudArgs,
     /// Node name: the pool and the slices' `nodeName` (default: $NODE_NAME, else the hostname).
     #[arg(long, value_name = "N")]
     node_name: Option<String>,
@@ -53,7 +55,8 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
     let opts = AttributeOptions {
         numa_node_list: a.numa_node_list,
     };
-    let (devices, warnings) = published_devices(&inv, opts, &Attributes::new());
+    let cloud = a.cloud.provider(&a.source.sysfs);
+    let (devices, warnings) = published_devices(&inv, opts, cloud.as_ref());
     for w in &warnings {
         tracing::warn!("{w}");
     }

@@ -24,6 +24,73 @@ pub struct SourceArgs {
     pub pci_ids: Option<PathBuf>,
 }
 
+/// `--cloud-provider-hint` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "lower")]
+pub enum CloudHint {
+    /// Detect (DMI, then a short IMDS probe).
+    Auto,
+    /// Azure: read IMDS without detecting.
+    Azure,
+    /// No cloud: never query a metadata service.
+    None,
+}
+
+/// Cloud provider options shared by the commands that publish attributes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CloudArgs {
+    /// Cloud provider: auto, azure or none (case-insensitive). With a `--sysfs` other than `/sys`
+    /// (a fixture or another machine's tree) the default is none, since this machine's metadata
+    /// service does not describe it, unless an IMDS endpoint is given.
+    #[arg(long, value_enum, ignore_case = true, value_name = "HINT")]
+    pub cloud_provider_hint: Option<CloudHint>,
+    /// Azure IMDS base URL.
+    #[arg(long, value_name = "URL", default_value = dranet_azure::DEFAULT_ENDPOINT)]
+    pub azure_imds_endpoint: String,
+    /// Azure IMDS api-version.
+    #[arg(long, value_name = "VERSION", default_value = dranet_azure::DEFAULT_API_VERSION)]
+    pub azure_imds_api_version: String,
+}
+
+impl CloudArgs {
+    /// The cloud provider for a node read from `sysfs`, logging how it was decided.
+    pub fn provider(&self, sysfs: &std::path::Path) -> Box<dyn dranet_core::CloudProvider> {
+        let endpoint_given = self.azure_imds_endpoint != dranet_azure::DEFAULT_ENDPOINT;
+        let hint = match self.cloud_provider_hint {
+            Some(CloudHint::Azure) => dranet_azure::Hint::Azure,
+            Some(CloudHint::None) => dranet_azure::Hint::None,
+            Some(CloudHint::Auto) => dranet_azure::Hint::Auto,
+            None if sysfs != std::path::Path::new("/sys") && !endpoint_given => {
+                dranet_azure::Hint::None
+            }
+            None => dranet_azure::Hint::Auto,
+        };
+        let client = dranet_azure::ImdsClient {
+            endpoint: self.azure_imds_endpoint.clone(),
+            api_version: self.azure_imds_api_version.clone(),
+            ..dranet_azure::ImdsClient::default()
+        };
+        let d = dranet_azure::Detector::new(client, sysfs, hint).detect_blocking();
+        tracing::info!(
+            "cloud provider: {} ({}, {:?})",
+            if d.provider.is_some() {
+                "azure"
+            } else {
+                "none"
+            },
+            d.how,
+            d.elapsed
+        );
+        for w in &d.warnings {
+            tracing::warn!("{w}");
+        }
+        match d.provider {
+            Some(p) => Box::new(p),
+            None => Box::new(dranet_core::NoCloud),
+        }
+    }
+}
+
 /// Errors of the binary: one line each.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {

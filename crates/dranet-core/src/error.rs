@@ -25,6 +25,14 @@ pub enum Error {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A network configuration value that is not valid.
+    #[error("network config {field}: {reason}")]
+    InvalidConfig {
+        /// Where in the configuration (`routes[1].gateway`).
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A value that does not fit the DRA API (name or value too long, bad characters).
     #[error("attribute {name:?}: {reason}")]
     InvalidAttribute {

@@ -9,6 +9,9 @@
 //! - [`topology::relation`]: PIX/PXB/PHB/NODE/SYS between any two PCI devices.
 //! - [`attributes`] and [`slice`]: DRA attributes within the API limits, and ResourceSlices.
 //! - [`names`]: DRA device names.
+//! - [`NetworkConfig`]: per-device network configuration (upstream's claim format), validated
+//!   and merged over a cloud's.
+//! - [`CloudProvider`]: what a cloud adds (attributes, per-NIC config); [`NoCloud`] by default.
 //! - [`Discover`] and [`LinkSource`]: the seams discovery implements (real host or fixtures).
 //!
 //! `dranet-discovery` fills the model from a host; anything that has an [`Inventory`] (a test, a
@@ -19,6 +22,8 @@
 pub mod alloc;
 pub mod attributes;
 pub mod cel;
+pub mod cloud;
+mod config;
 mod device;
 mod error;
 pub mod names;
@@ -31,6 +36,11 @@ pub mod slice;
 pub mod topology;
 
 pub use attributes::{AttributeOptions, AttributeValue, Attributes, DRIVER_NAME};
+pub use cloud::{CloudProvider, DeviceIdentifiers, NoCloud};
+pub use config::{
+    EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
+    VrfConfig,
+};
 pub use device::{Discover, Inventory, LinkSource, NetworkDevice};
 pub use error::{Error, Result};
 pub use netdev::{LinkState, Netdev, arphrd_name};

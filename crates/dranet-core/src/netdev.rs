@@ -39,6 +39,8 @@ pub struct Netdev {
     pub lower: Option<String>,
     /// It carries a default route (IPv4 or IPv6).
     pub default_route: bool,
+    /// The IPv6 default gateway through this interface, if any.
+    pub ipv6_gateway: Option<String>,
 }
 
 /// Link state that only netlink knows (or a fixture file stands in for): addresses, routes, kind.
@@ -65,6 +67,8 @@ pub struct LinkState {
     pub master: Option<String>,
     /// The lower interface it is stacked on (a macvlan's or VLAN's parent).
     pub lower: Option<String>,
+    /// The IPv6 default gateway through this interface, if any.
+    pub ipv6_gateway: Option<String>,
 }
 
 /// Name of the ARPHRD link type, as iproute2 prints it (`link/ether`, `link/infiniband`).

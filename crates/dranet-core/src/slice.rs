@@ -6,8 +6,8 @@ use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSlice, Resour
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use crate::Inventory;
 use crate::attributes::{AttributeOptions, Attributes, device_attributes, enforce_limits};
+use crate::{CloudProvider, DeviceIdentifiers, Inventory};
 
 /// Most devices the API accepts in one ResourceSlice; larger pools are split.
 pub const MAX_DEVICES_PER_SLICE: usize = 128;
@@ -49,20 +49,21 @@ impl PublishedDevice {
 }
 
 /// The devices of an inventory with their final attributes, plus one warning per attribute left
-/// out. `extra` adds attributes to every device (a cloud provider's node-wide ones) before the
-/// limits are applied.
+/// out. The cloud's node-wide and per-device attributes are added before the limits are applied.
 pub fn published_devices(
     inv: &Inventory,
     opts: AttributeOptions,
-    extra: &Attributes,
+    cloud: &dyn CloudProvider,
 ) -> (Vec<PublishedDevice>, Vec<String>) {
     let mut warnings = Vec::new();
+    let node = cloud.node_attributes();
     let devices = inv
         .devices
         .iter()
         .map(|d| {
             let mut attributes = device_attributes(d, &inv.numa, opts);
-            attributes.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+            attributes.extend(node.iter().map(|(k, v)| (k.clone(), v.clone())));
+            attributes.extend(cloud.device_attributes(&DeviceIdentifiers::of(d)));
             warnings.extend(enforce_limits(&d.name, &mut attributes));
             PublishedDevice {
                 name: d.name.clone(),

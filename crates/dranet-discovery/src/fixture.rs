@@ -269,6 +269,16 @@ impl Builder {
         self.link("class/misc/rdma_cm", "devices/virtual/misc/rdma_cm")
     }
 
+    /// DMI identity (`class/dmi/id`): system vendor, product name and chassis asset tag (Azure
+    /// VMs carry `7783-7084-3265-9085`).
+    pub fn dmi(&self, vendor: &str, product: &str, asset_tag: &str) -> io::Result<()> {
+        let base = "devices/virtual/dmi/id";
+        self.file(&format!("{base}/sys_vendor"), vendor)?;
+        self.file(&format!("{base}/product_name"), product)?;
+        self.file(&format!("{base}/chassis_asset_tag"), asset_tag)?;
+        self.link("class/dmi/id", base)
+    }
+
     /// Writes `links.json` and `usr/share/misc/pci.ids`.
     pub fn finish(self) -> io::Result<()> {
         let json = serde_json::json!({ "links": self.links });
@@ -304,6 +314,11 @@ const MLX_NAME: &str = "Mellanox Technologies";
 /// vPCI, NUMA 0,0,1,1; `eth0` (netvsc, default route) with its accelerated-networking VF.
 pub fn azure_nd_gb300_v6(dir: &Path) -> io::Result<()> {
     let mut b = Builder::new(dir)?;
+    b.dmi(
+        "Microsoft Corporation",
+        "Virtual Machine",
+        "7783-7084-3265-9085",
+    )?;
     b.numa(&[("0-71", 0), ("72-143", 1)], &[&[10, 40], &[40, 10]])?;
     b.name(
         MLX,
@@ -398,6 +413,11 @@ pub fn azure_nd_gb300_v6(dir: &Path) -> io::Result<()> {
 /// 4 + 4 per NUMA node.
 pub fn azure_nd_mi300x_v5(dir: &Path) -> io::Result<()> {
     let mut b = Builder::new(dir)?;
+    b.dmi(
+        "Microsoft Corporation",
+        "Virtual Machine",
+        "7783-7084-3265-9085",
+    )?;
     b.numa(&[("0-47", 0), ("48-95", 1)], &[&[10, 32], &[32, 10]])?;
     b.name(
         MLX,
@@ -471,6 +491,7 @@ pub fn azure_nd_mi300x_v5(dir: &Path) -> io::Result<()> {
 /// default route.
 pub fn bm_mi300x_8(dir: &Path) -> io::Result<()> {
     let mut b = Builder::new(dir)?;
+    b.dmi("Oracle Corporation", "BM.GPU.MI300X.8", "OracleCloud.com")?;
     b.numa(&[("0-63", 0), ("64-127", 1)], &[&[10, 32], &[32, 10]])?;
     b.name(MLX, MLX_NAME, 0x1021, "MT2910 Family [ConnectX-7]");
     b.name(MLX, MLX_NAME, 0x1017, "MT27800 Family [ConnectX-5]");

@@ -11,7 +11,7 @@ use dranet_core::{LinkSource, LinkState};
 use futures::TryStreamExt;
 use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkInfo};
-use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage};
+use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
 use rtnetlink::{RouteMessageBuilder, packet_route::route::RouteType};
 
 use crate::{Error, Result};
@@ -114,6 +114,7 @@ async fn dump() -> Result<Vec<LinkState>> {
     }
 
     let mut defaults: HashSet<u32> = HashSet::new();
+    let mut v6_gateways: HashMap<u32, String> = HashMap::new();
     for req in [
         RouteMessageBuilder::<Ipv4Addr>::new().build(),
         RouteMessageBuilder::<Ipv6Addr>::new().build(),
@@ -129,10 +130,17 @@ async fn dump() -> Result<Vec<LinkState>> {
             if r.header.destination_prefix_length != 0 || r.header.kind != RouteType::Unicast {
                 continue;
             }
+            let gateway = r.attributes.iter().find_map(|a| match a {
+                RouteAttribute::Gateway(RouteAddress::Inet6(g)) => Some(g.to_string()),
+                _ => None,
+            });
             for a in &r.attributes {
                 match a {
                     RouteAttribute::Oif(i) => {
                         defaults.insert(*i);
+                        if let Some(g) = &gateway {
+                            v6_gateways.entry(*i).or_insert_with(|| g.clone());
+                        }
                     }
                     RouteAttribute::MultiPath(hops) => {
                         defaults.extend(hops.iter().map(|h| h.interface_index));
@@ -153,6 +161,7 @@ async fn dump() -> Result<Vec<LinkState>> {
             st.ipv4 = v4.remove(&i).unwrap_or_default();
             st.ipv6 = v6.remove(&i).unwrap_or_default();
             st.default_route = defaults.contains(&i);
+            st.ipv6_gateway = v6_gateways.remove(&i);
             st
         })
         .collect())

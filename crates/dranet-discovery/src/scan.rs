@@ -550,6 +550,7 @@ impl Scan<'_> {
                 nd.default_route = l.default_route;
                 nd.master = l.master;
                 nd.lower = l.lower;
+                nd.ipv6_gateway = l.ipv6_gateway;
             }
         }
         if opts.move_ib_interfaces {

@@ -24,7 +24,7 @@ fn discover(name: &str) -> Inventory {
 }
 
 fn attrs(inv: &Inventory, opts: AttributeOptions) -> BTreeMap<String, Attributes> {
-    let (devs, warnings) = published_devices(inv, opts, &Attributes::new());
+    let (devs, warnings) = published_devices(inv, opts, &dranet_core::NoCloud);
     assert!(warnings.is_empty(), "{warnings:?}");
     devs.into_iter().map(|d| (d.name, d.attributes)).collect()
 }

@@ -1,0 +1,276 @@
+//! A small IMDS client on the HTTP stack already in the tree (hyper), with no proxy.
+
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::imds::{AzureInstance, parse_compute, parse_network};
+
+/// IMDS's link-local address.
+pub const DEFAULT_ENDPOINT: &str = "http://169.254.169.254";
+/// The api-version asked for (upstream dranet's). When IMDS rejects it, the client retries once
+/// with the newest version IMDS lists in its answer.
+pub const DEFAULT_API_VERSION: &str = "2025-11-11";
+
+/// What went wrong talking to IMDS.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The request could not be made or answered (connect, reset, timeout).
+    #[error("IMDS {url}: {reason}")]
+    Http {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// IMDS answered with an error status.
+    #[error("IMDS {url}: HTTP {status}: {body}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// The status code.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// A document that is not the JSON IMDS documents.
+    #[error("IMDS {what} document: {reason}")]
+    Json {
+        /// Which document.
+        what: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The endpoint is not an `http://host[:port]` URL.
+    #[error("IMDS endpoint {0:?}: expected http://host[:port]")]
+    Endpoint(String),
+    /// Retries ran out of time.
+    #[error("IMDS did not answer within {after:?}; last error: {last}")]
+    GaveUp {
+        /// The time spent.
+        after: Duration,
+        /// The last error.
+        last: Box<Error>,
+    },
+}
+
+impl Error {
+    /// Worth retrying: connection trouble, throttling (429), IMDS busy (410, 5xx).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Http { .. } => true,
+            Error::Status { status, .. } => matches!(status, 410 | 429 | 500..=599),
+            _ => false,
+        }
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How long to keep trying on Azure.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// First backoff; doubled after each failure.
+    pub initial_backoff: Duration,
+    /// Longest backoff.
+    pub max_backoff: Duration,
+    /// Total time allowed, requests included.
+    pub budget: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            initial_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(2),
+            budget: Duration::from_secs(15),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// One attempt, no retry.
+    pub fn once() -> Self {
+        Self {
+            initial_backoff: Duration::ZERO,
+            max_backoff: Duration::ZERO,
+            budget: Duration::ZERO,
+        }
+    }
+}
+
+/// An IMDS client.
+#[derive(Debug, Clone)]
+pub struct ImdsClient {
+    /// Base URL (`http://169.254.169.254`); tests point it at a local server.
+    pub endpoint: String,
+    /// `api-version` query parameter.
+    pub api_version: String,
+    /// Timeout of one request, connect included.
+    pub request_timeout: Duration,
+}
+
+impl Default for ImdsClient {
+    fn default() -> Self {
+        Self {
+            endpoint: DEFAULT_ENDPOINT.into(),
+            api_version: DEFAULT_API_VERSION.into(),
+            request_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl ImdsClient {
+    fn url(&self, path: &str, version: &str) -> String {
+        format!(
+            "{}/metadata/instance/{path}?api-version={version}&format=json",
+            self.endpoint.trim_end_matches('/')
+        )
+    }
+
+    async fn get_once(&self, url: &str, timeout: Duration) -> Result<Bytes> {
+        let http = |reason: String| Error::Http {
+            url: url.to_string(),
+            reason,
+        };
+        let uri: hyper::Uri = url
+            .parse()
+            .map_err(|_| Error::Endpoint(self.endpoint.clone()))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(Error::Endpoint(self.endpoint.clone()));
+        }
+        let mut conn = HttpConnector::new();
+        conn.set_connect_timeout(Some(timeout));
+        conn.set_nodelay(true);
+        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build(conn);
+        let req = hyper::Request::get(uri)
+            .header("Metadata", "true")
+            .body(Empty::new())
+            .map_err(|e| http(e.to_string()))?;
+        let fut = async {
+            let resp = client
+                .request(req)
+                .await
+                .map_err(|e| http(error_chain(&e)))?;
+            let status = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| http(e.to_string()))?
+                .to_bytes();
+            Ok::<_, Error>((status, body))
+        };
+        let (status, body) = tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| http(format!("no answer within {timeout:?}")))??;
+        if status != 200 {
+            return Err(Error::Status {
+                url: url.to_string(),
+                status,
+                body: String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned(),
+            });
+        }
+        Ok(body)
+    }
+
+    /// GETs `/metadata/instance/<path>` once; on a 400 that lists `newest-versions`, once more
+    /// with the newest.
+    pub async fn get(&self, path: &str, timeout: Duration) -> Result<Bytes> {
+        let url = self.url(path, &self.api_version);
+        match self.get_once(&url, timeout).await {
+            Err(Error::Status {
+                status: 400,
+                body,
+                url,
+            }) => {
+                let newest = serde_json::from_str::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("newest-versions")?
+                            .get(0)?
+                            .as_str()
+                            .map(str::to_string)
+                    });
+                match newest {
+                    Some(v) if v != self.api_version => {
+                        tracing::info!("IMDS rejected api-version {}; using {v}", self.api_version);
+                        self.get_once(&self.url(path, &v), timeout).await
+                    }
+                    _ => Err(Error::Status {
+                        url,
+                        status: 400,
+                        body,
+                    }),
+                }
+            }
+            r => r,
+        }
+    }
+
+    /// GETs with retries on transient errors, within `policy.budget`.
+    pub async fn get_retrying(&self, path: &str, policy: RetryPolicy) -> Result<Bytes> {
+        let start = Instant::now();
+        let mut backoff = policy.initial_backoff;
+        loop {
+            let left = policy.budget.saturating_sub(start.elapsed());
+            let timeout = if policy.budget.is_zero() {
+                self.request_timeout
+            } else {
+                self.request_timeout.min(left.max(Duration::from_millis(1)))
+            };
+            match self.get(path, timeout).await {
+                Ok(b) => return Ok(b),
+                Err(e) if e.is_transient() && start.elapsed() + backoff < policy.budget => {
+                    tracing::debug!("IMDS {path}: {e}; retrying in {backoff:?}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(policy.max_backoff);
+                }
+                Err(e) if e.is_transient() && !policy.budget.is_zero() => {
+                    return Err(Error::GaveUp {
+                        after: start.elapsed(),
+                        last: Box::new(e),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Reads the compute document (required) and the network document (optional: without it
+    /// there is no per-NIC routing, and a warning).
+    pub async fn instance(&self, policy: RetryPolicy) -> Result<(AzureInstance, Vec<String>)> {
+        let compute = parse_compute(&self.get_retrying("compute", policy).await?)?;
+        let mut warnings = Vec::new();
+        let network = match self
+            .get_retrying("network", policy)
+            .await
+            .and_then(|b| parse_network(&b))
+        {
+            Ok(n) => n,
+            Err(e) => {
+                warnings.push(format!("{e}; no per-NIC routing from IMDS"));
+                Default::default()
+            }
+        };
+        Ok((AzureInstance { compute, network }, warnings))
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}

@@ -1,0 +1,272 @@
+//! The IMDS documents and what dranet makes of them.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use dranet_core::{
+    AttributeValue, Attributes, CloudProvider, DeviceIdentifiers, NetworkConfig, RouteConfig,
+    RuleConfig,
+};
+use serde::Deserialize;
+
+use crate::{Error, Result};
+
+/// Attribute names (fully qualified in the `azure.dra.net` domain).
+pub mod attr {
+    /// Placement group: VMs in one share an InfiniBand fabric.
+    pub const PLACEMENT_GROUP_ID: &str = "azure.dra.net/placementGroupId";
+    /// VM size (`Standard_ND96isr_MI300X_v5`).
+    pub const VM_SIZE: &str = "azure.dra.net/vmSize";
+    /// Interconnect group.
+    pub const INTERCONNECT_GROUP_ID: &str = "azure.dra.net/interconnectGroupId";
+    /// Interconnect subgroup.
+    pub const INTERCONNECT_SUBGROUP_ID: &str = "azure.dra.net/interconnectSubgroupId";
+    /// Region.
+    pub const LOCATION: &str = "azure.dra.net/location";
+    /// Availability zone.
+    pub const ZONE: &str = "azure.dra.net/zone";
+    /// The scale set (an AKS node pool).
+    pub const VM_SCALE_SET_NAME: &str = "azure.dra.net/vmScaleSetName";
+}
+
+/// The fields of `/metadata/instance/compute` that dranet uses (IMDS adds fields over time;
+/// unknown ones are ignored, missing ones are empty).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Compute {
+    /// Placement group id.
+    pub placement_group_id: String,
+    /// VM size.
+    pub vm_size: String,
+    /// Interconnect group id.
+    pub interconnect_group_id: String,
+    /// Interconnect subgroup id.
+    pub interconnect_subgroup_id: String,
+    /// Region.
+    pub location: String,
+    /// Availability zone.
+    pub zone: String,
+    /// Scale set name.
+    pub vm_scale_set_name: String,
+    /// VM id.
+    pub vm_id: String,
+}
+
+/// `/metadata/instance/network`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Network {
+    /// The VM's NICs, in IMDS order.
+    pub interface: Vec<Interface>,
+}
+
+/// One NIC.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Interface {
+    /// IPv4 addresses and subnets.
+    pub ipv4: Ipv4,
+    /// IPv6 addresses.
+    pub ipv6: Ipv6,
+    /// MAC address, as IMDS prints it (`000D3AF806EC`).
+    pub mac_address: String,
+}
+
+/// IPv4 configuration of a NIC.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Ipv4 {
+    /// Addresses.
+    pub ip_address: Vec<IpAddress>,
+    /// Subnets.
+    pub subnet: Vec<Subnet>,
+}
+
+/// IPv6 configuration of a NIC.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Ipv6 {
+    /// Addresses.
+    pub ip_address: Vec<IpAddress>,
+}
+
+/// An address.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct IpAddress {
+    /// Private address.
+    pub private_ip_address: String,
+    /// Public address.
+    pub public_ip_address: String,
+}
+
+/// A subnet: network address and prefix length, both strings in IMDS.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Subnet {
+    /// Network address.
+    pub address: String,
+    /// Prefix length.
+    pub prefix: String,
+}
+
+fn json<T: serde::de::DeserializeOwned>(what: &'static str, body: &[u8]) -> Result<T> {
+    let err = |reason: String| Error::Json { what, reason };
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| err(e.to_string()))?;
+    // serde would also accept an array for a struct; IMDS documents are objects.
+    if !v.is_object() {
+        return Err(err("expected a JSON object".into()));
+    }
+    serde_json::from_value(v).map_err(|e| err(e.to_string()))
+}
+
+/// Parses the compute document.
+pub fn parse_compute(body: &[u8]) -> Result<Compute> {
+    json("compute", body)
+}
+
+/// Parses the network document.
+pub fn parse_network(body: &[u8]) -> Result<Network> {
+    json("network", body)
+}
+
+/// What IMDS said about this VM.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AzureInstance {
+    /// The compute document.
+    pub compute: Compute,
+    /// The network document (empty when it could not be read: attributes still work).
+    pub network: Network,
+}
+
+/// Policy-routing tables start here; NIC `i` of IMDS uses table `100 + i`.
+pub const ROUTING_TABLE_BASE: u32 = 100;
+
+fn normalize_mac(m: &str) -> String {
+    m.chars()
+        .filter(|c| c.is_ascii_hexdigit())
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// The subnet's gateway: Azure answers on the first host address of every subnet.
+fn subnet_gateway(s: &Subnet) -> Option<(Ipv4Addr, u8)> {
+    let net: Ipv4Addr = s.address.parse().ok()?;
+    let prefix: u8 = s.prefix.parse().ok()?;
+    if prefix > 30 {
+        return None;
+    }
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - prefix)
+    };
+    let base = u32::from(net) & mask;
+    Some((Ipv4Addr::from(base + 1), prefix))
+}
+
+impl CloudProvider for AzureInstance {
+    fn name(&self) -> &str {
+        "azure"
+    }
+
+    fn node_attributes(&self) -> Attributes {
+        let c = &self.compute;
+        [
+            (attr::PLACEMENT_GROUP_ID, &c.placement_group_id),
+            (attr::VM_SIZE, &c.vm_size),
+            (attr::INTERCONNECT_GROUP_ID, &c.interconnect_group_id),
+            (attr::INTERCONNECT_SUBGROUP_ID, &c.interconnect_subgroup_id),
+            (attr::LOCATION, &c.location),
+            (attr::ZONE, &c.zone),
+            (attr::VM_SCALE_SET_NAME, &c.vm_scale_set_name),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.to_string(), AttributeValue::String(v.clone())))
+        .collect()
+    }
+
+    fn device_config(&self, id: &DeviceIdentifiers) -> Option<NetworkConfig> {
+        let mac = normalize_mac(id.mac.as_deref()?);
+        if mac.is_empty() {
+            return None;
+        }
+        let (index, nic) = self
+            .network
+            .interface
+            .iter()
+            .enumerate()
+            .find(|(_, n)| normalize_mac(&n.mac_address) == mac)?;
+        let table = ROUTING_TABLE_BASE + index as u32;
+        let mut cfg = NetworkConfig::default();
+        if let Some(s) = nic.ipv4.subnet.first() {
+            match subnet_gateway(s) {
+                Some((gw, prefix)) => {
+                    cfg.rules.push(RuleConfig {
+                        source: format!("{}/{prefix}", s.address),
+                        table,
+                        ..RuleConfig::default()
+                    });
+                    cfg.routes.push(RouteConfig {
+                        destination: "0.0.0.0/0".into(),
+                        gateway: gw.to_string(),
+                        table,
+                        ..RouteConfig::default()
+                    });
+                }
+                None => tracing::warn!(
+                    "IMDS NIC {}: subnet {:?}/{:?} is not an IPv4 network with a gateway; no IPv4 routing",
+                    nic.mac_address,
+                    s.address,
+                    s.prefix
+                ),
+            }
+        }
+        // IPv6 only when IMDS gives the NIC a global address and the host routes IPv6 through it.
+        let v6 = nic
+            .ipv6
+            .ip_address
+            .first()
+            .and_then(|a| a.private_ip_address.parse::<IpAddr>().ok())
+            .filter(|a| matches!(a, IpAddr::V6(v) if (v.segments()[0] & 0xffc0) != 0xfe80));
+        if let (Some(addr), Some(gw)) = (v6, id.ipv6_gateway) {
+            cfg.rules.push(RuleConfig {
+                source: format!("{addr}/128"),
+                table,
+                ..RuleConfig::default()
+            });
+            cfg.routes.push(RouteConfig {
+                destination: "::/0".into(),
+                gateway: gw.to_string(),
+                table,
+                ..RouteConfig::default()
+            });
+        }
+        (!cfg.routes.is_empty()).then_some(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateways() {
+        let s = |a: &str, p: &str| Subnet {
+            address: a.into(),
+            prefix: p.into(),
+        };
+        assert_eq!(
+            subnet_gateway(&s("10.0.0.0", "24")),
+            Some(("10.0.0.1".parse().unwrap(), 24))
+        );
+        assert_eq!(
+            subnet_gateway(&s("10.1.2.128", "25")),
+            Some(("10.1.2.129".parse().unwrap(), 25))
+        );
+        assert_eq!(subnet_gateway(&s("10.0.0.0", "31")), None);
+        assert_eq!(subnet_gateway(&s("fd00::", "64")), None);
+        assert_eq!(subnet_gateway(&s("10.0.0.0", "x")), None);
+        assert_eq!(normalize_mac("00-0D-3A:F8:06:EC"), "000d3af806ec");
+    }
+}

@@ -1,0 +1,421 @@
+//! Per-device network configuration: what a claim (or a cloud provider) asks dranet to set up on a
+//! NIC when it moves into a pod. The JSON shape is upstream dranet's `NetworkConfig`, so claims
+//! written for it keep working.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The configuration of one device in a pod.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// A named profile (resolved by a profile provider).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub profile: String,
+    /// The interface itself.
+    #[serde(default)]
+    pub interface: InterfaceConfig,
+    /// Routes to add.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<RouteConfig>,
+    /// Policy-routing rules to add.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleConfig>,
+    /// Static neighbours (ARP/NDP entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbors: Vec<NeighborConfig>,
+    /// ethtool features and private flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ethtool: Option<EthtoolConfig>,
+}
+
+/// Interface settings.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InterfaceConfig {
+    /// Name inside the pod.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Addresses in CIDR form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
+    /// Obtain addresses by DHCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dhcp: Option<bool>,
+    /// MTU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<i32>,
+    /// MAC address to set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware_addr: Option<String>,
+    /// GSO max size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gso_max_size: Option<i32>,
+    /// GRO max size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gro_max_size: Option<i32>,
+    /// GSO max size for IPv4.
+    #[serde(
+        default,
+        rename = "gsoIPv4MaxSize",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub gso_ipv4_max_size: Option<i32>,
+    /// GRO max size for IPv4.
+    #[serde(
+        default,
+        rename = "groIPv4MaxSize",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub gro_ipv4_max_size: Option<i32>,
+    /// Detach eBPF programs from the interface.
+    #[serde(
+        default,
+        rename = "disableEbpfPrograms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub disable_ebpf_programs: Option<bool>,
+    /// IP forwarding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarding: Option<bool>,
+    /// `arp_ignore` sysctl.
+    #[serde(default, rename = "arpIgnore", skip_serializing_if = "Option::is_none")]
+    pub arp_ignore: Option<i32>,
+    /// `arp_announce` sysctl.
+    #[serde(
+        default,
+        rename = "arpAnnounce",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub arp_announce: Option<i32>,
+    /// Put the interface in a VRF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vrf: Option<VrfConfig>,
+}
+
+/// A VRF.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VrfConfig {
+    /// VRF device name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Its routing table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<u32>,
+}
+
+/// A route.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Destination CIDR (`0.0.0.0/0` for a default route).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub destination: String,
+    /// Next hop.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gateway: String,
+    /// Preferred source address.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    /// Route scope (0 universe, 253 link, 254 host).
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    pub scope: u8,
+    /// Routing table (0 = main).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub table: u32,
+}
+
+/// A policy-routing rule.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Rule priority.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub priority: u32,
+    /// Source CIDR.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    /// Destination CIDR.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub destination: String,
+    /// Table to look up.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub table: u32,
+}
+
+/// A static neighbour.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NeighborConfig {
+    /// IP address.
+    pub destination: String,
+    /// Its MAC address.
+    pub hardware_addr: String,
+}
+
+/// ethtool settings.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EthtoolConfig {
+    /// Features to turn on or off.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub features: std::collections::BTreeMap<String, bool>,
+    /// Driver private flags.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub private_flags: std::collections::BTreeMap<String, bool>,
+}
+
+fn is_zero_u8(v: &u8) -> bool {
+    *v == 0
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
+fn check_cidr(field: &str, v: &str) -> Result<()> {
+    let bad = |why: &str| Error::InvalidConfig {
+        field: field.to_string(),
+        reason: format!("{v:?} {why}"),
+    };
+    let (ip, len) = v
+        .split_once('/')
+        .ok_or_else(|| bad("is not an address/prefix"))?;
+    let ip: IpAddr = ip.parse().map_err(|_| bad("has no valid IP address"))?;
+    let len: u8 = len.parse().map_err(|_| bad("has no valid prefix length"))?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    if len > max {
+        return Err(bad("has a prefix length out of range"));
+    }
+    Ok(())
+}
+
+fn check_ip(field: &str, v: &str) -> Result<()> {
+    v.parse::<IpAddr>()
+        .map(|_| ())
+        .map_err(|_| Error::InvalidConfig {
+            field: field.to_string(),
+            reason: format!("{v:?} is not an IP address"),
+        })
+}
+
+impl NetworkConfig {
+    /// Checks addresses, routes and rules; the error names the field (`routes[1].gateway`).
+    pub fn validate(&self) -> Result<()> {
+        for (i, a) in self.interface.addresses.iter().enumerate() {
+            check_cidr(&format!("interface.addresses[{i}]"), a)?;
+        }
+        if let Some(m) = self.interface.mtu
+            && !(68..=65535).contains(&m)
+        {
+            return Err(Error::InvalidConfig {
+                field: "interface.mtu".into(),
+                reason: format!("{m} is outside 68..=65535"),
+            });
+        }
+        for (i, r) in self.routes.iter().enumerate() {
+            if !r.destination.is_empty() {
+                check_cidr(&format!("routes[{i}].destination"), &r.destination)?;
+            }
+            if !r.gateway.is_empty() {
+                check_ip(&format!("routes[{i}].gateway"), &r.gateway)?;
+            }
+            if !r.source.is_empty() {
+                check_ip(&format!("routes[{i}].source"), &r.source)?;
+            }
+            if r.destination.is_empty() && r.gateway.is_empty() {
+                return Err(Error::InvalidConfig {
+                    field: format!("routes[{i}]"),
+                    reason: "needs a destination or a gateway".into(),
+                });
+            }
+        }
+        for (i, r) in self.rules.iter().enumerate() {
+            if !r.source.is_empty() {
+                check_cidr(&format!("rules[{i}].source"), &r.source)?;
+            }
+            if !r.destination.is_empty() {
+                check_cidr(&format!("rules[{i}].destination"), &r.destination)?;
+            }
+        }
+        for (i, n) in self.neighbors.iter().enumerate() {
+            check_ip(&format!("neighbors[{i}].destination"), &n.destination)?;
+        }
+        Ok(())
+    }
+
+    /// Lays this (a claim's own) configuration over `base` (a cloud provider's): set scalars of
+    /// the claim win, lists are the base's followed by the claim's, and duplicates keep the
+    /// claim's entry (addresses by value, routes by destination and table, rules and neighbours
+    /// by value / destination).
+    pub fn merged_over(&self, base: &NetworkConfig) -> NetworkConfig {
+        fn pick<T: Clone>(top: &Option<T>, base: &Option<T>) -> Option<T> {
+            top.clone().or_else(|| base.clone())
+        }
+        fn pick_s(top: &str, base: &str) -> String {
+            if top.is_empty() { base } else { top }.to_string()
+        }
+        fn dedup_last<T: Clone, K: PartialEq>(v: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+            let mut out: Vec<T> = Vec::new();
+            for (i, x) in v.iter().enumerate() {
+                if !v[i + 1..].iter().any(|y| key(y) == key(x)) {
+                    out.push(x.clone());
+                }
+            }
+            out
+        }
+        let (t, b) = (&self.interface, &base.interface);
+        let interface = InterfaceConfig {
+            name: pick_s(&t.name, &b.name),
+            addresses: dedup_last([b.addresses.clone(), t.addresses.clone()].concat(), |a| {
+                a.clone()
+            }),
+            dhcp: pick(&t.dhcp, &b.dhcp),
+            mtu: pick(&t.mtu, &b.mtu),
+            hardware_addr: pick(&t.hardware_addr, &b.hardware_addr),
+            gso_max_size: pick(&t.gso_max_size, &b.gso_max_size),
+            gro_max_size: pick(&t.gro_max_size, &b.gro_max_size),
+            gso_ipv4_max_size: pick(&t.gso_ipv4_max_size, &b.gso_ipv4_max_size),
+            gro_ipv4_max_size: pick(&t.gro_ipv4_max_size, &b.gro_ipv4_max_size),
+            disable_ebpf_programs: pick(&t.disable_ebpf_programs, &b.disable_ebpf_programs),
+            forwarding: pick(&t.forwarding, &b.forwarding),
+            arp_ignore: pick(&t.arp_ignore, &b.arp_ignore),
+            arp_announce: pick(&t.arp_announce, &b.arp_announce),
+            vrf: pick(&t.vrf, &b.vrf),
+        };
+        let ethtool = match (&self.ethtool, &base.ethtool) {
+            (Some(t), Some(b)) => {
+                let mut e = b.clone();
+                e.features.extend(t.features.clone());
+                e.private_flags.extend(t.private_flags.clone());
+                Some(e)
+            }
+            (t, b) => pick(t, b),
+        };
+        NetworkConfig {
+            profile: pick_s(&self.profile, &base.profile),
+            interface,
+            routes: dedup_last([base.routes.clone(), self.routes.clone()].concat(), |r| {
+                (r.destination.clone(), r.table)
+            }),
+            rules: dedup_last([base.rules.clone(), self.rules.clone()].concat(), |r| {
+                r.clone()
+            }),
+            neighbors: dedup_last(
+                [base.neighbors.clone(), self.neighbors.clone()].concat(),
+                |n| n.destination.clone(),
+            ),
+            ethtool,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_json_round_trips() {
+        let j = r#"{"interface":{"name":"eth1","addresses":["10.0.0.2/24"],"mtu":9000,"gsoIPv4MaxSize":65536},
+                    "routes":[{"destination":"0.0.0.0/0","gateway":"10.0.0.1","table":100}],
+                    "rules":[{"source":"10.0.0.0/24","table":100}]}"#;
+        let c: NetworkConfig = serde_json::from_str(j).unwrap();
+        assert_eq!(c.interface.gso_ipv4_max_size, Some(65536));
+        assert_eq!(c.routes[0].table, 100);
+        c.validate().unwrap();
+        let back: NetworkConfig =
+            serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+        let err = serde_json::from_str::<NetworkConfig>(r#"{"interfce":{}}"#).unwrap_err();
+        assert!(err.to_string().contains("interfce"));
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut c = NetworkConfig::default();
+        c.routes.push(RouteConfig {
+            destination: "0.0.0.0/0".into(),
+            gateway: "10.0.0.1".into(),
+            ..Default::default()
+        });
+        c.routes.push(RouteConfig {
+            destination: "10.1.0.0/16".into(),
+            gateway: "nope".into(),
+            ..Default::default()
+        });
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("routes[1].gateway") && e.contains("nope"), "{e}");
+        let c = NetworkConfig {
+            interface: InterfaceConfig {
+                addresses: vec!["10.0.0.1/33".into()],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("interface.addresses[0]")
+        );
+    }
+
+    #[test]
+    fn claim_config_wins_over_the_cloud_and_lists_merge() {
+        let cloud = NetworkConfig {
+            interface: InterfaceConfig {
+                mtu: Some(1500),
+                addresses: vec!["10.0.0.4/24".into()],
+                ..Default::default()
+            },
+            routes: vec![RouteConfig {
+                destination: "0.0.0.0/0".into(),
+                gateway: "10.0.0.1".into(),
+                table: 100,
+                ..Default::default()
+            }],
+            rules: vec![RuleConfig {
+                source: "10.0.0.0/24".into(),
+                table: 100,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let claim = NetworkConfig {
+            interface: InterfaceConfig {
+                name: "net1".into(),
+                mtu: Some(9000),
+                ..Default::default()
+            },
+            routes: vec![
+                RouteConfig {
+                    destination: "0.0.0.0/0".into(),
+                    gateway: "10.0.0.254".into(),
+                    table: 100,
+                    ..Default::default()
+                },
+                RouteConfig {
+                    destination: "192.168.0.0/16".into(),
+                    gateway: "10.0.0.1".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let m = claim.merged_over(&cloud);
+        assert_eq!(m.interface.name, "net1");
+        assert_eq!(m.interface.mtu, Some(9000));
+        assert_eq!(m.interface.addresses, vec!["10.0.0.4/24"]);
+        assert_eq!(m.routes.len(), 2);
+        assert_eq!(
+            m.routes[0].gateway, "10.0.0.254",
+            "the claim's default route replaces the cloud's"
+        );
+        assert_eq!(m.rules, cloud.rules);
+        assert_eq!(NetworkConfig::default().merged_over(&cloud), cloud);
+    }
+}
