@@ -94,14 +94,12 @@ impl Detector {
                         "no DMI asset tag; probed IMDS for at most {:?}",
                         self.probe_timeout
                     );
-                    RetryPolicy {
-                        budget: self.probe_timeout,
-                        ..RetryPolicy::once()
-                    }
+                    // One attempt: a refusal or silence within the probe time means "not Azure".
+                    RetryPolicy::once()
                 }
             },
         };
-        let probing = policy.budget <= self.probe_timeout && self.hint == Hint::Auto;
+        let probing = policy.budget.is_zero() && self.hint == Hint::Auto;
         let client = if probing {
             ImdsClient {
                 request_timeout: self.probe_timeout,

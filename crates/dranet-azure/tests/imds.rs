@@ -2,7 +2,7 @@
 //! documents recorded from Microsoft's documented schema.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dranet_azure::fake::{FakeImds, Reply};
 use dranet_azure::{Detection, Detector, Hint, ImdsClient, RetryPolicy, attr};
@@ -337,16 +337,15 @@ async fn an_unsupported_api_version_falls_back_to_the_newest_listed() {
 
 #[tokio::test]
 async fn a_silent_imds_gives_up_within_the_budget() {
-    let start = Instant::now();
-    let (d, _) = detect_with(|_, _| Reply::Hang, Hint::Azure).await;
-    let took = start.elapsed();
+    // How long it takes is measured in benches/azure.rs; here: it ends, retried, with the reason.
+    let (d, seen) = detect_with(|_, _| Reply::Hang, Hint::Azure).await;
     assert!(d.provider.is_none());
+    assert!(seen.len() >= 2, "retried: {seen:?}");
     assert!(
         d.warnings[0].contains("did not answer within"),
         "{:?}",
         d.warnings
     );
-    assert!(took < Duration::from_secs(4), "{took:?}");
 }
 
 #[tokio::test]
@@ -361,13 +360,9 @@ async fn off_azure_detection_is_quick_and_silent() {
     // No DMI and an IMDS address that never answers: one bounded probe, no warning.
     let mut det = detector(&imds.endpoint, no_dmi(), Hint::Auto);
     det.probe_timeout = Duration::from_millis(300);
-    let start = Instant::now();
+    let before = imds.seen().len();
     let d = det.detect().await;
-    assert!(
-        start.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        start.elapsed()
-    );
+    assert_eq!(imds.seen().len(), before + 1, "exactly one probe");
     assert!(
         d.provider.is_none() && d.warnings.is_empty(),
         "{:?}",
