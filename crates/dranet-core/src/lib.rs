@@ -7,7 +7,7 @@
 //! - [`NumaTopology`]: nodes, SLIT distances, sockets.
 //! - [`NetworkDevice`] and [`Inventory`]: what dranet publishes, plus GPUs for topology.
 //! - [`topology::relation`]: PIX/PXB/PHB/NODE/SYS between any two PCI devices.
-//! - [`attributes`] and [`slice`]: DRA attributes within the API limits, and ResourceSlices.
+//! - [`attributes`] and [`slice`](mod@slice): DRA attributes within the API limits, and ResourceSlices.
 //! - [`names`]: DRA device names.
 //! - [`NetworkConfig`]: per-device network configuration (upstream's claim format), validated
 //!   and merged over a cloud's.

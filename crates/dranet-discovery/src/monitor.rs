@@ -83,6 +83,20 @@ impl Monitor {
         }
     }
 
+    /// Waits up to `timeout` for a change, then keeps collecting until the events stop for
+    /// `quiet` (a VF batch or a driver rebind is dozens of uevents; one rediscovery is enough).
+    /// Returns the events, empty when nothing happened.
+    pub fn next_change(&mut self, timeout: Duration, quiet: Duration) -> Result<Vec<Event>> {
+        let Some(first) = self.next(timeout)? else {
+            return Ok(Vec::new());
+        };
+        let mut events = vec![first];
+        while let Some(ev) = self.next(quiet)? {
+            events.push(ev);
+        }
+        Ok(events)
+    }
+
     /// The raw descriptor, to register with an event loop.
     pub fn as_raw_fd(&self) -> i32 {
         self.socket.as_raw_fd()

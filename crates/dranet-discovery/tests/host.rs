@@ -239,3 +239,49 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
     );
     assert!(!names.contains(&"lo"));
 }
+
+#[test]
+fn a_burst_of_uevents_is_one_change() {
+    if !is_root() {
+        eprintln!("SKIP a_burst_of_uevents_is_one_change: needs root");
+        return;
+    }
+    let ns = Netns::new("burst");
+    let name = ns.0.clone();
+    let (first, second) = ns.run(move || {
+        let mut mon = dranet_discovery::monitor::Monitor::new().expect("monitor");
+        for i in 0..3 {
+            ip(&[
+                "-n",
+                &name,
+                "link",
+                "add",
+                &format!("b{i}a"),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &format!("b{i}b"),
+            ]);
+        }
+        let first = mon
+            .next_change(Duration::from_secs(5), Duration::from_millis(300))
+            .expect("read");
+        let second = mon
+            .next_change(Duration::from_millis(200), Duration::from_millis(50))
+            .expect("read");
+        (first, second)
+    });
+    let added: Vec<_> = first
+        .iter()
+        .filter(|e| e.action == "add" && e.subsystem == "net")
+        .map(|e| e.sysname.as_str())
+        .collect();
+    for dev in ["b0a", "b0b", "b1a", "b1b", "b2a", "b2b"] {
+        assert!(
+            added.contains(&dev),
+            "{dev} not in the one change: {first:?}"
+        );
+    }
+    assert!(second.is_empty(), "{second:?}");
+}
