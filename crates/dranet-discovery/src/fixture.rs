@@ -308,6 +308,26 @@ fn uplink(b: &mut Builder, name: &str) {
 }
 
 const MLX: u16 = 0x15b3;
+
+/// An Azure IB-mode ConnectX VF on its own Hyper-V vPCI root: `010<n+1>:00:00.0` = `mlx5_<n>`.
+fn azure_ib_vf(b: &mut Builder, n: u32, numa: &str, subsystem: u16) -> io::Result<String> {
+    let dom = 0x0101 + n;
+    let root = b.vmbus_root(&format!("{dom:08x}-0001-0000-3130-444531454238"), dom)?;
+    let vf = b.pci(
+        &root,
+        &Pci {
+            addr: &format!("{dom:04x}:00:00.0"),
+            class: 0x020700,
+            vendor: MLX,
+            device: 0x101e,
+            subsystem: (MLX, subsystem),
+            driver: Some("mlx5_core"),
+            numa: Some(numa),
+        },
+    )?;
+    b.rdma(&vf, &format!("mlx5_{n}"), &["InfiniBand"])?;
+    Ok(vf)
+}
 const MLX_NAME: &str = "Mellanox Technologies";
 
 /// Azure ND GB300 v6: 4 GB300 GPUs and 4 IB-only ConnectX VFs (`mlx5_0`…`mlx5_3`) on Hyper-V
@@ -364,21 +384,7 @@ pub fn azure_nd_gb300_v6(dir: &Path) -> io::Result<()> {
         )?;
     }
     for (i, numa) in ["0", "0", "1", "1"].iter().enumerate() {
-        let dom = 0x0101 + i as u32;
-        let root = b.vmbus_root(&format!("{dom:08x}-0001-0000-3130-444531454238"), dom)?;
-        let vf = b.pci(
-            &root,
-            &Pci {
-                addr: &format!("{dom:04x}:00:00.0"),
-                class: 0x020700,
-                vendor: MLX,
-                device: 0x101e,
-                subsystem: (MLX, 0x0023),
-                driver: Some("mlx5_core"),
-                numa: Some(numa),
-            },
-        )?;
-        b.rdma(&vf, &format!("mlx5_{i}"), &["InfiniBand"])?;
+        azure_ib_vf(&mut b, i as u32, numa, 0x0023)?;
     }
     b.rdma_cm()?;
     // The VM's own network: netvsc on VMBus (not PCI) and its accelerated-networking VF.
@@ -447,21 +453,7 @@ pub fn azure_nd_mi300x_v5(dir: &Path) -> io::Result<()> {
                 numa: Some(numa),
             },
         )?;
-        let dom = 0x0101 + i;
-        let root = b.vmbus_root(&format!("{dom:08x}-0001-0000-3130-444531454238"), dom)?;
-        let vf = b.pci(
-            &root,
-            &Pci {
-                addr: &format!("{dom:04x}:00:00.0"),
-                class: 0x020700,
-                vendor: MLX,
-                device: 0x101e,
-                subsystem: (MLX, 0x0028),
-                driver: Some("mlx5_core"),
-                numa: Some(numa),
-            },
-        )?;
-        b.rdma(&vf, &format!("mlx5_{i}"), &["InfiniBand"])?;
+        let vf = azure_ib_vf(&mut b, i, numa, 0x0028)?;
         let ib = format!("ib{i}");
         b.netdev(
             Some(&vf),

@@ -137,6 +137,18 @@ impl Scan<'_> {
         self.warnings.push(w);
     }
 
+    /// Resolves a sysfs link; a dangling or unreadable one is a warning and `None`.
+    fn resolve_or_skip(&mut self, rel: &str, skipped: &str) -> Option<String> {
+        match self.fs.resolve(rel) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                let w = format!("{}: {e}; {skipped}", self.p(rel));
+                self.warn(w);
+                None
+            }
+        }
+    }
+
     fn p(&self, rel: &str) -> String {
         self.fs.path(rel).display().to_string()
     }
@@ -256,14 +268,7 @@ impl Scan<'_> {
 
     fn netdev(&mut self, name: &str) -> Option<(Netdev, u16)> {
         let rel = format!("class/net/{name}");
-        let path = match self.fs.resolve(&rel) {
-            Ok(p) => p,
-            Err(e) => {
-                let w = format!("{}: {e}; netdev skipped", self.p(&rel));
-                self.warn(w);
-                return None;
-            }
-        };
+        let path = self.resolve_or_skip(&rel, "netdev skipped")?;
         let arphrd = match self.fs.read(&format!("{path}/type")) {
             Ok(s) => match s.parse::<u16>() {
                 Ok(t) => t,
@@ -378,14 +383,7 @@ impl Scan<'_> {
         rdma_cm: &Option<CharDevice>,
     ) -> Option<RdmaLink> {
         let rel = format!("class/infiniband/{name}");
-        let path = match self.fs.resolve(&rel) {
-            Ok(p) => p,
-            Err(e) => {
-                let w = format!("{}: {e}; RDMA link skipped", self.p(&rel));
-                self.warn(w);
-                return None;
-            }
-        };
+        let path = self.resolve_or_skip(&rel, "RDMA link skipped")?;
         let pci = owning_pci(&path, "infiniband");
         let mut ports = Vec::new();
         for p in self.fs.list(&format!("{path}/ports")).unwrap_or_default() {
@@ -501,13 +499,8 @@ impl Scan<'_> {
                 }
             };
             let rel = format!("bus/pci/devices/{name}");
-            let path = match self.fs.resolve(&rel) {
-                Ok(p) => p,
-                Err(e) => {
-                    let w = format!("{}: {e}; device skipped", self.p(&rel));
-                    self.warn(w);
-                    continue;
-                }
+            let Some(path) = self.resolve_or_skip(&rel, "device skipped") else {
+                continue;
             };
             let Some(class) = self.hex_file(&format!("{path}/class")).map(PciClass) else {
                 continue;
