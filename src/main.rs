@@ -23,6 +23,8 @@ enum Command {
     Inventory(cmd::inventory::InventoryArgs),
     /// GPU × NIC topology matrix (PIX/PXB/PHB/NODE/SYS) with NUMA affinity.
     Topo(cmd::topo::TopoArgs),
+    /// Allocate a claim (or template) as the scheduler would and show the GPU/NIC relations.
+    Check(cmd::check::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Inventory(a) => cmd::inventory::run(a),
         Command::Topo(a) => cmd::topo::run(a),
+        Command::Check(a) => cmd::check::run(a).map_err(cmd::CliError::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

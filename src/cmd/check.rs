@@ -1,1 +1,801 @@
-//! `dranet check` (issue 6): placeholder until it lands.
+//! `dranet check`: which devices a claim would get on a node, and how its GPUs and NICs relate.
+//!
+//! Runs the allocation the scheduler would ([`dranet_core::alloc`]) over the node's
+//! ResourceSlices: dranet's own from `--sysfs` (discovered like `dranet inventory` does) and/or
+//! any driver's from `--slices` files (`kubectl get resourceslices -o yaml`). Then, for every GPU
+//! × NIC pair of the allocation, the topology relation: exact (PIX/PXB/PHB/NODE/SYS) when the
+//! host tree is read with `--sysfs`, else from the standard attributes (same
+//! `resource.kubernetes.io/pcieRoot` ⇒ PHB or closer, same NUMA node ⇒ NODE, else SYS). A GPU
+//! with no NIC of the claim on its NUMA node is warned about: that is the pairing that cost the
+//! seeds' users half their NCCL bandwidth.
+//!
+//! This file depends only on library crates so it can be tested on its own.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use dranet_core::alloc::{AllocError, Allocator, Device};
+use dranet_core::cel::AttrValue;
+use dranet_core::{Discover, Inventory, PciDevice, Relation};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
+// The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
+use k8s_openapi::serde::{Deserialize, Serialize};
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    /// Human-readable tables.
+    Table,
+    /// One JSON document with every claim's report.
+    Json,
+}
+
+/// Arguments of `dranet check`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckArgs {
+    /// YAML file with ResourceClaimTemplates and/or ResourceClaims (several documents or a
+    /// `kind: List` are fine: each claim is checked).
+    #[arg(value_name = "CLAIM.yaml")]
+    pub claim: PathBuf,
+    /// Only check the claim or template with this name.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Discover dranet's devices (and the GPUs, for exact topology) from this sysfs tree: the
+    /// host's `/sys` or a fixture's `sys` directory.
+    #[arg(long, value_name = "DIR")]
+    pub sysfs: Option<PathBuf>,
+    /// ResourceSlices of the node (any driver), e.g. `kubectl get resourceslices -o yaml`.
+    /// Repeatable; may be combined with `--sysfs` for the other drivers' devices.
+    #[arg(long = "slices", value_name = "SLICES.yaml")]
+    pub slices: Vec<PathBuf>,
+    /// DeviceClasses (repeatable). Without it, each driver gets a class named after it, and
+    /// `dranet.net` selects driver `dra.net`.
+    #[arg(long = "classes", value_name = "CLASSES.yaml")]
+    pub classes: Vec<PathBuf>,
+    /// Node (and pool) name for the devices discovered with `--sysfs`.
+    #[arg(long, value_name = "NODE", default_value = "node")]
+    pub node_name: String,
+    /// Cloud provider attributes for the devices discovered with `--sysfs` (as `inventory`).
+    #[command(flatten)]
+    pub cloud: super::CloudArgs,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = CheckFormat::Table)]
+    pub output: CheckFormat,
+}
+
+/// What `dranet check` can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// A file that cannot be read.
+    #[error("{path}: {reason}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// A document that is not what it should be.
+    #[error("{path}: document {doc}: {reason}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based document number.
+        doc: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Bad arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// The devices could not be assembled.
+    #[error("{0}")]
+    Devices(#[from] AllocError),
+    /// Discovery of `--sysfs` failed.
+    #[error("--sysfs {path}: {reason}")]
+    Discovery {
+        /// The tree.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Some claims cannot be allocated (their reasons were printed with the report).
+    #[error("{failed} of {total} claim(s) cannot be allocated")]
+    Unsatisfied {
+        /// How many failed.
+        failed: usize,
+        /// How many were checked.
+        total: usize,
+    },
+    /// Writing the report failed.
+    #[error("output: {0}")]
+    Output(String),
+}
+
+/// One allocated device with the attributes that matter for placement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(crate = "k8s_openapi::serde", rename_all = "camelCase")]
+pub struct DeviceRow {
+    /// Request (or `request/sub-request`).
+    pub request: String,
+    /// Driver.
+    pub driver: String,
+    /// Pool.
+    pub pool: String,
+    /// Device name.
+    pub device: String,
+    /// A short label: the RDMA device or interface for NICs, the PCI bus id for others.
+    pub label: Option<String>,
+    /// NUMA node, from `resource.kubernetes.io/numaNode` or the driver's `numaNode`.
+    pub numa_node: Option<i64>,
+    /// `resource.kubernetes.io/pcieRoot`.
+    pub pcie_root: Option<String>,
+    /// Whether it is a NIC (driver `dra.net`) rather than a GPU or other accelerator.
+    pub nic: bool,
+}
+
+/// How one GPU and one NIC of the claim are connected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(crate = "k8s_openapi::serde", rename_all = "camelCase")]
+pub struct PairRow {
+    /// GPU device name.
+    pub gpu: String,
+    /// NIC device name.
+    pub nic: String,
+    /// The relation, when it can be told.
+    pub relation: Option<Relation>,
+    /// Same NUMA node, when both are known.
+    pub same_numa: Option<bool>,
+    /// `sysfs` (exact, from the PCI tree) or `attributes` (bounded by the slices' attributes).
+    pub source: &'static str,
+}
+
+/// The check of one claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(crate = "k8s_openapi::serde", rename_all = "camelCase")]
+pub struct ClaimReport {
+    /// Claim or template name.
+    pub name: String,
+    /// `ResourceClaimTemplate` or `ResourceClaim`.
+    pub kind: String,
+    /// The chosen devices (empty when it cannot be allocated).
+    pub devices: Vec<DeviceRow>,
+    /// Every GPU × NIC pair.
+    pub topology: Vec<PairRow>,
+    /// Placement warnings (cross-NUMA GPU/NIC).
+    pub warnings: Vec<String>,
+    /// Why the claim cannot be allocated.
+    pub error: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(crate = "k8s_openapi::serde", rename_all = "camelCase")]
+pub struct CheckReport {
+    /// One per claim checked.
+    pub claims: Vec<ClaimReport>,
+    /// About the inputs (outdated slices, default classes, features not simulated).
+    pub notes: Vec<String>,
+}
+
+/// YAML documents of a file as JSON, `kind: List` flattened, empty documents skipped.
+fn documents(path: &Path) -> Result<Vec<(usize, serde_json::Value)>, CheckError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CheckError::Read {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for (i, d) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+        let v = serde_json::Value::deserialize(d).map_err(|e| CheckError::Parse {
+            path: path.to_path_buf(),
+            doc: i + 1,
+            reason: e.to_string(),
+        })?;
+        if v.is_null() {
+            continue;
+        }
+        match v.get("items").and_then(|x| x.as_array()) {
+            Some(items)
+                if v["kind"] == "List"
+                    || v["kind"].as_str().is_some_and(|k| k.ends_with("List")) =>
+            {
+                out.extend(items.iter().map(|x| (i + 1, x.clone())));
+            }
+            _ => out.push((i + 1, v)),
+        }
+    }
+    Ok(out)
+}
+
+fn kind(v: &serde_json::Value) -> &str {
+    v["kind"].as_str().unwrap_or("")
+}
+
+fn parse<T: k8s_openapi::serde::de::DeserializeOwned>(
+    path: &Path,
+    doc: usize,
+    v: serde_json::Value,
+) -> Result<T, CheckError> {
+    serde_json::from_value(v).map_err(|e| CheckError::Parse {
+        path: path.to_path_buf(),
+        doc,
+        reason: e.to_string(),
+    })
+}
+
+/// dranet's ResourceSlices for a sysfs tree, and the inventory for exact topology.
+///
+/// The same discovery and publishing `dranet inventory` runs, cloud provider included.
+fn discover(
+    sysfs: &Path,
+    node: &str,
+    cloud: &super::CloudArgs,
+) -> Result<(Vec<serde_json::Value>, Inventory), CheckError> {
+    if !sysfs.is_dir() {
+        return Err(CheckError::Usage(format!(
+            "--sysfs {}: not a directory",
+            sysfs.display()
+        )));
+    }
+    let inv = dranet_discovery::host(sysfs, dranet_discovery::Options::default())
+        .discover()
+        .map_err(|e| CheckError::Discovery {
+            path: sysfs.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    let cloud = cloud.provider(sysfs);
+    let (devices, _) = dranet_core::slice::published_devices(
+        &inv,
+        dranet_core::AttributeOptions::default(),
+        cloud.as_ref(),
+    );
+    let slices = dranet_core::slice::resource_slices(node, dranet_core::DRIVER_NAME, &devices, 1);
+    Ok((slices, inv))
+}
+
+fn default_classes(drivers: &BTreeSet<String>) -> Vec<DeviceClass> {
+    let mut names: Vec<(String, String)> = drivers.iter().map(|d| (d.clone(), d.clone())).collect();
+    if drivers.contains(dranet_core::DRIVER_NAME) {
+        names.push(("dranet.net".into(), dranet_core::DRIVER_NAME.into()));
+    }
+    names
+        .into_iter()
+        .filter_map(|(name, driver)| {
+            let expr = format!("device.driver == {}", serde_json::Value::String(driver));
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": expr}}]}
+            }))
+            .ok()
+        })
+        .collect()
+}
+
+fn int_attr(d: &Device, names: &[&str]) -> Option<i64> {
+    names.iter().find_map(|n| match d.attribute(n)? {
+        AttrValue::Int(i) => Some(*i),
+        AttrValue::Ints(v) => v.first().copied(),
+        _ => None,
+    })
+}
+
+fn str_attr(d: &Device, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|n| match d.attribute(n)? {
+        AttrValue::String(s) => Some(s.clone()),
+        _ => None,
+    })
+}
+
+const STD_NUMA: &str = "resource.kubernetes.io/numaNode";
+const STD_ROOT: &str = "resource.kubernetes.io/pcieRoot";
+const STD_BUS: &str = "resource.kubernetes.io/pciBusID";
+
+fn row(d: &Device, request: &str) -> DeviceRow {
+    let nic = d.id.driver == dranet_core::DRIVER_NAME;
+    let own = |n: &str| format!("{}/{n}", d.id.driver);
+    DeviceRow {
+        request: request.to_string(),
+        driver: d.id.driver.clone(),
+        pool: d.id.pool.clone(),
+        device: d.id.device.clone(),
+        label: if nic {
+            str_attr(d, &[&own("rdmaDevice"), &own("ifName"), &own("pciAddress")])
+        } else {
+            str_attr(d, &[STD_BUS, &own("pciBusID")])
+        },
+        numa_node: int_attr(d, &[STD_NUMA, &own("numaNode")]),
+        pcie_root: str_attr(d, &[STD_ROOT]),
+        nic,
+    }
+}
+
+/// Relation from attributes: an upper bound, since attributes cannot tell switches apart.
+fn relation_from_attributes(g: &DeviceRow, n: &DeviceRow) -> Option<Relation> {
+    if g.pcie_root.is_some() && g.pcie_root == n.pcie_root {
+        return Some(Relation::Phb);
+    }
+    match (g.numa_node, n.numa_node) {
+        (Some(a), Some(b)) if a == b => Some(Relation::Node),
+        (Some(_), Some(_)) => Some(Relation::Sys),
+        _ => None,
+    }
+}
+
+fn sysfs_pci<'a>(inv: &'a Inventory, r: &DeviceRow, a: &Allocator) -> Option<&'a PciDevice> {
+    if r.nic {
+        return inv.device(&r.device)?.pci.as_ref();
+    }
+    let id = dranet_core::alloc::DeviceId {
+        driver: r.driver.clone(),
+        pool: r.pool.clone(),
+        device: r.device.clone(),
+    };
+    let bus = str_attr(a.device(&id)?, &[STD_BUS])?;
+    inv.gpus.iter().find(|g| g.address.to_string() == bus)
+}
+
+fn topology(
+    rows: &[DeviceRow],
+    a: &Allocator,
+    inv: Option<&Inventory>,
+) -> (Vec<PairRow>, Vec<String>) {
+    let gpus: Vec<&DeviceRow> = rows.iter().filter(|r| !r.nic).collect();
+    let nics: Vec<&DeviceRow> = rows.iter().filter(|r| r.nic).collect();
+    let mut pairs = Vec::new();
+    for g in &gpus {
+        for n in &nics {
+            let exact = inv.and_then(|inv| {
+                Some(dranet_core::topology::relation(
+                    sysfs_pci(inv, g, a)?,
+                    sysfs_pci(inv, n, a)?,
+                ))
+            });
+            let same_numa = match (g.numa_node, n.numa_node) {
+                (Some(x), Some(y)) => Some(x == y),
+                _ => None,
+            };
+            pairs.push(PairRow {
+                gpu: g.device.clone(),
+                nic: n.device.clone(),
+                relation: exact.or_else(|| relation_from_attributes(g, n)),
+                same_numa,
+                source: if exact.is_some() {
+                    "sysfs"
+                } else {
+                    "attributes"
+                },
+            });
+        }
+    }
+    let mut warnings = Vec::new();
+    if nics.is_empty() {
+        return (pairs, warnings);
+    }
+    for g in &gpus {
+        let Some(gn) = g.numa_node else { continue };
+        let far: Vec<String> = nics
+            .iter()
+            .filter_map(|n| Some((n, n.numa_node?)))
+            .filter(|(_, nn)| *nn != gn)
+            .map(|(n, nn)| format!("{} (NUMA {nn})", n.label.as_deref().unwrap_or(&n.device)))
+            .collect();
+        let local = nics.iter().any(|n| n.numa_node == Some(gn));
+        if !local && !far.is_empty() {
+            warnings.push(format!(
+                "GPU {} is on NUMA node {gn} but the claim's NICs {} are on other NUMA nodes: traffic crosses the inter-socket link and GPUDirect RDMA is unlikely",
+                g.device,
+                far.join(", ")
+            ));
+        }
+    }
+    (pairs, warnings)
+}
+
+/// Runs the check and returns the report; errors are about inputs, not about claims that cannot
+/// be allocated (those are in each [`ClaimReport::error`]).
+pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
+    if args.sysfs.is_none() && args.slices.is_empty() {
+        return Err(CheckError::Usage(
+            "give the node's devices with --sysfs DIR and/or --slices SLICES.yaml".into(),
+        ));
+    }
+    let mut notes = Vec::new();
+    let mut slices = Vec::new();
+    let mut classes: Vec<DeviceClass> = Vec::new();
+    let mut inventory = None;
+    if let Some(sysfs) = &args.sysfs {
+        let (s, inv) = discover(sysfs, &args.node_name, &args.cloud)?;
+        slices.extend(s);
+        inventory = Some(inv);
+    }
+    for path in &args.slices {
+        for (doc, v) in documents(path)? {
+            match kind(&v) {
+                "ResourceSlice" => slices.push(v),
+                "DeviceClass" => classes.push(parse(path, doc, v)?),
+                k => {
+                    return Err(CheckError::Parse {
+                        path: path.clone(),
+                        doc,
+                        reason: format!("kind {k:?} is not ResourceSlice or DeviceClass"),
+                    });
+                }
+            }
+        }
+    }
+    for path in &args.classes {
+        for (doc, v) in documents(path)? {
+            if kind(&v) != "DeviceClass" {
+                return Err(CheckError::Parse {
+                    path: path.clone(),
+                    doc,
+                    reason: format!("kind {:?} is not DeviceClass", kind(&v)),
+                });
+            }
+            classes.push(parse(path, doc, v)?);
+        }
+    }
+    let mut claims: Vec<(String, String, ResourceClaimSpec)> = Vec::new();
+    for (doc, v) in documents(&args.claim)? {
+        let k = kind(&v).to_string();
+        let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let spec_value = match k.as_str() {
+            "ResourceClaimTemplate" => v["spec"]["spec"].clone(),
+            "ResourceClaim" => v["spec"].clone(),
+            "DeviceClass" => {
+                // A DeviceClass beside the claims joins the others.
+                classes.push(parse(&args.claim, doc, v)?);
+                continue;
+            }
+            other => {
+                return Err(CheckError::Parse {
+                    path: args.claim.clone(),
+                    doc,
+                    reason: format!("kind {other:?} is not ResourceClaimTemplate or ResourceClaim"),
+                });
+            }
+        };
+        if args.name.as_ref().is_some_and(|n| *n != name) {
+            continue;
+        }
+        let spec: ResourceClaimSpec = parse(&args.claim, doc, spec_value)?;
+        claims.push((name, k, spec));
+    }
+    if claims.is_empty() {
+        return Err(CheckError::Usage(match &args.name {
+            Some(n) => format!("{}: no claim or template named {n:?}", args.claim.display()),
+            None => format!(
+                "{}: no ResourceClaim or ResourceClaimTemplate",
+                args.claim.display()
+            ),
+        }));
+    }
+    if classes.is_empty() {
+        let drivers: BTreeSet<String> = slices
+            .iter()
+            .filter_map(|s| s["spec"]["driver"].as_str().map(str::to_string))
+            .collect();
+        classes = default_classes(&drivers);
+        let names: Vec<String> = classes
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        notes.push(format!(
+            "no --classes: using one DeviceClass per driver ({})",
+            names.join(", ")
+        ));
+    }
+    let alloc = Allocator::from_json(&slices, &classes)?;
+    notes.extend(alloc.warnings().iter().cloned());
+    let mut reports = Vec::new();
+    for (name, kind, spec) in claims {
+        let mut report = ClaimReport {
+            name,
+            kind,
+            devices: Vec::new(),
+            topology: Vec::new(),
+            warnings: Vec::new(),
+            error: None,
+        };
+        match alloc.allocate_spec(&spec, &[]) {
+            Ok(a) => {
+                report.devices = a
+                    .results
+                    .iter()
+                    .filter_map(|r| {
+                        let id = dranet_core::alloc::DeviceId {
+                            driver: r.driver.clone(),
+                            pool: r.pool.clone(),
+                            device: r.device.clone(),
+                        };
+                        Some(row(alloc.device(&id)?, &r.request))
+                    })
+                    .collect();
+                let (pairs, warnings) = topology(&report.devices, &alloc, inventory.as_ref());
+                report.topology = pairs;
+                report.warnings = warnings;
+            }
+            Err(e) => report.error = Some(e.to_string()),
+        }
+        reports.push(report);
+    }
+    Ok(CheckReport {
+        claims: reports,
+        notes,
+    })
+}
+
+/// Writes the report as tables.
+pub fn render_table(r: &CheckReport, out: &mut dyn Write) -> std::io::Result<()> {
+    for n in &r.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    for c in &r.claims {
+        writeln!(out, "\n{} {}", c.kind, c.name)?;
+        if let Some(e) = &c.error {
+            writeln!(out, "  error: {e}")?;
+            continue;
+        }
+        writeln!(
+            out,
+            "  {:<10} {:<15} {:<14} {:<18} {:<13} {:<5} PCIE ROOT",
+            "REQUEST", "DRIVER", "POOL", "DEVICE", "LABEL", "NUMA"
+        )?;
+        for d in &c.devices {
+            writeln!(
+                out,
+                "  {:<10} {:<15} {:<14} {:<18} {:<13} {:<5} {}",
+                d.request,
+                d.driver,
+                d.pool,
+                d.device,
+                d.label.as_deref().unwrap_or("-"),
+                d.numa_node
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                d.pcie_root.as_deref().unwrap_or("-")
+            )?;
+        }
+        if !c.topology.is_empty() {
+            let label = |dev: &str| {
+                c.devices
+                    .iter()
+                    .find(|d| d.device == dev)
+                    .and_then(|d| d.label.clone())
+                    .unwrap_or_else(|| dev.to_string())
+            };
+            let mut nics: Vec<&str> = Vec::new();
+            let mut gpus: Vec<&str> = Vec::new();
+            for p in &c.topology {
+                if !nics.contains(&p.nic.as_str()) {
+                    nics.push(&p.nic);
+                }
+                if !gpus.contains(&p.gpu.as_str()) {
+                    gpus.push(&p.gpu);
+                }
+            }
+            let source = if c.topology.iter().all(|p| p.source == "sysfs") {
+                "from the PCI tree"
+            } else {
+                "from attributes: same pcieRoot => PHB or closer, same NUMA => NODE, else SYS"
+            };
+            writeln!(out, "  topology ({source}):")?;
+            let w = nics
+                .iter()
+                .map(|n| label(n).len())
+                .max()
+                .unwrap_or(4)
+                .max(4)
+                + 2;
+            let mut line = format!("    {:<10}", "");
+            for n in &nics {
+                line.push_str(&format!("{:<w$}", label(n)));
+            }
+            writeln!(out, "{}", line.trim_end())?;
+            for g in &gpus {
+                let mut line = format!("    {g:<10}");
+                for n in &nics {
+                    let p = c.topology.iter().find(|p| p.gpu == *g && p.nic == *n);
+                    let rel = p
+                        .and_then(|p| p.relation)
+                        .map(|r| r.to_string())
+                        .unwrap_or_else(|| "?".into());
+                    line.push_str(&format!("{rel:<w$}"));
+                }
+                writeln!(out, "{}", line.trim_end())?;
+            }
+        }
+        for w in &c.warnings {
+            writeln!(out, "  warning: {w}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `dranet check`: prints the report and fails when a claim cannot be allocated.
+pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
+    let report = check(args)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let io = |e: std::io::Error| CheckError::Output(e.to_string());
+    match args.output {
+        CheckFormat::Table => render_table(&report, &mut out).map_err(io)?,
+        CheckFormat::Json => {
+            let text = serde_json::to_string_pretty(&report)
+                .map_err(|e| CheckError::Output(e.to_string()))?;
+            writeln!(out, "{text}").map_err(io)?;
+        }
+    }
+    let failed = report.claims.iter().filter(|c| c.error.is_some()).count();
+    if failed > 0 {
+        return Err(CheckError::Unsatisfied {
+            failed,
+            total: report.claims.len(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn args(claim: &str, name: Option<&str>) -> CheckArgs {
+        CheckArgs {
+            claim: root().join(claim),
+            name: name.map(str::to_string),
+            sysfs: None,
+            slices: Vec::new(),
+            classes: vec![root().join("examples/aks/deviceclasses.yaml")],
+            node_name: "node".into(),
+            cloud: crate::cmd::CloudArgs {
+                cloud_provider_hint: None,
+                azure_imds_endpoint: dranet_azure::DEFAULT_ENDPOINT.into(),
+                azure_imds_api_version: dranet_azure::DEFAULT_API_VERSION.into(),
+            },
+            output: CheckFormat::Table,
+        }
+    }
+
+    fn gb300(name: &str) -> CheckArgs {
+        let mut a = args("examples/aks/gb300-templates.yaml", Some(name));
+        a.slices = vec![
+            root().join("testdata/slices/azure-nd-gb300-v6-gpu.yaml"),
+            root().join("testdata/slices/azure-nd-gb300-v6-dranet.yaml"),
+        ];
+        a
+    }
+
+    fn one(a: &CheckArgs) -> ClaimReport {
+        let mut r = check(a).unwrap();
+        assert_eq!(r.claims.len(), 1);
+        r.claims.remove(0)
+    }
+
+    #[test]
+    fn gb300_templates_from_slices() {
+        let c = one(&gb300("1nic-aligned"));
+        assert_eq!(c.error, None);
+        assert_eq!(c.devices[1].label.as_deref(), Some("mlx5_0"));
+        assert_eq!(c.topology.len(), 1);
+        assert_eq!(c.topology[0].relation, Some(Relation::Node));
+        assert_eq!(c.topology[0].same_numa, Some(true));
+        assert_eq!(c.topology[0].source, "attributes");
+        assert!(c.warnings.is_empty());
+
+        let c = one(&gb300("1nic-unaligned"));
+        assert_eq!(c.devices[1].label.as_deref(), Some("mlx5_2"));
+        assert_eq!(c.topology[0].relation, Some(Relation::Sys));
+        assert_eq!(c.topology[0].same_numa, Some(false));
+        assert_eq!(c.warnings.len(), 1);
+        assert!(
+            c.warnings[0].contains("GPU gpu-0 is on NUMA node 0"),
+            "{:?}",
+            c.warnings
+        );
+
+        let c = one(&gb300("2nic-aligned"));
+        let labels: Vec<_> = c
+            .devices
+            .iter()
+            .filter(|d| d.nic)
+            .map(|d| d.label.clone().unwrap())
+            .collect();
+        assert_eq!(labels, ["mlx5_0", "mlx5_1"]);
+    }
+
+    #[test]
+    fn gb300_with_sysfs_uses_the_pci_tree() {
+        let mut a = gb300("1nic-aligned");
+        a.sysfs = Some(root().join("testdata/nodes/azure-nd-gb300-v6/sys"));
+        a.slices = vec![root().join("testdata/slices/azure-nd-gb300-v6-gpu.yaml")];
+        let c = one(&a);
+        assert_eq!(c.devices[1].device, "pci-0101-00-00-0");
+        assert_eq!(c.devices[1].pool, "node");
+        assert_eq!(c.topology[0].relation, Some(Relation::Node));
+        assert_eq!(c.topology[0].source, "sysfs");
+    }
+
+    #[test]
+    fn bm_mi300x_same_root_pair_is_pix_from_sysfs_and_phb_from_attributes() {
+        let mut a = args(
+            "examples/aks/mi300x-templates.yaml",
+            Some("gpu1-same-pcie-root"),
+        );
+        a.classes.clear();
+        a.sysfs = Some(root().join("testdata/nodes/bm-mi300x-8/sys"));
+        a.slices = vec![root().join("testdata/slices/bm-mi300x-8-gpu.yaml")];
+        let c = one(&a);
+        assert_eq!(c.devices[1].label.as_deref(), Some("mlx5_1"));
+        assert_eq!(c.topology[0].relation, Some(Relation::Pix));
+        a.sysfs = None;
+        a.slices
+            .push(root().join("testdata/slices/bm-mi300x-8-dranet.yaml"));
+        let c = one(&a);
+        assert_eq!(c.topology[0].relation, Some(Relation::Phb));
+    }
+
+    #[test]
+    fn cross_numa_claims_warn_per_gpu() {
+        let mut a = args("examples/aks/mi300x-templates.yaml", None);
+        a.slices = vec![
+            root().join("testdata/slices/azure-nd-mi300x-v5-gpu.yaml"),
+            root().join("testdata/slices/azure-nd-mi300x-v5-dranet.yaml"),
+        ];
+        let r = check(&a).unwrap();
+        let by = |n: &str| r.claims.iter().find(|c| c.name == n).unwrap();
+        assert!(by("4nic-same-numa").warnings.is_empty());
+        assert_eq!(by("4nic-cross-numa").warnings.len(), 4);
+        // All 8 NICs: every GPU has a local NIC, so no warning although half the pairs are SYS.
+        let all = by("8nic-all");
+        assert!(all.warnings.is_empty());
+        assert_eq!(all.topology.len(), 64);
+        assert_eq!(
+            all.topology
+                .iter()
+                .filter(|p| p.relation == Some(Relation::Sys))
+                .count(),
+            32
+        );
+        let mut out = Vec::new();
+        render_table(&r, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("ResourceClaimTemplate 4nic-cross-numa"),
+            "{text}"
+        );
+        assert!(
+            text.contains("warning: GPU gpu-0 is on NUMA node 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn bad_inputs_are_clear_errors() {
+        let mut a = args("examples/aks/gb300-templates.yaml", None);
+        assert!(
+            matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("--sysfs DIR and/or --slices"))
+        );
+        a.slices = vec![root().join("examples/aks/gb300-templates.yaml")];
+        let e = check(&a).unwrap_err().to_string();
+        assert!(
+            e.contains("document 1") && e.contains("not ResourceSlice"),
+            "{e}"
+        );
+        let mut a = gb300("no-such-template");
+        let e = check(&a).unwrap_err().to_string();
+        assert!(
+            e.contains("no claim or template named \"no-such-template\""),
+            "{e}"
+        );
+        a.slices.push(root().join("does/not/exist.yaml"));
+        assert!(matches!(check(&a), Err(CheckError::Read { .. })));
+        let mut a = gb300("1nic-aligned");
+        a.sysfs = Some(root().join("does/not/exist"));
+        assert!(matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("not a directory")));
+    }
+}

@@ -1,5 +1,6 @@
 //! The subcommands.
 
+pub mod check;
 pub mod inventory;
 pub mod topo;
 
@@ -103,6 +104,9 @@ pub enum CliError {
     /// A bad argument.
     #[error("{0}")]
     Usage(String),
+    /// `dranet check` failed.
+    #[error("{0}")]
+    Check(#[from] check::CheckError),
 }
 
 impl SourceArgs {

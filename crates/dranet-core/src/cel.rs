@@ -1,1 +1,325 @@
-//! CEL for DRA selectors (issue 6): placeholder until it lands.
+//! CEL for DRA device selectors: the Kubernetes DRA environment, compiled once, evaluated per
+//! device without building a map for each device.
+//!
+//! The environment is the one the Kubernetes scheduler gives `selectors[].cel.expression`:
+//!
+//! - `device.driver` (string), `device.allowMultipleAllocations` (bool);
+//! - `device.attributes["<domain>"].<name>` or `["<name>"]`: unqualified attribute names are in
+//!   the driver's domain (`rdmaDevice` of driver `dra.net` is `device.attributes["dra.net"]
+//!   .rdmaDevice`), qualified ones (`resource.kubernetes.io/pcieRoot`) under their own domain;
+//!   a domain without attributes is an empty map, and reading a missing attribute is a runtime
+//!   error, which makes the selector fail for that device only;
+//! - `device.capacity["<domain>"].<name>`: quantities;
+//! - the Kubernetes semver library (`semver("1.2.3")`, `isSemver`, `major()`, `minor()`,
+//!   `patch()`, `compareTo`, `isGreaterThan`, `isLessThan`) and quantity library (`quantity`,
+//!   `isQuantity`, `compareTo`, `isGreaterThan`, `isLessThan`, `add`, `sub`, `asInteger`,
+//!   `asApproximateFloat`, `isInteger`, `sign`);
+//! - standard CEL: literals, lists, maps, arithmetic with overflow errors, comparisons, `in`,
+//!   `&&`/`||` with CEL's error absorption, `?:`, `has()`, `all`/`exists`/`exists_one`/`map`/
+//!   `filter`, `size`, `startsWith`/`endsWith`/`contains`, `lowerAscii`/`upperAscii`/`trim`,
+//!   conversions `int`/`uint`/`double`/`string`.
+//!
+//! Not supported (a compile error naming the function, never a silent mismatch): regular
+//! expressions (`matches`), timestamps and durations, protobuf types.
+//!
+//! ```
+//! use dranet_core::cel::{AttrValue, DeviceAttributes, DeviceView, Program, Quantity};
+//!
+//! let p = Program::compile(r#"device.attributes["dra.net"].numaNode == 0"#).unwrap();
+//! let no_capacity: [(&str, Quantity); 0] = [];
+//! let attrs = DeviceAttributes::new("dra.net", [("numaNode", AttrValue::Int(0))], no_capacity)
+//!     .unwrap();
+//! let view = DeviceView { driver: "dra.net", attributes: &attrs, allow_multiple_allocations: false };
+//! assert!(p.matches(&view).unwrap());
+//! ```
+
+mod eval;
+mod ext;
+mod parse;
+
+pub use ext::{Quantity, Semver};
+
+/// Longest expression accepted, as the Kubernetes API validation allows.
+pub const MAX_EXPRESSION_LEN: usize = 10 * 1024;
+
+/// What can go wrong compiling or evaluating an expression.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CelError {
+    /// The expression does not parse, or names something the environment does not declare.
+    #[error("at offset {position}: {message}")]
+    Syntax {
+        /// Byte offset in the expression.
+        position: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The expression is longer than [`MAX_EXPRESSION_LEN`].
+    #[error("expression is {0} bytes long, the limit is {MAX_EXPRESSION_LEN}")]
+    TooLong(usize),
+    /// The expression cannot produce a bool.
+    #[error("expression must evaluate to a bool, not {0}")]
+    NotBool(String),
+    /// Evaluation failed for one device (a missing attribute, a type mismatch, an overflow).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// A typed attribute value as the DRA API publishes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttrValue {
+    /// `bool`.
+    Bool(bool),
+    /// `int`.
+    Int(i64),
+    /// `string`.
+    String(String),
+    /// `version` (semantic version).
+    Version(Semver),
+    /// `ints`: list-typed attribute.
+    Ints(Vec<i64>),
+    /// `strings`: list-typed attribute.
+    Strings(Vec<String>),
+}
+
+impl std::fmt::Display for AttrValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttrValue::Bool(b) => write!(f, "{b}"),
+            AttrValue::Int(i) => write!(f, "{i}"),
+            AttrValue::String(s) => f.write_str(s),
+            AttrValue::Version(v) => write!(f, "{v}"),
+            AttrValue::Ints(v) => {
+                let s: Vec<String> = v.iter().map(i64::to_string).collect();
+                write!(f, "[{}]", s.join(","))
+            }
+            AttrValue::Strings(v) => write!(f, "[{}]", v.join(",")),
+        }
+    }
+}
+
+/// A device's attributes and capacities indexed by (domain, name), built once per device so
+/// lookups during evaluation are a binary search without allocation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceAttributes {
+    /// Sorted by (hash of domain and name, qualified name): a lookup compares integers, then
+    /// the strings of the one entry with that hash.
+    attrs: Vec<Entry>,
+    capacity: Vec<(String, String, Quantity)>,
+}
+
+/// One attribute: `domain/name` in one allocation, split at `split`.
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    hash: u64,
+    key: String,
+    split: usize,
+    value: AttrValue,
+}
+
+impl Entry {
+    fn domain(&self) -> &str {
+        &self.key[..self.split]
+    }
+    fn name(&self) -> &str {
+        &self.key[self.split + 1..]
+    }
+}
+
+/// A fully qualified attribute name with its hash, computed once (at compile time for CEL, when
+/// a claim is compiled for constraints) so lookups need no string hashing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttrKey {
+    /// The domain (`dra.net`, `resource.kubernetes.io`).
+    pub domain: String,
+    /// The name within it.
+    pub name: String,
+    hash: u64,
+}
+
+impl AttrKey {
+    /// The key of `name` in `domain`.
+    pub fn new(domain: &str, name: &str) -> AttrKey {
+        AttrKey {
+            domain: domain.to_string(),
+            name: name.to_string(),
+            hash: key_hash(domain, name),
+        }
+    }
+
+    /// The key of a qualified name; an unqualified one is in `driver`'s domain.
+    pub fn qualified(name: &str, driver: &str) -> AttrKey {
+        let (d, n) = split_qualified(name, driver);
+        AttrKey::new(d, n)
+    }
+}
+
+/// FNV-1a over domain, a separator no name contains, and name.
+fn key_hash(domain: &str, name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in domain.bytes().chain([0xff]).chain(name.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Splits `domain/name`; an unqualified name is in the driver's domain.
+pub fn split_qualified<'a>(name: &'a str, driver: &'a str) -> (&'a str, &'a str) {
+    match name.split_once('/') {
+        Some((d, n)) => (d, n),
+        None => (driver, name),
+    }
+}
+
+impl DeviceAttributes {
+    /// Indexes attributes and capacities published by `driver` (names as in the ResourceSlice,
+    /// qualified or not). Two names that resolve to the same qualified name are an error.
+    pub fn new<A, C, S, T>(driver: &str, attributes: A, capacity: C) -> Result<Self, String>
+    where
+        A: IntoIterator<Item = (S, AttrValue)>,
+        C: IntoIterator<Item = (T, Quantity)>,
+        S: AsRef<str>,
+        T: AsRef<str>,
+    {
+        let mut attrs: Vec<Entry> = attributes
+            .into_iter()
+            .map(|(n, value)| {
+                let (d, n) = split_qualified(n.as_ref(), driver);
+                let mut key = String::with_capacity(d.len() + 1 + n.len());
+                key.push_str(d);
+                key.push('/');
+                key.push_str(n);
+                Entry {
+                    hash: key_hash(d, n),
+                    key,
+                    split: d.len(),
+                    value,
+                }
+            })
+            .collect();
+        attrs.sort_by(|a, b| (a.hash, &a.key).cmp(&(b.hash, &b.key)));
+        if let Some(w) = attrs.windows(2).find(|w| w[0].key == w[1].key) {
+            return Err(format!("attribute {} is given twice", w[0].key));
+        }
+        let mut capacity: Vec<(String, String, Quantity)> = capacity
+            .into_iter()
+            .map(|(n, v)| {
+                let (d, n) = split_qualified(n.as_ref(), driver);
+                (d.to_string(), n.to_string(), v)
+            })
+            .collect();
+        capacity.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        if let Some(w) = capacity
+            .windows(2)
+            .find(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1)
+        {
+            return Err(format!("capacity {}/{} is given twice", w[0].0, w[0].1));
+        }
+        Ok(DeviceAttributes { attrs, capacity })
+    }
+
+    /// The attribute `name` of `domain`.
+    pub fn get(&self, domain: &str, name: &str) -> Option<&AttrValue> {
+        self.lookup(key_hash(domain, name), domain, name)
+    }
+
+    /// The attribute with this key.
+    pub fn get_key(&self, key: &AttrKey) -> Option<&AttrValue> {
+        self.lookup(key.hash, &key.domain, &key.name)
+    }
+
+    fn lookup(&self, hash: u64, domain: &str, name: &str) -> Option<&AttrValue> {
+        let start = self.attrs.partition_point(|e| e.hash < hash);
+        self.attrs[start..]
+            .iter()
+            .take_while(|e| e.hash == hash)
+            .find(|e| e.domain() == domain && e.name() == name)
+            .map(|e| &e.value)
+    }
+
+    /// The attribute with a fully qualified name (`resource.kubernetes.io/pcieRoot`), or an
+    /// unqualified one in the driver's domain.
+    pub fn get_qualified(&self, name: &str, driver: &str) -> Option<&AttrValue> {
+        let (d, n) = split_qualified(name, driver);
+        self.get(d, n)
+    }
+
+    /// The capacity `name` of `domain`.
+    pub fn capacity(&self, domain: &str, name: &str) -> Option<Quantity> {
+        self.capacity
+            .binary_search_by(|(d, n, _)| (d.as_str(), n.as_str()).cmp(&(domain, name)))
+            .ok()
+            .map(|i| self.capacity[i].2)
+    }
+
+    /// All attributes as (domain, name, value), sorted.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &AttrValue)> {
+        self.attrs.iter().map(|e| (e.domain(), e.name(), &e.value))
+    }
+
+    /// Names of the attributes in `domain`.
+    fn domain_names(&self, domain: &str) -> Vec<&str> {
+        self.attrs
+            .iter()
+            .filter(|e| e.domain() == domain)
+            .map(|e| e.name())
+            .collect()
+    }
+
+    fn domain_caps(&self, domain: &str) -> &[(String, String, Quantity)] {
+        let start = self
+            .capacity
+            .partition_point(|(d, _, _)| d.as_str() < domain);
+        let end = self
+            .capacity
+            .partition_point(|(d, _, _)| d.as_str() <= domain);
+        &self.capacity[start..end]
+    }
+}
+
+/// The `device` variable for one evaluation.
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceView<'a> {
+    /// The driver that publishes the device.
+    pub driver: &'a str,
+    /// Its attributes and capacities.
+    pub attributes: &'a DeviceAttributes,
+    /// `device.allowMultipleAllocations`.
+    pub allow_multiple_allocations: bool,
+}
+
+/// A compiled selector expression.
+#[derive(Debug, Clone)]
+pub struct Program {
+    source: String,
+    expr: parse::Expr,
+}
+
+impl Program {
+    /// Compiles an expression: syntax, declared names and functions are checked here, so a
+    /// typo fails before any device is looked at.
+    pub fn compile(source: &str) -> Result<Program, CelError> {
+        if source.len() > MAX_EXPRESSION_LEN {
+            return Err(CelError::TooLong(source.len()));
+        }
+        let expr = parse::parse(source)?;
+        if let Some(kind) = eval::static_non_bool(&expr) {
+            return Err(CelError::NotBool(kind.to_string()));
+        }
+        Ok(Program {
+            source: source.to_string(),
+            expr,
+        })
+    }
+
+    /// The expression's text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Evaluates the expression for one device: `Ok(true)` when it selects the device, an
+    /// error when evaluation fails (which a selector treats as "does not match").
+    pub fn matches(&self, device: &DeviceView<'_>) -> Result<bool, CelError> {
+        eval::eval_bool(&self.expr, device).map_err(CelError::Runtime)
+    }
+}

@@ -1,0 +1,643 @@
+//! The structured-parameters rules of the Kubernetes DRA documentation, one test each, on small
+//! hand-made ResourceSlices (including the unsatisfiable cases and their messages).
+
+use dranet_core::alloc::{AllocError, Allocation, Allocator, DeviceId};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
+use serde_json::{Value, json};
+
+/// A slice of `driver`/`pool` with devices given as (name, attributes JSON).
+fn slice(driver: &str, pool: &str, devices: &[(&str, Value)]) -> Value {
+    slice_gen(driver, pool, 1, 1, devices)
+}
+
+fn slice_gen(
+    driver: &str,
+    pool: &str,
+    generation: i64,
+    count: i64,
+    devices: &[(&str, Value)],
+) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": format!("{pool}-{driver}-{generation}")},
+        "spec": {
+            "driver": driver, "nodeName": "n", "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+            "devices": devices.iter().map(|(n, a)| json!({"name": n, "attributes": a})).collect::<Vec<_>>(),
+        }
+    })
+}
+
+fn class(name: &str, expr: &str) -> DeviceClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": expr}}]}
+    }))
+    .unwrap()
+}
+
+fn classes() -> Vec<DeviceClass> {
+    vec![
+        class("nic", r#"device.driver == "dra.net""#),
+        class("gpu", r#"device.driver == "gpu.example.com""#),
+    ]
+}
+
+fn claim(v: Value) -> ResourceClaimSpec {
+    serde_json::from_value(json!({ "devices": v })).unwrap()
+}
+
+fn req(name: &str, class: &str, sel: &[&str]) -> Value {
+    let sels: Vec<Value> = sel
+        .iter()
+        .map(|e| json!({"cel": {"expression": e}}))
+        .collect();
+    json!({"name": name, "exactly": {"deviceClassName": class, "selectors": sels}})
+}
+
+fn names(a: &Allocation) -> Vec<(String, String)> {
+    a.results
+        .iter()
+        .map(|r| (r.request.clone(), r.device.clone()))
+        .collect()
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn nics(n: usize) -> Value {
+    let devs: Vec<(String, Value)> = (0..n)
+        .map(|i| {
+            (
+                format!("nic{i}"),
+                json!({"numaNode": {"int": (i % 2) as i64}, "rdma": {"bool": true}}),
+            )
+        })
+        .collect();
+    let refs: Vec<(&str, Value)> = devs.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+    slice("dra.net", "n", &refs)
+}
+
+fn unsat(e: AllocError) -> (String, String) {
+    match e {
+        AllocError::Unsatisfiable { request, reason } => (request, reason),
+        other => panic!("expected Unsatisfiable, got {other:?}"),
+    }
+}
+
+#[test]
+fn exact_count_defaults_to_one_and_takes_distinct_devices() {
+    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let one = a
+        .allocate_spec(&claim(json!({"requests": [req("r", "nic", &[])]})), &[])
+        .unwrap();
+    assert_eq!(names(&one), pairs(&[("r", "nic0")]));
+    let mut r = req(
+        "r",
+        "nic",
+        &[r#"device.attributes["dra.net"].numaNode == 1"#],
+    );
+    r["exactly"]["count"] = json!(2);
+    let two = a
+        .allocate_spec(&claim(json!({"requests": [r]})), &[])
+        .unwrap();
+    assert_eq!(names(&two), pairs(&[("r", "nic1"), ("r", "nic3")]));
+}
+
+#[test]
+fn too_few_matching_devices_names_the_request_and_counts() {
+    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let mut r = req(
+        "nic",
+        "nic",
+        &[r#"device.attributes["dra.net"].numaNode == 0"#],
+    );
+    r["exactly"]["count"] = json!(3);
+    let (request, reason) = unsat(
+        a.allocate_spec(&claim(json!({"requests": [r]})), &[])
+            .unwrap_err(),
+    );
+    assert_eq!(request, "nic");
+    assert!(
+        reason.contains("needs 3") && reason.contains("2 match"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn class_selectors_apply_and_unknown_classes_are_errors() {
+    let gpu = slice("gpu.example.com", "n", &[("gpu0", json!({}))]);
+    let a = Allocator::from_json(&[gpu, nics(1)], &classes()).unwrap();
+    let r = a
+        .allocate_spec(&claim(json!({"requests": [req("g", "gpu", &[])]})), &[])
+        .unwrap();
+    assert_eq!(names(&r), pairs(&[("g", "gpu0")]));
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [req("g", "tpu", &[])]})), &[])
+        .unwrap_err();
+    assert_eq!(
+        e,
+        AllocError::ClassNotFound {
+            request: "g".into(),
+            class: "tpu".into()
+        }
+    );
+    assert_eq!(e.to_string(), r#"request g: DeviceClass "tpu" not found"#);
+}
+
+#[test]
+fn a_device_is_allocated_at_most_once() {
+    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let c = claim(json!({"requests": [req("a", "nic", &[]), req("b", "nic", &[])]}));
+    let (request, reason) = unsat(a.allocate_spec(&c, &[]).unwrap_err());
+    assert_eq!(request, "b");
+    assert!(reason.contains("at most once"), "{reason}");
+    let a = Allocator::from_json(&[nics(2)], &classes()).unwrap();
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("a", "nic0"), ("b", "nic1")])
+    );
+}
+
+#[test]
+fn already_allocated_devices_are_skipped() {
+    let a = Allocator::from_json(&[nics(2)], &classes()).unwrap();
+    let taken = [DeviceId {
+        driver: "dra.net".into(),
+        pool: "n".into(),
+        device: "nic0".into(),
+    }];
+    let r = a
+        .allocate_spec(&claim(json!({"requests": [req("a", "nic", &[])]})), &taken)
+        .unwrap();
+    assert_eq!(names(&r), pairs(&[("a", "nic1")]));
+    let c = claim(json!({"requests": [req("a", "nic", &[]), req("b", "nic", &[])]}));
+    let (_, reason) = unsat(a.allocate_spec(&c, &taken).unwrap_err());
+    assert!(reason.contains("at most once"), "{reason}");
+}
+
+#[test]
+fn search_backtracks_when_a_greedy_choice_blocks_a_later_request() {
+    // d0 suits both requests, d1 only the first: greedy a=d0 leaves b nothing.
+    let s = slice(
+        "dra.net",
+        "n",
+        &[
+            ("d0", json!({"x": {"int": 1}, "y": {"int": 1}})),
+            ("d1", json!({"x": {"int": 1}})),
+        ],
+    );
+    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    let c = claim(json!({"requests": [
+        req("a", "nic", &[r#"device.attributes["dra.net"].x == 1"#]),
+        req("b", "nic", &[r#"device.attributes["dra.net"].y == 1"#]),
+    ]}));
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("a", "d1"), ("b", "d0")])
+    );
+}
+
+#[test]
+fn all_mode_takes_every_matching_device() {
+    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let mut r = req(
+        "all",
+        "nic",
+        &[r#"device.attributes["dra.net"].numaNode == 0"#],
+    );
+    r["exactly"]["allocationMode"] = json!("All");
+    let c = claim(json!({"requests": [r.clone()]}));
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("all", "nic0"), ("all", "nic2")])
+    );
+    // One of them in use: All cannot be met.
+    let taken = [DeviceId {
+        driver: "dra.net".into(),
+        pool: "n".into(),
+        device: "nic2".into(),
+    }];
+    let (_, reason) = unsat(a.allocate_spec(&c, &taken).unwrap_err());
+    assert!(reason.contains("already allocated"), "{reason}");
+    // Nothing matches: All needs at least one device.
+    let mut none = req(
+        "all",
+        "nic",
+        &[r#"device.attributes["dra.net"].numaNode == 7"#],
+    );
+    none["exactly"]["allocationMode"] = json!("All");
+    let (_, reason) = unsat(
+        a.allocate_spec(&claim(json!({"requests": [none]})), &[])
+            .unwrap_err(),
+    );
+    assert!(reason.contains("at least one"), "{reason}");
+    // count is not allowed with All.
+    r["exactly"]["count"] = json!(2);
+    assert!(matches!(
+        a.allocate_spec(&claim(json!({"requests": [r]})), &[]),
+        Err(AllocError::InvalidClaim(_))
+    ));
+}
+
+#[test]
+fn all_mode_fails_on_an_incomplete_pool_and_exact_count_does_not() {
+    // The pool says two slices, only one is present.
+    let s = slice_gen("dra.net", "n", 1, 2, &[("nic0", json!({}))]);
+    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    assert!(a.warnings().iter().any(|w| w.contains("incomplete")));
+    let mut r = req("all", "nic", &[]);
+    r["exactly"]["allocationMode"] = json!("All");
+    let (_, reason) = unsat(
+        a.allocate_spec(&claim(json!({"requests": [r]})), &[])
+            .unwrap_err(),
+    );
+    assert!(reason.contains("incomplete"), "{reason}");
+    assert!(
+        a.allocate_spec(&claim(json!({"requests": [req("one", "nic", &[])]})), &[])
+            .is_ok()
+    );
+}
+
+#[test]
+fn only_the_newest_pool_generation_counts() {
+    let old = slice_gen("dra.net", "n", 1, 1, &[("old", json!({}))]);
+    let new = slice_gen("dra.net", "n", 2, 1, &[("new", json!({}))]);
+    let a = Allocator::from_json(&[old, new], &classes()).unwrap();
+    assert_eq!(a.devices().len(), 1);
+    assert_eq!(a.devices()[0].id.device, "new");
+}
+
+#[test]
+fn match_attribute_backtracks_across_requests() {
+    // gpu0 is on NUMA 1 where no NIC is free; the match must move the GPU to gpu1.
+    let gpus = slice(
+        "gpu.example.com",
+        "n",
+        &[
+            (
+                "gpu0",
+                json!({"resource.kubernetes.io/numaNode": {"int": 1}}),
+            ),
+            (
+                "gpu1",
+                json!({"resource.kubernetes.io/numaNode": {"int": 0}}),
+            ),
+        ],
+    );
+    let nic = slice(
+        "dra.net",
+        "n",
+        &[(
+            "nic0",
+            json!({"resource.kubernetes.io/numaNode": {"int": 0}}),
+        )],
+    );
+    let a = Allocator::from_json(&[gpus, nic], &classes()).unwrap();
+    let c = claim(json!({
+        "requests": [req("gpu", "gpu", &[]), req("nic", "nic", &[])],
+        "constraints": [{"requests": ["gpu", "nic"], "matchAttribute": "resource.kubernetes.io/numaNode"}]
+    }));
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("gpu", "gpu1"), ("nic", "nic0")])
+    );
+}
+
+#[test]
+fn match_attribute_needs_the_attribute_and_reports_the_constraint() {
+    let s = slice(
+        "dra.net",
+        "n",
+        &[
+            ("a", json!({"numaNode": {"int": 0}})),
+            ("b", json!({})),
+            ("c", json!({"numaNode": {"int": 1}})),
+        ],
+    );
+    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    let mut r = req("nics", "nic", &[]);
+    r["exactly"]["count"] = json!(2);
+    // Empty requests list: the constraint covers every request. Unqualified `numaNode` of
+    // driver dra.net is `dra.net/numaNode`.
+    let c =
+        claim(json!({"requests": [r], "constraints": [{"matchAttribute": "dra.net/numaNode"}]}));
+    let (request, reason) = unsat(a.allocate_spec(&c, &[]).unwrap_err());
+    assert_eq!(request, "nics");
+    assert!(
+        reason.contains("constraint #0 (matchAttribute dra.net/numaNode, all requests)"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn match_attribute_on_list_values_uses_the_intersection() {
+    let s = slice(
+        "dra.net",
+        "n",
+        &[
+            (
+                "a",
+                json!({"resource.kubernetes.io/numaNode": {"ints": [0, 1]}}),
+            ),
+            (
+                "b",
+                json!({"resource.kubernetes.io/numaNode": {"ints": [2]}}),
+            ),
+            (
+                "c",
+                json!({"resource.kubernetes.io/numaNode": {"ints": [1, 2]}}),
+            ),
+            (
+                "d",
+                json!({"resource.kubernetes.io/numaNode": {"ints": [2, 3]}}),
+            ),
+        ],
+    );
+    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    let mut r = req("nics", "nic", &[]);
+    r["exactly"]["count"] = json!(2);
+    let c = claim(
+        json!({"requests": [r.clone()], "constraints": [{"matchAttribute": "resource.kubernetes.io/numaNode"}]}),
+    );
+    // a∩c = {1}.
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("nics", "a"), ("nics", "c")])
+    );
+    // Three devices: a∩c∩x must stay non-empty, only b, c, d share 2.
+    r["exactly"]["count"] = json!(3);
+    let c = claim(
+        json!({"requests": [r], "constraints": [{"matchAttribute": "resource.kubernetes.io/numaNode"}]}),
+    );
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("nics", "b"), ("nics", "c"), ("nics", "d")])
+    );
+}
+
+#[test]
+fn distinct_attribute_needs_different_values() {
+    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let mut r = req("nics", "nic", &[]);
+    r["exactly"]["count"] = json!(2);
+    let c = claim(
+        json!({"requests": [r.clone()], "constraints": [{"distinctAttribute": "dra.net/numaNode"}]}),
+    );
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("nics", "nic0"), ("nics", "nic1")])
+    );
+    r["exactly"]["count"] = json!(3);
+    let c =
+        claim(json!({"requests": [r], "constraints": [{"distinctAttribute": "dra.net/numaNode"}]}));
+    let (_, reason) = unsat(a.allocate_spec(&c, &[]).unwrap_err());
+    assert!(reason.contains("distinctAttribute"), "{reason}");
+}
+
+fn first_available(name: &str, subs: &[(&str, &str, &str, i64)]) -> Value {
+    let subs: Vec<Value> = subs
+        .iter()
+        .map(|(n, class, expr, count)| {
+            json!({"name": n, "deviceClassName": class, "count": count,
+                   "selectors": [{"cel": {"expression": expr}}]})
+        })
+        .collect();
+    json!({"name": name, "firstAvailable": subs})
+}
+
+#[test]
+fn first_available_takes_the_first_sub_request_that_fits() {
+    let a = Allocator::from_json(&[nics(3)], &classes()).unwrap();
+    let r = first_available(
+        "net",
+        &[
+            ("four", "nic", "true", 4),
+            ("two", "nic", "true", 2),
+            ("one", "nic", "true", 1),
+        ],
+    );
+    let got = a
+        .allocate_spec(&claim(json!({"requests": [r]})), &[])
+        .unwrap();
+    assert_eq!(
+        names(&got),
+        pairs(&[("net/two", "nic0"), ("net/two", "nic1")])
+    );
+}
+
+#[test]
+fn first_available_backtracks_when_a_later_request_needs_the_devices() {
+    // net/two fits alone but leaves `other` nothing; net/one must be chosen instead.
+    let a = Allocator::from_json(&[nics(2)], &classes()).unwrap();
+    let r = first_available(
+        "net",
+        &[("two", "nic", "true", 2), ("one", "nic", "true", 1)],
+    );
+    let c = claim(json!({"requests": [r, req("other", "nic", &[])]}));
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("net/one", "nic0"), ("other", "nic1")])
+    );
+}
+
+#[test]
+fn constraints_can_name_one_sub_request() {
+    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let r = first_available(
+        "net",
+        &[("pair", "nic", "true", 2), ("single", "nic", "true", 1)],
+    );
+    // Only the `pair` alternative must share a NUMA node.
+    let c = claim(
+        json!({"requests": [r.clone()], "constraints": [{"requests": ["net/pair"], "matchAttribute": "dra.net/numaNode"}]}),
+    );
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("net/pair", "nic0"), ("net/pair", "nic2")])
+    );
+    let bad = claim(
+        json!({"requests": [r], "constraints": [{"requests": ["net/nope"], "matchAttribute": "dra.net/numaNode"}]}),
+    );
+    let e = a.allocate_spec(&bad, &[]).unwrap_err();
+    assert!(e.to_string().contains("no sub-request \"nope\""), "{e}");
+}
+
+#[test]
+fn a_cel_runtime_error_only_rejects_that_device() {
+    // Only nic1 has `model`: the others fail the lookup and are skipped.
+    let s = slice(
+        "dra.net",
+        "n",
+        &[
+            ("nic0", json!({})),
+            ("nic1", json!({"model": {"string": "cx7"}})),
+        ],
+    );
+    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    let c = claim(
+        json!({"requests": [req("r", "nic", &[r#"device.attributes["dra.net"].model == "cx7""#])]}),
+    );
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("r", "nic1")])
+    );
+    // When no device is left, the message shows the runtime error.
+    let c = claim(
+        json!({"requests": [req("r", "nic", &[r#"device.attributes["dra.net"].vendor == "x""#])]}),
+    );
+    let (_, reason) = unsat(a.allocate_spec(&c, &[]).unwrap_err());
+    assert!(reason.contains("no such key: vendor"), "{reason}");
+}
+
+#[test]
+fn invalid_cel_names_the_request_and_expression() {
+    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let c = claim(
+        json!({"requests": [req("nic", "nic", &[r#"device.atributes["dra.net"].x == 1 &&"#])]}),
+    );
+    let e = a.compile(&c).unwrap_err();
+    match &e {
+        AllocError::Cel {
+            request,
+            expression,
+            class,
+            ..
+        } => {
+            assert_eq!(request, "nic");
+            assert!(expression.contains("device.atributes"));
+            assert!(class.is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        e.to_string()
+            .starts_with("request nic: invalid CEL expression"),
+        "{e}"
+    );
+    let c = claim(json!({"requests": [req("nic", "nic", &["dev.driver == 1"])]}));
+    assert!(
+        a.compile(&c)
+            .unwrap_err()
+            .to_string()
+            .contains("undeclared reference to \"dev\"")
+    );
+    // A class with a bad selector fails the requests that use it, naming the class.
+    let bad = vec![class("broken", "device.driver ==")];
+    let a = Allocator::from_json(&[nics(1)], &bad).unwrap();
+    let e = a
+        .compile(&claim(json!({"requests": [req("r", "broken", &[])]})))
+        .unwrap_err();
+    assert!(e.to_string().contains("of DeviceClass broken"), "{e}");
+}
+
+#[test]
+fn malformed_claims_are_rejected_with_what_is_wrong() {
+    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let cases = [
+        (
+            json!({"requests": [{"name": "r"}]}),
+            "one of exactly or firstAvailable",
+        ),
+        (
+            json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "nic"}, "firstAvailable": [{"name": "s", "deviceClassName": "nic"}]}]}),
+            "both set",
+        ),
+        (
+            json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "nic", "count": 0}}]}),
+            "count 0",
+        ),
+        (
+            json!({"requests": [req("r", "nic", &[]), req("r", "nic", &[])]}),
+            "used twice",
+        ),
+        (
+            json!({"requests": [req("r", "nic", &[])], "constraints": [{"requests": ["x"], "matchAttribute": "a/b"}]}),
+            "unknown request \"x\"",
+        ),
+        (
+            json!({"requests": [req("r", "nic", &[])], "constraints": [{"matchAttribute": "numaNode"}]}),
+            "fully qualified",
+        ),
+        (
+            json!({"requests": [{"name": "r", "exactly": {"deviceClassName": "nic", "allocationMode": "Some"}}]}),
+            "neither ExactCount nor All",
+        ),
+    ];
+    for (c, want) in cases {
+        let e = a.compile(&claim(c.clone())).unwrap_err();
+        assert!(matches!(e, AllocError::InvalidClaim(_)), "{c}: {e:?}");
+        assert!(e.to_string().contains(want), "{c}: {e}");
+    }
+}
+
+#[test]
+fn malformed_slices_are_errors_naming_slice_and_device() {
+    let s = slice("dra.net", "n", &[("nic0", json!({"x": {}}))]);
+    let e = Allocator::from_json(&[s], &classes()).unwrap_err();
+    assert!(
+        e.to_string().contains("n-dra.net-1") && e.to_string().contains("device nic0: attribute x"),
+        "{e}"
+    );
+    let s = slice(
+        "dra.net",
+        "n",
+        &[("nic0", json!({"v": {"version": "1.2"}}))],
+    );
+    assert!(
+        Allocator::from_json(&[s], &classes())
+            .unwrap_err()
+            .to_string()
+            .contains("invalid semver")
+    );
+    let s = slice("dra.net", "n", &[("nic0", json!({})), ("nic0", json!({}))]);
+    assert!(
+        Allocator::from_json(&[s], &classes())
+            .unwrap_err()
+            .to_string()
+            .contains("appears twice")
+    );
+    let e = Allocator::from_json(&[json!({"spec": 3})], &classes()).unwrap_err();
+    assert!(matches!(e, AllocError::InvalidSlice { .. }), "{e:?}");
+}
+
+#[test]
+fn no_claim_gets_more_than_32_devices() {
+    let a = Allocator::from_json(&[nics(40)], &classes()).unwrap();
+    let mut r = req("r", "nic", &[]);
+    r["exactly"]["allocationMode"] = json!("All");
+    let (_, reason) = unsat(
+        a.allocate_spec(&claim(json!({"requests": [r]})), &[])
+            .unwrap_err(),
+    );
+    assert!(reason.contains("more than 32"), "{reason}");
+}
+
+#[test]
+fn unsupported_features_are_errors_not_silent_mismatches() {
+    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let mut r = req("r", "nic", &[]);
+    r["exactly"]["adminAccess"] = json!(true);
+    let e = a.compile(&claim(json!({"requests": [r]}))).unwrap_err();
+    assert!(matches!(e, AllocError::Unsupported { .. }), "{e:?}");
+}
+
+#[test]
+fn first_available_that_cannot_be_met_names_every_sub_request() {
+    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let r = first_available(
+        "net",
+        &[("two", "nic", "true", 2), ("gpu", "gpu", "true", 1)],
+    );
+    let (request, reason) = unsat(
+        a.allocate_spec(&claim(json!({"requests": [r]})), &[])
+            .unwrap_err(),
+    );
+    assert_eq!(request, "net");
+    assert!(
+        reason.contains("net/two: needs 2") && reason.contains("net/gpu: needs 1"),
+        "{reason}"
+    );
+}
