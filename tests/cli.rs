@@ -222,3 +222,83 @@ fn inventory_with_azure_imds_shows_the_fabric_attributes_on_every_device() {
     ]);
     assert!(ok && !out.contains("azure.dra.net"));
 }
+
+/// Issue 5's test of record: the seeds' `ib-same-fabric` template selects the GB300 NICs when the
+/// node's placement group (from IMDS) is the job's, and nothing when it is another.
+#[test]
+fn ib_same_fabric_follows_the_placement_group_from_imds() {
+    use dranet_azure::fake::FakeImds;
+    let doc = |n: &str| {
+        std::fs::read_to_string(format!("{}/testdata/imds/{n}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap()
+    };
+    let check = |compute: String| {
+        let imds =
+            FakeImds::start_blocking(FakeImds::documents(compute, doc("gb300-network.json")))
+                .unwrap();
+        dranet(&[
+            "check",
+            "examples/aks/gb300-templates.yaml",
+            "--name",
+            "ib-same-fabric",
+            "--sysfs",
+            GB300,
+            "--slices",
+            "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
+            "--classes",
+            "examples/aks/deviceclasses.yaml",
+            "--azure-imds-endpoint",
+            &imds.endpoint,
+            "-o",
+            "json",
+        ])
+    };
+    let (ok, out, err) = check(doc("gb300-compute.json"));
+    assert!(ok, "{err}\n{out}");
+    for nic in ["mlx5_0", "mlx5_1"] {
+        assert!(out.contains(nic), "{nic} not allocated:\n{out}");
+    }
+    assert!(!out.contains("mlx5_2") && !out.contains("mlx5_3"), "{out}");
+
+    let other = doc("gb300-compute.json").replace(
+        "8f0c7c3e-5d1a-4b8e-9f3e-2a6b1c4d7e90",
+        "11111111-2222-3333-4444-555555555555",
+    );
+    let (ok, out, err) = check(other);
+    assert!(!ok, "allocated on another fabric:\n{out}");
+    assert!(!out.contains("pci-0101-00-00-0"), "{out}");
+    assert!(
+        err.contains("cannot be allocated") || out.contains("cannot allocate"),
+        "{err}\n{out}"
+    );
+}
+
+#[test]
+fn check_shows_the_seeds_relations() {
+    let (ok, out, err) = dranet(&[
+        "check",
+        "examples/aks/gb300-templates.yaml",
+        "--name",
+        "1nic-unaligned",
+        "--sysfs",
+        GB300,
+        "--slices",
+        "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
+        "--classes",
+        "examples/aks/deviceclasses.yaml",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("pci-0103-00-00-0") && out.contains("mlx5_2"),
+        "{out}"
+    );
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("gpu-0") && l.contains("SYS"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains("SYS"));
+    assert!(
+        out.contains("warning: GPU gpu-0 is on NUMA node 0"),
+        "{out}"
+    );
+}
