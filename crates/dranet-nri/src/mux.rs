@@ -84,13 +84,43 @@ pub struct Frame {
     pub payload: Vec<u8>,
 }
 
+/// A byte stream's unread bytes: appended at the end, consumed from the front, compacted so a
+/// long-lived connection does not keep consumed bytes around. Shared by the mux and ttrpc decoders.
+#[derive(Debug, Default)]
+pub(crate) struct StreamBuf {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl StreamBuf {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else if self.start > 64 * 1024 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The bytes not consumed yet.
+    pub(crate) fn avail(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// Marks `n` bytes of [`StreamBuf::avail`] as consumed.
+    pub(crate) fn consume(&mut self, n: usize) {
+        self.start += n;
+    }
+}
+
 /// Incremental mux frame decoder: push bytes as they arrive, pop whole frames.
 ///
 /// Errors are final: after one, the stream has lost sync and the connection must be dropped.
 #[derive(Debug, Default)]
 pub struct FrameDecoder {
-    buf: Vec<u8>,
-    start: usize,
+    buf: StreamBuf,
     largest: usize,
 }
 
@@ -102,26 +132,18 @@ impl FrameDecoder {
 
     /// Appends bytes read from the socket.
     pub fn push(&mut self, bytes: &[u8]) {
-        // Compact before growing so a long-lived connection does not keep consumed bytes around.
-        if self.start > 0 && self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-        } else if self.start > 64 * 1024 {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        self.buf.extend_from_slice(bytes);
+        self.buf.push(bytes);
     }
 
     /// Bytes received but not yet returned as a frame.
     pub fn pending(&self) -> usize {
-        self.buf.len() - self.start
+        self.buf.avail().len()
     }
 
     /// The next complete frame, `Ok(None)` if more bytes are needed, or an error for a header no
     /// NRI peer sends.
     pub fn next_frame(&mut self) -> Result<Option<Frame>> {
-        let avail = &self.buf[self.start..];
+        let avail = self.buf.avail();
         let Some(hdr) = avail.first_chunk::<HEADER_LEN>() else {
             return Ok(None);
         };
@@ -139,7 +161,7 @@ impl FrameDecoder {
             return Ok(None);
         }
         let payload = avail[HEADER_LEN..total].to_vec();
-        self.start += total;
+        self.buf.consume(total);
         self.largest = self.largest.max(total);
         Ok(Some(Frame { conn_id, payload }))
     }

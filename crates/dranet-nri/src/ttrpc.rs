@@ -1,6 +1,7 @@
 //! ttrpc framing: a 10-byte big-endian header (`u32` length, `u32` stream id, `u8` type, `u8` flags)
 //! before a protobuf `Request` or `Response` envelope. Only unary calls exist in NRI.
 
+use crate::mux::StreamBuf;
 use prost::Message as _;
 
 use crate::error::{Error, Result};
@@ -90,8 +91,7 @@ impl Message {
 /// Errors are final: after one, the stream has lost sync and the connection must be dropped.
 #[derive(Debug, Default)]
 pub struct MessageDecoder {
-    buf: Vec<u8>,
-    start: usize,
+    buf: StreamBuf,
 }
 
 impl MessageDecoder {
@@ -102,25 +102,18 @@ impl MessageDecoder {
 
     /// Appends the next bytes of the channel's stream.
     pub fn push(&mut self, bytes: &[u8]) {
-        if self.start > 0 && self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-        } else if self.start > 64 * 1024 {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-        self.buf.extend_from_slice(bytes);
+        self.buf.push(bytes);
     }
 
     /// Bytes received but not yet returned as a message.
     pub fn pending(&self) -> usize {
-        self.buf.len() - self.start
+        self.buf.avail().len()
     }
 
     /// The next complete message, `Ok(None)` if more bytes are needed, or an error for a header
     /// announcing more than ttrpc allows.
     pub fn next_message(&mut self) -> Result<Option<Message>> {
-        let avail = &self.buf[self.start..];
+        let avail = self.buf.avail();
         let Some(hdr) = avail.first_chunk::<HEADER_LEN>() else {
             return Ok(None);
         };
@@ -143,7 +136,7 @@ impl MessageDecoder {
             flags: hdr[9],
             body: avail[HEADER_LEN..total].to_vec(),
         };
-        self.start += total;
+        self.buf.consume(total);
         Ok(Some(msg))
     }
 }
