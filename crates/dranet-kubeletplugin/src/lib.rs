@@ -1,5 +1,107 @@
 //! `dranet-kubeletplugin`: a DRA kubelet plugin library for any Rust driver.
 //!
-//! Registers with the kubelet, serves the DRAPlugin gRPC services (v1 and v1beta1), publishes the
-//! driver's ResourceSlices, looks up claims and checkpoints what was prepared, so that a Rust DRA
-//! driver only implements prepare and unprepare. dranet is its first user.
+//! A Kubernetes DRA driver has two faces. To the kubelet it is a gRPC server on two unix sockets:
+//! a registration socket in `<kubelet>/plugins_registry/` and the DRA service socket in
+//! `<kubelet>/plugins/<driver>/`, which the kubelet calls to prepare the devices of a claim before a
+//! pod starts and to unprepare them after it ends. To the scheduler it publishes its devices as
+//! `ResourceSlice` objects through the API server. This crate does both, so that a driver only says
+//! what its devices are and how to prepare one.
+//!
+//! What the library takes care of:
+//!
+//! - registration (`pluginregistration.Registration`), the `v1` and `v1beta1` `DRAPlugin` services
+//!   and, when asked, `v1alpha1.DRAResourceHealth`;
+//! - claim lookup: each claim is read from the API server, refused if it is not allocated or was
+//!   replaced by a new claim of the same name, and the driver only sees allocation results and
+//!   configuration for its own driver name;
+//! - idempotency and crash safety: calls for one claim are serialized, and what was prepared is
+//!   kept in a checksummed checkpoint file written atomically, so kubelet retries get the same
+//!   answer and an unprepare after a restart still reaches the driver with what prepare returned;
+//! - ResourceSlice publishing: one pool named after the node, split into slices of at most 128
+//!   devices, owned by the Node, rewritten only when something changed, repaired on drift;
+//! - sockets: a stale socket from a crash is replaced, and shutdown removes ours;
+//! - metrics hooks ([`Metrics`]).
+//!
+//! # Writing a driver
+//!
+//! Implement [`Driver`], then start a [`Plugin`] with [`PluginBuilder`] and tell it your devices
+//! with [`Plugin::publish`] (again whenever they change):
+//!
+//! ```no_run
+//! use dranet_kubeletplugin::{
+//!     ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, KubeClient, Plugin, Prepared,
+//!     PreparedDevice,
+//! };
+//! use k8s_openapi::api::resource::v1::Device;
+//!
+//! struct MyDriver;
+//!
+//! impl Driver for MyDriver {
+//!     async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, DriverError> {
+//!         // `claim.results` holds this driver's allocated devices; make them usable here.
+//!         let devices = claim
+//!             .results
+//!             .iter()
+//!             .map(|r| PreparedDevice {
+//!                 requests: vec![r.request.clone()],
+//!                 pool: r.pool.clone(),
+//!                 device: r.device.clone(),
+//!                 cdi_device_ids: vec![format!("example.com/dev={}", r.device)],
+//!                 share_id: None,
+//!             })
+//!             .collect();
+//!         Ok(Prepared { devices, state: None })
+//!     }
+//!
+//!     async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), DriverError> {
+//!         // `claim.state` holds what prepare returned (from the checkpoint, across restarts).
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), dranet_kubeletplugin::Error> {
+//! let api = KubeClient::infer("example.com").await?;
+//! let plugin = Plugin::builder("example.com", "node-1", MyDriver, api).start().await?;
+//! plugin.publish(vec![Device { name: "dev0".into(), ..Default::default() }]);
+//! // ... run until SIGTERM, then:
+//! plugin.shutdown().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The runnable version is `examples/minimal_driver.rs` in the dranet repository.
+//!
+//! # Testing a driver
+//!
+//! With the `fake` feature, [`fake::FakeApiServer`] is an in-process API server speaking the real
+//! JSON over HTTP (ResourceSlice list/watch/create/update/delete with resourceVersions and 409
+//! conflicts, ResourceClaim and Node get), and [`fake::FakeKubelet`] calls the plugin's sockets the
+//! way the kubelet does.
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod checkpoint;
+mod driver;
+mod error;
+#[cfg(feature = "fake")]
+pub mod fake;
+mod grpc;
+mod health;
+pub mod metrics;
+mod node;
+mod plugin;
+pub mod proto;
+pub mod publisher;
+mod socket;
+
+pub use api::{KubeApi, KubeClient};
+pub use checkpoint::{CheckpointPolicy, LoadOutcome};
+pub use driver::{
+    ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, PrepareState, Prepared,
+    PreparedDevice,
+};
+pub use error::{Error, Result};
+pub use grpc::RegistrationStatus;
+pub use health::{DeviceHealthReport, Health, HealthReporter};
+pub use metrics::{Method, Metrics, NoMetrics};
+pub use plugin::{DEFAULT_KUBELET_DIR, Plugin, PluginBuilder};

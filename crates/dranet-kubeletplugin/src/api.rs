@@ -1,0 +1,268 @@
+//! Access to the Kubernetes API server: the [`KubeApi`] trait (the seam) and [`KubeClient`], its
+//! implementation on kube-rs.
+//!
+//! Writes use plain create/update/delete with optimistic concurrency: an update carries the
+//! `resourceVersion` it was based on and a delete carries UID and resourceVersion preconditions, so a
+//! concurrent writer makes the API server answer 409 and the publisher re-reads instead of
+//! overwriting. Every write names a field manager.
+
+use std::future::Future;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use kube::api::{
+    Api, DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams,
+};
+
+use crate::error::{Error, Result};
+
+/// ResourceSlices as listed, with the list's resourceVersion to start a watch from.
+#[derive(Debug, Clone, Default)]
+pub struct SliceList {
+    /// The slices.
+    pub items: Vec<ResourceSlice>,
+    /// The list's resourceVersion.
+    pub resource_version: String,
+}
+
+/// One event of a ResourceSlice watch.
+#[derive(Debug, Clone)]
+pub enum SliceEvent {
+    /// A slice was added, modified or deleted; the publisher re-reads on any of them.
+    Changed,
+    /// A bookmark: nothing changed, the watch is at this resourceVersion.
+    Bookmark(String),
+}
+
+/// The stream of a watch. It ends when the server closes the watch; an `Err` item with code 410
+/// means the resourceVersion is too old and the caller must list again.
+pub type SliceEvents = BoxStream<'static, Result<SliceEvent>>;
+
+/// What the plugin needs from the API server. [`KubeClient`] implements it for a real cluster;
+/// tests can implement it in memory or point a [`KubeClient`] at a fake server.
+pub trait KubeApi: Send + Sync + 'static {
+    /// Reads a ResourceClaim.
+    fn get_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<ResourceClaim>> + Send;
+
+    /// Reads the UID of a Node (for the slices' owner reference).
+    fn get_node_uid(&self, name: &str) -> impl Future<Output = Result<String>> + Send;
+
+    /// Lists the ResourceSlices of `driver` on `node`.
+    fn list_slices(
+        &self,
+        node: &str,
+        driver: &str,
+    ) -> impl Future<Output = Result<SliceList>> + Send;
+
+    /// Watches the ResourceSlices of `driver` on `node` from `resource_version`.
+    fn watch_slices(
+        &self,
+        node: &str,
+        driver: &str,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<SliceEvents>> + Send;
+
+    /// Creates a slice; 409 if the name is taken.
+    fn create_slice(
+        &self,
+        slice: &ResourceSlice,
+    ) -> impl Future<Output = Result<ResourceSlice>> + Send;
+
+    /// Replaces a slice; its `metadata.resourceVersion` must be current or the answer is 409.
+    fn update_slice(
+        &self,
+        slice: &ResourceSlice,
+    ) -> impl Future<Output = Result<ResourceSlice>> + Send;
+
+    /// Deletes a slice if it still has this UID and resourceVersion (409 otherwise, 404 if gone).
+    fn delete_slice(
+        &self,
+        name: &str,
+        uid: &str,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// [`KubeApi`] on a kube-rs client.
+#[derive(Clone)]
+pub struct KubeClient {
+    client: kube::Client,
+    field_manager: String,
+}
+
+impl std::fmt::Debug for KubeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeClient")
+            .field("field_manager", &self.field_manager)
+            .finish()
+    }
+}
+
+/// The field selector that limits lists and watches to our own slices.
+pub fn slice_field_selector(node: &str, driver: &str) -> String {
+    format!("spec.nodeName={node},spec.driver={driver}")
+}
+
+impl KubeClient {
+    /// Wraps a client; writes are attributed to `field_manager` (use the driver name).
+    pub fn new(client: kube::Client, field_manager: impl Into<String>) -> Self {
+        Self {
+            client,
+            field_manager: field_manager.into(),
+        }
+    }
+
+    /// A client from the environment: in-cluster service account, else `$KUBECONFIG` or
+    /// `~/.kube/config`. Must be called inside a Tokio runtime.
+    pub async fn infer(field_manager: impl Into<String>) -> Result<Self> {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| Error::ApiTransport {
+                action: "find API server credentials (in-cluster config or kubeconfig)".into(),
+                source: Box::new(e),
+            })?;
+        Ok(Self::new(client, field_manager))
+    }
+
+    /// A client for an unauthenticated API server at `url` (e.g. a fake on loopback in tests).
+    /// Must be called inside a Tokio runtime.
+    pub fn for_url(url: &str, field_manager: impl Into<String>) -> Result<Self> {
+        let uri = url
+            .parse()
+            .map_err(|e| Error::Config(format!("API server URL {url:?}: {e}")))?;
+        let config = kube::Config::new(uri);
+        let client = kube::Client::try_from(config).map_err(|e| Error::ApiTransport {
+            action: format!("build API client for {url}"),
+            source: Box::new(e),
+        })?;
+        Ok(Self::new(client, field_manager))
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams {
+            dry_run: false,
+            field_manager: Some(self.field_manager.clone()),
+        }
+    }
+}
+
+/// Turns a kube error into ours, keeping the HTTP status where there is one.
+pub(crate) fn map_kube_error(action: impl Into<String>, err: kube::Error) -> Error {
+    let action = action.into();
+    match err {
+        kube::Error::Api(status) => Error::ApiStatus {
+            action,
+            code: status.code,
+            reason: status.reason.clone(),
+            message: status.message.clone(),
+        },
+        other => Error::ApiTransport {
+            action,
+            source: Box::new(other),
+        },
+    }
+}
+
+impl KubeApi for KubeClient {
+    async fn get_claim(&self, namespace: &str, name: &str) -> Result<ResourceClaim> {
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+        api.get(name)
+            .await
+            .map_err(|e| map_kube_error(format!("get ResourceClaim {namespace}/{name}"), e))
+    }
+
+    async fn get_node_uid(&self, name: &str) -> Result<String> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let node = api
+            .get(name)
+            .await
+            .map_err(|e| map_kube_error(format!("get Node {name}"), e))?;
+        node.metadata
+            .uid
+            .ok_or_else(|| Error::InvalidRequest(format!("Node {name} has no UID")))
+    }
+
+    async fn list_slices(&self, node: &str, driver: &str) -> Result<SliceList> {
+        let api: Api<ResourceSlice> = Api::all(self.client.clone());
+        let lp = ListParams::default().fields(&slice_field_selector(node, driver));
+        let list = api
+            .list(&lp)
+            .await
+            .map_err(|e| map_kube_error("list ResourceSlices", e))?;
+        Ok(SliceList {
+            resource_version: list.metadata.resource_version.unwrap_or_default(),
+            items: list.items,
+        })
+    }
+
+    async fn watch_slices(
+        &self,
+        node: &str,
+        driver: &str,
+        resource_version: &str,
+    ) -> Result<SliceEvents> {
+        let api: Api<ResourceSlice> = Api::all(self.client.clone());
+        // Servers end watches after a while anyway; asking for a bounded one makes that explicit.
+        let wp = WatchParams::default()
+            .fields(&slice_field_selector(node, driver))
+            .timeout(290);
+        let stream = api
+            .watch(&wp, resource_version)
+            .await
+            .map_err(|e| map_kube_error("watch ResourceSlices", e))?;
+        Ok(stream
+            .map(|item| match item {
+                Ok(WatchEvent::Added(_) | WatchEvent::Modified(_) | WatchEvent::Deleted(_)) => {
+                    Ok(SliceEvent::Changed)
+                }
+                Ok(WatchEvent::Bookmark(b)) => {
+                    Ok(SliceEvent::Bookmark(b.metadata.resource_version))
+                }
+                Ok(WatchEvent::Error(status)) => Err(Error::ApiStatus {
+                    action: "watch ResourceSlices".into(),
+                    code: status.code,
+                    reason: status.reason.clone(),
+                    message: status.message.clone(),
+                }),
+                Err(e) => Err(map_kube_error("watch ResourceSlices", e)),
+            })
+            .boxed())
+    }
+
+    async fn create_slice(&self, slice: &ResourceSlice) -> Result<ResourceSlice> {
+        let api: Api<ResourceSlice> = Api::all(self.client.clone());
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        api.create(&self.post_params(), slice)
+            .await
+            .map_err(|e| map_kube_error(format!("create ResourceSlice {name}"), e))
+    }
+
+    async fn update_slice(&self, slice: &ResourceSlice) -> Result<ResourceSlice> {
+        let api: Api<ResourceSlice> = Api::all(self.client.clone());
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        api.replace(&name, &self.post_params(), slice)
+            .await
+            .map_err(|e| map_kube_error(format!("update ResourceSlice {name}"), e))
+    }
+
+    async fn delete_slice(&self, name: &str, uid: &str, resource_version: &str) -> Result<()> {
+        let api: Api<ResourceSlice> = Api::all(self.client.clone());
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: Some(resource_version.to_string()),
+            }),
+            ..DeleteParams::default()
+        };
+        api.delete(name, &dp)
+            .await
+            .map(|_| ())
+            .map_err(|e| map_kube_error(format!("delete ResourceSlice {name}"), e))
+    }
+}

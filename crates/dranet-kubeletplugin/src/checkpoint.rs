@@ -1,0 +1,494 @@
+//! Crash-safe record of prepared claims.
+//!
+//! The file is one header line and a JSON body:
+//!
+//! ```text
+//! dranet-kubeletplugin-checkpoint v1 crc32=1c291ca3 len=57
+//! {"claims":{...}}
+//! ```
+//!
+//! Writes go to a temporary file that is fsynced and then renamed over the old one (and the
+//! directory fsynced), so a crash leaves either the old or the new file. The CRC and length catch
+//! what rename cannot: a file truncated by a broken disk or edited by hand. Such a file is reported,
+//! never trusted blindly; see [`CheckpointPolicy`].
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::driver::{ClaimRef, Prepared};
+use crate::error::{Error, Result};
+use crate::metrics::{Metrics, NoMetrics};
+
+const MAGIC: &str = "dranet-kubeletplugin-checkpoint";
+const VERSION: &str = "v1";
+
+/// What to do when the checkpoint file exists but fails its checks at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CheckpointPolicy {
+    /// Refuse to start with [`Error::CheckpointCorrupt`]: an operator looks at the file first.
+    #[default]
+    Refuse,
+    /// Move the file aside (`<name>.corrupt-<unix seconds>`), log it, and start empty; unprepare
+    /// then calls the driver with [`crate::PrepareState::Unknown`] for claims it knows nothing about.
+    Quarantine,
+}
+
+/// How far prepare got for a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Phase {
+    /// The driver was called but has not returned successfully.
+    Preparing,
+    /// The driver returned; the entry holds its result.
+    Prepared,
+}
+
+/// One claim in the checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointEntry {
+    /// The claim.
+    pub claim: ClaimRef,
+    /// How far prepare got.
+    pub phase: Phase,
+    /// The driver's result, once [`Phase::Prepared`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepared: Option<Prepared>,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct Body {
+    claims: BTreeMap<String, CheckpointEntry>,
+}
+
+/// What [`Checkpoint::open`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadOutcome {
+    /// No file yet.
+    Fresh,
+    /// The file passed its checks and holds this many claims.
+    Loaded(usize),
+    /// The file failed its checks and was moved to `moved_to`.
+    Quarantined {
+        /// Where the untrusted file now is.
+        moved_to: PathBuf,
+        /// What was wrong with it.
+        reason: String,
+    },
+}
+
+struct Inner {
+    path: PathBuf,
+    claims: Mutex<BTreeMap<String, CheckpointEntry>>,
+    metrics: Arc<dyn Metrics>,
+}
+
+/// The checkpoint: an in-memory map of claim UID to [`CheckpointEntry`], mirrored to disk on every
+/// change. Cheap to clone; clones share state.
+#[derive(Clone)]
+pub struct Checkpoint {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoint")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+impl Checkpoint {
+    /// Opens (or starts) the checkpoint at `path`, creating its directory.
+    pub fn open(path: impl Into<PathBuf>, policy: CheckpointPolicy) -> Result<(Self, LoadOutcome)> {
+        Self::open_with_metrics(path, policy, Arc::new(NoMetrics))
+    }
+
+    pub(crate) fn open_with_metrics(
+        path: impl Into<PathBuf>,
+        policy: CheckpointPolicy,
+        metrics: Arc<dyn Metrics>,
+    ) -> Result<(Self, LoadOutcome)> {
+        let path = path.into();
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)
+                .map_err(|e| Error::io("create checkpoint directory", dir, e))?;
+        }
+        // A leftover temporary file is an unfinished write from a crash: the real file is intact.
+        let _ = fs::remove_file(tmp_path(&path));
+        let (claims, outcome) = match fs::read(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                (BTreeMap::new(), LoadOutcome::Fresh)
+            }
+            Err(e) => return Err(Error::io("read checkpoint", &path, e)),
+            Ok(bytes) => match decode(&bytes) {
+                Ok(claims) => {
+                    let n = claims.len();
+                    (claims, LoadOutcome::Loaded(n))
+                }
+                Err(reason) => match policy {
+                    CheckpointPolicy::Refuse => {
+                        return Err(Error::CheckpointCorrupt { path, reason });
+                    }
+                    CheckpointPolicy::Quarantine => {
+                        let secs = SystemTime::now()
+                            .duration_since(UNIX_EPOCH)
+                            .map(|d| d.as_secs())
+                            .unwrap_or(0);
+                        let moved_to = PathBuf::from(format!("{}.corrupt-{secs}", path.display()));
+                        fs::rename(&path, &moved_to)
+                            .map_err(|e| Error::io("move corrupt checkpoint aside", &path, e))?;
+                        tracing::error!(
+                            path = %path.display(),
+                            moved_to = %moved_to.display(),
+                            %reason,
+                            "checkpoint failed its checks; moved aside, starting with no record of prepared claims"
+                        );
+                        (
+                            BTreeMap::new(),
+                            LoadOutcome::Quarantined { moved_to, reason },
+                        )
+                    }
+                },
+            },
+        };
+        let inner = Inner {
+            path,
+            claims: Mutex::new(claims),
+            metrics,
+        };
+        Ok((
+            Self {
+                inner: Arc::new(inner),
+            },
+            outcome,
+        ))
+    }
+
+    /// The file this checkpoint lives in.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The entry for a claim UID.
+    pub fn get(&self, uid: &str) -> Option<CheckpointEntry> {
+        self.lock().get(uid).cloned()
+    }
+
+    /// All entries, by claim UID.
+    pub fn entries(&self) -> BTreeMap<String, CheckpointEntry> {
+        self.lock().clone()
+    }
+
+    /// Records `entry` (keyed by its claim UID) and waits until it is on disk.
+    pub async fn put(&self, entry: CheckpointEntry) -> Result<()> {
+        self.update(move |claims| {
+            claims.insert(entry.claim.uid.clone(), entry);
+        })
+        .await
+    }
+
+    /// Forgets a claim and waits until that is on disk. Forgetting an unknown claim writes nothing.
+    pub async fn remove(&self, uid: &str) -> Result<()> {
+        if !self.lock().contains_key(uid) {
+            return Ok(());
+        }
+        let uid = uid.to_string();
+        self.update(move |claims| {
+            claims.remove(&uid);
+        })
+        .await
+    }
+
+    /// Applies `change` to a copy of the map, writes the copy, and only then makes it current, so
+    /// memory never claims what the disk does not have.
+    async fn update(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, CheckpointEntry>) + Send + 'static,
+    ) -> Result<()> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let start = Instant::now();
+            // Held across the write: writes are serialized and land in the order they were made.
+            let mut current = inner.claims.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut next = current.clone();
+            change(&mut next);
+            let result = write_file(&inner.path, &next);
+            inner
+                .metrics
+                .checkpoint_write(result.is_ok(), start.elapsed());
+            if result.is_ok() {
+                *current = next;
+            }
+            result
+        })
+        .await
+        .map_err(|_| Error::Task("checkpoint write"))?
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, CheckpointEntry>> {
+        // A panic elsewhere while holding the lock leaves the map as it was before that change,
+        // because changes are applied by swapping in a fully written copy.
+        self.inner
+            .claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn tmp_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".tmp");
+    PathBuf::from(s)
+}
+
+/// Encodes the claims as the checkpoint file's bytes.
+pub fn encode(claims: &BTreeMap<String, CheckpointEntry>) -> Vec<u8> {
+    // Serializing plain data into a Vec cannot fail; fall back to an empty body rather than panic.
+    let body =
+        serde_json::to_vec(&BodyRef { claims }).unwrap_or_else(|_| b"{\"claims\":{}}".to_vec());
+    let mut out = format!(
+        "{MAGIC} {VERSION} crc32={:08x} len={}\n",
+        crc32(&body),
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
+#[derive(Serialize)]
+struct BodyRef<'a> {
+    claims: &'a BTreeMap<String, CheckpointEntry>,
+}
+
+/// Decodes checkpoint bytes, saying precisely what is wrong when they do not check out.
+pub fn decode(bytes: &[u8]) -> std::result::Result<BTreeMap<String, CheckpointEntry>, String> {
+    let nl = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| "no header line (file truncated?)".to_string())?;
+    let header =
+        std::str::from_utf8(&bytes[..nl]).map_err(|_| "header is not UTF-8".to_string())?;
+    let body = &bytes[nl + 1..];
+    let mut parts = header.split(' ');
+    if parts.next() != Some(MAGIC) {
+        return Err(format!("header {header:?} does not start with {MAGIC:?}"));
+    }
+    match parts.next() {
+        Some(VERSION) => {}
+        other => {
+            return Err(format!(
+                "unsupported checkpoint version {other:?}, want {VERSION:?}"
+            ));
+        }
+    }
+    let crc = parts
+        .next()
+        .and_then(|p| p.strip_prefix("crc32="))
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or_else(|| format!("header {header:?} has no valid crc32= field"))?;
+    let len = parts
+        .next()
+        .and_then(|p| p.strip_prefix("len="))
+        .and_then(|n| n.parse::<usize>().ok())
+        .ok_or_else(|| format!("header {header:?} has no valid len= field"))?;
+    if body.len() != len {
+        return Err(format!(
+            "body is {} bytes, header says {len} (torn write?)",
+            body.len()
+        ));
+    }
+    let actual = crc32(body);
+    if actual != crc {
+        return Err(format!(
+            "checksum mismatch: header says {crc:08x}, body has {actual:08x} (edited or corrupted)"
+        ));
+    }
+    let parsed: Body =
+        serde_json::from_slice(body).map_err(|e| format!("body is not a valid checkpoint: {e}"))?;
+    for (uid, entry) in &parsed.claims {
+        if uid != &entry.claim.uid {
+            return Err(format!(
+                "entry keyed {uid:?} is for claim UID {:?}",
+                entry.claim.uid
+            ));
+        }
+    }
+    Ok(parsed.claims)
+}
+
+fn write_file(path: &Path, claims: &BTreeMap<String, CheckpointEntry>) -> Result<()> {
+    let tmp = tmp_path(path);
+    let bytes = encode(claims);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(|e| Error::io("create checkpoint temporary file", &tmp, e))?;
+    f.write_all(&bytes)
+        .map_err(|e| Error::io("write checkpoint", &tmp, e))?;
+    f.sync_all()
+        .map_err(|e| Error::io("fsync checkpoint", &tmp, e))?;
+    drop(f);
+    fs::rename(&tmp, path).map_err(|e| Error::io("rename checkpoint into place", path, e))?;
+    // The rename itself is only durable once the directory entry is.
+    if let Some(dir) = path.parent() {
+        let d = File::open(dir).map_err(|e| Error::io("open checkpoint directory", dir, e))?;
+        d.sync_all()
+            .map_err(|e| Error::io("fsync checkpoint directory", dir, e))?;
+    }
+    Ok(())
+}
+
+/// CRC-32 (IEEE 802.3, reflected), table driven.
+fn crc32(data: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            table[i] = c;
+            i += 1;
+        }
+        table
+    };
+    let mut crc = !0u32;
+    for &b in data {
+        crc = TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::PreparedDevice;
+
+    fn entry(uid: &str, phase: Phase) -> CheckpointEntry {
+        CheckpointEntry {
+            claim: ClaimRef {
+                namespace: "ns".into(),
+                name: format!("c-{uid}"),
+                uid: uid.into(),
+            },
+            phase,
+            prepared: (phase == Phase::Prepared).then(|| Prepared {
+                devices: vec![PreparedDevice {
+                    requests: vec!["nic".into()],
+                    pool: "node1".into(),
+                    device: "eth1".into(),
+                    cdi_device_ids: vec!["example.com/net=eth1".into()],
+                    share_id: None,
+                }],
+                state: Some(serde_json::json!({"netns": "/proc/1/ns/net"})),
+            }),
+        }
+    }
+
+    #[test]
+    fn crc32_matches_the_standard_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[tokio::test]
+    async fn round_trip_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/checkpoint");
+        let (cp, outcome) = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap();
+        assert_eq!(outcome, LoadOutcome::Fresh);
+        cp.put(entry("a", Phase::Prepared)).await.unwrap();
+        cp.put(entry("b", Phase::Preparing)).await.unwrap();
+        cp.remove("nonexistent").await.unwrap();
+        let (again, outcome) = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap();
+        assert_eq!(outcome, LoadOutcome::Loaded(2));
+        assert_eq!(again.get("a"), Some(entry("a", Phase::Prepared)));
+        assert_eq!(again.get("b").map(|e| e.phase), Some(Phase::Preparing));
+        again.remove("a").await.unwrap();
+        let (third, _) = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap();
+        assert!(third.get("a").is_none());
+        assert!(!tmp_path(&path).exists());
+    }
+
+    #[tokio::test]
+    async fn edited_file_is_refused_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoint");
+        let (cp, _) = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap();
+        cp.put(entry("a", Phase::Prepared)).await.unwrap();
+        let text = fs::read_to_string(&path).unwrap().replace("eth1", "eth2");
+        fs::write(&path, text).unwrap();
+        let err = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("checksum mismatch"), "{msg}");
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        // Refusing must not destroy the evidence.
+        assert!(path.exists());
+    }
+
+    #[tokio::test]
+    async fn torn_file_is_quarantined_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoint");
+        let (cp, _) = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap();
+        cp.put(entry("a", Phase::Prepared)).await.unwrap();
+        let bytes = fs::read(&path).unwrap();
+        fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
+        let (cp, outcome) = Checkpoint::open(&path, CheckpointPolicy::Quarantine).unwrap();
+        match outcome {
+            LoadOutcome::Quarantined { moved_to, reason } => {
+                assert!(reason.contains("torn write"), "{reason}");
+                assert_eq!(
+                    fs::read(&moved_to).unwrap(),
+                    bytes[..bytes.len() - 10].to_vec()
+                );
+            }
+            other => panic!("expected quarantine, got {other:?}"),
+        }
+        assert!(cp.entries().is_empty());
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn garbage_is_rejected_not_panicked_on() {
+        for bad in [
+            &b""[..],
+            b"\n",
+            b"hello\n{}",
+            b"dranet-kubeletplugin-checkpoint v9 crc32=0 len=0\n",
+        ] {
+            assert!(decode(bad).is_err(), "{bad:?}");
+        }
+        let mut claims = BTreeMap::new();
+        claims.insert("x".to_string(), entry("y", Phase::Prepared));
+        let err = decode(&encode(&claims)).unwrap_err();
+        assert!(err.contains("keyed \"x\""), "{err}");
+    }
+
+    #[tokio::test]
+    async fn failed_write_leaves_memory_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoint");
+        let (cp, _) = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap();
+        // A directory where the temporary file should go makes the write fail.
+        fs::create_dir(tmp_path(&path)).unwrap();
+        let err = cp.put(entry("a", Phase::Prepared)).await.unwrap_err();
+        assert!(err.to_string().contains("checkpoint"), "{err}");
+        assert!(cp.get("a").is_none());
+    }
+}

@@ -1,0 +1,112 @@
+//! The seam between this library and a DRA driver: the [`Driver`] trait and what flows through it.
+
+use std::future::Future;
+
+use k8s_openapi::api::resource::v1::{
+    DeviceAllocationConfiguration, DeviceRequestAllocationResult, ResourceClaim,
+};
+use serde::{Deserialize, Serialize};
+
+/// The error a driver returns; its text reaches the kubelet as the claim's error string.
+pub type DriverError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a DRA driver implements. The library calls it once per claim, never twice at the same time
+/// for the same claim UID, and records the outcome in its checkpoint.
+///
+/// Both methods must be idempotent: after a crash the kubelet retries, and the library may call
+/// [`Driver::prepare`] again for a claim whose earlier prepare was interrupted, or
+/// [`Driver::unprepare`] for a claim whose prepare never finished.
+pub trait Driver: Send + Sync + 'static {
+    /// Makes the devices allocated to `claim` usable on this node (e.g. moves a NIC into a pod's
+    /// network namespace later, writes CDI specs) and says how the container runtime finds them.
+    fn prepare(
+        &self,
+        claim: ClaimToPrepare,
+    ) -> impl Future<Output = Result<Prepared, DriverError>> + Send;
+
+    /// Undoes [`Driver::prepare`]. `claim.state` says what the checkpoint knows about the claim.
+    fn unprepare(
+        &self,
+        claim: ClaimToUnprepare,
+    ) -> impl Future<Output = Result<(), DriverError>> + Send;
+}
+
+/// Identifies a claim the way the kubelet does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ClaimRef {
+    /// Namespace of the ResourceClaim.
+    pub namespace: String,
+    /// Name of the ResourceClaim.
+    pub name: String,
+    /// UID of the ResourceClaim; tells a claim apart from a later one with the same name.
+    pub uid: String,
+}
+
+impl std::fmt::Display for ClaimRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A claim to prepare, as read from the API server and checked by the library.
+#[derive(Debug, Clone)]
+pub struct ClaimToPrepare {
+    /// Who the claim is.
+    pub claim_ref: ClaimRef,
+    /// The whole ResourceClaim object (allocated, with the UID the kubelet asked about).
+    pub claim: ResourceClaim,
+    /// The allocation results for this driver only, in the order the scheduler wrote them.
+    pub results: Vec<DeviceRequestAllocationResult>,
+    /// Allocation-time configuration (from the claim and its DeviceClass) that applies to this
+    /// driver, i.e. entries whose opaque config names this driver.
+    pub config: Vec<DeviceAllocationConfiguration>,
+}
+
+/// One device handed to the container runtime for a claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedDevice {
+    /// The claim's request names this device satisfies.
+    pub requests: Vec<String>,
+    /// The pool the device belongs to.
+    pub pool: String,
+    /// The device name within its pool.
+    pub device: String,
+    /// Fully qualified CDI device IDs for the container runtime.
+    pub cdi_device_ids: Vec<String>,
+    /// The share ID when the device is shared (consumable capacity); only the v1 API carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_id: Option<String>,
+}
+
+/// A successful prepare.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Prepared {
+    /// The devices to report to the kubelet.
+    pub devices: Vec<PreparedDevice>,
+    /// Anything the driver needs again at unprepare time (e.g. which interface went where); it is
+    /// stored in the checkpoint and survives restarts.
+    pub state: Option<serde_json::Value>,
+}
+
+/// What the checkpoint knows about a claim being unprepared.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PrepareState {
+    /// Prepare finished; here is what it returned.
+    Prepared(Prepared),
+    /// Prepare was started (the driver was called) but did not finish: the process died or the
+    /// driver failed. The driver may have done part of the work.
+    Interrupted,
+    /// The checkpoint was not trustworthy at start and was set aside, so nothing is known; the
+    /// driver should clean up whatever it finds for this claim.
+    Unknown,
+}
+
+/// A claim to unprepare.
+#[derive(Debug, Clone)]
+pub struct ClaimToUnprepare {
+    /// Who the claim is.
+    pub claim_ref: ClaimRef,
+    /// What is known about its preparation.
+    pub state: PrepareState,
+}

@@ -1,0 +1,157 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in this crate.
+///
+/// Per-claim failures reach the kubelet as the `error` string of that claim's response entry; the
+/// `Display` text of these variants is that string, so each names the claim, path or object at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The builder was given something unusable (a bad driver or node name, a missing setting).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// A file system operation failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done, e.g. "bind socket".
+        action: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A live process still answers on a socket we were asked to serve on.
+    #[error(
+        "socket {path} is in use by a running process (is another instance of this driver running?)"
+    )]
+    SocketInUse {
+        /// The socket path.
+        path: PathBuf,
+    },
+
+    /// The checkpoint file is torn, edited or unreadable, so what it says cannot be trusted.
+    #[error(
+        "checkpoint {path} cannot be trusted: {reason}; inspect it, then move it away to start \
+         with no record of prepared claims (or build the plugin with CheckpointPolicy::Quarantine)"
+    )]
+    CheckpointCorrupt {
+        /// The checkpoint path.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// The API server answered with an error status.
+    #[error("{action}: API server answered {code} {reason}: {message}")]
+    ApiStatus {
+        /// What was being done, e.g. "get ResourceClaim ns/name".
+        action: String,
+        /// HTTP status code, e.g. 409.
+        code: u16,
+        /// The status reason, e.g. "Conflict".
+        reason: String,
+        /// The server's message.
+        message: String,
+    },
+
+    /// The API server could not be reached or its answer could not be read.
+    #[error("{action}: {source}")]
+    ApiTransport {
+        /// What was being done.
+        action: String,
+        /// The underlying client error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// The claim is not allocated yet, so there is nothing to prepare.
+    #[error("claim {namespace}/{name} not allocated")]
+    ClaimNotAllocated {
+        /// Claim namespace.
+        namespace: String,
+        /// Claim name.
+        name: String,
+    },
+
+    /// The claim with that namespace/name now has another UID than the kubelet asked about.
+    #[error(
+        "claim {namespace}/{name} got replaced (kubelet asked for UID {expected}, API server has {actual})"
+    )]
+    ClaimReplaced {
+        /// Claim namespace.
+        namespace: String,
+        /// Claim name.
+        name: String,
+        /// The UID the kubelet asked about.
+        expected: String,
+        /// The UID the API server has.
+        actual: String,
+    },
+
+    /// The kubelet sent a request this plugin cannot act on.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+
+    /// The driver's prepare or unprepare failed.
+    #[error("{action} claim {claim}: {message}")]
+    Driver {
+        /// "prepare" or "unprepare".
+        action: &'static str,
+        /// namespace/name of the claim.
+        claim: String,
+        /// The driver's error text.
+        message: String,
+    },
+
+    /// The gRPC server failed.
+    #[error("gRPC server: {0}")]
+    Grpc(#[from] tonic::transport::Error),
+
+    /// A gRPC call made by this crate (e.g. by [`crate::fake::FakeKubelet`]) failed.
+    #[error("gRPC call failed: {0}")]
+    Rpc(#[from] tonic::Status),
+
+    /// A background task ended abnormally.
+    #[error("background task {0} failed")]
+    Task(&'static str),
+}
+
+impl Error {
+    /// The HTTP status code when the API server answered with an error.
+    pub fn api_code(&self) -> Option<u16> {
+        match self {
+            Error::ApiStatus { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// True for 409: an optimistic-concurrency conflict or an object that already exists.
+    pub fn is_conflict(&self) -> bool {
+        self.api_code() == Some(409)
+    }
+
+    /// True for 404.
+    pub fn is_not_found(&self) -> bool {
+        self.api_code() == Some(404)
+    }
+
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        Error::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Shorthand for results in this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

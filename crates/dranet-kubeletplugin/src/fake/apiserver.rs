@@ -1,0 +1,821 @@
+//! The fake API server.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::broadcast;
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::api::KubeClient;
+use crate::error::{Error, Result};
+
+/// How many watch events are kept for watches that start from an older resourceVersion.
+const HISTORY: usize = 1000;
+
+/// Writes the fake accepted, by verb.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteCounts {
+    /// Successful creates.
+    pub creates: usize,
+    /// Successful updates.
+    pub updates: usize,
+    /// Successful deletes.
+    pub deletes: usize,
+}
+
+impl WriteCounts {
+    /// All writes.
+    pub fn total(&self) -> usize {
+        self.creates + self.updates + self.deletes
+    }
+}
+
+#[derive(Clone)]
+struct Event {
+    rv: u64,
+    kind: &'static str,
+    object: Value,
+}
+
+struct Fault {
+    method: Method,
+    code: u16,
+    remaining: usize,
+}
+
+#[derive(Default)]
+struct State {
+    rv: u64,
+    slices: BTreeMap<String, ResourceSlice>,
+    claims: HashMap<(String, String), ResourceClaim>,
+    nodes: HashMap<String, Node>,
+    history: VecDeque<Event>,
+    counts: WriteCounts,
+    field_managers: Vec<String>,
+    faults: Vec<Fault>,
+    down: bool,
+    claim_delay: Duration,
+    uid_seq: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    events: broadcast::Sender<Event>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// An in-process API server for tests; see the [module docs](crate::fake). Stops when dropped.
+pub struct FakeApiServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for FakeApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeApiServer")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeApiServer {
+    /// Starts serving on a free port of 127.0.0.1.
+    pub async fn start() -> Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|e| Error::io("bind fake API server", "127.0.0.1:0", e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::io("fake API server address", "127.0.0.1", e))?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                rv: 1,
+                ..State::default()
+            }),
+            events: broadcast::channel(1024).0,
+        });
+        let s = Arc::clone(&shared);
+        let task = tokio::spawn(async move {
+            // Connections live in the set, so stopping the server also ends open watches.
+            let mut conns = JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let s = Arc::clone(&s);
+                conns.spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| {
+                        let s = Arc::clone(&s);
+                        async move { Ok::<_, Infallible>(handle(&s, req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+                while conns.try_join_next().is_some() {}
+            }
+        });
+        Ok(Self { addr, shared, task })
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:34567`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A [`KubeClient`] for this server. Must be called inside a Tokio runtime.
+    pub fn client(&self, field_manager: &str) -> Result<KubeClient> {
+        KubeClient::for_url(&self.url(), field_manager)
+    }
+
+    /// Adds a Node and returns its UID.
+    pub fn add_node(&self, name: &str) -> String {
+        let mut st = self.shared.lock();
+        let uid = next_uid(&mut st, "node");
+        let rv = bump(&mut st);
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(uid.clone()),
+                resource_version: Some(rv.to_string()),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        };
+        st.nodes.insert(name.into(), node);
+        uid
+    }
+
+    /// Stores a ResourceClaim as given (set its UID and status yourself); replaces one of the
+    /// same namespace/name.
+    pub fn put_claim(&self, mut claim: ResourceClaim) {
+        let mut st = self.shared.lock();
+        let rv = bump(&mut st);
+        claim.metadata.resource_version = Some(rv.to_string());
+        let key = (
+            claim.metadata.namespace.clone().unwrap_or_default(),
+            claim.metadata.name.clone().unwrap_or_default(),
+        );
+        st.claims.insert(key, claim);
+    }
+
+    /// Removes a ResourceClaim.
+    pub fn delete_claim(&self, namespace: &str, name: &str) {
+        self.shared
+            .lock()
+            .claims
+            .remove(&(namespace.into(), name.into()));
+    }
+
+    /// Makes every ResourceClaim read take this long (to widen race windows in tests).
+    pub fn set_claim_delay(&self, delay: Duration) {
+        self.shared.lock().claim_delay = delay;
+    }
+
+    /// The ResourceSlices stored, by name.
+    pub fn slices(&self) -> Vec<ResourceSlice> {
+        self.shared.lock().slices.values().cloned().collect()
+    }
+
+    /// Writes a slice as another client would (bumping its resourceVersion, emitting a watch
+    /// event), e.g. to simulate drift or a concurrent writer. Not counted in [`Self::write_counts`].
+    pub fn put_slice_externally(&self, mut slice: ResourceSlice) {
+        let mut st = self.shared.lock();
+        let rv = bump(&mut st);
+        let name = slice.metadata.name.clone().unwrap_or_default();
+        let existed = st.slices.contains_key(&name);
+        if slice.metadata.uid.is_none() {
+            slice.metadata.uid = Some(next_uid(&mut st, "slice"));
+        }
+        slice.metadata.resource_version = Some(rv.to_string());
+        st.slices.insert(name, slice.clone());
+        let kind = if existed { "MODIFIED" } else { "ADDED" };
+        emit(&self.shared, &mut st, kind, &slice);
+    }
+
+    /// Deletes a slice as another client would.
+    pub fn delete_slice_externally(&self, name: &str) {
+        let mut st = self.shared.lock();
+        if let Some(mut slice) = st.slices.remove(name) {
+            let rv = bump(&mut st);
+            slice.metadata.resource_version = Some(rv.to_string());
+            emit(&self.shared, &mut st, "DELETED", &slice);
+        }
+    }
+
+    /// Successful writes so far.
+    pub fn write_counts(&self) -> WriteCounts {
+        self.shared.lock().counts
+    }
+
+    /// The `fieldManager` of every write, in order.
+    pub fn field_managers(&self) -> Vec<String> {
+        self.shared.lock().field_managers.clone()
+    }
+
+    /// Answers the next `count` requests with `method` (GET, POST, PUT, DELETE) with HTTP `code`
+    /// and a Status body, before looking at them.
+    pub fn fail_next(&self, method: &str, code: u16, count: usize) {
+        let method = Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET);
+        self.shared.lock().faults.push(Fault {
+            method,
+            code,
+            remaining: count,
+        });
+    }
+
+    /// While down, every request gets 503.
+    pub fn set_down(&self, down: bool) {
+        self.shared.lock().down = down;
+    }
+}
+
+fn bump(st: &mut State) -> u64 {
+    st.rv += 1;
+    st.rv
+}
+
+fn next_uid(st: &mut State, what: &str) -> String {
+    st.uid_seq += 1;
+    format!("{what}-uid-{:08}", st.uid_seq)
+}
+
+fn emit(shared: &Shared, st: &mut State, kind: &'static str, slice: &ResourceSlice) {
+    let ev = Event {
+        rv: st.rv,
+        kind,
+        object: serde_json::to_value(slice).unwrap_or(Value::Null),
+    };
+    st.history.push_back(ev.clone());
+    while st.history.len() > HISTORY {
+        st.history.pop_front();
+    }
+    // No receiver is fine: nobody watches.
+    let _ = shared.events.send(ev);
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn full(bytes: Vec<u8>) -> Body {
+    Full::new(Bytes::from(bytes)).boxed()
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response<Body> {
+    let mut r = Response::new(full(serde_json::to_vec(v).unwrap_or_default()));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn status(code: u16, reason: &str, message: impl Into<String>) -> Response<Body> {
+    let v = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message.into(), "reason": reason, "code": code,
+    });
+    json_response(
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &v,
+    )
+}
+
+fn reason_for(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        404 => "NotFound",
+        409 => "Conflict",
+        410 => "Expired",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        _ => "InternalError",
+    }
+}
+
+fn query(req: &Request<Incoming>) -> HashMap<String, String> {
+    req.uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), percent_decode(v)))
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    fn hex(b: u8) -> Option<u8> {
+        (b as char).to_digit(16).and_then(|d| u8::try_from(d).ok())
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let decoded = match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => Some(hi * 16 + lo),
+            _ => None,
+        };
+        match decoded {
+            Some(v) => {
+                out.push(v);
+                i += 3;
+            }
+            None => {
+                out.push(if b[i] == b'+' { b' ' } else { b[i] });
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `spec.nodeName=a,spec.driver=b` as (field, value) pairs; unsupported fields are an error, as on
+/// the real server.
+fn parse_selector(sel: Option<&String>) -> std::result::Result<Vec<(String, String)>, String> {
+    let Some(sel) = sel.filter(|s| !s.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    sel.split(',')
+        .map(|term| {
+            let (k, v) = term
+                .split_once('=')
+                .ok_or_else(|| format!("invalid field selector term {term:?}"))?;
+            let k = k.trim_end_matches('=');
+            match k {
+                "spec.nodeName" | "spec.driver" | "spec.pool.name" | "metadata.name" => {
+                    Ok((k.to_string(), v.to_string()))
+                }
+                _ => Err(format!("field label not supported: {k}")),
+            }
+        })
+        .collect()
+}
+
+fn selected(slice: &ResourceSlice, sel: &[(String, String)]) -> bool {
+    sel.iter().all(|(k, v)| {
+        let actual = match k.as_str() {
+            "spec.nodeName" => slice.spec.node_name.clone().unwrap_or_default(),
+            "spec.driver" => slice.spec.driver.clone(),
+            "spec.pool.name" => slice.spec.pool.name.clone(),
+            _ => slice.metadata.name.clone().unwrap_or_default(),
+        };
+        &actual == v
+    })
+}
+
+/// Like the real server, list items carry no apiVersion/kind.
+fn list_item(slice: &ResourceSlice) -> Value {
+    let mut v = serde_json::to_value(slice).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("apiVersion");
+        o.remove("kind");
+    }
+    v
+}
+
+/// What the real server validates and the plugin could get wrong.
+fn validate(slice: &ResourceSlice) -> std::result::Result<(), String> {
+    let s = &slice.spec;
+    let devices = s.devices.as_deref().unwrap_or_default();
+    if devices.len() > crate::publisher::MAX_DEVICES_PER_SLICE {
+        return Err(format!(
+            "spec.devices: Too many: {}: must have at most 128 items",
+            devices.len()
+        ));
+    }
+    if s.driver.is_empty() {
+        return Err("spec.driver: Required value".into());
+    }
+    if s.pool.name.is_empty() {
+        return Err("spec.pool.name: Required value".into());
+    }
+    if s.pool.resource_slice_count < 1 {
+        return Err(
+            "spec.pool.resourceSliceCount: Invalid value: must be greater than zero".into(),
+        );
+    }
+    if s.pool.generation < 0 {
+        return Err(
+            "spec.pool.generation: Invalid value: must be greater than or equal to 0".into(),
+        );
+    }
+    let node_set = s.node_name.as_deref().is_some_and(|n| !n.is_empty());
+    if !node_set
+        && s.node_selector.is_none()
+        && s.all_nodes != Some(true)
+        && s.per_device_node_selection != Some(true)
+    {
+        return Err("spec: Required value: exactly one of nodeName, nodeSelector, allNodes, perDeviceNodeSelection".into());
+    }
+    let mut names = std::collections::HashSet::new();
+    for d in devices {
+        if !names.insert(d.name.as_str()) {
+            return Err(format!("spec.devices: Duplicate value: {:?}", d.name));
+        }
+    }
+    let name = slice.metadata.name.as_deref().unwrap_or_default();
+    if name.len() > 253 {
+        return Err("metadata.name: must be no more than 253 characters".into());
+    }
+    Ok(())
+}
+
+async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    {
+        let mut st = shared.lock();
+        if st.down {
+            return status(503, "ServiceUnavailable", "the fake API server is down");
+        }
+        if let Some(f) = st
+            .faults
+            .iter_mut()
+            .find(|f| f.method == method && f.remaining > 0)
+        {
+            f.remaining -= 1;
+            let code = f.code;
+            st.faults.retain(|f| f.remaining > 0);
+            return status(code, reason_for(code), format!("injected failure {code}"));
+        }
+    }
+    let path = req.uri().path().to_string();
+    let q = query(&req);
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return status(400, "BadRequest", format!("reading body: {e}")),
+    };
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (&method, parts.as_slice()) {
+        (&Method::GET, ["api", "v1", "nodes", name]) => {
+            let st = shared.lock();
+            match st.nodes.get(*name) {
+                Some(n) => json_response(
+                    StatusCode::OK,
+                    &serde_json::to_value(n).unwrap_or(Value::Null),
+                ),
+                None => status(404, "NotFound", format!("nodes \"{name}\" not found")),
+            }
+        }
+        (
+            &Method::GET,
+            [
+                "apis",
+                "resource.k8s.io",
+                "v1",
+                "namespaces",
+                ns,
+                "resourceclaims",
+                name,
+            ],
+        ) => {
+            let delay = shared.lock().claim_delay;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let st = shared.lock();
+            match st.claims.get(&(ns.to_string(), name.to_string())) {
+                Some(c) => json_response(
+                    StatusCode::OK,
+                    &serde_json::to_value(c).unwrap_or(Value::Null),
+                ),
+                None => status(
+                    404,
+                    "NotFound",
+                    format!("resourceclaims.resource.k8s.io \"{name}\" not found"),
+                ),
+            }
+        }
+        (&Method::GET, ["apis", "resource.k8s.io", "v1", "resourceslices"]) => {
+            let sel = match parse_selector(q.get("fieldSelector")) {
+                Ok(s) => s,
+                Err(e) => return status(400, "BadRequest", e),
+            };
+            if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+                return watch(shared, &q, sel);
+            }
+            let st = shared.lock();
+            let items: Vec<Value> = st
+                .slices
+                .values()
+                .filter(|s| selected(s, &sel))
+                .map(list_item)
+                .collect();
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+                    "metadata": {"resourceVersion": st.rv.to_string()}, "items": items,
+                }),
+            )
+        }
+        (&Method::GET, ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
+            let st = shared.lock();
+            match st.slices.get(*name) {
+                Some(s) => json_response(
+                    StatusCode::OK,
+                    &serde_json::to_value(s).unwrap_or(Value::Null),
+                ),
+                None => status(
+                    404,
+                    "NotFound",
+                    format!("resourceslices.resource.k8s.io \"{name}\" not found"),
+                ),
+            }
+        }
+        (&Method::POST, ["apis", "resource.k8s.io", "v1", "resourceslices"]) => {
+            let mut slice: ResourceSlice = match serde_json::from_slice(&body) {
+                Ok(s) => s,
+                Err(e) => return status(400, "BadRequest", format!("decoding ResourceSlice: {e}")),
+            };
+            if slice
+                .metadata
+                .resource_version
+                .as_deref()
+                .is_some_and(|v| !v.is_empty())
+            {
+                return status(
+                    400,
+                    "BadRequest",
+                    "resourceVersion should not be set on objects to be created",
+                );
+            }
+            if let Err(e) = validate(&slice) {
+                return status(422, "Invalid", format!("ResourceSlice is invalid: {e}"));
+            }
+            let mut st = shared.lock();
+            let name = match (
+                slice.metadata.name.clone(),
+                slice.metadata.generate_name.clone(),
+            ) {
+                (Some(n), _) if !n.is_empty() => n,
+                (_, Some(prefix)) => format!("{prefix}{:05}", st.uid_seq + 1),
+                _ => return status(422, "Invalid", "metadata.name: Required value"),
+            };
+            if st.slices.contains_key(&name) {
+                return status(
+                    409,
+                    "AlreadyExists",
+                    format!("resourceslices.resource.k8s.io \"{name}\" already exists"),
+                );
+            }
+            let rv = bump(&mut st);
+            slice.metadata.name = Some(name.clone());
+            slice.metadata.uid = Some(next_uid(&mut st, "slice"));
+            slice.metadata.resource_version = Some(rv.to_string());
+            slice.metadata.generation = Some(1);
+            if let Some(m) = q.get("fieldManager") {
+                st.field_managers.push(m.clone());
+            }
+            st.slices.insert(name, slice.clone());
+            st.counts.creates += 1;
+            emit(shared, &mut st, "ADDED", &slice);
+            json_response(
+                StatusCode::CREATED,
+                &serde_json::to_value(&slice).unwrap_or(Value::Null),
+            )
+        }
+        (&Method::PUT, ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
+            let mut slice: ResourceSlice = match serde_json::from_slice(&body) {
+                Ok(s) => s,
+                Err(e) => return status(400, "BadRequest", format!("decoding ResourceSlice: {e}")),
+            };
+            if slice.metadata.name.as_deref() != Some(*name) {
+                return status(
+                    400,
+                    "BadRequest",
+                    "the name of the object does not match the name on the URL",
+                );
+            }
+            if let Err(e) = validate(&slice) {
+                return status(
+                    422,
+                    "Invalid",
+                    format!("ResourceSlice {name} is invalid: {e}"),
+                );
+            }
+            let mut st = shared.lock();
+            let Some(current) = st.slices.get(*name).cloned() else {
+                return status(
+                    404,
+                    "NotFound",
+                    format!("resourceslices.resource.k8s.io \"{name}\" not found"),
+                );
+            };
+            let Some(rv) = slice
+                .metadata
+                .resource_version
+                .clone()
+                .filter(|v| !v.is_empty())
+            else {
+                return status(
+                    422,
+                    "Invalid",
+                    "metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+                );
+            };
+            if Some(&rv) != current.metadata.resource_version.as_ref() {
+                return status(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on resourceslices.resource.k8s.io \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                    ),
+                );
+            }
+            let new_rv = bump(&mut st);
+            slice.metadata.uid = current.metadata.uid.clone();
+            slice.metadata.resource_version = Some(new_rv.to_string());
+            slice.metadata.generation = Some(current.metadata.generation.unwrap_or(1) + 1);
+            if let Some(m) = q.get("fieldManager") {
+                st.field_managers.push(m.clone());
+            }
+            st.slices.insert(name.to_string(), slice.clone());
+            st.counts.updates += 1;
+            emit(shared, &mut st, "MODIFIED", &slice);
+            json_response(
+                StatusCode::OK,
+                &serde_json::to_value(&slice).unwrap_or(Value::Null),
+            )
+        }
+        (&Method::DELETE, ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
+            let opts: Value = if body.is_empty() {
+                Value::Null
+            } else {
+                match serde_json::from_slice(&body) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return status(400, "BadRequest", format!("decoding DeleteOptions: {e}"));
+                    }
+                }
+            };
+            let mut st = shared.lock();
+            let Some(current) = st.slices.get(*name).cloned() else {
+                return status(
+                    404,
+                    "NotFound",
+                    format!("resourceslices.resource.k8s.io \"{name}\" not found"),
+                );
+            };
+            let pre = &opts["preconditions"];
+            if let Some(uid) = pre["uid"].as_str()
+                && Some(uid) != current.metadata.uid.as_deref()
+            {
+                return status(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        current.metadata.uid.clone().unwrap_or_default()
+                    ),
+                );
+            }
+            if let Some(rv) = pre["resourceVersion"].as_str()
+                && Some(rv) != current.metadata.resource_version.as_deref()
+            {
+                return status(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        current
+                            .metadata
+                            .resource_version
+                            .clone()
+                            .unwrap_or_default()
+                    ),
+                );
+            }
+            st.slices.remove(*name);
+            let rv = bump(&mut st);
+            let mut gone = current;
+            gone.metadata.resource_version = Some(rv.to_string());
+            st.counts.deletes += 1;
+            emit(shared, &mut st, "DELETED", &gone);
+            json_response(
+                StatusCode::OK,
+                &serde_json::to_value(&gone).unwrap_or(Value::Null),
+            )
+        }
+        _ => status(
+            404,
+            "NotFound",
+            format!("the fake API server does not serve {method} {path}"),
+        ),
+    }
+}
+
+fn watch(
+    shared: &Shared,
+    q: &HashMap<String, String>,
+    sel: Vec<(String, String)>,
+) -> Response<Body> {
+    let since: u64 = match q.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => 0,
+        Some(v) => match v.parse() {
+            Ok(n) => n,
+            Err(_) => return status(400, "BadRequest", format!("invalid resourceVersion {v:?}")),
+        },
+    };
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map_or(Duration::from_secs(1800), Duration::from_secs);
+    // Subscribe and read history under one lock: no event can fall between them.
+    let (backlog, rx) = {
+        let st = shared.lock();
+        let rx = shared.events.subscribe();
+        let oldest = st.history.front().map_or(st.rv, |e| e.rv.saturating_sub(1));
+        if since != 0 && since < oldest {
+            let line = json!({"type": "ERROR", "object": {
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("too old resource version: {since} ({oldest})"), "reason": "Expired", "code": 410,
+            }});
+            let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+            bytes.push(b'\n');
+            return Response::new(full(bytes));
+        }
+        let backlog: Vec<Event> = st
+            .history
+            .iter()
+            .filter(|e| e.rv > since)
+            .cloned()
+            .collect();
+        (backlog, rx)
+    };
+    let matches = move |e: &Event| {
+        serde_json::from_value::<ResourceSlice>(e.object.clone()).is_ok_and(|s| selected(&s, &sel))
+    };
+    let matches2 = matches.clone();
+    let line = |e: Event| {
+        let mut bytes =
+            serde_json::to_vec(&json!({"type": e.kind, "object": e.object})).unwrap_or_default();
+        bytes.push(b'\n');
+        Ok::<_, Infallible>(Frame::data(Bytes::from(bytes)))
+    };
+    let live = tokio_stream::wrappers::BroadcastStream::new(rx)
+        .filter_map(move |r| {
+            let keep = r.ok().filter(|e| e.rv > since && matches2(e));
+            async move { keep }
+        })
+        .map(line);
+    let backlog = futures::stream::iter(backlog.into_iter().filter(matches)).map(line);
+    let stream = backlog.chain(live).take_until(tokio::time::sleep(timeout));
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding_and_selectors() {
+        assert_eq!(
+            percent_decode("spec.nodeName%3Dn1%2Cspec.driver%3Dd"),
+            "spec.nodeName=n1,spec.driver=d"
+        );
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        let sel = parse_selector(Some(&"spec.nodeName=n1,spec.driver=d".to_string())).unwrap();
+        assert_eq!(sel.len(), 2);
+        assert!(
+            parse_selector(Some(&"spec.foo=x".to_string()))
+                .unwrap_err()
+                .contains("not supported")
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! The fake kubelet: a tonic client on the plugin's unix sockets.
+
+use std::path::{Path, PathBuf};
+
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::driver::ClaimRef;
+use crate::error::{Error, Result};
+use crate::proto::dra_health_v1alpha1::dra_resource_health_client::DraResourceHealthClient;
+use crate::proto::dra_v1::dra_plugin_client::DraPluginClient as V1Client;
+use crate::proto::dra_v1beta1::dra_plugin_client::DraPluginClient as V1beta1Client;
+use crate::proto::pluginregistration::registration_client::RegistrationClient;
+use crate::proto::{dra_v1, dra_v1beta1, pluginregistration};
+
+/// Plays the kubelet: discovers the plugin through its registration socket, then calls its DRA
+/// service on the endpoint it advertised.
+#[derive(Debug, Clone)]
+pub struct FakeKubelet {
+    info: pluginregistration::PluginInfo,
+    registration: Channel,
+    dra: Channel,
+}
+
+/// A gRPC channel over a unix socket.
+pub async fn unix_channel(path: &Path) -> Result<Channel> {
+    let path: PathBuf = path.to_path_buf();
+    // The URI is required by tonic but unused: the connector below decides where to connect.
+    let endpoint = Endpoint::try_from("http://kubelet.invalid")?;
+    let connector = tower::service_fn(move |_| {
+        let path = path.clone();
+        async move { UnixStream::connect(path).await.map(TokioIo::new) }
+    });
+    Ok(endpoint.connect_with_connector(connector).await?)
+}
+
+impl FakeKubelet {
+    /// Connects to the registration socket, calls `GetInfo`, and connects to the advertised
+    /// endpoint, as the kubelet's plugin watcher does.
+    pub async fn connect(registration_socket: &Path) -> Result<Self> {
+        let registration = unix_channel(registration_socket).await?;
+        let info = RegistrationClient::new(registration.clone())
+            .get_info(pluginregistration::InfoRequest {})
+            .await?
+            .into_inner();
+        if info.endpoint.is_empty() {
+            return Err(Error::InvalidRequest(
+                "plugin advertised an empty endpoint".into(),
+            ));
+        }
+        let dra = unix_channel(Path::new(&info.endpoint)).await?;
+        Ok(Self {
+            info,
+            registration,
+            dra,
+        })
+    }
+
+    /// What the plugin said in `GetInfo`.
+    pub fn info(&self) -> &pluginregistration::PluginInfo {
+        &self.info
+    }
+
+    /// Tells the plugin the outcome of its registration.
+    pub async fn notify_registration(&self, registered: bool, error: &str) -> Result<()> {
+        RegistrationClient::new(self.registration.clone())
+            .notify_registration_status(pluginregistration::RegistrationStatus {
+                plugin_registered: registered,
+                error: error.to_string(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// A raw v1 DRAPlugin client.
+    pub fn v1(&self) -> V1Client<Channel> {
+        V1Client::new(self.dra.clone())
+    }
+
+    /// A raw v1beta1 DRAPlugin client.
+    pub fn v1beta1(&self) -> V1beta1Client<Channel> {
+        V1beta1Client::new(self.dra.clone())
+    }
+
+    /// A raw DRAResourceHealth client.
+    pub fn health(&self) -> DraResourceHealthClient<Channel> {
+        DraResourceHealthClient::new(self.dra.clone())
+    }
+
+    /// `NodePrepareResources` (v1) for these claims.
+    pub async fn prepare(
+        &self,
+        claims: &[ClaimRef],
+    ) -> Result<dra_v1::NodePrepareResourcesResponse> {
+        let req = dra_v1::NodePrepareResourcesRequest {
+            claims: claims.iter().map(v1_claim).collect(),
+        };
+        Ok(self.v1().node_prepare_resources(req).await?.into_inner())
+    }
+
+    /// `NodeUnprepareResources` (v1) for these claims.
+    pub async fn unprepare(
+        &self,
+        claims: &[ClaimRef],
+    ) -> Result<dra_v1::NodeUnprepareResourcesResponse> {
+        let req = dra_v1::NodeUnprepareResourcesRequest {
+            claims: claims.iter().map(v1_claim).collect(),
+        };
+        Ok(self.v1().node_unprepare_resources(req).await?.into_inner())
+    }
+
+    /// `NodePrepareResources` (v1beta1) for these claims.
+    pub async fn prepare_v1beta1(
+        &self,
+        claims: &[ClaimRef],
+    ) -> Result<dra_v1beta1::NodePrepareResourcesResponse> {
+        let req = dra_v1beta1::NodePrepareResourcesRequest {
+            claims: claims.iter().map(v1beta1_claim).collect(),
+        };
+        Ok(self
+            .v1beta1()
+            .node_prepare_resources(req)
+            .await?
+            .into_inner())
+    }
+
+    /// `NodeUnprepareResources` (v1beta1) for these claims.
+    pub async fn unprepare_v1beta1(
+        &self,
+        claims: &[ClaimRef],
+    ) -> Result<dra_v1beta1::NodeUnprepareResourcesResponse> {
+        let req = dra_v1beta1::NodeUnprepareResourcesRequest {
+            claims: claims.iter().map(v1beta1_claim).collect(),
+        };
+        Ok(self
+            .v1beta1()
+            .node_unprepare_resources(req)
+            .await?
+            .into_inner())
+    }
+}
+
+fn v1_claim(c: &ClaimRef) -> dra_v1::Claim {
+    dra_v1::Claim {
+        namespace: c.namespace.clone(),
+        uid: c.uid.clone(),
+        name: c.name.clone(),
+    }
+}
+
+fn v1beta1_claim(c: &ClaimRef) -> dra_v1beta1::Claim {
+    dra_v1beta1::Claim {
+        namespace: c.namespace.clone(),
+        uid: c.uid.clone(),
+        name: c.name.clone(),
+    }
+}

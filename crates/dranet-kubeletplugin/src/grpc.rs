@@ -1,0 +1,218 @@
+//! The gRPC services: registration, DRAPlugin v1 and v1beta1, and device health.
+//!
+//! The two DRAPlugin versions have the same messages except v1's `share_id`; one macro maps both
+//! onto [`NodeService`] so they cannot drift apart.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Instant, UNIX_EPOCH};
+
+use futures::{Stream, StreamExt};
+use tokio::sync::watch;
+use tokio_stream::wrappers::WatchStream;
+use tonic::{Request, Response, Status};
+
+use crate::api::KubeApi;
+use crate::driver::{ClaimRef, Driver};
+use crate::health::{DeviceHealthReport, Health};
+use crate::metrics::{Method, Metrics};
+use crate::node::NodeService;
+use crate::proto::{dra_health_v1alpha1 as hpb, pluginregistration as regpb};
+
+/// The kubelet's last word on our registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrationStatus {
+    /// True when the kubelet accepted the plugin.
+    pub registered: bool,
+    /// The kubelet's error text when it did not.
+    pub error: String,
+}
+
+pub(crate) struct Registration {
+    pub info: regpb::PluginInfo,
+    pub status: watch::Sender<Option<RegistrationStatus>>,
+    pub metrics: Arc<dyn Metrics>,
+}
+
+#[tonic::async_trait]
+impl regpb::registration_server::Registration for Registration {
+    async fn get_info(
+        &self,
+        _req: Request<regpb::InfoRequest>,
+    ) -> Result<Response<regpb::PluginInfo>, Status> {
+        let start = Instant::now();
+        let info = self.info.clone();
+        self.metrics
+            .grpc_request(Method::GetInfo, "", 0, 0, start.elapsed());
+        Ok(Response::new(info))
+    }
+
+    async fn notify_registration_status(
+        &self,
+        req: Request<regpb::RegistrationStatus>,
+    ) -> Result<Response<regpb::RegistrationStatusResponse>, Status> {
+        let start = Instant::now();
+        let s = req.into_inner();
+        if s.plugin_registered {
+            tracing::info!(driver = %self.info.name, "kubelet registered the plugin");
+        } else {
+            tracing::error!(driver = %self.info.name, error = %s.error, "kubelet refused the plugin registration");
+        }
+        self.status.send_replace(Some(RegistrationStatus {
+            registered: s.plugin_registered,
+            error: s.error,
+        }));
+        self.metrics
+            .grpc_request(Method::NotifyRegistrationStatus, "", 0, 0, start.elapsed());
+        Ok(Response::new(regpb::RegistrationStatusResponse {}))
+    }
+}
+
+macro_rules! dra_service {
+    ($name:ident, $pb:ident, $api:literal, |$dev:ident| $device:expr) => {
+        /// Serves this DRAPlugin API version on top of the shared [`NodeService`].
+        pub(crate) struct $name<D, A>(pub Arc<NodeService<D, A>>);
+
+        #[tonic::async_trait]
+        impl<D: Driver, A: KubeApi> crate::proto::$pb::dra_plugin_server::DraPlugin for $name<D, A> {
+            async fn node_prepare_resources(
+                &self,
+                req: Request<crate::proto::$pb::NodePrepareResourcesRequest>,
+            ) -> Result<Response<crate::proto::$pb::NodePrepareResourcesResponse>, Status> {
+                use crate::proto::$pb as pb;
+                let start = Instant::now();
+                let claims: Vec<ClaimRef> = req.into_inner().claims.into_iter().map(claim_ref_from!($pb)).collect();
+                let n = claims.len();
+                let results = self.0.prepare(claims).await;
+                let mut failed = 0;
+                let claims = results
+                    .into_iter()
+                    .map(|(uid, r)| {
+                        let entry = match r {
+                            Ok(devices) => pb::NodePrepareResourceResponse {
+                                devices: devices.into_iter().map(|$dev| $device).collect(),
+                                error: String::new(),
+                            },
+                            Err(e) => {
+                                failed += 1;
+                                tracing::warn!(claim_uid = %uid, error = %e, "prepare failed");
+                                pb::NodePrepareResourceResponse { devices: Vec::new(), error: e.to_string() }
+                            }
+                        };
+                        (uid, entry)
+                    })
+                    .collect();
+                self.0.metrics.grpc_request(Method::Prepare, $api, n, failed, start.elapsed());
+                Ok(Response::new(pb::NodePrepareResourcesResponse { claims }))
+            }
+
+            async fn node_unprepare_resources(
+                &self,
+                req: Request<crate::proto::$pb::NodeUnprepareResourcesRequest>,
+            ) -> Result<Response<crate::proto::$pb::NodeUnprepareResourcesResponse>, Status> {
+                use crate::proto::$pb as pb;
+                let start = Instant::now();
+                let claims: Vec<ClaimRef> = req.into_inner().claims.into_iter().map(claim_ref_from!($pb)).collect();
+                let n = claims.len();
+                let results = self.0.unprepare(claims).await;
+                let mut failed = 0;
+                let claims = results
+                    .into_iter()
+                    .map(|(uid, r)| {
+                        let error = match r {
+                            Ok(()) => String::new(),
+                            Err(e) => {
+                                failed += 1;
+                                tracing::warn!(claim_uid = %uid, error = %e, "unprepare failed");
+                                e.to_string()
+                            }
+                        };
+                        (uid, pb::NodeUnprepareResourceResponse { error })
+                    })
+                    .collect();
+                self.0.metrics.grpc_request(Method::Unprepare, $api, n, failed, start.elapsed());
+                Ok(Response::new(pb::NodeUnprepareResourcesResponse { claims }))
+            }
+        }
+    };
+}
+
+macro_rules! claim_ref_from {
+    ($pb:ident) => {
+        |c: crate::proto::$pb::Claim| ClaimRef {
+            namespace: c.namespace,
+            name: c.name,
+            uid: c.uid,
+        }
+    };
+}
+
+dra_service!(DraV1, dra_v1, "v1", |d| crate::proto::dra_v1::Device {
+    request_names: d.requests,
+    pool_name: d.pool,
+    device_name: d.device,
+    cdi_device_ids: d.cdi_device_ids,
+    share_id: d.share_id,
+});
+
+dra_service!(DraV1beta1, dra_v1beta1, "v1beta1", |d| {
+    crate::proto::dra_v1beta1::Device {
+        request_names: d.requests,
+        pool_name: d.pool,
+        device_name: d.device,
+        cdi_device_ids: d.cdi_device_ids,
+    }
+});
+
+pub(crate) struct HealthService {
+    pub reports: watch::Receiver<Vec<DeviceHealthReport>>,
+    pub metrics: Arc<dyn Metrics>,
+}
+
+fn to_proto(r: &DeviceHealthReport) -> hpb::DeviceHealth {
+    hpb::DeviceHealth {
+        device: Some(hpb::DeviceIdentifier {
+            pool_name: r.pool.clone(),
+            device_name: r.device.clone(),
+        }),
+        health: match r.health {
+            Health::Unknown => hpb::HealthStatus::Unknown,
+            Health::Healthy => hpb::HealthStatus::Healthy,
+            Health::Unhealthy => hpb::HealthStatus::Unhealthy,
+        } as i32,
+        last_updated_time: r
+            .checked_at
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+            .unwrap_or(0),
+        health_check_timeout_seconds: r
+            .valid_for
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+            .unwrap_or(0),
+        message: r.message.clone(),
+    }
+}
+
+type HealthStream =
+    Pin<Box<dyn Stream<Item = Result<hpb::NodeWatchResourcesResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl hpb::dra_resource_health_server::DraResourceHealth for HealthService {
+    type NodeWatchResourcesStream = HealthStream;
+
+    async fn node_watch_resources(
+        &self,
+        _req: Request<hpb::NodeWatchResourcesRequest>,
+    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+        let start = Instant::now();
+        // WatchStream yields the current value first, then each change.
+        let stream = WatchStream::new(self.reports.clone()).map(|reports| {
+            Ok(hpb::NodeWatchResourcesResponse {
+                devices: reports.iter().map(to_proto).collect(),
+            })
+        });
+        self.metrics
+            .grpc_request(Method::WatchResources, "v1alpha1", 0, 0, start.elapsed());
+        Ok(Response::new(Box::pin(stream)))
+    }
+}

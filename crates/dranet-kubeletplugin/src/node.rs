@@ -1,0 +1,245 @@
+//! Prepare and unprepare, independent of the gRPC API version: claim lookup and checks, per-claim
+//! serialization, checkpointing, and the calls into the [`Driver`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use futures::future::join_all;
+
+use crate::api::KubeApi;
+use crate::checkpoint::{Checkpoint, CheckpointEntry, Phase};
+use crate::driver::{
+    ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, PrepareState, Prepared, PreparedDevice,
+};
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// One lock per claim UID, dropped from the map when nobody holds or waits for it.
+#[derive(Default)]
+struct ClaimLocks {
+    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+struct ClaimGuard<'a> {
+    locks: &'a ClaimLocks,
+    uid: String,
+    // Declared last: dropped after `Drop::drop` has looked at the reference count.
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl ClaimLocks {
+    async fn lock(&self, uid: &str) -> ClaimGuard<'_> {
+        let m = {
+            let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(map.entry(uid.to_string()).or_default())
+        };
+        let guard = m.lock_owned().await;
+        ClaimGuard {
+            locks: self,
+            uid: uid.to_string(),
+            _guard: guard,
+        }
+    }
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        let mut map = self
+            .locks
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // The map's reference plus our guard's: nobody else waits, so the entry can go.
+        if map
+            .get(&self.uid)
+            .is_some_and(|m| Arc::strong_count(m) <= 2)
+        {
+            map.remove(&self.uid);
+        }
+    }
+}
+
+pub(crate) struct NodeService<D, A> {
+    pub driver: Arc<D>,
+    pub api: Arc<A>,
+    pub driver_name: String,
+    pub checkpoint: Checkpoint,
+    /// False when the checkpoint was set aside at start: an unknown claim may then have been
+    /// prepared before, and unprepare must ask the driver to clean up.
+    pub checkpoint_trusted: bool,
+    pub metrics: Arc<dyn Metrics>,
+    locks: ClaimLocks,
+}
+
+impl<D: Driver, A: KubeApi> NodeService<D, A> {
+    pub fn new(
+        driver: Arc<D>,
+        api: Arc<A>,
+        driver_name: String,
+        checkpoint: Checkpoint,
+        checkpoint_trusted: bool,
+        metrics: Arc<dyn Metrics>,
+    ) -> Self {
+        Self {
+            driver,
+            api,
+            driver_name,
+            checkpoint,
+            checkpoint_trusted,
+            metrics,
+            locks: ClaimLocks::default(),
+        }
+    }
+
+    /// Prepares all claims concurrently; one result per distinct UID.
+    pub async fn prepare(
+        &self,
+        claims: Vec<ClaimRef>,
+    ) -> HashMap<String, Result<Vec<PreparedDevice>>> {
+        let results = join_all(claims.iter().map(|c| self.prepare_one(c))).await;
+        claims.into_iter().map(|c| c.uid).zip(results).collect()
+    }
+
+    /// Unprepares all claims concurrently; one result per distinct UID.
+    pub async fn unprepare(&self, claims: Vec<ClaimRef>) -> HashMap<String, Result<()>> {
+        let results = join_all(claims.iter().map(|c| self.unprepare_one(c))).await;
+        claims.into_iter().map(|c| c.uid).zip(results).collect()
+    }
+
+    async fn prepare_one(&self, c: &ClaimRef) -> Result<Vec<PreparedDevice>> {
+        check_ref(c)?;
+        let _guard = self.locks.lock(&c.uid).await;
+        // Already prepared (a kubelet retry, or a reply lost in a crash): answer from the record
+        // without asking the API server or the driver again.
+        if let Some(CheckpointEntry {
+            phase: Phase::Prepared,
+            prepared: Some(p),
+            ..
+        }) = self.checkpoint.get(&c.uid)
+        {
+            return Ok(p.devices);
+        }
+        let start = Instant::now();
+        let claim = self.api.get_claim(&c.namespace, &c.name).await;
+        self.metrics.claim_lookup(claim.is_ok(), start.elapsed());
+        let claim = claim?;
+        let actual = claim.metadata.uid.clone().unwrap_or_default();
+        if actual != c.uid {
+            return Err(Error::ClaimReplaced {
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+                expected: c.uid.clone(),
+                actual,
+            });
+        }
+        let Some(devices) = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.allocation.as_ref())
+            .map(|a| a.devices.clone())
+        else {
+            return Err(Error::ClaimNotAllocated {
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+            });
+        };
+        let devices = devices.unwrap_or_default();
+        let results: Vec<_> = devices
+            .results
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.driver == self.driver_name)
+            .collect();
+        let config: Vec<_> = devices
+            .config
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|cfg| {
+                cfg.opaque
+                    .as_ref()
+                    .is_some_and(|o| o.driver == self.driver_name)
+            })
+            .collect();
+
+        // Recorded before the driver runs, so that a crash inside the driver still leads to an
+        // unprepare that cleans up whatever it did.
+        self.checkpoint
+            .put(CheckpointEntry {
+                claim: c.clone(),
+                phase: Phase::Preparing,
+                prepared: None,
+            })
+            .await?;
+        let prepared = self
+            .driver
+            .prepare(ClaimToPrepare {
+                claim_ref: c.clone(),
+                claim,
+                results,
+                config,
+            })
+            .await
+            .map_err(|e| Error::Driver {
+                action: "prepare",
+                claim: c.to_string(),
+                message: e.to_string(),
+            })?;
+        let devices = prepared.devices.clone();
+        self.checkpoint
+            .put(CheckpointEntry {
+                claim: c.clone(),
+                phase: Phase::Prepared,
+                prepared: Some(prepared),
+            })
+            .await?;
+        Ok(devices)
+    }
+
+    async fn unprepare_one(&self, c: &ClaimRef) -> Result<()> {
+        check_ref(c)?;
+        let _guard = self.locks.lock(&c.uid).await;
+        let state = match self.checkpoint.get(&c.uid) {
+            Some(CheckpointEntry {
+                phase: Phase::Prepared,
+                prepared,
+                ..
+            }) => PrepareState::Prepared(prepared.unwrap_or_else(Prepared::default)),
+            Some(CheckpointEntry {
+                phase: Phase::Preparing,
+                ..
+            }) => PrepareState::Interrupted,
+            // Never prepared here (or already unprepared): nothing to undo.
+            None if self.checkpoint_trusted => return Ok(()),
+            None => PrepareState::Unknown,
+        };
+        self.driver
+            .unprepare(ClaimToUnprepare {
+                claim_ref: c.clone(),
+                state,
+            })
+            .await
+            .map_err(|e| Error::Driver {
+                action: "unprepare",
+                claim: c.to_string(),
+                message: e.to_string(),
+            })?;
+        self.checkpoint.remove(&c.uid).await
+    }
+}
+
+fn check_ref(c: &ClaimRef) -> Result<()> {
+    for (field, value) in [
+        ("uid", &c.uid),
+        ("namespace", &c.namespace),
+        ("name", &c.name),
+    ] {
+        if value.is_empty() {
+            return Err(Error::InvalidRequest(format!(
+                "claim {}/{} (uid {:?}) has an empty {field}",
+                c.namespace, c.name, c.uid
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,426 @@
+//! [`PluginBuilder`] starts the plugin; [`Plugin`] is the running plugin's handle.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::resource::v1::Device;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::UnixListenerStream;
+
+use crate::api::KubeApi;
+use crate::checkpoint::{Checkpoint, CheckpointPolicy, LoadOutcome};
+use crate::driver::Driver;
+use crate::error::{Error, Result};
+use crate::grpc::{DraV1, DraV1beta1, HealthService, Registration, RegistrationStatus};
+use crate::health::HealthReporter;
+use crate::metrics::{Metrics, NoMetrics};
+use crate::node::NodeService;
+use crate::proto::{self, service_names};
+use crate::publisher::{self, Backoff, MAX_DEVICES_PER_SLICE, PublisherConfig};
+use crate::socket::{self, SocketGuard};
+
+/// The kubelet's default root directory.
+pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
+
+/// Configures and starts a plugin. Create it with [`PluginBuilder::new`], adjust, then
+/// [`PluginBuilder::start`].
+pub struct PluginBuilder<D, A> {
+    driver: D,
+    api: A,
+    driver_name: String,
+    node_name: String,
+    kubelet_dir: PathBuf,
+    checkpoint_path: Option<PathBuf>,
+    checkpoint_policy: CheckpointPolicy,
+    metrics: Arc<dyn Metrics>,
+    health: Option<HealthReporter>,
+    resync: Duration,
+    backoff: Backoff,
+    max_devices_per_slice: usize,
+    serve_v1beta1: bool,
+}
+
+impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
+    /// A plugin for `driver_name` (e.g. `dra.net`) on `node_name`, calling `driver` and reaching
+    /// the API server through `api` (usually a [`crate::KubeClient`]).
+    pub fn new(
+        driver_name: impl Into<String>,
+        node_name: impl Into<String>,
+        driver: D,
+        api: A,
+    ) -> Self {
+        Self {
+            driver,
+            api,
+            driver_name: driver_name.into(),
+            node_name: node_name.into(),
+            kubelet_dir: PathBuf::from(DEFAULT_KUBELET_DIR),
+            checkpoint_path: None,
+            checkpoint_policy: CheckpointPolicy::default(),
+            metrics: Arc::new(NoMetrics),
+            health: None,
+            resync: Duration::from_secs(300),
+            backoff: Backoff::default(),
+            max_devices_per_slice: MAX_DEVICES_PER_SLICE,
+            serve_v1beta1: true,
+        }
+    }
+
+    /// The kubelet root directory (default [`DEFAULT_KUBELET_DIR`]); sockets go into its
+    /// `plugins_registry/` and `plugins/<driver>/`.
+    pub fn kubelet_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.kubelet_dir = dir.into();
+        self
+    }
+
+    /// Where the checkpoint lives (default `<kubelet dir>/plugins/<driver>/checkpoint`).
+    pub fn checkpoint_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.checkpoint_path = Some(path.into());
+        self
+    }
+
+    /// What to do with a checkpoint that fails its checks (default: refuse to start).
+    pub fn checkpoint_policy(mut self, policy: CheckpointPolicy) -> Self {
+        self.checkpoint_policy = policy;
+        self
+    }
+
+    /// Where request counts and latencies go.
+    pub fn metrics(mut self, metrics: Arc<dyn Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Serves `v1alpha1.DRAResourceHealth` with the health the driver sets on `reporter`.
+    pub fn health(mut self, reporter: HealthReporter) -> Self {
+        self.health = Some(reporter);
+        self
+    }
+
+    /// How often slices are compared with the API server even without a change (default 5 min).
+    pub fn resync_interval(mut self, every: Duration) -> Self {
+        self.resync = every;
+        self
+    }
+
+    /// Retry timing after failed API calls while publishing.
+    pub fn retry_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Devices per ResourceSlice (default and maximum [`MAX_DEVICES_PER_SLICE`]).
+    pub fn max_devices_per_slice(mut self, n: usize) -> Self {
+        self.max_devices_per_slice = n;
+        self
+    }
+
+    /// Whether to also serve and advertise the v1beta1 DRAPlugin API for kubelets older than 1.34
+    /// (default true).
+    pub fn serve_v1beta1(mut self, yes: bool) -> Self {
+        self.serve_v1beta1 = yes;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        check_dns_subdomain("driver name", &self.driver_name, 63)?;
+        check_dns_subdomain("node name", &self.node_name, 253)?;
+        // The longest slice name we may create must still be a valid object name.
+        let longest = format!("{}-{}-{}", self.node_name, self.driver_name, usize::MAX);
+        if longest.len() > 253 {
+            return Err(Error::Config(format!(
+                "node name {:?} and driver name {:?} are too long together for ResourceSlice names",
+                self.node_name, self.driver_name
+            )));
+        }
+        if self.max_devices_per_slice == 0 || self.max_devices_per_slice > MAX_DEVICES_PER_SLICE {
+            return Err(Error::Config(format!(
+                "max devices per slice is {}, must be 1..={MAX_DEVICES_PER_SLICE}",
+                self.max_devices_per_slice
+            )));
+        }
+        if self.resync.is_zero() {
+            return Err(Error::Config(
+                "resync interval must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Opens the checkpoint, binds both sockets (DRA first, so the kubelet never learns of an
+    /// endpoint that is not served yet) and starts serving. Must be called inside a Tokio runtime.
+    pub async fn start(self) -> Result<Plugin> {
+        self.validate()?;
+        let plugin_dir = self.kubelet_dir.join("plugins").join(&self.driver_name);
+        let dra_path = plugin_dir.join("dra.sock");
+        let reg_path = self
+            .kubelet_dir
+            .join("plugins_registry")
+            .join(format!("{}-reg.sock", self.driver_name));
+        let checkpoint_path = self
+            .checkpoint_path
+            .clone()
+            .unwrap_or_else(|| plugin_dir.join("checkpoint"));
+        let (checkpoint, checkpoint_outcome) = Checkpoint::open_with_metrics(
+            &checkpoint_path,
+            self.checkpoint_policy,
+            Arc::clone(&self.metrics),
+        )?;
+        let checkpoint_trusted = !matches!(checkpoint_outcome, LoadOutcome::Quarantined { .. });
+
+        let api = Arc::new(self.api);
+        let node = Arc::new(NodeService::new(
+            Arc::new(self.driver),
+            Arc::clone(&api),
+            self.driver_name.clone(),
+            checkpoint,
+            checkpoint_trusted,
+            Arc::clone(&self.metrics),
+        ));
+
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let mut tasks: Vec<(&'static str, JoinHandle<Result<()>>)> = Vec::new();
+        let mut guards = Vec::new();
+
+        let (dra_listener, dra_guard) = socket::bind(&dra_path)?;
+        guards.push(dra_guard);
+        let mut router = tonic::transport::Server::builder().add_service(
+            proto::dra_v1::dra_plugin_server::DraPluginServer::new(DraV1(Arc::clone(&node))),
+        );
+        let mut versions = vec![service_names::DRA_V1.to_string()];
+        if self.serve_v1beta1 {
+            router =
+                router.add_service(proto::dra_v1beta1::dra_plugin_server::DraPluginServer::new(
+                    DraV1beta1(Arc::clone(&node)),
+                ));
+            versions.push(service_names::DRA_V1BETA1.to_string());
+        }
+        if let Some(h) = &self.health {
+            router = router.add_service(proto::dra_health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
+                HealthService { reports: h.subscribe(), metrics: Arc::clone(&self.metrics) },
+            ));
+            versions.push(service_names::HEALTH_V1ALPHA1.to_string());
+        }
+        let stop = wait_for(shutdown_rx.clone());
+        tasks.push((
+            "DRA gRPC server",
+            tokio::spawn(async move {
+                router
+                    .serve_with_incoming_shutdown(UnixListenerStream::new(dra_listener), stop)
+                    .await
+                    .map_err(Error::from)
+            }),
+        ));
+
+        let (status_tx, status_rx) = watch::channel(None);
+        let registration = Registration {
+            info: proto::pluginregistration::PluginInfo {
+                r#type: service_names::DRA_PLUGIN_TYPE.to_string(),
+                name: self.driver_name.clone(),
+                endpoint: dra_path.to_string_lossy().into_owned(),
+                supported_versions: versions,
+            },
+            status: status_tx,
+            metrics: Arc::clone(&self.metrics),
+        };
+        let (reg_listener, reg_guard) = socket::bind(&reg_path)?;
+        guards.push(reg_guard);
+        let stop = wait_for(shutdown_rx.clone());
+        tasks.push((
+            "registration gRPC server",
+            tokio::spawn(async move {
+                tonic::transport::Server::builder()
+                    .add_service(
+                        proto::pluginregistration::registration_server::RegistrationServer::new(
+                            registration,
+                        ),
+                    )
+                    .serve_with_incoming_shutdown(UnixListenerStream::new(reg_listener), stop)
+                    .await
+                    .map_err(Error::from)
+            }),
+        ));
+
+        let (devices_tx, devices_rx) = watch::channel(None);
+        let cfg = PublisherConfig {
+            node_name: self.node_name.clone(),
+            driver_name: self.driver_name.clone(),
+            max_devices_per_slice: self.max_devices_per_slice,
+            resync: self.resync,
+            backoff: self.backoff,
+        };
+        let metrics = Arc::clone(&self.metrics);
+        let shutdown = shutdown_rx.clone();
+        tasks.push((
+            "ResourceSlice publisher",
+            tokio::spawn(async move {
+                publisher::run(api, cfg, devices_rx, shutdown, metrics).await;
+                Ok(())
+            }),
+        ));
+
+        tracing::info!(
+            driver = %self.driver_name,
+            node = %self.node_name,
+            dra_socket = %dra_path.display(),
+            registration_socket = %reg_path.display(),
+            ?checkpoint_outcome,
+            "DRA kubelet plugin started"
+        );
+        Ok(Plugin {
+            driver_name: self.driver_name,
+            dra_socket: dra_path,
+            registration_socket: reg_path,
+            checkpoint_outcome,
+            devices: devices_tx,
+            shutdown: shutdown_tx,
+            registration: status_rx,
+            tasks,
+            _guards: guards,
+        })
+    }
+}
+
+async fn wait_for(mut shutdown: watch::Receiver<bool>) {
+    // An error means the sender is gone, which also means stop.
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+fn check_dns_subdomain(what: &str, value: &str, max: usize) -> Result<()> {
+    let bad = |why: &str| Err(Error::Config(format!("{what} {value:?} {why}")));
+    if value.is_empty() {
+        return bad("is empty");
+    }
+    if value.len() > max {
+        return bad(&format!("is longer than {max} characters"));
+    }
+    for label in value.split('.') {
+        let ok_chars = label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if label.is_empty() || !ok_chars || label.starts_with('-') || label.ends_with('-') {
+            return bad("is not a DNS subdomain (lowercase letters, digits, '-' and '.')");
+        }
+    }
+    Ok(())
+}
+
+/// A running plugin. Dropping it stops serving; [`Plugin::shutdown`] also waits for that and
+/// reports failures. Either way both sockets are removed.
+pub struct Plugin {
+    driver_name: String,
+    dra_socket: PathBuf,
+    registration_socket: PathBuf,
+    checkpoint_outcome: LoadOutcome,
+    devices: watch::Sender<Option<Vec<Device>>>,
+    shutdown: watch::Sender<bool>,
+    registration: watch::Receiver<Option<RegistrationStatus>>,
+    tasks: Vec<(&'static str, JoinHandle<Result<()>>)>,
+    // Dropped last, after the servers stopped: removes the socket files.
+    _guards: Vec<SocketGuard>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("driver_name", &self.driver_name)
+            .field("dra_socket", &self.dra_socket)
+            .field("registration_socket", &self.registration_socket)
+            .finish()
+    }
+}
+
+impl Plugin {
+    /// Shorthand for [`PluginBuilder::new`].
+    pub fn builder<D: Driver, A: KubeApi>(
+        driver_name: impl Into<String>,
+        node_name: impl Into<String>,
+        driver: D,
+        api: A,
+    ) -> PluginBuilder<D, A> {
+        PluginBuilder::new(driver_name, node_name, driver, api)
+    }
+
+    /// Publishes these devices as the node's pool, replacing what was published before. Nothing
+    /// is published until the first call; the publisher retries in the background until the API
+    /// server has exactly this.
+    pub fn publish(&self, devices: Vec<Device>) {
+        self.devices.send_replace(Some(devices));
+    }
+
+    /// The DRA service socket.
+    pub fn dra_socket(&self) -> &Path {
+        &self.dra_socket
+    }
+
+    /// The registration socket.
+    pub fn registration_socket(&self) -> &Path {
+        &self.registration_socket
+    }
+
+    /// What was found in the checkpoint at start.
+    pub fn checkpoint_outcome(&self) -> &LoadOutcome {
+        &self.checkpoint_outcome
+    }
+
+    /// The kubelet's last registration verdict, `None` before it sent one.
+    pub fn registration_status(&self) -> Option<RegistrationStatus> {
+        self.registration.borrow().clone()
+    }
+
+    /// Waits until the kubelet reports the registration outcome, for at most `timeout`.
+    pub async fn wait_for_registration(&self, timeout: Duration) -> Option<RegistrationStatus> {
+        let mut rx = self.registration.clone();
+        tokio::time::timeout(timeout, rx.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(|r| r.ok().and_then(|s| s.clone()))
+    }
+
+    /// Stops serving and publishing, waits for in-flight requests, and removes both sockets.
+    /// Published ResourceSlices stay: the kubelet removes them when the plugin stays away.
+    pub async fn shutdown(mut self) -> Result<()> {
+        self.shutdown.send_replace(true);
+        let mut first_err = None;
+        for (name, task) in self.tasks.drain(..) {
+            let r = match task.await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Task(name)),
+            };
+            if let Err(e) = r {
+                tracing::error!(task = name, error = %e, "plugin task failed");
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        self.shutdown.send_replace(true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_dns_subdomain;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_dns_subdomain("driver name", "dra.net", 63).is_ok());
+        assert!(check_dns_subdomain("driver name", "a-b.c1", 63).is_ok());
+        for bad in ["", "Dra.net", "dra..net", "-dra.net", "dra_net", "dra.net-"] {
+            let e = check_dns_subdomain("driver name", bad, 63).unwrap_err();
+            assert!(e.to_string().contains("driver name"), "{e}");
+        }
+        assert!(
+            check_dns_subdomain("driver name", &"a".repeat(64), 63)
+                .unwrap_err()
+                .to_string()
+                .contains("63")
+        );
+    }
+}

@@ -1,0 +1,680 @@
+//! Publishing the driver's devices as ResourceSlices.
+//!
+//! The pool is named after the node; its slices are named `<node>-<driver>-<index>` and hold at most
+//! [`MAX_DEVICES_PER_SLICE`] devices each. [`plan`] compares the desired slices with what the API
+//! server has and returns the fewest writes that get there; [`run`] keeps doing that, triggered by
+//! device changes, watch events on our slices and a periodic resync, retrying with backoff.
+//!
+//! Pool generation: consumers only trust the slices of a pool's highest generation and need all
+//! `resourceSliceCount` of them. A single in-place update cannot leave a mix of old and new
+//! slices, so it keeps the generation; anything more (new slices, several changed slices) bumps the
+//! generation and rewrites every slice, so that a reader never combines old and new contents.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSlice, ResourceSliceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use tokio::sync::{Notify, watch};
+
+use crate::api::KubeApi;
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// The API's limit of devices in one ResourceSlice.
+pub const MAX_DEVICES_PER_SLICE: usize = 128;
+
+/// Who publishes: the inputs of [`plan`] besides the devices.
+#[derive(Debug, Clone)]
+pub struct PoolParams {
+    /// Node name; also the pool name.
+    pub node_name: String,
+    /// Driver name.
+    pub driver_name: String,
+    /// UID of the Node object, for the owner reference; `None` publishes without one.
+    pub node_uid: Option<String>,
+    /// Devices per slice, at most [`MAX_DEVICES_PER_SLICE`].
+    pub max_devices_per_slice: usize,
+}
+
+impl PoolParams {
+    fn prefix(&self) -> String {
+        format!("{}-{}-", self.node_name, self.driver_name)
+    }
+
+    /// The name of the slice at `index`.
+    pub fn slice_name(&self, index: usize) -> String {
+        format!("{}{index}", self.prefix())
+    }
+}
+
+/// A slice to delete, with the preconditions that keep the delete from hitting a newer object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceDelete {
+    /// Slice name.
+    pub name: String,
+    /// UID it must still have.
+    pub uid: String,
+    /// resourceVersion it must still have.
+    pub resource_version: String,
+}
+
+/// The writes that turn the current slices into the desired ones.
+#[derive(Debug, Clone, Default)]
+pub struct SlicePlan {
+    /// Slices to delete (first, so devices the driver no longer has disappear even if a later
+    /// write fails).
+    pub deletes: Vec<SliceDelete>,
+    /// Slices to replace, carrying the resourceVersion they are based on.
+    pub updates: Vec<ResourceSlice>,
+    /// Slices to create.
+    pub creates: Vec<ResourceSlice>,
+    /// The pool generation after the plan is carried out.
+    pub generation: i64,
+}
+
+impl SlicePlan {
+    /// True when nothing needs writing.
+    pub fn is_empty(&self) -> bool {
+        self.deletes.is_empty() && self.updates.is_empty() && self.creates.is_empty()
+    }
+
+    /// Number of API writes.
+    pub fn writes(&self) -> usize {
+        self.deletes.len() + self.updates.len() + self.creates.len()
+    }
+}
+
+/// Computes the writes that publish `devices` given the `existing` slices of our node and driver.
+///
+/// Fails only on input that can never be published (a device without a name, a duplicate
+/// device name, or a bad per-slice limit).
+pub fn plan(
+    devices: &[Device],
+    existing: &[ResourceSlice],
+    params: &PoolParams,
+) -> Result<SlicePlan> {
+    if params.max_devices_per_slice == 0 || params.max_devices_per_slice > MAX_DEVICES_PER_SLICE {
+        return Err(Error::Config(format!(
+            "max devices per slice is {}, must be 1..={MAX_DEVICES_PER_SLICE}",
+            params.max_devices_per_slice
+        )));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(devices.len());
+    for d in devices {
+        if d.name.is_empty() {
+            return Err(Error::InvalidRequest(
+                "a device to publish has an empty name".into(),
+            ));
+        }
+        if !seen.insert(d.name.as_str()) {
+            return Err(Error::InvalidRequest(format!(
+                "device {:?} is listed twice",
+                d.name
+            )));
+        }
+    }
+    // An empty pool is still published as one empty slice: it says "this driver runs here and has
+    // no devices", which is different from no slices at all.
+    let chunks: Vec<&[Device]> = if devices.is_empty() {
+        vec![&[]]
+    } else {
+        devices.chunks(params.max_devices_per_slice).collect()
+    };
+
+    let mut generation = existing
+        .iter()
+        .map(|s| s.spec.pool.generation)
+        .max()
+        .unwrap_or(0);
+    let prefix = params.prefix();
+    let mut matched: BTreeMap<usize, &ResourceSlice> = BTreeMap::new();
+    let mut obsolete: Vec<&ResourceSlice> = Vec::new();
+    for slice in existing {
+        let name = slice.metadata.name.as_deref().unwrap_or_default();
+        let index = name
+            .strip_prefix(&prefix)
+            .and_then(|i| i.parse::<usize>().ok())
+            // "01" parses as 1 but is not our name for it.
+            .filter(|i| params.slice_name(*i) == name);
+        match index {
+            Some(i)
+                if i < chunks.len()
+                    && slice.spec.pool.generation == generation
+                    && slice.spec.pool.name == params.node_name
+                    && !matched.contains_key(&i) =>
+            {
+                matched.insert(i, slice);
+            }
+            _ => obsolete.push(slice),
+        }
+    }
+
+    let count = chunks.len() as i64;
+    let owner = params.node_uid.as_ref().map(|uid| OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: params.node_name.clone(),
+        uid: uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    });
+    let desired_spec = |index: usize, generation: i64, current: Option<&ResourceSlice>| {
+        let mut devices = chunks[index].to_vec();
+        if let Some(cur) = current {
+            keep_taint_times(
+                &mut devices,
+                cur.spec.devices.as_deref().unwrap_or_default(),
+            );
+        }
+        ResourceSliceSpec {
+            driver: params.driver_name.clone(),
+            node_name: Some(params.node_name.clone()),
+            pool: ResourcePool {
+                name: params.node_name.clone(),
+                generation,
+                resource_slice_count: count,
+            },
+            devices: Some(devices),
+            ..ResourceSliceSpec::default()
+        }
+    };
+
+    let changed: Vec<usize> = matched
+        .iter()
+        .filter(|(i, cur)| {
+            !spec_equal(&cur.spec, &desired_spec(**i, generation, Some(cur)))
+                || (owner.is_some()
+                    && cur.metadata.owner_references.as_ref()
+                        != owner.as_ref().map(|o| vec![o.clone()]).as_ref())
+        })
+        .map(|(i, _)| *i)
+        .collect();
+    let new = chunks.len() - matched.len();
+    let bump = new > 0 || changed.len() > 1;
+    if bump {
+        generation += 1;
+    }
+
+    let mut out = SlicePlan {
+        generation,
+        ..SlicePlan::default()
+    };
+    out.deletes = obsolete
+        .iter()
+        .map(|s| SliceDelete {
+            name: s.metadata.name.clone().unwrap_or_default(),
+            uid: s.metadata.uid.clone().unwrap_or_default(),
+            resource_version: s.metadata.resource_version.clone().unwrap_or_default(),
+        })
+        .collect();
+    for (i, cur) in &matched {
+        if !bump && !changed.contains(i) {
+            continue;
+        }
+        let mut slice = (*cur).clone();
+        slice.spec = desired_spec(*i, generation, Some(cur));
+        if let Some(o) = &owner {
+            slice.metadata.owner_references = Some(vec![o.clone()]);
+        }
+        out.updates.push(slice);
+    }
+    for i in (0..chunks.len()).filter(|i| !matched.contains_key(i)) {
+        out.creates.push(ResourceSlice {
+            metadata: ObjectMeta {
+                name: Some(params.slice_name(i)),
+                owner_references: owner.as_ref().map(|o| vec![o.clone()]),
+                ..ObjectMeta::default()
+            },
+            spec: desired_spec(i, generation, None),
+        });
+    }
+    Ok(out)
+}
+
+/// Compares what we control of a slice spec. Unset and empty lists are the same to the server.
+fn spec_equal(a: &ResourceSliceSpec, b: &ResourceSliceSpec) -> bool {
+    a.driver == b.driver
+        && a.node_name == b.node_name
+        && a.pool == b.pool
+        && a.devices.as_deref().unwrap_or_default() == b.devices.as_deref().unwrap_or_default()
+        && a.node_selector == b.node_selector
+        && a.all_nodes.unwrap_or(false) == b.all_nodes.unwrap_or(false)
+        && a.per_device_node_selection.unwrap_or(false)
+            == b.per_device_node_selection.unwrap_or(false)
+        && a.shared_counters.as_deref().unwrap_or_default()
+            == b.shared_counters.as_deref().unwrap_or_default()
+}
+
+/// The API server stamps `timeAdded` on taints that lack it; carrying it over keeps a republish of
+/// the same taints from counting as a change.
+fn keep_taint_times(desired: &mut [Device], current: &[Device]) {
+    for d in desired.iter_mut() {
+        let Some(cur) = current.iter().find(|c| c.name == d.name) else {
+            continue;
+        };
+        let (Some(taints), Some(cur_taints)) = (d.taints.as_mut(), cur.taints.as_ref()) else {
+            continue;
+        };
+        for t in taints.iter_mut().filter(|t| t.time_added.is_none()) {
+            if let Some(c) = cur_taints
+                .iter()
+                .find(|c| c.key == t.key && c.value == t.value && c.effect == t.effect)
+            {
+                t.time_added = c.time_added.clone();
+            }
+        }
+    }
+}
+
+/// Retry timing of the publisher.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    /// First delay after a failure.
+    pub initial: Duration,
+    /// Longest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_millis(250),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before retry number `attempt` (0-based): doubling from `initial` up to `max`.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        self.initial
+            .saturating_mul(1u32 << attempt.min(20))
+            .min(self.max)
+    }
+}
+
+/// Settings of the publishing loop.
+#[derive(Debug, Clone)]
+pub(crate) struct PublisherConfig {
+    pub node_name: String,
+    pub driver_name: String,
+    pub max_devices_per_slice: usize,
+    pub resync: Duration,
+    pub backoff: Backoff,
+}
+
+/// Runs until `shutdown` flips to true: publishes every device list sent on `devices` (nothing
+/// until the first one), and repairs drift seen by the watch or the periodic resync.
+pub(crate) async fn run<A: KubeApi>(
+    api: Arc<A>,
+    cfg: PublisherConfig,
+    mut devices: watch::Receiver<Option<Vec<Device>>>,
+    mut shutdown: watch::Receiver<bool>,
+    metrics: Arc<dyn Metrics>,
+) {
+    let poke = Arc::new(Notify::new());
+    let watcher = tokio::spawn(watch_loop(
+        Arc::clone(&api),
+        cfg.clone(),
+        Arc::clone(&poke),
+        shutdown.clone(),
+    ));
+    let mut node_uid: Option<String> = None;
+    let mut resync = tokio::time::interval(cfg.resync);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            r = devices.changed() => if r.is_err() { break },
+            _ = poke.notified() => {},
+            _ = resync.tick() => {},
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let mut attempt = 0u32;
+        loop {
+            let Some(desired) = devices.borrow_and_update().clone() else {
+                break;
+            };
+            let start = Instant::now();
+            let result = sync_once(api.as_ref(), &cfg, &desired, &mut node_uid).await;
+            match result {
+                Ok(writes) => {
+                    metrics.slice_sync(true, writes, start.elapsed());
+                    if writes > 0 {
+                        tracing::debug!(writes, "ResourceSlices published");
+                    }
+                    break;
+                }
+                Err(e) => {
+                    metrics.slice_sync(false, 0, start.elapsed());
+                    let delay = if e.is_conflict() {
+                        cfg.backoff.initial
+                    } else {
+                        cfg.backoff.delay(attempt)
+                    };
+                    tracing::warn!(error = %e, retry_in = ?delay, "publishing ResourceSlices failed");
+                    attempt = attempt.saturating_add(1);
+                    tokio::select! {
+                        _ = shutdown.changed() => break,
+                        _ = tokio::time::sleep(delay) => {},
+                    }
+                    if *shutdown.borrow() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    watcher.abort();
+}
+
+async fn sync_once<A: KubeApi>(
+    api: &A,
+    cfg: &PublisherConfig,
+    devices: &[Device],
+    node_uid: &mut Option<String>,
+) -> Result<usize> {
+    if node_uid.is_none() {
+        *node_uid = Some(api.get_node_uid(&cfg.node_name).await?);
+    }
+    let params = PoolParams {
+        node_name: cfg.node_name.clone(),
+        driver_name: cfg.driver_name.clone(),
+        node_uid: node_uid.clone(),
+        max_devices_per_slice: cfg.max_devices_per_slice,
+    };
+    let existing = api.list_slices(&cfg.node_name, &cfg.driver_name).await?;
+    let p = plan(devices, &existing.items, &params)?;
+    let writes = p.writes();
+    for d in &p.deletes {
+        match api.delete_slice(&d.name, &d.uid, &d.resource_version).await {
+            Err(e) if e.is_not_found() => {}
+            other => other?,
+        }
+    }
+    for s in &p.updates {
+        api.update_slice(s).await?;
+    }
+    for s in &p.creates {
+        api.create_slice(s).await?;
+    }
+    Ok(writes)
+}
+
+/// Lists and watches our slices, poking the sync loop on every change (including our own writes,
+/// which then cost one list and no write).
+async fn watch_loop<A: KubeApi>(
+    api: Arc<A>,
+    cfg: PublisherConfig,
+    poke: Arc<Notify>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut attempt = 0u32;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let result: Result<()> = async {
+            let list = api.list_slices(&cfg.node_name, &cfg.driver_name).await?;
+            // Whatever happened while we were not watching counts as a change.
+            poke.notify_one();
+            let mut rv = list.resource_version;
+            let mut events = api
+                .watch_slices(&cfg.node_name, &cfg.driver_name, &rv)
+                .await?;
+            attempt = 0;
+            while let Some(ev) = events.next().await {
+                match ev? {
+                    SliceEventKind::Changed => poke.notify_one(),
+                    SliceEventKind::Bookmark(v) => rv = v,
+                }
+            }
+            let _ = rv;
+            Ok(())
+        }
+        .await;
+        let delay = match result {
+            // A normal end of a watch: start over at once.
+            Ok(()) => Duration::ZERO,
+            // 410 Gone: our resourceVersion is too old; list again at once.
+            Err(e) if e.api_code() == Some(410) => Duration::ZERO,
+            Err(e) => {
+                let d = cfg.backoff.delay(attempt);
+                attempt = attempt.saturating_add(1);
+                tracing::debug!(error = %e, retry_in = ?d, "ResourceSlice watch failed");
+                d
+            }
+        };
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tokio::time::sleep(delay) => {},
+        }
+    }
+}
+
+use crate::api::SliceEvent as SliceEventKind;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::resource::v1::DeviceTaint;
+
+    fn dev(name: &str) -> Device {
+        Device {
+            name: name.into(),
+            ..Device::default()
+        }
+    }
+
+    fn devs(n: usize) -> Vec<Device> {
+        (0..n).map(|i| dev(&format!("dev{i}"))).collect()
+    }
+
+    fn params() -> PoolParams {
+        PoolParams {
+            node_name: "node1".into(),
+            driver_name: "net.example.com".into(),
+            node_uid: Some("node-uid".into()),
+            max_devices_per_slice: MAX_DEVICES_PER_SLICE,
+        }
+    }
+
+    /// Applies a plan the way an API server would, giving each write a new resourceVersion.
+    fn apply(existing: &[ResourceSlice], p: &SlicePlan) -> Vec<ResourceSlice> {
+        let mut out: Vec<ResourceSlice> = existing
+            .iter()
+            .filter(|s| {
+                !p.deletes
+                    .iter()
+                    .any(|d| Some(&d.name) == s.metadata.name.as_ref())
+            })
+            .cloned()
+            .collect();
+        for u in &p.updates {
+            let slot = out
+                .iter_mut()
+                .find(|s| s.metadata.name == u.metadata.name)
+                .unwrap();
+            *slot = u.clone();
+            slot.metadata.resource_version =
+                Some(format!("{}x", u.metadata.resource_version.clone().unwrap()));
+        }
+        for c in &p.creates {
+            let mut c = c.clone();
+            c.metadata.uid = Some(format!("uid-{}", c.metadata.name.clone().unwrap()));
+            c.metadata.resource_version = Some("1".into());
+            out.push(c);
+        }
+        out
+    }
+
+    #[test]
+    fn splits_into_slices_of_at_most_128_and_converges() {
+        let p = plan(&devs(300), &[], &params()).unwrap();
+        assert_eq!(p.creates.len(), 3);
+        assert_eq!(p.generation, 1);
+        let sizes: Vec<usize> = p
+            .creates
+            .iter()
+            .map(|s| s.spec.devices.as_ref().unwrap().len())
+            .collect();
+        assert_eq!(sizes, vec![128, 128, 44]);
+        let names: Vec<_> = p
+            .creates
+            .iter()
+            .map(|s| s.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                "node1-net.example.com-0",
+                "node1-net.example.com-1",
+                "node1-net.example.com-2"
+            ]
+        );
+        for s in &p.creates {
+            assert_eq!(s.spec.pool.resource_slice_count, 3);
+            assert_eq!(s.spec.pool.name, "node1");
+            assert_eq!(s.spec.node_name.as_deref(), Some("node1"));
+            let owner = &s.metadata.owner_references.as_ref().unwrap()[0];
+            assert_eq!(
+                (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+                ("Node", "node1", "node-uid")
+            );
+        }
+        let state = apply(&[], &p);
+        let again = plan(&devs(300), &state, &params()).unwrap();
+        assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn one_changed_slice_is_updated_in_place_without_bumping() {
+        let state = apply(&[], &plan(&devs(300), &[], &params()).unwrap());
+        let mut d = devs(300);
+        d[200].attributes = Some(Default::default());
+        d[200].all_nodes = Some(false);
+        let p = plan(&d, &state, &params()).unwrap();
+        assert_eq!(
+            (p.deletes.len(), p.updates.len(), p.creates.len()),
+            (0, 1, 0)
+        );
+        assert_eq!(p.generation, 1);
+        assert_eq!(
+            p.updates[0].metadata.name.as_deref(),
+            Some("node1-net.example.com-1")
+        );
+        // The update is based on what the server had.
+        assert_eq!(p.updates[0].metadata.resource_version.as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn growing_bumps_generation_and_rewrites_all() {
+        let state = apply(&[], &plan(&devs(128), &[], &params()).unwrap());
+        let p = plan(&devs(129), &state, &params()).unwrap();
+        assert_eq!(p.generation, 2);
+        assert_eq!((p.updates.len(), p.creates.len()), (1, 1));
+        assert!(
+            p.updates
+                .iter()
+                .chain(&p.creates)
+                .all(|s| s.spec.pool.generation == 2 && s.spec.pool.resource_slice_count == 2)
+        );
+        let state = apply(&state, &p);
+        assert!(plan(&devs(129), &state, &params()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn shrinking_deletes_stale_slices() {
+        let state = apply(&[], &plan(&devs(300), &[], &params()).unwrap());
+        let p = plan(&devs(10), &state, &params()).unwrap();
+        let deleted: Vec<_> = p.deletes.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            deleted,
+            vec!["node1-net.example.com-1", "node1-net.example.com-2"]
+        );
+        assert_eq!(p.deletes[0].uid, "uid-node1-net.example.com-1");
+        assert_eq!(p.updates.len(), 1);
+        assert_eq!(p.updates[0].spec.pool.resource_slice_count, 1);
+        let state = apply(&state, &p);
+        assert!(plan(&devs(10), &state, &params()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn old_generation_and_foreign_names_are_obsolete() {
+        let mut state = apply(&[], &plan(&devs(2), &[], &params()).unwrap());
+        let mut old = state[0].clone();
+        old.metadata.name = Some("node1-net.example.com-07".into());
+        state.push(old);
+        let mut older = state[0].clone();
+        older.metadata.name = Some("node1-net.example.com-5".into());
+        older.spec.pool.generation = 0;
+        state.push(older);
+        let p = plan(&devs(2), &state, &params()).unwrap();
+        let mut deleted: Vec<_> = p.deletes.iter().map(|d| d.name.clone()).collect();
+        deleted.sort();
+        assert_eq!(
+            deleted,
+            vec!["node1-net.example.com-07", "node1-net.example.com-5"]
+        );
+        assert!(p.updates.is_empty() && p.creates.is_empty());
+    }
+
+    #[test]
+    fn empty_pool_is_one_empty_slice() {
+        let p = plan(&[], &[], &params()).unwrap();
+        assert_eq!(p.creates.len(), 1);
+        assert_eq!(p.creates[0].spec.devices.as_deref(), Some(&[][..]));
+    }
+
+    #[test]
+    fn bad_input_is_an_error_naming_it() {
+        let e = plan(&[dev("a"), dev("a")], &[], &params()).unwrap_err();
+        assert!(e.to_string().contains("\"a\" is listed twice"), "{e}");
+        let e = plan(&[dev("")], &[], &params()).unwrap_err();
+        assert!(e.to_string().contains("empty name"), "{e}");
+        let mut p = params();
+        p.max_devices_per_slice = 129;
+        assert!(
+            plan(&devs(1), &[], &p)
+                .unwrap_err()
+                .to_string()
+                .contains("129")
+        );
+    }
+
+    #[test]
+    fn server_stamped_taint_times_are_not_a_change() {
+        let mut d = devs(1);
+        d[0].taints = Some(vec![DeviceTaint {
+            key: "k".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        let mut state = apply(&[], &plan(&d, &[], &params()).unwrap());
+        let t = &mut state[0].spec.devices.as_mut().unwrap()[0]
+            .taints
+            .as_mut()
+            .unwrap()[0];
+        t.time_added = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            Default::default(),
+        ));
+        assert!(plan(&d, &state, &params()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_max() {
+        let b = Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
+        assert_eq!(b.delay(0), Duration::from_millis(100));
+        assert_eq!(b.delay(2), Duration::from_millis(400));
+        assert_eq!(b.delay(10), Duration::from_secs(1));
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,121 @@
+//! Unix sockets for the kubelet: replacing a stale socket at start, removing ours at shutdown.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use tokio::net::UnixListener;
+
+use crate::error::{Error, Result};
+
+/// Removes the socket file when dropped, unless another process has replaced it meanwhile.
+#[derive(Debug)]
+pub(crate) struct SocketGuard {
+    path: PathBuf,
+    ident: Option<Ident>,
+}
+
+/// Device, inode and change time: inode numbers are reused as soon as a file is removed, so the
+/// change time tells our socket apart from a newer one that got the same inode.
+type Ident = (u64, u64, i64, i64);
+
+fn ident(path: &Path) -> Option<Ident> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+}
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        // Only remove the inode we created: a newer instance may already serve on this path.
+        if self.ident.is_some() && ident(&self.path) == self.ident {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Binds a unix socket at `path`, creating the directory. A socket file nobody answers on is left
+/// from a crash and is replaced; one a live process answers on is an error, and so is a path that
+/// is not a socket (we never delete someone's regular file).
+pub(crate) fn bind(path: &Path) -> Result<(UnixListener, SocketGuard)> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create socket directory", dir, e))?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(Error::SocketInUse {
+                    path: path.to_path_buf(),
+                });
+            }
+            tracing::info!(path = %path.display(), "replacing stale socket");
+            std::fs::remove_file(path).map_err(|e| Error::io("remove stale socket", path, e))?;
+        }
+        Ok(_) => {
+            return Err(Error::Config(format!(
+                "{} exists and is not a socket; refusing to replace it",
+                path.display()
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("inspect socket path", path, e)),
+    }
+    let listener = UnixListener::bind(path).map_err(|e| Error::io("bind socket", path, e))?;
+    // Only the kubelet (root) needs to connect.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io("set socket permissions", path, e))?;
+    Ok((
+        listener,
+        SocketGuard {
+            path: path.to_path_buf(),
+            ident: ident(path),
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn stale_socket_is_replaced_live_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a/b.sock");
+        // A stale socket: bound, then its listener closed without removing the file.
+        drop(
+            std::os::unix::net::UnixListener::bind({
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                &path
+            })
+            .unwrap(),
+        );
+        assert!(path.exists());
+        let (live, guard) = bind(&path).unwrap();
+        let err = bind(&path).unwrap_err();
+        assert!(matches!(err, Error::SocketInUse { .. }), "{err}");
+        drop(live);
+        drop(guard);
+        assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn regular_file_is_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.sock");
+        std::fs::write(&path, "keep me").unwrap();
+        let err = bind(&path).unwrap_err();
+        assert!(err.to_string().contains("not a socket"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
+    }
+
+    #[tokio::test]
+    async fn guard_leaves_a_newer_socket_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.sock");
+        let (l1, g1) = bind(&path).unwrap();
+        drop(l1);
+        // A second instance took over the path.
+        let (_l2, _g2) = bind(&path).unwrap();
+        drop(g1);
+        assert!(path.exists());
+    }
+}

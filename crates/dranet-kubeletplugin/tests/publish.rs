@@ -1,0 +1,348 @@
+//! ResourceSlice publishing against the fake API server (real JSON over HTTP, resourceVersions,
+//! 409s, watches).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use dranet_kubeletplugin::publisher::Backoff;
+use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSlice, ResourceSliceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+fn devices(n: usize) -> Vec<Device> {
+    (0..n)
+        .map(|i| Device {
+            name: format!("eth{i}"),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn fast(
+    b: dranet_kubeletplugin::PluginBuilder<RecordingDriver, dranet_kubeletplugin::KubeClient>,
+) -> dranet_kubeletplugin::PluginBuilder<RecordingDriver, dranet_kubeletplugin::KubeClient> {
+    b.retry_backoff(Backoff {
+        initial: Duration::from_millis(20),
+        max: Duration::from_millis(200),
+    })
+    // Long: these tests must prove that watch events, not the resync, repair drift.
+    .resync_interval(Duration::from_secs(3600))
+}
+
+fn ours(h: &Harness) -> Vec<ResourceSlice> {
+    h.api
+        .slices()
+        .into_iter()
+        .filter(|s| s.spec.driver == DRIVER && s.spec.node_name.as_deref() == Some(NODE))
+        .collect()
+}
+
+fn device_count(h: &Harness) -> usize {
+    ours(h)
+        .iter()
+        .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+        .sum()
+}
+
+async fn converge(h: &Harness, n: usize, slices: usize) {
+    let ok = eventually(10, || {
+        let s = ours(h);
+        s.len() == slices
+            && device_count(h) == n
+            && s.iter()
+                .all(|x| x.spec.pool.resource_slice_count == slices as i64)
+    })
+    .await;
+    assert!(
+        ok,
+        "did not converge to {n} devices in {slices} slices: {:#?}",
+        ours(h)
+            .iter()
+            .map(|s| (&s.metadata.name, &s.spec.pool))
+            .collect::<Vec<_>>()
+    );
+    // Let the watch echo of our own writes pass through a sync too.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn fake_apiserver_publishes_a_pool_split_into_slices_owned_by_the_node() {
+    let h = Harness::start_with(fast).await;
+    let node_uid = "node-uid-00000001";
+    h.plugin().publish(devices(300));
+    converge(&h, 300, 3).await;
+    let mut names: Vec<_> = ours(&h)
+        .iter()
+        .map(|s| s.metadata.name.clone().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            format!("{NODE}-{DRIVER}-0"),
+            format!("{NODE}-{DRIVER}-1"),
+            format!("{NODE}-{DRIVER}-2")
+        ]
+    );
+    for s in ours(&h) {
+        assert_eq!(s.spec.pool.name, NODE);
+        assert_eq!(s.spec.pool.generation, 1);
+        assert!(s.spec.devices.as_ref().unwrap().len() <= 128);
+        let o = &s.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (
+                o.api_version.as_str(),
+                o.kind.as_str(),
+                o.name.as_str(),
+                o.uid.as_str()
+            ),
+            ("v1", "Node", NODE, node_uid)
+        );
+        assert_eq!(o.controller, Some(true));
+    }
+    assert_eq!(h.api.write_counts().creates, 3);
+    assert!(h.api.field_managers().iter().all(|m| m == DRIVER));
+}
+
+#[tokio::test]
+async fn fake_apiserver_sees_no_write_when_nothing_changed() {
+    let h = Harness::start_with(|b| fast(b).resync_interval(Duration::from_millis(50))).await;
+    h.plugin().publish(devices(200));
+    converge(&h, 200, 2).await;
+    let before = h.api.write_counts();
+    // Publishing the same devices and many resyncs later: still no write.
+    h.plugin().publish(devices(200));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(h.api.write_counts(), before);
+}
+
+#[tokio::test]
+async fn fake_apiserver_gets_one_update_for_one_changed_slice_and_deletes_stale_ones() {
+    let h = Harness::start_with(fast).await;
+    h.plugin().publish(devices(300));
+    converge(&h, 300, 3).await;
+    let before = h.api.write_counts();
+    let mut d = devices(300);
+    d[150].all_nodes = Some(false);
+    d[150].binds_to_node = Some(true);
+    h.plugin().publish(d);
+    assert!(eventually(10, || h.api.write_counts().updates == before.updates + 1).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = h.api.write_counts();
+    assert_eq!(
+        (after.creates, after.updates, after.deletes),
+        (before.creates, before.updates + 1, before.deletes)
+    );
+    assert!(
+        ours(&h).iter().all(|s| s.spec.pool.generation == 1),
+        "a single update keeps the generation"
+    );
+
+    // Shrinking: the two slices no longer needed go, the remaining one is rewritten.
+    h.plugin().publish(devices(10));
+    converge(&h, 10, 1).await;
+    assert_eq!(h.api.write_counts().deletes, before.deletes + 2);
+    let s = &ours(&h)[0];
+    assert_eq!(
+        s.metadata.name.as_deref(),
+        Some(&*format!("{NODE}-{DRIVER}-0"))
+    );
+    assert_eq!(s.spec.pool.resource_slice_count, 1);
+
+    // Growing again bumps the generation on every slice.
+    h.plugin().publish(devices(129));
+    converge(&h, 129, 2).await;
+    let gens: Vec<_> = ours(&h).iter().map(|s| s.spec.pool.generation).collect();
+    assert!(
+        gens.iter().all(|g| *g == gens[0]) && gens[0] >= 2,
+        "{gens:?}"
+    );
+}
+
+#[tokio::test]
+async fn fake_apiserver_conflicts_and_outages_are_retried_until_published() {
+    let h = Harness::start_with(fast).await;
+    h.api.set_down(true);
+    h.plugin().publish(devices(5));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(ours(&h).is_empty());
+    h.api.set_down(false);
+    converge(&h, 5, 1).await;
+
+    // Injected 409s on the next updates.
+    h.api.fail_next("PUT", 409, 3);
+    let mut d = devices(5);
+    d[0].binds_to_node = Some(true);
+    h.plugin().publish(d.clone());
+    assert!(
+        eventually(10, || ours(&h)[0].spec.devices.as_ref().unwrap()[0]
+            .binds_to_node
+            == Some(true))
+        .await
+    );
+
+    // A real conflict: another writer changed our slice, so our resourceVersion is stale.
+    let mut theirs = ours(&h)[0].clone();
+    theirs.spec.devices.as_mut().unwrap()[1].binds_to_node = Some(true);
+    h.api.put_slice_externally(theirs);
+    // The watch saw it; the publisher restores what the driver wants.
+    assert!(
+        eventually(10, || ours(&h)[0].spec.devices.as_ref().unwrap()[1]
+            .binds_to_node
+            .is_none())
+        .await
+    );
+    assert_eq!(ours(&h)[0].spec.devices.as_ref().unwrap(), &d);
+}
+
+#[tokio::test]
+async fn fake_apiserver_watch_repairs_a_deleted_slice_and_leaves_others_alone() {
+    let h = Harness::start_with(fast).await;
+    let foreign = |name: &str, driver: &str, node: &str| ResourceSlice {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: ResourceSliceSpec {
+            driver: driver.into(),
+            node_name: Some(node.into()),
+            pool: ResourcePool {
+                name: node.into(),
+                generation: 1,
+                resource_slice_count: 1,
+            },
+            ..Default::default()
+        },
+    };
+    h.api
+        .put_slice_externally(foreign("gpu-slice", "gpu.other.com", NODE));
+    h.api
+        .put_slice_externally(foreign("other-node-slice", DRIVER, "node-b"));
+    h.plugin().publish(devices(130));
+    converge(&h, 130, 2).await;
+    h.api.delete_slice_externally(&format!("{NODE}-{DRIVER}-1"));
+    assert!(
+        eventually(10, || ours(&h).len() == 2).await,
+        "deleted slice not recreated"
+    );
+    converge(&h, 130, 2).await;
+    let all: Vec<_> = h
+        .api
+        .slices()
+        .into_iter()
+        .map(|s| s.metadata.name.unwrap())
+        .collect();
+    assert!(
+        all.contains(&"gpu-slice".to_string()) && all.contains(&"other-node-slice".to_string()),
+        "{all:?}"
+    );
+
+    // A stray slice of ours with a name we would never use is removed.
+    let mut stray = foreign("stray", DRIVER, NODE);
+    stray.spec.pool.generation = 99;
+    h.api.put_slice_externally(stray);
+    assert!(
+        eventually(10, || h.api.slices().iter().all(|s| s
+            .metadata
+            .name
+            .as_deref()
+            != Some("stray")))
+        .await
+    );
+    converge(&h, 130, 2).await;
+    assert!(
+        ours(&h).iter().all(|s| s.spec.pool.generation > 99),
+        "generation must move past the stray one"
+    );
+}
+
+#[tokio::test]
+async fn fake_apiserver_missing_node_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let api = dranet_kubeletplugin::fake::FakeApiServer::start()
+        .await
+        .unwrap();
+    let plugin = fast(dranet_kubeletplugin::Plugin::builder(
+        DRIVER,
+        "late-node",
+        RecordingDriver::default(),
+        api.client(DRIVER).unwrap(),
+    ))
+    .kubelet_dir(dir.path())
+    .start()
+    .await
+    .unwrap();
+    plugin.publish(devices(1));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        api.slices().is_empty(),
+        "published without an owner reference"
+    );
+    let uid = api.add_node("late-node");
+    assert!(eventually(10, || api.slices().len() == 1).await);
+    assert_eq!(
+        api.slices()[0].metadata.owner_references.as_ref().unwrap()[0].uid,
+        uid
+    );
+    plugin.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn fake_apiserver_watch_streams_only_our_slices_from_the_listed_version() {
+    use dranet_kubeletplugin::KubeApi;
+    use dranet_kubeletplugin::api::SliceEvent;
+    use futures::StreamExt;
+
+    let api = dranet_kubeletplugin::fake::FakeApiServer::start()
+        .await
+        .unwrap();
+    let client = api.client(DRIVER).unwrap();
+    let slice = |name: &str, driver: &str, node: &str| ResourceSlice {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: ResourceSliceSpec {
+            driver: driver.into(),
+            node_name: Some(node.into()),
+            pool: ResourcePool {
+                name: node.into(),
+                generation: 1,
+                resource_slice_count: 1,
+            },
+            ..Default::default()
+        },
+    };
+    api.put_slice_externally(slice("before", DRIVER, NODE));
+    let list = client.list_slices(NODE, DRIVER).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    let mut events = client
+        .watch_slices(NODE, DRIVER, &list.resource_version)
+        .await
+        .unwrap();
+    api.put_slice_externally(slice("not-ours-driver", "gpu.other.com", NODE));
+    api.put_slice_externally(slice("not-ours-node", DRIVER, "node-b"));
+    api.put_slice_externally(slice("ours", DRIVER, NODE));
+    api.delete_slice_externally("ours");
+    let mut got = 0;
+    while let Ok(Some(ev)) = tokio::time::timeout(Duration::from_millis(500), events.next()).await {
+        assert!(matches!(ev.unwrap(), SliceEvent::Changed));
+        got += 1;
+    }
+    // Added and deleted "ours"; "before" predates the watch and the others are filtered out.
+    assert_eq!(got, 2);
+
+    // Through the real client: a stale update is a 409 the caller can recognise.
+    let mut stale = list.items[0].clone();
+    api.put_slice_externally(stale.clone());
+    stale.spec.pool.generation = 2;
+    let err = client.update_slice(&stale).await.unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    assert!(
+        err.to_string().contains("update ResourceSlice before"),
+        "{err}"
+    );
+    let gone = client.delete_slice("nope", "u", "1").await.unwrap_err();
+    assert!(gone.is_not_found(), "{gone}");
+}

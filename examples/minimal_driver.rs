@@ -1,0 +1,170 @@
+//! A minimal DRA driver built on `dranet-kubeletplugin`: four fake devices, prepared by handing
+//! out one CDI device ID each.
+//!
+//! In a cluster (DaemonSet with the kubelet's directory mounted, NODE_NAME from the downward API):
+//!
+//! ```text
+//! minimal_driver --node "$NODE_NAME"
+//! ```
+//!
+//! Without one, against an in-process fake API server and a temporary kubelet directory, playing
+//! the kubelet once:
+//!
+//! ```text
+//! cargo run --example minimal_driver -- --fake-apiserver --kubelet-dir /tmp/kubelet --run-for 2
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
+use dranet_kubeletplugin::{
+    ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, KubeApi, KubeClient, Plugin,
+    Prepared, PreparedDevice,
+};
+use k8s_openapi::api::resource::v1::Device;
+
+/// The driver: everything it must do is turn allocated devices into CDI device IDs.
+struct Minimal;
+
+impl Driver for Minimal {
+    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, DriverError> {
+        let devices = claim
+            .results
+            .iter()
+            .map(|r| PreparedDevice {
+                requests: vec![r.request.clone()],
+                pool: r.pool.clone(),
+                device: r.device.clone(),
+                cdi_device_ids: vec![format!("minimal.example.com/dev={}", r.device)],
+                share_id: None,
+            })
+            .collect();
+        Ok(Prepared {
+            devices,
+            state: None,
+        })
+    }
+
+    async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), DriverError> {
+        println!("unprepared {}", claim.claim_ref);
+        Ok(())
+    }
+}
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, default_value = "minimal.example.com")]
+    driver: String,
+    #[arg(long, env = "NODE_NAME", default_value = "node-1")]
+    node: String,
+    #[arg(long, default_value = dranet_kubeletplugin::DEFAULT_KUBELET_DIR)]
+    kubelet_dir: PathBuf,
+    /// Use an in-process fake API server instead of a cluster, and play the kubelet once.
+    #[arg(long)]
+    fake_apiserver: bool,
+    /// Stop after this many seconds instead of waiting for Ctrl-C or SIGTERM.
+    #[arg(long)]
+    run_for: Option<u64>,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let fake = if args.fake_apiserver {
+        Some(FakeApiServer::start().await?)
+    } else {
+        None
+    };
+    let api = match &fake {
+        Some(f) => {
+            f.add_node(&args.node);
+            f.client(&args.driver)?
+        }
+        None => KubeClient::infer(&args.driver).await.map_err(|e| {
+            format!("{e}\nno cluster to talk to: run in a cluster, set KUBECONFIG, or try --fake-apiserver")
+        })?,
+    };
+    let plugin = Plugin::builder(&args.driver, &args.node, Minimal, api.clone())
+        .kubelet_dir(&args.kubelet_dir)
+        .start()
+        .await?;
+    plugin.publish(
+        (0..4)
+            .map(|i| Device {
+                name: format!("dev{i}"),
+                ..Default::default()
+            })
+            .collect(),
+    );
+    println!(
+        "serving {} and {}",
+        plugin.registration_socket().display(),
+        plugin.dra_socket().display()
+    );
+
+    if let Some(f) = &fake {
+        // Allocate dev0 to a claim as the scheduler would, then call the plugin as the kubelet does.
+        f.put_claim(sample_claim(&args.driver, &args.node));
+        let kubelet = FakeKubelet::connect(plugin.registration_socket()).await?;
+        let claim = ClaimRef {
+            namespace: "default".into(),
+            name: "demo".into(),
+            uid: "demo-uid".into(),
+        };
+        println!(
+            "prepare: {:?}",
+            kubelet.prepare(std::slice::from_ref(&claim)).await?.claims["demo-uid"]
+        );
+        kubelet.unprepare(&[claim]).await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let slices = api.list_slices(&args.node, &args.driver).await?.items;
+        println!(
+            "published {} ResourceSlice(s): {:?}",
+            slices.len(),
+            slices.iter().map(|s| &s.metadata.name).collect::<Vec<_>>()
+        );
+    }
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let run_for = Duration::from_secs(args.run_for.unwrap_or(u64::MAX / 4));
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+        _ = tokio::time::sleep(run_for) => {},
+    }
+    plugin.shutdown().await?;
+    println!("stopped; sockets removed");
+    Ok(())
+}
+
+fn sample_claim(driver: &str, node: &str) -> k8s_openapi::api::resource::v1::ResourceClaim {
+    use k8s_openapi::api::resource::v1::*;
+    let result = DeviceRequestAllocationResult {
+        driver: driver.into(),
+        pool: node.into(),
+        device: "dev0".into(),
+        request: "req".into(),
+        ..Default::default()
+    };
+    ResourceClaim {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            namespace: Some("default".into()),
+            name: Some("demo".into()),
+            uid: Some("demo-uid".into()),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: Some(ResourceClaimStatus {
+            allocation: Some(AllocationResult {
+                devices: Some(DeviceAllocationResult {
+                    results: Some(vec![result]),
+                    config: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }
+}
