@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/dra_v1.proto",
         "proto/dra_v1beta1.proto",
         "proto/dra_health_v1alpha1.proto",
+        "proto/dra_health_v1.proto",
     ];
     for f in &files {
         println!("cargo:rerun-if-changed={f}");

@@ -183,9 +183,10 @@ impl KubeApi for KubeClient {
             .get(name)
             .await
             .map_err(|e| map_kube_error(format!("get Node {name}"), e))?;
-        node.metadata
-            .uid
-            .ok_or_else(|| Error::InvalidRequest(format!("Node {name} has no UID")))
+        node.metadata.uid.ok_or_else(|| Error::ApiTransport {
+            action: format!("get Node {name}"),
+            source: "the API server returned the Node without metadata.uid".into(),
+        })
     }
 
     async fn list_slices(&self, node: &str, driver: &str) -> Result<SliceList> {

@@ -17,7 +17,7 @@ use crate::driver::{ClaimRef, Driver};
 use crate::health::{DeviceHealthReport, Health};
 use crate::metrics::{Method, Metrics};
 use crate::node::NodeService;
-use crate::proto::{dra_health_v1alpha1 as hpb, pluginregistration as regpb};
+use crate::proto::pluginregistration as regpb;
 
 /// The kubelet's last word on our registration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,55 +164,94 @@ dra_service!(DraV1beta1, dra_v1beta1, "v1beta1", |d| {
     }
 });
 
+/// Serves the device health stream. Streams end when the plugin shuts down; otherwise a kubelet
+/// watching health would keep the server's graceful shutdown waiting forever.
+#[derive(Clone)]
 pub(crate) struct HealthService {
     pub reports: watch::Receiver<Vec<DeviceHealthReport>>,
+    pub shutdown: watch::Receiver<bool>,
     pub metrics: Arc<dyn Metrics>,
 }
 
-fn to_proto(r: &DeviceHealthReport) -> hpb::DeviceHealth {
-    hpb::DeviceHealth {
-        device: Some(hpb::DeviceIdentifier {
-            pool_name: r.pool.clone(),
-            device_name: r.device.clone(),
-        }),
-        health: match r.health {
-            Health::Unknown => hpb::HealthStatus::Unknown,
-            Health::Healthy => hpb::HealthStatus::Healthy,
-            Health::Unhealthy => hpb::HealthStatus::Unhealthy,
-        } as i32,
-        last_updated_time: r
-            .checked_at
-            .duration_since(UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-            .unwrap_or(0),
-        health_check_timeout_seconds: r
-            .valid_for
-            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-            .unwrap_or(0),
-        message: r.message.clone(),
-    }
-}
-
-type HealthStream =
-    Pin<Box<dyn Stream<Item = Result<hpb::NodeWatchResourcesResponse, Status>> + Send>>;
-
-#[tonic::async_trait]
-impl hpb::dra_resource_health_server::DraResourceHealth for HealthService {
-    type NodeWatchResourcesStream = HealthStream;
-
-    async fn node_watch_resources(
+impl HealthService {
+    /// The current reports, then each change, until shutdown.
+    fn stream<T: Send + 'static>(
         &self,
-        _req: Request<hpb::NodeWatchResourcesRequest>,
-    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+        api: &'static str,
+        convert: fn(&[DeviceHealthReport]) -> T,
+    ) -> Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>> {
         let start = Instant::now();
+        let mut shutdown = self.shutdown.clone();
+        let stop = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        };
         // WatchStream yields the current value first, then each change.
-        let stream = WatchStream::new(self.reports.clone()).map(|reports| {
-            Ok(hpb::NodeWatchResourcesResponse {
-                devices: reports.iter().map(to_proto).collect(),
-            })
-        });
+        let stream = WatchStream::new(self.reports.clone())
+            .map(move |reports| Ok(convert(&reports)))
+            .take_until(stop);
         self.metrics
-            .grpc_request(Method::WatchResources, "v1alpha1", 0, 0, start.elapsed());
-        Ok(Response::new(Box::pin(stream)))
+            .grpc_request(Method::WatchResources, api, 0, 0, start.elapsed());
+        Box::pin(stream)
     }
 }
+
+fn unix_secs(t: std::time::SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Implements one version of `DRAResourceHealth`; v1alpha1 and v1 share their messages.
+macro_rules! health_service {
+    ($pb:ident, $api:literal) => {
+        impl HealthService {
+            fn $pb(
+                reports: &[DeviceHealthReport],
+            ) -> crate::proto::$pb::NodeWatchResourcesResponse {
+                use crate::proto::$pb as pb;
+                pb::NodeWatchResourcesResponse {
+                    devices: reports
+                        .iter()
+                        .map(|r| pb::DeviceHealth {
+                            device: Some(pb::DeviceIdentifier {
+                                pool_name: r.pool.clone(),
+                                device_name: r.device.clone(),
+                            }),
+                            health: match r.health {
+                                Health::Unknown => pb::HealthStatus::Unknown,
+                                Health::Healthy => pb::HealthStatus::Healthy,
+                                Health::Unhealthy => pb::HealthStatus::Unhealthy,
+                            } as i32,
+                            last_updated_time: unix_secs(r.checked_at),
+                            health_check_timeout_seconds: r
+                                .valid_for
+                                .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+                                .unwrap_or(0),
+                            message: r.message.clone(),
+                        })
+                        .collect(),
+                }
+            }
+        }
+
+        #[tonic::async_trait]
+        impl crate::proto::$pb::dra_resource_health_server::DraResourceHealth for HealthService {
+            type NodeWatchResourcesStream = Pin<
+                Box<
+                    dyn Stream<Item = Result<crate::proto::$pb::NodeWatchResourcesResponse, Status>>
+                        + Send,
+                >,
+            >;
+
+            async fn node_watch_resources(
+                &self,
+                _req: Request<crate::proto::$pb::NodeWatchResourcesRequest>,
+            ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+                Ok(Response::new(self.stream($api, HealthService::$pb)))
+            }
+        }
+    };
+}
+
+health_service!(dra_health_v1alpha1, "v1alpha1");
+health_service!(dra_health_v1, "v1");

@@ -93,7 +93,8 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
         self
     }
 
-    /// Serves `v1alpha1.DRAResourceHealth` with the health the driver sets on `reporter`.
+    /// Serves `v1.DRAResourceHealth` and `v1alpha1.DRAResourceHealth` with the health the driver
+    /// sets on `reporter`, and advertises both to the kubelet.
     pub fn health(mut self, reporter: HealthReporter) -> Self {
         self.health = Some(reporter);
         self
@@ -198,9 +199,23 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             versions.push(service_names::DRA_V1BETA1.to_string());
         }
         if let Some(h) = &self.health {
-            router = router.add_service(proto::dra_health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
-                HealthService { reports: h.subscribe(), metrics: Arc::clone(&self.metrics) },
-            ));
+            let health = HealthService {
+                reports: h.subscribe(),
+                shutdown: shutdown_rx.clone(),
+                metrics: Arc::clone(&self.metrics),
+            };
+            router = router
+                .add_service(
+                    proto::dra_health_v1::dra_resource_health_server::DraResourceHealthServer::new(
+                        health.clone(),
+                    ),
+                )
+                .add_service(
+                    proto::dra_health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
+                        health,
+                    ),
+                );
+            versions.push(service_names::HEALTH_V1.to_string());
             versions.push(service_names::HEALTH_V1ALPHA1.to_string());
         }
         let stop = wait_for(shutdown_rx.clone());

@@ -322,7 +322,6 @@ pub(crate) async fn run<A: KubeApi>(
         Arc::clone(&poke),
         shutdown.clone(),
     ));
-    let mut node_uid: Option<String> = None;
     let mut resync = tokio::time::interval(cfg.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -341,13 +340,20 @@ pub(crate) async fn run<A: KubeApi>(
                 break;
             };
             let start = Instant::now();
-            let result = sync_once(api.as_ref(), &cfg, &desired, &mut node_uid).await;
+            let result = sync_once(api.as_ref(), &cfg, &desired).await;
             match result {
                 Ok(writes) => {
                     metrics.slice_sync(true, writes, start.elapsed());
                     if writes > 0 {
                         tracing::debug!(writes, "ResourceSlices published");
                     }
+                    break;
+                }
+                // The driver's device list itself is unpublishable (e.g. a duplicate name):
+                // retrying cannot help, so wait for the next list.
+                Err(e @ (Error::InvalidRequest(_) | Error::Config(_))) => {
+                    metrics.slice_sync(false, 0, start.elapsed());
+                    tracing::error!(error = %e, "cannot publish these devices; waiting for a corrected device list");
                     break;
                 }
                 Err(e) => {
@@ -377,15 +383,14 @@ async fn sync_once<A: KubeApi>(
     api: &A,
     cfg: &PublisherConfig,
     devices: &[Device],
-    node_uid: &mut Option<String>,
 ) -> Result<usize> {
-    if node_uid.is_none() {
-        *node_uid = Some(api.get_node_uid(&cfg.node_name).await?);
-    }
+    // Read every pass, not cached: a Node deleted and re-created under the same name has a new
+    // UID, and slices owned by the old one would be garbage-collected as soon as we wrote them.
+    let node_uid = api.get_node_uid(&cfg.node_name).await?;
     let params = PoolParams {
         node_name: cfg.node_name.clone(),
         driver_name: cfg.driver_name.clone(),
-        node_uid: node_uid.clone(),
+        node_uid: Some(node_uid),
         max_devices_per_slice: cfg.max_devices_per_slice,
     };
     let existing = api.list_slices(&cfg.node_name, &cfg.driver_name).await?;

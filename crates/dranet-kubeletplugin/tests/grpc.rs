@@ -383,6 +383,7 @@ async fn health_is_advertised_and_streamed_when_reported() {
         vec![
             "v1.DRAPlugin",
             "v1beta1.DRAPlugin",
+            "v1.DRAResourceHealth",
             "v1alpha1.DRAResourceHealth"
         ]
     );
@@ -414,6 +415,51 @@ async fn health_is_advertised_and_streamed_when_reported() {
     assert_eq!(d.last_updated_time, 1_700_000_000);
     assert_eq!(d.health_check_timeout_seconds, 60);
     assert_eq!(d.message, "link down");
+
+    // The v1 service streams the same reports, current state first.
+    let mut v1 = h
+        .kubelet
+        .health_v1()
+        .node_watch_resources(
+            dranet_kubeletplugin::proto::dra_health_v1::NodeWatchResourcesRequest {},
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    let now = v1.next().await.unwrap().unwrap();
+    assert_eq!(now.devices.len(), 1);
+    assert_eq!(
+        now.devices[0].health,
+        dranet_kubeletplugin::proto::dra_health_v1::HealthStatus::Unhealthy as i32
+    );
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_health_streams() {
+    let reporter = HealthReporter::new();
+    let r = reporter.clone();
+    let mut h = Harness::start_with(move |b| b.health(r)).await;
+    let mut stream = h
+        .kubelet
+        .health()
+        .node_watch_resources(hpb::NodeWatchResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(stream.next().await.unwrap().is_ok());
+    let reg = h.plugin().registration_socket().to_path_buf();
+    // A kubelet that keeps watching must not keep the plugin from stopping. The timeout only
+    // turns a hang into a failure; it measures nothing.
+    let plugin = h.plugin.take().unwrap();
+    tokio::time::timeout(Duration::from_secs(30), plugin.shutdown())
+        .await
+        .expect("shutdown hung on an open health stream")
+        .unwrap();
+    assert!(!reg.exists());
+    let end = tokio::time::timeout(Duration::from_secs(30), stream.next())
+        .await
+        .expect("health stream still open after shutdown");
+    assert!(!matches!(end, Some(Ok(_))), "{end:?}");
 }
 
 #[tokio::test]

@@ -346,3 +346,59 @@ async fn fake_apiserver_watch_streams_only_our_slices_from_the_listed_version() 
     let gone = client.delete_slice("nope", "u", "1").await.unwrap_err();
     assert!(gone.is_not_found(), "{gone}");
 }
+
+#[derive(Default)]
+struct SyncCount {
+    failed: std::sync::atomic::AtomicUsize,
+}
+
+impl dranet_kubeletplugin::Metrics for SyncCount {
+    fn slice_sync(&self, ok: bool, _writes: usize, _elapsed: Duration) {
+        if !ok {
+            self.failed
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+#[tokio::test]
+async fn fake_apiserver_unpublishable_devices_are_reported_once_not_retried() {
+    let m = std::sync::Arc::new(SyncCount::default());
+    let m2 = std::sync::Arc::clone(&m);
+    let h = Harness::start_with(move |b| fast(b).metrics(m2)).await;
+    let mut d = devices(3);
+    d[2].name = "eth0".into();
+    h.plugin().publish(d);
+    // With 20 ms backoff, a retry loop would fail many times in this window.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(m.failed.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(h.api.write_counts().total(), 0);
+    // A corrected list is published.
+    h.plugin().publish(devices(3));
+    converge(&h, 3, 1).await;
+}
+
+#[tokio::test]
+async fn fake_apiserver_recreated_node_owns_the_republished_slices() {
+    let h = Harness::start_with(fast).await;
+    h.plugin().publish(devices(2));
+    converge(&h, 2, 1).await;
+    let old_uid = ours(&h)[0].metadata.owner_references.as_ref().unwrap()[0]
+        .uid
+        .clone();
+    // The Node is deleted and re-created under the same name; the garbage collector then deletes
+    // the slices owned by the old Node.
+    let new_uid = h.api.add_node(NODE);
+    assert_ne!(old_uid, new_uid);
+    h.api.delete_slice_externally(&format!("{NODE}-{DRIVER}-0"));
+    assert!(
+        eventually(10, || ours(&h).first().is_some_and(|s| s
+            .metadata
+            .owner_references
+            .as_ref()
+            .is_some_and(|o| o[0].uid == new_uid)))
+        .await,
+        "slice not republished under the new Node UID: {:?}",
+        ours(&h)
+    );
+}

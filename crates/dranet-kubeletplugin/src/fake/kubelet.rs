@@ -8,6 +8,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::driver::ClaimRef;
 use crate::error::{Error, Result};
+use crate::proto::dra_health_v1::dra_resource_health_client::DraResourceHealthClient as HealthV1Client;
 use crate::proto::dra_health_v1alpha1::dra_resource_health_client::DraResourceHealthClient;
 use crate::proto::dra_v1::dra_plugin_client::DraPluginClient as V1Client;
 use crate::proto::dra_v1beta1::dra_plugin_client::DraPluginClient as V1beta1Client;
@@ -83,9 +84,14 @@ impl FakeKubelet {
         V1beta1Client::new(self.dra.clone())
     }
 
-    /// A raw DRAResourceHealth client.
+    /// A raw v1alpha1 DRAResourceHealth client.
     pub fn health(&self) -> DraResourceHealthClient<Channel> {
         DraResourceHealthClient::new(self.dra.clone())
+    }
+
+    /// A raw v1 DRAResourceHealth client.
+    pub fn health_v1(&self) -> HealthV1Client<Channel> {
+        HealthV1Client::new(self.dra.clone())
     }
 
     /// `NodePrepareResources` (v1) for these claims.
