@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
 
 use crate::driver::{ClaimRef, Prepared};
 use crate::error::{Error, Result};
@@ -82,10 +83,80 @@ pub enum LoadOutcome {
     },
 }
 
+type Claims = BTreeMap<String, CheckpointEntry>;
+type Change = Box<dyn FnOnce(&mut Claims) + Send>;
+
+/// Changes waiting for the writer, and whether a writer is running.
+#[derive(Default)]
+struct Pending {
+    queue: Vec<(Change, oneshot::Sender<Result<()>>)>,
+    writing: bool,
+}
+
 struct Inner {
     path: PathBuf,
-    claims: Mutex<BTreeMap<String, CheckpointEntry>>,
+    claims: Mutex<Claims>,
+    pending: Mutex<Pending>,
     metrics: Arc<dyn Metrics>,
+}
+
+impl Inner {
+    /// The writer: applies every change queued so far to a copy of the map, writes the copy once,
+    /// makes it current only if the write succeeded, and answers each change's caller. Changes
+    /// that arrive meanwhile form the next batch, so N concurrent claims cost about two writes,
+    /// not N.
+    fn drain(&self) {
+        // Reset `writing` however this ends, so a later change starts a new writer.
+        struct Done<'a>(&'a Inner);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                let mut p = self
+                    .0
+                    .pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                p.writing = false;
+                // Only non-empty after a panic below: dropping the senders fails those callers.
+                p.queue.clear();
+            }
+        }
+        let _done = Done(self);
+        loop {
+            let batch = {
+                let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                if p.queue.is_empty() {
+                    return;
+                }
+                std::mem::take(&mut p.queue)
+            };
+            let start = Instant::now();
+            let mut current = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut next = current.clone();
+            let mut waiters = Vec::with_capacity(batch.len());
+            for (change, tx) in batch {
+                change(&mut next);
+                waiters.push(tx);
+            }
+            let result = write_file(&self.path, &next);
+            self.metrics
+                .checkpoint_write(result.is_ok(), start.elapsed());
+            match result {
+                Ok(()) => {
+                    *current = next;
+                    drop(current);
+                    for tx in waiters {
+                        let _ = tx.send(Ok(()));
+                    }
+                }
+                Err(e) => {
+                    drop(current);
+                    for tx in waiters {
+                        let _ = tx.send(Err(e.duplicate()));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The checkpoint: an in-memory map of claim UID to [`CheckpointEntry`], mirrored to disk on every
@@ -160,6 +231,7 @@ impl Checkpoint {
         let inner = Inner {
             path,
             claims: Mutex::new(claims),
+            pending: Mutex::new(Pending::default()),
             metrics,
         };
         Ok((
@@ -206,29 +278,23 @@ impl Checkpoint {
     }
 
     /// Applies `change` to a copy of the map, writes the copy, and only then makes it current, so
-    /// memory never claims what the disk does not have.
-    async fn update(
-        &self,
-        change: impl FnOnce(&mut BTreeMap<String, CheckpointEntry>) + Send + 'static,
-    ) -> Result<()> {
-        let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || {
-            let start = Instant::now();
-            // Held across the write: writes are serialized and land in the order they were made.
-            let mut current = inner.claims.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut next = current.clone();
-            change(&mut next);
-            let result = write_file(&inner.path, &next);
-            inner
-                .metrics
-                .checkpoint_write(result.is_ok(), start.elapsed());
-            if result.is_ok() {
-                *current = next;
-            }
-            result
-        })
-        .await
-        .map_err(|_| Error::Task("checkpoint write"))?
+    /// memory never claims what the disk does not have. Concurrent changes share one write.
+    async fn update(&self, change: impl FnOnce(&mut Claims) + Send + 'static) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        let start_writer = {
+            let mut p = self
+                .inner
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            p.queue.push((Box::new(change), tx));
+            !std::mem::replace(&mut p.writing, true)
+        };
+        if start_writer {
+            let inner = Arc::clone(&self.inner);
+            tokio::task::spawn_blocking(move || inner.drain());
+        }
+        rx.await.map_err(|_| Error::Task("checkpoint write"))?
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, CheckpointEntry>> {
@@ -478,6 +544,42 @@ mod tests {
         claims.insert("x".to_string(), entry("y", Phase::Prepared));
         let err = decode(&encode(&claims)).unwrap_err();
         assert!(err.contains("keyed \"x\""), "{err}");
+    }
+
+    #[derive(Default)]
+    struct CountWrites(std::sync::atomic::AtomicUsize);
+
+    impl Metrics for CountWrites {
+        fn checkpoint_write(&self, _ok: bool, _elapsed: std::time::Duration) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_changes_share_writes_and_all_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoint");
+        let writes = Arc::new(CountWrites::default());
+        let (cp, _) = Checkpoint::open_with_metrics(
+            &path,
+            CheckpointPolicy::Refuse,
+            Arc::clone(&writes) as Arc<dyn Metrics>,
+        )
+        .unwrap();
+        let uids: Vec<String> = (0..32).map(|i| format!("u{i}")).collect();
+        let results =
+            futures::future::join_all(uids.iter().map(|u| cp.put(entry(u, Phase::Prepared)))).await;
+        assert!(results.iter().all(Result::is_ok));
+        let n = writes.0.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(n < 32, "32 concurrent changes took {n} writes");
+        let (again, outcome) = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap();
+        assert_eq!(outcome, LoadOutcome::Loaded(32));
+        for u in &uids {
+            assert!(again.get(u).is_some(), "{u} missing");
+        }
+        // And the writer restarts for later changes.
+        cp.remove("u0").await.unwrap();
+        assert!(cp.get("u0").is_none());
     }
 
     #[tokio::test]

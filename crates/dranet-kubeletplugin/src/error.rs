@@ -140,6 +140,23 @@ impl Error {
         self.api_code() == Some(404)
     }
 
+    /// A copy for each of several callers that share one failed operation (an I/O error is not
+    /// `Clone`; kind and text are kept).
+    pub(crate) fn duplicate(&self) -> Self {
+        match self {
+            Error::Io {
+                action,
+                path,
+                source,
+            } => Error::Io {
+                action,
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            _ => Error::Task("checkpoint write"),
+        }
+    }
+
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,

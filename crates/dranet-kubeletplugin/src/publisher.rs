@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSlice, ResourceSliceSpec};
+use k8s_openapi::api::resource::v1::{
+    Device, DeviceTaint, ResourcePool, ResourceSlice, ResourceSliceSpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use tokio::sync::{Notify, watch};
 
@@ -163,6 +165,7 @@ pub fn plan(
     });
     let desired_spec = |index: usize, generation: i64, current: Option<&ResourceSlice>| {
         let mut devices = chunks[index].to_vec();
+        devices.iter_mut().for_each(normalize);
         if let Some(cur) = current {
             keep_taint_times(
                 &mut devices,
@@ -182,13 +185,15 @@ pub fn plan(
         }
     };
 
+    // Compared in place: building the desired spec clones every device, which is most of a
+    // resync's cost when nothing changed (the common case).
     let changed: Vec<usize> = matched
         .iter()
         .filter(|(i, cur)| {
-            !spec_equal(&cur.spec, &desired_spec(**i, generation, Some(cur)))
-                || (owner.is_some()
-                    && cur.metadata.owner_references.as_ref()
-                        != owner.as_ref().map(|o| vec![o.clone()]).as_ref())
+            !spec_unchanged(&cur.spec, chunks[**i], params, generation, count)
+                || owner.as_ref().is_some_and(|o| {
+                    cur.metadata.owner_references.as_deref() != Some(std::slice::from_ref(o))
+                })
         })
         .map(|(i, _)| *i)
         .collect();
@@ -234,18 +239,125 @@ pub fn plan(
     Ok(out)
 }
 
-/// Compares what we control of a slice spec. Unset and empty lists are the same to the server.
-fn spec_equal(a: &ResourceSliceSpec, b: &ResourceSliceSpec) -> bool {
-    a.driver == b.driver
-        && a.node_name == b.node_name
-        && a.pool == b.pool
-        && a.devices.as_deref().unwrap_or_default() == b.devices.as_deref().unwrap_or_default()
-        && a.node_selector == b.node_selector
-        && a.all_nodes.unwrap_or(false) == b.all_nodes.unwrap_or(false)
-        && a.per_device_node_selection.unwrap_or(false)
-            == b.per_device_node_selection.unwrap_or(false)
-        && a.shared_counters.as_deref().unwrap_or_default()
-            == b.shared_counters.as_deref().unwrap_or_default()
+/// True when `cur` already is the spec we would write for `devices` at `generation`. What we
+/// never set must be unset; unset and empty lists are the same to the server.
+fn spec_unchanged(
+    cur: &ResourceSliceSpec,
+    devices: &[Device],
+    params: &PoolParams,
+    generation: i64,
+    count: i64,
+) -> bool {
+    let current = cur.devices.as_deref().unwrap_or_default();
+    cur.driver == params.driver_name
+        && cur.node_name.as_deref() == Some(params.node_name.as_str())
+        && cur.pool.name == params.node_name
+        && cur.pool.generation == generation
+        && cur.pool.resource_slice_count == count
+        && cur.node_selector.is_none()
+        && !cur.all_nodes.unwrap_or(false)
+        && !cur.per_device_node_selection.unwrap_or(false)
+        && cur
+            .shared_counters
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty()
+        && current.len() == devices.len()
+        && devices
+            .iter()
+            .zip(current)
+            .all(|(d, c)| device_unchanged(d, c))
+}
+
+/// Compares a device we want with the server's copy the way the server stores it: it drops empty
+/// lists and maps (so `Some(empty)` comes back as `None`) and stamps `timeAdded` on taints that
+/// lack one. Without this, a device with an empty attribute map would be rewritten on every
+/// sync, and each write's watch event would trigger the next.
+fn device_unchanged(desired: &Device, current: &Device) -> bool {
+    // No `..`: a field added to `Device` must be added here too, or this stops compiling.
+    let Device {
+        all_nodes,
+        allow_multiple_allocations,
+        attributes,
+        binding_conditions,
+        binding_failure_conditions,
+        binds_to_node,
+        capacity,
+        consumes_counters,
+        name,
+        node_name,
+        node_selector,
+        taints,
+    } = desired;
+    *name == current.name
+        && *all_nodes == current.all_nodes
+        && *allow_multiple_allocations == current.allow_multiple_allocations
+        && *binds_to_node == current.binds_to_node
+        && *node_name == current.node_name
+        && *node_selector == current.node_selector
+        && same_map(attributes.as_ref(), current.attributes.as_ref())
+        && same_map(capacity.as_ref(), current.capacity.as_ref())
+        && binding_conditions.as_deref().unwrap_or_default()
+            == current.binding_conditions.as_deref().unwrap_or_default()
+        && binding_failure_conditions.as_deref().unwrap_or_default()
+            == current
+                .binding_failure_conditions
+                .as_deref()
+                .unwrap_or_default()
+        && consumes_counters.as_deref().unwrap_or_default()
+            == current.consumes_counters.as_deref().unwrap_or_default()
+        && taints_unchanged(
+            taints.as_deref().unwrap_or_default(),
+            current.taints.as_deref().unwrap_or_default(),
+        )
+}
+
+fn same_map<V: PartialEq>(
+    a: Option<&BTreeMap<String, V>>,
+    b: Option<&BTreeMap<String, V>>,
+) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        (Some(m), None) | (None, Some(m)) => m.is_empty(),
+        (None, None) => true,
+    }
+}
+
+fn taints_unchanged(desired: &[DeviceTaint], current: &[DeviceTaint]) -> bool {
+    desired.len() == current.len()
+        && desired.iter().zip(current).all(|(d, c)| {
+            let DeviceTaint {
+                effect,
+                key,
+                time_added,
+                value,
+            } = d;
+            *effect == c.effect
+                && *key == c.key
+                && *value == c.value
+                && (time_added.is_none() || *time_added == c.time_added)
+        })
+}
+
+/// Drops empty lists and maps as the server would, so what we write is what we read back.
+fn normalize(d: &mut Device) {
+    if d.attributes.as_ref().is_some_and(BTreeMap::is_empty) {
+        d.attributes = None;
+    }
+    if d.capacity.as_ref().is_some_and(BTreeMap::is_empty) {
+        d.capacity = None;
+    }
+    for list in [&mut d.binding_conditions, &mut d.binding_failure_conditions] {
+        if list.as_ref().is_some_and(Vec::is_empty) {
+            *list = None;
+        }
+    }
+    if d.consumes_counters.as_ref().is_some_and(Vec::is_empty) {
+        d.consumes_counters = None;
+    }
+    if d.taints.as_ref().is_some_and(Vec::is_empty) {
+        d.taints = None;
+    }
 }
 
 /// The API server stamps `timeAdded` on taints that lack it; carrying it over keeps a republish of
@@ -467,7 +579,6 @@ use crate::api::SliceEvent as SliceEventKind;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::resource::v1::DeviceTaint;
 
     fn dev(name: &str) -> Device {
         Device {
@@ -561,7 +672,6 @@ mod tests {
     fn one_changed_slice_is_updated_in_place_without_bumping() {
         let state = apply(&[], &plan(&devs(300), &[], &params()).unwrap());
         let mut d = devs(300);
-        d[200].attributes = Some(Default::default());
         d[200].all_nodes = Some(false);
         let p = plan(&d, &state, &params()).unwrap();
         assert_eq!(
@@ -669,6 +779,29 @@ mod tests {
             Default::default(),
         ));
         assert!(plan(&d, &state, &params()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn empty_lists_and_maps_read_back_as_unset_are_not_a_change() {
+        let mut d = devs(2);
+        d[0].attributes = Some(Default::default());
+        d[0].taints = Some(Vec::new());
+        d[1].capacity = Some(Default::default());
+        let p = plan(&d, &[], &params()).unwrap();
+        // What we write is already what the server stores...
+        let written = &p.creates[0].spec.devices.as_ref().unwrap()[0];
+        assert!(written.attributes.is_none() && written.taints.is_none());
+        // ...and the server's copy, which drops empty maps and lists, is not a change.
+        let mut state = apply(&[], &p);
+        for dev in state[0].spec.devices.as_mut().unwrap() {
+            dev.attributes = None;
+            dev.taints = None;
+            dev.capacity = None;
+        }
+        assert!(plan(&d, &state, &params()).unwrap().is_empty());
+        // A real change still is one.
+        d[1].binds_to_node = Some(true);
+        assert_eq!(plan(&d, &state, &params()).unwrap().updates.len(), 1);
     }
 
     #[test]

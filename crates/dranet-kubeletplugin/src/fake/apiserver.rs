@@ -404,6 +404,40 @@ fn list_item(slice: &ResourceSlice) -> Value {
     v
 }
 
+/// What the real server does to devices before storing them: empty lists and maps are dropped
+/// (Go's `omitempty`), and taints without `timeAdded` get the current time.
+fn as_stored(slice: &mut ResourceSlice) {
+    fn prune(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.values_mut().for_each(prune);
+                m.retain(|_, x| match x {
+                    Value::Array(a) => !a.is_empty(),
+                    Value::Object(o) => !o.is_empty(),
+                    _ => true,
+                });
+            }
+            Value::Array(a) => a.iter_mut().for_each(prune),
+            _ => {}
+        }
+    }
+    for d in slice.spec.devices.iter_mut().flatten() {
+        if let Ok(mut v) = serde_json::to_value(&*d) {
+            prune(&mut v);
+            if let Ok(pruned) = serde_json::from_value(v) {
+                *d = pruned;
+            }
+        }
+        for t in d.taints.iter_mut().flatten() {
+            if t.time_added.is_none() {
+                t.time_added = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ));
+            }
+        }
+    }
+}
+
 /// What the real server validates and the plugin could get wrong.
 fn validate(slice: &ResourceSlice) -> std::result::Result<(), String> {
     let s = &slice.spec;
@@ -570,6 +604,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                     "resourceVersion should not be set on objects to be created",
                 );
             }
+            as_stored(&mut slice);
             if let Err(e) = validate(&slice) {
                 return status(422, "Invalid", format!("ResourceSlice is invalid: {e}"));
             }
@@ -617,6 +652,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                     "the name of the object does not match the name on the URL",
                 );
             }
+            as_stored(&mut slice);
             if let Err(e) = validate(&slice) {
                 return status(
                     422,
