@@ -112,7 +112,7 @@ pub enum Error {
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
 
-    /// A gRPC call made by this crate (e.g. by [`crate::fake::FakeKubelet`]) failed.
+    /// A gRPC call made by this crate (e.g. by `fake::FakeKubelet`) failed.
     #[error("gRPC call failed: {0}")]
     Rpc(#[from] tonic::Status),
 

@@ -73,9 +73,9 @@
 //!
 //! # Testing a driver
 //!
-//! With the `fake` feature, [`fake::FakeApiServer`] is an in-process API server speaking the real
+//! With the `fake` feature, `fake::FakeApiServer` is an in-process API server speaking the real
 //! JSON over HTTP (ResourceSlice list/watch/create/update/delete with resourceVersions and 409
-//! conflicts, ResourceClaim and Node get), and [`fake::FakeKubelet`] calls the plugin's sockets the
+//! conflicts, ResourceClaim and Node get), and `fake::FakeKubelet` calls the plugin's sockets the
 //! way the kubelet does.
 #![warn(missing_docs)]
 

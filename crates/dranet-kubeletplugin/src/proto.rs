@@ -1,6 +1,6 @@
 //! Generated gRPC code for the kubelet protocols, from this crate's own `.proto` files.
 //!
-//! Exposed so that tests of drivers can play the kubelet (see [`crate::fake::FakeKubelet`] with the
+//! Exposed so that tests of drivers can play the kubelet (see `fake::FakeKubelet` with the
 //! `fake` feature) and so that callers can build the wire messages themselves.
 #![allow(missing_docs, clippy::all, clippy::pedantic)]
 

@@ -2,7 +2,7 @@
 //!
 //! The pool is named after the node; its slices are named `<node>-<driver>-<index>` and hold at most
 //! [`MAX_DEVICES_PER_SLICE`] devices each. [`plan`] compares the desired slices with what the API
-//! server has and returns the fewest writes that get there; [`run`] keeps doing that, triggered by
+//! server has and returns the fewest writes that get there; the plugin keeps doing that, triggered by
 //! device changes, watch events on our slices and a periodic resync, retrying with backoff.
 //!
 //! Pool generation: consumers only trust the slices of a pool's highest generation and need all
