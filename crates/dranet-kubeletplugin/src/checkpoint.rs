@@ -546,6 +546,24 @@ mod tests {
         assert!(err.contains("keyed \"x\""), "{err}");
     }
 
+    #[test]
+    fn every_truncation_and_every_changed_byte_is_detected() {
+        let mut claims = BTreeMap::new();
+        for uid in ["a", "b"] {
+            claims.insert(uid.to_string(), entry(uid, Phase::Prepared));
+        }
+        let good = encode(&claims);
+        assert_eq!(decode(&good).unwrap(), claims);
+        for len in 0..good.len() {
+            assert!(decode(&good[..len]).is_err(), "truncated to {len} bytes");
+        }
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x01;
+            assert!(decode(&bad).is_err(), "byte {i} changed");
+        }
+    }
+
     #[derive(Default)]
     struct CountWrites(std::sync::atomic::AtomicUsize);
 
