@@ -183,10 +183,8 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
 
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let mut tasks: Vec<(&'static str, JoinHandle<Result<()>>)> = Vec::new();
-        let mut guards = Vec::new();
 
         let (dra_listener, dra_guard) = socket::bind(&dra_path)?;
-        guards.push(dra_guard);
         let mut router = tonic::transport::Server::builder().add_service(
             proto::dra_v1::dra_plugin_server::DraPluginServer::new(DraV1(Arc::clone(&node))),
         );
@@ -241,7 +239,6 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             metrics: Arc::clone(&self.metrics),
         };
         let (reg_listener, reg_guard) = socket::bind(&reg_path)?;
-        guards.push(reg_guard);
         let stop = wait_for(shutdown_rx.clone());
         tasks.push((
             "registration gRPC server",
@@ -293,7 +290,8 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             shutdown: shutdown_tx,
             registration: status_rx,
             tasks,
-            _guards: guards,
+            registration_guard: Some(reg_guard),
+            _dra_guard: dra_guard,
         })
     }
 }
@@ -333,8 +331,10 @@ pub struct Plugin {
     shutdown: watch::Sender<bool>,
     registration: watch::Receiver<Option<RegistrationStatus>>,
     tasks: Vec<(&'static str, JoinHandle<Result<()>>)>,
-    // Dropped last, after the servers stopped: removes the socket files.
-    _guards: Vec<SocketGuard>,
+    // Removed first at shutdown, so the kubelet stops sending calls before the service stops.
+    registration_guard: Option<SocketGuard>,
+    // Dropped last, after the servers stopped.
+    _dra_guard: SocketGuard,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -397,6 +397,8 @@ impl Plugin {
     /// Stops serving and publishing, waits for in-flight requests, and removes both sockets.
     /// Published ResourceSlices stay: the kubelet removes them when the plugin stays away.
     pub async fn shutdown(mut self) -> Result<()> {
+        // The kubelet's plugin watcher deregisters the driver when the registration socket goes.
+        drop(self.registration_guard.take());
         self.shutdown.send_replace(true);
         let mut first_err = None;
         for (name, task) in self.tasks.drain(..) {
@@ -415,6 +417,7 @@ impl Plugin {
 
 impl Drop for Plugin {
     fn drop(&mut self) {
+        drop(self.registration_guard.take());
         self.shutdown.send_replace(true);
     }
 }

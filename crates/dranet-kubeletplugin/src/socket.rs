@@ -37,6 +37,16 @@ impl Drop for SocketGuard {
 /// from a crash and is replaced; one a live process answers on is an error, and so is a path that
 /// is not a socket (we never delete someone's regular file).
 pub(crate) fn bind(path: &Path) -> Result<(UnixListener, SocketGuard)> {
+    // sockaddr_un holds 108 bytes including the terminating NUL; the OS error for a longer path
+    // ("invalid argument") would not say what is wrong.
+    if path.as_os_str().len() > 107 {
+        return Err(Error::Config(format!(
+            "socket path {} is {} bytes, longer than the 107 a unix socket path may have; \
+             use a shorter kubelet directory or driver name",
+            path.display(),
+            path.as_os_str().len()
+        )));
+    }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create socket directory", dir, e))?;
     }
@@ -95,6 +105,14 @@ mod tests {
         drop(live);
         drop(guard);
         assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn too_long_a_path_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d".repeat(120)).join("dra.sock");
+        let err = bind(&path).unwrap_err();
+        assert!(err.to_string().contains("longer than the 107"), "{err}");
     }
 
     #[tokio::test]

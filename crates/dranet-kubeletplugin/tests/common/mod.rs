@@ -29,6 +29,9 @@ pub struct Record {
     in_flight: HashMap<String, usize>,
     /// Set when two calls for the same claim UID overlapped.
     pub overlap: bool,
+    total_in_flight: usize,
+    /// The most driver calls (any claims) that ran at the same time.
+    pub max_parallel: usize,
 }
 
 /// A driver that records every call and answers with one CDI device per allocated device.
@@ -47,13 +50,17 @@ impl RecordingDriver {
         if *n > 1 {
             r.overlap = true;
         }
+        r.total_in_flight += 1;
+        r.max_parallel = r.max_parallel.max(r.total_in_flight);
         r.delay
     }
 
     fn leave(&self, uid: &str) {
-        if let Some(n) = self.rec().in_flight.get_mut(uid) {
+        let mut r = self.rec();
+        if let Some(n) = r.in_flight.get_mut(uid) {
             *n -= 1;
         }
+        r.total_in_flight -= 1;
     }
 }
 
