@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 
 use crate::driver::{ClaimRef, Prepared};
 use crate::error::{Error, Result};
+use crate::flock;
 use crate::metrics::{Metrics, NoMetrics};
 
 const MAGIC: &str = "dranet-kubeletplugin-checkpoint";
@@ -95,9 +96,12 @@ struct Pending {
 
 struct Inner {
     path: PathBuf,
+    /// In shared mode (a rolling update: two plugin processes use one file) this is only a cache:
+    /// the file is the truth, re-read under `<path>.lock` for every change and on every lookup.
     claims: Mutex<Claims>,
     pending: Mutex<Pending>,
     metrics: Arc<dyn Metrics>,
+    shared: bool,
 }
 
 impl Inner {
@@ -131,11 +135,36 @@ impl Inner {
             };
             let start = Instant::now();
             let mut current = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut next = current.clone();
+            // Held until the write is done: the other instance's changes are neither lost nor
+            // overwritten.
+            let (_file_lock, base) = if self.shared {
+                match flock::lock(&lock_path(&self.path))
+                    .and_then(|l| read_claims(&self.path).map(|c| (Some(l), c)))
+                {
+                    Ok(v) => v,
+                    Err(e) => {
+                        for (_, tx) in batch {
+                            let _ = tx.send(Err(e.duplicate()));
+                        }
+                        continue;
+                    }
+                }
+            } else {
+                (None, current.clone())
+            };
+            let mut next = base.clone();
             let mut waiters = Vec::with_capacity(batch.len());
             for (change, tx) in batch {
                 change(&mut next);
                 waiters.push(tx);
+            }
+            if next == base {
+                *current = next;
+                drop(current);
+                for tx in waiters {
+                    let _ = tx.send(Ok(()));
+                }
+                continue;
             }
             let result = write_file(&self.path, &next);
             self.metrics
@@ -177,13 +206,14 @@ impl std::fmt::Debug for Checkpoint {
 impl Checkpoint {
     /// Opens (or starts) the checkpoint at `path`, creating its directory.
     pub fn open(path: impl Into<PathBuf>, policy: CheckpointPolicy) -> Result<(Self, LoadOutcome)> {
-        Self::open_with_metrics(path, policy, Arc::new(NoMetrics))
+        Self::open_with_metrics(path, policy, Arc::new(NoMetrics), false)
     }
 
     pub(crate) fn open_with_metrics(
         path: impl Into<PathBuf>,
         policy: CheckpointPolicy,
         metrics: Arc<dyn Metrics>,
+        shared: bool,
     ) -> Result<(Self, LoadOutcome)> {
         let path = path.into();
         if let Some(dir) = path.parent() {
@@ -191,7 +221,10 @@ impl Checkpoint {
                 .map_err(|e| Error::io("create checkpoint directory", dir, e))?;
         }
         // A leftover temporary file is an unfinished write from a crash: the real file is intact.
-        let _ = fs::remove_file(tmp_path(&path));
+        // (With a second instance running, the file may be its write in progress: leave it.)
+        if !shared {
+            let _ = fs::remove_file(tmp_path(&path));
+        }
         let (claims, outcome) = match fs::read(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 (BTreeMap::new(), LoadOutcome::Fresh)
@@ -233,6 +266,7 @@ impl Checkpoint {
             claims: Mutex::new(claims),
             pending: Mutex::new(Pending::default()),
             metrics,
+            shared,
         };
         Ok((
             Self {
@@ -247,9 +281,22 @@ impl Checkpoint {
         &self.inner.path
     }
 
-    /// The entry for a claim UID.
+    /// The entry for a claim UID, as this process last saw it.
     pub fn get(&self, uid: &str) -> Option<CheckpointEntry> {
         self.lock().get(uid).cloned()
+    }
+
+    /// The entry for a claim UID as it is now: in shared mode re-read from the file, which the
+    /// other instance may have changed. The rename that replaces the file is atomic, so a read
+    /// needs no lock.
+    pub(crate) fn lookup(&self, uid: &str) -> Result<Option<CheckpointEntry>> {
+        if !self.inner.shared {
+            return Ok(self.get(uid));
+        }
+        let claims = read_claims(&self.inner.path)?;
+        let entry = claims.get(uid).cloned();
+        *self.lock() = claims;
+        Ok(entry)
     }
 
     /// All entries, by claim UID.
@@ -267,7 +314,7 @@ impl Checkpoint {
 
     /// Forgets a claim and waits until that is on disk. Forgetting an unknown claim writes nothing.
     pub async fn remove(&self, uid: &str) -> Result<()> {
-        if !self.lock().contains_key(uid) {
+        if !self.inner.shared && !self.lock().contains_key(uid) {
             return Ok(());
         }
         let uid = uid.to_string();
@@ -311,6 +358,25 @@ fn tmp_path(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(".tmp");
     PathBuf::from(s)
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".lock");
+    PathBuf::from(s)
+}
+
+/// The claims in the file now; no file is no claims. A file that fails its checks at run time is
+/// an error for the call that needed it, never silently replaced.
+fn read_claims(path: &Path) -> Result<Claims> {
+    match fs::read(path) {
+        Ok(bytes) => decode(&bytes).map_err(|reason| Error::CheckpointCorrupt {
+            path: path.to_path_buf(),
+            reason,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Claims::new()),
+        Err(e) => Err(Error::io("read checkpoint", path, e)),
+    }
 }
 
 /// Encodes the claims as the checkpoint file's bytes.
@@ -582,6 +648,7 @@ mod tests {
             &path,
             CheckpointPolicy::Refuse,
             Arc::clone(&writes) as Arc<dyn Metrics>,
+            false,
         )
         .unwrap();
         let uids: Vec<String> = (0..32).map(|i| format!("u{i}")).collect();

@@ -153,6 +153,10 @@ impl Error {
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
+            Error::CheckpointCorrupt { path, reason } => Error::CheckpointCorrupt {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
             _ => Error::Task("checkpoint write"),
         }
     }

@@ -19,7 +19,10 @@
 //!   answer and an unprepare after a restart still reaches the driver with what prepare returned;
 //! - ResourceSlice publishing: one pool named after the node, split into slices of at most 128
 //!   devices, owned by the Node, rewritten only when something changed, repaired on drift;
-//! - sockets: a stale socket from a crash is replaced, and shutdown removes ours;
+//! - sockets: a stale socket from a crash is replaced, and shutdown removes ours (the registration
+//!   socket first, so the kubelet stops calling before the service stops);
+//! - rolling updates ([`PluginBuilder::rolling_update`]): an old and a new instance run side by
+//!   side, share claims through the checkpoint, and hand over publishing when the old one exits;
 //! - metrics hooks ([`Metrics`]).
 //!
 //! # Writing a driver
@@ -85,6 +88,7 @@ mod driver;
 mod error;
 #[cfg(feature = "fake")]
 pub mod fake;
+mod flock;
 mod grpc;
 mod health;
 pub mod metrics;

@@ -2,6 +2,8 @@
 //! serialization, checkpointing, and the calls into the [`Driver`].
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -13,6 +15,7 @@ use crate::driver::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, PrepareState, Prepared, PreparedDevice,
 };
 use crate::error::{Error, Result};
+use crate::flock;
 use crate::metrics::Metrics;
 
 /// One lock per claim UID, dropped from the map when nobody holds or waits for it.
@@ -70,6 +73,9 @@ pub(crate) struct NodeService<D, A> {
     pub checkpoint_trusted: bool,
     pub metrics: Arc<dyn Metrics>,
     locks: ClaimLocks,
+    /// Rolling updates: where the per-claim lock files live that serialize calls for one claim
+    /// across the two instances.
+    claim_lock_dir: Option<PathBuf>,
 }
 
 impl<D: Driver, A: KubeApi> NodeService<D, A> {
@@ -80,6 +86,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
         checkpoint: Checkpoint,
         checkpoint_trusted: bool,
         metrics: Arc<dyn Metrics>,
+        claim_lock_dir: Option<PathBuf>,
     ) -> Self {
         Self {
             driver,
@@ -89,6 +96,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             checkpoint_trusted,
             metrics,
             locks: ClaimLocks::default(),
+            claim_lock_dir,
         }
     }
 
@@ -107,16 +115,33 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
         claims.into_iter().map(|c| c.uid).zip(results).collect()
     }
 
+    /// The lock file of a claim, held across instances (rolling updates only).
+    async fn file_lock(&self, uid: &str) -> Result<Option<(PathBuf, File)>> {
+        let Some(dir) = &self.claim_lock_dir else {
+            return Ok(None);
+        };
+        let path = dir.join(format!("{uid}.lock"));
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Error::io("create lock directory", &dir, e))?;
+            flock::lock(&path).map(|f| Some((path, f)))
+        })
+        .await
+        .map_err(|_| Error::Task("claim lock"))?
+    }
+
     async fn prepare_one(&self, c: &ClaimRef) -> Result<Vec<PreparedDevice>> {
         check_ref(c)?;
         let _guard = self.locks.lock(&c.uid).await;
+        let _file_lock = self.file_lock(&c.uid).await?;
         // Already prepared (a kubelet retry, or a reply lost in a crash): answer from the record
         // without asking the API server or the driver again.
         if let Some(CheckpointEntry {
             phase: Phase::Prepared,
             prepared: Some(p),
             ..
-        }) = self.checkpoint.get(&c.uid)
+        }) = self.checkpoint.lookup(&c.uid)?
         {
             return Ok(p.devices);
         }
@@ -199,7 +224,8 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
     async fn unprepare_one(&self, c: &ClaimRef) -> Result<()> {
         check_ref(c)?;
         let _guard = self.locks.lock(&c.uid).await;
-        let state = match self.checkpoint.get(&c.uid) {
+        let file_lock = self.file_lock(&c.uid).await?;
+        let state = match self.checkpoint.lookup(&c.uid)? {
             Some(CheckpointEntry {
                 phase: Phase::Prepared,
                 prepared,
@@ -210,7 +236,12 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 ..
             }) => PrepareState::Interrupted,
             // Never prepared here (or already unprepared): nothing to undo.
-            None if self.checkpoint_trusted => return Ok(()),
+            None if self.checkpoint_trusted => {
+                if let Some((path, held)) = file_lock {
+                    flock::remove_locked(&path, held);
+                }
+                return Ok(());
+            }
             None => PrepareState::Unknown,
         };
         self.driver
@@ -224,11 +255,23 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 claim: c.to_string(),
                 message: e.to_string(),
             })?;
-        self.checkpoint.remove(&c.uid).await
+        self.checkpoint.remove(&c.uid).await?;
+        // The claim is gone for good: its lock file need not stay.
+        if let Some((path, held)) = file_lock {
+            flock::remove_locked(&path, held);
+        }
+        Ok(())
     }
 }
 
 fn check_ref(c: &ClaimRef) -> Result<()> {
+    // The UID names a lock file in rolling updates; a kubelet sends UUIDs, never paths.
+    if c.uid.contains('/') || c.uid.starts_with('.') {
+        return Err(Error::InvalidRequest(format!(
+            "claim {}/{} has an invalid uid {:?}",
+            c.namespace, c.name, c.uid
+        )));
+    }
     for (field, value) in [
         ("uid", &c.uid),
         ("namespace", &c.namespace),

@@ -40,6 +40,7 @@ pub struct PluginBuilder<D, A> {
     backoff: Backoff,
     max_devices_per_slice: usize,
     serve_v1beta1: bool,
+    rolling_update: Option<String>,
 }
 
 impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
@@ -65,6 +66,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             backoff: Backoff::default(),
             max_devices_per_slice: MAX_DEVICES_PER_SLICE,
             serve_v1beta1: true,
+            rolling_update: None,
         }
     }
 
@@ -125,7 +127,32 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
         self
     }
 
+    /// Lets two instances run side by side while a DaemonSet with `maxSurge: 1` replaces the old
+    /// pod by a new one (kubelet 1.33 or newer). `pod_uid` is this pod's UID (downward API
+    /// `metadata.uid`); it makes the socket names unique (`<driver>-<uid>-reg.sock`,
+    /// `dra-<uid>.sock`), so the kubelet talks to both.
+    ///
+    /// Both instances share the plugin directory and the checkpoint. Calls for one claim are
+    /// serialized across them with a lock file per claim, every checkpoint change re-reads the file
+    /// under a lock, so a claim prepared by one instance can be unprepared by the other; and only
+    /// one instance publishes ResourceSlices at a time (the one holding
+    /// `<plugin dir>/publisher.lock`; the newer one takes over when the older one exits), so two
+    /// versions never fight over the slices. Sockets left by instances that died are removed at
+    /// start.
+    pub fn rolling_update(mut self, pod_uid: impl Into<String>) -> Self {
+        self.rolling_update = Some(pod_uid.into());
+        self
+    }
+
     fn validate(&self) -> Result<()> {
+        if let Some(uid) = &self.rolling_update
+            && !is_uuid(uid)
+        {
+            return Err(Error::Config(format!(
+                "rolling update pod UID {uid:?} is not a UID like 0a6f3c1e-5a1b-4c2d-8e3f-123456789abc \
+                 (pass the pod's metadata.uid from the downward API)"
+            )));
+        }
         check_dns_subdomain("driver name", &self.driver_name, 63)?;
         check_dns_subdomain("node name", &self.node_name, 253)?;
         // The longest slice name we may create must still be a valid object name.
@@ -155,11 +182,18 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
     pub async fn start(self) -> Result<Plugin> {
         self.validate()?;
         let plugin_dir = self.kubelet_dir.join("plugins").join(&self.driver_name);
-        let dra_path = plugin_dir.join("dra.sock");
-        let reg_path = self
-            .kubelet_dir
-            .join("plugins_registry")
-            .join(format!("{}-reg.sock", self.driver_name));
+        let registry_dir = self.kubelet_dir.join("plugins_registry");
+        let instance = self
+            .rolling_update
+            .as_ref()
+            .map(|uid| format!("-{uid}"))
+            .unwrap_or_default();
+        let dra_path = plugin_dir.join(format!("dra{instance}.sock"));
+        let reg_path = registry_dir.join(format!("{}{instance}-reg.sock", self.driver_name));
+        let rolling = self.rolling_update.is_some();
+        if rolling {
+            socket::remove_dead_instances(&registry_dir, &plugin_dir, &self.driver_name);
+        }
         let checkpoint_path = self
             .checkpoint_path
             .clone()
@@ -168,6 +202,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             &checkpoint_path,
             self.checkpoint_policy,
             Arc::clone(&self.metrics),
+            rolling,
         )?;
         let checkpoint_trusted = !matches!(checkpoint_outcome, LoadOutcome::Quarantined { .. });
 
@@ -179,6 +214,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             checkpoint,
             checkpoint_trusted,
             Arc::clone(&self.metrics),
+            rolling.then(|| plugin_dir.join("claims")),
         ));
 
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -262,6 +298,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             max_devices_per_slice: self.max_devices_per_slice,
             resync: self.resync,
             backoff: self.backoff,
+            exclusive: rolling.then(|| plugin_dir.join("publisher.lock")),
         };
         let metrics = Arc::clone(&self.metrics);
         let shutdown = shutdown_rx.clone();
@@ -299,6 +336,16 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
 async fn wait_for(mut shutdown: watch::Receiver<bool>) {
     // An error means the sender is gone, which also means stop.
     let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// 8-4-4-4-12 hex digits, the form of Kubernetes UIDs.
+pub(crate) fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 fn check_dns_subdomain(what: &str, value: &str, max: usize) -> Result<()> {

@@ -416,6 +416,51 @@ pub(crate) struct PublisherConfig {
     pub max_devices_per_slice: usize,
     pub resync: Duration,
     pub backoff: Backoff,
+    /// Rolling updates: publish only while holding this lock file, so that an old and a new
+    /// instance never rewrite each other's slices.
+    pub exclusive: Option<std::path::PathBuf>,
+}
+
+/// Waits until this instance may publish: at once without a lock file, else when it holds the
+/// lock (the other instance exited). `None` if shutdown came first.
+async fn publisher_lock(
+    path: Option<&std::path::Path>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Option<std::fs::File>> {
+    let Some(path) = path else {
+        return Some(None);
+    };
+    let mut told = false;
+    loop {
+        let p = path.to_path_buf();
+        let r = tokio::task::spawn_blocking(move || {
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| Error::io("create lock directory", dir, e))?;
+            }
+            crate::flock::try_lock(&p)
+        })
+        .await
+        .unwrap_or(Err(Error::Task("publisher lock")));
+        match r {
+            Ok(Some(f)) => {
+                if told {
+                    tracing::info!("the other instance is gone; publishing ResourceSlices now");
+                }
+                return Some(Some(f));
+            }
+            Ok(None) if !told => {
+                tracing::info!(lock = %path.display(), "another instance of this driver publishes ResourceSlices; standing by until it exits");
+                told = true;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot take the publisher lock; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return None,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {},
+        }
+    }
 }
 
 /// Runs until `shutdown` flips to true: publishes every device list sent on `devices` (nothing
@@ -427,6 +472,10 @@ pub(crate) async fn run<A: KubeApi>(
     mut shutdown: watch::Receiver<bool>,
     metrics: Arc<dyn Metrics>,
 ) {
+    let Some(_publisher_lock) = publisher_lock(cfg.exclusive.as_deref(), &mut shutdown).await
+    else {
+        return;
+    };
     let poke = Arc::new(Notify::new());
     let watcher = tokio::spawn(watch_loop(
         Arc::clone(&api),

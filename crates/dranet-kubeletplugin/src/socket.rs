@@ -82,6 +82,48 @@ pub(crate) fn bind(path: &Path) -> Result<(UnixListener, SocketGuard)> {
     ))
 }
 
+/// Rolling updates: removes the sockets of this driver's instances that died without cleaning up
+/// (their pod UID is in the name, so a new instance never binds over them). A socket something
+/// still answers on is an instance that runs, and stays.
+pub(crate) fn remove_dead_instances(registry_dir: &Path, plugin_dir: &Path, driver: &str) {
+    let ours = |dir: &Path, name: &str| -> bool {
+        if dir == registry_dir {
+            // `<driver>-reg.sock` or `<driver>-<pod uid>-reg.sock`; another driver's name may
+            // start with ours, so the middle must be exactly a UID.
+            name.strip_prefix(driver)
+                .and_then(|r| r.strip_suffix("-reg.sock"))
+                .is_some_and(|mid| {
+                    mid.is_empty() || mid.strip_prefix('-').is_some_and(crate::plugin::is_uuid)
+                })
+        } else {
+            // The plugin directory is this driver's alone.
+            name == "dra.sock"
+                || name
+                    .strip_prefix("dra-")
+                    .and_then(|r| r.strip_suffix(".sock"))
+                    .is_some_and(crate::plugin::is_uuid)
+        }
+    };
+    for dir in [registry_dir, plugin_dir] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let path = entry.path();
+            let is_socket = entry.file_type().is_ok_and(|t| t.is_socket());
+            if !is_socket || !ours(dir, name) {
+                continue;
+            }
+            if std::os::unix::net::UnixStream::connect(&path).is_err() {
+                tracing::info!(path = %path.display(), "removing the socket of an instance that is gone");
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +147,37 @@ mod tests {
         drop(live);
         drop(guard);
         assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn dead_instances_sockets_go_live_ones_and_other_drivers_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = dir.path().join("plugins_registry");
+        let plug = dir.path().join("plugins/dra.net");
+        std::fs::create_dir_all(&reg).unwrap();
+        std::fs::create_dir_all(&plug).unwrap();
+        let dead_uid = "0a6f3c1e-5a1b-4c2d-8e3f-123456789abc";
+        let live_uid = "1b7f4d2f-6b2c-4d3e-9f40-23456789abcd";
+        let stale = |p: PathBuf| {
+            drop(std::os::unix::net::UnixListener::bind(&p).unwrap());
+            p
+        };
+        let dead = [
+            stale(reg.join(format!("dra.net-{dead_uid}-reg.sock"))),
+            stale(reg.join("dra.net-reg.sock")),
+            stale(plug.join(format!("dra-{dead_uid}.sock"))),
+        ];
+        let other_driver = stale(reg.join("dra.net-extra-reg.sock"));
+        let _live = std::os::unix::net::UnixListener::bind(
+            reg.join(format!("dra.net-{live_uid}-reg.sock")),
+        )
+        .unwrap();
+        remove_dead_instances(&reg, &plug, "dra.net");
+        for p in &dead {
+            assert!(!p.exists(), "{} not removed", p.display());
+        }
+        assert!(other_driver.exists(), "another driver's socket was removed");
+        assert!(reg.join(format!("dra.net-{live_uid}-reg.sock")).exists());
     }
 
     #[tokio::test]
