@@ -16,6 +16,9 @@ pub type DriverError = Box<dyn std::error::Error + Send + Sync>;
 /// Both methods must be idempotent: after a crash the kubelet retries, and the library may call
 /// [`Driver::prepare`] again for a claim whose earlier prepare was interrupted, or
 /// [`Driver::unprepare`] for a claim whose prepare never finished.
+///
+/// A call is never cancelled half way because the kubelet stopped waiting for it (its deadline
+/// passed): it runs to the end, its outcome is recorded, and the kubelet's retry gets it.
 pub trait Driver: Send + Sync + 'static {
     /// Makes the devices allocated to `claim` usable on this node (e.g. moves a NIC into a pod's
     /// network namespace later, writes CDI specs) and says how the container runtime finds them.

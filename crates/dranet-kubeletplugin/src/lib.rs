@@ -74,6 +74,22 @@
 //!
 //! The runnable version is `examples/minimal_driver.rs` in the dranet repository.
 //!
+//! # Deploying a driver
+//!
+//! Run it as a DaemonSet with the kubelet's directory (`/var/lib/kubelet`, or what
+//! [`PluginBuilder::kubelet_dir`] says) mounted at the same path, the node name from the downward
+//! API (`spec.nodeName`), and a service account allowed to:
+//!
+//! | API group | resource | verbs |
+//! |---|---|---|
+//! | `resource.k8s.io` | `resourceclaims` | `get` |
+//! | `resource.k8s.io` | `resourceslices` | `list`, `watch`, `create`, `update`, `delete` |
+//! | `""` (core) | `nodes` | `get` |
+//!
+//! A ValidatingAdmissionPolicy that lets each pod write only slices with its own
+//! `spec.nodeName` limits what a compromised node can do to others. On SIGTERM call
+//! [`Plugin::shutdown`]; for `maxSurge` rolling updates see [`PluginBuilder::rolling_update`].
+//!
 //! # Testing a driver
 //!
 //! With the `fake` feature, `fake::FakeApiServer` is an in-process API server speaking the real

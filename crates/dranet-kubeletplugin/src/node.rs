@@ -101,18 +101,47 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
     }
 
     /// Prepares all claims concurrently; one result per distinct UID.
+    ///
+    /// Each claim runs in its own task: when the kubelet gives up on a call (its deadline passes
+    /// or it restarts), the request future is dropped, but a driver half way through changing the
+    /// host finishes and records the outcome, and the kubelet's retry gets that answer.
     pub async fn prepare(
-        &self,
+        self: &Arc<Self>,
         claims: Vec<ClaimRef>,
     ) -> HashMap<String, Result<Vec<PreparedDevice>>> {
-        let results = join_all(claims.iter().map(|c| self.prepare_one(c))).await;
-        claims.into_iter().map(|c| c.uid).zip(results).collect()
+        let tasks = claims.iter().map(|c| {
+            let (this, c) = (Arc::clone(self), c.clone());
+            tokio::spawn(async move { this.prepare_one(&c).await })
+        });
+        let results = join_all(tasks).await;
+        claims
+            .into_iter()
+            .map(|c| c.uid)
+            .zip(
+                results
+                    .into_iter()
+                    .map(|r| r.unwrap_or(Err(Error::Task("prepare")))),
+            )
+            .collect()
     }
 
-    /// Unprepares all claims concurrently; one result per distinct UID.
-    pub async fn unprepare(&self, claims: Vec<ClaimRef>) -> HashMap<String, Result<()>> {
-        let results = join_all(claims.iter().map(|c| self.unprepare_one(c))).await;
-        claims.into_iter().map(|c| c.uid).zip(results).collect()
+    /// Unprepares all claims concurrently, each in its own task (see [`Self::prepare`]); one
+    /// result per distinct UID.
+    pub async fn unprepare(self: &Arc<Self>, claims: Vec<ClaimRef>) -> HashMap<String, Result<()>> {
+        let tasks = claims.iter().map(|c| {
+            let (this, c) = (Arc::clone(self), c.clone());
+            tokio::spawn(async move { this.unprepare_one(&c).await })
+        });
+        let results = join_all(tasks).await;
+        claims
+            .into_iter()
+            .map(|c| c.uid)
+            .zip(
+                results
+                    .into_iter()
+                    .map(|r| r.unwrap_or(Err(Error::Task("unprepare")))),
+            )
+            .collect()
     }
 
     /// The lock file of a claim, held across instances (rolling updates only).

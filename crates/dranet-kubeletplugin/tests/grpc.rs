@@ -323,6 +323,31 @@ async fn different_claims_are_prepared_in_parallel() {
 }
 
 #[tokio::test]
+async fn a_call_the_kubelet_abandons_still_finishes_and_the_retry_gets_its_answer() {
+    let h = Harness::start().await;
+    h.driver.rec().delay = Duration::from_millis(800);
+    h.api
+        .put_claim(claim("c9", vec![result(DRIVER, "eth9", "nic")]));
+    // The kubelet's deadline passes while the driver is busy: the client drops the call.
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(100),
+        h.kubelet.prepare(&[claim_ref("c9")]),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the call was meant to be abandoned");
+    // The driver was not cut off half way: it finishes and its result is recorded.
+    let driver = h.driver.clone();
+    assert!(
+        eventually(10, || driver.rec().prepares.len() == 1).await,
+        "the driver's prepare was cancelled with the call"
+    );
+    h.driver.rec().delay = Duration::ZERO;
+    let resp = h.kubelet.prepare(&[claim_ref("c9")]).await.unwrap();
+    assert_eq!(resp.claims["uid-c9"].devices[0].device_name, "eth9");
+    assert_eq!(h.driver.rec().prepares.len(), 1, "prepared twice");
+}
+
+#[tokio::test]
 async fn shutdown_deregisters_first_and_finishes_calls_in_flight() {
     let mut h = Harness::start().await;
     // Long enough that the checks below run while the driver is still inside prepare.
