@@ -16,13 +16,7 @@ use crate::error::{Error, Result};
 /// that the path still names our file and start over if not.
 pub(crate) fn lock(path: &Path) -> Result<File> {
     loop {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io("open lock file", path, e))?;
+        let file = open(path)?;
         file.lock().map_err(|e| Error::io("lock", path, e))?;
         let ours = file
             .metadata()
@@ -36,15 +30,19 @@ pub(crate) fn lock(path: &Path) -> Result<File> {
     }
 }
 
-/// Takes the exclusive lock on `path` if nobody holds it; `None` if somebody does.
-pub(crate) fn try_lock(path: &Path) -> Result<Option<File>> {
-    let file = OpenOptions::new()
+fn open(path: &Path) -> Result<File> {
+    OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
         .open(path)
-        .map_err(|e| Error::io("open lock file", path, e))?;
+        .map_err(|e| Error::io("open lock file", path, e))
+}
+
+/// Takes the exclusive lock on `path` if nobody holds it; `None` if somebody does.
+pub(crate) fn try_lock(path: &Path) -> Result<Option<File>> {
+    let file = open(path)?;
     match file.try_lock() {
         Ok(()) => Ok(Some(file)),
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -101,37 +102,42 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
     }
 
     /// Prepares all claims concurrently; one result per distinct UID.
-    ///
-    /// Each claim runs in its own task: when the kubelet gives up on a call (its deadline passes
-    /// or it restarts), the request future is dropped, but a driver half way through changing the
-    /// host finishes and records the outcome, and the kubelet's retry gets that answer.
     pub async fn prepare(
         self: &Arc<Self>,
         claims: Vec<ClaimRef>,
     ) -> HashMap<String, Result<Vec<PreparedDevice>>> {
-        let tasks = claims.iter().map(|c| {
-            let (this, c) = (Arc::clone(self), c.clone());
-            tokio::spawn(async move { this.prepare_one(&c).await })
-        });
-        let results = join_all(tasks).await;
-        claims
-            .into_iter()
-            .map(|c| c.uid)
-            .zip(
-                results
-                    .into_iter()
-                    .map(|r| r.unwrap_or(Err(Error::Task("prepare")))),
-            )
-            .collect()
+        self.each_claim(claims, "prepare", |this, c| async move {
+            this.prepare_one(&c).await
+        })
+        .await
     }
 
-    /// Unprepares all claims concurrently, each in its own task (see [`Self::prepare`]); one
-    /// result per distinct UID.
+    /// Unprepares all claims concurrently; one result per distinct UID.
     pub async fn unprepare(self: &Arc<Self>, claims: Vec<ClaimRef>) -> HashMap<String, Result<()>> {
-        let tasks = claims.iter().map(|c| {
-            let (this, c) = (Arc::clone(self), c.clone());
-            tokio::spawn(async move { this.unprepare_one(&c).await })
-        });
+        self.each_claim(claims, "unprepare", |this, c| async move {
+            this.unprepare_one(&c).await
+        })
+        .await
+    }
+
+    /// Runs `work` for every claim, each in its own task: when the kubelet gives up on a call (its
+    /// deadline passes or it restarts), the request future is dropped, but a driver half way
+    /// through changing the host finishes and records the outcome, and the kubelet's retry gets
+    /// that answer.
+    async fn each_claim<T, F, Fut>(
+        self: &Arc<Self>,
+        claims: Vec<ClaimRef>,
+        what: &'static str,
+        work: F,
+    ) -> HashMap<String, Result<T>>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<Self>, ClaimRef) -> Fut,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+    {
+        let tasks = claims
+            .iter()
+            .map(|c| tokio::spawn(work(Arc::clone(self), c.clone())));
         let results = join_all(tasks).await;
         claims
             .into_iter()
@@ -139,7 +145,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             .zip(
                 results
                     .into_iter()
-                    .map(|r| r.unwrap_or(Err(Error::Task("unprepare")))),
+                    .map(|r| r.unwrap_or(Err(Error::Task(what)))),
             )
             .collect()
     }

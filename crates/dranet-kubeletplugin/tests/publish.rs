@@ -7,17 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use dranet_kubeletplugin::publisher::Backoff;
-use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSlice, ResourceSliceSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-fn devices(n: usize) -> Vec<Device> {
-    (0..n)
-        .map(|i| Device {
-            name: format!("eth{i}"),
-            ..Default::default()
-        })
-        .collect()
-}
+use k8s_openapi::api::resource::v1::ResourceSlice;
 
 fn fast(
     b: dranet_kubeletplugin::PluginBuilder<RecordingDriver, dranet_kubeletplugin::KubeClient>,
@@ -199,22 +189,7 @@ async fn fake_apiserver_conflicts_and_outages_are_retried_until_published() {
 #[tokio::test]
 async fn fake_apiserver_watch_repairs_a_deleted_slice_and_leaves_others_alone() {
     let h = Harness::start_with(fast).await;
-    let foreign = |name: &str, driver: &str, node: &str| ResourceSlice {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: ResourceSliceSpec {
-            driver: driver.into(),
-            node_name: Some(node.into()),
-            pool: ResourcePool {
-                name: node.into(),
-                generation: 1,
-                resource_slice_count: 1,
-            },
-            ..Default::default()
-        },
-    };
+    let foreign = slice;
     h.api
         .put_slice_externally(foreign("gpu-slice", "gpu.other.com", NODE));
     h.api
@@ -298,22 +273,6 @@ async fn fake_apiserver_watch_streams_only_our_slices_from_the_listed_version() 
         .await
         .unwrap();
     let client = api.client(DRIVER).unwrap();
-    let slice = |name: &str, driver: &str, node: &str| ResourceSlice {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: ResourceSliceSpec {
-            driver: driver.into(),
-            node_name: Some(node.into()),
-            pool: ResourcePool {
-                name: node.into(),
-                generation: 1,
-                resource_slice_count: 1,
-            },
-            ..Default::default()
-        },
-    };
     api.put_slice_externally(slice("before", DRIVER, NODE));
     let list = client.list_slices(NODE, DRIVER).await.unwrap();
     assert_eq!(list.items.len(), 1);

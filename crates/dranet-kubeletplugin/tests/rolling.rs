@@ -10,7 +10,6 @@ use common::*;
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
 use dranet_kubeletplugin::publisher::Backoff;
 use dranet_kubeletplugin::{Error, Plugin, PrepareState};
-use k8s_openapi::api::resource::v1::Device;
 
 const OLD_POD: &str = "0a6f3c1e-5a1b-4c2d-8e3f-123456789abc";
 const NEW_POD: &str = "1b7f4d2f-6b2c-4d3e-9f40-23456789abcd";
@@ -28,15 +27,6 @@ async fn instance(api: &FakeApiServer, dir: &Path, pod_uid: &str) -> (Plugin, Re
         .await
         .unwrap();
     (plugin, driver)
-}
-
-fn devices(n: usize) -> Vec<Device> {
-    (0..n)
-        .map(|i| Device {
-            name: format!("eth{i}"),
-            ..Default::default()
-        })
-        .collect()
 }
 
 fn published(api: &FakeApiServer) -> usize {

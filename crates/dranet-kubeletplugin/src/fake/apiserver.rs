@@ -307,6 +307,25 @@ fn status(code: u16, reason: &str, message: impl Into<String>) -> Response<Body>
     )
 }
 
+/// The object as JSON, or the API server's 404 Status naming it.
+fn found_or_404<T: serde::Serialize>(
+    obj: Option<&T>,
+    resource: &str,
+    name: &str,
+) -> Response<Body> {
+    match obj {
+        Some(o) => json_response(
+            StatusCode::OK,
+            &serde_json::to_value(o).unwrap_or(Value::Null),
+        ),
+        None => not_found(resource, name),
+    }
+}
+
+fn not_found(resource: &str, name: &str) -> Response<Body> {
+    status(404, "NotFound", format!("{resource} \"{name}\" not found"))
+}
+
 fn reason_for(code: u16) -> &'static str {
     match code {
         400 => "BadRequest",
@@ -538,17 +557,11 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                 tokio::time::sleep(delay).await;
             }
             let st = shared.lock();
-            match st.claims.get(&(ns.to_string(), name.to_string())) {
-                Some(c) => json_response(
-                    StatusCode::OK,
-                    &serde_json::to_value(c).unwrap_or(Value::Null),
-                ),
-                None => status(
-                    404,
-                    "NotFound",
-                    format!("resourceclaims.resource.k8s.io \"{name}\" not found"),
-                ),
-            }
+            found_or_404(
+                st.claims.get(&(ns.to_string(), name.to_string())),
+                "resourceclaims.resource.k8s.io",
+                name,
+            )
         }
         (&Method::GET, ["apis", "resource.k8s.io", "v1", "resourceslices"]) => {
             let sel = match parse_selector(q.get("fieldSelector")) {
@@ -575,17 +588,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         }
         (&Method::GET, ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
             let st = shared.lock();
-            match st.slices.get(*name) {
-                Some(s) => json_response(
-                    StatusCode::OK,
-                    &serde_json::to_value(s).unwrap_or(Value::Null),
-                ),
-                None => status(
-                    404,
-                    "NotFound",
-                    format!("resourceslices.resource.k8s.io \"{name}\" not found"),
-                ),
-            }
+            found_or_404(st.slices.get(*name), "resourceslices.resource.k8s.io", name)
         }
         (&Method::POST, ["apis", "resource.k8s.io", "v1", "resourceslices"]) => {
             let mut slice: ResourceSlice = match serde_json::from_slice(&body) {
@@ -662,11 +665,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             }
             let mut st = shared.lock();
             let Some(current) = st.slices.get(*name).cloned() else {
-                return status(
-                    404,
-                    "NotFound",
-                    format!("resourceslices.resource.k8s.io \"{name}\" not found"),
-                );
+                return not_found("resourceslices.resource.k8s.io", name);
             };
             let Some(rv) = slice
                 .metadata
@@ -717,11 +716,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             };
             let mut st = shared.lock();
             let Some(current) = st.slices.get(*name).cloned() else {
-                return status(
-                    404,
-                    "NotFound",
-                    format!("resourceslices.resource.k8s.io \"{name}\" not found"),
-                );
+                return not_found("resourceslices.resource.k8s.io", name);
             };
             let pre = &opts["preconditions"];
             if let Some(uid) = pre["uid"].as_str()

@@ -11,8 +11,8 @@ use dranet_kubeletplugin::{
     PluginBuilder, PrepareState, Prepared, PreparedDevice,
 };
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
-    ResourceClaimStatus,
+    AllocationResult, Device, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
+    ResourceClaimStatus, ResourcePool, ResourceSlice, ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -204,4 +204,34 @@ pub async fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     f()
+}
+
+/// `n` devices named `eth0`, `eth1`, ...
+pub fn devices(n: usize) -> Vec<Device> {
+    (0..n)
+        .map(|i| Device {
+            name: format!("eth{i}"),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// A one-slice pool of `driver` on `node`, as another writer would create it.
+pub fn slice(name: &str, driver: &str, node: &str) -> ResourceSlice {
+    ResourceSlice {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: ResourceSliceSpec {
+            driver: driver.into(),
+            node_name: Some(node.into()),
+            pool: ResourcePool {
+                name: node.into(),
+                generation: 1,
+                resource_slice_count: 1,
+            },
+            ..Default::default()
+        },
+    }
 }
