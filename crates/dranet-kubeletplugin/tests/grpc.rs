@@ -422,11 +422,24 @@ async fn metrics_hooks_see_requests_lookups_and_checkpoint_writes() {
     assert_eq!(m.checkpoint.load(Ordering::SeqCst), 2);
 }
 
-#[tokio::test]
-async fn health_is_advertised_and_streamed_when_reported() {
+async fn with_health() -> (HealthReporter, Harness) {
     let reporter = HealthReporter::new();
     let r = reporter.clone();
-    let h = Harness::start_with(move |b| b.health(r)).await;
+    (reporter, Harness::start_with(move |b| b.health(r)).await)
+}
+
+async fn health_stream(h: &Harness) -> tonic::Streaming<hpb::NodeWatchResourcesResponse> {
+    h.kubelet
+        .health()
+        .node_watch_resources(hpb::NodeWatchResourcesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+#[tokio::test]
+async fn health_is_advertised_and_streamed_when_reported() {
+    let (reporter, h) = with_health().await;
     assert_eq!(
         h.kubelet.info().supported_versions,
         vec![
@@ -436,13 +449,7 @@ async fn health_is_advertised_and_streamed_when_reported() {
             "v1alpha1.DRAResourceHealth"
         ]
     );
-    let mut stream = h
-        .kubelet
-        .health()
-        .node_watch_resources(hpb::NodeWatchResourcesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let mut stream = health_stream(&h).await;
     let first = stream.next().await.unwrap().unwrap();
     assert!(first.devices.is_empty());
     reporter.set(vec![DeviceHealthReport {
@@ -485,16 +492,8 @@ async fn health_is_advertised_and_streamed_when_reported() {
 
 #[tokio::test]
 async fn shutdown_ends_open_health_streams() {
-    let reporter = HealthReporter::new();
-    let r = reporter.clone();
-    let mut h = Harness::start_with(move |b| b.health(r)).await;
-    let mut stream = h
-        .kubelet
-        .health()
-        .node_watch_resources(hpb::NodeWatchResourcesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let (_reporter, mut h) = with_health().await;
+    let mut stream = health_stream(&h).await;
     assert!(stream.next().await.unwrap().is_ok());
     let reg = h.plugin().registration_socket().to_path_buf();
     // A kubelet that keeps watching must not keep the plugin from stopping. The timeout only

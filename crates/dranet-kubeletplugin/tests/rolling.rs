@@ -29,6 +29,39 @@ async fn instance(api: &FakeApiServer, dir: &Path, pod_uid: &str) -> (Plugin, Re
     (plugin, driver)
 }
 
+/// One running instance, and the kubelet's connection to it.
+struct Instance {
+    plugin: Plugin,
+    driver: RecordingDriver,
+    kubelet: FakeKubelet,
+}
+
+/// An old and a new instance on one node, with one allocated claim `<name>` for `eth<n>`.
+async fn pair(
+    claim_name: &str,
+    device: &str,
+) -> (tempfile::TempDir, FakeApiServer, Instance, Instance) {
+    let dir = tempfile::tempdir().unwrap();
+    let api = FakeApiServer::start().await.unwrap();
+    api.add_node(NODE);
+    api.put_claim(claim(claim_name, vec![result(DRIVER, device, "nic")]));
+    let mut both = Vec::new();
+    for pod in [OLD_POD, NEW_POD] {
+        let (plugin, driver) = instance(&api, dir.path(), pod).await;
+        let kubelet = FakeKubelet::connect(plugin.registration_socket())
+            .await
+            .unwrap();
+        both.push(Instance {
+            plugin,
+            driver,
+            kubelet,
+        });
+    }
+    let new = both.pop().unwrap();
+    let old = both.pop().unwrap();
+    (dir, api, old, new)
+}
+
 fn published(api: &FakeApiServer) -> usize {
     api.slices()
         .iter()
@@ -38,12 +71,10 @@ fn published(api: &FakeApiServer) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_prepared_by_one_instance_is_known_to_the_other() {
-    let dir = tempfile::tempdir().unwrap();
-    let api = FakeApiServer::start().await.unwrap();
-    api.add_node(NODE);
-    api.put_claim(claim("c1", vec![result(DRIVER, "eth1", "nic")]));
-    let (old, old_driver) = instance(&api, dir.path(), OLD_POD).await;
-    let (new, new_driver) = instance(&api, dir.path(), NEW_POD).await;
+    let (dir, _api, old, new) = pair("c1", "eth1").await;
+    let (to_old, to_new) = (&old.kubelet, &new.kubelet);
+    let (old_driver, new_driver) = (&old.driver, &new.driver);
+    let (old, new) = (old.plugin, new.plugin);
 
     // Distinct sockets, so the kubelet can reach both.
     assert_ne!(old.registration_socket(), new.registration_socket());
@@ -53,12 +84,6 @@ async fn a_claim_prepared_by_one_instance_is_known_to_the_other() {
             .ends_with(format!("{DRIVER}-{OLD_POD}-reg.sock"))
     );
     assert!(old.dra_socket().ends_with(format!("dra-{OLD_POD}.sock")));
-    let to_old = FakeKubelet::connect(old.registration_socket())
-        .await
-        .unwrap();
-    let to_new = FakeKubelet::connect(new.registration_socket())
-        .await
-        .unwrap();
     assert_eq!(to_new.info().endpoint, new.dra_socket().to_string_lossy());
 
     let resp = to_old.prepare(&[claim_ref("c1")]).await.unwrap();
@@ -96,30 +121,19 @@ async fn a_claim_prepared_by_one_instance_is_known_to_the_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_claim_asked_of_both_instances_at_once_is_prepared_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let api = FakeApiServer::start().await.unwrap();
-    api.add_node(NODE);
-    api.put_claim(claim("c2", vec![result(DRIVER, "eth2", "nic")]));
-    let (old, old_driver) = instance(&api, dir.path(), OLD_POD).await;
-    let (new, new_driver) = instance(&api, dir.path(), NEW_POD).await;
-    old_driver.rec().delay = Duration::from_millis(300);
-    new_driver.rec().delay = Duration::from_millis(300);
-    let to_old = FakeKubelet::connect(old.registration_socket())
-        .await
-        .unwrap();
-    let to_new = FakeKubelet::connect(new.registration_socket())
-        .await
-        .unwrap();
+    let (_dir, _api, old, new) = pair("c2", "eth2").await;
+    old.driver.rec().delay = Duration::from_millis(300);
+    new.driver.rec().delay = Duration::from_millis(300);
     let c2 = [claim_ref("c2")];
-    let (a, b) = tokio::join!(to_old.prepare(&c2), to_new.prepare(&c2));
+    let (a, b) = tokio::join!(old.kubelet.prepare(&c2), new.kubelet.prepare(&c2));
     for r in [a.unwrap(), b.unwrap()] {
         assert_eq!(r.claims["uid-c2"].error, "");
         assert_eq!(r.claims["uid-c2"].devices[0].device_name, "eth2");
     }
-    let calls = old_driver.rec().prepares.len() + new_driver.rec().prepares.len();
+    let calls = old.driver.rec().prepares.len() + new.driver.rec().prepares.len();
     assert_eq!(calls, 1, "the driver prepared the claim {calls} times");
-    old.shutdown().await.unwrap();
-    new.shutdown().await.unwrap();
+    old.plugin.shutdown().await.unwrap();
+    new.plugin.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
