@@ -141,12 +141,19 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
         let results = join_all(tasks).await;
         claims
             .into_iter()
-            .map(|c| c.uid)
-            .zip(
-                results
-                    .into_iter()
-                    .map(|r| r.unwrap_or(Err(Error::Task(what)))),
-            )
+            .zip(results)
+            .map(|(c, r)| {
+                // A panic in the driver ends only that claim's task; the claim gets the error and
+                // its checkpoint entry stays "preparing", so unprepare still cleans up.
+                let r = r.unwrap_or_else(|_| {
+                    Err(Error::Driver {
+                        action: what,
+                        claim: c.to_string(),
+                        message: "the driver panicked".into(),
+                    })
+                });
+                (c.uid, r)
+            })
             .collect()
     }
 

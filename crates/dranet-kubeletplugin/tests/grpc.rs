@@ -348,6 +348,30 @@ async fn a_call_the_kubelet_abandons_still_finishes_and_the_retry_gets_its_answe
 }
 
 #[tokio::test]
+async fn a_panicking_driver_fails_only_that_claim_and_unprepare_still_reaches_it() {
+    let h = Harness::start().await;
+    h.api
+        .put_claim(claim("boom", vec![result(DRIVER, "eth1", "nic")]));
+    h.api
+        .put_claim(claim("fine", vec![result(DRIVER, "eth2", "nic")]));
+    h.driver.rec().panic_prepare.insert("boom".into());
+    let resp = h
+        .kubelet
+        .prepare(&[claim_ref("boom"), claim_ref("fine")])
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.claims["uid-boom"].error,
+        "prepare claim default/boom: the driver panicked"
+    );
+    assert_eq!(resp.claims["uid-fine"].error, "");
+    // The plugin still serves, and the half-prepared claim is cleaned up on unprepare.
+    let resp = h.kubelet.unprepare(&[claim_ref("boom")]).await.unwrap();
+    assert_eq!(resp.claims["uid-boom"].error, "");
+    assert_eq!(h.driver.rec().unprepares[0].1, PrepareState::Interrupted);
+}
+
+#[tokio::test]
 async fn shutdown_deregisters_first_and_finishes_calls_in_flight() {
     let mut h = Harness::start().await;
     // Long enough that the checks below run while the driver is still inside prepare.

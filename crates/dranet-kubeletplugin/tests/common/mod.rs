@@ -25,6 +25,8 @@ pub struct Record {
     pub unprepares: Vec<(ClaimRef, PrepareState)>,
     pub fail_prepare: HashSet<String>,
     pub fail_unprepare: HashSet<String>,
+    /// Claim names whose prepare panics.
+    pub panic_prepare: HashSet<String>,
     pub delay: Duration,
     in_flight: HashMap<String, usize>,
     /// Set when two calls for the same claim UID overlapped.
@@ -87,6 +89,10 @@ impl Driver for RecordingDriver {
         let uid = claim.claim_ref.uid.clone();
         let delay = self.enter(&uid);
         tokio::time::sleep(delay).await;
+        if self.rec().panic_prepare.contains(&claim.claim_ref.name) {
+            self.leave(&uid);
+            panic!("driver bug while preparing {}", claim.claim_ref.name);
+        }
         let fail = self.rec().fail_prepare.contains(&claim.claim_ref.name);
         let out = prepared_for(&claim.results);
         self.rec().prepares.push(claim);
