@@ -61,6 +61,9 @@ struct Args {
     node: String,
     #[arg(long, default_value = dranet_kubeletplugin::DEFAULT_KUBELET_DIR)]
     kubelet_dir: PathBuf,
+    /// This pod's UID (downward API `metadata.uid`): lets a DaemonSet update with `maxSurge: 1`.
+    #[arg(long, env = "POD_UID")]
+    pod_uid: Option<String>,
     /// Use an in-process fake API server instead of a cluster, and play the kubelet once.
     #[arg(long)]
     fake_apiserver: bool,
@@ -86,10 +89,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("{e}\nno cluster to talk to: run in a cluster, set KUBECONFIG, or try --fake-apiserver")
         })?,
     };
-    let plugin = Plugin::builder(&args.driver, &args.node, Minimal, api.clone())
-        .kubelet_dir(&args.kubelet_dir)
-        .start()
-        .await?;
+    let mut builder = Plugin::builder(&args.driver, &args.node, Minimal, api.clone())
+        .kubelet_dir(&args.kubelet_dir);
+    if let Some(uid) = &args.pod_uid {
+        builder = builder.rolling_update(uid);
+    }
+    let plugin = builder.start().await?;
     plugin.publish(
         (0..4)
             .map(|i| Device {

@@ -1,0 +1,64 @@
+//! The embedding examples run as their docs say.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// `cargo test` builds the examples next to the test binaries (`target/<profile>/examples/`).
+fn example(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let path = exe.parent()?.parent()?.join("examples").join(name);
+    path.exists().then_some(path)
+}
+
+#[test]
+fn minimal_driver_serves_prepares_publishes_and_cleans_up_without_a_cluster() {
+    let Some(bin) = example("minimal_driver") else {
+        eprintln!(
+            "SKIP: examples/minimal_driver was not built (run `cargo test`, not `--test examples` alone)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let kubelet = dir.path().join("kubelet");
+    let out = Command::new(bin)
+        .args(["--fake-apiserver", "--run-for", "0", "--kubelet-dir"])
+        .arg(&kubelet)
+        .env_remove("POD_UID")
+        .env_remove("NODE_NAME")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("cdi_device_ids: [\"minimal.example.com/dev=dev0\"]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("unprepared default/demo"), "{stdout}");
+    assert!(
+        stdout.contains("published 1 ResourceSlice(s): [Some(\"node-1-minimal.example.com-0\")]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("stopped; sockets removed"), "{stdout}");
+    let left: Vec<_> = walk(&kubelet)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "sock"))
+        .collect();
+    assert!(left.is_empty(), "sockets left behind: {left:?}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
