@@ -510,9 +510,13 @@ pub(crate) async fn run<A: KubeApi>(
                     }
                     break;
                 }
-                // The driver's device list itself is unpublishable (e.g. a duplicate name):
-                // retrying cannot help, so wait for the next list.
-                Err(e @ (Error::InvalidRequest(_) | Error::Config(_))) => {
+                // The driver's device list itself is unpublishable (e.g. a duplicate name, or
+                // the API server's validation refuses it: 422): retrying the same list cannot
+                // help, so wait for the next list (or the periodic resync).
+                Err(e)
+                    if matches!(e, Error::InvalidRequest(_) | Error::Config(_))
+                        || e.api_code() == Some(422) =>
+                {
                     metrics.slice_sync(false, 0, start.elapsed());
                     tracing::error!(error = %e, "cannot publish these devices; waiting for a corrected device list");
                     break;

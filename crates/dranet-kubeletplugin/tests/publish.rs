@@ -338,6 +338,22 @@ async fn fake_apiserver_unpublishable_devices_are_reported_once_not_retried() {
 }
 
 #[tokio::test]
+async fn fake_apiserver_refusing_the_devices_is_not_retried_until_the_next_list() {
+    let m = std::sync::Arc::new(SyncCount::default());
+    let m2 = std::sync::Arc::clone(&m);
+    let h = Harness::start_with(move |b| fast(b).metrics(m2)).await;
+    // The server's validation refuses what we send (422 Invalid).
+    h.api.fail_next("POST", 422, 1);
+    h.plugin().publish(devices(2));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(m.failed.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(ours(&h).is_empty());
+    // The driver's next list is tried again.
+    h.plugin().publish(devices(2));
+    converge(&h, 2, 1).await;
+}
+
+#[tokio::test]
 async fn fake_apiserver_recreated_node_owns_the_republished_slices() {
     let h = Harness::start_with(fast).await;
     h.plugin().publish(devices(2));
