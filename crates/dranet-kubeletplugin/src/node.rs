@@ -77,6 +77,8 @@ pub(crate) struct NodeService<D, A> {
     /// Rolling updates: where the per-claim lock files live that serialize calls for one claim
     /// across the two instances.
     claim_lock_dir: Option<PathBuf>,
+    /// How long a claim lookup may take.
+    pub lookup_timeout: std::time::Duration,
 }
 
 impl<D: Driver, A: KubeApi> NodeService<D, A> {
@@ -98,6 +100,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             metrics,
             locks: ClaimLocks::default(),
             claim_lock_dir,
+            lookup_timeout: std::time::Duration::from_secs(20),
         }
     }
 
@@ -188,7 +191,17 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             return Ok(p.devices);
         }
         let start = Instant::now();
-        let claim = self.api.get_claim(&c.namespace, &c.name).await;
+        // Well inside the kubelet's own deadline for the call, so a hung API server ends in an
+        // error the kubelet sees and retries, not in a claim lock held for minutes.
+        let limit = self.lookup_timeout;
+        let claim = tokio::time::timeout(limit, self.api.get_claim(&c.namespace, &c.name))
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::ApiTransport {
+                    action: format!("get ResourceClaim {c}"),
+                    source: format!("no answer within {limit:?}").into(),
+                })
+            });
         self.metrics.claim_lookup(claim.is_ok(), start.elapsed());
         let claim = claim?;
         let actual = claim.metadata.uid.clone().unwrap_or_default();

@@ -41,6 +41,7 @@ pub struct PluginBuilder<D, A> {
     max_devices_per_slice: usize,
     serve_v1beta1: bool,
     rolling_update: Option<String>,
+    claim_lookup_timeout: Duration,
 }
 
 impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
@@ -67,6 +68,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             max_devices_per_slice: MAX_DEVICES_PER_SLICE,
             serve_v1beta1: true,
             rolling_update: None,
+            claim_lookup_timeout: Duration::from_secs(20),
         }
     }
 
@@ -144,6 +146,13 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
         self
     }
 
+    /// How long reading a claim from the API server may take before its prepare fails with an
+    /// error the kubelet retries (default 20 s, well inside the kubelet's deadline for the call).
+    pub fn claim_lookup_timeout(mut self, limit: Duration) -> Self {
+        self.claim_lookup_timeout = limit;
+        self
+    }
+
     fn validate(&self) -> Result<()> {
         if let Some(uid) = &self.rolling_update
             && !is_uuid(uid)
@@ -207,7 +216,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
         let checkpoint_trusted = !matches!(checkpoint_outcome, LoadOutcome::Quarantined { .. });
 
         let api = Arc::new(self.api);
-        let node = Arc::new(NodeService::new(
+        let mut node = NodeService::new(
             Arc::new(self.driver),
             Arc::clone(&api),
             self.driver_name.clone(),
@@ -215,7 +224,9 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             checkpoint_trusted,
             Arc::clone(&self.metrics),
             rolling.then(|| plugin_dir.join("claims")),
-        ));
+        );
+        node.lookup_timeout = self.claim_lookup_timeout;
+        let node = Arc::new(node);
 
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let mut tasks: Vec<(&'static str, JoinHandle<Result<()>>)> = Vec::new();

@@ -28,6 +28,9 @@ use crate::metrics::Metrics;
 /// The API's limit of devices in one ResourceSlice.
 pub const MAX_DEVICES_PER_SLICE: usize = 128;
 
+/// How long one sync pass (list and writes) may take before it is abandoned and retried.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Who publishes: the inputs of [`plan`] besides the devices.
 #[derive(Debug, Clone)]
 pub struct PoolParams {
@@ -501,7 +504,16 @@ pub(crate) async fn run<A: KubeApi>(
                 break;
             };
             let start = Instant::now();
-            let result = sync_once(api.as_ref(), &cfg, &desired).await;
+            // A hung API server must not stall publishing forever: give up and retry.
+            let result =
+                tokio::time::timeout(SYNC_TIMEOUT, sync_once(api.as_ref(), &cfg, &desired))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(Error::ApiTransport {
+                            action: "sync ResourceSlices".into(),
+                            source: format!("no answer within {SYNC_TIMEOUT:?}").into(),
+                        })
+                    });
             match result {
                 Ok(writes) => {
                     metrics.slice_sync(true, writes, start.elapsed());

@@ -348,6 +348,25 @@ async fn a_call_the_kubelet_abandons_still_finishes_and_the_retry_gets_its_answe
 }
 
 #[tokio::test]
+async fn a_hung_api_server_fails_the_claim_in_time_for_the_kubelet_to_retry() {
+    let h = Harness::start_with(|b| b.claim_lookup_timeout(Duration::from_millis(200))).await;
+    h.api
+        .put_claim(claim("slowapi", vec![result(DRIVER, "eth1", "nic")]));
+    h.api.set_claim_delay(Duration::from_secs(5));
+    let resp = h.kubelet.prepare(&[claim_ref("slowapi")]).await.unwrap();
+    let err = &resp.claims["uid-slowapi"].error;
+    assert!(
+        err.contains("get ResourceClaim default/slowapi") && err.contains("no answer within 200ms"),
+        "{err}"
+    );
+    assert!(h.driver.rec().prepares.is_empty());
+    // Once the API server answers again, the retry works.
+    h.api.set_claim_delay(Duration::ZERO);
+    let resp = h.kubelet.prepare(&[claim_ref("slowapi")]).await.unwrap();
+    assert_eq!(resp.claims["uid-slowapi"].error, "");
+}
+
+#[tokio::test]
 async fn a_panicking_driver_fails_only_that_claim_and_unprepare_still_reaches_it() {
     let h = Harness::start().await;
     h.api
