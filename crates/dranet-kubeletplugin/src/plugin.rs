@@ -141,6 +141,9 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
     /// `<plugin dir>/publisher.lock`; the newer one takes over when the older one exits), so two
     /// versions never fight over the slices. Sockets left by instances that died are removed at
     /// start.
+    ///
+    /// Every instance that may overlap must use this: one started without it keeps the checkpoint
+    /// in memory only. So the rollout that first turns it on must still be `maxSurge: 0`.
     pub fn rolling_update(mut self, pod_uid: impl Into<String>) -> Self {
         self.rolling_update = Some(pod_uid.into());
         self
