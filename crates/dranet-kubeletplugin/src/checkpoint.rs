@@ -110,25 +110,31 @@ impl Inner {
     /// that arrive meanwhile form the next batch, so N concurrent claims cost about two writes,
     /// not N.
     fn drain(&self) {
-        // Reset `writing` however this ends, so a later change starts a new writer.
-        struct Done<'a>(&'a Inner);
-        impl Drop for Done<'_> {
+        // After a panic below, let a later change start a new writer; the changes queued now fail
+        // (their senders are dropped) rather than wait forever.
+        struct OnPanic<'a>(&'a Inner);
+        impl Drop for OnPanic<'_> {
             fn drop(&mut self) {
-                let mut p = self
-                    .0
-                    .pending
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                p.writing = false;
-                // Only non-empty after a panic below: dropping the senders fails those callers.
-                p.queue.clear();
+                if std::thread::panicking() {
+                    let mut p = self
+                        .0
+                        .pending
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    p.writing = false;
+                    p.queue.clear();
+                }
             }
         }
-        let _done = Done(self);
+        let _on_panic = OnPanic(self);
         loop {
             let batch = {
                 let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
                 if p.queue.is_empty() {
+                    // Under the same lock as the check: a change queued after this starts its own
+                    // writer, and one queued before it is in this batch. (Resetting the flag after
+                    // releasing the lock once dropped a change queued in between.)
+                    p.writing = false;
                     return;
                 }
                 std::mem::take(&mut p.queue)
@@ -665,6 +671,24 @@ mod tests {
         // And the writer restarts for later changes.
         cp.remove("u0").await.unwrap();
         assert!(cp.get("u0").is_none());
+    }
+
+    #[tokio::test]
+    async fn back_to_back_changes_all_land() {
+        // Each change is queued just as the previous writer finishes: the hand-over between
+        // writers must never drop a queued change.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoint");
+        let (cp, _) = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap();
+        for i in 0..300 {
+            let mut e = entry("a", Phase::Prepared);
+            e.claim.name = format!("c-{i}");
+            cp.put(e)
+                .await
+                .unwrap_or_else(|err| panic!("change {i}: {err}"));
+        }
+        let (again, _) = Checkpoint::open(&path, CheckpointPolicy::Refuse).unwrap();
+        assert_eq!(again.get("a").unwrap().claim.name, "c-299");
     }
 
     #[tokio::test]

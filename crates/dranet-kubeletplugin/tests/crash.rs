@@ -191,95 +191,100 @@ fn checkpoint_entries(
     checkpoint::decode(&bytes).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_between_checkpoint_and_reply_then_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let api = FakeApiServer::start().await.unwrap();
-    api.add_node(NODE);
-    api.put_claim(claim("c1", vec![result(DRIVER, "eth1", "nic")]));
+/// The plugin reads its claims from the fake API server (`FakeApiServer`); the name says so.
+mod fake_apiserver {
+    use super::*;
 
-    // Write 1 records "preparing", write 2 records the driver's result; block after that.
-    let child = PluginProcess::spawn(&api, dir.path(), &[(ENV_BLOCK_WRITE, "2")]);
-    let kubelet = connect(dir.path()).await;
-    let call = tokio::spawn(async move { kubelet.prepare(&[claim_ref("c1")]).await });
-    assert!(
-        eventually(20, || dir.path().join("blocked").exists()).await,
-        "never reached the checkpoint"
-    );
-    child.kill();
-    let lost = call.await.unwrap();
-    assert!(
-        lost.is_err(),
-        "the kubelet must not have had a reply: {lost:?}"
-    );
-    assert_eq!(
-        checkpoint_entries(dir.path())["uid-c1"].phase,
-        Phase::Prepared
-    );
-    assert!(
-        reg_socket(dir.path()).exists(),
-        "SIGKILL leaves the socket behind"
-    );
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sigkill_between_checkpoint_and_reply_then_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let api = FakeApiServer::start().await.unwrap();
+        api.add_node(NODE);
+        api.put_claim(claim("c1", vec![result(DRIVER, "eth1", "nic")]));
 
-    // Restart: the stale sockets are replaced, the kubelet retries and gets the same answer
-    // without the driver preparing twice.
-    let _child = PluginProcess::spawn(&api, dir.path(), &[]);
-    let kubelet = connect(dir.path()).await;
-    let resp = kubelet.prepare(&[claim_ref("c1")]).await.unwrap();
-    assert_eq!(resp.claims["uid-c1"].error, "");
-    assert_eq!(resp.claims["uid-c1"].devices[0].device_name, "eth1");
-    assert_eq!(log_lines(dir.path()), vec!["prepare uid-c1"]);
+        // Write 1 records "preparing", write 2 records the driver's result; block after that.
+        let child = PluginProcess::spawn(&api, dir.path(), &[(ENV_BLOCK_WRITE, "2")]);
+        let kubelet = connect(dir.path()).await;
+        let call = tokio::spawn(async move { kubelet.prepare(&[claim_ref("c1")]).await });
+        assert!(
+            eventually(20, || dir.path().join("blocked").exists()).await,
+            "never reached the checkpoint"
+        );
+        child.kill();
+        let lost = call.await.unwrap();
+        assert!(
+            lost.is_err(),
+            "the kubelet must not have had a reply: {lost:?}"
+        );
+        assert_eq!(
+            checkpoint_entries(dir.path())["uid-c1"].phase,
+            Phase::Prepared
+        );
+        assert!(
+            reg_socket(dir.path()).exists(),
+            "SIGKILL leaves the socket behind"
+        );
 
-    let resp = kubelet.unprepare(&[claim_ref("c1")]).await.unwrap();
-    assert_eq!(resp.claims["uid-c1"].error, "");
-    assert_eq!(
-        log_lines(dir.path()),
-        vec!["prepare uid-c1", "unprepare uid-c1 prepared eth1"]
-    );
-    assert!(!checkpoint_entries(dir.path()).contains_key("uid-c1"));
-}
+        // Restart: the stale sockets are replaced, the kubelet retries and gets the same answer
+        // without the driver preparing twice.
+        let _child = PluginProcess::spawn(&api, dir.path(), &[]);
+        let kubelet = connect(dir.path()).await;
+        let resp = kubelet.prepare(&[claim_ref("c1")]).await.unwrap();
+        assert_eq!(resp.claims["uid-c1"].error, "");
+        assert_eq!(resp.claims["uid-c1"].devices[0].device_name, "eth1");
+        assert_eq!(log_lines(dir.path()), vec!["prepare uid-c1"]);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_inside_driver_prepare_then_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let api = FakeApiServer::start().await.unwrap();
-    api.add_node(NODE);
-    api.put_claim(claim("c2", vec![result(DRIVER, "eth2", "nic")]));
-    api.put_claim(claim("c3", vec![result(DRIVER, "eth3", "nic")]));
+        let resp = kubelet.unprepare(&[claim_ref("c1")]).await.unwrap();
+        assert_eq!(resp.claims["uid-c1"].error, "");
+        assert_eq!(
+            log_lines(dir.path()),
+            vec!["prepare uid-c1", "unprepare uid-c1 prepared eth1"]
+        );
+        assert!(!checkpoint_entries(dir.path()).contains_key("uid-c1"));
+    }
 
-    let child = PluginProcess::spawn(&api, dir.path(), &[(ENV_BLOCK_PREPARE, "1")]);
-    let kubelet = connect(dir.path()).await;
-    let call =
-        tokio::spawn(async move { kubelet.prepare(&[claim_ref("c2"), claim_ref("c3")]).await });
-    assert!(
-        eventually(20, || log_lines(dir.path()).len() == 2).await,
-        "driver never called"
-    );
-    child.kill();
-    assert!(call.await.unwrap().is_err());
-    let entries = checkpoint_entries(dir.path());
-    assert_eq!(entries["uid-c2"].phase, Phase::Preparing);
-    assert_eq!(entries["uid-c3"].phase, Phase::Preparing);
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sigkill_inside_driver_prepare_then_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let api = FakeApiServer::start().await.unwrap();
+        api.add_node(NODE);
+        api.put_claim(claim("c2", vec![result(DRIVER, "eth2", "nic")]));
+        api.put_claim(claim("c3", vec![result(DRIVER, "eth3", "nic")]));
 
-    let _child = PluginProcess::spawn(&api, dir.path(), &[]);
-    let kubelet = connect(dir.path()).await;
-    // The kubelet retries c2: an interrupted prepare runs again.
-    let resp = kubelet.prepare(&[claim_ref("c2")]).await.unwrap();
-    assert_eq!(resp.claims["uid-c2"].devices[0].device_name, "eth2");
-    // The pod of c3 went away meanwhile: unprepare still reaches the driver to clean up.
-    let resp = kubelet.unprepare(&[claim_ref("c3")]).await.unwrap();
-    assert_eq!(resp.claims["uid-c3"].error, "");
-    let lines = log_lines(dir.path());
-    assert_eq!(
-        lines.iter().filter(|l| *l == "prepare uid-c2").count(),
-        2,
-        "{lines:?}"
-    );
-    assert!(
-        lines.contains(&"unprepare uid-c3 interrupted".to_string()),
-        "{lines:?}"
-    );
-    let entries = checkpoint_entries(dir.path());
-    assert_eq!(entries["uid-c2"].phase, Phase::Prepared);
-    assert!(!entries.contains_key("uid-c3"));
+        let child = PluginProcess::spawn(&api, dir.path(), &[(ENV_BLOCK_PREPARE, "1")]);
+        let kubelet = connect(dir.path()).await;
+        let call =
+            tokio::spawn(async move { kubelet.prepare(&[claim_ref("c2"), claim_ref("c3")]).await });
+        assert!(
+            eventually(20, || log_lines(dir.path()).len() == 2).await,
+            "driver never called"
+        );
+        child.kill();
+        assert!(call.await.unwrap().is_err());
+        let entries = checkpoint_entries(dir.path());
+        assert_eq!(entries["uid-c2"].phase, Phase::Preparing);
+        assert_eq!(entries["uid-c3"].phase, Phase::Preparing);
+
+        let _child = PluginProcess::spawn(&api, dir.path(), &[]);
+        let kubelet = connect(dir.path()).await;
+        // The kubelet retries c2: an interrupted prepare runs again.
+        let resp = kubelet.prepare(&[claim_ref("c2")]).await.unwrap();
+        assert_eq!(resp.claims["uid-c2"].devices[0].device_name, "eth2");
+        // The pod of c3 went away meanwhile: unprepare still reaches the driver to clean up.
+        let resp = kubelet.unprepare(&[claim_ref("c3")]).await.unwrap();
+        assert_eq!(resp.claims["uid-c3"].error, "");
+        let lines = log_lines(dir.path());
+        assert_eq!(
+            lines.iter().filter(|l| *l == "prepare uid-c2").count(),
+            2,
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"unprepare uid-c3 interrupted".to_string()),
+            "{lines:?}"
+        );
+        let entries = checkpoint_entries(dir.path());
+        assert_eq!(entries["uid-c2"].phase, Phase::Prepared);
+        assert!(!entries.contains_key("uid-c3"));
+    }
 }
