@@ -246,23 +246,27 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
                 ));
             versions.push(service_names::DRA_V1BETA1.to_string());
         }
-        if let Some(h) = &self.health {
-            let health = HealthService {
-                reports: h.subscribe(),
-                shutdown: shutdown_rx.clone(),
-                metrics: Arc::clone(&self.metrics),
-            };
-            router = router
-                .add_service(
-                    proto::dra_health_v1::dra_resource_health_server::DraResourceHealthServer::new(
-                        health.clone(),
-                    ),
-                )
-                .add_service(
-                    proto::dra_health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
-                        health,
-                    ),
-                );
+        // Served always, advertised only with a reporter: kubelets with the health feature open
+        // the stream whether or not it is advertised, and log an error every few seconds when
+        // the service is missing. Without a reporter the stream says nothing about any device.
+        let reporter = self.health.clone().unwrap_or_default();
+        let health = HealthService {
+            reports: reporter.subscribe(),
+            shutdown: shutdown_rx.clone(),
+            metrics: Arc::clone(&self.metrics),
+        };
+        router = router
+            .add_service(
+                proto::dra_health_v1::dra_resource_health_server::DraResourceHealthServer::new(
+                    health.clone(),
+                ),
+            )
+            .add_service(
+                proto::dra_health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
+                    health,
+                ),
+            );
+        if self.health.is_some() {
             versions.push(service_names::HEALTH_V1.to_string());
             versions.push(service_names::HEALTH_V1ALPHA1.to_string());
         }

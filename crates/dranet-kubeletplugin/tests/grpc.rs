@@ -539,6 +539,18 @@ mod fake_apiserver {
     }
 
     #[tokio::test]
+    async fn without_a_reporter_health_is_not_advertised_but_answers_empty() {
+        let h = Harness::start().await;
+        assert_eq!(
+            h.kubelet.info().supported_versions,
+            vec!["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+        );
+        // A kubelet that watches anyway gets an empty report, not an "unimplemented" error.
+        let first = health_stream(&h).await.next().await.unwrap().unwrap();
+        assert!(first.devices.is_empty());
+    }
+
+    #[tokio::test]
     async fn shutdown_ends_open_health_streams() {
         let (_reporter, mut h) = with_health().await;
         let mut stream = health_stream(&h).await;
