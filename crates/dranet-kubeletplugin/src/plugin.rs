@@ -238,6 +238,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
         let mut router = tonic::transport::Server::builder().add_service(
             proto::dra_v1::dra_plugin_server::DraPluginServer::new(DraV1(Arc::clone(&node))),
         );
+        // The kubelet uses the first entry it knows, so the newest API comes first.
         let mut versions = vec![service_names::DRA_V1.to_string()];
         if self.serve_v1beta1 {
             router =
