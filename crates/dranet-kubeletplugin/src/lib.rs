@@ -10,13 +10,15 @@
 //! What the library takes care of:
 //!
 //! - registration (`pluginregistration.Registration`), the `v1` and `v1beta1` `DRAPlugin` services
-//!   and, when asked, `v1alpha1.DRAResourceHealth`;
+//!   and `v1`/`v1alpha1` `DRAResourceHealth` (advertised when the driver reports health through a
+//!   [`HealthReporter`]);
 //! - claim lookup: each claim is read from the API server, refused if it is not allocated or was
 //!   replaced by a new claim of the same name, and the driver only sees allocation results and
 //!   configuration for its own driver name;
 //! - idempotency and crash safety: calls for one claim are serialized, and what was prepared is
 //!   kept in a checksummed checkpoint file written atomically, so kubelet retries get the same
 //!   answer and an unprepare after a restart still reaches the driver with what prepare returned;
+//!   a call the kubelet abandons still runs to the end, and a driver panic fails only its claim;
 //! - ResourceSlice publishing: one pool named after the node, split into slices of at most 128
 //!   devices, owned by the Node, rewritten only when something changed, repaired on drift;
 //! - sockets: a stale socket from a crash is replaced, and shutdown removes ours (the registration
