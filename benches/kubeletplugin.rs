@@ -14,17 +14,15 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use dranet_kubeletplugin::checkpoint::{Checkpoint, CheckpointEntry, Phase};
-use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
+use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::publisher::{MAX_DEVICES_PER_SLICE, PoolParams, SlicePlan, plan};
 use dranet_kubeletplugin::{
     CheckpointPolicy, ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, Plugin,
     Prepared, PreparedDevice,
 };
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, Device, DeviceAllocationResult, DeviceAttribute,
-    DeviceRequestAllocationResult, ResourceClaim, ResourceClaimStatus, ResourceSlice,
+    Device, DeviceAttribute, DeviceRequestAllocationResult, ResourceClaim, ResourceSlice,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 const DRIVER: &str = "dra.net";
 const NODE: &str = "bench-node";
@@ -66,25 +64,7 @@ fn claim(i: usize) -> ResourceClaim {
             ..Default::default()
         })
         .collect();
-    ResourceClaim {
-        metadata: ObjectMeta {
-            namespace: Some("ml".into()),
-            name: Some(format!("trainer-{i}-nics")),
-            uid: Some(format!("0a6f3c1e-0000-4000-8000-{i:012}")),
-            ..Default::default()
-        },
-        spec: Default::default(),
-        status: Some(ResourceClaimStatus {
-            allocation: Some(AllocationResult {
-                devices: Some(DeviceAllocationResult {
-                    results: Some(results),
-                    config: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-    }
+    allocated_claim(&claim_ref(i), results)
 }
 
 fn claim_ref(i: usize) -> ClaimRef {

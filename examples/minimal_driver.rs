@@ -18,12 +18,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
+use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, KubeApi, KubeClient, Plugin,
     Prepared, PreparedDevice,
 };
-use k8s_openapi::api::resource::v1::Device;
+use k8s_openapi::api::resource::v1::{Device, DeviceRequestAllocationResult};
 
 /// The driver: everything it must do is turn allocated devices into CDI device IDs.
 struct Minimal;
@@ -111,13 +111,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     if let Some(f) = &fake {
         // Allocate dev0 to a claim as the scheduler would, then call the plugin as the kubelet does.
-        f.put_claim(sample_claim(&args.driver, &args.node));
-        let kubelet = FakeKubelet::connect(plugin.registration_socket()).await?;
         let claim = ClaimRef {
             namespace: "default".into(),
             name: "demo".into(),
             uid: "demo-uid".into(),
         };
+        let dev0 = DeviceRequestAllocationResult {
+            driver: args.driver.clone(),
+            pool: args.node.clone(),
+            device: "dev0".into(),
+            request: "req".into(),
+            ..Default::default()
+        };
+        f.put_claim(allocated_claim(&claim, vec![dev0]));
+        let kubelet = FakeKubelet::connect(plugin.registration_socket()).await?;
         println!(
             "prepare: {:?}",
             kubelet.prepare(std::slice::from_ref(&claim)).await?.claims["demo-uid"]
@@ -142,34 +149,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     plugin.shutdown().await?;
     println!("stopped; sockets removed");
     Ok(())
-}
-
-fn sample_claim(driver: &str, node: &str) -> k8s_openapi::api::resource::v1::ResourceClaim {
-    use k8s_openapi::api::resource::v1::*;
-    let result = DeviceRequestAllocationResult {
-        driver: driver.into(),
-        pool: node.into(),
-        device: "dev0".into(),
-        request: "req".into(),
-        ..Default::default()
-    };
-    ResourceClaim {
-        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-            namespace: Some("default".into()),
-            name: Some("demo".into()),
-            uid: Some("demo-uid".into()),
-            ..Default::default()
-        },
-        spec: Default::default(),
-        status: Some(ResourceClaimStatus {
-            allocation: Some(AllocationResult {
-                devices: Some(DeviceAllocationResult {
-                    results: Some(vec![result]),
-                    config: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-    }
 }

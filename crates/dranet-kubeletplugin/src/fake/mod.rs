@@ -10,3 +10,39 @@ mod kubelet;
 
 pub use apiserver::{FakeApiServer, WriteCounts};
 pub use kubelet::{FakeKubelet, unix_channel};
+
+use k8s_openapi::api::resource::v1::{
+    AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
+    ResourceClaimStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::ClaimRef;
+
+/// A ResourceClaim as the scheduler leaves it: `claim`'s namespace, name and UID, allocated with
+/// these results. Store it with [`FakeApiServer::put_claim`], then prepare `claim` through a
+/// [`FakeKubelet`].
+pub fn allocated_claim(
+    claim: &ClaimRef,
+    results: Vec<DeviceRequestAllocationResult>,
+) -> ResourceClaim {
+    ResourceClaim {
+        metadata: ObjectMeta {
+            namespace: Some(claim.namespace.clone()),
+            name: Some(claim.name.clone()),
+            uid: Some(claim.uid.clone()),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: Some(ResourceClaimStatus {
+            allocation: Some(AllocationResult {
+                devices: Some(DeviceAllocationResult {
+                    results: Some(results),
+                    config: None,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }
+}

@@ -11,8 +11,8 @@ use dranet_kubeletplugin::{
     PluginBuilder, PrepareState, Prepared, PreparedDevice,
 };
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, Device, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
-    ResourceClaimStatus, ResourcePool, ResourceSlice, ResourceSliceSpec,
+    Device, DeviceRequestAllocationResult, ResourceClaim, ResourcePool, ResourceSlice,
+    ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -137,25 +137,7 @@ pub fn result(driver: &str, device: &str, request: &str) -> DeviceRequestAllocat
 
 /// An allocated claim named `name` (UID `uid-<name>`) with these results.
 pub fn claim(name: &str, results: Vec<DeviceRequestAllocationResult>) -> ResourceClaim {
-    ResourceClaim {
-        metadata: ObjectMeta {
-            namespace: Some("default".into()),
-            name: Some(name.into()),
-            uid: Some(format!("uid-{name}")),
-            ..Default::default()
-        },
-        spec: Default::default(),
-        status: Some(ResourceClaimStatus {
-            allocation: Some(AllocationResult {
-                devices: Some(DeviceAllocationResult {
-                    results: Some(results),
-                    config: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-    }
+    dranet_kubeletplugin::fake::allocated_claim(&claim_ref(name), results)
 }
 
 pub struct Harness {
