@@ -44,21 +44,27 @@ fn detector(endpoint: &str, sys: PathBuf, hint: Hint) -> Detector {
     d
 }
 
+/// Detection on the fixture node `fixture` with IMDS serving `testdata/imds/<kind>-*.json`.
+async fn detect_on(kind: &str, fixture: &str) -> (FakeImds, Detection) {
+    let imds = FakeImds::start(FakeImds::documents(
+        doc(&format!("{kind}-compute.json")),
+        doc(&format!("{kind}-network.json")),
+    ))
+    .await
+    .unwrap();
+    let d = detector(&imds.endpoint, fixture_sys(fixture), Hint::Auto)
+        .detect()
+        .await;
+    (imds, d)
+}
+
 fn s(v: &str) -> AttributeValue {
     AttributeValue::String(v.into())
 }
 
 #[tokio::test]
 async fn gb300_documents_give_the_fabric_attributes() {
-    let imds = FakeImds::start(FakeImds::documents(
-        doc("gb300-compute.json"),
-        doc("gb300-network.json"),
-    ))
-    .await
-    .unwrap();
-    let d = detector(&imds.endpoint, fixture_sys("azure-nd-gb300-v6"), Hint::Auto)
-        .detect()
-        .await;
+    let (imds, d) = detect_on("gb300", "azure-nd-gb300-v6").await;
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     assert!(
         d.how.contains("DMI chassis asset tag is Azure's"),
@@ -91,21 +97,11 @@ async fn gb300_documents_give_the_fabric_attributes() {
 
 #[tokio::test]
 async fn empty_fields_are_left_out() {
-    let imds = FakeImds::start(FakeImds::documents(
-        doc("mi300x-compute.json"),
-        doc("mi300x-network.json"),
-    ))
-    .await
-    .unwrap();
-    let az = detector(
-        &imds.endpoint,
-        fixture_sys("azure-nd-mi300x-v5"),
-        Hint::Auto,
-    )
-    .detect()
-    .await
-    .provider
-    .unwrap();
+    let az = detect_on("mi300x", "azure-nd-mi300x-v5")
+        .await
+        .1
+        .provider
+        .unwrap();
     let a = az.node_attributes();
     assert_eq!(a[attr::VM_SIZE], s("Standard_ND96isr_MI300X_v5"));
     assert!(!a.contains_key(attr::ZONE) && !a.contains_key(attr::INTERCONNECT_GROUP_ID));
@@ -122,21 +118,11 @@ fn id(mac: &str, v6gw: Option<&str>) -> DeviceIdentifiers {
 
 #[tokio::test]
 async fn per_nic_routing_is_matched_by_mac_with_a_table_per_nic() {
-    let imds = FakeImds::start(FakeImds::documents(
-        doc("mi300x-compute.json"),
-        doc("mi300x-network.json"),
-    ))
-    .await
-    .unwrap();
-    let az = detector(
-        &imds.endpoint,
-        fixture_sys("azure-nd-mi300x-v5"),
-        Hint::Auto,
-    )
-    .detect()
-    .await
-    .provider
-    .unwrap();
+    let az = detect_on("mi300x", "azure-nd-mi300x-v5")
+        .await
+        .1
+        .provider
+        .unwrap();
 
     let c0 = az
         .device_config(&id("00:0d:3a:6e:00:02", None))
@@ -183,15 +169,9 @@ async fn per_nic_routing_is_matched_by_mac_with_a_table_per_nic() {
 
 #[tokio::test]
 async fn ipv6_needs_the_document_too() {
-    let imds = FakeImds::start(FakeImds::documents(
-        doc("gb300-compute.json"),
-        doc("gb300-network.json"),
-    ))
-    .await
-    .unwrap();
-    let az = detector(&imds.endpoint, fixture_sys("azure-nd-gb300-v6"), Hint::Auto)
-        .detect()
+    let az = detect_on("gb300", "azure-nd-gb300-v6")
         .await
+        .1
         .provider
         .unwrap();
     let c = az
