@@ -113,6 +113,27 @@ impl StreamBuf {
     pub(crate) fn consume(&mut self, n: usize) {
         self.start += n;
     }
+
+    /// The next length-prefixed record: an `H`-byte header, then the payload whose length
+    /// `payload_len` reads from the header (its error, for a length the protocol forbids, is
+    /// returned as is). `None` until the whole record is here; the record is consumed when
+    /// returned. Both the mux and ttrpc framings are records of this kind.
+    pub(crate) fn next_record<const H: usize>(
+        &mut self,
+        payload_len: impl FnOnce(&[u8; H]) -> Result<usize>,
+    ) -> Result<Option<([u8; H], Vec<u8>)>> {
+        let avail = self.avail();
+        let Some(hdr) = avail.first_chunk::<H>() else {
+            return Ok(None);
+        };
+        let total = H + payload_len(hdr)?;
+        if avail.len() < total {
+            return Ok(None);
+        }
+        let record = (*hdr, avail[H..total].to_vec());
+        self.consume(total);
+        Ok(Some(record))
+    }
 }
 
 /// Incremental mux frame decoder: push bytes as they arrive, pop whole frames.
@@ -143,27 +164,26 @@ impl FrameDecoder {
     /// The next complete frame, `Ok(None)` if more bytes are needed, or an error for a header no
     /// NRI peer sends.
     pub fn next_frame(&mut self) -> Result<Option<Frame>> {
-        let avail = self.buf.avail();
-        let Some(hdr) = avail.first_chunk::<HEADER_LEN>() else {
+        let conn_id = |h: &[u8; HEADER_LEN]| u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        let record = self.buf.next_record::<HEADER_LEN>(|h| {
+            let len = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+            if len > MAX_INCOMING_PAYLOAD {
+                return Err(Error::FrameTooLarge {
+                    conn_id: conn_id(h),
+                    len,
+                    max: MAX_INCOMING_PAYLOAD,
+                });
+            }
+            Ok(len as usize)
+        })?;
+        let Some((hdr, payload)) = record else {
             return Ok(None);
         };
-        let conn_id = u32::from_be_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
-        let len = u32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
-        if len > MAX_INCOMING_PAYLOAD {
-            return Err(Error::FrameTooLarge {
-                conn_id,
-                len,
-                max: MAX_INCOMING_PAYLOAD,
-            });
-        }
-        let total = HEADER_LEN + len as usize;
-        if avail.len() < total {
-            return Ok(None);
-        }
-        let payload = avail[HEADER_LEN..total].to_vec();
-        self.buf.consume(total);
-        self.largest = self.largest.max(total);
-        Ok(Some(Frame { conn_id, payload }))
+        self.largest = self.largest.max(HEADER_LEN + payload.len());
+        Ok(Some(Frame {
+            conn_id: conn_id(&hdr),
+            payload,
+        }))
     }
 
     /// Length (header included) of the largest frame decoded so far.

@@ -113,31 +113,24 @@ impl MessageDecoder {
     /// The next complete message, `Ok(None)` if more bytes are needed, or an error for a header
     /// announcing more than ttrpc allows.
     pub fn next_message(&mut self) -> Result<Option<Message>> {
-        let avail = self.buf.avail();
-        let Some(hdr) = avail.first_chunk::<HEADER_LEN>() else {
-            return Ok(None);
-        };
-        let len = u32::from_be_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
-        let stream_id = u32::from_be_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
-        if len > MAX_MESSAGE_LEN {
-            return Err(Error::MessageTooLarge {
-                stream_id,
-                len,
-                max: MAX_MESSAGE_LEN,
-            });
-        }
-        let total = HEADER_LEN + len as usize;
-        if avail.len() < total {
-            return Ok(None);
-        }
-        let msg = Message {
-            stream_id,
+        let stream_id = |h: &[u8; HEADER_LEN]| u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        let record = self.buf.next_record::<HEADER_LEN>(|h| {
+            let len = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+            if len > MAX_MESSAGE_LEN {
+                return Err(Error::MessageTooLarge {
+                    stream_id: stream_id(h),
+                    len,
+                    max: MAX_MESSAGE_LEN,
+                });
+            }
+            Ok(len as usize)
+        })?;
+        Ok(record.map(|(hdr, body)| Message {
+            stream_id: stream_id(&hdr),
             kind: MessageType::from_byte(hdr[8]),
             flags: hdr[9],
-            body: avail[HEADER_LEN..total].to_vec(),
-        };
-        self.buf.consume(total);
-        Ok(Some(msg))
+            body,
+        }))
     }
 }
 
