@@ -101,6 +101,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+mod authority;
 pub mod checkpoint;
 mod driver;
 mod error;

@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::api::KubeApi;
+use crate::authority;
 use crate::checkpoint::{Checkpoint, CheckpointPolicy, LoadOutcome};
 use crate::driver::Driver;
 use crate::error::{Error, Result};
@@ -276,7 +277,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             "DRA gRPC server",
             tokio::spawn(async move {
                 router
-                    .serve_with_incoming_shutdown(UnixListenerStream::new(dra_listener), stop)
+                    .serve_with_incoming_shutdown(repaired(dra_listener), stop)
                     .await
                     .map_err(Error::from)
             }),
@@ -304,7 +305,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
                             registration,
                         ),
                     )
-                    .serve_with_incoming_shutdown(UnixListenerStream::new(reg_listener), stop)
+                    .serve_with_incoming_shutdown(repaired(reg_listener), stop)
                     .await
                     .map_err(Error::from)
             }),
@@ -350,6 +351,17 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             _dra_guard: dra_guard,
         })
     }
+}
+
+/// The connections of `listener`, each behind the `:authority` repair (see [`crate::authority`]):
+/// the kubelet's grpc-go dials the registration socket with an authority h2 refuses. The DRA
+/// socket gets it too, so a kubelet that changes how it dials that one keeps working.
+fn repaired(
+    listener: tokio::net::UnixListener,
+) -> impl futures::Stream<Item = std::io::Result<tokio::io::DuplexStream>> {
+    use futures::StreamExt;
+    UnixListenerStream::new(listener)
+        .map(|conn| conn.map(|c| authority::serve_side(c, authority::Authority::RepairInvalid)))
 }
 
 async fn wait_for(mut shutdown: watch::Receiver<bool>) {

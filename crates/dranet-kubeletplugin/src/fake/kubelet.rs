@@ -27,8 +27,9 @@ pub struct FakeKubelet {
 /// A gRPC channel over a unix socket.
 pub async fn unix_channel(path: &Path) -> Result<Channel> {
     let path: PathBuf = path.to_path_buf();
-    // The URI is required by tonic but unused: the connector below decides where to connect.
-    let endpoint = Endpoint::try_from("http://kubelet.invalid")?;
+    // The connector below decides where to connect; the URI only gives the `:authority`, which
+    // is `localhost` as the kubelet sends it on the DRA socket.
+    let endpoint = Endpoint::try_from("http://localhost")?;
     let connector = tower::service_fn(move |_| {
         let path = path.clone();
         async move { UnixStream::connect(path).await.map(TokioIo::new) }
@@ -36,11 +37,50 @@ pub async fn unix_channel(path: &Path) -> Result<Channel> {
     Ok(endpoint.connect_with_connector(connector).await?)
 }
 
+/// A gRPC channel to a registration socket that sends the `:authority` the real kubelet sends:
+/// grpc-go, dialling a unix socket without an explicit authority, uses the socket path,
+/// percent-encoded (`%2Fvar%2Flib%2Fkubelet%2Fplugins_registry%2F...-reg.sock`). That is not a
+/// valid URI authority, and an h2 server that is not prepared for it resets the stream.
+pub async fn kubelet_registration_channel(path: &Path) -> Result<Channel> {
+    let path: PathBuf = path.to_path_buf();
+    let authority = grpc_go_authority(&path);
+    let endpoint = Endpoint::try_from("http://kubelet.invalid")?;
+    let connector = tower::service_fn(move |_| {
+        let path = path.clone();
+        let authority = authority.clone();
+        async move {
+            let conn = UnixStream::connect(path).await?;
+            Ok::<_, std::io::Error>(TokioIo::new(crate::authority::client_side(
+                conn,
+                crate::authority::Authority::Set(authority),
+            )))
+        }
+    });
+    Ok(endpoint.connect_with_connector(connector).await?)
+}
+
+/// The authority grpc-go derives from a unix socket path: every byte outside the URI's
+/// unreserved and sub-delimiter characters percent-encoded, `/` included.
+pub fn grpc_go_authority(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        }
+    }
+    out
+}
+
 impl FakeKubelet {
     /// Connects to the registration socket, calls `GetInfo`, and connects to the advertised
-    /// endpoint, as the kubelet's plugin watcher does.
+    /// endpoint, as the kubelet's plugin watcher does: the registration socket with grpc-go's
+    /// percent-encoded socket path as `:authority` (see [`kubelet_registration_channel`]), the DRA
+    /// socket with `localhost`.
     pub async fn connect(registration_socket: &Path) -> Result<Self> {
-        let registration = unix_channel(registration_socket).await?;
+        let registration = kubelet_registration_channel(registration_socket).await?;
         let info = RegistrationClient::new(registration.clone())
             .get_info(pluginregistration::InfoRequest {})
             .await?

@@ -9,7 +9,7 @@ mod apiserver;
 mod kubelet;
 
 pub use apiserver::{FakeApiServer, WriteCounts};
-pub use kubelet::{FakeKubelet, unix_channel};
+pub use kubelet::{FakeKubelet, grpc_go_authority, kubelet_registration_channel, unix_channel};
 
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationResult, DeviceRequestAllocationResult, ResourceClaim,
