@@ -115,6 +115,7 @@ mod node;
 mod plugin;
 pub mod proto;
 pub mod publisher;
+mod quantity;
 mod socket;
 
 pub use api::{KubeApi, KubeClient};

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::resource::v1::{
-    Device, DeviceTaint, ResourcePool, ResourceSlice, ResourceSliceSpec,
+    Device, DeviceCapacity, DeviceTaint, ResourcePool, ResourceSlice, ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use tokio::sync::{Notify, watch};
@@ -100,6 +100,34 @@ pub fn plan(
     devices: &[Device],
     existing: &[ResourceSlice],
     params: &PoolParams,
+) -> Result<SlicePlan> {
+    plan_with(devices, existing, params, &WrittenSlices::new())
+}
+
+/// What this publisher last wrote to one slice, with the UID and resourceVersion the server gave
+/// the result.
+///
+/// The server normalises what it stores (canonical quantities, fields of disabled features
+/// dropped, timestamps added): comparing the wanted slice with the stored one would see a change
+/// on every sync and rewrite forever, each write's watch event triggering the next. While the
+/// stored slice is still the object we wrote (same UID and resourceVersion), the wanted slice is
+/// compared with what we sent instead.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    uid: String,
+    resource_version: String,
+    sent: ResourceSlice,
+}
+
+/// [`Written`] by slice name.
+pub(crate) type WrittenSlices = std::collections::HashMap<String, Written>;
+
+/// [`plan`], comparing with what we wrote where the server still has exactly that.
+pub(crate) fn plan_with(
+    devices: &[Device],
+    existing: &[ResourceSlice],
+    params: &PoolParams,
+    written: &WrittenSlices,
 ) -> Result<SlicePlan> {
     if params.max_devices_per_slice == 0 || params.max_devices_per_slice > MAX_DEVICES_PER_SLICE {
         return Err(Error::Config(format!(
@@ -193,9 +221,10 @@ pub fn plan(
     let changed: Vec<usize> = matched
         .iter()
         .filter(|(i, cur)| {
-            !spec_unchanged(&cur.spec, chunks[**i], params, generation, count)
+            let base = our_copy(cur, written).unwrap_or(cur);
+            !spec_unchanged(&base.spec, chunks[**i], params, generation, count)
                 || owner.as_ref().is_some_and(|o| {
-                    cur.metadata.owner_references.as_deref() != Some(std::slice::from_ref(o))
+                    base.metadata.owner_references.as_deref() != Some(std::slice::from_ref(o))
                 })
         })
         .map(|(i, _)| *i)
@@ -240,6 +269,14 @@ pub fn plan(
         });
     }
     Ok(out)
+}
+
+/// What we sent for `stored`, if the server still holds exactly the object that write made.
+fn our_copy<'a>(stored: &ResourceSlice, written: &'a WrittenSlices) -> Option<&'a ResourceSlice> {
+    let w = written.get(stored.metadata.name.as_deref()?)?;
+    (stored.metadata.uid.as_deref() == Some(w.uid.as_str())
+        && stored.metadata.resource_version.as_deref() == Some(w.resource_version.as_str()))
+    .then_some(&w.sent)
 }
 
 /// True when `cur` already is the spec we would write for `devices` at `generation`. What we
@@ -299,7 +336,7 @@ fn device_unchanged(desired: &Device, current: &Device) -> bool {
         && *node_name == current.node_name
         && *node_selector == current.node_selector
         && same_map(attributes.as_ref(), current.attributes.as_ref())
-        && same_map(capacity.as_ref(), current.capacity.as_ref())
+        && same_capacity(capacity.as_ref(), current.capacity.as_ref())
         && binding_conditions.as_deref().unwrap_or_default()
             == current.binding_conditions.as_deref().unwrap_or_default()
         && binding_failure_conditions.as_deref().unwrap_or_default()
@@ -324,6 +361,21 @@ fn same_map<V: PartialEq>(
         (Some(m), None) | (None, Some(m)) => m.is_empty(),
         (None, None) => true,
     }
+}
+
+/// Capacities compared by value as the server stores them (`1024Mi` is `1Gi`).
+fn same_capacity(
+    a: Option<&BTreeMap<String, DeviceCapacity>>,
+    b: Option<&BTreeMap<String, DeviceCapacity>>,
+) -> bool {
+    let empty = BTreeMap::new();
+    let (a, b) = (a.unwrap_or(&empty), b.unwrap_or(&empty));
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((ka, va), (kb, vb))| {
+            ka == kb
+                && crate::quantity::same(&va.value.0, &vb.value.0)
+                && va.request_policy == vb.request_policy
+        })
 }
 
 fn taints_unchanged(desired: &[DeviceTaint], current: &[DeviceTaint]) -> bool {
@@ -486,6 +538,7 @@ pub(crate) async fn run<A: KubeApi>(
         Arc::clone(&poke),
         shutdown.clone(),
     ));
+    let mut memory = Memory::default();
     let mut resync = tokio::time::interval(cfg.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -505,15 +558,17 @@ pub(crate) async fn run<A: KubeApi>(
             };
             let start = Instant::now();
             // A hung API server must not stall publishing forever: give up and retry.
-            let result =
-                tokio::time::timeout(SYNC_TIMEOUT, sync_once(api.as_ref(), &cfg, &desired))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(Error::ApiTransport {
-                            action: "sync ResourceSlices".into(),
-                            source: format!("no answer within {SYNC_TIMEOUT:?}").into(),
-                        })
-                    });
+            let result = tokio::time::timeout(
+                SYNC_TIMEOUT,
+                sync_once(api.as_ref(), &cfg, &desired, &mut memory),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::ApiTransport {
+                    action: "sync ResourceSlices".into(),
+                    source: format!("no answer within {SYNC_TIMEOUT:?}").into(),
+                })
+            });
             match result {
                 Ok(writes) => {
                     metrics.slice_sync(true, writes, start.elapsed());
@@ -556,10 +611,145 @@ pub(crate) async fn run<A: KubeApi>(
     watcher.abort();
 }
 
+/// What the publisher remembers between syncs.
+#[derive(Debug, Default)]
+struct Memory {
+    written: WrittenSlices,
+    /// Fields the server dropped that we already warned about.
+    warned: std::collections::HashSet<&'static str>,
+}
+
+impl Memory {
+    /// Records the server's answer to a write of `sent`, and warns (once per field) when the
+    /// server dropped something we sent.
+    fn record(&mut self, sent: &ResourceSlice, stored: &ResourceSlice) {
+        for (field, gate) in dropped_fields(sent, stored) {
+            if self.warned.insert(field) {
+                tracing::warn!(
+                    field,
+                    feature_gate = gate,
+                    "the API server dropped {field} from the ResourceSlices we wrote: the \
+                     {gate} feature gate is probably off on the API server, so the scheduler \
+                     will not see it"
+                );
+            }
+        }
+        let (Some(name), Some(uid), Some(rv)) = (
+            stored.metadata.name.clone(),
+            stored.metadata.uid.clone(),
+            stored.metadata.resource_version.clone(),
+        ) else {
+            return;
+        };
+        self.written.insert(
+            name,
+            Written {
+                uid,
+                resource_version: rv,
+                sent: sent.clone(),
+            },
+        );
+    }
+}
+
+/// Fields we sent that the stored slice lacks, with the Kubernetes 1.34 feature gate (alpha,
+/// off by default) whose absence makes the API server drop them.
+fn dropped_fields(
+    sent: &ResourceSlice,
+    stored: &ResourceSlice,
+) -> Vec<(&'static str, &'static str)> {
+    let mut out = Vec::new();
+    let mut note = |cond: bool, field, gate| {
+        if cond && !out.iter().any(|(f, _)| *f == field) {
+            out.push((field, gate));
+        }
+    };
+    note(
+        sent.spec
+            .shared_counters
+            .as_ref()
+            .is_some_and(|c| !c.is_empty())
+            && stored
+                .spec
+                .shared_counters
+                .as_ref()
+                .is_none_or(Vec::is_empty),
+        "spec.sharedCounters",
+        "DRAPartitionableDevices",
+    );
+    note(
+        sent.spec.per_device_node_selection == Some(true)
+            && stored.spec.per_device_node_selection != Some(true),
+        "spec.perDeviceNodeSelection",
+        "DRAPartitionableDevices",
+    );
+    let stored_devices = stored.spec.devices.as_deref().unwrap_or_default();
+    for d in sent.spec.devices.iter().flatten() {
+        let Some(s) = stored_devices.iter().find(|s| s.name == d.name) else {
+            continue;
+        };
+        let lost_list = |a: &Option<Vec<String>>, b: &Option<Vec<String>>| {
+            a.as_ref().is_some_and(|v| !v.is_empty()) && b.as_ref().is_none_or(Vec::is_empty)
+        };
+        note(
+            d.taints.as_ref().is_some_and(|t| !t.is_empty())
+                && s.taints.as_ref().is_none_or(Vec::is_empty),
+            "devices[].taints",
+            "DRADeviceTaints",
+        );
+        note(
+            d.binds_to_node.is_some() && s.binds_to_node.is_none(),
+            "devices[].bindsToNode",
+            "DRADeviceBindingConditions",
+        );
+        note(
+            lost_list(&d.binding_conditions, &s.binding_conditions),
+            "devices[].bindingConditions",
+            "DRADeviceBindingConditions",
+        );
+        note(
+            lost_list(&d.binding_failure_conditions, &s.binding_failure_conditions),
+            "devices[].bindingFailureConditions",
+            "DRADeviceBindingConditions",
+        );
+        note(
+            d.allow_multiple_allocations.is_some() && s.allow_multiple_allocations.is_none(),
+            "devices[].allowMultipleAllocations",
+            "DRAConsumableCapacity",
+        );
+        note(
+            d.capacity.iter().flatten().any(|(k, c)| {
+                c.request_policy.is_some()
+                    && s.capacity
+                        .as_ref()
+                        .and_then(|m| m.get(k))
+                        .is_none_or(|sc| sc.request_policy.is_none())
+            }),
+            "devices[].capacity[].requestPolicy",
+            "DRAConsumableCapacity",
+        );
+        note(
+            d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty())
+                && s.consumes_counters.as_ref().is_none_or(Vec::is_empty),
+            "devices[].consumesCounters",
+            "DRAPartitionableDevices",
+        );
+        note(
+            (d.node_name.is_some() && s.node_name.is_none())
+                || (d.node_selector.is_some() && s.node_selector.is_none())
+                || (d.all_nodes.is_some() && s.all_nodes.is_none()),
+            "devices[].nodeName/nodeSelector/allNodes",
+            "DRAPartitionableDevices",
+        );
+    }
+    out
+}
+
 async fn sync_once<A: KubeApi>(
     api: &A,
     cfg: &PublisherConfig,
     devices: &[Device],
+    memory: &mut Memory,
 ) -> Result<usize> {
     // Read every pass, not cached: a Node deleted and re-created under the same name has a new
     // UID, and slices owned by the old one would be garbage-collected as soon as we wrote them.
@@ -571,19 +761,29 @@ async fn sync_once<A: KubeApi>(
         max_devices_per_slice: cfg.max_devices_per_slice,
     };
     let existing = api.list_slices(&cfg.node_name, &cfg.driver_name).await?;
-    let p = plan(devices, &existing.items, &params)?;
+    // Forget writes to slices that are gone: a slice re-created under the same name is new.
+    memory.written.retain(|name, _| {
+        existing
+            .items
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some(name))
+    });
+    let p = plan_with(devices, &existing.items, &params, &memory.written)?;
     let writes = p.writes();
     for d in &p.deletes {
+        memory.written.remove(&d.name);
         match api.delete_slice(&d.name, &d.uid, &d.resource_version).await {
             Err(e) if e.is_not_found() => {}
             other => other?,
         }
     }
     for s in &p.updates {
-        api.update_slice(s).await?;
+        let stored = api.update_slice(s).await?;
+        memory.record(s, &stored);
     }
     for s in &p.creates {
-        api.create_slice(s).await?;
+        let stored = api.create_slice(s).await?;
+        memory.record(s, &stored);
     }
     Ok(writes)
 }
@@ -867,6 +1067,55 @@ mod tests {
         // A real change still is one.
         d[1].binds_to_node = Some(true);
         assert_eq!(plan(&d, &state, &params()).unwrap().updates.len(), 1);
+    }
+
+    #[test]
+    fn dropped_fields_name_the_feature_gate() {
+        let mut d = devs(2);
+        d[0].taints = Some(vec![DeviceTaint {
+            key: "k".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        d[1].binds_to_node = Some(true);
+        d[1].allow_multiple_allocations = Some(true);
+        let sent = plan(&d, &[], &params()).unwrap().creates.remove(0);
+        let mut stored = sent.clone();
+        for dev in stored.spec.devices.as_mut().unwrap() {
+            dev.taints = None;
+            dev.binds_to_node = None;
+        }
+        assert_eq!(
+            dropped_fields(&sent, &stored),
+            vec![
+                ("devices[].taints", "DRADeviceTaints"),
+                ("devices[].bindsToNode", "DRADeviceBindingConditions"),
+            ]
+        );
+        assert!(dropped_fields(&sent, &sent).is_empty());
+        // Remembering the write makes the stored copy "unchanged" while it is still that object.
+        let mut stored = apply(
+            &[],
+            &SlicePlan {
+                creates: vec![stored],
+                ..Default::default()
+            },
+        );
+        let mut memory = Memory::default();
+        memory.record(&sent, &stored[0]);
+        assert!(
+            plan_with(&d, &stored, &params(), &memory.written)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(!plan(&d, &stored, &params()).unwrap().is_empty());
+        // Someone else wrote it meanwhile: compared as stored again.
+        stored[0].metadata.resource_version = Some("99".into());
+        assert!(
+            !plan_with(&d, &stored, &params(), &memory.written)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -163,12 +163,21 @@ async fn fake_apiserver_conflicts_and_outages_are_retried_until_published() {
     // Injected 409s on the next updates.
     h.api.fail_next("PUT", 409, 3);
     let mut d = devices(5);
-    d[0].binds_to_node = Some(true);
+    d[0].attributes = Some(
+        [(
+            "model".to_string(),
+            k8s_openapi::api::resource::v1::DeviceAttribute {
+                string: Some("x".into()),
+                ..Default::default()
+            },
+        )]
+        .into(),
+    );
     h.plugin().publish(d.clone());
     assert!(
         eventually(10, || ours(&h)[0].spec.devices.as_ref().unwrap()[0]
-            .binds_to_node
-            == Some(true))
+            .attributes
+            .is_some())
         .await
     );
 
@@ -381,6 +390,7 @@ async fn fake_apiserver_recreated_node_owns_the_republished_slices() {
 #[tokio::test]
 async fn fake_apiserver_what_the_server_normalises_is_not_rewritten() {
     let h = Harness::start_with(fast).await;
+    h.api.enable_feature_gate("DRADeviceTaints");
     let mut d = devices(3);
     // The server drops the empty map and stamps the taint; neither may look like drift.
     d[0].attributes = Some(Default::default());
@@ -399,4 +409,109 @@ async fn fake_apiserver_what_the_server_normalises_is_not_rewritten() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(h.api.write_counts(), settled);
     assert_eq!(settled.total(), 1);
+}
+
+/// A v1.34 API server with its default feature gates stores `1024Mi` as `1Gi` and drops device
+/// taints and binding conditions. Comparing what we want with what it stores saw a change on
+/// every sync: with 300 devices in 3 slices, every sync bumped the generation and rewrote all
+/// three, and each write's watch event triggered the next (426 writes in 5 s on a real cluster).
+#[tokio::test]
+async fn fake_apiserver_server_normalisation_does_not_start_a_rewrite_loop() {
+    let h = Harness::start_with(fast).await;
+    let mut d = devices(300);
+    for dev in &mut d {
+        dev.capacity = Some(
+            [(
+                "memory".to_string(),
+                k8s_openapi::api::resource::v1::DeviceCapacity {
+                    value: k8s_openapi::apimachinery::pkg::api::resource::Quantity("1024Mi".into()),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+        );
+    }
+    d[7].taints = Some(vec![k8s_openapi::api::resource::v1::DeviceTaint {
+        key: "dra.net/maintenance".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }]);
+    d[200].binds_to_node = Some(true);
+    h.plugin().publish(d.clone());
+    converge(&h, 300, 3).await;
+    let stored = ours(&h);
+    let first = &stored[0].spec.devices.as_ref().unwrap()[0];
+    assert_eq!(first.capacity.as_ref().unwrap()["memory"].value.0, "1Gi");
+    assert!(stored.iter().all(|s| s.spec.pool.generation == 1));
+    // Writes are done a few syncs after the watch echoes them; a loop would keep going.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let settled = h.api.write_counts();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        h.api.write_counts(),
+        settled,
+        "the publisher keeps rewriting"
+    );
+    assert_eq!((settled.creates, settled.updates), (3, 0), "{settled:?}");
+    assert!(ours(&h).iter().all(|s| s.spec.pool.generation == 1));
+
+    // The same devices published again write nothing; a real change is written once.
+    h.plugin().publish(d.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.api.write_counts(), settled);
+    d[0].capacity
+        .as_mut()
+        .unwrap()
+        .get_mut("memory")
+        .unwrap()
+        .value
+        .0 = "2Gi".into();
+    h.plugin().publish(d);
+    assert!(
+        eventually(10, || ours(&h)[0].spec.devices.as_ref().unwrap()[0]
+            .capacity
+            .as_ref()
+            .unwrap()["memory"]
+            .value
+            .0
+            == "2Gi")
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.api.write_counts().updates, 1);
+}
+
+/// After a restart nothing is remembered: the stored form is compared, and quantities are
+/// compared by value, so a restart writes nothing either.
+#[tokio::test]
+async fn fake_apiserver_canonical_quantities_are_not_a_change_after_a_restart() {
+    let mut h = Harness::start_with(fast).await;
+    let mut d = devices(2);
+    d[1].capacity = Some(
+        [(
+            "memory".to_string(),
+            k8s_openapi::api::resource::v1::DeviceCapacity {
+                value: k8s_openapi::apimachinery::pkg::api::resource::Quantity("2048Mi".into()),
+                ..Default::default()
+            },
+        )]
+        .into(),
+    );
+    h.plugin().publish(d.clone());
+    converge(&h, 2, 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = h.api.write_counts();
+    h.plugin.take().unwrap().shutdown().await.unwrap();
+    let again = dranet_kubeletplugin::Plugin::builder(
+        DRIVER,
+        NODE,
+        h.driver.clone(),
+        h.api.client(DRIVER).unwrap(),
+    )
+    .kubelet_dir(h.dir.path());
+    let plugin = fast(again).start().await.unwrap();
+    plugin.publish(d);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.api.write_counts(), before);
+    plugin.shutdown().await.unwrap();
 }

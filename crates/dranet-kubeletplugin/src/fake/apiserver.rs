@@ -70,6 +70,8 @@ struct State {
     down: bool,
     claim_delay: Duration,
     uid_seq: u64,
+    /// Feature gates turned on (see [`FakeApiServer::enable_feature_gate`]).
+    feature_gates: std::collections::HashSet<String>,
 }
 
 struct Shared {
@@ -250,6 +252,17 @@ impl FakeApiServer {
         });
     }
 
+    /// Turns on an API server feature gate (e.g. `DRADeviceTaints`). Like a v1.34 kube-apiserver
+    /// with its default gates, the fake silently drops the ResourceSlice fields of the alpha
+    /// features that are off: device `taints` (`DRADeviceTaints`); `bindsToNode`,
+    /// `bindingConditions`, `bindingFailureConditions` (`DRADeviceBindingConditions`);
+    /// `allowMultipleAllocations` and capacity `requestPolicy` (`DRAConsumableCapacity`);
+    /// `sharedCounters`, `consumesCounters`, per-device `nodeName`/`nodeSelector`/`allNodes` and
+    /// `perDeviceNodeSelection` (`DRAPartitionableDevices`).
+    pub fn enable_feature_gate(&self, gate: &str) {
+        self.shared.lock().feature_gates.insert(gate.to_string());
+    }
+
     /// While down, every request gets 503.
     pub fn set_down(&self, down: bool) {
         self.shared.lock().down = down;
@@ -423,9 +436,64 @@ fn list_item(slice: &ResourceSlice) -> Value {
     v
 }
 
-/// What the real server does to devices before storing them: empty lists and maps are dropped
-/// (Go's `omitempty`), and taints without `timeAdded` get the current time.
-fn as_stored(slice: &mut ResourceSlice) {
+/// What the real server does to a slice before storing it: fields of feature gates that are off
+/// are dropped, quantities are made canonical, empty lists and maps are dropped (Go's
+/// `omitempty`), and taints without `timeAdded` get the current time. An unparsable quantity is
+/// an error, as it is for the real server's decoder.
+fn as_stored(
+    slice: &mut ResourceSlice,
+    gates: &std::collections::HashSet<String>,
+) -> std::result::Result<(), String> {
+    let on = |g: &str| gates.contains(g);
+    let canonical = |q: &mut k8s_openapi::apimachinery::pkg::api::resource::Quantity| {
+        crate::quantity::canonical(&q.0)
+            .map(|c| q.0 = c)
+            .ok_or_else(|| format!("quantities must match the regular expression: {:?}", q.0))
+    };
+    if !on("DRAPartitionableDevices") {
+        slice.spec.shared_counters = None;
+        slice.spec.per_device_node_selection = None;
+    }
+    for set in slice.spec.shared_counters.iter_mut().flatten() {
+        for c in set.counters.values_mut() {
+            canonical(&mut c.value)?;
+        }
+    }
+    for d in slice.spec.devices.iter_mut().flatten() {
+        if !on("DRADeviceTaints") {
+            d.taints = None;
+        }
+        if !on("DRADeviceBindingConditions") {
+            d.binds_to_node = None;
+            d.binding_conditions = None;
+            d.binding_failure_conditions = None;
+        }
+        if !on("DRAConsumableCapacity") {
+            d.allow_multiple_allocations = None;
+            for c in d.capacity.iter_mut().flat_map(|m| m.values_mut()) {
+                c.request_policy = None;
+            }
+        }
+        if !on("DRAPartitionableDevices") {
+            d.consumes_counters = None;
+            d.node_name = None;
+            d.node_selector = None;
+            d.all_nodes = None;
+        }
+        for c in d.capacity.iter_mut().flat_map(|m| m.values_mut()) {
+            canonical(&mut c.value)?;
+        }
+        for cc in d.consumes_counters.iter_mut().flatten() {
+            for c in cc.counters.values_mut() {
+                canonical(&mut c.value)?;
+            }
+        }
+    }
+    as_stored_shape(slice);
+    Ok(())
+}
+
+fn as_stored_shape(slice: &mut ResourceSlice) {
     fn prune(v: &mut Value) {
         match v {
             Value::Object(m) => {
@@ -607,7 +675,10 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                     "resourceVersion should not be set on objects to be created",
                 );
             }
-            as_stored(&mut slice);
+            let gates = shared.lock().feature_gates.clone();
+            if let Err(e) = as_stored(&mut slice, &gates) {
+                return status(400, "BadRequest", e);
+            }
             if let Err(e) = validate(&slice) {
                 return status(422, "Invalid", format!("ResourceSlice is invalid: {e}"));
             }
@@ -655,7 +726,10 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                     "the name of the object does not match the name on the URL",
                 );
             }
-            as_stored(&mut slice);
+            let gates = shared.lock().feature_gates.clone();
+            if let Err(e) = as_stored(&mut slice, &gates) {
+                return status(400, "BadRequest", e);
+            }
             if let Err(e) = validate(&slice) {
                 return status(
                     422,
