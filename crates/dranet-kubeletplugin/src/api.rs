@@ -40,6 +40,23 @@ pub enum SliceEvent {
 /// means the resourceVersion is too old and the caller must list again.
 pub type SliceEvents = BoxStream<'static, Result<SliceEvent>>;
 
+/// One event of a Node watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeEvent {
+    /// The Node exists (added or modified) with this UID.
+    Present {
+        /// The Node's UID; a re-created Node has a new one.
+        uid: String,
+    },
+    /// The Node was deleted.
+    Deleted,
+    /// Nothing changed.
+    Bookmark,
+}
+
+/// The stream of a Node watch; it ends when the server closes the watch.
+pub type NodeEvents = BoxStream<'static, Result<NodeEvent>>;
+
 /// What the plugin needs from the API server. [`KubeClient`] implements it for a real cluster;
 /// tests can implement it in memory or point a [`KubeClient`] at a fake server.
 pub trait KubeApi: Send + Sync + 'static {
@@ -52,6 +69,14 @@ pub trait KubeApi: Send + Sync + 'static {
 
     /// Reads the UID of a Node (for the slices' owner reference).
     fn get_node_uid(&self, name: &str) -> impl Future<Output = Result<String>> + Send;
+
+    /// Watches the Node `name`, starting with its current state, so that slices are republished
+    /// at once (with the new owner UID) when the Node is re-created. The default never reports
+    /// anything: the publisher then relies on its retries.
+    fn watch_node(&self, name: &str) -> impl Future<Output = Result<NodeEvents>> + Send {
+        let _ = name;
+        async { Ok(futures::stream::pending().boxed()) }
+    }
 
     /// Lists the ResourceSlices of `driver` on `node`.
     fn list_slices(
@@ -187,6 +212,35 @@ impl KubeApi for KubeClient {
             action: format!("get Node {name}"),
             source: "the API server returned the Node without metadata.uid".into(),
         })
+    }
+
+    async fn watch_node(&self, name: &str) -> Result<NodeEvents> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let wp = WatchParams::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(290);
+        // "0": start with the Node's current state as an ADDED event.
+        let stream = api
+            .watch(&wp, "0")
+            .await
+            .map_err(|e| map_kube_error(format!("watch Node {name}"), e))?;
+        let action = format!("watch Node {name}");
+        Ok(stream
+            .map(move |item| match item {
+                Ok(WatchEvent::Added(n) | WatchEvent::Modified(n)) => Ok(NodeEvent::Present {
+                    uid: n.metadata.uid.unwrap_or_default(),
+                }),
+                Ok(WatchEvent::Deleted(_)) => Ok(NodeEvent::Deleted),
+                Ok(WatchEvent::Bookmark(_)) => Ok(NodeEvent::Bookmark),
+                Ok(WatchEvent::Error(status)) => Err(Error::ApiStatus {
+                    action: action.clone(),
+                    code: status.code,
+                    reason: status.reason.clone(),
+                    message: status.message.clone(),
+                }),
+                Err(e) => Err(map_kube_error(action.clone(), e)),
+            })
+            .boxed())
     }
 
     async fn list_slices(&self, node: &str, driver: &str) -> Result<SliceList> {

@@ -19,18 +19,36 @@ use crate::metrics::{Method, Metrics};
 use crate::node::NodeService;
 use crate::proto::pluginregistration as regpb;
 
-/// The kubelet's last word on our registration.
+/// Where the kubelet's registration of the plugin stands.
+///
+/// ResourceSlices are published whether or not the kubelet registered the plugin, so the
+/// scheduler can allocate devices to pods the kubelet will not start ("DRA driver ... is not
+/// registered"); this tells an operator why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegistrationStatus {
-    /// True when the kubelet accepted the plugin.
-    pub registered: bool,
-    /// The kubelet's error text when it did not.
-    pub error: String,
+pub enum RegistrationState {
+    /// The kubelet has not called the registration socket yet.
+    Waiting,
+    /// The kubelet asked for the plugin's info (`GetInfo`) and has not said the outcome yet.
+    InfoRequested,
+    /// The kubelet registered the plugin.
+    Registered,
+    /// The kubelet refused the plugin.
+    Refused {
+        /// The kubelet's error text.
+        error: String,
+    },
+}
+
+impl RegistrationState {
+    /// True once the kubelet has said whether it registered the plugin.
+    pub fn is_decided(&self) -> bool {
+        matches!(self, Self::Registered | Self::Refused { .. })
+    }
 }
 
 pub(crate) struct Registration {
     pub info: regpb::PluginInfo,
-    pub status: watch::Sender<Option<RegistrationStatus>>,
+    pub status: watch::Sender<RegistrationState>,
     pub metrics: Arc<dyn Metrics>,
 }
 
@@ -42,6 +60,13 @@ impl regpb::registration_server::Registration for Registration {
     ) -> Result<Response<regpb::PluginInfo>, Status> {
         let start = Instant::now();
         let info = self.info.clone();
+        tracing::info!(driver = %info.name, endpoint = %info.endpoint, versions = ?info.supported_versions, "the kubelet asked for the plugin's info");
+        self.status.send_if_modified(|s| {
+            // A kubelet restart asks again: the verdict that follows replaces the old one.
+            let changed = *s != RegistrationState::InfoRequested;
+            *s = RegistrationState::InfoRequested;
+            changed
+        });
         self.metrics
             .grpc_request(Method::GetInfo, "", 0, 0, start.elapsed());
         Ok(Response::new(info))
@@ -58,10 +83,11 @@ impl regpb::registration_server::Registration for Registration {
         } else {
             tracing::error!(driver = %self.info.name, error = %s.error, "kubelet refused the plugin registration");
         }
-        self.status.send_replace(Some(RegistrationStatus {
-            registered: s.plugin_registered,
-            error: s.error,
-        }));
+        self.status.send_replace(if s.plugin_registered {
+            RegistrationState::Registered
+        } else {
+            RegistrationState::Refused { error: s.error }
+        });
         self.metrics
             .grpc_request(Method::NotifyRegistrationStatus, "", 0, 0, start.elapsed());
         Ok(Response::new(regpb::RegistrationStatusResponse {}))
@@ -185,9 +211,12 @@ impl HealthService {
         let stop = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         };
-        // WatchStream yields the current value first, then each change.
+        // WatchStream yields the current value first, then each change. It ends when the reporter
+        // is dropped (or was never given); the kubelet would reopen an ended stream every few
+        // seconds and log each time, so the stream stays open until shutdown either way.
         let stream = WatchStream::new(self.reports.clone())
             .map(move |reports| Ok(convert(&reports)))
+            .chain(futures::stream::pending())
             .take_until(stop);
         self.metrics
             .grpc_request(Method::WatchResources, api, 0, 0, start.elapsed());

@@ -118,14 +118,14 @@ pub mod publisher;
 mod quantity;
 mod socket;
 
-pub use api::{KubeApi, KubeClient};
+pub use api::{KubeApi, KubeClient, NodeEvent, NodeEvents};
 pub use checkpoint::{CheckpointPolicy, LoadOutcome};
 pub use driver::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, PrepareState, Prepared,
     PreparedDevice,
 };
 pub use error::{Error, Result};
-pub use grpc::RegistrationStatus;
+pub use grpc::RegistrationState;
 pub use health::{DeviceHealthReport, Health, HealthReporter};
 pub use metrics::{Method, Metrics, NoMetrics};
 pub use plugin::{DEFAULT_KUBELET_DIR, Plugin, PluginBuilder};

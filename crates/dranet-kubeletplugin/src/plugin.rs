@@ -14,7 +14,7 @@ use crate::authority;
 use crate::checkpoint::{Checkpoint, CheckpointPolicy, LoadOutcome};
 use crate::driver::Driver;
 use crate::error::{Error, Result};
-use crate::grpc::{DraV1, DraV1beta1, HealthService, Registration, RegistrationStatus};
+use crate::grpc::{DraV1, DraV1beta1, HealthService, Registration, RegistrationState};
 use crate::health::HealthReporter;
 use crate::metrics::{Metrics, NoMetrics};
 use crate::node::NodeService;
@@ -283,7 +283,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             }),
         ));
 
-        let (status_tx, status_rx) = watch::channel(None);
+        let (status_tx, status_rx) = watch::channel(RegistrationState::Waiting);
         let registration = Registration {
             info: proto::pluginregistration::PluginInfo {
                 r#type: service_names::DRA_PLUGIN_TYPE.to_string(),
@@ -309,6 +309,16 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
                     .await
                     .map_err(Error::from)
             }),
+        ));
+
+        tasks.push((
+            "registration watchdog",
+            tokio::spawn(registration_watchdog(
+                status_rx.clone(),
+                shutdown_rx.clone(),
+                self.driver_name.clone(),
+                reg_path.clone(),
+            )),
         ));
 
         let (devices_tx, devices_rx) = watch::channel(None);
@@ -364,6 +374,65 @@ fn repaired(
         .map(|conn| conn.map(|c| authority::serve_side(c, authority::Authority::RepairInvalid)))
 }
 
+/// How long after start a missing registration is worth a warning.
+const REGISTRATION_GRACE: Duration = Duration::from_secs(10);
+/// How often the warning is repeated while the kubelet stays away.
+const REGISTRATION_REMINDER: Duration = Duration::from_secs(300);
+
+/// Warns while the kubelet has not registered the plugin: the slices are published anyway, so
+/// pods get devices allocated and then hang in ContainerCreating without a word from us.
+async fn registration_watchdog(
+    mut state: watch::Receiver<RegistrationState>,
+    mut shutdown: watch::Receiver<bool>,
+    driver: String,
+    socket: PathBuf,
+) -> Result<()> {
+    let mut wait = REGISTRATION_GRACE;
+    loop {
+        let registered = tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return Ok(()),
+            r = tokio::time::timeout(wait, state.wait_for(|s| *s == RegistrationState::Registered)) => match r {
+                Ok(Ok(_)) => true,
+                Ok(Err(_)) => return Ok(()),
+                Err(_) => false,
+            },
+        };
+        if registered {
+            // Watch for a later change: a restarted kubelet asks again.
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => return Ok(()),
+                r = state.wait_for(|s| *s != RegistrationState::Registered) => if r.is_err() { return Ok(()) },
+            }
+            wait = REGISTRATION_GRACE;
+            continue;
+        }
+        let now = state.borrow().clone();
+        match now {
+            RegistrationState::Waiting => tracing::warn!(
+                driver = %driver,
+                socket = %socket.display(),
+                "the kubelet has not called the registration socket: it watches \
+                 <kubelet root dir>/plugins_registry; check that the kubelet directory is the \
+                 kubelet's --root-dir and is mounted at the same path. Until it registers the \
+                 driver, pods whose claims use it stay in ContainerCreating (\"DRA driver ... is \
+                 not registered\")"
+            ),
+            RegistrationState::InfoRequested => tracing::warn!(
+                driver = %driver,
+                "the kubelet asked for the plugin's info but has not registered it (does it \
+                 support the advertised DRA API versions?)"
+            ),
+            RegistrationState::Refused { error } => tracing::error!(
+                driver = %driver,
+                %error,
+                "the kubelet refused to register the plugin"
+            ),
+            RegistrationState::Registered => {}
+        }
+        wait = REGISTRATION_REMINDER;
+    }
+}
+
 async fn wait_for(mut shutdown: watch::Receiver<bool>) {
     // An error means the sender is gone, which also means stop.
     let _ = shutdown.wait_for(|stop| *stop).await;
@@ -407,7 +476,7 @@ pub struct Plugin {
     checkpoint_outcome: LoadOutcome,
     devices: watch::Sender<Option<Vec<Device>>>,
     shutdown: watch::Sender<bool>,
-    registration: watch::Receiver<Option<RegistrationStatus>>,
+    registration: watch::Receiver<RegistrationState>,
     tasks: Vec<(&'static str, JoinHandle<Result<()>>)>,
     // Removed first at shutdown, so the kubelet stops sending calls before the service stops.
     registration_guard: Option<SocketGuard>,
@@ -458,18 +527,25 @@ impl Plugin {
         &self.checkpoint_outcome
     }
 
-    /// The kubelet's last registration verdict, `None` before it sent one.
-    pub fn registration_status(&self) -> Option<RegistrationStatus> {
+    /// Where the kubelet's registration of the plugin stands now.
+    pub fn registration_state(&self) -> RegistrationState {
         self.registration.borrow().clone()
     }
 
-    /// Waits until the kubelet reports the registration outcome, for at most `timeout`.
-    pub async fn wait_for_registration(&self, timeout: Duration) -> Option<RegistrationStatus> {
+    /// A receiver that sees every change of [`Self::registration_state`] (for readiness checks
+    /// and metrics).
+    pub fn watch_registration(&self) -> watch::Receiver<RegistrationState> {
+        self.registration.clone()
+    }
+
+    /// Waits until the kubelet registers or refuses the plugin, for at most `timeout`; `None` if
+    /// it has not decided by then.
+    pub async fn wait_for_registration(&self, timeout: Duration) -> Option<RegistrationState> {
         let mut rx = self.registration.clone();
-        tokio::time::timeout(timeout, rx.wait_for(Option::is_some))
+        tokio::time::timeout(timeout, rx.wait_for(RegistrationState::is_decided))
             .await
             .ok()
-            .and_then(|r| r.ok().and_then(|s| s.clone()))
+            .and_then(|r| r.ok().map(|s| s.clone()))
     }
 
     /// Stops serving and publishing, waits for in-flight requests, and removes both sockets.

@@ -538,6 +538,12 @@ pub(crate) async fn run<A: KubeApi>(
         Arc::clone(&poke),
         shutdown.clone(),
     ));
+    let node_watcher = tokio::spawn(node_watch_loop(
+        Arc::clone(&api),
+        cfg.clone(),
+        Arc::clone(&poke),
+        shutdown.clone(),
+    ));
     let mut memory = Memory::default();
     let mut resync = tokio::time::interval(cfg.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -597,9 +603,12 @@ pub(crate) async fn run<A: KubeApi>(
                     };
                     tracing::warn!(error = %e, retry_in = ?delay, "publishing ResourceSlices failed");
                     attempt = attempt.saturating_add(1);
+                    // A watch event (our slices changed, the Node appeared) ends the wait early:
+                    // a re-created Node gets its slices at once, not after the backoff.
                     tokio::select! {
                         _ = shutdown.changed() => break,
                         _ = tokio::time::sleep(delay) => {},
+                        _ = poke.notified() => {},
                     }
                     if *shutdown.borrow() {
                         break;
@@ -609,6 +618,59 @@ pub(crate) async fn run<A: KubeApi>(
         }
     }
     watcher.abort();
+    node_watcher.abort();
+}
+
+/// Watches our Node and pokes the sync loop when it appears or is re-created (a new UID), so the
+/// slices are republished with the right owner without waiting for a retry.
+async fn node_watch_loop<A: KubeApi>(
+    api: Arc<A>,
+    cfg: PublisherConfig,
+    poke: Arc<Notify>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut attempt = 0u32;
+    let mut last_uid: Option<String> = None;
+    loop {
+        let result: Result<()> = async {
+            let mut events = api.watch_node(&cfg.node_name).await?;
+            attempt = 0;
+            while let Some(ev) = events.next().await {
+                match ev? {
+                    crate::api::NodeEvent::Present { uid } => {
+                        if last_uid.as_deref() != Some(uid.as_str()) {
+                            if last_uid.is_some() {
+                                tracing::info!(node = %cfg.node_name, %uid, "the Node was re-created; republishing ResourceSlices");
+                            }
+                            last_uid = Some(uid);
+                            poke.notify_one();
+                        }
+                    }
+                    crate::api::NodeEvent::Deleted => {
+                        tracing::warn!(node = %cfg.node_name, "the Node was deleted; its ResourceSlices go with it until it is back");
+                        last_uid = None;
+                    }
+                    crate::api::NodeEvent::Bookmark => {}
+                }
+            }
+            Ok(())
+        }
+        .await;
+        // A watch the server ends normally is restarted after a short pause (never a hot loop).
+        let delay = match result {
+            Ok(()) => cfg.backoff.initial,
+            Err(e) => {
+                let d = cfg.backoff.delay(attempt);
+                attempt = attempt.saturating_add(1);
+                tracing::debug!(error = %e, retry_in = ?d, "Node watch failed");
+                d
+            }
+        };
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tokio::time::sleep(delay) => {},
+        }
+    }
 }
 
 /// What the publisher remembers between syncs.

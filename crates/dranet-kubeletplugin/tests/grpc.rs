@@ -45,7 +45,11 @@ mod fake_apiserver {
                 .join("plugins_registry")
                 .join(format!("{DRIVER}-reg.sock"))
         );
-        assert!(h.plugin().registration_status().is_none());
+        // The fake kubelet already asked for the info, as the real one does first.
+        assert_eq!(
+            h.plugin().registration_state(),
+            dranet_kubeletplugin::RegistrationState::InfoRequested
+        );
         h.kubelet
             .notify_registration(false, "version mismatch")
             .await
@@ -55,10 +59,17 @@ mod fake_apiserver {
             .wait_for_registration(Duration::from_secs(5))
             .await
             .unwrap();
-        assert!(!s.registered);
-        assert_eq!(s.error, "version mismatch");
+        assert_eq!(
+            s,
+            dranet_kubeletplugin::RegistrationState::Refused {
+                error: "version mismatch".into()
+            }
+        );
         h.kubelet.notify_registration(true, "").await.unwrap();
-        assert!(h.plugin().registration_status().unwrap().registered);
+        assert_eq!(
+            h.plugin().registration_state(),
+            dranet_kubeletplugin::RegistrationState::Registered
+        );
     }
 
     #[tokio::test]
@@ -545,9 +556,14 @@ mod fake_apiserver {
             h.kubelet.info().supported_versions,
             vec!["v1.DRAPlugin", "v1beta1.DRAPlugin"]
         );
-        // A kubelet that watches anyway gets an empty report, not an "unimplemented" error.
-        let first = health_stream(&h).await.next().await.unwrap().unwrap();
+        // A kubelet that watches anyway gets an empty report, not an "unimplemented" error...
+        let mut stream = health_stream(&h).await;
+        let first = stream.next().await.unwrap().unwrap();
         assert!(first.devices.is_empty());
+        // ...and the stream stays open: an ended stream makes the kubelet reopen it every 5 s
+        // and log two lines each time.
+        let next = tokio::time::timeout(Duration::from_millis(500), stream.next()).await;
+        assert!(next.is_err(), "health stream ended early: {next:?}");
     }
 
     #[tokio::test]

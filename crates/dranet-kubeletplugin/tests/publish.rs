@@ -515,3 +515,36 @@ async fn fake_apiserver_canonical_quantities_are_not_a_change_after_a_restart() 
     assert_eq!(h.api.write_counts(), before);
     plugin.shutdown().await.unwrap();
 }
+
+/// On a real cluster the garbage collector deletes the slices of a deleted Node at once, and the
+/// kubelet re-creates the Node only when it restarts. The publisher meanwhile fails to read the
+/// Node and backs off (up to 30 s by default); the Node watch makes it republish as soon as the
+/// Node is back, not at the next retry.
+#[tokio::test]
+async fn fake_apiserver_a_recreated_node_gets_its_slices_without_waiting_for_the_backoff() {
+    let h = Harness::start_with(|b| {
+        b.retry_backoff(Backoff {
+            initial: Duration::from_secs(20),
+            max: Duration::from_secs(60),
+        })
+        .resync_interval(Duration::from_secs(3600))
+    })
+    .await;
+    h.plugin().publish(devices(2));
+    converge(&h, 2, 1).await;
+    h.api.delete_node(NODE);
+    h.api.delete_slice_externally(&format!("{NODE}-{DRIVER}-0"));
+    // The publisher sees the slice go, fails to read the Node, and waits 20 s before retrying.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(ours(&h).is_empty());
+    let uid = h.api.add_node(NODE);
+    assert!(
+        eventually(5, || ours(&h).first().is_some_and(|s| s
+            .metadata
+            .owner_references
+            .as_ref()
+            .is_some_and(|o| o[0].uid == uid)))
+        .await,
+        "slices not republished when the Node came back"
+    );
+}

@@ -77,6 +77,8 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     events: broadcast::Sender<Event>,
+    /// Node watch events: ADDED/MODIFIED/DELETED and the Node.
+    node_events: broadcast::Sender<(&'static str, Node)>,
 }
 
 impl Shared {
@@ -121,6 +123,7 @@ impl FakeApiServer {
                 ..State::default()
             }),
             events: broadcast::channel(1024).0,
+            node_events: broadcast::channel(64).0,
         });
         let s = Arc::clone(&shared);
         let task = tokio::spawn(async move {
@@ -170,8 +173,22 @@ impl FakeApiServer {
             },
             ..Node::default()
         };
-        st.nodes.insert(name.into(), node);
+        let kind = if st.nodes.contains_key(name) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        st.nodes.insert(name.into(), node.clone());
+        let _ = self.shared.node_events.send((kind, node));
         uid
+    }
+
+    /// Deletes a Node (the kubelet re-creates it only when it restarts).
+    pub fn delete_node(&self, name: &str) {
+        let mut st = self.shared.lock();
+        if let Some(node) = st.nodes.remove(name) {
+            let _ = self.shared.node_events.send(("DELETED", node));
+        }
     }
 
     /// Stores a ResourceClaim as given (set its UID and status yourself); replaces one of the
@@ -598,6 +615,45 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     };
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (&method, parts.as_slice()) {
+        (&Method::GET, ["api", "v1", "nodes"])
+            if q.get("watch").is_some_and(|w| w == "true" || w == "1") =>
+        {
+            let Some(name) = q
+                .get("fieldSelector")
+                .and_then(|f| f.strip_prefix("metadata.name="))
+                .map(str::to_string)
+            else {
+                return status(
+                    400,
+                    "BadRequest",
+                    "the fake serves Node watches by metadata.name only",
+                );
+            };
+            // Subscribe before reading the current state: nothing can fall between them.
+            let rx = shared.node_events.subscribe();
+            let current = shared.lock().nodes.get(&name).cloned();
+            let line = |kind: &str, n: &Node| {
+                let mut bytes =
+                    serde_json::to_vec(&json!({"type": kind, "object": n})).unwrap_or_default();
+                bytes.push(b'\n');
+                Ok::<_, Infallible>(Frame::data(Bytes::from(bytes)))
+            };
+            let first: Vec<_> = current.iter().map(|n| line("ADDED", n)).collect();
+            let live = tokio_stream::wrappers::BroadcastStream::new(rx).filter_map(move |r| {
+                let out = r
+                    .ok()
+                    .filter(|(_, n)| n.metadata.name.as_deref() == Some(name.as_str()))
+                    .map(|(kind, n)| line(kind, &n));
+                async move { out }
+            });
+            let stream = futures::stream::iter(first).chain(live);
+            let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            r
+        }
         (&Method::GET, ["api", "v1", "nodes", name]) => {
             let st = shared.lock();
             match st.nodes.get(*name) {
