@@ -1,11 +1,14 @@
-//! A minimal DRA driver built on `dranet-kubeletplugin`: four fake devices, prepared by handing
-//! out one CDI device ID each.
+//! A minimal DRA driver built on `dranet-kubeletplugin`: four fake devices, prepared by writing a
+//! CDI spec for the claim (each device sets `MINIMAL_DEVICE=<device>` in the container) and
+//! handing out its CDI device IDs.
 //!
-//! In a cluster (DaemonSet with the kubelet's directory mounted, NODE_NAME from the downward API):
+//! On a node (as root, with a kubeconfig; NODE_NAME is the kubelet's node name):
 //!
 //! ```text
-//! minimal_driver --node "$NODE_NAME"
+//! minimal_driver --node "$NODE_NAME" [--kubelet-dir /var/lib/kubelet] [--cdi-dir /var/run/cdi]
 //! ```
+//!
+//! `RUST_LOG` sets the log level (default `info`).
 //!
 //! Without one, against an in-process fake API server and a temporary kubelet directory, playing
 //! the kubelet once:
@@ -15,9 +18,11 @@
 //! ```
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use dranet_kubeletplugin::cdi::{CdiDevice, CdiWriter, ContainerEdits};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, KubeApi, KubeClient, Plugin,
@@ -25,22 +30,36 @@ use dranet_kubeletplugin::{
 };
 use k8s_openapi::api::resource::v1::{Device, DeviceRequestAllocationResult};
 
-/// The driver: everything it must do is turn allocated devices into CDI device IDs.
-struct Minimal;
+/// The driver: a CDI spec per claim, whose IDs the kubelet hands to the runtime.
+struct Minimal {
+    cdi: CdiWriter,
+}
 
 impl Driver for Minimal {
     async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, DriverError> {
+        let uid = &claim.claim_ref.uid;
+        let edits = |dev: &str| ContainerEdits::default().env(format!("MINIMAL_DEVICE={dev}"));
+        let ids = self.cdi.write_claim(
+            uid,
+            claim
+                .results
+                .iter()
+                .map(|r| CdiDevice::new(&r.device, edits(&r.device)))
+                .collect(),
+        )?;
         let devices = claim
             .results
             .iter()
-            .map(|r| PreparedDevice {
+            .zip(ids)
+            .map(|(r, id)| PreparedDevice {
                 requests: vec![r.request.clone()],
                 pool: r.pool.clone(),
                 device: r.device.clone(),
-                cdi_device_ids: vec![format!("minimal.example.com/dev={}", r.device)],
+                cdi_device_ids: vec![id],
                 share_id: None,
             })
             .collect();
+        tracing::info!(claim = %claim.claim_ref, "prepared");
         Ok(Prepared {
             devices,
             state: None,
@@ -48,7 +67,8 @@ impl Driver for Minimal {
     }
 
     async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), DriverError> {
-        println!("unprepared {}", claim.claim_ref);
+        self.cdi.remove_claim(&claim.claim_ref.uid)?;
+        tracing::info!(claim = %claim.claim_ref, "unprepared");
         Ok(())
     }
 }
@@ -61,6 +81,10 @@ struct Args {
     node: String,
     #[arg(long, default_value = dranet_kubeletplugin::DEFAULT_KUBELET_DIR)]
     kubelet_dir: PathBuf,
+    /// Where the container runtime reads CDI specs (default /var/run/cdi; with
+    /// --fake-apiserver, <kubelet-dir>/cdi).
+    #[arg(long)]
+    cdi_dir: Option<PathBuf>,
     /// This pod's UID (downward API `metadata.uid`): lets a DaemonSet update with `maxSurge: 1`.
     #[arg(long, env = "POD_UID")]
     pod_uid: Option<String>,
@@ -73,8 +97,31 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Display, with every cause: what an operator needs, not a Debug dump.
+            let mut msg = format!("minimal_driver: error: {e}");
+            let mut source = e.source();
+            while let Some(s) = source {
+                msg.push_str(&format!("\n  caused by: {s}"));
+                source = s.source();
+            }
+            eprintln!("{msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let fake = if args.fake_apiserver {
         Some(FakeApiServer::start().await?)
     } else {
@@ -89,7 +136,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("{e}\nno cluster to talk to: run in a cluster, set KUBECONFIG, or try --fake-apiserver")
         })?,
     };
-    let mut builder = Plugin::builder(&args.driver, &args.node, Minimal, api.clone())
+    let cdi_dir = args.cdi_dir.clone().unwrap_or_else(|| {
+        if fake.is_some() {
+            args.kubelet_dir.join("cdi")
+        } else {
+            PathBuf::from("/var/run/cdi")
+        }
+    });
+    let driver = Minimal {
+        cdi: CdiWriter::new(&cdi_dir, format!("{}/dev", args.driver))?,
+    };
+    let mut builder = Plugin::builder(&args.driver, &args.node, driver, api.clone())
         .kubelet_dir(&args.kubelet_dir);
     if let Some(uid) = &args.pod_uid {
         builder = builder.rolling_update(uid);
@@ -104,9 +161,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect(),
     );
     println!(
-        "serving {} and {}",
+        "serving {} and {}; CDI specs in {}",
         plugin.registration_socket().display(),
-        plugin.dra_socket().display()
+        plugin.dra_socket().display(),
+        cdi_dir.display()
     );
 
     if let Some(f) = &fake {
@@ -125,10 +183,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         f.put_claim(allocated_claim(&claim, vec![dev0]));
         let kubelet = FakeKubelet::connect(plugin.registration_socket()).await?;
-        println!(
-            "prepare: {:?}",
-            kubelet.prepare(std::slice::from_ref(&claim)).await?.claims["demo-uid"]
-        );
+        let prepared = kubelet.prepare(std::slice::from_ref(&claim)).await?;
+        println!("prepare: {:?}", prepared.claims.get("demo-uid"));
         kubelet.unprepare(&[claim]).await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let slices = api.list_slices(&args.node, &args.driver).await?.items;

@@ -33,11 +33,17 @@ fn minimal_driver_serves_prepares_publishes_and_cleans_up_without_a_cluster() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stdout.contains("cdi_device_ids: [\"minimal.example.com/dev=dev0\"]"),
+        stdout.contains("cdi_device_ids: [\"minimal.example.com/dev=demo-uid-dev0\"]"),
         "{stdout}"
     );
-    assert!(stdout.contains("unprepared default/demo"), "{stdout}");
+    // Logging is set up: the driver's own lines reach stderr.
+    assert!(
+        stderr.contains("prepared") && stderr.contains("default/demo"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("unprepared"), "{stderr}");
     assert!(
         stdout.contains("published 1 ResourceSlice(s): [Some(\"node-1-minimal.example.com-0\")]"),
         "{stdout}"
@@ -48,6 +54,9 @@ fn minimal_driver_serves_prepares_publishes_and_cleans_up_without_a_cluster() {
         .filter(|p| p.extension().is_some_and(|e| e == "sock"))
         .collect();
     assert!(left.is_empty(), "sockets left behind: {left:?}");
+    // The claim's CDI spec was written for the prepare and removed by the unprepare.
+    let specs: Vec<_> = walk(&kubelet.join("cdi"));
+    assert!(specs.is_empty(), "CDI specs left behind: {specs:?}");
 }
 
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {

@@ -102,6 +102,7 @@
 
 pub mod api;
 mod authority;
+pub mod cdi;
 pub mod checkpoint;
 mod driver;
 mod error;
