@@ -1,0 +1,269 @@
+//! A real single-node Kubernetes v1.34.9 cluster for end-to-end tests: the kit in
+//! `../shared/k8s/` next to the repository (stock kube-apiserver, scheduler, controller-manager
+//! and kubelet, its own containerd with NRI and CDI). `DRANET_K8S_KIT` names another `kit.sh`.
+//!
+//! [`Kit::start`] brings the cluster up (the kit installs what it lacks) and [`Kit`]'s drop takes
+//! it down again, wiping its state; a test that cannot run (not root, no kit) gets `None` and a
+//! `SKIP:` line on stderr. One cluster per machine: the tests of one binary share it through
+//! [`Kit::start`]'s lock.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+static ONE_CLUSTER: Mutex<()> = Mutex::new(());
+
+/// A running kit cluster; taken down when dropped.
+pub struct Kit {
+    script: PathBuf,
+    /// What `kit.sh env` exports (KUBECONFIG, DRANET_K8S_*).
+    pub env: HashMap<String, String>,
+    _lock: MutexGuard<'static, ()>,
+}
+
+/// The owner of `/proc/self` is the process's effective user.
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// Where the kit script is, if anywhere.
+pub fn kit_script() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("DRANET_K8S_KIT") {
+        return Some(PathBuf::from(p)).filter(|p| p.exists());
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/k8s/kit.sh");
+    p.exists().then_some(p)
+}
+
+impl Kit {
+    /// Starts the cluster, or says why this test is skipped and returns `None`.
+    pub fn start(test: &str) -> Option<Kit> {
+        if !is_root() {
+            eprintln!("SKIP {test}: needs root (the kubelet and containerd run as root)");
+            return None;
+        }
+        let Some(script) = kit_script() else {
+            eprintln!(
+                "SKIP {test}: no Kubernetes kit at ../shared/k8s/kit.sh next to the repository \
+                 (set DRANET_K8S_KIT)"
+            );
+            return None;
+        };
+        let lock = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+        let t = Instant::now();
+        let up = Command::new(&script)
+            .arg("up")
+            .output()
+            .expect("run kit.sh up");
+        assert!(
+            up.status.success(),
+            "kit.sh up failed:\n{}\n{}",
+            String::from_utf8_lossy(&up.stdout),
+            String::from_utf8_lossy(&up.stderr)
+        );
+        eprintln!("kit up in {:.1?}", t.elapsed());
+        let out = Command::new(&script)
+            .arg("env")
+            .output()
+            .expect("run kit.sh env");
+        let mut env = HashMap::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Some(kv) = line.strip_prefix("export ") else {
+                continue;
+            };
+            if let Some((k, v)) = kv.split_once('=') {
+                env.insert(k.to_string(), v.trim_matches(['"', '\'']).to_string());
+            }
+        }
+        Some(Kit {
+            script,
+            env,
+            _lock: lock,
+        })
+    }
+
+    /// A variable of `kit.sh env`.
+    pub fn var(&self, name: &str) -> &str {
+        self.env
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("kit.sh env has no {name}"))
+    }
+
+    /// The node's name.
+    pub fn node(&self) -> &str {
+        self.var("DRANET_K8S_NODE_NAME")
+    }
+
+    /// The kubelet's root directory.
+    pub fn kubelet_dir(&self) -> PathBuf {
+        PathBuf::from(self.var("DRANET_K8S_KUBELET_ROOT_DIR"))
+    }
+
+    /// A command with the kit's environment (KUBECONFIG, PATH with kubectl).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        c.envs(&self.env);
+        c
+    }
+
+    /// Runs kubectl and returns its output, whatever the exit code.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.command("kubectl")
+            .args(args)
+            .output()
+            .expect("run kubectl")
+    }
+
+    /// Runs kubectl, which must succeed; returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl apply` of these manifests.
+    pub fn apply(&self, yaml: &str) {
+        let mut child = self
+            .command("kubectl")
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl apply");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(yaml.as_bytes())
+            .expect("write manifests");
+        let out = child.wait_with_output().expect("kubectl apply");
+        assert!(
+            out.status.success(),
+            "kubectl apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `kubectl get ... -o json`, parsed.
+    pub fn get_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = vec!["get"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        serde_json::from_str(&self.kubectl_ok(&a)).expect("kubectl JSON")
+    }
+
+    /// The kit component's log, e.g. `kubelet`.
+    pub fn log(&self, component: &str) -> String {
+        let path = Path::new(self.var("DRANET_K8S_DIR"))
+            .join("logs")
+            .join(format!("{component}.log"));
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+}
+
+impl Drop for Kit {
+    fn drop(&mut self) {
+        let t = Instant::now();
+        match Command::new(&self.script).arg("down").output() {
+            Ok(o) if o.status.success() => eprintln!("kit down in {:.1?}", t.elapsed()),
+            Ok(o) => eprintln!(
+                "kit.sh down failed:\n{}\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => eprintln!("kit.sh down: {e}"),
+        }
+    }
+}
+
+/// Polls `f` every 100 ms until it returns `Some`, for at most `limit`; panics naming `what`
+/// (and `context()` for the diagnosis) when it never does.
+pub fn wait_for<T>(
+    what: &str,
+    limit: Duration,
+    mut f: impl FnMut() -> Option<T>,
+    context: impl FnOnce() -> String,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out after {limit:?} waiting for {what}\n{}",
+                context()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A child process whose stderr (and stdout) go to a file, killed when dropped.
+pub struct Daemon {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `cmd` with its output in `log`.
+    pub fn spawn(mut cmd: Command, log: PathBuf) -> Daemon {
+        let f = std::fs::File::create(&log).expect("create daemon log");
+        let f2 = f.try_clone().expect("clone daemon log");
+        let child = cmd
+            .stdout(Stdio::from(f))
+            .stderr(Stdio::from(f2))
+            .spawn()
+            .expect("start daemon");
+        Daemon { child, log }
+    }
+
+    /// What it printed so far.
+    pub fn output(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(&self.log) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    /// SIGKILL, and wait for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then wait up to `limit` for the exit status.
+    pub fn terminate(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

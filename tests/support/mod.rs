@@ -1,0 +1,2 @@
+//! Support code shared by the integration tests.
+pub mod k8s;
