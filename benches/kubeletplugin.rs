@@ -17,8 +17,8 @@ use dranet_kubeletplugin::checkpoint::{Checkpoint, CheckpointEntry, Phase};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::publisher::{MAX_DEVICES_PER_SLICE, PoolParams, SlicePlan, plan};
 use dranet_kubeletplugin::{
-    CheckpointPolicy, ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, Plugin,
-    Prepared, PreparedDevice,
+    CheckpointPolicy, ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError,
+    KubeletPlugin, Prepared, PreparedDevice,
 };
 use k8s_openapi::api::resource::v1::{
     Device, DeviceAttribute, DeviceRequestAllocationResult, ResourceClaim, ResourceSlice,
@@ -31,14 +31,14 @@ const NODE: &str = "bench-node";
 struct Echo;
 
 impl Driver for Echo {
-    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, DriverError> {
+    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, HandlerError> {
         Ok(Prepared {
             devices: claim.results.iter().map(prepared_device).collect(),
             state: Some(serde_json::json!({"netns": "/var/run/netns/cni-0000"})),
         })
     }
 
-    async fn unprepare(&self, _claim: ClaimToUnprepare) -> Result<(), DriverError> {
+    async fn unprepare(&self, _claim: ClaimToUnprepare) -> Result<(), HandlerError> {
         Ok(())
     }
 }
@@ -88,7 +88,9 @@ fn prepare_round_trip(c: &mut Criterion) {
         for i in 0..16 {
             api.put_claim(claim(i));
         }
-        let plugin = Plugin::builder(DRIVER, NODE, Echo, api.client(DRIVER).unwrap())
+        let plugin = KubeletPlugin::builder(Echo, api.client(DRIVER).unwrap())
+            .driver_name(DRIVER)
+            .node_name(NODE)
             .kubelet_dir(dir.path())
             .start()
             .await

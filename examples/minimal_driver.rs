@@ -25,8 +25,8 @@ use clap::Parser;
 use dranet_kubeletplugin::cdi::{CdiDevice, CdiWriter, ContainerEdits};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::{
-    ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, KubeApi, KubeClient, Plugin,
-    Prepared, PreparedDevice,
+    ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeApi, KubeClient,
+    KubeletPlugin, Prepared, PreparedDevice,
 };
 use k8s_openapi::api::resource::v1::{Device, DeviceRequestAllocationResult};
 
@@ -36,7 +36,7 @@ struct Minimal {
 }
 
 impl Driver for Minimal {
-    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, DriverError> {
+    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, HandlerError> {
         let uid = &claim.claim_ref.uid;
         let edits = |dev: &str| ContainerEdits::default().env(format!("MINIMAL_DEVICE={dev}"));
         let ids = self.cdi.write_claim(
@@ -66,7 +66,7 @@ impl Driver for Minimal {
         })
     }
 
-    async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), DriverError> {
+    async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), HandlerError> {
         self.cdi.remove_claim(&claim.claim_ref.uid)?;
         tracing::info!(claim = %claim.claim_ref, "unprepared");
         Ok(())
@@ -146,7 +146,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let driver = Minimal {
         cdi: CdiWriter::new(&cdi_dir, format!("{}/dev", args.driver))?,
     };
-    let mut builder = Plugin::builder(&args.driver, &args.node, driver, api.clone())
+    let mut builder = KubeletPlugin::builder(driver, api.clone())
+        .driver_name(&args.driver)
+        .node_name(&args.node)
         .kubelet_dir(&args.kubelet_dir);
     if let Some(uid) = &args.pod_uid {
         builder = builder.rolling_update(uid);
@@ -159,7 +161,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 ..Default::default()
             })
             .collect(),
-    );
+    )?;
     println!(
         "serving {} and {}; CDI specs in {}",
         plugin.registration_socket().display(),

@@ -19,8 +19,17 @@
 
 #![warn(missing_docs)]
 
+// Kubernetes API 1.34 or newer (resource.k8s.io/v1); the application picks the exact version.
+k8s_openapi::k8s_if_le_1_33! {
+    compile_error!("dranet-core needs the Kubernetes 1.34 API or newer: enable k8s-openapi's v1_34 (or a newer) feature in your application");
+}
+
+/// The Kubernetes API types this crate's public items use, at the version the application picked.
+pub use k8s_openapi;
+
 pub mod alloc;
 pub mod attributes;
+pub mod backoff;
 pub mod cel;
 pub mod cloud;
 mod config;
@@ -36,6 +45,7 @@ pub mod slice;
 pub mod topology;
 
 pub use attributes::{AttributeOptions, AttributeValue, Attributes, DRIVER_NAME};
+pub use backoff::Backoff;
 pub use cloud::{CloudProvider, DeviceIdentifiers, NoCloud};
 pub use config::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,

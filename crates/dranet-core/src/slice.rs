@@ -74,6 +74,70 @@ pub fn published_devices(
     (devices, warnings)
 }
 
+/// Why the API server would refuse this device in a `resource.k8s.io/v1` ResourceSlice, if it
+/// would: the name must be a DNS label; attributes and capacities together at most
+/// [`MAX_ATTRIBUTES_PER_DEVICE`](crate::attributes::MAX_ATTRIBUTES_PER_DEVICE), with valid
+/// (optionally domain-qualified) names; each attribute exactly one value; strings and versions at
+/// most [`MAX_VALUE_LEN`](crate::attributes::MAX_VALUE_LEN) bytes.
+pub fn validate_device(d: &Device) -> Result<(), String> {
+    use crate::attributes::{MAX_ATTRIBUTES_PER_DEVICE, MAX_VALUE_LEN, check_attribute_name};
+    let label = !d.name.is_empty()
+        && d.name.len() <= 63
+        && d.name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !d.name.starts_with('-')
+        && !d.name.ends_with('-');
+    if !label {
+        return Err(format!(
+            "device name {:?} is not a DNS label (lowercase letters, digits and '-', at most 63)",
+            d.name
+        ));
+    }
+    let attrs = d.attributes.as_ref().map_or(0, BTreeMap::len);
+    let caps = d.capacity.as_ref().map_or(0, BTreeMap::len);
+    if attrs + caps > MAX_ATTRIBUTES_PER_DEVICE {
+        return Err(format!(
+            "device {:?} has {attrs} attributes and {caps} capacities; at most \
+             {MAX_ATTRIBUTES_PER_DEVICE} together",
+            d.name
+        ));
+    }
+    for (name, a) in d.attributes.iter().flatten() {
+        check_attribute_name(name)
+            .map_err(|why| format!("device {:?} attribute {name:?}: {why}", d.name))?;
+        let set = [
+            a.bool.is_some(),
+            a.int.is_some(),
+            a.string.is_some(),
+            a.version.is_some(),
+        ]
+        .iter()
+        .filter(|x| **x)
+        .count();
+        if set != 1 {
+            return Err(format!(
+                "device {:?} attribute {name:?} must have exactly one of bool, int, string, version",
+                d.name
+            ));
+        }
+        for v in [&a.string, &a.version].into_iter().flatten() {
+            if v.len() > MAX_VALUE_LEN {
+                return Err(format!(
+                    "device {:?} attribute {name:?} is {} bytes, more than {MAX_VALUE_LEN}",
+                    d.name,
+                    v.len()
+                ));
+            }
+        }
+    }
+    for name in d.capacity.iter().flat_map(|c| c.keys()) {
+        check_attribute_name(name)
+            .map_err(|why| format!("device {:?} capacity {name:?}: {why}", d.name))?;
+    }
+    Ok(())
+}
+
 /// The name of slice `index` of a node's pool: `<node>-<driver>-<index>`.
 pub fn slice_name(node: &str, driver: &str, index: usize) -> String {
     format!("{node}-{driver}-{index}")
@@ -121,6 +185,57 @@ pub fn resource_slices(
             v
         })
         .collect()
+}
+
+#[cfg(test)]
+mod validate_tests {
+    use super::validate_device;
+    use k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
+
+    fn dev(name: &str) -> Device {
+        Device {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn what_the_api_server_refuses_is_named() {
+        assert!(validate_device(&dev("pci-0101-00-00-0")).is_ok());
+        for bad in ["", "Eth0", "eth_0", "-x", &"a".repeat(64)] {
+            let e = validate_device(&dev(bad)).unwrap_err();
+            assert!(e.contains("DNS label"), "{e}");
+        }
+        let mut d = dev("x");
+        d.attributes = Some(
+            (0..33)
+                .map(|i| {
+                    (
+                        format!("a{i}"),
+                        DeviceAttribute {
+                            int: Some(i),
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+        );
+        assert!(validate_device(&d).unwrap_err().contains("at most 32"));
+        let mut d = dev("x");
+        d.attributes = Some(
+            [(
+                "dra.net/model".to_string(),
+                DeviceAttribute {
+                    string: Some("y".repeat(65)),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+        );
+        assert!(validate_device(&d).unwrap_err().contains("65 bytes"));
+        d.attributes = Some([("9bad".to_string(), DeviceAttribute::default())].into());
+        assert!(validate_device(&d).unwrap_err().contains("\"9bad\""));
+    }
 }
 
 #[cfg(test)]

@@ -3,12 +3,16 @@
 use std::future::Future;
 
 use k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceRequestAllocationResult, ResourceClaim,
+    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
+    ResourceClaim,
 };
 use serde::{Deserialize, Serialize};
 
-/// The error a driver returns; its text reaches the kubelet as the claim's error string.
-pub type DriverError = Box<dyn std::error::Error + Send + Sync>;
+/// The error a driver's handler returns (any error type, through `?`). It is kept with its
+/// source chain: the claim's error string sent to the kubelet is the whole chain
+/// (`prepare claim ns/name: <error>: <cause>: ...`), and [`crate::Error::Driver`] keeps the error
+/// itself. `dranet-nri` uses the same type for its handlers.
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a DRA driver implements. The library calls it once per claim, never twice at the same time
 /// for the same claim UID, and records the outcome in its checkpoint.
@@ -25,13 +29,13 @@ pub trait Driver: Send + Sync + 'static {
     fn prepare(
         &self,
         claim: ClaimToPrepare,
-    ) -> impl Future<Output = Result<Prepared, DriverError>> + Send;
+    ) -> impl Future<Output = Result<Prepared, HandlerError>> + Send;
 
     /// Undoes [`Driver::prepare`]. `claim.state` says what the checkpoint knows about the claim.
     fn unprepare(
         &self,
         claim: ClaimToUnprepare,
-    ) -> impl Future<Output = Result<(), DriverError>> + Send;
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send;
 }
 
 /// Identifies a claim the way the kubelet does.
@@ -63,6 +67,34 @@ pub struct ClaimToPrepare {
     /// Allocation-time configuration (from the claim and its DeviceClass) that applies to this
     /// driver, i.e. entries whose opaque config names this driver.
     pub config: Vec<DeviceAllocationConfiguration>,
+}
+
+impl ClaimToPrepare {
+    /// The opaque configuration of this driver that applies to one of its results, least
+    /// specific first: the DeviceClass's entries before the claim's, each in the order written.
+    /// An entry applies when it names no requests, names the result's request, or names the
+    /// parent of a `firstAvailable` subrequest (`gpu` applies to the result of `gpu/large`).
+    /// Merge them in order and let later ones win.
+    pub fn config_for(
+        &self,
+        result: &DeviceRequestAllocationResult,
+    ) -> Vec<&OpaqueDeviceConfiguration> {
+        let parent = result.request.split_once('/').map(|(p, _)| p);
+        let applies = |c: &&DeviceAllocationConfiguration| match c.requests.as_deref() {
+            None | Some([]) => true,
+            Some(reqs) => reqs
+                .iter()
+                .any(|r| *r == result.request || Some(r.as_str()) == parent),
+        };
+        let from = |source: &'static str| {
+            self.config
+                .iter()
+                .filter(move |c| c.source == source)
+                .filter(applies)
+                .filter_map(|c| c.opaque.as_ref())
+        };
+        from("FromClass").chain(from("FromClaim")).collect()
+    }
 }
 
 /// One device handed to the container runtime for a claim.
@@ -112,4 +144,66 @@ pub struct ClaimToUnprepare {
     pub claim_ref: ClaimRef,
     /// What is known about its preparation.
     pub state: PrepareState,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+
+    fn cfg(source: &str, requests: Option<&[&str]>, tag: &str) -> DeviceAllocationConfiguration {
+        DeviceAllocationConfiguration {
+            source: source.into(),
+            requests: requests.map(|r| r.iter().map(|s| s.to_string()).collect()),
+            opaque: Some(OpaqueDeviceConfiguration {
+                driver: "dra.net".into(),
+                parameters: RawExtension(serde_json::json!({ "tag": tag })),
+            }),
+        }
+    }
+
+    fn result(request: &str) -> DeviceRequestAllocationResult {
+        DeviceRequestAllocationResult {
+            request: request.into(),
+            driver: "dra.net".into(),
+            pool: "p".into(),
+            device: "d".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn config_for_scopes_by_request_and_puts_the_class_first() {
+        let claim = ClaimToPrepare {
+            claim_ref: ClaimRef {
+                namespace: "ns".into(),
+                name: "c".into(),
+                uid: "u".into(),
+            },
+            claim: ResourceClaim::default(),
+            results: vec![],
+            config: vec![
+                cfg("FromClaim", None, "claim-wide"),
+                cfg("FromClaim", Some(&["nic"]), "claim-nic"),
+                cfg("FromClass", None, "class"),
+                cfg("FromClaim", Some(&["gpu"]), "claim-gpu"),
+                cfg("FromClaim", Some(&["nic/fast"]), "claim-nic-fast"),
+            ],
+        };
+        let tags = |r: &str| -> Vec<String> {
+            claim
+                .config_for(&result(r))
+                .iter()
+                .map(|c| c.parameters.0["tag"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(tags("nic"), ["class", "claim-wide", "claim-nic"]);
+        assert_eq!(tags("gpu"), ["class", "claim-wide", "claim-gpu"]);
+        // A firstAvailable subrequest takes its parent's config and its own.
+        assert_eq!(
+            tags("nic/fast"),
+            ["class", "claim-wide", "claim-nic", "claim-nic-fast"]
+        );
+        assert_eq!(tags("nic/slow"), ["class", "claim-wide", "claim-nic"]);
+    }
 }

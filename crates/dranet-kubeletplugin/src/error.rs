@@ -98,14 +98,15 @@ pub enum Error {
     InvalidRequest(String),
 
     /// The driver's prepare or unprepare failed.
-    #[error("{action} claim {claim}: {message}")]
+    #[error("{action} claim {claim}: {source}")]
     Driver {
         /// "prepare" or "unprepare".
         action: &'static str,
         /// namespace/name of the claim.
         claim: String,
-        /// The driver's error text.
-        message: String,
+        /// The driver's error, with its own sources.
+        #[source]
+        source: crate::HandlerError,
     },
 
     /// The gRPC server failed.
@@ -119,6 +120,32 @@ pub enum Error {
     /// A background task ended abnormally.
     #[error("background task {0} failed")]
     Task(&'static str),
+
+    /// A background task of the plugin stopped while the plugin was still running.
+    #[error("plugin task {task} stopped: {reason}")]
+    TaskDied {
+        /// Which task, e.g. "ResourceSlice publisher".
+        task: &'static str,
+        /// Why: its error, or that it panicked.
+        reason: String,
+    },
+}
+
+/// The error and all its sources as one line, `error: cause: cause`, leaving out a cause whose
+/// text the line already holds (errors that print their source themselves). This is what the
+/// kubelet gets as a claim's error string.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = s.source();
+    }
+    line
 }
 
 impl Error {
@@ -176,3 +203,22 @@ impl Error {
 
 /// Shorthand for results in this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chain_keeps_every_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such device eth9");
+        let e = Error::Driver {
+            action: "prepare",
+            claim: "ns/c".into(),
+            source: Box::new(Error::io("open netns", "/run/netns/x", io)),
+        };
+        assert_eq!(
+            error_chain(&e),
+            "prepare claim ns/c: open netns /run/netns/x: no such device eth9"
+        );
+    }
+}

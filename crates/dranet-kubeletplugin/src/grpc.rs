@@ -121,8 +121,9 @@ macro_rules! dra_service {
                             },
                             Err(e) => {
                                 failed += 1;
-                                tracing::warn!(claim_uid = %uid, error = %e, "prepare failed");
-                                pb::NodePrepareResourceResponse { devices: Vec::new(), error: e.to_string() }
+                                let error = crate::error::error_chain(&e);
+                                tracing::warn!(claim_uid = %uid, %error, "prepare failed");
+                                pb::NodePrepareResourceResponse { devices: Vec::new(), error }
                             }
                         };
                         (uid, entry)
@@ -149,8 +150,9 @@ macro_rules! dra_service {
                             Ok(()) => String::new(),
                             Err(e) => {
                                 failed += 1;
-                                tracing::warn!(claim_uid = %uid, error = %e, "unprepare failed");
-                                e.to_string()
+                                let error = crate::error::error_chain(&e);
+                                tracing::warn!(claim_uid = %uid, %error, "unprepare failed");
+                                error
                             }
                         };
                         (uid, pb::NodeUnprepareResourceResponse { error })

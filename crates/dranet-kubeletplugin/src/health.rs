@@ -33,7 +33,7 @@ pub struct DeviceHealthReport {
 }
 
 /// Hands device health to every connected kubelet stream. Create one, give a clone to
-/// [`crate::PluginBuilder::health`] (which makes the plugin advertise the health service), and call
+/// [`crate::KubeletPluginBuilder::health`] (which makes the plugin advertise the health service), and call
 /// [`HealthReporter::set`] whenever health changes.
 #[derive(Debug, Clone)]
 pub struct HealthReporter {

@@ -23,18 +23,18 @@
 //!   devices, owned by the Node, rewritten only when something changed, repaired on drift;
 //! - sockets: a stale socket from a crash is replaced, and shutdown removes ours (the registration
 //!   socket first, so the kubelet stops calling before the service stops);
-//! - rolling updates ([`PluginBuilder::rolling_update`]): an old and a new instance run side by
+//! - rolling updates ([`KubeletPluginBuilder::rolling_update`]): an old and a new instance run side by
 //!   side, share claims through the checkpoint, and hand over publishing when the old one exits;
 //! - metrics hooks ([`Metrics`]).
 //!
 //! # Writing a driver
 //!
-//! Implement [`Driver`], then start a [`Plugin`] with [`PluginBuilder`] and tell it your devices
-//! with [`Plugin::publish`] (again whenever they change):
+//! Implement [`Driver`], then start a [`KubeletPlugin`] with [`KubeletPluginBuilder`] and tell it your devices
+//! with [`KubeletPlugin::publish`] (again whenever they change):
 //!
 //! ```no_run
 //! use dranet_kubeletplugin::{
-//!     ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, KubeClient, Plugin, Prepared,
+//!     ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeClient, KubeletPlugin, Prepared,
 //!     PreparedDevice,
 //! };
 //! use k8s_openapi::api::resource::v1::Device;
@@ -42,7 +42,7 @@
 //! struct MyDriver;
 //!
 //! impl Driver for MyDriver {
-//!     async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, DriverError> {
+//!     async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, HandlerError> {
 //!         // `claim.results` holds this driver's allocated devices; make them usable here.
 //!         let devices = claim
 //!             .results
@@ -58,7 +58,7 @@
 //!         Ok(Prepared { devices, state: None })
 //!     }
 //!
-//!     async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), DriverError> {
+//!     async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), HandlerError> {
 //!         // `claim.state` holds what prepare returned (from the checkpoint, across restarts).
 //!         Ok(())
 //!     }
@@ -66,8 +66,12 @@
 //!
 //! # async fn run() -> Result<(), dranet_kubeletplugin::Error> {
 //! let api = KubeClient::infer("example.com").await?;
-//! let plugin = Plugin::builder("example.com", "node-1", MyDriver, api).start().await?;
-//! plugin.publish(vec![Device { name: "dev0".into(), ..Default::default() }]);
+//! let plugin = KubeletPlugin::builder(MyDriver, api)
+//!     .driver_name("example.com")
+//!     .node_name("node-1")
+//!     .start()
+//!     .await?;
+//! plugin.publish(vec![Device { name: "dev0".into(), ..Default::default() }])?;
 //! // ... run until SIGTERM, then:
 //! plugin.shutdown().await?;
 //! # Ok(())
@@ -79,7 +83,7 @@
 //! # Deploying a driver
 //!
 //! Run it as a DaemonSet with the kubelet's directory (`/var/lib/kubelet`, or what
-//! [`PluginBuilder::kubelet_dir`] says) mounted at the same path, the node name from the downward
+//! [`KubeletPluginBuilder::kubelet_dir`] says) mounted at the same path, the node name from the downward
 //! API (`spec.nodeName`), and a service account allowed to:
 //!
 //! | API group | resource | verbs |
@@ -90,7 +94,7 @@
 //!
 //! A ValidatingAdmissionPolicy that lets each pod write only slices with its own
 //! `spec.nodeName` limits what a compromised node can do to others. On SIGTERM call
-//! [`Plugin::shutdown`]; for `maxSurge` rolling updates see [`PluginBuilder::rolling_update`].
+//! [`KubeletPlugin::shutdown`]; for `maxSurge` rolling updates see [`KubeletPluginBuilder::rolling_update`].
 //!
 //! # Testing a driver
 //!
@@ -99,6 +103,16 @@
 //! conflicts, ResourceClaim and Node get), and `fake::FakeKubelet` calls the plugin's sockets the
 //! way the kubelet does.
 #![warn(missing_docs)]
+
+// Kubernetes API 1.34 or newer (resource.k8s.io/v1); the application picks the exact version.
+k8s_openapi::k8s_if_le_1_33! {
+    compile_error!("dranet-kubeletplugin needs the Kubernetes 1.34 API or newer: enable k8s-openapi's v1_34 (or a newer) feature in your application");
+}
+
+/// The Kubernetes API types and client this crate's public items use: depend on the same
+/// versions, or use these re-exports.
+pub use k8s_openapi;
+pub use kube;
 
 pub mod api;
 mod authority;
@@ -122,11 +136,12 @@ mod socket;
 pub use api::{KubeApi, KubeClient, NodeEvent, NodeEvents};
 pub use checkpoint::{CheckpointPolicy, LoadOutcome};
 pub use driver::{
-    ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, PrepareState, Prepared,
+    ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, PrepareState, Prepared,
     PreparedDevice,
 };
-pub use error::{Error, Result};
+pub use error::{Error, Result, error_chain};
 pub use grpc::RegistrationState;
 pub use health::{DeviceHealthReport, Health, HealthReporter};
 pub use metrics::{Method, Metrics, NoMetrics};
-pub use plugin::{DEFAULT_KUBELET_DIR, Plugin, PluginBuilder};
+pub use plugin::{DEFAULT_KUBELET_DIR, KubeletPlugin, KubeletPluginBuilder};
+pub use publisher::PublishState;

@@ -152,7 +152,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                     Err(Error::Driver {
                         action: what,
                         claim: c.to_string(),
-                        message: "the driver panicked".into(),
+                        source: "the driver panicked".into(),
                     })
                 });
                 (c.uid, r)
@@ -260,10 +260,10 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 config,
             })
             .await
-            .map_err(|e| Error::Driver {
+            .map_err(|source| Error::Driver {
                 action: "prepare",
                 claim: c.to_string(),
-                message: e.to_string(),
+                source,
             })?;
         let devices = prepared.devices.clone();
         self.checkpoint
@@ -305,10 +305,10 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 state,
             })
             .await
-            .map_err(|e| Error::Driver {
+            .map_err(|source| Error::Driver {
                 action: "unprepare",
                 claim: c.to_string(),
-                message: e.to_string(),
+                source,
             })?;
         self.checkpoint.remove(&c.uid).await?;
         // The claim is gone for good: its lock file need not stay.

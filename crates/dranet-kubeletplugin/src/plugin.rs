@@ -1,4 +1,4 @@
-//! [`PluginBuilder`] starts the plugin; [`Plugin`] is the running plugin's handle.
+//! [`KubeletPluginBuilder`] starts the plugin; [`KubeletPlugin`] is the running plugin's handle.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,15 +19,16 @@ use crate::health::HealthReporter;
 use crate::metrics::{Metrics, NoMetrics};
 use crate::node::NodeService;
 use crate::proto::{self, service_names};
-use crate::publisher::{self, Backoff, MAX_DEVICES_PER_SLICE, PublisherConfig};
+use crate::publisher::{self, Backoff, MAX_DEVICES_PER_SLICE, PublishState, PublisherConfig};
 use crate::socket::{self, SocketGuard};
 
 /// The kubelet's default root directory.
 pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
 
-/// Configures and starts a plugin. Create it with [`PluginBuilder::new`], adjust, then
-/// [`PluginBuilder::start`].
-pub struct PluginBuilder<D, A> {
+/// Configures and starts a plugin: [`KubeletPlugin::builder`], then the driver and node names
+/// (required), adjustments, and [`KubeletPluginBuilder::start`].
+#[must_use = "a builder does nothing until start() is called"]
+pub struct KubeletPluginBuilder<D, A> {
     driver: D,
     api: A,
     driver_name: String,
@@ -45,32 +46,41 @@ pub struct PluginBuilder<D, A> {
     claim_lookup_timeout: Duration,
 }
 
-impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
-    /// A plugin for `driver_name` (e.g. `dra.net`) on `node_name`, calling `driver` and reaching
-    /// the API server through `api` (usually a [`crate::KubeClient`]).
-    pub fn new(
-        driver_name: impl Into<String>,
-        node_name: impl Into<String>,
-        driver: D,
-        api: A,
-    ) -> Self {
+impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
+    /// A plugin calling `driver` and reaching the API server through `api` (usually a
+    /// [`crate::KubeClient`]). Set [`Self::driver_name`] and [`Self::node_name`] before
+    /// [`Self::start`].
+    pub fn new(driver: D, api: A) -> Self {
         Self {
             driver,
             api,
-            driver_name: driver_name.into(),
-            node_name: node_name.into(),
+            driver_name: String::new(),
+            node_name: String::new(),
             kubelet_dir: PathBuf::from(DEFAULT_KUBELET_DIR),
             checkpoint_path: None,
             checkpoint_policy: CheckpointPolicy::default(),
             metrics: Arc::new(NoMetrics),
             health: None,
             resync: Duration::from_secs(300),
-            backoff: Backoff::default(),
+            backoff: publisher::DEFAULT_BACKOFF,
             max_devices_per_slice: MAX_DEVICES_PER_SLICE,
             serve_v1beta1: true,
             rolling_update: None,
             claim_lookup_timeout: Duration::from_secs(20),
         }
+    }
+
+    /// The driver's name (e.g. `dra.net`): the DRA driver name in ResourceSlices and claims, and
+    /// the name the plugin registers under. Required.
+    pub fn driver_name(mut self, name: impl Into<String>) -> Self {
+        self.driver_name = name.into();
+        self
+    }
+
+    /// The node's name as the kubelet knows it (downward API `spec.nodeName`). Required.
+    pub fn node_name(mut self, name: impl Into<String>) -> Self {
+        self.node_name = name.into();
+        self
     }
 
     /// The kubelet root directory (default [`DEFAULT_KUBELET_DIR`]); sockets go into its
@@ -166,6 +176,18 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
                  (pass the pod's metadata.uid from the downward API)"
             )));
         }
+        if self.driver_name.is_empty() {
+            return Err(Error::Config(
+                "no driver name: call driver_name(\"example.com\") on the builder".into(),
+            ));
+        }
+        if self.node_name.is_empty() {
+            return Err(Error::Config(
+                "no node name: call node_name(..) on the builder with the kubelet's node name \
+                 (downward API spec.nodeName)"
+                    .into(),
+            ));
+        }
         check_dns_subdomain("driver name", &self.driver_name, 63)?;
         check_dns_subdomain("node name", &self.node_name, 253)?;
         // The longest slice name we may create must still be a valid object name.
@@ -192,7 +214,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
 
     /// Opens the checkpoint, binds both sockets (DRA first, so the kubelet never learns of an
     /// endpoint that is not served yet) and starts serving. Must be called inside a Tokio runtime.
-    pub async fn start(self) -> Result<Plugin> {
+    pub async fn start(self) -> Result<KubeletPlugin> {
         self.validate()?;
         let plugin_dir = self.kubelet_dir.join("plugins").join(&self.driver_name);
         let registry_dir = self.kubelet_dir.join("plugins_registry");
@@ -332,13 +354,45 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
         };
         let metrics = Arc::clone(&self.metrics);
         let shutdown = shutdown_rx.clone();
+        let (publish_state_tx, publish_state_rx) = watch::channel(PublishState::NotStarted);
         tasks.push((
             "ResourceSlice publisher",
             tokio::spawn(async move {
-                publisher::run(api, cfg, devices_rx, shutdown, metrics).await;
+                publisher::run(api, cfg, devices_rx, shutdown, metrics, publish_state_tx).await;
                 Ok(())
             }),
         ));
+
+        // Every task runs until shutdown; one that ends before is reported by `failed()`.
+        let (died_tx, died_rx) = watch::channel(None);
+        let died_tx = Arc::new(died_tx);
+        let tasks = tasks
+            .into_iter()
+            .map(|(name, task)| {
+                let died = Arc::clone(&died_tx);
+                let shutdown = shutdown_rx.clone();
+                let supervised = tokio::spawn(async move {
+                    let r = match task.await {
+                        Ok(r) => r,
+                        Err(e) if e.is_panic() => Err(Error::TaskDied {
+                            task: name,
+                            reason: "it panicked".into(),
+                        }),
+                        Err(_) => Err(Error::Task(name)),
+                    };
+                    if !*shutdown.borrow() {
+                        let reason = match &r {
+                            Ok(()) => "it ended".to_string(),
+                            Err(e) => crate::error::error_chain(e),
+                        };
+                        tracing::error!(task = name, %reason, "a plugin task stopped while the plugin runs");
+                        died.send_replace(Some((name, reason)));
+                    }
+                    r
+                });
+                (name, supervised)
+            })
+            .collect();
 
         tracing::info!(
             driver = %self.driver_name,
@@ -348,7 +402,7 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             ?checkpoint_outcome,
             "DRA kubelet plugin started"
         );
-        Ok(Plugin {
+        Ok(KubeletPlugin {
             driver_name: self.driver_name,
             dra_socket: dra_path,
             registration_socket: reg_path,
@@ -356,6 +410,8 @@ impl<D: Driver, A: KubeApi> PluginBuilder<D, A> {
             devices: devices_tx,
             shutdown: shutdown_tx,
             registration: status_rx,
+            publish_state: publish_state_rx,
+            died: died_rx,
             tasks,
             registration_guard: Some(reg_guard),
             _dra_guard: dra_guard,
@@ -467,9 +523,10 @@ fn check_dns_subdomain(what: &str, value: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
-/// A running plugin. Dropping it stops serving; [`Plugin::shutdown`] also waits for that and
+/// A running plugin. Dropping it stops serving; [`KubeletPlugin::shutdown`] also waits for that and
 /// reports failures. Either way both sockets are removed.
-pub struct Plugin {
+#[must_use = "dropping the plugin stops serving the kubelet"]
+pub struct KubeletPlugin {
     driver_name: String,
     dra_socket: PathBuf,
     registration_socket: PathBuf,
@@ -477,6 +534,8 @@ pub struct Plugin {
     devices: watch::Sender<Option<Vec<Device>>>,
     shutdown: watch::Sender<bool>,
     registration: watch::Receiver<RegistrationState>,
+    publish_state: watch::Receiver<PublishState>,
+    died: watch::Receiver<Option<(&'static str, String)>>,
     tasks: Vec<(&'static str, JoinHandle<Result<()>>)>,
     // Removed first at shutdown, so the kubelet stops sending calls before the service stops.
     registration_guard: Option<SocketGuard>,
@@ -484,9 +543,9 @@ pub struct Plugin {
     _dra_guard: SocketGuard,
 }
 
-impl std::fmt::Debug for Plugin {
+impl std::fmt::Debug for KubeletPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plugin")
+        f.debug_struct("KubeletPlugin")
             .field("driver_name", &self.driver_name)
             .field("dra_socket", &self.dra_socket)
             .field("registration_socket", &self.registration_socket)
@@ -494,22 +553,58 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
-impl Plugin {
-    /// Shorthand for [`PluginBuilder::new`].
-    pub fn builder<D: Driver, A: KubeApi>(
-        driver_name: impl Into<String>,
-        node_name: impl Into<String>,
-        driver: D,
-        api: A,
-    ) -> PluginBuilder<D, A> {
-        PluginBuilder::new(driver_name, node_name, driver, api)
+impl KubeletPlugin {
+    /// Shorthand for [`KubeletPluginBuilder::new`].
+    pub fn builder<D: Driver, A: KubeApi>(driver: D, api: A) -> KubeletPluginBuilder<D, A> {
+        KubeletPluginBuilder::new(driver, api)
     }
 
     /// Publishes these devices as the node's pool, replacing what was published before. Nothing
     /// is published until the first call; the publisher retries in the background until the API
-    /// server has exactly this.
-    pub fn publish(&self, devices: Vec<Device>) {
+    /// server has exactly this ([`Self::watch_publish_state`] says how it goes).
+    ///
+    /// A list the API server would refuse is an error here, and nothing is published: an empty or
+    /// invalid device name, a name listed twice, too many attributes and capacities, an invalid
+    /// attribute name, a value over the size limit (see [`dranet_core::slice::validate_device`]).
+    pub fn publish(&self, devices: Vec<Device>) -> Result<()> {
+        let mut seen = std::collections::HashSet::with_capacity(devices.len());
+        for d in &devices {
+            dranet_core::slice::validate_device(d).map_err(Error::InvalidRequest)?;
+            if !seen.insert(d.name.as_str()) {
+                return Err(Error::InvalidRequest(format!(
+                    "device {:?} is listed twice",
+                    d.name
+                )));
+            }
+        }
         self.devices.send_replace(Some(devices));
+        Ok(())
+    }
+
+    /// Where publishing stands now.
+    pub fn publish_state(&self) -> PublishState {
+        self.publish_state.borrow().clone()
+    }
+
+    /// A receiver that sees every change of [`Self::publish_state`]: the last sync's outcome,
+    /// including errors the publisher keeps retrying (API server down, Node missing, RBAC).
+    pub fn watch_publish_state(&self) -> watch::Receiver<PublishState> {
+        self.publish_state.clone()
+    }
+
+    /// Resolves when one of the plugin's tasks (a gRPC server, the publisher, the registration
+    /// watchdog) stops while the plugin is running, with the reason; never resolves otherwise.
+    /// A daemon selects on it next to its signals and exits, so that it is restarted.
+    pub async fn failed(&self) -> Error {
+        let mut died = self.died.clone();
+        match died.wait_for(Option::is_some).await {
+            Ok(v) => {
+                let (task, reason) = v.clone().unwrap_or(("unknown", String::new()));
+                Error::TaskDied { task, reason }
+            }
+            // The senders live as long as the tasks; they are gone only after shutdown.
+            Err(_) => std::future::pending().await,
+        }
     }
 
     /// The DRA service socket.
@@ -569,7 +664,7 @@ impl Plugin {
     }
 }
 
-impl Drop for Plugin {
+impl Drop for KubeletPlugin {
     fn drop(&mut self) {
         drop(self.registration_guard.take());
         self.shutdown.send_replace(true);

@@ -25,8 +25,8 @@ use crate::api::KubeApi;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
-/// The API's limit of devices in one ResourceSlice.
-pub const MAX_DEVICES_PER_SLICE: usize = 128;
+pub use dranet_core::Backoff;
+pub use dranet_core::slice::MAX_DEVICES_PER_SLICE;
 
 /// How long one sync pass (list and writes) may take before it is abandoned and retried.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
@@ -51,7 +51,7 @@ impl PoolParams {
 
     /// The name of the slice at `index`.
     pub fn slice_name(&self, index: usize) -> String {
-        format!("{}{index}", self.prefix())
+        dranet_core::slice::slice_name(&self.node_name, &self.driver_name, index)
     }
 }
 
@@ -436,32 +436,9 @@ fn keep_taint_times(desired: &mut [Device], current: &[Device]) {
     }
 }
 
-/// Retry timing of the publisher.
-#[derive(Debug, Clone, Copy)]
-pub struct Backoff {
-    /// First delay after a failure.
-    pub initial: Duration,
-    /// Longest delay.
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self {
-            initial: Duration::from_millis(250),
-            max: Duration::from_secs(30),
-        }
-    }
-}
-
-impl Backoff {
-    /// The delay before retry number `attempt` (0-based): doubling from `initial` up to `max`.
-    pub fn delay(&self, attempt: u32) -> Duration {
-        self.initial
-            .saturating_mul(1u32 << attempt.min(20))
-            .min(self.max)
-    }
-}
+/// The publisher's default retry timing: 250 ms doubling up to 30 s.
+pub(crate) const DEFAULT_BACKOFF: Backoff =
+    Backoff::new(Duration::from_millis(250), Duration::from_secs(30));
 
 /// Settings of the publishing loop.
 #[derive(Debug, Clone)]
@@ -481,6 +458,7 @@ pub(crate) struct PublisherConfig {
 async fn publisher_lock(
     path: Option<&std::path::Path>,
     shutdown: &mut watch::Receiver<bool>,
+    state: &watch::Sender<PublishState>,
 ) -> Option<Option<std::fs::File>> {
     let Some(path) = path else {
         return Some(None);
@@ -505,6 +483,7 @@ async fn publisher_lock(
                 return Some(Some(f));
             }
             Ok(None) if !told => {
+                state.send_replace(PublishState::StandingBy);
                 tracing::info!(lock = %path.display(), "another instance of this driver publishes ResourceSlices; standing by until it exits");
                 told = true;
             }
@@ -518,19 +497,60 @@ async fn publisher_lock(
     }
 }
 
+/// Where publishing stands; see [`crate::KubeletPlugin::watch_publish_state`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishState {
+    /// No device list was published yet.
+    NotStarted,
+    /// Another instance of the driver holds the publisher lock (rolling update); this one
+    /// publishes when it exits.
+    StandingBy,
+    /// The API server holds exactly the last published device list.
+    Published {
+        /// Devices published.
+        devices: usize,
+        /// The pool generation.
+        generation: i64,
+    },
+    /// The last attempt failed and is retried with backoff: API server unreachable, the Node
+    /// missing, access denied (RBAC), a conflict.
+    Retrying {
+        /// The error, with its causes.
+        error: String,
+        /// Failed attempts in a row.
+        attempts: u32,
+    },
+    /// The API server refused the device list (e.g. 422 Invalid): it is not retried until the
+    /// next publish.
+    Refused {
+        /// The error, with its causes.
+        error: String,
+    },
+}
+
 /// Runs until `shutdown` flips to true: publishes every device list sent on `devices` (nothing
-/// until the first one), and repairs drift seen by the watch or the periodic resync.
+/// until the first one), and repairs drift seen by the watch or the periodic resync. Shutdown
+/// cancels whatever is in flight (an API call, a backoff wait) at once.
 pub(crate) async fn run<A: KubeApi>(
     api: Arc<A>,
     cfg: PublisherConfig,
     mut devices: watch::Receiver<Option<Vec<Device>>>,
     mut shutdown: watch::Receiver<bool>,
     metrics: Arc<dyn Metrics>,
+    state: watch::Sender<PublishState>,
 ) {
-    let Some(_publisher_lock) = publisher_lock(cfg.exclusive.as_deref(), &mut shutdown).await
+    let Some(_publisher_lock) =
+        publisher_lock(cfg.exclusive.as_deref(), &mut shutdown, &state).await
     else {
         return;
     };
+    state.send_if_modified(|s| {
+        let was = *s == PublishState::StandingBy;
+        if was {
+            *s = PublishState::NotStarted;
+        }
+        was
+    });
     let poke = Arc::new(Notify::new());
     let watcher = tokio::spawn(watch_loop(
         Arc::clone(&api),
@@ -547,15 +567,15 @@ pub(crate) async fn run<A: KubeApi>(
     let mut memory = Memory::default();
     let mut resync = tokio::time::interval(cfg.resync);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    'run: loop {
+        if *shutdown.borrow() {
+            break;
+        }
         tokio::select! {
-            _ = shutdown.changed() => break,
+            r = shutdown.changed() => if r.is_err() { break } else { continue },
             r = devices.changed() => if r.is_err() { break },
             _ = poke.notified() => {},
             _ = resync.tick() => {},
-        }
-        if *shutdown.borrow() {
-            break;
         }
         let mut attempt = 0u32;
         loop {
@@ -563,24 +583,31 @@ pub(crate) async fn run<A: KubeApi>(
                 break;
             };
             let start = Instant::now();
-            // A hung API server must not stall publishing forever: give up and retry.
-            let result = tokio::time::timeout(
+            // A hung API server must not stall publishing forever: give up and retry. Shutdown
+            // drops the sync, cancelling its API call.
+            let sync = tokio::time::timeout(
                 SYNC_TIMEOUT,
                 sync_once(api.as_ref(), &cfg, &desired, &mut memory),
-            )
-            .await
-            .unwrap_or_else(|_| {
-                Err(Error::ApiTransport {
-                    action: "sync ResourceSlices".into(),
-                    source: format!("no answer within {SYNC_TIMEOUT:?}").into(),
-                })
-            });
+            );
+            let result = tokio::select! {
+                r = sync => r.unwrap_or_else(|_| {
+                    Err(Error::ApiTransport {
+                        action: "sync ResourceSlices".into(),
+                        source: format!("no answer within {SYNC_TIMEOUT:?}").into(),
+                    })
+                }),
+                _ = shutdown.wait_for(|s| *s) => break 'run,
+            };
             match result {
-                Ok(writes) => {
+                Ok((writes, generation)) => {
                     metrics.slice_sync(true, writes, start.elapsed());
                     if writes > 0 {
                         tracing::debug!(writes, "ResourceSlices published");
                     }
+                    state.send_replace(PublishState::Published {
+                        devices: desired.len(),
+                        generation,
+                    });
                     break;
                 }
                 // The driver's device list itself is unpublishable (e.g. a duplicate name, or
@@ -591,7 +618,9 @@ pub(crate) async fn run<A: KubeApi>(
                         || e.api_code() == Some(422) =>
                 {
                     metrics.slice_sync(false, 0, start.elapsed());
-                    tracing::error!(error = %e, "cannot publish these devices; waiting for a corrected device list");
+                    let error = crate::error::error_chain(&e);
+                    tracing::error!(%error, "cannot publish these devices; waiting for a corrected device list");
+                    state.send_replace(PublishState::Refused { error });
                     break;
                 }
                 Err(e) => {
@@ -601,17 +630,19 @@ pub(crate) async fn run<A: KubeApi>(
                     } else {
                         cfg.backoff.delay(attempt)
                     };
-                    tracing::warn!(error = %e, retry_in = ?delay, "publishing ResourceSlices failed");
+                    let error = crate::error::error_chain(&e);
+                    tracing::warn!(%error, retry_in = ?delay, "publishing ResourceSlices failed");
                     attempt = attempt.saturating_add(1);
+                    state.send_replace(PublishState::Retrying {
+                        error,
+                        attempts: attempt,
+                    });
                     // A watch event (our slices changed, the Node appeared) ends the wait early:
                     // a re-created Node gets its slices at once, not after the backoff.
                     tokio::select! {
-                        _ = shutdown.changed() => break,
+                        _ = shutdown.wait_for(|s| *s) => break 'run,
                         _ = tokio::time::sleep(delay) => {},
                         _ = poke.notified() => {},
-                    }
-                    if *shutdown.borrow() {
-                        break;
                     }
                 }
             }
@@ -812,7 +843,7 @@ async fn sync_once<A: KubeApi>(
     cfg: &PublisherConfig,
     devices: &[Device],
     memory: &mut Memory,
-) -> Result<usize> {
+) -> Result<(usize, i64)> {
     // Read every pass, not cached: a Node deleted and re-created under the same name has a new
     // UID, and slices owned by the old one would be garbage-collected as soon as we wrote them.
     let node_uid = api.get_node_uid(&cfg.node_name).await?;
@@ -847,7 +878,7 @@ async fn sync_once<A: KubeApi>(
         let stored = api.create_slice(s).await?;
         memory.record(s, &stored);
     }
-    Ok(writes)
+    Ok((writes, p.generation))
 }
 
 /// Lists and watches our slices, poking the sync loop on every change (including our own writes,
@@ -1178,17 +1209,5 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_max() {
-        let b = Backoff {
-            initial: Duration::from_millis(100),
-            max: Duration::from_secs(1),
-        };
-        assert_eq!(b.delay(0), Duration::from_millis(100));
-        assert_eq!(b.delay(2), Duration::from_millis(400));
-        assert_eq!(b.delay(10), Duration::from_secs(1));
-        assert_eq!(b.delay(u32::MAX), Duration::from_secs(1));
     }
 }

@@ -18,7 +18,8 @@ use common::*;
 use dranet_kubeletplugin::checkpoint::{self, Phase};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
 use dranet_kubeletplugin::{
-    ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, Metrics, Plugin, PrepareState, Prepared,
+    ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeletPlugin, Metrics, PrepareState,
+    Prepared,
 };
 
 const ENV_API: &str = "DRANET_CRASH_API";
@@ -43,7 +44,7 @@ fn append(path: &Path, line: &str) {
 }
 
 impl Driver for LogDriver {
-    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, DriverError> {
+    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, HandlerError> {
         append(&self.log, &format!("prepare {}", claim.claim_ref.uid));
         if self.block_prepare {
             std::future::pending::<()>().await;
@@ -51,7 +52,7 @@ impl Driver for LogDriver {
         Ok(prepared_for(&claim.results))
     }
 
-    async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), DriverError> {
+    async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), HandlerError> {
         let state = match &claim.state {
             PrepareState::Prepared(p) => {
                 format!(
@@ -107,7 +108,10 @@ async fn crash_helper_process() {
         block_prepare: std::env::var(ENV_BLOCK_PREPARE).is_ok(),
     };
     let api = dranet_kubeletplugin::KubeClient::for_url(&url, DRIVER).unwrap();
-    let mut builder = Plugin::builder(DRIVER, NODE, driver, api).kubelet_dir(dir.join("kubelet"));
+    let mut builder = KubeletPlugin::builder(driver, api)
+        .driver_name(DRIVER)
+        .node_name(NODE)
+        .kubelet_dir(dir.join("kubelet"));
     if let Some(n) = std::env::var(ENV_BLOCK_WRITE)
         .ok()
         .and_then(|n| n.parse().ok())

@@ -11,7 +11,7 @@ use common::*;
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
 use dranet_kubeletplugin::proto::dra_health_v1alpha1 as hpb;
 use dranet_kubeletplugin::{
-    DeviceHealthReport, Error, Health, HealthReporter, Method, Metrics, Plugin, PrepareState,
+    DeviceHealthReport, Error, Health, HealthReporter, KubeletPlugin, Method, Metrics, PrepareState,
 };
 use futures::StreamExt;
 
@@ -593,16 +593,14 @@ mod fake_apiserver {
         let reg = h.plugin().registration_socket().to_path_buf();
         assert!(dra.exists() && reg.exists());
         // A second instance must not steal live sockets.
-        let second = Plugin::builder(
-            DRIVER,
-            NODE,
-            RecordingDriver::default(),
-            h.api.client(DRIVER).unwrap(),
-        )
-        .kubelet_dir(h.dir.path())
-        .checkpoint_path(h.dir.path().join("other-checkpoint"))
-        .start()
-        .await;
+        let second =
+            KubeletPlugin::builder(RecordingDriver::default(), h.api.client(DRIVER).unwrap())
+                .driver_name(DRIVER)
+                .node_name(NODE)
+                .kubelet_dir(h.dir.path())
+                .checkpoint_path(h.dir.path().join("other-checkpoint"))
+                .start()
+                .await;
         assert!(
             matches!(second, Err(Error::SocketInUse { .. })),
             "{second:?}"
@@ -617,16 +615,14 @@ mod fake_apiserver {
             assert!(p.exists());
         }
         let api = FakeApiServer::start().await.unwrap();
-        let plugin = Plugin::builder(
-            DRIVER,
-            NODE,
-            RecordingDriver::default(),
-            api.client(DRIVER).unwrap(),
-        )
-        .kubelet_dir(h.dir.path())
-        .start()
-        .await
-        .unwrap();
+        let plugin =
+            KubeletPlugin::builder(RecordingDriver::default(), api.client(DRIVER).unwrap())
+                .driver_name(DRIVER)
+                .node_name(NODE)
+                .kubelet_dir(h.dir.path())
+                .start()
+                .await
+                .unwrap();
         let kubelet = FakeKubelet::connect(&reg).await.unwrap();
         assert_eq!(kubelet.info().name, DRIVER);
         plugin.shutdown().await.unwrap();
@@ -636,28 +632,22 @@ mod fake_apiserver {
     async fn bad_configuration_is_a_clear_error() {
         let api = FakeApiServer::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let e = Plugin::builder(
-            "Bad_Driver",
-            NODE,
-            RecordingDriver::default(),
-            api.client("x").unwrap(),
-        )
-        .kubelet_dir(dir.path())
-        .start()
-        .await
-        .unwrap_err();
+        let e = KubeletPlugin::builder(RecordingDriver::default(), api.client("x").unwrap())
+            .driver_name("Bad_Driver")
+            .node_name(NODE)
+            .kubelet_dir(dir.path())
+            .start()
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("driver name \"Bad_Driver\""), "{e}");
-        let e = Plugin::builder(
-            DRIVER,
-            NODE,
-            RecordingDriver::default(),
-            api.client("x").unwrap(),
-        )
-        .kubelet_dir(dir.path())
-        .max_devices_per_slice(500)
-        .start()
-        .await
-        .unwrap_err();
+        let e = KubeletPlugin::builder(RecordingDriver::default(), api.client("x").unwrap())
+            .driver_name(DRIVER)
+            .node_name(NODE)
+            .kubelet_dir(dir.path())
+            .max_devices_per_slice(500)
+            .start()
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("500"), "{e}");
     }
 
@@ -672,21 +662,20 @@ mod fake_apiserver {
         )
         .unwrap();
         let api = FakeApiServer::start().await.unwrap();
-        let e = Plugin::builder(
-            DRIVER,
-            NODE,
-            RecordingDriver::default(),
-            api.client(DRIVER).unwrap(),
-        )
-        .kubelet_dir(dir.path())
-        .start()
-        .await
-        .unwrap_err();
+        let e = KubeletPlugin::builder(RecordingDriver::default(), api.client(DRIVER).unwrap())
+            .driver_name(DRIVER)
+            .node_name(NODE)
+            .kubelet_dir(dir.path())
+            .start()
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::CheckpointCorrupt { .. }), "{e}");
         assert!(e.to_string().contains("checksum mismatch"), "{e}");
 
         let driver = RecordingDriver::default();
-        let plugin = Plugin::builder(DRIVER, NODE, driver.clone(), api.client(DRIVER).unwrap())
+        let plugin = KubeletPlugin::builder(driver.clone(), api.client(DRIVER).unwrap())
+            .driver_name(DRIVER)
+            .node_name(NODE)
             .kubelet_dir(dir.path())
             .checkpoint_policy(dranet_kubeletplugin::CheckpointPolicy::Quarantine)
             .start()

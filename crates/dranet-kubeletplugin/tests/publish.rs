@@ -7,11 +7,15 @@ use std::time::Duration;
 
 use common::*;
 use dranet_kubeletplugin::publisher::Backoff;
+use dranet_kubeletplugin::{KubeletPlugin, PublishState};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
 fn fast(
-    b: dranet_kubeletplugin::PluginBuilder<RecordingDriver, dranet_kubeletplugin::KubeClient>,
-) -> dranet_kubeletplugin::PluginBuilder<RecordingDriver, dranet_kubeletplugin::KubeClient> {
+    b: dranet_kubeletplugin::KubeletPluginBuilder<
+        RecordingDriver,
+        dranet_kubeletplugin::KubeClient,
+    >,
+) -> dranet_kubeletplugin::KubeletPluginBuilder<RecordingDriver, dranet_kubeletplugin::KubeClient> {
     b.retry_backoff(Backoff {
         initial: Duration::from_millis(20),
         max: Duration::from_millis(200),
@@ -60,7 +64,7 @@ async fn converge(h: &Harness, n: usize, slices: usize) {
 async fn fake_apiserver_publishes_a_pool_split_into_slices_owned_by_the_node() {
     let h = Harness::start_with(fast).await;
     let node_uid = "node-uid-00000001";
-    h.plugin().publish(devices(300));
+    h.plugin().publish(devices(300)).unwrap();
     converge(&h, 300, 3).await;
     let mut names: Vec<_> = ours(&h)
         .iter()
@@ -98,11 +102,11 @@ async fn fake_apiserver_publishes_a_pool_split_into_slices_owned_by_the_node() {
 #[tokio::test]
 async fn fake_apiserver_sees_no_write_when_nothing_changed() {
     let h = Harness::start_with(|b| fast(b).resync_interval(Duration::from_millis(50))).await;
-    h.plugin().publish(devices(200));
+    h.plugin().publish(devices(200)).unwrap();
     converge(&h, 200, 2).await;
     let before = h.api.write_counts();
     // Publishing the same devices and many resyncs later: still no write.
-    h.plugin().publish(devices(200));
+    h.plugin().publish(devices(200)).unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(h.api.write_counts(), before);
 }
@@ -110,13 +114,13 @@ async fn fake_apiserver_sees_no_write_when_nothing_changed() {
 #[tokio::test]
 async fn fake_apiserver_gets_one_update_for_one_changed_slice_and_deletes_stale_ones() {
     let h = Harness::start_with(fast).await;
-    h.plugin().publish(devices(300));
+    h.plugin().publish(devices(300)).unwrap();
     converge(&h, 300, 3).await;
     let before = h.api.write_counts();
     let mut d = devices(300);
     d[150].all_nodes = Some(false);
     d[150].binds_to_node = Some(true);
-    h.plugin().publish(d);
+    h.plugin().publish(d).unwrap();
     assert!(eventually(10, || h.api.write_counts().updates == before.updates + 1).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = h.api.write_counts();
@@ -130,7 +134,7 @@ async fn fake_apiserver_gets_one_update_for_one_changed_slice_and_deletes_stale_
     );
 
     // Shrinking: the two slices no longer needed go, the remaining one is rewritten.
-    h.plugin().publish(devices(10));
+    h.plugin().publish(devices(10)).unwrap();
     converge(&h, 10, 1).await;
     assert_eq!(h.api.write_counts().deletes, before.deletes + 2);
     let s = &ours(&h)[0];
@@ -141,7 +145,7 @@ async fn fake_apiserver_gets_one_update_for_one_changed_slice_and_deletes_stale_
     assert_eq!(s.spec.pool.resource_slice_count, 1);
 
     // Growing again bumps the generation on every slice.
-    h.plugin().publish(devices(129));
+    h.plugin().publish(devices(129)).unwrap();
     converge(&h, 129, 2).await;
     let gens: Vec<_> = ours(&h).iter().map(|s| s.spec.pool.generation).collect();
     assert!(
@@ -154,7 +158,7 @@ async fn fake_apiserver_gets_one_update_for_one_changed_slice_and_deletes_stale_
 async fn fake_apiserver_conflicts_and_outages_are_retried_until_published() {
     let h = Harness::start_with(fast).await;
     h.api.set_down(true);
-    h.plugin().publish(devices(5));
+    h.plugin().publish(devices(5)).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(ours(&h).is_empty());
     h.api.set_down(false);
@@ -173,7 +177,7 @@ async fn fake_apiserver_conflicts_and_outages_are_retried_until_published() {
         )]
         .into(),
     );
-    h.plugin().publish(d.clone());
+    h.plugin().publish(d.clone()).unwrap();
     assert!(
         eventually(10, || ours(&h)[0].spec.devices.as_ref().unwrap()[0]
             .attributes
@@ -203,7 +207,7 @@ async fn fake_apiserver_watch_repairs_a_deleted_slice_and_leaves_others_alone() 
         .put_slice_externally(foreign("gpu-slice", "gpu.other.com", NODE));
     h.api
         .put_slice_externally(foreign("other-node-slice", DRIVER, "node-b"));
-    h.plugin().publish(devices(130));
+    h.plugin().publish(devices(130)).unwrap();
     converge(&h, 130, 2).await;
     h.api.delete_slice_externally(&format!("{NODE}-{DRIVER}-1"));
     assert!(
@@ -247,17 +251,16 @@ async fn fake_apiserver_missing_node_is_retried() {
     let api = dranet_kubeletplugin::fake::FakeApiServer::start()
         .await
         .unwrap();
-    let plugin = fast(dranet_kubeletplugin::Plugin::builder(
-        DRIVER,
-        "late-node",
-        RecordingDriver::default(),
-        api.client(DRIVER).unwrap(),
-    ))
+    let plugin = fast(
+        KubeletPlugin::builder(RecordingDriver::default(), api.client(DRIVER).unwrap())
+            .driver_name(DRIVER)
+            .node_name("late-node"),
+    )
     .kubelet_dir(dir.path())
     .start()
     .await
     .unwrap();
-    plugin.publish(devices(1));
+    plugin.publish(devices(1)).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         api.slices().is_empty(),
@@ -330,20 +333,34 @@ impl dranet_kubeletplugin::Metrics for SyncCount {
 }
 
 #[tokio::test]
-async fn fake_apiserver_unpublishable_devices_are_reported_once_not_retried() {
-    let m = std::sync::Arc::new(SyncCount::default());
-    let m2 = std::sync::Arc::clone(&m);
-    let h = Harness::start_with(move |b| fast(b).metrics(m2)).await;
+async fn fake_apiserver_unpublishable_devices_are_an_error_of_publish() {
+    let h = Harness::start_with(fast).await;
     let mut d = devices(3);
     d[2].name = "eth0".into();
-    h.plugin().publish(d);
-    // With 20 ms backoff, a retry loop would fail many times in this window.
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(m.failed.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let e = h.plugin().publish(d).unwrap_err();
+    assert!(e.to_string().contains("\"eth0\" is listed twice"), "{e}");
+    let mut d = devices(1);
+    d[0].name = "Eth_0".into();
+    let e = h.plugin().publish(d).unwrap_err();
+    assert!(
+        e.to_string().contains("\"Eth_0\" is not a DNS label"),
+        "{e}"
+    );
+    // Nothing of it was published.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(h.api.write_counts().total(), 0);
+    assert_eq!(h.plugin().publish_state(), PublishState::NotStarted);
     // A corrected list is published.
-    h.plugin().publish(devices(3));
+    h.plugin().publish(devices(3)).unwrap();
     converge(&h, 3, 1).await;
+    assert!(
+        eventually(5, || h.plugin().publish_state()
+            == PublishState::Published {
+                devices: 3,
+                generation: 1
+            })
+        .await
+    );
 }
 
 #[tokio::test]
@@ -353,19 +370,24 @@ async fn fake_apiserver_refusing_the_devices_is_not_retried_until_the_next_list(
     let h = Harness::start_with(move |b| fast(b).metrics(m2)).await;
     // The server's validation refuses what we send (422 Invalid).
     h.api.fail_next("POST", 422, 1);
-    h.plugin().publish(devices(2));
+    h.plugin().publish(devices(2)).unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(m.failed.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(
+        matches!(h.plugin().publish_state(), PublishState::Refused { error } if error.contains("422")),
+        "{:?}",
+        h.plugin().publish_state()
+    );
     assert!(ours(&h).is_empty());
     // The driver's next list is tried again.
-    h.plugin().publish(devices(2));
+    h.plugin().publish(devices(2)).unwrap();
     converge(&h, 2, 1).await;
 }
 
 #[tokio::test]
 async fn fake_apiserver_recreated_node_owns_the_republished_slices() {
     let h = Harness::start_with(fast).await;
-    h.plugin().publish(devices(2));
+    h.plugin().publish(devices(2)).unwrap();
     converge(&h, 2, 1).await;
     let old_uid = ours(&h)[0].metadata.owner_references.as_ref().unwrap()[0]
         .uid
@@ -399,7 +421,7 @@ async fn fake_apiserver_what_the_server_normalises_is_not_rewritten() {
         effect: "NoSchedule".into(),
         ..Default::default()
     }]);
-    h.plugin().publish(d);
+    h.plugin().publish(d).unwrap();
     converge(&h, 3, 1).await;
     let stored = &ours(&h)[0].spec.devices.clone().unwrap();
     assert!(stored[0].attributes.is_none());
@@ -437,7 +459,7 @@ async fn fake_apiserver_server_normalisation_does_not_start_a_rewrite_loop() {
         ..Default::default()
     }]);
     d[200].binds_to_node = Some(true);
-    h.plugin().publish(d.clone());
+    h.plugin().publish(d.clone()).unwrap();
     converge(&h, 300, 3).await;
     let stored = ours(&h);
     let first = &stored[0].spec.devices.as_ref().unwrap()[0];
@@ -456,7 +478,7 @@ async fn fake_apiserver_server_normalisation_does_not_start_a_rewrite_loop() {
     assert!(ours(&h).iter().all(|s| s.spec.pool.generation == 1));
 
     // The same devices published again write nothing; a real change is written once.
-    h.plugin().publish(d.clone());
+    h.plugin().publish(d.clone()).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(h.api.write_counts(), settled);
     d[0].capacity
@@ -466,7 +488,7 @@ async fn fake_apiserver_server_normalisation_does_not_start_a_rewrite_loop() {
         .unwrap()
         .value
         .0 = "2Gi".into();
-    h.plugin().publish(d);
+    h.plugin().publish(d).unwrap();
     assert!(
         eventually(10, || ours(&h)[0].spec.devices.as_ref().unwrap()[0]
             .capacity
@@ -497,20 +519,17 @@ async fn fake_apiserver_canonical_quantities_are_not_a_change_after_a_restart() 
         )]
         .into(),
     );
-    h.plugin().publish(d.clone());
+    h.plugin().publish(d.clone()).unwrap();
     converge(&h, 2, 1).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = h.api.write_counts();
     h.plugin.take().unwrap().shutdown().await.unwrap();
-    let again = dranet_kubeletplugin::Plugin::builder(
-        DRIVER,
-        NODE,
-        h.driver.clone(),
-        h.api.client(DRIVER).unwrap(),
-    )
-    .kubelet_dir(h.dir.path());
+    let again = KubeletPlugin::builder(h.driver.clone(), h.api.client(DRIVER).unwrap())
+        .driver_name(DRIVER)
+        .node_name(NODE)
+        .kubelet_dir(h.dir.path());
     let plugin = fast(again).start().await.unwrap();
-    plugin.publish(d);
+    plugin.publish(d).unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(h.api.write_counts(), before);
     plugin.shutdown().await.unwrap();
@@ -530,7 +549,7 @@ async fn fake_apiserver_a_recreated_node_gets_its_slices_without_waiting_for_the
         .resync_interval(Duration::from_secs(3600))
     })
     .await;
-    h.plugin().publish(devices(2));
+    h.plugin().publish(devices(2)).unwrap();
     converge(&h, 2, 1).await;
     h.api.delete_node(NODE);
     h.api.delete_slice_externally(&format!("{NODE}-{DRIVER}-0"));
@@ -546,5 +565,66 @@ async fn fake_apiserver_a_recreated_node_gets_its_slices_without_waiting_for_the
             .is_some_and(|o| o[0].uid == uid)))
         .await,
         "slices not republished when the Node came back"
+    );
+}
+
+/// The publisher retries a missing Node and an API outage with backoff; shutdown must not wait
+/// for it (a DaemonSet pod is SIGKILLed after its grace period). The default backoff is used: it
+/// reaches 30 s, and a sync may wait 60 s for an answer.
+async fn shutdown_is_prompt_while(setup: impl FnOnce(&Harness)) {
+    let mut h = Harness::start().await;
+    setup(&h);
+    h.plugin().publish(devices(2)).unwrap();
+    // Let the publisher fail a few times and settle into its backoff.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let plugin = h.plugin.take().unwrap();
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), plugin.shutdown())
+        .await
+        .expect("shutdown hung behind the publisher")
+        .unwrap();
+    // Not a benchmark: minutes (the resync) or 60 s (the sync limit) is the failure, not 1.2 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn fake_apiserver_shutdown_is_prompt_while_the_node_is_missing() {
+    shutdown_is_prompt_while(|h| h.api.delete_node(NODE)).await;
+}
+
+#[tokio::test]
+async fn fake_apiserver_shutdown_is_prompt_during_an_api_outage() {
+    shutdown_is_prompt_while(|h| h.api.set_down(true)).await;
+}
+
+#[tokio::test]
+async fn fake_apiserver_a_missing_node_shows_in_the_publish_state() {
+    let h = Harness::start_with(fast).await;
+    h.api.delete_node(NODE);
+    h.plugin().publish(devices(1)).unwrap();
+    let mut state = h.plugin().watch_publish_state();
+    let s = tokio::time::timeout(
+        Duration::from_secs(10),
+        state.wait_for(|s| matches!(s, PublishState::Retrying { .. })),
+    )
+    .await
+    .expect("no Retrying state")
+    .unwrap()
+    .clone();
+    let PublishState::Retrying { error, .. } = s else {
+        unreachable!()
+    };
+    assert!(error.contains("Node") && error.contains("404"), "{error}");
+    h.api.add_node(NODE);
+    assert!(
+        eventually(10, || matches!(
+            h.plugin().publish_state(),
+            PublishState::Published { devices: 1, .. }
+        ))
+        .await
     );
 }

@@ -9,14 +9,20 @@ use std::time::Duration;
 use common::*;
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
 use dranet_kubeletplugin::publisher::Backoff;
-use dranet_kubeletplugin::{Error, Plugin, PrepareState};
+use dranet_kubeletplugin::{Error, KubeletPlugin, PrepareState};
 
 const OLD_POD: &str = "0a6f3c1e-5a1b-4c2d-8e3f-123456789abc";
 const NEW_POD: &str = "1b7f4d2f-6b2c-4d3e-9f40-23456789abcd";
 
-async fn instance(api: &FakeApiServer, dir: &Path, pod_uid: &str) -> (Plugin, RecordingDriver) {
+async fn instance(
+    api: &FakeApiServer,
+    dir: &Path,
+    pod_uid: &str,
+) -> (KubeletPlugin, RecordingDriver) {
     let driver = RecordingDriver::default();
-    let plugin = Plugin::builder(DRIVER, NODE, driver.clone(), api.client(DRIVER).unwrap())
+    let plugin = KubeletPlugin::builder(driver.clone(), api.client(DRIVER).unwrap())
+        .driver_name(DRIVER)
+        .node_name(NODE)
         .kubelet_dir(dir)
         .rolling_update(pod_uid)
         .retry_backoff(Backoff {
@@ -31,7 +37,7 @@ async fn instance(api: &FakeApiServer, dir: &Path, pod_uid: &str) -> (Plugin, Re
 
 /// One running instance, and the kubelet's connection to it.
 struct Instance {
-    plugin: Plugin,
+    plugin: KubeletPlugin,
     driver: RecordingDriver,
     kubelet: FakeKubelet,
 }
@@ -146,11 +152,11 @@ mod fake_apiserver {
         let api = FakeApiServer::start().await.unwrap();
         api.add_node(NODE);
         let (old, _) = instance(&api, dir.path(), OLD_POD).await;
-        old.publish(devices(2));
+        old.publish(devices(2)).unwrap();
         assert!(eventually(10, || published(&api) == 2).await);
 
         let (new, _) = instance(&api, dir.path(), NEW_POD).await;
-        new.publish(devices(3));
+        new.publish(devices(3)).unwrap();
         // Two versions publishing at once would overwrite each other on every watch event.
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(
@@ -173,17 +179,14 @@ mod fake_apiserver {
     async fn a_rolling_update_needs_the_pod_uid() {
         let dir = tempfile::tempdir().unwrap();
         let api = FakeApiServer::start().await.unwrap();
-        let e = Plugin::builder(
-            DRIVER,
-            NODE,
-            RecordingDriver::default(),
-            api.client(DRIVER).unwrap(),
-        )
-        .kubelet_dir(dir.path())
-        .rolling_update("my-pod")
-        .start()
-        .await
-        .unwrap_err();
+        let e = KubeletPlugin::builder(RecordingDriver::default(), api.client(DRIVER).unwrap())
+            .driver_name(DRIVER)
+            .node_name(NODE)
+            .kubelet_dir(dir.path())
+            .rolling_update("my-pod")
+            .start()
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::Config(_)), "{e}");
         assert!(e.to_string().contains("\"my-pod\""), "{e}");
     }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
 use dranet_kubeletplugin::{
-    ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, DriverError, KubeClient, Plugin,
-    PluginBuilder, PrepareState, Prepared, PreparedDevice,
+    ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeClient, KubeletPlugin,
+    KubeletPluginBuilder, PrepareState, Prepared, PreparedDevice,
 };
 use k8s_openapi::api::resource::v1::{
     Device, DeviceRequestAllocationResult, ResourceClaim, ResourcePool, ResourceSlice,
@@ -85,7 +85,7 @@ pub fn prepared_for(results: &[DeviceRequestAllocationResult]) -> Prepared {
 }
 
 impl Driver for RecordingDriver {
-    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, DriverError> {
+    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, HandlerError> {
         let uid = claim.claim_ref.uid.clone();
         let delay = self.enter(&uid);
         tokio::time::sleep(delay).await;
@@ -103,7 +103,7 @@ impl Driver for RecordingDriver {
         Ok(out)
     }
 
-    async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), DriverError> {
+    async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), HandlerError> {
         let uid = claim.claim_ref.uid.clone();
         let delay = self.enter(&uid);
         tokio::time::sleep(delay).await;
@@ -144,7 +144,7 @@ pub struct Harness {
     pub dir: tempfile::TempDir,
     pub api: FakeApiServer,
     pub driver: RecordingDriver,
-    pub plugin: Option<Plugin>,
+    pub plugin: Option<KubeletPlugin>,
     pub kubelet: FakeKubelet,
 }
 
@@ -155,14 +155,16 @@ impl Harness {
 
     pub async fn start_with(
         f: impl FnOnce(
-            PluginBuilder<RecordingDriver, KubeClient>,
-        ) -> PluginBuilder<RecordingDriver, KubeClient>,
+            KubeletPluginBuilder<RecordingDriver, KubeClient>,
+        ) -> KubeletPluginBuilder<RecordingDriver, KubeClient>,
     ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let api = FakeApiServer::start().await.unwrap();
         api.add_node(NODE);
         let driver = RecordingDriver::default();
-        let builder = Plugin::builder(DRIVER, NODE, driver.clone(), api.client(DRIVER).unwrap())
+        let builder = KubeletPlugin::builder(driver.clone(), api.client(DRIVER).unwrap())
+            .driver_name(DRIVER)
+            .node_name(NODE)
             .kubelet_dir(dir.path());
         let plugin = f(builder).start().await.unwrap();
         let kubelet = FakeKubelet::connect(plugin.registration_socket())
@@ -177,7 +179,7 @@ impl Harness {
         }
     }
 
-    pub fn plugin(&self) -> &Plugin {
+    pub fn plugin(&self) -> &KubeletPlugin {
         self.plugin.as_ref().unwrap()
     }
 }
