@@ -88,7 +88,7 @@ fn prepare_round_trip(c: &mut Criterion) {
         for i in 0..16 {
             api.put_claim(claim(i));
         }
-        let plugin = KubeletPlugin::builder(Echo, api.client(DRIVER).unwrap())
+        let plugin = KubeletPlugin::builder(Echo, api.client().unwrap().field_manager(DRIVER))
             .driver_name(DRIVER)
             .node_name(NODE)
             .kubelet_dir(dir.path())

@@ -5,11 +5,12 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use dranet_nri::fake::FakeRuntime;
 use dranet_nri::mux::{Channel, Demux, encode_message};
-use dranet_nri::testing::FakeRuntime;
 use dranet_nri::ttrpc::{Message, MessageType};
 use dranet_nri::{
-    Builder, Container, ContainerAdjustment, LinuxDevice, Namespace, Plugin, PodSandbox, Result,
+    Container, ContainerAdjustment, HandlerError, LinuxDevice, Namespace, NriPlugin, PodSandbox,
+    Result, RunnerBuilder,
 };
 
 fn message(len: usize) -> Message {
@@ -51,8 +52,12 @@ fn framing(c: &mut Criterion) {
 /// What dranet does at CreateContainer: add an RDMA device node and an env var.
 struct Injector;
 
-impl Plugin for Injector {
-    async fn create_container(&self, _: &PodSandbox, _: &Container) -> Result<ContainerAdjustment> {
+impl NriPlugin for Injector {
+    async fn create_container(
+        &self,
+        _: &PodSandbox,
+        _: &Container,
+    ) -> Result<ContainerAdjustment, HandlerError> {
         let mut adj = ContainerAdjustment::new();
         adj.add_device(LinuxDevice::char("/dev/infiniband/uverbs0", 231, 192))?
             .add_env("DRANET_RDMA", "mlx5_0")?;
@@ -67,9 +72,9 @@ fn round_trip(c: &mut Criterion) {
         .unwrap();
     let (mut fake, pod, ctr) = rt.block_on(async {
         let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-        let runner = Builder::new()
+        let runner = RunnerBuilder::new()
             .name("bench")
-            .index("10")
+            .index(10)
             .from_env(false)
             .connection(ours)
             .build(Injector)

@@ -130,11 +130,14 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let api = match &fake {
         Some(f) => {
             f.add_node(&args.node);
-            f.client(&args.driver)?
+            f.client()?.field_manager(&args.driver)
         }
-        None => KubeClient::infer(&args.driver).await.map_err(|e| {
-            format!("{e}\nno cluster to talk to: run in a cluster, set KUBECONFIG, or try --fake-apiserver")
-        })?,
+        None => KubeClient::infer()
+            .await
+            .map_err(|e| {
+                format!("{e}\nno cluster to talk to: run in a cluster, set KUBECONFIG, or try --fake-apiserver")
+            })?
+            .field_manager(&args.driver),
     };
     let cdi_dir = args.cdi_dir.clone().unwrap_or_else(|| {
         if fake.is_some() {

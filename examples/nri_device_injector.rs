@@ -18,8 +18,8 @@
 
 use clap::Parser;
 use dranet_nri::{
-    Builder, Container, ContainerAdjustment, DeviceType, Error, Event, EventMask, LinuxDevice,
-    Plugin, PodSandbox, Result,
+    Container, ContainerAdjustment, DeviceType, Error, Event, EventMask, HandlerError, LinuxDevice,
+    NriPlugin, PodSandbox, Result, RunnerBuilder,
 };
 
 const POD_KEY: &str = "devices.nri.dranet.dev/pod";
@@ -34,9 +34,9 @@ struct Args {
     /// Plugin name.
     #[arg(long, default_value = "device-injector")]
     name: String,
-    /// Plugin index (two digits).
-    #[arg(long, default_value = "10")]
-    index: String,
+    /// Plugin index, 0-99 (orders plugins).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
+    index: u8,
 }
 
 /// Parses one annotation value into devices.
@@ -79,12 +79,12 @@ fn parse_entry(entry: &str) -> Result<LinuxDevice> {
 
 struct Injector;
 
-impl Plugin for Injector {
+impl NriPlugin for Injector {
     async fn create_container(
         &self,
         pod: &PodSandbox,
         c: &Container,
-    ) -> Result<ContainerAdjustment> {
+    ) -> Result<ContainerAdjustment, HandlerError> {
         let mut adj = ContainerAdjustment::new();
         let keys = [
             POD_KEY.to_owned(),
@@ -95,7 +95,7 @@ impl Plugin for Injector {
                 continue;
             };
             let devices = parse_devices(value).map_err(|e| {
-                Error::handler(format!(
+                HandlerError::from(format!(
                     "pod {} annotation {key}: {e}",
                     pod.qualified_name()
                 ))
@@ -117,7 +117,7 @@ async fn main() -> Result<()> {
         )
         .init();
     let args = Args::parse();
-    let runner = Builder::new()
+    let runner = RunnerBuilder::new()
         .socket(args.socket)
         .name(args.name)
         .index(args.index)
@@ -132,7 +132,7 @@ async fn main() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dranet_nri::testing::FakeRuntime;
+    use dranet_nri::fake::FakeRuntime;
 
     #[test]
     fn entries_parse_or_name_what_is_wrong() {
@@ -158,9 +158,9 @@ mod tests {
     #[tokio::test]
     async fn injects_annotated_devices_through_the_protocol() {
         let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-        let runner = Builder::new()
+        let runner = RunnerBuilder::new()
             .name("inj")
-            .index("10")
+            .index(10)
             .from_env(false)
             .connection(ours)
             .build(Injector)

@@ -173,6 +173,43 @@ pub struct DeviceResult {
     pub device: String,
 }
 
+impl From<&DeviceResult> for k8s_openapi::api::resource::v1::DeviceRequestAllocationResult {
+    fn from(r: &DeviceResult) -> Self {
+        Self {
+            request: r.request.clone(),
+            driver: r.driver.clone(),
+            pool: r.pool.clone(),
+            device: r.device.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+impl From<&k8s_openapi::api::resource::v1::DeviceRequestAllocationResult> for DeviceResult {
+    fn from(r: &k8s_openapi::api::resource::v1::DeviceRequestAllocationResult) -> Self {
+        Self {
+            request: r.request.clone(),
+            driver: r.driver.clone(),
+            pool: r.pool.clone(),
+            device: r.device.clone(),
+        }
+    }
+}
+
+impl Allocation {
+    /// The allocation as the scheduler writes it into a claim's `status.allocation` (devices
+    /// only; the node selector and config are the scheduler's to add).
+    pub fn to_k8s(&self) -> k8s_openapi::api::resource::v1::AllocationResult {
+        k8s_openapi::api::resource::v1::AllocationResult {
+            devices: Some(k8s_openapi::api::resource::v1::DeviceAllocationResult {
+                results: Some(self.results.iter().map(Into::into).collect()),
+                config: None,
+            }),
+            ..Default::default()
+        }
+    }
+}
+
 /// The devices chosen for a claim, in request order.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Allocation {

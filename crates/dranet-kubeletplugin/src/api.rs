@@ -134,30 +134,40 @@ pub fn slice_field_selector(node: &str, driver: &str) -> String {
     format!("spec.nodeName={node},spec.driver={driver}")
 }
 
+/// The field manager of writes until [`KubeClient::field_manager`] says otherwise.
+pub const DEFAULT_FIELD_MANAGER: &str = "dranet-kubeletplugin";
+
 impl KubeClient {
-    /// Wraps a client; writes are attributed to `field_manager` (use the driver name).
-    pub fn new(client: kube::Client, field_manager: impl Into<String>) -> Self {
+    /// Wraps a client. Writes are attributed to [`DEFAULT_FIELD_MANAGER`]; set your driver's
+    /// name with [`Self::field_manager`].
+    pub fn new(client: kube::Client) -> Self {
         Self {
             client,
-            field_manager: field_manager.into(),
+            field_manager: DEFAULT_FIELD_MANAGER.into(),
         }
+    }
+
+    /// Attributes this client's writes (`fieldManager`) to `name`, usually the driver name.
+    pub fn field_manager(mut self, name: impl Into<String>) -> Self {
+        self.field_manager = name.into();
+        self
     }
 
     /// A client from the environment: in-cluster service account, else `$KUBECONFIG` or
     /// `~/.kube/config`. Must be called inside a Tokio runtime.
-    pub async fn infer(field_manager: impl Into<String>) -> Result<Self> {
+    pub async fn infer() -> Result<Self> {
         let client = kube::Client::try_default()
             .await
             .map_err(|e| Error::ApiTransport {
                 action: "find API server credentials (in-cluster config or kubeconfig)".into(),
                 source: Box::new(e),
             })?;
-        Ok(Self::new(client, field_manager))
+        Ok(Self::new(client))
     }
 
     /// A client for an unauthenticated API server at `url` (e.g. a fake on loopback in tests).
     /// Must be called inside a Tokio runtime.
-    pub fn for_url(url: &str, field_manager: impl Into<String>) -> Result<Self> {
+    pub fn for_url(url: &str) -> Result<Self> {
         let uri = url
             .parse()
             .map_err(|e| Error::Config(format!("API server URL {url:?}: {e}")))?;
@@ -166,7 +176,7 @@ impl KubeClient {
             action: format!("build API client for {url}"),
             source: Box::new(e),
         })?;
-        Ok(Self::new(client, field_manager))
+        Ok(Self::new(client))
     }
 
     fn post_params(&self) -> PostParams {

@@ -113,6 +113,19 @@ pub struct PreparedDevice {
     pub share_id: Option<String>,
 }
 
+impl PreparedDevice {
+    /// The device of an allocation result, handed to the runtime through these CDI device IDs.
+    pub fn for_result(result: &DeviceRequestAllocationResult, cdi_device_ids: Vec<String>) -> Self {
+        Self {
+            requests: vec![result.request.clone()],
+            pool: result.pool.clone(),
+            device: result.device.clone(),
+            cdi_device_ids,
+            share_id: result.share_id.clone(),
+        }
+    }
+}
+
 /// A successful prepare.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Prepared {

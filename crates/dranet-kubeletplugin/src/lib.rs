@@ -65,7 +65,7 @@
 //! }
 //!
 //! # async fn run() -> Result<(), dranet_kubeletplugin::Error> {
-//! let api = KubeClient::infer("example.com").await?;
+//! let api = KubeClient::infer().await?.field_manager("example.com");
 //! let plugin = KubeletPlugin::builder(MyDriver, api)
 //!     .driver_name("example.com")
 //!     .node_name("node-1")
@@ -103,6 +103,7 @@
 //! conflicts, ResourceClaim and Node get), and `fake::FakeKubelet` calls the plugin's sockets the
 //! way the kubelet does.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Kubernetes API 1.34 or newer (resource.k8s.io/v1); the application picks the exact version.
 k8s_openapi::k8s_if_le_1_33! {
@@ -117,10 +118,13 @@ pub use kube;
 pub mod api;
 mod authority;
 pub mod cdi;
+// The checkpoint format and the slice planner are public for our fuzzers and benches only.
+#[doc(hidden)]
 pub mod checkpoint;
 mod driver;
 mod error;
 #[cfg(feature = "fake")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fake")))]
 pub mod fake;
 mod flock;
 mod grpc;
@@ -129,6 +133,7 @@ pub mod metrics;
 mod node;
 mod plugin;
 pub mod proto;
+#[doc(hidden)]
 pub mod publisher;
 mod quantity;
 mod socket;
@@ -144,4 +149,4 @@ pub use grpc::RegistrationState;
 pub use health::{DeviceHealthReport, Health, HealthReporter};
 pub use metrics::{Method, Metrics, NoMetrics};
 pub use plugin::{DEFAULT_KUBELET_DIR, KubeletPlugin, KubeletPluginBuilder};
-pub use publisher::PublishState;
+pub use publisher::{Backoff, PublishState};

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
+use tracing::Instrument;
 
 use futures::future::join_all;
 
@@ -259,6 +260,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 results,
                 config,
             })
+            .instrument(tracing::info_span!("prepare", claim = %c, claim_uid = %c.uid))
             .await
             .map_err(|source| Error::Driver {
                 action: "prepare",
@@ -304,6 +306,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 claim_ref: c.clone(),
                 state,
             })
+            .instrument(tracing::info_span!("unprepare", claim = %c, claim_uid = %c.uid))
             .await
             .map_err(|source| Error::Driver {
                 action: "unprepare",

@@ -107,7 +107,9 @@ async fn crash_helper_process() {
         log: dir.join("driver.log"),
         block_prepare: std::env::var(ENV_BLOCK_PREPARE).is_ok(),
     };
-    let api = dranet_kubeletplugin::KubeClient::for_url(&url, DRIVER).unwrap();
+    let api = dranet_kubeletplugin::KubeClient::for_url(&url)
+        .unwrap()
+        .field_manager(DRIVER);
     let mut builder = KubeletPlugin::builder(driver, api)
         .driver_name(DRIVER)
         .node_name(NODE)

@@ -489,7 +489,7 @@ mod fake_apiserver {
 
     async fn health_stream(h: &Harness) -> tonic::Streaming<hpb::NodeWatchResourcesResponse> {
         h.kubelet
-            .health()
+            .health_v1alpha1()
             .node_watch_resources(hpb::NodeWatchResourcesRequest {})
             .await
             .unwrap()
@@ -593,14 +593,16 @@ mod fake_apiserver {
         let reg = h.plugin().registration_socket().to_path_buf();
         assert!(dra.exists() && reg.exists());
         // A second instance must not steal live sockets.
-        let second =
-            KubeletPlugin::builder(RecordingDriver::default(), h.api.client(DRIVER).unwrap())
-                .driver_name(DRIVER)
-                .node_name(NODE)
-                .kubelet_dir(h.dir.path())
-                .checkpoint_path(h.dir.path().join("other-checkpoint"))
-                .start()
-                .await;
+        let second = KubeletPlugin::builder(
+            RecordingDriver::default(),
+            h.api.client().unwrap().field_manager(DRIVER),
+        )
+        .driver_name(DRIVER)
+        .node_name(NODE)
+        .kubelet_dir(h.dir.path())
+        .checkpoint_path(h.dir.path().join("other-checkpoint"))
+        .start()
+        .await;
         assert!(
             matches!(second, Err(Error::SocketInUse { .. })),
             "{second:?}"
@@ -615,14 +617,16 @@ mod fake_apiserver {
             assert!(p.exists());
         }
         let api = FakeApiServer::start().await.unwrap();
-        let plugin =
-            KubeletPlugin::builder(RecordingDriver::default(), api.client(DRIVER).unwrap())
-                .driver_name(DRIVER)
-                .node_name(NODE)
-                .kubelet_dir(h.dir.path())
-                .start()
-                .await
-                .unwrap();
+        let plugin = KubeletPlugin::builder(
+            RecordingDriver::default(),
+            api.client().unwrap().field_manager(DRIVER),
+        )
+        .driver_name(DRIVER)
+        .node_name(NODE)
+        .kubelet_dir(h.dir.path())
+        .start()
+        .await
+        .unwrap();
         let kubelet = FakeKubelet::connect(&reg).await.unwrap();
         assert_eq!(kubelet.info().name, DRIVER);
         plugin.shutdown().await.unwrap();
@@ -632,22 +636,28 @@ mod fake_apiserver {
     async fn bad_configuration_is_a_clear_error() {
         let api = FakeApiServer::start().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let e = KubeletPlugin::builder(RecordingDriver::default(), api.client("x").unwrap())
-            .driver_name("Bad_Driver")
-            .node_name(NODE)
-            .kubelet_dir(dir.path())
-            .start()
-            .await
-            .unwrap_err();
+        let e = KubeletPlugin::builder(
+            RecordingDriver::default(),
+            api.client().unwrap().field_manager("x"),
+        )
+        .driver_name("Bad_Driver")
+        .node_name(NODE)
+        .kubelet_dir(dir.path())
+        .start()
+        .await
+        .unwrap_err();
         assert!(e.to_string().contains("driver name \"Bad_Driver\""), "{e}");
-        let e = KubeletPlugin::builder(RecordingDriver::default(), api.client("x").unwrap())
-            .driver_name(DRIVER)
-            .node_name(NODE)
-            .kubelet_dir(dir.path())
-            .max_devices_per_slice(500)
-            .start()
-            .await
-            .unwrap_err();
+        let e = KubeletPlugin::builder(
+            RecordingDriver::default(),
+            api.client().unwrap().field_manager("x"),
+        )
+        .driver_name(DRIVER)
+        .node_name(NODE)
+        .kubelet_dir(dir.path())
+        .max_devices_per_slice(500)
+        .start()
+        .await
+        .unwrap_err();
         assert!(e.to_string().contains("500"), "{e}");
     }
 
@@ -662,25 +672,29 @@ mod fake_apiserver {
         )
         .unwrap();
         let api = FakeApiServer::start().await.unwrap();
-        let e = KubeletPlugin::builder(RecordingDriver::default(), api.client(DRIVER).unwrap())
-            .driver_name(DRIVER)
-            .node_name(NODE)
-            .kubelet_dir(dir.path())
-            .start()
-            .await
-            .unwrap_err();
+        let e = KubeletPlugin::builder(
+            RecordingDriver::default(),
+            api.client().unwrap().field_manager(DRIVER),
+        )
+        .driver_name(DRIVER)
+        .node_name(NODE)
+        .kubelet_dir(dir.path())
+        .start()
+        .await
+        .unwrap_err();
         assert!(matches!(e, Error::CheckpointCorrupt { .. }), "{e}");
         assert!(e.to_string().contains("checksum mismatch"), "{e}");
 
         let driver = RecordingDriver::default();
-        let plugin = KubeletPlugin::builder(driver.clone(), api.client(DRIVER).unwrap())
-            .driver_name(DRIVER)
-            .node_name(NODE)
-            .kubelet_dir(dir.path())
-            .checkpoint_policy(dranet_kubeletplugin::CheckpointPolicy::Quarantine)
-            .start()
-            .await
-            .unwrap();
+        let plugin =
+            KubeletPlugin::builder(driver.clone(), api.client().unwrap().field_manager(DRIVER))
+                .driver_name(DRIVER)
+                .node_name(NODE)
+                .kubelet_dir(dir.path())
+                .checkpoint_policy(dranet_kubeletplugin::CheckpointPolicy::Quarantine)
+                .start()
+                .await
+                .unwrap();
         assert!(matches!(
             plugin.checkpoint_outcome(),
             dranet_kubeletplugin::LoadOutcome::Quarantined { .. }

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use dranet_kubeletplugin::publisher::Backoff;
+use dranet_kubeletplugin::Backoff;
 use dranet_kubeletplugin::{KubeletPlugin, PublishState};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
@@ -252,9 +252,12 @@ async fn fake_apiserver_missing_node_is_retried() {
         .await
         .unwrap();
     let plugin = fast(
-        KubeletPlugin::builder(RecordingDriver::default(), api.client(DRIVER).unwrap())
-            .driver_name(DRIVER)
-            .node_name("late-node"),
+        KubeletPlugin::builder(
+            RecordingDriver::default(),
+            api.client().unwrap().field_manager(DRIVER),
+        )
+        .driver_name(DRIVER)
+        .node_name("late-node"),
     )
     .kubelet_dir(dir.path())
     .start()
@@ -284,7 +287,7 @@ async fn fake_apiserver_watch_streams_only_our_slices_from_the_listed_version() 
     let api = dranet_kubeletplugin::fake::FakeApiServer::start()
         .await
         .unwrap();
-    let client = api.client(DRIVER).unwrap();
+    let client = api.client().unwrap().field_manager(DRIVER);
     api.put_slice_externally(slice("before", DRIVER, NODE));
     let list = client.list_slices(NODE, DRIVER).await.unwrap();
     assert_eq!(list.items.len(), 1);
@@ -524,10 +527,13 @@ async fn fake_apiserver_canonical_quantities_are_not_a_change_after_a_restart() 
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = h.api.write_counts();
     h.plugin.take().unwrap().shutdown().await.unwrap();
-    let again = KubeletPlugin::builder(h.driver.clone(), h.api.client(DRIVER).unwrap())
-        .driver_name(DRIVER)
-        .node_name(NODE)
-        .kubelet_dir(h.dir.path());
+    let again = KubeletPlugin::builder(
+        h.driver.clone(),
+        h.api.client().unwrap().field_manager(DRIVER),
+    )
+    .driver_name(DRIVER)
+    .node_name(NODE)
+    .kubelet_dir(h.dir.path());
     let plugin = fast(again).start().await.unwrap();
     plugin.publish(d).unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;

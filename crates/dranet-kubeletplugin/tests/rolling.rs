@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
+use dranet_kubeletplugin::Backoff;
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
-use dranet_kubeletplugin::publisher::Backoff;
 use dranet_kubeletplugin::{Error, KubeletPlugin, PrepareState};
 
 const OLD_POD: &str = "0a6f3c1e-5a1b-4c2d-8e3f-123456789abc";
@@ -20,18 +20,19 @@ async fn instance(
     pod_uid: &str,
 ) -> (KubeletPlugin, RecordingDriver) {
     let driver = RecordingDriver::default();
-    let plugin = KubeletPlugin::builder(driver.clone(), api.client(DRIVER).unwrap())
-        .driver_name(DRIVER)
-        .node_name(NODE)
-        .kubelet_dir(dir)
-        .rolling_update(pod_uid)
-        .retry_backoff(Backoff {
-            initial: Duration::from_millis(20),
-            max: Duration::from_millis(200),
-        })
-        .start()
-        .await
-        .unwrap();
+    let plugin =
+        KubeletPlugin::builder(driver.clone(), api.client().unwrap().field_manager(DRIVER))
+            .driver_name(DRIVER)
+            .node_name(NODE)
+            .kubelet_dir(dir)
+            .rolling_update(pod_uid)
+            .retry_backoff(Backoff {
+                initial: Duration::from_millis(20),
+                max: Duration::from_millis(200),
+            })
+            .start()
+            .await
+            .unwrap();
     (plugin, driver)
 }
 
@@ -179,14 +180,17 @@ mod fake_apiserver {
     async fn a_rolling_update_needs_the_pod_uid() {
         let dir = tempfile::tempdir().unwrap();
         let api = FakeApiServer::start().await.unwrap();
-        let e = KubeletPlugin::builder(RecordingDriver::default(), api.client(DRIVER).unwrap())
-            .driver_name(DRIVER)
-            .node_name(NODE)
-            .kubelet_dir(dir.path())
-            .rolling_update("my-pod")
-            .start()
-            .await
-            .unwrap_err();
+        let e = KubeletPlugin::builder(
+            RecordingDriver::default(),
+            api.client().unwrap().field_manager(DRIVER),
+        )
+        .driver_name(DRIVER)
+        .node_name(NODE)
+        .kubelet_dir(dir.path())
+        .rolling_update("my-pod")
+        .start()
+        .await
+        .unwrap_err();
         assert!(matches!(e, Error::Config(_)), "{e}");
         assert!(e.to_string().contains("\"my-pod\""), "{e}");
     }

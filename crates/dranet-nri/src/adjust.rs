@@ -177,7 +177,7 @@ impl From<&ContainerAdjustment> for pb::ContainerAdjustment {
 impl TryFrom<pb::ContainerAdjustment> for ContainerAdjustment {
     type Error = Error;
     /// Reads an adjustment off the wire (the runtime's side of the exchange, used by
-    /// [`crate::testing::FakeRuntime`]).
+    /// [`crate::fake::FakeRuntime`]).
     fn try_from(a: pb::ContainerAdjustment) -> Result<Self> {
         let devices = a
             .linux

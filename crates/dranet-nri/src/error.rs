@@ -100,16 +100,36 @@ pub enum Error {
     /// An I/O error on the NRI connection.
     #[error("NRI connection I/O: {0}")]
     Io(#[from] std::io::Error),
-    /// A plugin handler failed; the runtime gets the message as the call's error.
+    /// A plugin handler failed; the runtime gets the error and its causes as the call's error.
     #[error("{0}")]
-    Handler(Box<dyn std::error::Error + Send + Sync>),
+    Handler(HandlerError),
 }
 
-impl Error {
-    /// Wraps a plugin handler's failure; `Error::handler("bad annotation")` works with plain strings.
-    pub fn handler(err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        Error::Handler(err.into())
+impl From<HandlerError> for Error {
+    fn from(e: HandlerError) -> Self {
+        Error::Handler(e)
     }
+}
+
+/// The error a plugin's handler returns (any error type, through `?`), kept with its source
+/// chain; the runtime gets the whole chain as the call's error. `dranet-kubeletplugin` uses the
+/// same type for its driver's handlers.
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The error and all its sources as one line, `error: cause: cause`, leaving out a cause whose
+/// text the line already holds.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = s.source();
+    }
+    line
 }
 
 /// `Result` with this crate's [`Error`].

@@ -8,24 +8,36 @@
 //!
 //! # Writing a plugin
 //!
-//! Implement [`Plugin`] for the events you care about (every method defaults to a no-op), then
-//! build a [`Runner`] with [`Builder`] and run it on a tokio runtime. The runner connects to
+//! Implement [`NriPlugin`] for the events you care about (every method defaults to a no-op), then
+//! build a [`Runner`] with [`RunnerBuilder`] and run it on a tokio runtime. The runner connects to
 //! `/var/run/nri/nri.sock` (or the socket the runtime handed over in `NRI_PLUGIN_SOCKET`),
-//! registers, answers the runtime's calls, and reconnects with backoff when the runtime restarts.
+//! registers, answers the runtime's calls, and reconnects with backoff when the runtime restarts;
+//! [`Runner::watch_connection`] says whether it is registered. Handlers return
+//! `Result<_, HandlerError>`: any error through `?`, reported to the runtime with its causes.
 //!
-//! ```no_run
-//! use dranet_nri::{Builder, Container, ContainerAdjustment, Event, EventMask, LinuxDevice, Plugin,
-//!     PodSandbox, Result};
+//! A complete plugin that gives containers of pods annotated `example.com/rdma` the first RDMA
+//! device, tested against the fake runtime (feature `fake`) as you would in your own tests:
+//!
+//! ```
+//! use dranet_nri::fake::FakeRuntime;
+//! use dranet_nri::{
+//!     Container, ContainerAdjustment, Event, EventMask, HandlerError, LinuxDevice, NriPlugin,
+//!     PodSandbox, RunnerBuilder,
+//! };
 //!
 //! struct Rdma;
 //!
-//! impl Plugin for Rdma {
-//!     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+//! impl NriPlugin for Rdma {
+//!     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
 //!         println!("{} has netns {:?}", pod.qualified_name(), pod.netns_path());
 //!         Ok(())
 //!     }
 //!
-//!     async fn create_container(&self, pod: &PodSandbox, _: &Container) -> Result<ContainerAdjustment> {
+//!     async fn create_container(
+//!         &self,
+//!         pod: &PodSandbox,
+//!         _: &Container,
+//!     ) -> Result<ContainerAdjustment, HandlerError> {
 //!         let mut adj = ContainerAdjustment::new();
 //!         if pod.annotations.contains_key("example.com/rdma") {
 //!             adj.add_device(LinuxDevice::char("/dev/infiniband/uverbs0", 231, 192))?;
@@ -34,35 +46,57 @@
 //!     }
 //! }
 //!
-//! #[tokio::main(flavor = "current_thread")]
-//! async fn main() -> Result<()> {
-//!     Builder::new()
-//!         .name("rdma")
-//!         .index("10")
-//!         .events(EventMask::of(&[Event::RunPodSandbox, Event::CreateContainer]))
-//!         .build(Rdma)?
-//!         .run()
-//!         .await
-//! }
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // In production: RunnerBuilder::new().socket("/var/run/nri/nri.sock") ... .run().await
+//! let (ours, runtime_end) = tokio::net::UnixStream::pair()?;
+//! let runner = RunnerBuilder::new()
+//!     .name("rdma")
+//!     .index(10)
+//!     .events(EventMask::of(&[Event::RunPodSandbox, Event::CreateContainer]))
+//!     .from_env(false)
+//!     .connection(ours)
+//!     .build(Rdma)?;
+//! let connection = runner.watch_connection();
+//! tokio::spawn(runner.run());
+//!
+//! let mut runtime = FakeRuntime::new(runtime_end);
+//! runtime.expect_registration().await?;
+//! runtime.configure("containerd", "1.7.24").await?;
+//! assert_eq!(*connection.borrow(), dranet_nri::ConnectionState::Registered);
+//! let mut pod = PodSandbox::default();
+//! pod.annotations.insert("example.com/rdma".into(), "true".into());
+//! let adj = runtime.create_container(&pod, &Container::default()).await?;
+//! assert_eq!(adj.devices()[0].path, "/dev/infiniband/uverbs0");
+//! # Ok(())
+//! # }
 //! ```
 //!
-//! [`testing::FakeRuntime`] plays the runtime's side for tests without a container runtime.
+//! # Scope
 //!
-//! # Layers
+//! Adjustments cover device nodes (with their cgroup rules), environment, mounts and annotations:
+//! what a device or network plugin needs. CDI device injection through NRI, Linux resources
+//! (CPU, memory, hugepages), rlimits, hooks, container updates and evictions are not offered:
+//! runtimes apply CDI from the kubelet's DRA answer already, and resource tuning is another
+//! plugin's job. UpdateContainers and evictions answer with no change.
 //!
-//! [`mux`] splits the socket into the plugin and runtime channels (frames of at most 4 KiB);
-//! [`ttrpc`] frames calls and answers on each; the plugin service maps calls onto [`Plugin`].
+//! The wire layers (`mux`, `ttrpc`) are public for fuzzing only and hidden from the docs.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod adjust;
 mod error;
 mod events;
+#[cfg(feature = "fake")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fake")))]
+pub mod fake;
+#[doc(hidden)]
 pub mod mux;
 mod plugin;
 mod runner;
 mod service;
-pub mod testing;
+#[doc(hidden)]
 pub mod ttrpc;
 mod types;
 
@@ -78,11 +112,12 @@ pub(crate) mod proto {
 }
 
 pub use adjust::ContainerAdjustment;
-pub use error::{Error, Result};
+pub use error::{Error, HandlerError, Result, error_chain};
 pub use events::{Event, EventMask};
-pub use plugin::Plugin;
+pub use plugin::NriPlugin;
 pub use runner::{
-    Builder, DEFAULT_SOCKET_PATH, ENV_PLUGIN_IDX, ENV_PLUGIN_NAME, ENV_PLUGIN_SOCKET, Runner,
+    Backoff, ConnectionState, DEFAULT_SOCKET_PATH, ENV_PLUGIN_IDX, ENV_PLUGIN_NAME,
+    ENV_PLUGIN_SOCKET, Runner, RunnerBuilder,
 };
 pub use service::{PLUGIN_SERVICE, RUNTIME_SERVICE};
 pub use types::{

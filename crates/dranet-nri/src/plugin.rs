@@ -1,23 +1,27 @@
-//! The [`Plugin`] trait: what an NRI plugin implements.
+//! The [`NriPlugin`] trait: what an NRI plugin implements.
 
 use std::future::Future;
 
 use crate::adjust::ContainerAdjustment;
-use crate::error::Result;
+use crate::error::HandlerError;
 use crate::types::{Container, PodSandbox, RuntimeInfo};
 
 /// An NRI plugin: one method per runtime event, each a no-op by default.
 ///
-/// Implement the methods for the events you subscribe to (see [`crate::Builder::events`]) with
+/// Implement the methods for the events you subscribe to (see [`crate::RunnerBuilder::events`]) with
 /// plain `async fn`s. Handlers run on their own task and always run to completion, even if the
 /// runtime gives up waiting or the connection drops meanwhile, so state they update is never half
-/// written. An `Err` is reported to the runtime as the call's failure (for `create_container`,
-/// the container is not created).
+/// written. An `Err` ([`HandlerError`]: any error, through `?`) is reported to the runtime as
+/// the call's failure with its whole source chain (for `create_container`, the container is not
+/// created).
 ///
 /// The same value serves every connection: state kept in it survives runtime restarts.
-pub trait Plugin: Send + Sync + 'static {
+pub trait NriPlugin: Send + Sync + 'static {
     /// The runtime (re)connected and configured the plugin. Called once per connection.
-    fn configure(&self, runtime: &RuntimeInfo) -> impl Future<Output = Result<()>> + Send {
+    fn configure(
+        &self,
+        runtime: &RuntimeInfo,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = runtime;
         async { Ok(()) }
     }
@@ -27,7 +31,7 @@ pub trait Plugin: Send + Sync + 'static {
         &self,
         pods: &[PodSandbox],
         containers: &[Container],
-    ) -> impl Future<Output = Result<()>> + Send {
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = (pods, containers);
         async { Ok(()) }
     }
@@ -38,32 +42,47 @@ pub trait Plugin: Send + Sync + 'static {
     }
 
     /// A pod sandbox was created; its network namespace exists and CNI has run.
-    fn run_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+    fn run_pod_sandbox(
+        &self,
+        pod: &PodSandbox,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = pod;
         async { Ok(()) }
     }
 
     /// A pod sandbox is stopping. `pod.netns_path()` is the path seen at RunPodSandbox when the
     /// runtime sends none (containerd 1.7).
-    fn stop_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+    fn stop_pod_sandbox(
+        &self,
+        pod: &PodSandbox,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = pod;
         async { Ok(()) }
     }
 
     /// A pod sandbox was removed.
-    fn remove_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+    fn remove_pod_sandbox(
+        &self,
+        pod: &PodSandbox,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = pod;
         async { Ok(()) }
     }
 
     /// A pod's resources are being updated (NRI ≥ v0.10 runtimes).
-    fn update_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+    fn update_pod_sandbox(
+        &self,
+        pod: &PodSandbox,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = pod;
         async { Ok(()) }
     }
 
     /// A pod's resources were updated (NRI ≥ v0.10 runtimes).
-    fn post_update_pod_sandbox(&self, pod: &PodSandbox) -> impl Future<Output = Result<()>> + Send {
+    fn post_update_pod_sandbox(
+        &self,
+        pod: &PodSandbox,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = pod;
         async { Ok(()) }
     }
@@ -73,7 +92,7 @@ pub trait Plugin: Send + Sync + 'static {
         &self,
         pod: &PodSandbox,
         container: &Container,
-    ) -> impl Future<Output = Result<ContainerAdjustment>> + Send {
+    ) -> impl Future<Output = Result<ContainerAdjustment, HandlerError>> + Send {
         let _ = (pod, container);
         async { Ok(ContainerAdjustment::new()) }
     }
@@ -83,7 +102,7 @@ pub trait Plugin: Send + Sync + 'static {
         &self,
         pod: &PodSandbox,
         container: &Container,
-    ) -> impl Future<Output = Result<()>> + Send {
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = (pod, container);
         async { Ok(()) }
     }
@@ -93,7 +112,7 @@ pub trait Plugin: Send + Sync + 'static {
         &self,
         pod: &PodSandbox,
         container: &Container,
-    ) -> impl Future<Output = Result<()>> + Send {
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = (pod, container);
         async { Ok(()) }
     }
@@ -103,7 +122,7 @@ pub trait Plugin: Send + Sync + 'static {
         &self,
         pod: &PodSandbox,
         container: &Container,
-    ) -> impl Future<Output = Result<()>> + Send {
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = (pod, container);
         async { Ok(()) }
     }
@@ -113,7 +132,7 @@ pub trait Plugin: Send + Sync + 'static {
         &self,
         pod: &PodSandbox,
         container: &Container,
-    ) -> impl Future<Output = Result<()>> + Send {
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = (pod, container);
         async { Ok(()) }
     }
@@ -123,7 +142,7 @@ pub trait Plugin: Send + Sync + 'static {
         &self,
         pod: &PodSandbox,
         container: &Container,
-    ) -> impl Future<Output = Result<()>> + Send {
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = (pod, container);
         async { Ok(()) }
     }
@@ -133,7 +152,7 @@ pub trait Plugin: Send + Sync + 'static {
         &self,
         pod: &PodSandbox,
         container: &Container,
-    ) -> impl Future<Output = Result<()>> + Send {
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = (pod, container);
         async { Ok(()) }
     }
@@ -143,7 +162,7 @@ pub trait Plugin: Send + Sync + 'static {
         &self,
         pod: &PodSandbox,
         container: &Container,
-    ) -> impl Future<Output = Result<()>> + Send {
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
         let _ = (pod, container);
         async { Ok(()) }
     }

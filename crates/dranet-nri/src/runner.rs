@@ -15,10 +15,14 @@ use tokio::sync::{mpsc, oneshot};
 use crate::error::{Error, Result};
 use crate::events::EventMask;
 use crate::mux::{Channel, Demux, encode_message};
-use crate::plugin::Plugin;
+use crate::plugin::NriPlugin;
 use crate::proto::nri as pb;
 use crate::service::{ConnState, Dispatcher, RUNTIME_SERVICE};
 use crate::ttrpc::{Message, MessageType, Request, Response, code};
+
+/// Most runtime calls handled at once on one connection; past it the connection is not read
+/// until one finishes.
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
 
 /// Where runtimes listen for external plugins.
 pub const DEFAULT_SOCKET_PATH: &str = "/var/run/nri/nri.sock";
@@ -29,16 +33,60 @@ pub const ENV_PLUGIN_IDX: &str = "NRI_PLUGIN_IDX";
 /// Set by a runtime that launched the plugin: the number of an inherited, connected socket.
 pub const ENV_PLUGIN_SOCKET: &str = "NRI_PLUGIN_SOCKET";
 
+/// Reconnection timing: `initial`, doubled after each failed attempt, never above `max`. The
+/// same shape as `dranet_core::Backoff` (this crate does not depend on dranet-core, so that an
+/// NRI plugin does not compile the Kubernetes API types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// First delay after a failure.
+    pub initial: Duration,
+    /// Longest delay.
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// A backoff from `initial` up to `max` (`max` is raised to `initial` if smaller).
+    pub const fn new(initial: Duration, max: Duration) -> Self {
+        let max = if max.as_nanos() < initial.as_nanos() {
+            initial
+        } else {
+            max
+        };
+        Self { initial, max }
+    }
+
+    /// The delay before retry number `attempt` (0-based).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        self.initial
+            .saturating_mul(1u32 << attempt.min(20))
+            .min(self.max)
+    }
+}
+
+/// Where the runner's connection to the runtime stands; see [`Runner::watch_connection`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectionState {
+    /// Not connected yet, or reconnecting.
+    Connecting,
+    /// Connected and registered with the runtime: events arrive.
+    Registered,
+    /// The connection ended; with reconnection on, the runner tries again.
+    Disconnected {
+        /// Why, with its causes.
+        error: String,
+    },
+}
+
 /// Configures and builds a [`Runner`].
 ///
 /// ```no_run
-/// # use dranet_nri::{Builder, Event, EventMask, Plugin};
+/// # use dranet_nri::{RunnerBuilder, Event, EventMask, NriPlugin};
 /// # struct MyPlugin;
-/// # impl Plugin for MyPlugin {}
+/// # impl NriPlugin for MyPlugin {}
 /// # async fn f() -> dranet_nri::Result<()> {
-/// Builder::new()
+/// RunnerBuilder::new()
 ///     .name("dranet")
-///     .index("10")
+///     .index(10)
 ///     .events(EventMask::of(&[Event::RunPodSandbox, Event::CreateContainer]))
 ///     .build(MyPlugin)?
 ///     .run()
@@ -46,27 +94,27 @@ pub const ENV_PLUGIN_SOCKET: &str = "NRI_PLUGIN_SOCKET";
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct Builder {
+pub struct RunnerBuilder {
     socket: PathBuf,
     name: Option<String>,
-    index: Option<String>,
+    index: Option<u8>,
     events: EventMask,
     reconnect: bool,
-    backoff: (Duration, Duration),
+    backoff: Backoff,
     registration_timeout: Duration,
     from_env: bool,
     connection: Option<UnixStream>,
 }
 
-impl Default for Builder {
+impl Default for RunnerBuilder {
     fn default() -> Self {
-        Builder {
+        RunnerBuilder {
             socket: PathBuf::from(DEFAULT_SOCKET_PATH),
             name: None,
             index: None,
             events: EventMask::empty(),
             reconnect: true,
-            backoff: (Duration::from_millis(20), Duration::from_millis(250)),
+            backoff: Backoff::new(Duration::from_millis(20), Duration::from_millis(250)),
             registration_timeout: Duration::from_secs(5),
             from_env: true,
             connection: None,
@@ -74,7 +122,7 @@ impl Default for Builder {
     }
 }
 
-impl Builder {
+impl RunnerBuilder {
     /// Defaults: socket [`DEFAULT_SOCKET_PATH`], all events, reconnect with 20–250 ms backoff.
     pub fn new() -> Self {
         Self::default()
@@ -94,10 +142,10 @@ impl Builder {
         self
     }
 
-    /// The plugin's two-digit index, which orders plugins (overridden by `NRI_PLUGIN_IDX`).
+    /// The plugin's index, 0 to 99, which orders plugins (overridden by `NRI_PLUGIN_IDX`).
     #[must_use]
-    pub fn index(mut self, index: impl Into<String>) -> Self {
-        self.index = Some(index.into());
+    pub fn index(mut self, index: u8) -> Self {
+        self.index = Some(index);
         self
     }
 
@@ -116,10 +164,10 @@ impl Builder {
         self
     }
 
-    /// Reconnection delay: starts at `min`, doubles per failed attempt up to `max`.
+    /// Reconnection delay (default 20 ms doubling up to 250 ms).
     #[must_use]
-    pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
-        self.backoff = (min, max.max(min));
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
         self
     }
 
@@ -145,12 +193,12 @@ impl Builder {
     }
 
     /// Validates the settings and builds the runner for `plugin`.
-    pub fn build<P: Plugin>(self, plugin: P) -> Result<Runner<P>> {
+    pub fn build<P: NriPlugin>(self, plugin: P) -> Result<Runner<P>> {
         self.build_shared(Arc::new(plugin))
     }
 
-    /// Like [`Builder::build`], for a plugin the caller keeps a handle to.
-    pub fn build_shared<P: Plugin>(mut self, plugin: Arc<P>) -> Result<Runner<P>> {
+    /// Like [`RunnerBuilder::build`], for a plugin the caller keeps a handle to.
+    pub fn build_shared<P: NriPlugin>(mut self, plugin: Arc<P>) -> Result<Runner<P>> {
         let env = |k: &str| {
             self.from_env
                 .then(|| std::env::var(k).ok())
@@ -159,14 +207,16 @@ impl Builder {
         };
         let name = env(ENV_PLUGIN_NAME).or(self.name.take()).ok_or_else(|| {
             Error::Config(format!(
-                "plugin name not set (Builder::name or {ENV_PLUGIN_NAME})"
+                "plugin name not set (RunnerBuilder::name or {ENV_PLUGIN_NAME})"
             ))
         })?;
-        let index = env(ENV_PLUGIN_IDX).or(self.index.take()).ok_or_else(|| {
-            Error::Config(format!(
-                "plugin index not set (Builder::index or {ENV_PLUGIN_IDX})"
-            ))
-        })?;
+        let index = env(ENV_PLUGIN_IDX)
+            .or(self.index.take().map(|i| format!("{i:02}")))
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "plugin index not set (RunnerBuilder::index or {ENV_PLUGIN_IDX})"
+                ))
+            })?;
         if name.is_empty() {
             return Err(Error::Config("plugin name is empty".into()));
         }
@@ -188,6 +238,7 @@ impl Builder {
             backoff: self.backoff,
             registration_timeout: self.registration_timeout,
             source,
+            state: tokio::sync::watch::Sender::new(ConnectionState::Connecting),
         })
     }
 }
@@ -249,15 +300,16 @@ impl Source {
     }
 }
 
-/// Runs a [`Plugin`] against the runtime: register, serve, reconnect. Made by [`Builder`].
+/// Runs a [`NriPlugin`] against the runtime: register, serve, reconnect. Made by [`RunnerBuilder`].
 pub struct Runner<P> {
     dispatcher: Arc<Dispatcher<P>>,
     name: String,
     index: String,
     reconnect: bool,
-    backoff: (Duration, Duration),
+    backoff: Backoff,
     registration_timeout: Duration,
     source: Source,
+    state: tokio::sync::watch::Sender<ConnectionState>,
 }
 
 impl<P> std::fmt::Debug for Runner<P> {
@@ -272,10 +324,16 @@ impl<P> std::fmt::Debug for Runner<P> {
 
 type Pending = Arc<Mutex<HashMap<u32, oneshot::Sender<Vec<u8>>>>>;
 
-impl<P: Plugin> Runner<P> {
+impl<P: NriPlugin> Runner<P> {
     /// The plugin this runner serves.
     pub fn plugin(&self) -> &Arc<P> {
         self.dispatcher.plugin()
+    }
+
+    /// A receiver that sees every change of the connection: registered, disconnected (and
+    /// why), reconnecting. Take it before [`Self::run`], which consumes the runner.
+    pub fn watch_connection(&self) -> tokio::sync::watch::Receiver<ConnectionState> {
+        self.state.subscribe()
     }
 
     /// The socket path this runner connects to, if it connects by path.
@@ -289,9 +347,13 @@ impl<P: Plugin> Runner<P> {
     /// Serves until the connection ends for good: forever when reconnecting (drop the future to
     /// stop), otherwise until the runtime closes the connection (`Ok`) or it fails (`Err`).
     pub async fn run(mut self) -> Result<()> {
-        let (min, max) = self.backoff;
-        let mut delay = min;
+        let mut attempt = 0u32;
         loop {
+            self.state.send_if_modified(|s| {
+                let changed = *s != ConnectionState::Connecting;
+                *s = ConnectionState::Connecting;
+                changed
+            });
             let Some(conn) = self.source.connect().await else {
                 return Ok(());
             };
@@ -299,12 +361,18 @@ impl<P: Plugin> Runner<P> {
                 Ok(stream) => {
                     let (registered, r) = self.serve(stream).await;
                     if registered {
-                        delay = min;
+                        attempt = 0;
                     }
                     r
                 }
                 Err(e) => Err(e),
             };
+            self.state.send_replace(ConnectionState::Disconnected {
+                error: match &result {
+                    Ok(()) => "the runtime closed the connection".into(),
+                    Err(e) => crate::error::error_chain(e),
+                },
+            });
             if !self.reconnect {
                 return match result {
                     Err(Error::Closed) => Ok(()),
@@ -319,8 +387,8 @@ impl<P: Plugin> Runner<P> {
                     tracing::warn!(error = %DisplayResult(&result), "NRI connection ended, reconnecting")
                 }
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(max);
+            tokio::time::sleep(self.backoff.delay(attempt)).await;
+            attempt = attempt.saturating_add(1);
         }
     }
 
@@ -331,6 +399,7 @@ impl<P: Plugin> Runner<P> {
         let pending: Pending = Arc::default();
         let next_stream = AtomicU32::new(1);
         let conn = Arc::new(ConnState::default());
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
         let mut registered = false;
         let register = async {
             let req = pb::RegisterPluginRequest {
@@ -349,10 +418,11 @@ impl<P: Plugin> Runner<P> {
             .await?;
             tracing::info!(name = %self.name, index = %self.index, "registered with the NRI runtime");
             registered = true;
+            self.state.send_replace(ConnectionState::Registered);
             std::future::pending::<Result<()>>().await
         };
         let result = tokio::select! {
-            r = read_loop(rd, &self.dispatcher, &conn, &tx, &pending) => r,
+            r = read_loop(rd, &self.dispatcher, &conn, &tx, &pending, &in_flight) => r,
             r = write_loop(wr, rx) => r,
             r = register => r,
         };
@@ -367,12 +437,13 @@ async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Vec<u8>>) -> 
     Err(Error::Closed)
 }
 
-async fn read_loop<P: Plugin>(
+async fn read_loop<P: NriPlugin>(
     mut rd: OwnedReadHalf,
     dispatcher: &Arc<Dispatcher<P>>,
     conn: &Arc<ConnState>,
     tx: &mpsc::Sender<Vec<u8>>,
     pending: &Pending,
+    in_flight: &Arc<tokio::sync::Semaphore>,
 ) -> Result<()> {
     let mut demux = Demux::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -386,7 +457,13 @@ async fn read_loop<P: Plugin>(
         while let Some((channel, msg)) = demux.next_message()? {
             match (channel, msg.kind) {
                 (Channel::Plugin, MessageType::Request) => {
-                    spawn_handler(dispatcher.clone(), conn.clone(), tx.clone(), msg);
+                    // Back-pressure: with MAX_IN_FLIGHT calls unanswered (the runtime stopped
+                    // reading answers, or floods us), stop reading until one finishes.
+                    let permit = Arc::clone(in_flight)
+                        .acquire_owned()
+                        .await
+                        .map_err(|_| Error::Closed)?;
+                    spawn_handler(dispatcher.clone(), conn.clone(), tx.clone(), msg, permit);
                 }
                 (Channel::Runtime, MessageType::Response) => {
                     let waiter = crate::service::lock(pending).remove(&msg.stream_id);
@@ -411,13 +488,16 @@ async fn read_loop<P: Plugin>(
 
 /// Runs one call on its own task so the reader keeps going, and so the handler finishes (and its
 /// state changes land) even if the runtime stops waiting for it.
-fn spawn_handler<P: Plugin>(
+fn spawn_handler<P: NriPlugin>(
     dispatcher: Arc<Dispatcher<P>>,
     conn: Arc<ConnState>,
     tx: mpsc::Sender<Vec<u8>>,
     msg: Message,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     tokio::spawn(async move {
+        // Held until the answer is handed to the writer.
+        let _permit = permit;
         let resp = match Request::decode(&msg.body) {
             Ok(req) => {
                 let method = req.method.clone();

@@ -1,4 +1,4 @@
-//! The plugin service: decodes the runtime's calls, runs the [`Plugin`]'s handlers, encodes answers.
+//! The plugin service: decodes the runtime's calls, runs the [`NriPlugin`]'s handlers, encodes answers.
 //! Transport-free, so it is tested without sockets.
 
 use std::collections::HashMap;
@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::adjust::ContainerAdjustment;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventMask};
-use crate::plugin::Plugin;
+use crate::plugin::NriPlugin;
 use crate::proto::nri as pb;
 use crate::ttrpc::{Request, Response, code};
 use crate::types::{Container, PodSandbox, RuntimeInfo};
@@ -23,10 +23,12 @@ pub(crate) struct ConnState {
     sync: Mutex<(Vec<PodSandbox>, Vec<Container>)>,
 }
 
-/// Routes plugin-service calls to a [`Plugin`]. Lives as long as the runner, across connections.
+/// Routes plugin-service calls to a [`NriPlugin`]. Lives as long as the runner, across connections.
 pub(crate) struct Dispatcher<P> {
     plugin: Arc<P>,
     events: EventMask,
+    /// What the runtime is asked for: `events` plus what the netns cache needs.
+    wire_events: EventMask,
     /// Pod id → network namespace path. containerd 1.7 sends no namespaces when a pod stops, so
     /// the path from RunPodSandbox (or Synchronize) is kept to hand to later events.
     netns: Mutex<HashMap<String, String>>,
@@ -40,6 +42,9 @@ fn ok(msg: impl prost::Message) -> Response {
     Response::Ok(msg.encode_to_vec())
 }
 
+/// Most pods and containers one synchronization may carry (a node runs a few hundred pods).
+pub(crate) const MAX_SYNC_ITEMS: usize = 100_000;
+
 fn failure(err: &Error) -> Response {
     let code = match err {
         Error::Decode { .. } | Error::InvalidInput(_) => code::INVALID_ARGUMENT,
@@ -47,7 +52,7 @@ fn failure(err: &Error) -> Response {
     };
     Response::Err {
         code,
-        message: err.to_string(),
+        message: crate::error::error_chain(err),
     }
 }
 
@@ -58,10 +63,21 @@ fn unimplemented(what: String) -> Response {
     }
 }
 
-impl<P: Plugin> Dispatcher<P> {
+impl<P: NriPlugin> Dispatcher<P> {
+    /// A dispatcher for the plugin's `events` (empty: all). RunPodSandbox and RemovePodSandbox
+    /// are always subscribed: the first fills the netns cache, the second frees its entry, so the
+    /// cache neither misses paths nor grows with every pod a plugin that skips them ever saw.
+    /// The plugin is called only for the events it asked for.
     pub(crate) fn new(plugin: Arc<P>, events: EventMask) -> Self {
         Dispatcher {
             plugin,
+            wire_events: if events.is_empty() {
+                events
+            } else {
+                events
+                    .with(Event::RunPodSandbox)
+                    .with(Event::RemovePodSandbox)
+            },
             events,
             netns: Mutex::new(HashMap::new()),
         }
@@ -69,6 +85,10 @@ impl<P: Plugin> Dispatcher<P> {
 
     pub(crate) fn plugin(&self) -> &Arc<P> {
         &self.plugin
+    }
+
+    fn wants(&self, event: Event) -> bool {
+        self.events.is_empty() || self.events.contains(event)
     }
 
     /// Answers one call. Never fails: errors become a ttrpc status for the runtime.
@@ -111,13 +131,22 @@ impl<P: Plugin> Dispatcher<P> {
                 *lock(&conn.sync) = Default::default();
                 ok(pb::ConfigureResponse {
                     // The mask has at most 14 bits set, so it fits in i32.
-                    events: self.events.bits() as i32,
+                    events: self.wire_events.bits() as i32,
                 })
             }
             "Synchronize" => {
                 let r: pb::SynchronizeRequest = decode("SynchronizeRequest", payload)?;
                 let (pods, containers) = {
                     let mut buf = lock(&conn.sync);
+                    // Pages accumulate until the last one: bound them, so that a runtime (or
+                    // anything speaking for one) cannot grow our memory without end.
+                    let total = buf.0.len() + buf.1.len() + r.pods.len() + r.containers.len();
+                    if total > MAX_SYNC_ITEMS {
+                        *buf = Default::default();
+                        return Err(Error::InvalidInput(format!(
+                            "Synchronize sent more than {MAX_SYNC_ITEMS} pods and containers"
+                        )));
+                    }
                     buf.0.extend(r.pods.into_iter().map(PodSandbox::from));
                     buf.1.extend(r.containers.into_iter().map(Container::from));
                     if r.more {
@@ -240,12 +269,36 @@ impl<P: Plugin> Dispatcher<P> {
     async fn pod_event(&self, event: Event, pod: Option<pb::PodSandbox>) -> Result<()> {
         let pod = self.pod_view(event, pod)?;
         tracing::debug!(%event, pod = %pod.qualified_name(), netns = ?pod.netns_path(), "NRI pod event");
+        if !self.wants(event) {
+            // Subscribed only to keep the netns cache in step (see `Dispatcher::new`).
+            return Ok(());
+        }
         match event {
-            Event::RunPodSandbox => self.plugin.run_pod_sandbox(&pod).await,
-            Event::StopPodSandbox => self.plugin.stop_pod_sandbox(&pod).await,
-            Event::RemovePodSandbox => self.plugin.remove_pod_sandbox(&pod).await,
-            Event::UpdatePodSandbox => self.plugin.update_pod_sandbox(&pod).await,
-            Event::PostUpdatePodSandbox => self.plugin.post_update_pod_sandbox(&pod).await,
+            Event::RunPodSandbox => self
+                .plugin
+                .run_pod_sandbox(&pod)
+                .await
+                .map_err(Error::Handler),
+            Event::StopPodSandbox => self
+                .plugin
+                .stop_pod_sandbox(&pod)
+                .await
+                .map_err(Error::Handler),
+            Event::RemovePodSandbox => self
+                .plugin
+                .remove_pod_sandbox(&pod)
+                .await
+                .map_err(Error::Handler),
+            Event::UpdatePodSandbox => self
+                .plugin
+                .update_pod_sandbox(&pod)
+                .await
+                .map_err(Error::Handler),
+            Event::PostUpdatePodSandbox => self
+                .plugin
+                .post_update_pod_sandbox(&pod)
+                .await
+                .map_err(Error::Handler),
             other => Err(Error::InvalidInput(format!("{other} is not a pod event"))),
         }
     }
@@ -264,7 +317,7 @@ impl<P: Plugin> Dispatcher<P> {
         tracing::debug!(%event, pod = %pod.qualified_name(), container = %c.name, "NRI container event");
         let p = &self.plugin;
         match event {
-            Event::CreateContainer => return p.create_container(&pod, &c).await.map(Some),
+            Event::CreateContainer => return Ok(Some(p.create_container(&pod, &c).await?)),
             Event::PostCreateContainer => p.post_create_container(&pod, &c).await?,
             Event::StartContainer => p.start_container(&pod, &c).await?,
             Event::PostStartContainer => p.post_start_container(&pod, &c).await?,
@@ -313,6 +366,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::HandlerError;
     use crate::types::{LinuxDevice, Namespace};
     use prost::Message as _;
 
@@ -321,16 +375,20 @@ mod tests {
         seen: Mutex<Vec<(String, Option<String>)>>,
     }
 
-    impl Plugin for Recorder {
-        async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+    impl NriPlugin for Recorder {
+        async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
             lock(&self.seen).push(("run".into(), pod.netns_path().map(Into::into)));
             Ok(())
         }
-        async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+        async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
             lock(&self.seen).push(("stop".into(), pod.netns_path().map(Into::into)));
             Ok(())
         }
-        async fn synchronize(&self, pods: &[PodSandbox], c: &[Container]) -> Result<()> {
+        async fn synchronize(
+            &self,
+            pods: &[PodSandbox],
+            c: &[Container],
+        ) -> Result<(), HandlerError> {
             lock(&self.seen).push((format!("sync {} {}", pods.len(), c.len()), None));
             Ok(())
         }
@@ -338,9 +396,9 @@ mod tests {
             &self,
             _: &PodSandbox,
             c: &Container,
-        ) -> Result<ContainerAdjustment> {
+        ) -> Result<ContainerAdjustment, HandlerError> {
             if c.name == "bad" {
-                return Err(Error::handler("no devices for bad"));
+                return Err(HandlerError::from("no devices for bad"));
             }
             let mut a = ContainerAdjustment::new();
             a.add_device(LinuxDevice::char("/dev/x", 231, 192))?;
@@ -528,6 +586,59 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_netns_cache_stays_bounded_for_a_plugin_without_remove() {
+        // The documented mask of a network plugin: run and stop, no remove.
+        let mask = EventMask::of(&[Event::RunPodSandbox, Event::StopPodSandbox]);
+        let d = Dispatcher::new(Arc::new(Recorder::default()), mask);
+        let conn = ConnState::default();
+        for i in 0..2000 {
+            let id = format!("p{i}");
+            let path = format!("/run/netns/{id}");
+            for (event, netns) in [
+                (Event::RunPodSandbox, Some(path.as_str())),
+                (Event::StopPodSandbox, None),
+                (Event::RemovePodSandbox, None),
+            ] {
+                let r = d.handle(&conn, &state_change(event, pod(&id, netns))).await;
+                assert_eq!(r, Response::Ok(Vec::new()));
+            }
+            assert!(lock(&d.netns).len() <= 1);
+        }
+        assert!(lock(&d.netns).is_empty());
+        let seen = lock(&d.plugin.seen).clone();
+        assert_eq!(seen.len(), 4000, "only run and stop reach the plugin");
+        assert!(seen.iter().all(|(e, _)| e == "run" || e == "stop"));
+    }
+
+    #[tokio::test]
+    async fn synchronize_pages_are_bounded() {
+        let d = Dispatcher::new(Arc::new(Recorder::default()), EventMask::empty());
+        let conn = ConnState::default();
+        let big = |more: bool| {
+            call(
+                "Synchronize",
+                pb::SynchronizeRequest {
+                    pods: (0..MAX_SYNC_ITEMS / 4)
+                        .map(|i| pod(&format!("p{i}"), None))
+                        .collect(),
+                    containers: Vec::new(),
+                    more,
+                }
+                .encode_to_vec(),
+            )
+        };
+        for _ in 0..4 {
+            assert!(matches!(d.handle(&conn, &big(true)).await, Response::Ok(_)));
+        }
+        let Response::Err { message, .. } = d.handle(&conn, &big(true)).await else {
+            panic!("an unbounded Synchronize was accepted")
+        };
+        assert!(message.contains("more than 100000"), "{message}");
+        assert!(lock(&conn.sync).0.is_empty(), "pages were not dropped");
+        assert!(lock(&d.plugin.seen).is_empty());
+    }
+
+    #[tokio::test]
     async fn configure_answers_the_event_mask() {
         let mask = EventMask::of(&[Event::RunPodSandbox, Event::CreateContainer]);
         let d = Dispatcher::new(Arc::new(Recorder::default()), mask);
@@ -542,9 +653,10 @@ mod tests {
         let Response::Ok(b) = d.handle(&ConnState::default(), &req).await else {
             panic!()
         };
+        // RemovePodSandbox is added for the netns cache; the plugin is not called for it.
         assert_eq!(
-            pb::ConfigureResponse::decode(b.as_slice()).unwrap().events,
-            0b1001
+            pb::ConfigureResponse::decode(b.as_slice()).unwrap().events as u32,
+            mask.with(Event::RemovePodSandbox).bits()
         );
     }
 }

@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dranet_nri::{
-    Builder, Container, ContainerAdjustment, LinuxDevice, Plugin, PodSandbox, Result, RuntimeInfo,
+    Container, ContainerAdjustment, HandlerError, LinuxDevice, NriPlugin, PodSandbox, Result,
+    RunnerBuilder, RuntimeInfo,
 };
 use serde_json::Value;
 
@@ -67,8 +68,8 @@ impl Recorder {
     }
 }
 
-impl Plugin for Recorder {
-    async fn configure(&self, rt: &RuntimeInfo) -> Result<()> {
+impl NriPlugin for Recorder {
+    async fn configure(&self, rt: &RuntimeInfo) -> Result<(), HandlerError> {
         eprintln!(
             "  plugin: Configure by {} {}",
             rt.runtime_name, rt.runtime_version
@@ -80,15 +81,15 @@ impl Plugin for Recorder {
         });
         Ok(())
     }
-    async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+    async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
         self.record("RunPodSandbox", pod);
         Ok(())
     }
-    async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+    async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
         self.record("StopPodSandbox", pod);
         Ok(())
     }
-    async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+    async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
         self.record("RemovePodSandbox", pod);
         Ok(())
     }
@@ -96,7 +97,7 @@ impl Plugin for Recorder {
         &self,
         pod: &PodSandbox,
         c: &Container,
-    ) -> Result<ContainerAdjustment> {
+    ) -> Result<ContainerAdjustment, HandlerError> {
         self.record("CreateContainer", pod);
         let mut adj = ContainerAdjustment::new();
         if c.name == "app" {
@@ -105,7 +106,7 @@ impl Plugin for Recorder {
         }
         Ok(adj)
     }
-    async fn stop_container(&self, pod: &PodSandbox, _: &Container) -> Result<()> {
+    async fn stop_container(&self, pod: &PodSandbox, _: &Container) -> Result<(), HandlerError> {
         self.record("StopContainer", pod);
         Ok(())
     }
@@ -396,10 +397,10 @@ fn plugin_against_real_containerd() {
         .build()
         .unwrap();
     let plugin = Arc::new(Recorder::default());
-    let runner = Builder::new()
+    let runner = RunnerBuilder::new()
         .socket(lab.nri_socket())
         .name("dranet-nri-test")
-        .index("50")
+        .index(50)
         .from_env(false)
         .build_shared(plugin.clone())
         .unwrap();

@@ -4,10 +4,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dranet_nri::testing::FakeRuntime;
+use dranet_nri::fake::FakeRuntime;
 use dranet_nri::{
-    Builder, Container, ContainerAdjustment, Error, Event, EventMask, LinuxDevice, Namespace,
-    Plugin, PodSandbox, Result, RuntimeInfo,
+    Container, ContainerAdjustment, Error, Event, EventMask, HandlerError, LinuxDevice, Namespace,
+    NriPlugin, PodSandbox, Result, RunnerBuilder, RuntimeInfo,
 };
 use tokio::net::{UnixListener, UnixStream};
 
@@ -26,12 +26,12 @@ impl Recorder {
     }
 }
 
-impl Plugin for Recorder {
-    async fn configure(&self, rt: &RuntimeInfo) -> Result<()> {
+impl NriPlugin for Recorder {
+    async fn configure(&self, rt: &RuntimeInfo) -> Result<(), HandlerError> {
         self.push(format!("configure {}", rt.runtime_name));
         Ok(())
     }
-    async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+    async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
         if self.slow_run {
             // Longer than the fake runtime is willing to wait.
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -39,7 +39,7 @@ impl Plugin for Recorder {
         self.push(format!("run {} {:?}", pod.id, pod.netns_path()));
         Ok(())
     }
-    async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<()> {
+    async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
         self.push(format!("stop {} {:?}", pod.id, pod.netns_path()));
         Ok(())
     }
@@ -47,7 +47,7 @@ impl Plugin for Recorder {
         &self,
         pod: &PodSandbox,
         c: &Container,
-    ) -> Result<ContainerAdjustment> {
+    ) -> Result<ContainerAdjustment, HandlerError> {
         let mut adj = ContainerAdjustment::new();
         adj.add_device(LinuxDevice::char("/dev/infiniband/uverbs0", 231, 192))?;
         // Echo every pod annotation as env so the answer is as large as the request.
@@ -80,9 +80,9 @@ fn pair_runner(
     events: EventMask,
 ) -> (tokio::task::JoinHandle<Result<()>>, FakeRuntime) {
     let (ours, theirs) = UnixStream::pair().unwrap();
-    let runner = Builder::new()
+    let runner = RunnerBuilder::new()
         .name("rec")
-        .index("42")
+        .index(42)
         .events(events)
         .from_env(false)
         .connection(ours)
@@ -104,7 +104,11 @@ async fn registers_configures_and_serves_events_over_a_socketpair() {
         rt.expect_registration().await.unwrap(),
         ("rec".into(), "42".into())
     );
-    assert_eq!(rt.configure("fake", "1.7.24").await.unwrap(), mask);
+    // RemovePodSandbox is subscribed too, only to free the netns cache.
+    assert_eq!(
+        rt.configure("fake", "1.7.24").await.unwrap(),
+        mask.with(Event::RemovePodSandbox)
+    );
     rt.synchronize(&[pod("old", Some("/run/netns/old"))], &[], 1)
         .await
         .unwrap();
@@ -223,10 +227,10 @@ async fn reconnects_after_the_runtime_goes_away_and_keeps_state() {
         slow_run: true,
         ..Default::default()
     });
-    let runner = Builder::new()
+    let runner = RunnerBuilder::new()
         .socket(&sock)
         .name("rec")
-        .index("01")
+        .index(1)
         .from_env(false)
         .build_shared(plugin.clone())
         .unwrap();
@@ -287,15 +291,15 @@ async fn reconnects_after_the_runtime_goes_away_and_keeps_state() {
 
 #[tokio::test]
 async fn builder_rejects_bad_settings_with_the_reason() {
-    let err = Builder::new()
+    let err = RunnerBuilder::new()
         .name("x")
-        .index("7")
+        .index(100)
         .from_env(false)
         .build(Recorder::default())
         .unwrap_err();
-    assert!(err.to_string().contains("two digits"), "{err}");
-    let err = Builder::new()
-        .index("07")
+    assert!(err.to_string().contains("00-99"), "{err}");
+    let err = RunnerBuilder::new()
+        .index(7)
         .from_env(false)
         .build(Recorder::default())
         .unwrap_err();
@@ -307,10 +311,10 @@ async fn a_missing_socket_is_retried_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("later.sock");
     let plugin = Arc::new(Recorder::default());
-    let runner = Builder::new()
+    let runner = RunnerBuilder::new()
         .socket(&sock)
         .name("rec")
-        .index("01")
+        .index(1)
         .from_env(false)
         .build_shared(plugin)
         .unwrap();
@@ -323,5 +327,87 @@ async fn a_missing_socket_is_retried_not_fatal() {
         .expect("plugin connected within the max backoff")
         .unwrap();
     rt.expect_registration().await.unwrap();
+    task.abort();
+}
+
+/// A plugin whose handlers block until released, counting how many run at once.
+#[derive(Default)]
+struct Gate {
+    running: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+    open: tokio::sync::Notify,
+    opened: std::sync::atomic::AtomicBool,
+}
+
+impl NriPlugin for Gate {
+    async fn run_pod_sandbox(&self, _: &PodSandbox) -> Result<(), HandlerError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.running.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        while !self.opened.load(SeqCst) {
+            let wait = self.open.notified();
+            if self.opened.load(SeqCst) {
+                break;
+            }
+            wait.await;
+        }
+        self.running.fetch_sub(1, SeqCst);
+        Ok(())
+    }
+}
+
+/// A runtime that sends calls faster than they are answered (or stops reading answers) must not
+/// make the plugin spawn a task per call without end: past a bound the plugin stops reading.
+#[tokio::test]
+async fn calls_in_flight_are_bounded_and_all_answered() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let gate = Arc::new(Gate::default());
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let runner = RunnerBuilder::new()
+        .name("gate")
+        .index(1)
+        .from_env(false)
+        .connection(ours)
+        .build_shared(Arc::clone(&gate))
+        .unwrap();
+    let task = tokio::spawn(runner.run());
+    let mut rt = FakeRuntime::new(theirs);
+    rt.expect_registration().await.unwrap();
+    rt.configure("flood", "0").await.unwrap();
+    let payload = dranet_nri::fake::pod_request(&PodSandbox {
+        id: "p".into(),
+        ..Default::default()
+    });
+    // 300 calls, sent without waiting for answers: without a bound, 300 handlers would run.
+    let sender = tokio::spawn(async move {
+        for _ in 0..300 {
+            rt.send_request("RunPodSandbox", payload.clone())
+                .await
+                .unwrap();
+        }
+        rt
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let most = gate.most.load(SeqCst);
+    assert!(most > 0 && most <= 64, "{most} handlers ran at once");
+    // Released, every call is answered.
+    gate.opened.store(true, SeqCst);
+    gate.open.notify_waiters();
+    let mut rt = tokio::time::timeout(Duration::from_secs(30), sender)
+        .await
+        .expect("sending stalled after the handlers were released")
+        .unwrap();
+    let mut answered = 0;
+    while answered < 300 {
+        let (_, ok) = tokio::time::timeout(Duration::from_secs(30), rt.recv_answer())
+            .await
+            .expect("answers stopped")
+            .unwrap();
+        assert!(ok);
+        answered += 1;
+        // Handlers spawned after the release do not wait.
+        gate.open.notify_waiters();
+    }
+    assert!(gate.most.load(SeqCst) <= 64);
     task.abort();
 }

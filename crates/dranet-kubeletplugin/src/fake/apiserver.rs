@@ -154,9 +154,10 @@ impl FakeApiServer {
         format!("http://{}", self.addr)
     }
 
-    /// A [`KubeClient`] for this server. Must be called inside a Tokio runtime.
-    pub fn client(&self, field_manager: &str) -> Result<KubeClient> {
-        KubeClient::for_url(&self.url(), field_manager)
+    /// A [`KubeClient`] for this server (set its field manager with
+    /// [`KubeClient::field_manager`]). Must be called inside a Tokio runtime.
+    pub fn client(&self) -> Result<KubeClient> {
+        KubeClient::for_url(&self.url())
     }
 
     /// Adds a Node and returns its UID.

@@ -125,7 +125,7 @@ impl FakeKubelet {
     }
 
     /// A raw v1alpha1 DRAResourceHealth client.
-    pub fn health(&self) -> DraResourceHealthClient<Channel> {
+    pub fn health_v1alpha1(&self) -> DraResourceHealthClient<Channel> {
         DraResourceHealthClient::new(self.dra.clone())
     }
 

@@ -162,10 +162,11 @@ impl Harness {
         let api = FakeApiServer::start().await.unwrap();
         api.add_node(NODE);
         let driver = RecordingDriver::default();
-        let builder = KubeletPlugin::builder(driver.clone(), api.client(DRIVER).unwrap())
-            .driver_name(DRIVER)
-            .node_name(NODE)
-            .kubelet_dir(dir.path());
+        let builder =
+            KubeletPlugin::builder(driver.clone(), api.client().unwrap().field_manager(DRIVER))
+                .driver_name(DRIVER)
+                .node_name(NODE)
+                .kubelet_dir(dir.path());
         let plugin = f(builder).start().await.unwrap();
         let kubelet = FakeKubelet::connect(plugin.registration_socket())
             .await

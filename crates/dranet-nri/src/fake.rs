@@ -7,12 +7,14 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> dranet_nri::Result<()> {
-//! use dranet_nri::{Builder, ContainerAdjustment, Container, LinuxDevice, Plugin, PodSandbox, Result};
-//! use dranet_nri::testing::FakeRuntime;
+//! use dranet_nri::{
+//!     Container, ContainerAdjustment, HandlerError, LinuxDevice, NriPlugin, PodSandbox, RunnerBuilder,
+//! };
+//! use dranet_nri::fake::FakeRuntime;
 //!
 //! struct Injector;
-//! impl Plugin for Injector {
-//!     async fn create_container(&self, _: &PodSandbox, _: &Container) -> Result<ContainerAdjustment> {
+//! impl NriPlugin for Injector {
+//!     async fn create_container(&self, _: &PodSandbox, _: &Container) -> Result<ContainerAdjustment, HandlerError> {
 //!         let mut adj = ContainerAdjustment::new();
 //!         adj.add_device(LinuxDevice::char("/dev/infiniband/uverbs0", 231, 192))?;
 //!         Ok(adj)
@@ -20,7 +22,7 @@
 //! }
 //!
 //! let (ours, theirs) = tokio::net::UnixStream::pair()?;
-//! let runner = Builder::new().name("inj").index("10").from_env(false).connection(ours).build(Injector)?;
+//! let runner = RunnerBuilder::new().name("inj").index(10).from_env(false).connection(ours).build(Injector)?;
 //! tokio::spawn(runner.run());
 //! let mut rt = FakeRuntime::new(theirs);
 //! assert_eq!(rt.expect_registration().await?, ("inj".to_string(), "10".to_string()));
@@ -152,6 +154,43 @@ impl FakeRuntime {
         self.write_raw(&out).await
     }
 
+    /// Sends a plugin-service request without waiting for its answer (as a runtime under load
+    /// does); returns its stream id. Read answers with [`Self::recv_answer`].
+    pub async fn send_request(&mut self, method: &str, payload: Vec<u8>) -> Result<u32> {
+        let stream_id = self.next_stream;
+        self.next_stream += 2;
+        let req = Request {
+            service: PLUGIN_SERVICE.into(),
+            method: method.into(),
+            payload,
+            timeout_nano: 2_000_000_000,
+        };
+        let msg = Message {
+            stream_id,
+            kind: MessageType::Request,
+            flags: 0,
+            body: req.encode_to_vec(),
+        };
+        let mut out = Vec::new();
+        encode_message(Channel::Plugin, &msg, &mut out)?;
+        self.write_raw(&out).await?;
+        Ok(stream_id)
+    }
+
+    /// The next answer of the plugin: its stream id and whether it succeeded.
+    pub async fn recv_answer(&mut self) -> Result<(u32, bool)> {
+        let (channel, m) = self.recv().await?;
+        if channel != Channel::Plugin || m.kind != MessageType::Response {
+            return Err(Error::UnexpectedMessage {
+                what: format!("{:?} on {channel:?} while waiting for answers", m.kind),
+            });
+        }
+        Ok((
+            m.stream_id,
+            matches!(Response::decode(&m.body)?, Response::Ok(_)),
+        ))
+    }
+
     /// Calls a plugin-service method with an encoded request; returns the encoded answer.
     pub async fn call(&mut self, method: &str, payload: Vec<u8>) -> Result<Vec<u8>> {
         let stream_id = self.next_stream;
@@ -270,6 +309,9 @@ impl FakeRuntime {
     }
 
     /// Delivers a pod event through its dedicated method, as NRI v0.12 runtimes do.
+    ///
+    /// To send one without waiting for the answer, use [`Self::send_request`] with
+    /// [`pod_request`].
     pub async fn pod_event(&mut self, event: Event, pod: &PodSandbox) -> Result<()> {
         let req = pb::PodRequest {
             pod: Some(pod.into()),
@@ -305,4 +347,12 @@ impl FakeRuntime {
             .await
             .map(drop)
     }
+}
+
+/// The encoded request of a dedicated pod-event call (`RunPodSandbox`, `StopPodSandbox`, ...).
+pub fn pod_request(pod: &PodSandbox) -> Vec<u8> {
+    pb::PodRequest {
+        pod: Some(pod.into()),
+    }
+    .encode_to_vec()
 }
