@@ -41,10 +41,12 @@ impl Enumerate for SysfsEnumerator {
 }
 
 /// Asks libudev (which reads the host's `/sys`) for the `pci`, `net` and `infiniband` devices.
-/// Needs no udev daemon.
+/// Needs no udev daemon (feature `udev`).
+#[cfg(feature = "udev")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UdevEnumerator;
 
+#[cfg(feature = "udev")]
 impl Enumerate for UdevEnumerator {
     fn enumerate(&self, _sysfs: &Sysfs) -> Result<DeviceNames> {
         let scan = |subsystem: &str| -> Result<Vec<String>> {

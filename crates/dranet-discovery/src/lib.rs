@@ -27,15 +27,20 @@ mod enumerate;
 mod error;
 pub mod fixture;
 pub mod links;
+#[cfg(feature = "udev")]
 pub mod monitor;
 mod scan;
 mod sysfs;
 
 use std::path::Path;
 
-pub use enumerate::{DeviceNames, Enumerate, SysfsEnumerator, UdevEnumerator};
+#[cfg(feature = "udev")]
+pub use enumerate::UdevEnumerator;
+pub use enumerate::{DeviceNames, Enumerate, SysfsEnumerator};
 pub use error::{Error, Result};
-pub use links::{FixtureLinks, NetlinkLinks, NoLinks};
+#[cfg(feature = "netlink")]
+pub use links::NetlinkLinks;
+pub use links::{FixtureLinks, NoLinks};
 pub use scan::{Discovery, Options};
 pub use sysfs::{Access, Sysfs};
 
@@ -43,9 +48,13 @@ pub use sysfs::{Access, Sysfs};
 #[derive(Debug, Clone)]
 pub enum Links {
     /// The kernel, through rtnetlink.
+    #[cfg(feature = "netlink")]
     Netlink(NetlinkLinks),
     /// A fixture file.
     Fixture(FixtureLinks),
+    /// None: the crate was built without the `netlink` feature. Discovery of a host fails
+    /// (closed) rather than risk publishing the uplink.
+    Unavailable,
 }
 
 impl dranet_core::LinkSource for Links {
@@ -53,8 +62,12 @@ impl dranet_core::LinkSource for Links {
 
     fn links(&self) -> Result<Vec<dranet_core::LinkState>> {
         match self {
+            #[cfg(feature = "netlink")]
             Links::Netlink(n) => n.links(),
             Links::Fixture(f) => f.links(),
+            Links::Unavailable => Err(Error::Netlink(
+                "dranet-discovery was built without its netlink feature".into(),
+            )),
         }
     }
 }
@@ -69,13 +82,19 @@ pub fn host(sysfs: &Path, options: Options) -> Discovery<Box<dyn Enumerate + Sen
         .filter(|p| p.is_file());
     let links = match fixture {
         Some(path) => Links::Fixture(FixtureLinks { path }),
+        #[cfg(feature = "netlink")]
         None => Links::Netlink(NetlinkLinks),
+        #[cfg(not(feature = "netlink"))]
+        None => Links::Unavailable,
     };
+    #[cfg(feature = "udev")]
     let enumerator: Box<dyn Enumerate + Send + Sync> = if sysfs == Path::new("/sys") {
         Box::new(UdevEnumerator)
     } else {
         Box::new(SysfsEnumerator)
     };
+    #[cfg(not(feature = "udev"))]
+    let enumerator: Box<dyn Enumerate + Send + Sync> = Box::new(SysfsEnumerator);
     Discovery::new(Sysfs::new(sysfs), enumerator, links, options)
 }
 

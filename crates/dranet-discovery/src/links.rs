@@ -3,41 +3,66 @@
 //! [`NetlinkLinks`] asks the kernel (rtnetlink, in the caller's network namespace);
 //! [`FixtureLinks`] reads a JSON file, so fixture trees can describe the same facts.
 
+#[cfg(feature = "netlink")]
 use std::collections::{HashMap, HashSet};
+#[cfg(feature = "netlink")]
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use dranet_core::{LinkSource, LinkState};
+#[cfg(feature = "netlink")]
 use futures::TryStreamExt;
+#[cfg(feature = "netlink")]
 use rtnetlink::packet_route::address::AddressAttribute;
+#[cfg(feature = "netlink")]
 use rtnetlink::packet_route::link::{LinkAttribute, LinkInfo};
+#[cfg(feature = "netlink")]
 use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
+#[cfg(feature = "netlink")]
 use rtnetlink::{RouteMessageBuilder, packet_route::route::RouteType};
 
 use crate::{Error, Result};
 
-/// Link state from rtnetlink, in the network namespace of the calling thread.
+/// Link state from rtnetlink, in the network namespace of the calling thread (feature
+/// `netlink`).
+///
+/// Safe to call from anywhere, async code included: the dump runs on a thread of its own with a
+/// private runtime (a runtime cannot be started inside another), and a new thread starts in the
+/// network namespace of the thread that created it, so a caller that entered another namespace
+/// gets that namespace's links.
+#[cfg(feature = "netlink")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NetlinkLinks;
 
+#[cfg(feature = "netlink")]
 impl LinkSource for NetlinkLinks {
     type Error = Error;
 
     fn links(&self) -> Result<Vec<LinkState>> {
-        // A private current-thread runtime: discovery is synchronous and may run in a thread
-        // that has entered another network namespace; a shared runtime's workers would not have.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .map_err(|e| Error::Netlink(format!("runtime: {e}")))?;
-        rt.block_on(dump())
+        std::thread::scope(|s| {
+            let dump_thread = std::thread::Builder::new()
+                .name("dranet-netlink".into())
+                .spawn_scoped(s, || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_io()
+                        .build()
+                        .map_err(|e| Error::Netlink(format!("runtime: {e}")))?;
+                    rt.block_on(dump())
+                })
+                .map_err(|e| Error::Netlink(format!("start the netlink thread: {e}")))?;
+            dump_thread
+                .join()
+                .map_err(|_| Error::Netlink("the netlink thread panicked".into()))?
+        })
     }
 }
 
+#[cfg(feature = "netlink")]
 fn nl(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Netlink(format!("{what}: {e}"))
 }
 
+#[cfg(feature = "netlink")]
 async fn dump() -> Result<Vec<LinkState>> {
     let (conn, handle, _) = rtnetlink::new_connection().map_err(|e| nl("connect", e))?;
     let conn = tokio::spawn(conn);

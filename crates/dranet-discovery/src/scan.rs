@@ -65,6 +65,23 @@ impl<E: Enumerate, L: LinkSource> Discovery<E, L> {
     }
 }
 
+#[cfg(feature = "netlink")]
+impl<E, L> Discovery<E, L>
+where
+    E: Enumerate + Send + Sync + 'static,
+    L: LinkSource<Error = Error> + Send + Sync + 'static,
+{
+    /// [`Discover::discover`] without blocking the caller's runtime: the scan (sysfs reads and
+    /// the netlink dump) runs on tokio's blocking pool, so link state is read in the network
+    /// namespace of those threads (the process's, unless your runtime's threads entered
+    /// another). Feature `netlink`.
+    pub async fn discover_async(self: std::sync::Arc<Self>) -> Result<Inventory> {
+        tokio::task::spawn_blocking(move || self.discover())
+            .await
+            .map_err(|e| Error::Netlink(format!("discovery task: {e}")))?
+    }
+}
+
 impl<E: Enumerate, L: LinkSource> Discover for Discovery<E, L> {
     type Error = Error;
 
