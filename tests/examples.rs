@@ -71,3 +71,30 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// The driver that is both a DRA kubelet plugin and an NRI plugin, against the fakes: a device
+/// prepared for a claim reaches the container of the pod that reserved the claim, and is gone
+/// after unprepare.
+#[test]
+fn dra_nri_driver_prepares_a_claim_and_injects_its_device_into_the_pod() {
+    let Some(bin) = example("dra_nri_driver") else {
+        eprintln!("SKIP: examples/dra_nri_driver was not built (run `cargo test`)");
+        return;
+    };
+    let out = Command::new(bin)
+        .arg("--fake")
+        .env_remove("NODE_NAME")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("container of pod worker gets /dev/accel2 (c 240:2)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("after unprepare: 0 device(s)"), "{stdout}");
+}

@@ -26,7 +26,7 @@ pub fn run(a: &TopoArgs) -> Result<(), CliError> {
         write!(out, "{:<6}", format!("NIC{i}")).map_err(io)?;
     }
     writeln!(out, "NUMA Affinity").map_err(io)?;
-    for (g, row) in inv.gpus.iter().zip(inv.gpu_nic_matrix()) {
+    for (g, row) in inv.gpus.iter().zip(inv.gpu_nic_matrix().relations) {
         let gi = inv
             .gpus
             .iter()

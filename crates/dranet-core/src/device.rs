@@ -53,18 +53,55 @@ impl Inventory {
             .map(|i| &self.devices[i])
     }
 
-    /// The GPU × NIC relation matrix: one row per GPU, one column per device with a PCI function.
-    pub fn gpu_nic_matrix(&self) -> Vec<Vec<Relation>> {
-        self.gpus
+    /// The GPU × NIC relation matrix, labelled: one row per GPU (by PCI address), one column per
+    /// device with a PCI function (by DRA device name), as `nvidia-smi topo -m` lays it out.
+    pub fn gpu_nic_matrix(&self) -> GpuNicMatrix {
+        let nics: Vec<(&NetworkDevice, &PciDevice)> = self
+            .devices
             .iter()
-            .map(|g| {
-                self.devices
-                    .iter()
-                    .filter_map(|d| d.pci.as_ref())
-                    .map(|n| topology::relation(g, n))
-                    .collect()
-            })
-            .collect()
+            .filter_map(|d| Some((d, d.pci.as_ref()?)))
+            .collect();
+        GpuNicMatrix {
+            gpus: self.gpus.iter().map(|g| g.address.to_string()).collect(),
+            nics: nics.iter().map(|(d, _)| d.name.clone()).collect(),
+            relations: self
+                .gpus
+                .iter()
+                .map(|g| nics.iter().map(|(_, n)| topology::relation(g, n)).collect())
+                .collect(),
+        }
+    }
+
+    /// The devices with a PCI function, nearest to `target` first (PIX before PXB … before
+    /// SYS; by name within a relation): which NICs a GPU should use.
+    pub fn nearest_nics(&self, target: &PciDevice) -> Vec<(&NetworkDevice, Relation)> {
+        let mut v: Vec<(&NetworkDevice, Relation)> = self
+            .devices
+            .iter()
+            .filter_map(|d| Some((d, topology::relation(target, d.pci.as_ref()?))))
+            .collect();
+        v.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.name.cmp(&b.0.name)));
+        v
+    }
+}
+
+/// [`Inventory::gpu_nic_matrix`]: relations with the labels of their rows and columns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuNicMatrix {
+    /// Row labels: the GPUs' PCI addresses.
+    pub gpus: Vec<String>,
+    /// Column labels: the NICs' DRA device names.
+    pub nics: Vec<String>,
+    /// `relations[gpu][nic]`.
+    pub relations: Vec<Vec<Relation>>,
+}
+
+impl GpuNicMatrix {
+    /// The relation of the GPU at `gpu_address` to the NIC named `nic`, if both are in it.
+    pub fn get(&self, gpu_address: &str, nic: &str) -> Option<Relation> {
+        let r = self.gpus.iter().position(|g| g == gpu_address)?;
+        let c = self.nics.iter().position(|n| n == nic)?;
+        Some(self.relations[r][c])
     }
 }
 

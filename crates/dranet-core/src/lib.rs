@@ -51,7 +51,7 @@ pub use config::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
     VrfConfig,
 };
-pub use device::{Discover, Inventory, LinkSource, NetworkDevice};
+pub use device::{Discover, GpuNicMatrix, Inventory, LinkSource, NetworkDevice};
 pub use error::{Error, Result};
 pub use netdev::{LinkState, Netdev, arphrd_name};
 pub use numa::{NumaNode, NumaTopology};

@@ -159,8 +159,34 @@ fn gb300_topology_matches_the_seed_matrix() {
         ]
     );
     use Relation::{Node, Sys};
+    let m = inv.gpu_nic_matrix();
     assert_eq!(
-        inv.gpu_nic_matrix(),
+        m.nics,
+        [
+            "pci-0101-00-00-0",
+            "pci-0102-00-00-0",
+            "pci-0103-00-00-0",
+            "pci-0104-00-00-0"
+        ]
+    );
+    assert_eq!(m.get("0018:06:00.0", "pci-0103-00-00-0"), Some(Node));
+    // The nearest NICs of GPU 2 (NUMA 1) are mlx5_2 and mlx5_3.
+    let nearest: Vec<_> = inv
+        .nearest_nics(&inv.gpus[2])
+        .iter()
+        .map(|(d, r)| (d.name.as_str(), *r))
+        .collect();
+    assert_eq!(
+        nearest,
+        [
+            ("pci-0103-00-00-0", Node),
+            ("pci-0104-00-00-0", Node),
+            ("pci-0101-00-00-0", Sys),
+            ("pci-0102-00-00-0", Sys)
+        ]
+    );
+    assert_eq!(
+        m.relations,
         vec![
             vec![Node, Node, Sys, Sys],
             vec![Node, Node, Sys, Sys],
@@ -174,7 +200,7 @@ fn gb300_topology_matches_the_seed_matrix() {
 fn bare_metal_mi300x_pairs_each_gpu_with_its_switch_nic() {
     let inv = discover("bm-mi300x-8");
     assert_eq!(inv.gpus.len(), 8);
-    let m = inv.gpu_nic_matrix();
+    let m = inv.gpu_nic_matrix().relations;
     for (g, row) in m.iter().enumerate() {
         for (n, r) in row.iter().enumerate() {
             let expected = if g == n {

@@ -38,6 +38,24 @@ pub trait Driver: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), HandlerError>> + Send;
 }
 
+/// A shared driver is a driver: a process that is also an NRI plugin (or anything else) keeps an
+/// `Arc` of its state and hands a clone to the kubelet plugin.
+impl<D: Driver> Driver for std::sync::Arc<D> {
+    fn prepare(
+        &self,
+        claim: ClaimToPrepare,
+    ) -> impl Future<Output = Result<Prepared, HandlerError>> + Send {
+        (**self).prepare(claim)
+    }
+
+    fn unprepare(
+        &self,
+        claim: ClaimToUnprepare,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send {
+        (**self).unprepare(claim)
+    }
+}
+
 /// Identifies a claim the way the kubelet does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ClaimRef {
