@@ -14,8 +14,57 @@
 //! - [`CloudProvider`]: what a cloud adds (attributes, per-NIC config); [`NoCloud`] by default.
 //! - [`Discover`] and [`LinkSource`]: the seams discovery implements (real host or fixtures).
 //!
+//! - [`alloc`]: which devices the scheduler would give a claim, with [`cel`] for its selectors.
+//!
 //! `dranet-discovery` fills the model from a host; anything that has an [`Inventory`] (a test, a
 //! tool reading a saved one) can use the rest.
+//!
+//! The allocator and CEL stay in this crate rather than a crate of their own: they are pure logic
+//! over the same DRA types as the rest, with no I/O and no dependencies beyond k8s-openapi, serde
+//! and thiserror (the CEL evaluator is our own), so a separate crate would save an embedder
+//! nothing; every user so far (`dranet check`, the benches, the scheduler-oracle tests) wants the
+//! model too.
+//!
+//! # Example: would the scheduler put a NIC next to GPU 1?
+//!
+//! A claim template's request, checked against a node's published devices without a cluster:
+//!
+//! ```
+//! use dranet_core::alloc::Allocator;
+//! use dranet_core::k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
+//! use serde_json::json;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // What `dranet run` publishes: one slice of the node's pool (trimmed to two NICs).
+//! let slice = json!({
+//!     "metadata": {"name": "node-1-dra.net-0"},
+//!     "spec": {
+//!         "driver": "dra.net", "nodeName": "node-1",
+//!         "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+//!         "devices": [
+//!             {"name": "pci-0000-0c-00-0", "attributes": {"dra.net/numaNode": {"int": 0}, "dra.net/rdma": {"bool": true}}},
+//!             {"name": "pci-0000-8c-00-0", "attributes": {"dra.net/numaNode": {"int": 1}, "dra.net/rdma": {"bool": true}}}
+//!         ]
+//!     }
+//! });
+//! let class: DeviceClass = serde_json::from_value(json!({
+//!     "metadata": {"name": "dranet"},
+//!     "spec": {"selectors": [{"cel": {"expression": "device.driver == 'dra.net'"}}]}
+//! }))?;
+//! let claim: ResourceClaimSpec = serde_json::from_value(json!({
+//!     "devices": {"requests": [{"name": "nic", "exactly": {
+//!         "deviceClassName": "dranet",
+//!         "selectors": [{"cel": {"expression":
+//!             "device.attributes['dra.net'].rdma && device.attributes['dra.net'].numaNode == 1"}}]
+//!     }}]}
+//! }))?;
+//!
+//! let alloc = Allocator::from_json(&[slice], &[class])?;
+//! let result = alloc.allocate_spec(&claim, &[])?;
+//! assert_eq!(result.results[0].device, "pci-0000-8c-00-0");
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 

@@ -11,14 +11,26 @@
 //! - [`monitor`]: kernel uevents for hot-plug.
 //! - [`fixture`]: builds sysfs trees modelled on the kernel ABI, for tests of any driver.
 //!
-//! ```no_run
-//! use dranet_core::Discover;
-//! let inv = dranet_discovery::host(std::path::Path::new("/sys"), Default::default())
-//!     .discover()
-//!     .expect("discovery");
-//! for d in &inv.devices {
-//!     println!("{} {:?}", d.name, d.rdma.as_ref().map(|r| &r.name));
+//! On a host, `dranet_discovery::host(Path::new("/sys"), Default::default())`. The same code on
+//! the fixture of an Azure ND GB300 v6 node, asking which NICs sit next to each GPU:
+//!
+//! ```
+//! use dranet_core::{Discover, Relation};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! dranet_discovery::fixture::azure_nd_gb300_v6(dir.path())?;
+//! let inventory = dranet_discovery::host(&dir.path().join("sys"), Default::default()).discover()?;
+//!
+//! let matrix = inventory.gpu_nic_matrix();
+//! assert_eq!((matrix.gpus.len(), matrix.nics.len()), (4, 4));
+//! for gpu in &inventory.gpus {
+//!     let (nic, relation) = inventory.nearest_nics(gpu)[0];
+//!     println!("GPU {} -> {} ({relation})", gpu.address, nic.name);
+//!     assert!(relation <= Relation::Node, "a NIC on the GPU's own NUMA node");
 //! }
+//! # Ok(())
+//! # }
 //! ```
 
 #![warn(missing_docs)]

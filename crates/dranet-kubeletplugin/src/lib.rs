@@ -33,49 +33,69 @@
 //! with [`KubeletPlugin::publish`] (again whenever they change):
 //!
 //! ```no_run
+//! use dranet_kubeletplugin::cdi::{CdiDevice, CdiWriter, ContainerEdits};
+//! use dranet_kubeletplugin::k8s_openapi::api::resource::v1::Device;
 //! use dranet_kubeletplugin::{
 //!     ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeClient, KubeletPlugin, Prepared,
 //!     PreparedDevice,
 //! };
-//! use k8s_openapi::api::resource::v1::Device;
 //!
-//! struct MyDriver;
+//! struct Fpga {
+//!     cdi: CdiWriter,
+//! }
 //!
-//! impl Driver for MyDriver {
+//! impl Driver for Fpga {
 //!     async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, HandlerError> {
-//!         // `claim.results` holds this driver's allocated devices; make them usable here.
+//!         // `claim.results` holds this driver's allocated devices; make them usable, then tell
+//!         // the runtime what to give the containers through a CDI spec for this claim.
+//!         let specs = claim
+//!             .results
+//!             .iter()
+//!             .map(|r| {
+//!                 let edits = ContainerEdits::default().env(format!("FPGA={}", r.device));
+//!                 CdiDevice::new(&r.device, edits)
+//!             })
+//!             .collect();
+//!         let ids = self.cdi.write_claim(&claim.claim_ref.uid, specs)?;
 //!         let devices = claim
 //!             .results
 //!             .iter()
-//!             .map(|r| PreparedDevice {
-//!                 requests: vec![r.request.clone()],
-//!                 pool: r.pool.clone(),
-//!                 device: r.device.clone(),
-//!                 cdi_device_ids: vec![format!("example.com/dev={}", r.device)],
-//!                 share_id: None,
-//!             })
+//!             .zip(ids)
+//!             .map(|(r, id)| PreparedDevice::for_result(r, vec![id]))
 //!             .collect();
 //!         Ok(Prepared { devices, state: None })
 //!     }
 //!
 //!     async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), HandlerError> {
-//!         // `claim.state` holds what prepare returned (from the checkpoint, across restarts).
+//!         // Called after a restart too: `claim.state` holds what prepare returned.
+//!         self.cdi.remove_claim(&claim.claim_ref.uid)?;
 //!         Ok(())
 //!     }
 //! }
 //!
-//! # async fn run() -> Result<(), dranet_kubeletplugin::Error> {
-//! let api = KubeClient::infer().await?.field_manager("example.com");
-//! let plugin = KubeletPlugin::builder(MyDriver, api)
-//!     .driver_name("example.com")
-//!     .node_name("node-1")
-//!     .start()
-//!     .await?;
-//! plugin.publish(vec![Device { name: "dev0".into(), ..Default::default() }])?;
-//! // ... run until SIGTERM, then:
-//! plugin.shutdown().await?;
-//! # Ok(())
-//! # }
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let node = std::env::var("NODE_NAME")?;
+//!     let driver = Fpga { cdi: CdiWriter::new("/var/run/cdi", "fpga.example.com/fpga")? };
+//!     let api = KubeClient::infer().await?.field_manager("fpga.example.com");
+//!     let plugin = KubeletPlugin::builder(driver, api)
+//!         .driver_name("fpga.example.com")
+//!         .node_name(node)
+//!         .start()
+//!         .await?;
+//!     // Invalid or duplicate names are refused here; API errors show in `publish_state()`.
+//!     plugin.publish(
+//!         (0..4).map(|i| Device { name: format!("fpga{i}"), ..Default::default() }).collect(),
+//!     )?;
+//!     let mut sigterm =
+//!         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+//!     tokio::select! {
+//!         _ = sigterm.recv() => {}
+//!         e = plugin.failed() => return Err(e.into()),
+//!     }
+//!     plugin.shutdown().await?;
+//!     Ok(())
+//! }
 //! ```
 //!
 //! The runnable version is `examples/minimal_driver.rs` in the dranet repository.
