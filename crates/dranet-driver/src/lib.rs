@@ -1,0 +1,97 @@
+//! `dranet-driver`: the `dra.net` DRA driver's host side: the only crate of dranet that changes
+//! host network state.
+//!
+//! - [`netns`]: network namespaces held by file descriptor, and rtnetlink sockets opened inside
+//!   one (the daemon's threads never switch namespaces).
+//! - [`podnet`]: moving a NIC into a pod's namespace, configured from a
+//!   [`dranet_core::NetworkConfig`], and giving the host back exactly what it had, with a journal
+//!   that survives a crash at any point. Usable on its own by other drivers.
+//! - [`rdma`]: the RDMA subsystem's namespace mode and moving RDMA devices between namespaces
+//!   (RDMA netlink).
+
+#![warn(missing_docs)]
+
+use std::io;
+use std::path::PathBuf;
+
+pub mod netns;
+pub mod podnet;
+pub mod rdma;
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A network namespace could not be opened or entered.
+    #[error("network namespace {path}: {reason}")]
+    Netns {
+        /// Its path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The attach journal could not be read or written.
+    #[error("podnet journal {path}: {reason}")]
+    Journal {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A key that cannot name a journal entry.
+    #[error("invalid attachment key {0:?}: use letters, digits, '-', '_' and '.' (at most 200)")]
+    InvalidKey(String),
+    /// A claim's network configuration that cannot be applied to this device.
+    #[error("network config for {device}: {reason}")]
+    InvalidConfig {
+        /// The device.
+        device: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A link that is not there.
+    #[error("no link {link} in {netns}")]
+    LinkNotFound {
+        /// The link.
+        link: String,
+        /// Where it was looked for.
+        netns: PathBuf,
+    },
+    /// Something this version does not do.
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    /// An attach failed at `step`; everything done before was rolled back, unless `rollback`
+    /// says why not (then the journal keeps the entry and detach or recovery retries).
+    #[error("attach {link} to {netns}: {step}: {source}{}", rollback.as_ref().map(|r| format!(" (rolling back failed too: {r})")).unwrap_or_default(), netns = netns.display())]
+    Attach {
+        /// The host link.
+        link: String,
+        /// The pod namespace.
+        netns: PathBuf,
+        /// The step that failed.
+        step: String,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+        /// Why rolling back failed, if it did.
+        rollback: Option<String>,
+    },
+    /// Giving a link back to the host failed at `step`; the journal keeps it for the next try.
+    #[error("detach {link} from {netns}: {step}: {source}", netns = netns.display())]
+    Detach {
+        /// The host link.
+        link: String,
+        /// The pod namespace.
+        netns: PathBuf,
+        /// The step that failed.
+        step: String,
+        /// The kernel's error.
+        #[source]
+        source: io::Error,
+    },
+    /// RDMA netlink.
+    #[error("rdma netlink: {0}")]
+    Rdma(String),
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

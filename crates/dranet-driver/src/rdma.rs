@@ -1,0 +1,1 @@
+//! RDMA netlink (placeholder during development).
