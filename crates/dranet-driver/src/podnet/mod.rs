@@ -222,6 +222,39 @@ impl PodNet {
                  version; remove `ethtool` from the claim config"
             )));
         }
+        // Everything that can be parsed is parsed now, so a typo fails before the link moves.
+        let iface = &config.interface;
+        if let Some(mac) = &iface.hardware_addr {
+            parse_mac(mac).map_err(|e| invalid(format!("hardwareAddr: {e}")))?;
+        }
+        for a in &iface.addresses {
+            parse_cidr(a).map_err(|e| invalid(format!("address {e}")))?;
+        }
+        for r in &config.routes {
+            route_message(0, r).map_err(|e| invalid(format!("route {}: {e}", r.destination)))?;
+        }
+        for r in &config.rules {
+            rule_message(r).map_err(|e| invalid(format!("rule: {e}")))?;
+        }
+        for n in &config.neighbors {
+            n.destination.parse::<IpAddr>().map_err(|_| {
+                invalid(format!("neighbor {:?} is not an IP address", n.destination))
+            })?;
+            parse_mac(&n.hardware_addr).map_err(|e| invalid(format!("neighbor: {e}")))?;
+        }
+        for (what, v) in [
+            ("mtu", iface.mtu),
+            ("gsoMaxSize", iface.gso_max_size),
+            ("groMaxSize", iface.gro_max_size),
+            ("gsoIPv4MaxSize", iface.gso_ipv4_max_size),
+            ("groIPv4MaxSize", iface.gro_ipv4_max_size),
+        ] {
+            if let Some(v) = v
+                && v < 0
+            {
+                return Err(invalid(format!("{what} {v} is negative")));
+            }
+        }
         if config.interface.dhcp == Some(true) {
             return Err(Error::Unsupported(format!(
                 "{link}: DHCP in the pod is not supported; give static addresses"
