@@ -205,7 +205,6 @@ async fn a_failure_at_any_step_leaves_both_namespaces_as_they_were() {
     let cfg = full_config();
     for step in [
         "journal",
-        "down",
         "move",
         "sysctl",
         "address",
@@ -507,4 +506,101 @@ async fn a_daemon_killed_in_the_middle_of_a_detach_finishes_it_at_the_next_start
         return;
     }
     crash_and_recover("detach:address").await;
+}
+
+mod property {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> impl Strategy<Value = NetworkConfig> {
+        (
+            proptest::option::of(1280i32..=1500),
+            any::<bool>(),
+            proptest::option::of(any::<u8>()),
+            proptest::collection::btree_set(2u8..250, 0..3),
+            0usize..3,
+            any::<bool>(),
+            any::<bool>(),
+            proptest::option::of(0i32..=2),
+        )
+            .prop_map(|(mtu, rename, mac, hosts, routes, rule, neigh, arp)| {
+                let addresses: Vec<String> =
+                    hosts.iter().map(|h| format!("192.168.40.{h}/24")).collect();
+                let mut cfg = NetworkConfig::default();
+                cfg.interface.mtu = mtu;
+                cfg.interface.arp_ignore = arp;
+                if rename {
+                    cfg.interface.name = "eth9".into();
+                }
+                cfg.interface.hardware_addr = mac.map(|b| format!("02:00:00:00:01:{b:02x}"));
+                if !addresses.is_empty() {
+                    cfg.routes = (0..routes)
+                        .map(|i| RouteConfig {
+                            destination: format!("172.{}.0.0/16", 16 + i),
+                            gateway: "192.168.40.1".into(),
+                            table: if i == 1 { 300 } else { 0 },
+                            ..Default::default()
+                        })
+                        .collect();
+                    if rule {
+                        cfg.rules = vec![RuleConfig {
+                            priority: 300,
+                            source: addresses[0].clone(),
+                            table: 300,
+                            ..Default::default()
+                        }];
+                    }
+                    if neigh {
+                        cfg.neighbors = vec![NeighborConfig {
+                            destination: "192.168.40.254".into(),
+                            hardware_addr: "02:00:00:00:02:fe".into(),
+                        }];
+                    }
+                }
+                cfg.interface.addresses = addresses;
+                cfg
+            })
+    }
+
+    #[test]
+    fn random_valid_configs_attach_and_detach_with_the_host_unchanged() {
+        if !can_run("random_valid_configs_attach_and_detach_with_the_host_unchanged") {
+            return;
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let h = host_with_veth("prop-h");
+        let p = Ns::new("prop-p");
+        let journal = tempfile::tempdir().unwrap();
+        let pn = podnet(&h, journal.path());
+        let host_before = h.dump();
+        let pod_before = p.dump();
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 24,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        });
+        runner
+            .run(&config(), |cfg| {
+                rt.block_on(async {
+                    let a = pn
+                        .attach(&AttachRequest {
+                            key: "prop",
+                            owner: "sandbox-p",
+                            link: "v0",
+                            pod_netns: &p.path(),
+                            config: &cfg,
+                        })
+                        .await
+                        .map_err(|e| TestCaseError::fail(format!("attach {cfg:?}: {e}")))?;
+                    prop_assert_eq!(a.mtu, Some(cfg.interface.mtu.map_or(1400, |m| m as u32)));
+                    pn.detach("prop")
+                        .await
+                        .map_err(|e| TestCaseError::fail(format!("detach {cfg:?}: {e}")))?;
+                    prop_assert_eq!(h.dump(), host_before.clone());
+                    prop_assert_eq!(p.dump(), pod_before.clone());
+                    Ok(())
+                })
+            })
+            .unwrap();
+    }
 }

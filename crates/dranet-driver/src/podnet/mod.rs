@@ -422,11 +422,9 @@ impl PodNet {
         let index = entry.host.index;
         let iface = &cfg.interface;
 
-        self.step("down")?;
-        host.request(RouteNetlinkMessage::SetLink(set_up(index, false)), 0)
-            .await
-            .map_err(at("set down"))?;
-
+        // One request: the kernel closes the link (down) as part of the move, then applies the
+        // name in the pod and the rest. An explicit down first would cost a second RCU grace
+        // period (milliseconds) for nothing.
         self.step("move")?;
         let mut m = LinkMessage::default();
         m.header.index = index;
@@ -704,9 +702,6 @@ impl PodNet {
             if let Some(l) = found {
                 self.step("detach:move")?;
                 let idx = l.header.index;
-                podr.request(RouteNetlinkMessage::SetLink(set_up(idx, false)), 0)
-                    .await
-                    .map_err(at("set down in the pod"))?;
                 let mut m = LinkMessage::default();
                 m.header.index = idx;
                 m.attributes.push(LinkAttribute::IfName(h.name.clone()));
