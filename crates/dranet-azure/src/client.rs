@@ -16,6 +16,9 @@ pub const DEFAULT_ENDPOINT: &str = "http://169.254.169.254";
 /// with the newest version IMDS lists in its answer.
 pub const DEFAULT_API_VERSION: &str = "2025-11-11";
 
+/// Largest IMDS answer read; more is an error.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
 /// What went wrong talking to IMDS.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -44,6 +47,14 @@ pub enum Error {
         what: &'static str,
         /// What is wrong.
         reason: String,
+    },
+    /// An answer larger than [`MAX_BODY_BYTES`] (not retried: the next one would be too).
+    #[error("IMDS {url}: answer larger than {limit} bytes (IMDS documents are a few KB)")]
+    TooLarge {
+        /// The URL.
+        url: String,
+        /// The limit.
+        limit: usize,
     },
     /// The endpoint is not an `http://host[:port]` URL.
     #[error("IMDS endpoint {0:?}: expected http://host[:port]")]
@@ -160,11 +171,21 @@ impl ImdsClient {
                 .await
                 .map_err(|e| http(error_chain(&e)))?;
             let status = resp.status().as_u16();
-            let body = resp
-                .into_body()
+            // The real documents are a few KB; a metadata endpoint that streams more must not
+            // take the node daemon's memory with it.
+            let body = http_body_util::Limited::new(resp.into_body(), MAX_BODY_BYTES)
                 .collect()
                 .await
-                .map_err(|e| http(e.to_string()))?
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        Error::TooLarge {
+                            url: url.to_string(),
+                            limit: MAX_BODY_BYTES,
+                        }
+                    } else {
+                        http(e.to_string())
+                    }
+                })?
                 .to_bytes();
             Ok::<_, Error>((status, body))
         };

@@ -329,6 +329,19 @@ async fn a_silent_imds_gives_up_within_the_budget() {
 }
 
 #[tokio::test]
+async fn a_huge_answer_is_refused_at_the_cap_not_read_into_memory() {
+    let huge = format!("{{\"x\": \"{}\"}}", "a".repeat(4 << 20));
+    let (d, seen) = detect_with(move |_, _| Reply::Json(200, huge.clone()), Hint::Azure).await;
+    assert!(d.provider.is_none());
+    assert_eq!(seen.len(), 1, "not retried: {seen:?}");
+    assert!(
+        d.warnings[0].contains("larger than 1048576 bytes"),
+        "{:?}",
+        d.warnings
+    );
+}
+
+#[tokio::test]
 async fn off_azure_detection_is_quick_and_silent() {
     // DMI says not Azure: no request at all.
     let imds = FakeImds::start(|_, _| Reply::Hang).await.unwrap();

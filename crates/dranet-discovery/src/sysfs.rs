@@ -90,7 +90,7 @@ impl Sysfs {
     pub fn read(&self, rel: &str) -> io::Result<String> {
         let p = self.path(rel);
         self.note(|| Access::Read(p.clone()));
-        let mut s = std::fs::read_to_string(&p)?;
+        let mut s = read_attribute(&p)?;
         let len = s.trim_end().len();
         s.truncate(len);
         Ok(s)
@@ -181,9 +181,81 @@ impl Sysfs {
     }
 }
 
+/// Largest attribute read. Kernel sysfs attributes are at most one page; fixtures and copies of
+/// sysfs get some slack, and anything larger is not an attribute.
+pub const MAX_ATTRIBUTE_BYTES: u64 = 64 * 1024;
+
+/// Reads one attribute file as sysfs has them: a regular file, not a symlink (sysfs attributes
+/// never are, so a link is something planted), opened without blocking (a FIFO would otherwise
+/// hang discovery), and no larger than [`MAX_ATTRIBUTE_BYTES`] (a link to `/dev/zero` would
+/// otherwise grow without bound).
+fn read_attribute(p: &Path) -> io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let refuse = |why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {why}", p.display()),
+        )
+    };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(p)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                refuse("a symlink where sysfs has an attribute file; not followed".into())
+            } else {
+                e
+            }
+        })?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(refuse("not a regular file".into()));
+    }
+    let mut buf = Vec::new();
+    f.take(MAX_ATTRIBUTE_BYTES + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_ATTRIBUTE_BYTES {
+        return Err(refuse(format!(
+            "larger than {MAX_ATTRIBUTE_BYTES} bytes, not a sysfs attribute"
+        )));
+    }
+    String::from_utf8(buf).map_err(|_| refuse("not UTF-8".into()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn planted_links_fifos_and_huge_files_are_refused_not_followed_or_hung_on() {
+        let d = tempfile::tempdir().unwrap();
+        let dev = d.path().join("devices/x");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("numa_node"), "1\n").unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dev.join("zero")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", dev.join("outside")).unwrap();
+        std::fs::write(dev.join("huge"), vec![b'a'; 100_000]).unwrap();
+        let fifo = dev.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        let sys = Sysfs::new(d.path());
+        assert_eq!(sys.read("devices/x/numa_node").unwrap(), "1");
+        for (f, needle) in [
+            ("zero", "symlink"),
+            ("outside", "symlink"),
+            ("huge", "larger than 65536"),
+        ] {
+            let e = sys.read(&format!("devices/x/{f}")).unwrap_err().to_string();
+            assert!(e.contains(needle) && e.contains(f), "{f}: {e}");
+        }
+        if matches!(made, Ok(s) if s.success()) {
+            let e = sys.read("devices/x/fifo").unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
+        // Directories on the way may be links, as sysfs's are.
+        std::os::unix::fs::symlink("devices/x", d.path().join("link")).unwrap();
+        assert_eq!(sys.read("link/numa_node").unwrap(), "1");
+    }
 
     #[test]
     fn resolves_relative_links_lexically_and_reports_dangling_ones() {

@@ -93,6 +93,23 @@ pub enum Error {
         actual: String,
     },
 
+    /// The kubelet named a claim UID that this plugin recorded for another claim.
+    #[error(
+        "claim UID {uid} was prepared for {recorded_namespace}/{recorded_name}, not {namespace}/{name}"
+    )]
+    ClaimMismatch {
+        /// The UID.
+        uid: String,
+        /// The namespace asked about.
+        namespace: String,
+        /// The name asked about.
+        name: String,
+        /// The namespace recorded for the UID.
+        recorded_namespace: String,
+        /// The name recorded for the UID.
+        recorded_name: String,
+    },
+
     /// The kubelet sent a request this plugin cannot act on.
     #[error("invalid request: {0}")]
     InvalidRequest(String),

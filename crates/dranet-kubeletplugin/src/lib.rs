@@ -168,5 +168,6 @@ pub use error::{Error, Result, error_chain};
 pub use grpc::RegistrationState;
 pub use health::{DeviceHealthReport, Health, HealthReporter};
 pub use metrics::{Method, Metrics, NoMetrics};
+pub use node::{MAX_CLAIMS_IN_FLIGHT, MAX_STATE_DEPTH};
 pub use plugin::{DEFAULT_KUBELET_DIR, KubeletPlugin, KubeletPluginBuilder};
 pub use publisher::{Backoff, PublishState};

@@ -80,6 +80,8 @@ pub(crate) struct NodeService<D, A> {
     claim_lock_dir: Option<PathBuf>,
     /// How long a claim lookup may take.
     pub lookup_timeout: std::time::Duration,
+    /// Bounds the claims running at once ([`MAX_CLAIMS_IN_FLIGHT`]).
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl<D: Driver, A: KubeApi> NodeService<D, A> {
@@ -102,6 +104,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             locks: ClaimLocks::default(),
             claim_lock_dir,
             lookup_timeout: std::time::Duration::from_secs(20),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_CLAIMS_IN_FLIGHT)),
         }
     }
 
@@ -139,26 +142,65 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
         F: Fn(Arc<Self>, ClaimRef) -> Fut,
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
-        let tasks = claims
-            .iter()
-            .map(|c| tokio::spawn(work(Arc::clone(self), c.clone())));
+        // One answer per UID: a UID listed twice for the same claim is done once; listed for
+        // two different claims, neither is acted on.
+        let mut out: HashMap<String, Result<T>> = HashMap::new();
+        let mut seen: HashMap<&str, &ClaimRef> = HashMap::new();
+        let mut conflicting: Vec<String> = Vec::new();
+        for c in &claims {
+            if let Some(first) = seen.insert(&c.uid, c)
+                && (first.namespace != c.namespace || first.name != c.name)
+            {
+                conflicting.push(c.uid.clone());
+            }
+        }
+        let mut unique: Vec<ClaimRef> = Vec::new();
+        for c in &claims {
+            if conflicting.contains(&c.uid) {
+                let names: Vec<String> = claims
+                    .iter()
+                    .filter(|x| x.uid == c.uid)
+                    .map(|x| format!("{}/{}", x.namespace, x.name))
+                    .collect();
+                out.insert(
+                    c.uid.clone(),
+                    Err(Error::InvalidRequest(format!(
+                        "claim UID {} is listed for different claims in one request ({})",
+                        c.uid,
+                        names.join(", ")
+                    ))),
+                );
+            } else if !unique.iter().any(|u| u.uid == c.uid) {
+                unique.push(c.clone());
+            }
+        }
+        // At most MAX_CLAIMS_IN_FLIGHT claims run at once across all calls: a request with
+        // thousands of claims queues instead of fanning out into as many tasks.
+        let mut tasks = Vec::with_capacity(unique.len());
+        for c in &unique {
+            let Ok(permit) = Arc::clone(&self.in_flight).acquire_owned().await else {
+                break;
+            };
+            let fut = work(Arc::clone(self), c.clone());
+            tasks.push(tokio::spawn(async move {
+                let _permit = permit;
+                fut.await
+            }));
+        }
         let results = join_all(tasks).await;
-        claims
-            .into_iter()
-            .zip(results)
-            .map(|(c, r)| {
-                // A panic in the driver ends only that claim's task; the claim gets the error and
-                // its checkpoint entry stays "preparing", so unprepare still cleans up.
-                let r = r.unwrap_or_else(|_| {
-                    Err(Error::Driver {
-                        action: what,
-                        claim: c.to_string(),
-                        source: "the driver panicked".into(),
-                    })
-                });
-                (c.uid, r)
-            })
-            .collect()
+        out.extend(unique.into_iter().zip(results).map(|(c, r)| {
+            // A panic in the driver ends only that claim's task; the claim gets the error and
+            // its checkpoint entry stays "preparing", so unprepare still cleans up.
+            let r = r.unwrap_or_else(|_| {
+                Err(Error::Driver {
+                    action: what,
+                    claim: c.to_string(),
+                    source: "the driver panicked".into(),
+                })
+            });
+            (c.uid, r)
+        }));
+        out
     }
 
     /// The lock file of a claim, held across instances (rolling updates only).
@@ -183,11 +225,15 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
         let _file_lock = self.file_lock(&c.uid).await?;
         // Already prepared (a kubelet retry, or a reply lost in a crash): answer from the record
         // without asking the API server or the driver again.
+        let recorded = self.checkpoint.lookup(&c.uid)?;
+        if let Some(e) = &recorded {
+            same_claim(c, &e.claim)?;
+        }
         if let Some(CheckpointEntry {
             phase: Phase::Prepared,
             prepared: Some(p),
             ..
-        }) = self.checkpoint.lookup(&c.uid)?
+        }) = recorded
         {
             return Ok(p.devices);
         }
@@ -267,6 +313,22 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 claim: c.to_string(),
                 source,
             })?;
+        // What the checkpoint cannot read back must not be written: the claim fails here, and
+        // its "preparing" record makes unprepare clean up what the driver did.
+        if let Some(state) = &prepared.state {
+            let depth = json_depth(state);
+            if depth > MAX_STATE_DEPTH {
+                return Err(Error::Driver {
+                    action: "prepare",
+                    claim: c.to_string(),
+                    source: format!(
+                        "the driver's prepare state nests {depth} levels deep; the checkpoint \
+                         keeps at most {MAX_STATE_DEPTH}"
+                    )
+                    .into(),
+                });
+            }
+        }
         let devices = prepared.devices.clone();
         self.checkpoint
             .put(CheckpointEntry {
@@ -282,7 +344,11 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
         check_ref(c)?;
         let _guard = self.locks.lock(&c.uid).await;
         let file_lock = self.file_lock(&c.uid).await?;
-        let state = match self.checkpoint.lookup(&c.uid)? {
+        let recorded = self.checkpoint.lookup(&c.uid)?;
+        if let Some(e) = &recorded {
+            same_claim(c, &e.claim)?;
+        }
+        let state = match recorded {
             Some(CheckpointEntry {
                 phase: Phase::Prepared,
                 prepared,
@@ -319,6 +385,44 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             flock::remove_locked(&path, held);
         }
         Ok(())
+    }
+}
+
+/// Most nesting of a driver's prepare state (the checkpoint's JSON reader stops at 128 levels,
+/// and the checkpoint wraps the state in a few of its own).
+pub const MAX_STATE_DEPTH: usize = 100;
+
+/// Claims running at once in one plugin.
+pub const MAX_CLAIMS_IN_FLIGHT: usize = 64;
+
+/// Nesting depth of a JSON value, without recursion (the value may be deep enough to overflow
+/// the stack).
+fn json_depth(v: &serde_json::Value) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        max = max.max(d);
+        match v {
+            serde_json::Value::Array(a) => stack.extend(a.iter().map(|x| (x, d + 1))),
+            serde_json::Value::Object(o) => stack.extend(o.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// A checkpoint entry found by UID must be the claim asked about.
+fn same_claim(asked: &ClaimRef, recorded: &ClaimRef) -> Result<()> {
+    if asked.namespace == recorded.namespace && asked.name == recorded.name {
+        Ok(())
+    } else {
+        Err(Error::ClaimMismatch {
+            uid: asked.uid.clone(),
+            namespace: asked.namespace.clone(),
+            name: asked.name.clone(),
+            recorded_namespace: recorded.namespace.clone(),
+            recorded_name: recorded.name.clone(),
+        })
     }
 }
 

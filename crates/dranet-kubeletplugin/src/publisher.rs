@@ -232,7 +232,20 @@ pub(crate) fn plan_with(
     let new = chunks.len() - matched.len();
     let bump = new > 0 || changed.len() > 1;
     if bump {
-        generation += 1;
+        // Anyone who may write ResourceSlices can set the generation to i64::MAX; wrapping would
+        // give a negative generation the API server refuses, and the node would never publish
+        // again. Start the pool over at 1: every slice is rewritten with it (`bump`) and the
+        // stale ones deleted, so readers see one consistent generation once the writes land.
+        generation = match generation.checked_add(1) {
+            Some(g) => g,
+            None => {
+                tracing::warn!(
+                    pool = %params.node_name,
+                    "pool generation is at i64::MAX; restarting it at 1"
+                );
+                1
+            }
+        };
     }
 
     let mut out = SlicePlan {
@@ -1056,6 +1069,28 @@ mod tests {
                 .iter()
                 .chain(&p.creates)
                 .all(|s| s.spec.pool.generation == 2 && s.spec.pool.resource_slice_count == 2)
+        );
+        let state = apply(&state, &p);
+        assert!(plan(&devs(129), &state, &params()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_generation_at_i64_max_restarts_the_pool_instead_of_overflowing() {
+        let mut state = apply(&[], &plan(&devs(128), &[], &params()).unwrap());
+        for s in &mut state {
+            s.spec.pool.generation = i64::MAX;
+        }
+        // Unchanged: nothing to write, the generation stays.
+        assert!(plan(&devs(128), &state, &params()).unwrap().is_empty());
+        // Growing needs a bump: the pool restarts at 1, every slice rewritten with it.
+        let p = plan(&devs(129), &state, &params()).unwrap();
+        assert_eq!(p.generation, 1);
+        assert_eq!((p.updates.len(), p.creates.len()), (1, 1));
+        assert!(
+            p.updates
+                .iter()
+                .chain(&p.creates)
+                .all(|s| s.spec.pool.generation == 1)
         );
         let state = apply(&state, &p);
         assert!(plan(&devs(129), &state, &params()).unwrap().is_empty());
