@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -223,8 +224,7 @@ impl Checkpoint {
     ) -> Result<(Self, LoadOutcome)> {
         let path = path.into();
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)
-                .map_err(|e| Error::io("create checkpoint directory", dir, e))?;
+            private_dir(dir).map_err(|e| Error::io("create checkpoint directory", dir, e))?;
         }
         // A leftover temporary file is an unfinished write from a crash: the real file is intact.
         // (With a second instance running, the file may be its write in progress: leave it.)
@@ -468,8 +468,13 @@ fn write_file(path: &Path, claims: &BTreeMap<String, CheckpointEntry>) -> Result
         .write(true)
         .create(true)
         .truncate(true)
+        .mode(0o600)
         .open(&tmp)
         .map_err(|e| Error::io("create checkpoint temporary file", &tmp, e))?;
+    // A temporary file left by an older version may have another mode; the claims' state is
+    // for root only, whatever the umask.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io("set checkpoint permissions", &tmp, e))?;
     f.write_all(&bytes)
         .map_err(|e| Error::io("write checkpoint", &tmp, e))?;
     f.sync_all()
@@ -511,6 +516,15 @@ fn crc32(data: &[u8]) -> u32 {
         crc = TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
     }
     !crc
+}
+
+/// Creates `dir` and its missing parents with mode 0700 (before the umask, which can only
+/// remove bits); directories that exist keep theirs.
+pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 #[cfg(test)]

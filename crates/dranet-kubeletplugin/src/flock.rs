@@ -31,11 +31,13 @@ pub(crate) fn lock(path: &Path) -> Result<File> {
 }
 
 fn open(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
     OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
+        .mode(0o600)
         .open(path)
         .map_err(|e| Error::io("open lock file", path, e))
 }

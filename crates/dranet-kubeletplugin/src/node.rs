@@ -211,7 +211,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
         let path = dir.join(format!("{uid}.lock"));
         let dir = dir.clone();
         tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(&dir)
+            crate::checkpoint::private_dir(&dir)
                 .map_err(|e| Error::io("create lock directory", &dir, e))?;
             flock::lock(&path).map(|f| Some((path, f)))
         })

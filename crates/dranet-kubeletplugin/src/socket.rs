@@ -36,6 +36,24 @@ impl Drop for SocketGuard {
 /// Binds a unix socket at `path`, creating the directory. A socket file nobody answers on is left
 /// from a crash and is replaced; one a live process answers on is an error, and so is a path that
 /// is not a socket (we never delete someone's regular file).
+/// Binds a listening unix socket created with mode 0600 (only the kubelet, as root, connects).
+/// The mode is set on the unbound socket, before `bind` creates the file, so there is no moment
+/// at which the file exists with the umask's mode, and no process-wide umask change.
+fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    use std::os::fd::OwnedFd;
+    let sock = Socket::new(Domain::UNIX, Type::STREAM.cloexec(), None)?;
+    // fchmod on the socket's fd sets the mode bind gives the file (masked by the umask, which
+    // can only remove bits).
+    let as_file = std::fs::File::from(OwnedFd::from(sock));
+    as_file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    let sock = Socket::from(OwnedFd::from(as_file));
+    sock.bind(&SockAddr::unix(path)?)?;
+    sock.listen(1024)?;
+    sock.set_nonblocking(true)?;
+    UnixListener::from_std(std::os::unix::net::UnixListener::from(OwnedFd::from(sock)))
+}
+
 pub(crate) fn bind(path: &Path) -> Result<(UnixListener, SocketGuard)> {
     // sockaddr_un holds 108 bytes including the terminating NUL; the OS error for a longer path
     // ("invalid argument") would not say what is wrong.
@@ -69,10 +87,7 @@ pub(crate) fn bind(path: &Path) -> Result<(UnixListener, SocketGuard)> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(Error::io("inspect socket path", path, e)),
     }
-    let listener = UnixListener::bind(path).map_err(|e| Error::io("bind socket", path, e))?;
-    // Only the kubelet (root) needs to connect.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io("set socket permissions", path, e))?;
+    let listener = bind_private(path).map_err(|e| Error::io("bind socket", path, e))?;
     Ok((
         listener,
         SocketGuard {
