@@ -124,6 +124,62 @@ fn prepare_round_trip(c: &mut Criterion) {
     drop(api);
 }
 
+/// One NodePrepareResources call with 10,000 claims (a hostile or buggy kubelet), in the
+/// normal and the rolling-update mode (shared checkpoint, re-checked on every lookup).
+fn prepare_many(c: &mut Criterion) {
+    const N: usize = 10_000;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut g = c.benchmark_group("prepare_10000_claims");
+    g.sample_size(10);
+    for rolling in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (api, plugin, kubelet) = rt.block_on(async {
+            let api = FakeApiServer::start().await.unwrap();
+            api.add_node(NODE);
+            for i in 0..N {
+                api.put_claim(claim(i));
+            }
+            let mut b = KubeletPlugin::builder(Echo, api.client().unwrap().field_manager(DRIVER))
+                .driver_name(DRIVER)
+                .node_name(NODE)
+                .kubelet_dir(dir.path());
+            if rolling {
+                b = b.rolling_update("0a6f3c1e-5a1b-4c2d-8e3f-123456789abc");
+            }
+            let plugin = b.start().await.unwrap();
+            let kubelet = FakeKubelet::connect(plugin.registration_socket())
+                .await
+                .unwrap();
+            (api, plugin, kubelet)
+        });
+        let claims: Vec<ClaimRef> = (0..N).map(claim_ref).collect();
+        let name = if rolling { "rolling_update" } else { "normal" };
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let start = Instant::now();
+                        let resp = kubelet.prepare(black_box(&claims)).await.unwrap();
+                        total += start.elapsed();
+                        assert_eq!(resp.claims.len(), N);
+                        assert!(resp.claims.values().all(|c| c.error.is_empty()));
+                        kubelet.unprepare(&claims).await.unwrap();
+                    }
+                    total
+                })
+            })
+        });
+        rt.block_on(plugin.shutdown()).unwrap();
+        drop(api);
+    }
+    g.finish();
+}
+
 fn entry(i: usize) -> CheckpointEntry {
     let c = claim(i);
     let results = c
@@ -281,5 +337,11 @@ fn slice_plan(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, prepare_round_trip, checkpoint_write, slice_plan);
+criterion_group!(
+    benches,
+    prepare_round_trip,
+    checkpoint_write,
+    slice_plan,
+    prepare_many
+);
 criterion_main!(benches);

@@ -141,6 +141,14 @@ pub struct AzureInstance {
 /// Policy-routing tables start here; NIC `i` of IMDS uses table `100 + i`.
 pub const ROUTING_TABLE_BASE: u32 = 100;
 
+/// The policy-routing table of the NIC at `index` in IMDS: [`ROUTING_TABLE_BASE`] + index,
+/// skipping the kernel's reserved tables 253 (default), 254 (main) and 255 (local), which a node
+/// with more than 152 NICs would otherwise reach.
+pub fn routing_table(index: usize) -> u32 {
+    let t = ROUTING_TABLE_BASE.saturating_add(u32::try_from(index).unwrap_or(u32::MAX - 1000));
+    if t >= 253 { t.saturating_add(3) } else { t }
+}
+
 fn normalize_mac(m: &str) -> String {
     m.chars()
         .filter(|c| c.is_ascii_hexdigit())
@@ -197,7 +205,7 @@ impl CloudProvider for AzureInstance {
             .iter()
             .enumerate()
             .find(|(_, n)| normalize_mac(&n.mac_address) == mac)?;
-        let table = ROUTING_TABLE_BASE + index as u32;
+        let table = routing_table(index);
         let mut cfg = NetworkConfig::default();
         if let Some(s) = nic.ipv4.subnet.first() {
             match subnet_gateway(s) {
@@ -249,6 +257,18 @@ impl CloudProvider for AzureInstance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routing_tables_skip_the_kernels_reserved_ones() {
+        assert_eq!(routing_table(0), 100);
+        assert_eq!(routing_table(152), 252);
+        assert_eq!(routing_table(153), 256);
+        let tables: Vec<u32> = (0..400).map(routing_table).collect();
+        assert!(tables.iter().all(|t| !(253..=255).contains(t)));
+        let mut sorted = tables.clone();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 400, "one table per NIC");
+    }
 
     #[test]
     fn gateways() {

@@ -103,6 +103,43 @@ struct Inner {
     pending: Mutex<Pending>,
     metrics: Arc<dyn Metrics>,
     shared: bool,
+    /// Shared mode: the identity of the file `claims` was read from or written as. A lookup
+    /// re-reads the file only when it changed (the other instance wrote it), so N lookups cost
+    /// N `stat`s, not N parses of a file that grows with N.
+    seen: Mutex<Option<FileId>>,
+}
+
+/// What changes whenever the checkpoint file is replaced: its inode and times (every write is a
+/// rename), and its header line, which carries the body's CRC-32 and length, since a freed inode
+/// number can come back within one tick of the file system's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    mtime_ns: i128,
+    header: [u8; 64],
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let mut f = File::open(path).ok()?;
+    let m = f.metadata().ok()?;
+    let mut header = [0u8; 64];
+    let mut n = 0;
+    while n < header.len() {
+        match f.read(&mut header[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(_) => return None,
+        }
+    }
+    Some(FileId {
+        dev: m.dev(),
+        ino: m.ino(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        header,
+    })
 }
 
 impl Inner {
@@ -145,9 +182,15 @@ impl Inner {
             // Held until the write is done: the other instance's changes are neither lost nor
             // overwritten.
             let (_file_lock, base) = if self.shared {
-                match flock::lock(&lock_path(&self.path))
-                    .and_then(|l| read_claims(&self.path).map(|c| (Some(l), c)))
-                {
+                let seen = *self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+                match flock::lock(&lock_path(&self.path)).and_then(|l| {
+                    // Unchanged since we last read or wrote it: what we hold is the file.
+                    if seen.is_some() && file_id(&self.path) == seen {
+                        Ok((Some(l), current.clone()))
+                    } else {
+                        read_claims(&self.path).map(|c| (Some(l), c))
+                    }
+                }) {
                     Ok(v) => v,
                     Err(e) => {
                         for (_, tx) in batch {
@@ -174,6 +217,14 @@ impl Inner {
                 continue;
             }
             let result = write_file(&self.path, &next);
+            if self.shared {
+                // Still under the file lock: this identity is our own write's.
+                *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = if result.is_ok() {
+                    file_id(&self.path)
+                } else {
+                    None
+                };
+            }
             self.metrics
                 .checkpoint_write(result.is_ok(), start.elapsed());
             match result {
@@ -246,11 +297,16 @@ impl Checkpoint {
                         return Err(Error::CheckpointCorrupt { path, reason });
                     }
                     CheckpointPolicy::Quarantine => {
-                        let secs = SystemTime::now()
+                        // Nanoseconds, so two quarantines in one second keep both files.
+                        let now = SystemTime::now()
                             .duration_since(UNIX_EPOCH)
-                            .map(|d| d.as_secs())
-                            .unwrap_or(0);
-                        let moved_to = PathBuf::from(format!("{}.corrupt-{secs}", path.display()));
+                            .unwrap_or_default();
+                        let moved_to = PathBuf::from(format!(
+                            "{}.corrupt-{}.{:09}",
+                            path.display(),
+                            now.as_secs(),
+                            now.subsec_nanos()
+                        ));
                         fs::rename(&path, &moved_to)
                             .map_err(|e| Error::io("move corrupt checkpoint aside", &path, e))?;
                         tracing::error!(
@@ -273,6 +329,7 @@ impl Checkpoint {
             pending: Mutex::new(Pending::default()),
             metrics,
             shared,
+            seen: Mutex::new(None),
         };
         Ok((
             Self {
@@ -299,9 +356,25 @@ impl Checkpoint {
         if !self.inner.shared {
             return Ok(self.get(uid));
         }
+        // The identity is taken before the read: if the file is replaced in between, the next
+        // lookup sees a different identity and reads again.
+        let id = file_id(&self.inner.path);
+        let seen = *self
+            .inner
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if id.is_some() && id == seen {
+            return Ok(self.get(uid));
+        }
         let claims = read_claims(&self.inner.path)?;
         let entry = claims.get(uid).cloned();
         *self.lock() = claims;
+        *self
+            .inner
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = id;
         Ok(entry)
     }
 

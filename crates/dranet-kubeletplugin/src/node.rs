@@ -222,7 +222,19 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
     async fn prepare_one(&self, c: &ClaimRef) -> Result<Vec<PreparedDevice>> {
         check_ref(c)?;
         let _guard = self.locks.lock(&c.uid).await;
-        let _file_lock = self.file_lock(&c.uid).await?;
+        let file_lock = self.file_lock(&c.uid).await?;
+        let result = self.prepare_locked(c).await;
+        // A claim that failed may never be unprepared (the kubelet only unprepares what it
+        // prepared): its lock file must not stay behind. Lock files are made again on demand.
+        if result.is_err()
+            && let Some((path, held)) = file_lock
+        {
+            flock::remove_locked(&path, held);
+        }
+        result
+    }
+
+    async fn prepare_locked(&self, c: &ClaimRef) -> Result<Vec<PreparedDevice>> {
         // Already prepared (a kubelet retry, or a reply lost in a crash): answer from the record
         // without asking the API server or the driver again.
         let recorded = self.checkpoint.lookup(&c.uid)?;
@@ -393,7 +405,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
 pub const MAX_STATE_DEPTH: usize = 100;
 
 /// Claims running at once in one plugin.
-pub const MAX_CLAIMS_IN_FLIGHT: usize = 64;
+pub const MAX_CLAIMS_IN_FLIGHT: usize = 256;
 
 /// Nesting depth of a JSON value, without recursion (the value may be deep enough to overflow
 /// the stack).
@@ -445,6 +457,23 @@ fn check_ref(c: &ClaimRef) -> Result<()> {
                 c.namespace, c.name, c.uid
             )));
         }
+    }
+    // Namespace and name go into API paths: only what Kubernetes allows in them (DNS-1123
+    // labels and subdomains), so nothing needs escaping and nothing can change the path.
+    let dns = |v: &str, max: usize, dots: bool| {
+        v.len() <= max
+            && v.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || (dots && b == b'.')
+            })
+    };
+    if !dns(&c.namespace, 63, false) || !dns(&c.name, 253, true) {
+        let show = |v: &str| v.chars().take(80).collect::<String>();
+        return Err(Error::InvalidRequest(format!(
+            "claim {:?}/{:?} (uid {:?}): namespace and name must be DNS-1123 names",
+            show(&c.namespace),
+            show(&c.name),
+            show(&c.uid)
+        )));
     }
     Ok(())
 }

@@ -147,7 +147,7 @@ async fn a_uid_listed_twice_is_answered_explicitly() {
 async fn a_call_with_many_claims_runs_a_bounded_number_at_once() {
     let h = Harness::start().await;
     h.driver.rec().delay = Duration::from_millis(20);
-    let n = 200;
+    let n = 3 * dranet_kubeletplugin::MAX_CLAIMS_IN_FLIGHT;
     for i in 0..n {
         h.api.put_claim(claim(
             &format!("m{i}"),
@@ -163,4 +163,54 @@ async fn a_call_with_many_claims_runs_a_bounded_number_at_once() {
         max > 1 && max <= dranet_kubeletplugin::MAX_CLAIMS_IN_FLIGHT,
         "{max} claims ran at once"
     );
+}
+
+#[tokio::test]
+async fn a_failed_prepare_leaves_no_lock_file_in_rolling_mode() {
+    let h = Harness::start_with(|b| b.rolling_update("0a6f3c1e-5a1b-4c2d-8e3f-123456789abc")).await;
+    h.api
+        .put_claim(claim("f1", vec![result(DRIVER, "eth1", "nic")]));
+    h.driver.rec().fail_prepare.insert("f1".into());
+    let resp = h.kubelet.prepare(&[claim_ref("f1")]).await.unwrap();
+    assert!(!resp.claims["uid-f1"].error.is_empty());
+    // A claim that is not allocated fails before the driver: no lock file either.
+    let resp = h.kubelet.prepare(&[claim_ref("missing")]).await.unwrap();
+    assert!(!resp.claims["uid-missing"].error.is_empty());
+    let mut stack = vec![h.dir.path().to_path_buf()];
+    let mut locks = Vec::new();
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "lock")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("uid-"))
+            {
+                locks.push(p);
+            }
+        }
+    }
+    assert!(locks.is_empty(), "left behind: {locks:?}");
+}
+
+#[tokio::test]
+async fn claim_names_that_could_change_the_api_path_are_refused() {
+    let h = Harness::start().await;
+    for (ns, name) in [
+        ("default", "a/../../nodes/x"),
+        ("default", "a?watch=true"),
+        ("Default", "a"),
+        ("default", "a%2F"),
+    ] {
+        let r = ClaimRef {
+            namespace: ns.into(),
+            name: name.into(),
+            uid: "uid-x".into(),
+        };
+        let resp = h.kubelet.prepare(&[r]).await.unwrap();
+        let err = &resp.claims["uid-x"].error;
+        assert!(err.contains("DNS-1123"), "{ns}/{name}: {err}");
+    }
+    assert!(h.driver.rec().prepares.is_empty());
 }

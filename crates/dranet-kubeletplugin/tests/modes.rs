@@ -41,7 +41,10 @@ async fn files_sockets_and_directories_get_private_modes_under_umask_000() {
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "lock"))
         .collect();
-    assert!(!locks.is_empty(), "a prepared claim has its lock file in rolling mode");
+    assert!(
+        !locks.is_empty(),
+        "a prepared claim has its lock file in rolling mode"
+    );
     for l in &locks {
         assert_eq!(mode(l), 0o600, "{}", l.display());
         assert_eq!(mode(l.parent().unwrap()), 0o700, "{}", l.display());
