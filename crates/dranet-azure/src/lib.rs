@@ -32,9 +32,11 @@ mod detect;
 pub mod fake;
 mod imds;
 
-pub use client::{DEFAULT_API_VERSION, DEFAULT_ENDPOINT, Error, ImdsClient, Result, RetryPolicy};
+pub use client::{
+    DEFAULT_API_VERSION, DEFAULT_ENDPOINT, Error, ImdsClient, MAX_BODY_BYTES, Result, RetryPolicy,
+};
 pub use detect::{AZURE_ASSET_TAG, Detection, Detector, Hint};
 pub use imds::{
-    AzureInstance, Compute, Interface, IpAddress, Ipv4, Ipv6, Network, Subnet, attr, parse_compute,
-    parse_network,
+    AzureInstance, Compute, Interface, IpAddress, Ipv4, Ipv6, Network, ROUTING_TABLE_BASE, Subnet,
+    attr, parse_compute, parse_network, routing_table,
 };

@@ -16,6 +16,22 @@ fn podnet(h: &Ns, journal: &std::path::Path) -> PodNet {
     PodNet::new(Netns::open(h.path()).unwrap(), journal).unwrap()
 }
 
+fn req<'a>(
+    key: &'a str,
+    owner: &'a str,
+    link: &'a str,
+    pod_netns: &'a std::path::Path,
+    config: &'a NetworkConfig,
+) -> AttachRequest<'a> {
+    AttachRequest {
+        key,
+        owner,
+        link,
+        pod_netns,
+        config,
+    }
+}
+
 fn full_config() -> NetworkConfig {
     NetworkConfig {
         interface: InterfaceConfig {
@@ -73,13 +89,7 @@ async fn a_veth_end_is_configured_in_the_pod_and_the_host_gets_everything_back()
 
     let cfg = full_config();
     let attached = pn
-        .attach(&AttachRequest {
-            key: "claim-1-v0",
-            owner: "sandbox-1",
-            link: "v0",
-            pod_netns: &p.path(),
-            config: &cfg,
-        })
+        .attach(&req("claim-1-v0", "sandbox-1", "v0", &p.path(), &cfg))
         .await
         .unwrap();
     assert_eq!(attached.pod_name, "net1");
@@ -132,13 +142,7 @@ async fn a_veth_end_is_configured_in_the_pod_and_the_host_gets_everything_back()
 
     // A retry of the same attach (kubelet or runtime retry) answers without changing anything.
     let again = pn
-        .attach(&AttachRequest {
-            key: "claim-1-v0",
-            owner: "sandbox-1",
-            link: "v0",
-            pod_netns: &p.path(),
-            config: &cfg,
-        })
+        .attach(&req("claim-1-v0", "sandbox-1", "v0", &p.path(), &cfg))
         .await
         .unwrap();
     assert_eq!(again.pod_index, attached.pod_index);
@@ -164,13 +168,7 @@ async fn a_macvlan_gets_the_hosts_addresses_by_default_and_comes_back() {
 
     let cfg = NetworkConfig::default();
     let attached = pn
-        .attach(&AttachRequest {
-            key: "claim-2-mv0",
-            owner: "sandbox-2",
-            link: "mv0",
-            pod_netns: &p.path(),
-            config: &cfg,
-        })
+        .attach(&req("claim-2-mv0", "sandbox-2", "mv0", &p.path(), &cfg))
         .await
         .unwrap();
     assert_eq!(attached.pod_name, "mv0");
@@ -224,13 +222,7 @@ async fn a_failure_at_any_step_leaves_both_namespaces_as_they_were() {
         });
         let pn = podnet(&h, journal.path()).step_hook(hook);
         let err = pn
-            .attach(&AttachRequest {
-                key: "claim-3-v0",
-                owner: "sandbox-3",
-                link: "v0",
-                pod_netns: &p.path(),
-                config: &cfg,
-            })
+            .attach(&req("claim-3-v0", "sandbox-3", "v0", &p.path(), &cfg))
             .await
             .unwrap_err()
             .to_string();
@@ -268,13 +260,7 @@ async fn real_kernel_failures_roll_back_and_name_the_step() {
         ..Default::default()
     }];
     let err = pn
-        .attach(&AttachRequest {
-            key: "claim-4-v0",
-            owner: "sandbox-4",
-            link: "v0",
-            pod_netns: &p.path(),
-            config: &cfg,
-        })
+        .attach(&req("claim-4-v0", "sandbox-4", "v0", &p.path(), &cfg))
         .await
         .unwrap_err()
         .to_string();
@@ -293,13 +279,13 @@ async fn real_kernel_failures_roll_back_and_name_the_step() {
     ]);
     let pod_with_net1 = p.dump();
     let err = pn
-        .attach(&AttachRequest {
-            key: "claim-4-v0",
-            owner: "sandbox-4",
-            link: "v0",
-            pod_netns: &p.path(),
-            config: &full_config(),
-        })
+        .attach(&req(
+            "claim-4-v0",
+            "sandbox-4",
+            "v0",
+            &p.path(),
+            &full_config(),
+        ))
         .await
         .unwrap_err()
         .to_string();
@@ -313,13 +299,7 @@ async fn real_kernel_failures_roll_back_and_name_the_step() {
     // A namespace that vanished.
     let gone = std::path::Path::new("/var/run/netns/dranet-t-no-such-netns");
     let err = pn
-        .attach(&AttachRequest {
-            key: "claim-4-v0",
-            owner: "sandbox-4",
-            link: "v0",
-            pod_netns: gone,
-            config: &full_config(),
-        })
+        .attach(&req("claim-4-v0", "sandbox-4", "v0", gone, &full_config()))
         .await
         .unwrap_err()
         .to_string();
@@ -330,13 +310,7 @@ async fn real_kernel_failures_roll_back_and_name_the_step() {
     let mut bad = full_config();
     bad.interface.hardware_addr = Some("not-a-mac".into());
     let err = pn
-        .attach(&AttachRequest {
-            key: "claim-4-v0",
-            owner: "sandbox-4",
-            link: "v0",
-            pod_netns: &p.path(),
-            config: &bad,
-        })
+        .attach(&req("claim-4-v0", "sandbox-4", "v0", &p.path(), &bad))
         .await
         .unwrap_err()
         .to_string();
@@ -354,13 +328,13 @@ async fn a_macvlan_whose_pod_netns_is_deleted_dies_and_the_journal_lets_it_go() 
     let p = Ns::new("del-p");
     let journal = tempfile::tempdir().unwrap();
     let pn = podnet(&h, journal.path());
-    pn.attach(&AttachRequest {
-        key: "claim-5-mv0",
-        owner: "sandbox-5",
-        link: "mv0",
-        pod_netns: &p.path(),
-        config: &NetworkConfig::default(),
-    })
+    pn.attach(&req(
+        "claim-5-mv0",
+        "sandbox-5",
+        "mv0",
+        &p.path(),
+        &NetworkConfig::default(),
+    ))
     .await
     .unwrap();
     drop(p); // ip netns del: the kernel destroys virtual links with their namespace
@@ -385,13 +359,13 @@ async fn recovery_leaves_live_pods_alone() {
     let journal = tempfile::tempdir().unwrap();
     let pn = podnet(&h, journal.path());
     let host_before = h.dump();
-    pn.attach(&AttachRequest {
-        key: "claim-6-v0",
-        owner: "sandbox-6",
-        link: "v0",
-        pod_netns: &p.path(),
-        config: &full_config(),
-    })
+    pn.attach(&req(
+        "claim-6-v0",
+        "sandbox-6",
+        "v0",
+        &p.path(),
+        &full_config(),
+    ))
     .await
     .unwrap();
     // A restarted daemon: the pod still runs.
@@ -430,13 +404,13 @@ async fn crash_child() {
     let pn = PodNet::new(Netns::open(&host).unwrap(), &journal)
         .unwrap()
         .step_hook(hook);
-    pn.attach(&AttachRequest {
-        key: "claim-7-v0",
-        owner: "sandbox-7",
-        link: "v0",
-        pod_netns: std::path::Path::new(&pod),
-        config: &full_config(),
-    })
+    pn.attach(&req(
+        "claim-7-v0",
+        "sandbox-7",
+        "v0",
+        std::path::Path::new(&pod),
+        &full_config(),
+    ))
     .await
     .unwrap();
     pn.detach("claim-7-v0").await.unwrap();
@@ -583,13 +557,7 @@ mod property {
             .run(&config(), |cfg| {
                 rt.block_on(async {
                     let a = pn
-                        .attach(&AttachRequest {
-                            key: "prop",
-                            owner: "sandbox-p",
-                            link: "v0",
-                            pod_netns: &p.path(),
-                            config: &cfg,
-                        })
+                        .attach(&req("prop", "sandbox-p", "v0", &p.path(), &cfg))
                         .await
                         .map_err(|e| TestCaseError::fail(format!("attach {cfg:?}: {e}")))?;
                     prop_assert_eq!(a.mtu, Some(cfg.interface.mtu.map_or(1400, |m| m as u32)));

@@ -1038,32 +1038,27 @@ fn address_message(index: u32, ip: IpAddr, len: u8) -> AddressMessage {
     m
 }
 
+/// An IP address, or none for an empty string.
+fn optional_ip(what: &str, s: &str) -> io::Result<Option<IpAddr>> {
+    if s.is_empty() {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} {s:?} is not an IP address"),
+        )
+    })
+}
+
 fn route_message(oif: u32, r: &dranet_core::RouteConfig) -> io::Result<RouteMessage> {
     let dst = if r.destination.is_empty() || r.destination == "default" {
         None
     } else {
         Some(parse_cidr(&r.destination)?)
     };
-    let gw: Option<IpAddr> = if r.gateway.is_empty() {
-        None
-    } else {
-        Some(r.gateway.parse().map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("gateway {:?} is not an IP address", r.gateway),
-            )
-        })?)
-    };
-    let src: Option<IpAddr> = if r.source.is_empty() {
-        None
-    } else {
-        Some(r.source.parse().map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("source {:?} is not an IP address", r.source),
-            )
-        })?)
-    };
+    let gw = optional_ip("gateway", &r.gateway)?;
+    let src = optional_ip("source", &r.source)?;
     let fam_ip = dst
         .map(|d| d.0)
         .or(gw)
