@@ -6,19 +6,30 @@ use dranet_core::cel::{AttrValue, DeviceAttributes, DeviceView, Program, Quantit
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(src) = std::str::from_utf8(data) else { return };
-    let Ok(program) = Program::compile(src) else { return };
+    let Ok(src) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(program) = Program::compile(src) else {
+        return;
+    };
     let attrs = DeviceAttributes::new(
         "dra.net",
         [
             ("rdmaDevice", AttrValue::String("mlx5_0".into())),
             ("numaNode", AttrValue::Int(0)),
             ("rdma", AttrValue::Bool(true)),
-            ("resource.kubernetes.io/pcieRoot", AttrValue::String("pci0101:00".into())),
+            (
+                "resource.kubernetes.io/pcieRoot",
+                AttrValue::String("pci0101:00".into()),
+            ),
             ("ids", AttrValue::Ints(vec![0, 1])),
         ],
         std::iter::empty::<(&str, Quantity)>(),
     )
     .expect("fixed attributes");
-    let _ = program.matches(&DeviceView { driver: "dra.net", attributes: &attrs, allow_multiple_allocations: false });
+    let _ = program.matches(&DeviceView {
+        driver: "dra.net",
+        attributes: &attrs,
+        allow_multiple_allocations: false,
+    });
 });

@@ -214,3 +214,25 @@ async fn claim_names_that_could_change_the_api_path_are_refused() {
     }
     assert!(h.driver.rec().prepares.is_empty());
 }
+
+#[test]
+fn a_state_at_the_depth_limit_reads_back_from_the_checkpoint() {
+    use dranet_kubeletplugin::checkpoint::{CheckpointEntry, Phase, decode, encode};
+    let mut state = serde_json::json!("leaf");
+    for _ in 1..dranet_kubeletplugin::MAX_STATE_DEPTH {
+        state = serde_json::json!([state]);
+    }
+    let mut claims = std::collections::BTreeMap::new();
+    claims.insert(
+        "uid-x".to_string(),
+        CheckpointEntry {
+            claim: claim_ref("x"),
+            phase: Phase::Prepared,
+            prepared: Some(Prepared {
+                devices: Vec::new(),
+                state: Some(state),
+            }),
+        },
+    );
+    assert_eq!(decode(&encode(&claims)).unwrap(), claims);
+}
