@@ -378,6 +378,18 @@ impl Checkpoint {
         Ok(entry)
     }
 
+    /// [`Checkpoint::lookup`] for async callers: in shared mode the file check runs on a
+    /// blocking thread, not on the runtime's workers.
+    pub(crate) async fn lookup_async(&self, uid: &str) -> Result<Option<CheckpointEntry>> {
+        if !self.inner.shared {
+            return Ok(self.get(uid));
+        }
+        let (this, uid) = (self.clone(), uid.to_string());
+        tokio::task::spawn_blocking(move || this.lookup(&uid))
+            .await
+            .map_err(|_| Error::Task("checkpoint lookup"))?
+    }
+
     /// All entries, by claim UID.
     pub fn entries(&self) -> BTreeMap<String, CheckpointEntry> {
         self.lock().clone()

@@ -237,7 +237,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
     async fn prepare_locked(&self, c: &ClaimRef) -> Result<Vec<PreparedDevice>> {
         // Already prepared (a kubelet retry, or a reply lost in a crash): answer from the record
         // without asking the API server or the driver again.
-        let recorded = self.checkpoint.lookup(&c.uid)?;
+        let recorded = self.checkpoint.lookup_async(&c.uid).await?;
         if let Some(e) = &recorded {
             same_claim(c, &e.claim)?;
         }
@@ -356,7 +356,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
         check_ref(c)?;
         let _guard = self.locks.lock(&c.uid).await;
         let file_lock = self.file_lock(&c.uid).await?;
-        let recorded = self.checkpoint.lookup(&c.uid)?;
+        let recorded = self.checkpoint.lookup_async(&c.uid).await?;
         if let Some(e) = &recorded {
             same_claim(c, &e.claim)?;
         }
