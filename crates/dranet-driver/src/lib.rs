@@ -6,6 +6,7 @@
 //! - [`podnet`]: moving a NIC into a pod's namespace, configured from a
 //!   [`dranet_core::NetworkConfig`], and giving the host back exactly what it had, with a journal
 //!   that survives a crash at any point. Usable on its own by other drivers.
+//! - [`ethtool`]: features and private flags over generic netlink.
 //! - [`rdma`]: the RDMA subsystem's namespace mode and moving RDMA devices between namespaces
 //!   (RDMA netlink).
 
@@ -14,6 +15,7 @@
 use std::io;
 use std::path::PathBuf;
 
+pub mod ethtool;
 pub mod netns;
 pub mod podnet;
 pub mod rdma;
@@ -91,6 +93,9 @@ pub enum Error {
     /// RDMA netlink.
     #[error("rdma netlink: {0}")]
     Rdma(String),
+    /// Ethtool netlink.
+    #[error("ethtool: {0}")]
+    Ethtool(String),
 }
 
 /// `Result` with this crate's [`Error`].

@@ -7,7 +7,9 @@ mod support;
 
 use std::sync::Arc;
 
-use dranet_core::{InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig};
+use dranet_core::{
+    EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
+};
 use dranet_driver::netns::Netns;
 use dranet_driver::podnet::{AttachRequest, PodNet};
 use support::{Ns, can_run, host_with_macvlan, host_with_veth};
@@ -71,8 +73,21 @@ fn full_config() -> NetworkConfig {
             destination: "192.168.5.9".into(),
             hardware_addr: "02:00:00:00:00:99".into(),
         }],
+        ethtool: Some(EthtoolConfig {
+            features: [
+                ("tso".to_string(), false),
+                ("rx-gro-list".to_string(), true),
+            ]
+            .into(),
+            ..Default::default()
+        }),
         ..Default::default()
     }
+}
+
+/// The link's ethtool features, as the kernel reports them.
+fn features(ns: &Ns, dev: &str) -> dranet_driver::ethtool::Features {
+    dranet_driver::ethtool::features(&Netns::open(ns.path()).unwrap(), dev).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,6 +101,8 @@ async fn a_veth_end_is_configured_in_the_pod_and_the_host_gets_everything_back()
     let pn = podnet(&h, journal.path());
     let host_before = h.dump();
     let pod_before = p.dump();
+    let features_before = features(&h, "v0");
+    assert!(features_before.is_on("tx-tcp-segmentation") && !features_before.is_on("rx-gro-list"));
 
     let cfg = full_config();
     let attached = pn
@@ -139,6 +156,12 @@ async fn a_veth_end_is_configured_in_the_pod_and_the_host_gets_everything_back()
     );
     assert_eq!(p.read_sysctl("net/ipv4/conf/net1/arp_ignore"), "1");
     assert_eq!(p.read_sysctl("net/ipv4/conf/net1/arp_announce"), "2");
+    let f = features(&p, "net1");
+    assert!(
+        !f.is_on("tx-tcp-segmentation") && !f.is_on("tx-tcp6-segmentation"),
+        "tso off"
+    );
+    assert!(f.is_on("rx-gro-list"));
 
     // A retry of the same attach (kubelet or runtime retry) answers without changing anything.
     let again = pn
@@ -149,6 +172,11 @@ async fn a_veth_end_is_configured_in_the_pod_and_the_host_gets_everything_back()
 
     pn.detach("claim-1-v0").await.unwrap();
     assert_eq!(h.dump(), host_before, "host state after detach");
+    assert_eq!(
+        features(&h, "v0"),
+        features_before,
+        "ethtool features after detach"
+    );
     assert_eq!(p.dump(), pod_before, "pod namespace after detach");
     assert!(pn.journal().entries().unwrap().is_empty());
     // Detaching again is a no-op.
@@ -200,6 +228,7 @@ async fn a_failure_at_any_step_leaves_both_namespaces_as_they_were() {
     let journal = tempfile::tempdir().unwrap();
     let host_before = h.dump();
     let pod_before = p.dump();
+    let features_before = features(&h, "v0");
     let cfg = full_config();
     for step in [
         "journal",
@@ -207,6 +236,7 @@ async fn a_failure_at_any_step_leaves_both_namespaces_as_they_were() {
         "sysctl",
         "address",
         "up",
+        "ethtool",
         "route",
         "rule",
         "neighbour",
@@ -232,6 +262,7 @@ async fn a_failure_at_any_step_leaves_both_namespaces_as_they_were() {
         );
         assert!(!err.contains("rolling back failed"), "{err}");
         assert_eq!(h.dump(), host_before, "host after a failure at {step}");
+        assert_eq!(features(&h, "v0"), features_before, "features after {step}");
         assert_eq!(p.dump(), pod_before, "pod after a failure at {step}");
         assert!(
             pn.journal().entries().unwrap().is_empty(),
@@ -305,6 +336,30 @@ async fn real_kernel_failures_roll_back_and_name_the_step() {
         .to_string();
     assert!(err.contains("dranet-t-no-such-netns"), "{err}");
     assert_eq!(h.dump(), host_before);
+
+    // An ethtool feature the device does not have, or a private flag it does not have.
+    for (features, flags, needle) in [
+        (vec![("tx-warp-drive", true)], vec![], "tx-warp-drive"),
+        (vec![("lro", true)], vec![], "rx-lro"),
+        (vec![], vec![("legacy-rx", true)], "has: none"),
+    ] {
+        let mut cfg = full_config();
+        cfg.interface.name = "net2".into(); // net1 is taken in the pod by now
+        cfg.ethtool = Some(EthtoolConfig {
+            features: features
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            private_flags: flags.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        });
+        let err = pn
+            .attach(&req("claim-4-v0", "sandbox-4", "v0", &p.path(), &cfg))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(needle) && err.contains("v0"), "{err}");
+        assert_eq!(h.dump(), host_before);
+    }
 
     // An invalid config is refused before anything changes.
     let mut bad = full_config();
@@ -423,6 +478,7 @@ async fn crash_and_recover(step: &str) {
     let journal = tempfile::tempdir().unwrap();
     let host_before = h.dump();
     let pod_before = p.dump();
+    let features_before = features(&h, "v0");
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -457,6 +513,11 @@ async fn crash_and_recover(step: &str) {
         h.dump(),
         host_before,
         "host after a crash at {step} and recovery"
+    );
+    assert_eq!(
+        features(&h, "v0"),
+        features_before,
+        "features after a crash at {step}"
     );
     assert_eq!(
         p.dump(),

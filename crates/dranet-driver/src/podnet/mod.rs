@@ -143,6 +143,13 @@ impl std::fmt::Debug for PodNet {
     }
 }
 
+/// Ethtool settings to apply in the pod (kernel feature names).
+#[derive(Debug, Default)]
+struct EthtoolChanges {
+    features: std::collections::BTreeMap<String, bool>,
+    private_flags: std::collections::BTreeMap<String, bool>,
+}
+
 /// A failed step: its name and the kernel's (or our) error.
 struct StepError {
     step: String,
@@ -214,14 +221,6 @@ impl PodNet {
             reason,
         };
         config.validate().map_err(|e| invalid(e.to_string()))?;
-        if let Some(e) = &config.ethtool
-            && (!e.features.is_empty() || !e.private_flags.is_empty())
-        {
-            return Err(Error::Unsupported(format!(
-                "{link}: ethtool features and private flags are not supported by this dranet \
-                 version; remove `ethtool` from the claim config"
-            )));
-        }
         // Everything that can be parsed is parsed now, so a typo fails before the link moves.
         let iface = &config.interface;
         if let Some(mac) = &iface.hardware_addr {
@@ -347,6 +346,46 @@ impl PodNet {
         let snapshot = state::capture(&host, &link)
             .await
             .map_err(|e| self.attach_err(req, "record the host state", e))?;
+        // Ethtool: names checked against the device and the original values recorded before
+        // anything changes, so detach can put them back.
+        let mut snapshot = snapshot;
+        let eth = match &req.config.ethtool {
+            Some(e) if !e.features.is_empty() || !e.private_flags.is_empty() => {
+                let invalid = |reason: String| Error::InvalidConfig {
+                    device: req.link.to_string(),
+                    reason,
+                };
+                let now = crate::ethtool::features(&self.host, req.link)?;
+                let features = crate::ethtool::resolve(&e.features, &now).map_err(invalid)?;
+                snapshot.ethtool_features =
+                    features.keys().map(|n| (n.clone(), now.is_on(n))).collect();
+                let (all, on) = if e.private_flags.is_empty() {
+                    (Vec::new(), Vec::new())
+                } else {
+                    crate::ethtool::private_flags(&self.host, req.link)?
+                };
+                if let Some(unknown) = e.private_flags.keys().find(|k| !all.contains(k)) {
+                    return Err(invalid(format!(
+                        "{unknown:?} is not a private flag of this device (it has: {})",
+                        if all.is_empty() {
+                            "none".to_string()
+                        } else {
+                            all.join(", ")
+                        }
+                    )));
+                }
+                snapshot.ethtool_private_flags = e
+                    .private_flags
+                    .keys()
+                    .map(|n| (n.clone(), on.contains(n)))
+                    .collect();
+                EthtoolChanges {
+                    features,
+                    private_flags: e.private_flags.clone(),
+                }
+            }
+            _ => EthtoolChanges::default(),
+        };
         let mut entry = Entry {
             version: JOURNAL_VERSION,
             key: req.key.to_string(),
@@ -366,7 +405,7 @@ impl PodNet {
         self.journal.write(&entry)?;
 
         match self
-            .configure(&host, &pod, &podr, &mut entry, req.config)
+            .configure(&host, &pod, &podr, &mut entry, req.config, &eth)
             .await
         {
             Ok(attached) => {
@@ -418,7 +457,9 @@ impl PodNet {
         podr: &Rtnl,
         entry: &mut Entry,
         cfg: &NetworkConfig,
+        eth: &EthtoolChanges,
     ) -> StepResult<Attached> {
+        let (features, private_flags) = (&eth.features, &eth.private_flags);
         let index = entry.host.index;
         let iface = &cfg.interface;
 
@@ -556,6 +597,14 @@ impl PodNet {
         podr.request(RouteNetlinkMessage::SetLink(set_up(pod_index, true)), 0)
             .await
             .map_err(at("set up"))?;
+
+        if !features.is_empty() || !private_flags.is_empty() {
+            self.step("ethtool")?;
+            let ethtool_err = |e: Error| at("ethtool")(io::Error::other(e.to_string()));
+            crate::ethtool::set_features(pod, &entry.pod_name, features).map_err(ethtool_err)?;
+            crate::ethtool::set_private_flags(pod, &entry.pod_name, private_flags)
+                .map_err(ethtool_err)?;
+        }
 
         // Link-scope routes first: gateways of the others are reached through them.
         let mut routes: Vec<_> = cfg.routes.iter().collect();
@@ -797,6 +846,17 @@ impl PodNet {
         // Everything below is replayed in full even when one piece fails, so one bad route
         // does not cost the host the rest; the failures are reported together.
         let mut failures: Vec<String> = Vec::new();
+        if !h.ethtool_features.is_empty() || !h.ethtool_private_flags.is_empty() {
+            self.step("detach:ethtool")?;
+            if let Err(e) = crate::ethtool::set_features(&self.host, &h.name, &h.ethtool_features) {
+                failures.push(e.to_string());
+            }
+            if let Err(e) =
+                crate::ethtool::set_private_flags(&self.host, &h.name, &h.ethtool_private_flags)
+            {
+                failures.push(e.to_string());
+            }
+        }
         let mut replay =
             async |raw: &RawMessage,
                    fix: &dyn Fn(RouteNetlinkMessage) -> Option<RouteNetlinkMessage>| {

@@ -5,7 +5,7 @@
 //! the journal), so that flags, lifetimes, metrics, preferences and tables survive the round
 //! trip without a field-by-field model that could forget one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io;
 
@@ -121,6 +121,12 @@ pub struct HostLink {
     pub rules: Vec<RawMessage>,
     /// Permanent neighbours on the link.
     pub neighbours: Vec<RawMessage>,
+    /// The original values of the ethtool features the claim changes (kernel names).
+    #[serde(default)]
+    pub ethtool_features: BTreeMap<String, bool>,
+    /// The original values of the private flags the claim changes.
+    #[serde(default)]
+    pub ethtool_private_flags: BTreeMap<String, bool>,
 }
 
 /// Reads what a link has on the host.
@@ -143,6 +149,8 @@ pub(crate) async fn capture(rtnl: &Rtnl, link: &LinkMessage) -> io::Result<HostL
         routes: Vec::new(),
         rules: Vec::new(),
         neighbours: Vec::new(),
+        ethtool_features: BTreeMap::new(),
+        ethtool_private_flags: BTreeMap::new(),
     };
     for a in &link.attributes {
         match a {
