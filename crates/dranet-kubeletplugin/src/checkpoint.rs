@@ -702,6 +702,24 @@ mod tests {
     }
 
     #[test]
+    fn two_quarantines_in_one_second_keep_both_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoint");
+        let mut moved = Vec::new();
+        for garbage in ["first torn file", "second torn file"] {
+            fs::write(&path, garbage).unwrap();
+            let (_, outcome) = Checkpoint::open(&path, CheckpointPolicy::Quarantine).unwrap();
+            match outcome {
+                LoadOutcome::Quarantined { moved_to, .. } => moved.push(moved_to),
+                other => panic!("expected quarantine, got {other:?}"),
+            }
+        }
+        assert_ne!(moved[0], moved[1]);
+        assert_eq!(fs::read_to_string(&moved[0]).unwrap(), "first torn file");
+        assert_eq!(fs::read_to_string(&moved[1]).unwrap(), "second torn file");
+    }
+
+    #[test]
     fn garbage_is_rejected_not_panicked_on() {
         for bad in [
             &b""[..],
