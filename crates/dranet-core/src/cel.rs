@@ -37,6 +37,7 @@ mod eval;
 mod ext;
 mod parse;
 
+pub use eval::MAX_EVAL_STEPS;
 pub use ext::{Quantity, Semver};
 
 /// Longest expression accepted, as the Kubernetes API validation allows.

@@ -241,3 +241,30 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_long_member_chain_is_a_compile_error_not_a_stack_overflow() {
+    let chain = format!("{{\"a\":1}}{} == 1", ".a".repeat(2000));
+    let e = Program::compile(&chain).unwrap_err().to_string();
+    assert!(e.contains("links in one chain"), "{e}");
+    // Ordinary selectors are far inside the limits.
+    assert!(
+        eval(r#"device.attributes["dra.net"].numaNode == 0 && device.attributes["dra.net"].rdma"#)
+            .unwrap()
+    );
+}
+
+#[test]
+fn an_exploding_comprehension_is_stopped_with_an_error_naming_the_budget() {
+    // 10^6+ steps: nested comprehensions over a 10-element list, five deep.
+    let l = "[0,1,2,3,4,5,6,7,8,9]";
+    let expr = format!(
+        "{l}.all(a, {l}.all(b, {l}.all(c, {l}.all(d, {l}.all(e, {l}.all(f, a+b+c+d+e+f >= 0))))))"
+    );
+    let e = eval(&expr).unwrap_err().to_string();
+    assert!(e.contains("steps"), "{e}");
+    assert!(
+        e.contains(&dranet_core::cel::MAX_EVAL_STEPS.to_string()),
+        "{e}"
+    );
+}

@@ -80,7 +80,14 @@ struct Ctx<'a> {
     dev: &'a DeviceView<'a>,
     attrs: &'a DeviceAttributes,
     vars: Vec<Value<'a>>,
+    /// Evaluation steps so far, against [`MAX_EVAL_STEPS`].
+    steps: u64,
 }
+
+/// Most evaluation steps for one selector on one device. Nested comprehensions grow as
+/// len^depth; the scheduler likewise stops an evaluation over its runtime cost limit
+/// (1,000,000), so a selector can cost a pod its scheduling but never hang the process.
+pub const MAX_EVAL_STEPS: u64 = 1_000_000;
 
 /// The common selector shapes (`device.driver == "x"`, `attr == literal`, a bool attribute,
 /// and `&&`/`||`/`!` of those), evaluated without building values. `None` means "not decided
@@ -131,6 +138,7 @@ pub(super) fn eval_bool(e: &Expr, dev: &DeviceView<'_>) -> R<bool> {
         dev,
         attrs: dev.attributes,
         vars: Vec::new(),
+        steps: 0,
     };
     match eval(e, &mut ctx)? {
         Value::Bool(b) => Ok(b),
@@ -350,6 +358,13 @@ fn binary<'a>(ctx: &Ctx<'a>, op: BinOp, a: Value<'a>, b: Value<'a>) -> R<Value<'
 }
 
 fn eval<'a>(e: &'a Expr, ctx: &mut Ctx<'a>) -> R<Value<'a>> {
+    ctx.steps += 1;
+    if ctx.steps > MAX_EVAL_STEPS {
+        return Err(format!(
+            "evaluation stopped after {MAX_EVAL_STEPS} steps (the scheduler also stops \
+             selectors over its runtime cost limit)"
+        ));
+    }
     Ok(match e {
         Expr::Lit(l) => match l {
             Lit::Null => Value::Null,
@@ -722,6 +737,7 @@ mod tests {
                 dev: &dev,
                 attrs: &attrs,
                 vars: Vec::new(),
+                steps: 0,
             };
             let slow = match eval(&e, &mut ctx) {
                 Ok(Value::Bool(b)) => Some(b),

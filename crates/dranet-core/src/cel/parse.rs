@@ -335,6 +335,7 @@ pub(crate) fn parse(src: &str) -> Result<Expr, CelError> {
         vars: Vec::new(),
         end: src.len(),
         depth: 0,
+        links: 0,
         operators: 0,
     };
     let e = p.expr()?;
@@ -424,12 +425,18 @@ struct Parser {
     end: usize,
     depth: usize,
     operators: usize,
+    /// Member, index and method links so far (each is one level of recursion when evaluated).
+    links: usize,
 }
 
 /// Deep nesting is refused rather than overflowing the stack.
 const MAX_DEPTH: usize = 32;
 /// Most binary operators in one expression.
 const MAX_OPERATORS: usize = 100;
+/// Most member/index/method links in one chain (`a.b[c].d()`), and in one expression: a 2,000-link
+/// chain once overflowed the stack in evaluation and aborted the process.
+const MAX_CHAIN: usize = 32;
+const MAX_LINKS: usize = 1024;
 
 impl Parser {
     fn peek_op(&self) -> Option<&'static str> {
@@ -563,7 +570,26 @@ impl Parser {
 
     fn postfix(&mut self) -> Result<Expr, CelError> {
         let mut e = self.primary()?;
+        let mut chain = 0;
         loop {
+            if matches!(self.peek_op(), Some("." | "[")) {
+                chain += 1;
+                self.links += 1;
+                if chain > MAX_CHAIN {
+                    return Err(err(
+                        self.at(),
+                        format!("more than {MAX_CHAIN} member, index or method links in one chain"),
+                    ));
+                }
+                if self.links > MAX_LINKS {
+                    return Err(err(
+                        self.at(),
+                        format!(
+                            "more than {MAX_LINKS} member, index or method links in the expression"
+                        ),
+                    ));
+                }
+            }
             if self.eat(".") {
                 let at = self.at();
                 let name = match self.toks.get(self.pos) {
