@@ -633,3 +633,65 @@ mod property {
             .unwrap();
     }
 }
+
+/// Whether this kernel can make VRF devices (this CI kernel cannot; the qemu guest of
+/// `../shared/recipes/qemu-rdma-guest` with the `vrf` module can).
+fn kernel_has_vrf() -> bool {
+    let probe = Ns::new("vrf-probe");
+    probe.try_ip(&["link", "add", "vrfprobe", "type", "vrf", "table", "10"])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_joins_a_vrf_in_the_pod_and_the_vrf_goes_with_it() {
+    if !can_run("a_link_joins_a_vrf_in_the_pod_and_the_vrf_goes_with_it") {
+        return;
+    }
+    if !kernel_has_vrf() {
+        eprintln!(
+            "SKIP a_link_joins_a_vrf_in_the_pod_and_the_vrf_goes_with_it: this kernel has no VRF \
+             support (run it in the qemu guest with the vrf module)"
+        );
+        return;
+    }
+    let h = host_with_veth("vrf-h");
+    let p = Ns::new("vrf-p");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = podnet(&h, journal.path());
+    let host_before = h.dump();
+    let pod_before = p.dump();
+    let mut cfg = full_config();
+    cfg.interface.vrf = Some(dranet_core::VrfConfig {
+        name: "vrf-blue".into(),
+        table: Some(1001),
+    });
+    // Routes of a VRF member go to the VRF's table.
+    cfg.routes = vec![RouteConfig {
+        destination: "192.168.6.0/24".into(),
+        gateway: "192.168.5.1".into(),
+        table: 1001,
+        ..Default::default()
+    }];
+    cfg.rules = Vec::new();
+    pn.attach(&req("claim-8-v0", "sandbox-8", "v0", &p.path(), &cfg))
+        .await
+        .unwrap();
+    let link = p.ip(&["-d", "link", "show", "net1"]);
+    assert!(link.contains("master vrf-blue"), "{link}");
+    let vrf = p.ip(&["-d", "link", "show", "vrf-blue"]);
+    assert!(
+        vrf.contains("vrf table 1001") && vrf.contains("UP"),
+        "{vrf}"
+    );
+    let routes = p.ip(&["route", "show", "vrf", "vrf-blue"]);
+    assert!(
+        routes.contains("192.168.6.0/24 via 192.168.5.1 dev net1"),
+        "{routes}"
+    );
+    pn.detach("claim-8-v0").await.unwrap();
+    assert_eq!(h.dump(), host_before);
+    assert_eq!(
+        p.dump(),
+        pod_before,
+        "the VRF we created left with the link"
+    );
+}

@@ -56,6 +56,10 @@ pub struct Entry {
     pub pod_rules: Vec<RawMessage>,
     /// A VRF device created in the pod for this link.
     pub pod_vrf: Option<String>,
+    /// Whether creating that VRF made the kernel add its `l3mdev` rules to the pod (they stay
+    /// after the VRF is gone, so they are removed with it).
+    #[serde(default)]
+    pub pod_l3mdev_rules: bool,
 }
 
 /// The journal directory.

@@ -398,6 +398,7 @@ impl PodNet {
             host: snapshot,
             pod_rules: Vec::new(),
             pod_vrf: None,
+            pod_l3mdev_rules: false,
         };
         if let Err(e) = self.step("journal") {
             return Err(self.attach_err(req, &e.step, e.source));
@@ -547,11 +548,18 @@ impl PodNet {
                 LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(table)])),
             ]));
             let vrf_step = format!("vrf {} table {table}", vrf.name);
+            let had_l3mdev = !l3mdev_rules(podr)
+                .await
+                .map_err(at(vrf_step.clone()))?
+                .is_empty();
             match podr
                 .request(RouteNetlinkMessage::NewLink(v), NLM_F_CREATE | NLM_F_EXCL)
                 .await
             {
-                Ok(_) => entry.pod_vrf = Some(vrf.name.clone()),
+                Ok(_) => {
+                    entry.pod_vrf = Some(vrf.name.clone());
+                    entry.pod_l3mdev_rules = !had_l3mdev;
+                }
                 // A VRF the pod already has (another of its NICs) is joined, not owned.
                 Err(e) if is_errno(&e, EEXIST) => {}
                 Err(e) => return Err(at(vrf_step)(e)),
@@ -779,6 +787,22 @@ impl PodNet {
                     .await
                     .map_err(at(format!("remove pod vrf {vrf}")))?;
             }
+            // The kernel's l3mdev rules came with our VRF; they go when no VRF is left.
+            if e.pod_l3mdev_rules {
+                let links = podr.links().await.map_err(at("read the pod's links"))?;
+                if !links.iter().any(|l| link_kind(l).as_deref() == Some("vrf")) {
+                    for r in l3mdev_rules(&podr)
+                        .await
+                        .map_err(at("read the pod's rules"))?
+                    {
+                        match podr.request(RouteNetlinkMessage::DelRule(r), 0).await {
+                            Ok(_) => {}
+                            Err(x) if is_errno(&x, ENOENT) || is_errno(&x, ESRCH) => {}
+                            Err(x) => return Err(at("remove the pod's l3mdev rules")(x)),
+                        }
+                    }
+                }
+            }
         }
 
         // 2. The link on the host: where we put it, or where the kernel returned it (a
@@ -956,6 +980,25 @@ impl PodNet {
             )))
         }
     }
+}
+
+/// The `l3mdev` rules of a namespace (IPv4 and IPv6), which the kernel adds with the first VRF.
+async fn l3mdev_rules(rtnl: &Rtnl) -> io::Result<Vec<RuleMessage>> {
+    let mut out = Vec::new();
+    for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+        let mut q = RuleMessage::default();
+        q.header.family = family;
+        for m in rtnl.dump(RouteNetlinkMessage::GetRule(q)).await? {
+            if let RouteNetlinkMessage::NewRule(r) = m
+                && r.attributes
+                    .iter()
+                    .any(|a| matches!(a, RuleAttribute::L3MDev(true)))
+            {
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn attached_from(e: &Entry, l: &LinkMessage, addresses: Vec<String>) -> Attached {

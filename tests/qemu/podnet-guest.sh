@@ -1,0 +1,63 @@
+#!/bin/bash
+# Runs the dranet-driver podnet tests inside a throw-away qemu guest with Debian's 6.1 kernel and
+# its veth, macvlan and vrf modules: the kernel features the CI machine lacks (VRF). TCG only
+# (no KVM needed). Needs root for apt; about a minute on 2 cores after the first build.
+#   tests/qemu/podnet-guest.sh            # all podnet tests
+#   tests/qemu/podnet-guest.sh vrf        # a filter, as for cargo test
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+FILTER=${1:-}
+G=${G:-/tmp/dranet-podnet-guest}
+mkdir -p "$G"
+
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+[ -x /bin/busybox ] || need+=(busybox-static)
+command -v cpio >/dev/null || need+=(cpio)
+command -v depmod >/dev/null || need+=(kmod)
+if [ ${#need[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get -y -qq -t bookworm install --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+KPKG=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' | sort -V | tail -1 | cut -d' ' -f1)
+KV=${KPKG#linux-image-}
+if [ ! -d "$G/kimg" ]; then
+  (cd "$G" && apt-get download "$KPKG" >/dev/null && dpkg-deb -x ./"$KPKG"_*.deb kimg)
+fi
+
+BIN=$(cargo test -p dranet-driver --test podnet --no-run --message-format=json 2>/dev/null \
+  | grep -o '"executable":"[^"]*podnet-[^"]*"' | tail -1 | cut -d'"' -f4)
+[ -x "$BIN" ] || { echo "podnet test binary not found" >&2; exit 1; }
+
+R="$G/initrd"
+rm -rf "$R"
+mkdir -p "$R"/{bin,proc,sys,dev,run,tmp,mods,lib64,lib/x86_64-linux-gnu,var}
+ln -s ../run "$R/var/run"   # as on Debian: ip keeps namespaces in /run/netns
+cp /bin/busybox "$R/bin/"
+for a in sh mount umount insmod cat id kill sleep echo mkdir poweroff; do ln -s busybox "$R/bin/$a"; done
+cp /usr/sbin/ip "$R/bin/ip"   # the real iproute2: busybox's ip applet has no netns
+cp "$BIN" "$R/bin/podnet"
+for l in $(ldd /usr/sbin/ip "$BIN" | awk '/=>/{print $3}' | sort -u); do cp -L "$l" "$R/lib/x86_64-linux-gnu/"; done
+cp -L /lib64/ld-linux-x86-64.so.2 "$R/lib64/"
+for m in veth macvlan vrf; do
+  f=$(find "$G/kimg/lib/modules/$KV" -name "$m.ko*" | head -1)
+  [ -n "$f" ] && cp "$f" "$R/mods/"
+done
+cat > "$R/init" <<INIT
+#!/bin/sh
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp; mount -t tmpfs run /run; mkdir -p /run/netns
+for m in /mods/*; do insmod \$m 2>/dev/null; done
+echo "guest kernel: \$(cat /proc/sys/kernel/osrelease)"
+/bin/podnet --test-threads 1 --nocapture $FILTER
+echo "podnet-exit=\$?"
+poweroff -f
+INIT
+chmod +x "$R/init"
+(cd "$R" && find . | cpio -o -H newc 2>/dev/null | gzip -1 > "$G/initrd.gz")
+
+timeout 900 qemu-system-x86_64 -accel tcg -machine q35 -smp 2 -m 1024 \
+  -kernel "$G/kimg/boot/vmlinuz-$KV" -initrd "$G/initrd.gz" \
+  -append "console=ttyS0 panic=-1 quiet" -display none -serial stdio -nodefaults -no-reboot \
+  | tee "$G/console.log"
+grep -q "podnet-exit=0" "$G/console.log"
