@@ -96,6 +96,7 @@ fn bench(c: &mut Criterion) {
         link: "v0",
         pod_netns: &pod,
         config: &cfg,
+        rdma_device: None,
     };
     let mut g = c.benchmark_group("podnet");
     g.sample_size(50);

@@ -31,6 +31,7 @@ fn req<'a>(
         link,
         pod_netns,
         config,
+        rdma_device: None,
     }
 }
 
@@ -694,4 +695,41 @@ async fn a_link_joins_a_vrf_in_the_pod_and_the_vrf_goes_with_it() {
         pod_before,
         "the VRF we created left with the link"
     );
+}
+
+/// The RDMA device named with a link: in shared netns mode it stays (every namespace sees it);
+/// where the kernel has no RDMA netlink the attach fails at that step and rolls back. (Exclusive
+/// mode moves need an RDMA device: soft-RoCE in a guest or hardware.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rdma_device_is_handled_by_the_subsystems_netns_mode() {
+    if !can_run("an_rdma_device_is_handled_by_the_subsystems_netns_mode") {
+        return;
+    }
+    let h = host_with_veth("rdma-h");
+    let p = Ns::new("rdma-p");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = podnet(&h, journal.path());
+    let host_before = h.dump();
+    let pod_before = p.dump();
+    let cfg = full_config();
+    let pod_path = p.path();
+    let mut r = req("claim-9-v0", "sandbox-9", "v0", &pod_path, &cfg);
+    r.rdma_device = Some("mlx5_0");
+    match dranet_driver::rdma::netns_mode() {
+        Err(_) => {
+            let err = pn.attach(&r).await.unwrap_err().to_string();
+            assert!(err.contains("rdma device mlx5_0"), "{err}");
+            assert_eq!(h.dump(), host_before);
+            assert_eq!(p.dump(), pod_before);
+        }
+        Ok(dranet_driver::rdma::NetnsMode::Shared) => {
+            pn.attach(&r).await.unwrap();
+            assert!(pn.journal().entries().unwrap()[0].rdma_device.is_none());
+            pn.detach("claim-9-v0").await.unwrap();
+            assert_eq!(h.dump(), host_before);
+        }
+        Ok(dranet_driver::rdma::NetnsMode::Exclusive) => {
+            eprintln!("SKIP: exclusive RDMA netns mode needs a real RDMA device named in the test");
+        }
+    }
 }

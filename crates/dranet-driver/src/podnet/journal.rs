@@ -60,6 +60,10 @@ pub struct Entry {
     /// after the VRF is gone, so they are removed with it).
     #[serde(default)]
     pub pod_l3mdev_rules: bool,
+    /// The RDMA device moved into the pod with the link (exclusive netns mode); when the pod's
+    /// namespace is deleted the kernel returns it to the initial namespace by itself.
+    #[serde(default)]
+    pub rdma_device: Option<String>,
 }
 
 /// The journal directory.

@@ -30,6 +30,7 @@
 //!         link: "eth3",
 //!         pod_netns: "/var/run/netns/cni-1234".as_ref(),
 //!         config: &config,
+//!         rdma_device: Some("mlx5_3"),
 //!     })
 //!     .await?;
 //! println!("{} has {:?}", attached.pod_name, attached.addresses);
@@ -88,6 +89,10 @@ pub struct AttachRequest<'a> {
     pub pod_netns: &'a Path,
     /// How to configure it in the pod (validated here).
     pub config: &'a NetworkConfig,
+    /// The RDMA device that goes with the link (`mlx5_0`), if any. When the RDMA subsystem is in
+    /// exclusive netns mode it moves into the pod with the link and back with it; in shared
+    /// mode (the kernel default) it stays, as every namespace sees it.
+    pub rdma_device: Option<&'a str>,
 }
 
 /// The link as the pod got it.
@@ -143,11 +148,13 @@ impl std::fmt::Debug for PodNet {
     }
 }
 
-/// Ethtool settings to apply in the pod (kernel feature names).
+/// What goes to the pod besides the link's netlink configuration: ethtool settings (kernel
+/// feature names) and the RDMA device.
 #[derive(Debug, Default)]
-struct EthtoolChanges {
+struct Extras {
     features: std::collections::BTreeMap<String, bool>,
     private_flags: std::collections::BTreeMap<String, bool>,
+    rdma_device: Option<String>,
 }
 
 /// A failed step: its name and the kernel's (or our) error.
@@ -349,7 +356,7 @@ impl PodNet {
         // Ethtool: names checked against the device and the original values recorded before
         // anything changes, so detach can put them back.
         let mut snapshot = snapshot;
-        let eth = match &req.config.ethtool {
+        let mut eth = match &req.config.ethtool {
             Some(e) if !e.features.is_empty() || !e.private_flags.is_empty() => {
                 let invalid = |reason: String| Error::InvalidConfig {
                     device: req.link.to_string(),
@@ -379,13 +386,15 @@ impl PodNet {
                     .keys()
                     .map(|n| (n.clone(), on.contains(n)))
                     .collect();
-                EthtoolChanges {
+                Extras {
                     features,
                     private_flags: e.private_flags.clone(),
+                    rdma_device: None,
                 }
             }
-            _ => EthtoolChanges::default(),
+            _ => Extras::default(),
         };
+        eth.rdma_device = req.rdma_device.map(str::to_string);
         let mut entry = Entry {
             version: JOURNAL_VERSION,
             key: req.key.to_string(),
@@ -399,6 +408,7 @@ impl PodNet {
             pod_rules: Vec::new(),
             pod_vrf: None,
             pod_l3mdev_rules: false,
+            rdma_device: None,
         };
         if let Err(e) = self.step("journal") {
             return Err(self.attach_err(req, &e.step, e.source));
@@ -458,8 +468,9 @@ impl PodNet {
         podr: &Rtnl,
         entry: &mut Entry,
         cfg: &NetworkConfig,
-        eth: &EthtoolChanges,
+        eth: &Extras,
     ) -> StepResult<Attached> {
+        let rdma_device = eth.rdma_device.as_deref();
         let (features, private_flags) = (&eth.features, &eth.private_flags);
         let index = entry.host.index;
         let iface = &cfg.interface;
@@ -512,6 +523,20 @@ impl PodNet {
             })?;
         let pod_index = link.header.index;
         entry.pod_index = Some(pod_index);
+
+        if let Some(dev) = rdma_device {
+            self.step("rdma")?;
+            let rdma_err =
+                |e: Error| at(format!("rdma device {dev}"))(io::Error::other(e.to_string()));
+            if crate::rdma::netns_mode().map_err(rdma_err)? == crate::rdma::NetnsMode::Exclusive {
+                // Recorded before the move, so a crash right after it is undone too.
+                entry.rdma_device = Some(dev.to_string());
+                self.journal
+                    .write(entry)
+                    .map_err(|e| at("journal")(io::Error::other(e.to_string())))?;
+                crate::rdma::move_device(dev, &self.host, pod).map_err(rdma_err)?;
+            }
+        }
 
         self.step("sysctl")?;
         let name = entry.pod_name.clone();
@@ -767,6 +792,17 @@ impl PodNet {
                 podr.request(RouteNetlinkMessage::SetLink(m), 0)
                     .await
                     .map_err(at(format!("move back to the host as {}", h.name)))?;
+            }
+            if let Some(dev) = &e.rdma_device {
+                self.step("detach:rdma")?;
+                let in_pod = crate::rdma::devices(&pod).map_err(|x| {
+                    at(format!("rdma device {dev}"))(io::Error::other(x.to_string()))
+                })?;
+                if in_pod.iter().any(|(_, n)| n == dev) {
+                    crate::rdma::move_device(dev, &pod, &self.host).map_err(|x| {
+                        at(format!("move rdma device {dev} back"))(io::Error::other(x.to_string()))
+                    })?;
+                }
             }
             self.step("detach:pod-rules")?;
             for raw in &e.pod_rules {
