@@ -194,16 +194,7 @@ pub fn parse_attrs(mut buf: &[u8]) -> io::Result<Vec<(u16, &[u8])>> {
 /// Sends `req` on a generic netlink socket of the calling thread's namespace; returns the
 /// payloads (after the genl header) of the answers, or the kernel's error.
 fn transact(req: &[u8]) -> io::Result<Vec<Vec<u8>>> {
-    let mut sock = rtnetlink::sys::Socket::new(NETLINK_GENERIC)?;
-    sock.bind_auto()?;
-    nix::sys::socket::setsockopt(
-        &sock,
-        nix::sys::socket::sockopt::ReceiveTimeout,
-        &nix::sys::time::TimeVal::new(5, 0),
-    )
-    .map_err(io::Error::from)?;
-    sock.connect(&rtnetlink::sys::SocketAddr::new(0, 0))?;
-    sock.send(req, 0)?;
+    let sock = crate::rdma::send_request(NETLINK_GENERIC, req)?;
     let mut out = Vec::new();
     loop {
         let (buf, _) = sock.recv_from_full()?;
@@ -263,6 +254,12 @@ fn family_id() -> io::Result<u16> {
         io::ErrorKind::NotFound,
         "the kernel has no ethtool netlink family",
     ))
+}
+
+/// One request to the ethtool family in the calling thread's namespace.
+fn ethtool_request(cmd: u8, attrs: &[Vec<u8>]) -> io::Result<Vec<Vec<u8>>> {
+    let req = genl_message(family_id()?, NLM_F_ACK, cmd, ETHTOOL_GENL_VERSION, attrs);
+    transact(&req)
 }
 
 fn header(kind: u16, dev: &str, flags: u32) -> Vec<u8> {
@@ -325,16 +322,12 @@ fn err(dev: &str, what: &str, e: impl std::fmt::Display) -> Error {
 /// The features of `dev` as seen in `ns`.
 pub fn features(ns: &Netns, dev: &str) -> Result<Features> {
     ns.run(|| -> io::Result<Features> {
-        let fam = family_id()?;
-        let req = genl_message(
-            fam,
-            NLM_F_ACK,
+        let answers = ethtool_request(
             ETHTOOL_MSG_FEATURES_GET,
-            ETHTOOL_GENL_VERSION,
             &[header(ETHTOOL_A_FEATURES_HEADER, dev, 0)],
-        );
+        )?;
         let mut f = Features::default();
-        for payload in transact(&req)? {
+        for payload in answers {
             for (k, v) in parse_attrs(&payload)? {
                 match k {
                     ETHTOOL_A_FEATURES_HW => f.changeable = bitset_names(v)?,
@@ -354,18 +347,14 @@ pub fn set_features(ns: &Netns, dev: &str, changes: &BTreeMap<String, bool>) -> 
         return Ok(());
     }
     ns.run(|| -> io::Result<()> {
-        let fam = family_id()?;
-        let req = genl_message(
-            fam,
-            NLM_F_ACK,
+        ethtool_request(
             ETHTOOL_MSG_FEATURES_SET,
-            ETHTOOL_GENL_VERSION,
             &[
                 header(ETHTOOL_A_FEATURES_HEADER, dev, ETHTOOL_FLAG_OMIT_REPLY),
                 bitset_change(ETHTOOL_A_FEATURES_WANTED, changes),
             ],
-        );
-        transact(&req).map(|_| ())
+        )?;
+        Ok(())
     })?
     .map_err(|e| err(dev, "set features", e))?;
     // The kernel accepts a wish it cannot grant (a feature that depends on another): check.
@@ -389,16 +378,12 @@ pub fn set_features(ns: &Netns, dev: &str, changes: &BTreeMap<String, bool>) -> 
 /// The private flags of `dev` in `ns`: all names, and those on.
 pub fn private_flags(ns: &Netns, dev: &str) -> Result<(Vec<String>, Vec<String>)> {
     ns.run(|| -> io::Result<(Vec<String>, Vec<String>)> {
-        let fam = family_id()?;
-        let req = genl_message(
-            fam,
-            NLM_F_ACK,
+        let answers = ethtool_request(
             ETHTOOL_MSG_PRIVFLAGS_GET,
-            ETHTOOL_GENL_VERSION,
             &[header(ETHTOOL_A_PRIVFLAGS_HEADER, dev, 0)],
-        );
+        )?;
         let (mut all, mut on) = (Vec::new(), Vec::new());
-        for payload in transact(&req)? {
+        for payload in answers {
             for (k, v) in parse_attrs(&payload)? {
                 if k == ETHTOOL_A_PRIVFLAGS_FLAGS {
                     on = bitset_names(v)?;
@@ -455,18 +440,14 @@ pub fn set_private_flags(ns: &Netns, dev: &str, changes: &BTreeMap<String, bool>
         ));
     }
     ns.run(|| -> io::Result<()> {
-        let fam = family_id()?;
-        let req = genl_message(
-            fam,
-            NLM_F_ACK,
+        ethtool_request(
             ETHTOOL_MSG_PRIVFLAGS_SET,
-            ETHTOOL_GENL_VERSION,
             &[
                 header(ETHTOOL_A_PRIVFLAGS_HEADER, dev, ETHTOOL_FLAG_OMIT_REPLY),
                 bitset_change(ETHTOOL_A_PRIVFLAGS_FLAGS, changes),
             ],
-        );
-        transact(&req).map(|_| ())
+        )?;
+        Ok(())
     })?
     .map_err(|e| err(dev, "set private flags", e))
 }

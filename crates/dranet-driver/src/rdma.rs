@@ -211,10 +211,12 @@ pub fn parse_devices(replies: &[Reply]) -> io::Result<Vec<(u32, String)>> {
 
 /// Sends one request on a fresh socket in the calling thread's namespace and collects the
 /// answers up to the ack or the end of the dump.
-fn transact(req: &[u8], dump: bool) -> io::Result<Vec<Reply>> {
-    let mut sock = rtnetlink::sys::Socket::new(NETLINK_RDMA)?;
+/// Opens a netlink socket of `protocol` in the calling thread's namespace and sends `req`; the
+/// answers are read from the returned socket, which gives up after 5 s of silence (a kernel that
+/// never answers must not hang a prepare).
+pub(crate) fn send_request(protocol: isize, req: &[u8]) -> io::Result<rtnetlink::sys::Socket> {
+    let mut sock = rtnetlink::sys::Socket::new(protocol)?;
     sock.bind_auto()?;
-    // A kernel that never answers must not hang a prepare.
     nix::sys::socket::setsockopt(
         &sock,
         nix::sys::socket::sockopt::ReceiveTimeout,
@@ -223,6 +225,11 @@ fn transact(req: &[u8], dump: bool) -> io::Result<Vec<Reply>> {
     .map_err(io::Error::from)?;
     sock.connect(&rtnetlink::sys::SocketAddr::new(0, 0))?;
     sock.send(req, 0)?;
+    Ok(sock)
+}
+
+fn transact(req: &[u8], dump: bool) -> io::Result<Vec<Reply>> {
+    let sock = send_request(NETLINK_RDMA, req)?;
     let mut all = Vec::new();
     loop {
         let (buf, _) = sock.recv_from_full()?;
