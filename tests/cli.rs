@@ -141,7 +141,7 @@ fn errors_are_one_line_and_a_nonzero_exit() {
         "dranet: error: --sysfs /no/such/dir: not a directory"
     );
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tmp.path().join("sys")).unwrap();
+    std::fs::create_dir_all(tmp.path().join("sys/devices")).unwrap();
     std::fs::write(tmp.path().join("links.json"), "not json").unwrap();
     let sys = tmp.path().join("sys");
     let (ok, _, err) = dranet(&["topo", "--sysfs", sys.to_str().unwrap()]);
@@ -301,4 +301,52 @@ fn check_shows_the_seeds_relations() {
         out.contains("warning: GPU gpu-0 is on NUMA node 0"),
         "{out}"
     );
+}
+
+#[test]
+fn check_refuses_unknown_fields_like_the_api_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let claim = dir.path().join("typo.yaml");
+    std::fs::write(
+        &claim,
+        r#"apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: typo
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        exactly:
+          deviceClassName: dranet.net
+          selector:
+          - cel:
+              expression: device.attributes["dra.net"].numaNode == 1
+"#,
+    )
+    .unwrap();
+    let (ok, out, err) = dranet(&["check", claim.to_str().unwrap(), "--sysfs", GB300]);
+    assert!(!ok, "a typo must not pick a NIC: {out}");
+    assert!(
+        err.contains("devices.requests[0].exactly.selector") && err.contains("unknown field"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_sysfs_that_is_not_a_sysfs_tree_is_an_error_with_a_hint() {
+    // The fixture's folder instead of its sys/.
+    let (ok, out, err) = dranet(&["inventory", "--sysfs", "testdata/nodes/azure-nd-gb300-v6"]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("not a sysfs tree")
+            && err.contains("did you mean --sysfs testdata/nodes/azure-nd-gb300-v6/sys"),
+        "{err}"
+    );
+    let empty = tempfile::tempdir().unwrap();
+    for cmd in ["inventory", "topo"] {
+        let (ok, _, err) = dranet(&[cmd, "--sysfs", empty.path().to_str().unwrap()]);
+        assert!(!ok && err.contains("not a sysfs tree"), "{cmd}: {err}");
+    }
 }

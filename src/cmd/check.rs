@@ -211,16 +211,54 @@ fn kind(v: &serde_json::Value) -> &str {
     v["kind"].as_str().unwrap_or("")
 }
 
-fn parse<T: k8s_openapi::serde::de::DeserializeOwned>(
+/// Decodes a user-written object strictly, as the API server does: a field the type does not
+/// have (`selector:` for `selectors:`) is an error naming its path, not silently dropped.
+fn parse<T: k8s_openapi::serde::de::DeserializeOwned + k8s_openapi::serde::Serialize>(
     path: &Path,
     doc: usize,
     v: serde_json::Value,
 ) -> Result<T, CheckError> {
-    serde_json::from_value(v).map_err(|e| CheckError::Parse {
+    let err = |reason: String| CheckError::Parse {
         path: path.to_path_buf(),
         doc,
-        reason: e.to_string(),
-    })
+        reason,
+    };
+    let typed: T = serde_json::from_value(v.clone()).map_err(|e| err(e.to_string()))?;
+    let back = serde_json::to_value(&typed).map_err(|e| err(e.to_string()))?;
+    if let Some(field) = unknown_field(&v, &back, "") {
+        return Err(err(format!(
+            "unknown field {field:?} (the API server rejects unknown fields; check its spelling)"
+        )));
+    }
+    Ok(typed)
+}
+
+/// The first key of `input` that decoding into the typed object dropped, as a path
+/// (`devices.requests[0].exactly.selector`). Null values are not fields.
+fn unknown_field(input: &serde_json::Value, typed: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    match (input, typed) {
+        (Value::Object(i), Value::Object(t)) => i.iter().find_map(|(k, v)| {
+            if v.is_null() {
+                return None;
+            }
+            let p = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
+            match t.get(k) {
+                None => Some(p),
+                Some(tv) => unknown_field(v, tv, &p),
+            }
+        }),
+        (Value::Array(i), Value::Array(t)) => i
+            .iter()
+            .zip(t)
+            .enumerate()
+            .find_map(|(n, (iv, tv))| unknown_field(iv, tv, &format!("{at}[{n}]"))),
+        _ => None,
+    }
 }
 
 /// dranet's ResourceSlices for a sysfs tree, and the inventory for exact topology.
@@ -231,12 +269,7 @@ fn discover(
     node: &str,
     cloud: &super::CloudArgs,
 ) -> Result<(Vec<serde_json::Value>, Inventory), CheckError> {
-    if !sysfs.is_dir() {
-        return Err(CheckError::Usage(format!(
-            "--sysfs {}: not a directory",
-            sysfs.display()
-        )));
-    }
+    super::check_sysfs(sysfs).map_err(CheckError::Usage)?;
     let inv = dranet_discovery::host(sysfs, dranet_discovery::Options::default())
         .discover()
         .map_err(|e| CheckError::Discovery {

@@ -112,12 +112,7 @@ pub enum CliError {
 impl SourceArgs {
     /// Discovers the node, logging each warning.
     pub fn discover(&self) -> Result<Inventory, CliError> {
-        if !self.sysfs.is_dir() {
-            return Err(CliError::Usage(format!(
-                "--sysfs {}: not a directory",
-                self.sysfs.display()
-            )));
-        }
+        check_sysfs(&self.sysfs).map_err(CliError::Usage)?;
         let opts = dranet_discovery::Options {
             move_ib_interfaces: self.move_ib_interfaces,
             pci_ids: self.pci_ids.clone(),
@@ -128,4 +123,27 @@ impl SourceArgs {
         }
         Ok(inv)
     }
+}
+
+/// Refuses a `--sysfs` that is not a sysfs tree (an empty table and exit 0 would read as "this
+/// node has no NICs"), pointing at the `sys/` below it when there is one (a fixture's folder).
+pub fn check_sysfs(sysfs: &std::path::Path) -> Result<(), String> {
+    if !sysfs.is_dir() {
+        return Err(format!("--sysfs {}: not a directory", sysfs.display()));
+    }
+    let looks_like_sysfs = ["bus/pci/devices", "class/net", "devices"]
+        .iter()
+        .any(|d| sysfs.join(d).is_dir());
+    if looks_like_sysfs {
+        return Ok(());
+    }
+    let hint = if sysfs.join("sys/devices").is_dir() {
+        format!("; did you mean --sysfs {}?", sysfs.join("sys").display())
+    } else {
+        String::new()
+    };
+    Err(format!(
+        "--sysfs {}: not a sysfs tree (no bus/pci/devices, class/net or devices in it){hint}",
+        sysfs.display()
+    ))
 }
