@@ -350,3 +350,38 @@ fn a_sysfs_that_is_not_a_sysfs_tree_is_an_error_with_a_hint() {
         assert!(!ok && err.contains("not a sysfs tree"), "{cmd}: {err}");
     }
 }
+
+#[test]
+fn check_names_the_sysfs_node_like_inventory_does() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dranet"))
+        .args([
+            "check",
+            "examples/aks/mi300x-templates.yaml",
+            "--name",
+            "gpu1-same-pcie-root",
+            "--sysfs",
+            "testdata/nodes/bm-mi300x-8/sys",
+            "--slices",
+            "testdata/slices/bm-mi300x-8-gpu.yaml",
+            "--classes",
+            "examples/aks/deviceclasses.yaml",
+        ])
+        .env("NODE_NAME", "bm-mi300x-8")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nic = stdout
+        .lines()
+        .find(|l| l.contains("mlx5_1"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        nic.contains("bm-mi300x-8"),
+        "the NIC's pool is the node from $NODE_NAME: {nic}"
+    );
+}

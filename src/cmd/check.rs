@@ -53,9 +53,10 @@ pub struct CheckArgs {
     /// `dranet.net` selects driver `dra.net`.
     #[arg(long = "classes", value_name = "CLASSES.yaml")]
     pub classes: Vec<PathBuf>,
-    /// Node (and pool) name for the devices discovered with `--sysfs`.
-    #[arg(long, value_name = "NODE", default_value = "node")]
-    pub node_name: String,
+    /// Node (and pool) name for the devices discovered with `--sysfs` (default: $NODE_NAME, else
+    /// the hostname, as `inventory`).
+    #[arg(long, value_name = "NODE")]
+    pub node_name: Option<String>,
     /// Cloud provider attributes for the devices discovered with `--sysfs` (as `inventory`).
     #[command(flatten)]
     pub cloud: super::CloudArgs,
@@ -437,7 +438,7 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
     let mut classes: Vec<DeviceClass> = Vec::new();
     let mut inventory = None;
     if let Some(sysfs) = &args.sysfs {
-        let (s, inv) = discover(sysfs, &args.node_name, &args.cloud)?;
+        let (s, inv) = discover(sysfs, &super::node_name(&args.node_name), &args.cloud)?;
         slices.extend(s);
         inventory = Some(inv);
     }
@@ -684,7 +685,7 @@ mod tests {
             sysfs: None,
             slices: Vec::new(),
             classes: vec![root().join("examples/aks/deviceclasses.yaml")],
-            node_name: "node".into(),
+            node_name: Some("node".into()),
             cloud: crate::cmd::CloudArgs {
                 cloud_provider_hint: None,
                 azure_imds_endpoint: dranet_azure::DEFAULT_ENDPOINT.into(),

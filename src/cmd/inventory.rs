@@ -38,17 +38,6 @@ pub struct InventoryArgs {
     numa_node_list: bool,
 }
 
-fn node_name(arg: &Option<String>) -> String {
-    arg.clone()
-        .or_else(|| std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()))
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|s| s.trim().to_lowercase())
-        })
-        .unwrap_or_else(|| "localhost".into())
-}
-
 /// Runs the command.
 pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
     let inv = a.source.discover()?;
@@ -102,7 +91,7 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
             }
         }
         Format::Json | Format::Yaml => {
-            let slices = resource_slices(&node_name(&a.node_name), DRIVER_NAME, &devices, 1);
+            let slices = resource_slices(&super::node_name(&a.node_name), DRIVER_NAME, &devices, 1);
             if a.output == Format::Json {
                 let v = if slices.len() == 1 {
                     slices.into_iter().next().unwrap_or_default()

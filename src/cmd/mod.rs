@@ -147,3 +147,16 @@ pub fn check_sysfs(sysfs: &std::path::Path) -> Result<(), String> {
         sysfs.display()
     ))
 }
+
+/// The node name for devices read from sysfs: the flag, else `$NODE_NAME` (as the DaemonSet sets
+/// it), else the hostname; `inventory` and `check` agree, so one device has one identity.
+pub fn node_name(arg: &Option<String>) -> String {
+    arg.clone()
+        .or_else(|| std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|s| s.trim().to_lowercase())
+        })
+        .unwrap_or_else(|| "localhost".into())
+}
