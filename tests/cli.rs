@@ -5,8 +5,13 @@ use std::process::Command;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
 fn dranet(args: &[&str]) -> (bool, String, String) {
+    dranet_with_env(args, &[])
+}
+
+fn dranet_with_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_dranet"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run dranet");
@@ -353,8 +358,8 @@ fn a_sysfs_that_is_not_a_sysfs_tree_is_an_error_with_a_hint() {
 
 #[test]
 fn check_names_the_sysfs_node_like_inventory_does() {
-    let out = Command::new(env!("CARGO_BIN_EXE_dranet"))
-        .args([
+    let (ok, stdout, err) = dranet_with_env(
+        &[
             "check",
             "examples/aks/mi300x-templates.yaml",
             "--name",
@@ -365,17 +370,10 @@ fn check_names_the_sysfs_node_like_inventory_does() {
             "testdata/slices/bm-mi300x-8-gpu.yaml",
             "--classes",
             "examples/aks/deviceclasses.yaml",
-        ])
-        .env("NODE_NAME", "bm-mi300x-8")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &[("NODE_NAME", "bm-mi300x-8")],
     );
+    assert!(ok, "{err}");
     let nic = stdout
         .lines()
         .find(|l| l.contains("mlx5_1"))

@@ -270,9 +270,9 @@ fn header(kind: u16, dev: &str, flags: u32) -> Vec<u8> {
     nested(kind, &children)
 }
 
-/// Names of the bits set in a verbose bitset (with NOMASK every listed bit is set; otherwise
-/// only those with the VALUE flag).
-fn bitset_names(bitset: &[u8]) -> io::Result<Vec<String>> {
+/// Every bit a verbose bitset lists, with whether it is set (with NOMASK every listed bit is
+/// set; otherwise those with the VALUE flag).
+fn bitset_bits(bitset: &[u8]) -> io::Result<Vec<(String, bool)>> {
     let attrs = parse_attrs(bitset)?;
     let nomask = attrs.iter().any(|(k, _)| *k == ETHTOOL_A_BITSET_NOMASK);
     let mut out = Vec::new();
@@ -292,12 +292,20 @@ fn bitset_names(bitset: &[u8]) -> io::Result<Vec<String>> {
                     String::from_utf8_lossy(v.split(|b| *b == 0).next().unwrap_or(&[])).into_owned()
                 });
             let on = nomask || fields.iter().any(|(k, _)| *k == ETHTOOL_A_BITSET_BIT_VALUE);
-            if let (Some(n), true) = (name, on) {
-                out.push(n);
+            if let Some(n) = name {
+                out.push((n, on));
             }
         }
     }
     Ok(out)
+}
+
+/// Names of the bits set in a verbose bitset.
+fn bitset_names(bitset: &[u8]) -> io::Result<Vec<String>> {
+    Ok(bitset_bits(bitset)?
+        .into_iter()
+        .filter_map(|(n, on)| on.then_some(n))
+        .collect())
 }
 
 /// A verbose bitset that sets the named bits on or off and leaves the rest alone.
@@ -386,23 +394,12 @@ pub fn private_flags(ns: &Netns, dev: &str) -> Result<(Vec<String>, Vec<String>)
         for payload in answers {
             for (k, v) in parse_attrs(&payload)? {
                 if k == ETHTOOL_A_PRIVFLAGS_FLAGS {
-                    on = bitset_names(v)?;
                     // Every listed bit, set or not, is a flag the driver has.
-                    for (bk, bits) in parse_attrs(v)? {
-                        if bk == ETHTOOL_A_BITSET_BITS {
-                            for (_, bit) in parse_attrs(bits)? {
-                                for (fk, fv) in parse_attrs(bit)? {
-                                    if fk == ETHTOOL_A_BITSET_BIT_NAME {
-                                        all.push(
-                                            String::from_utf8_lossy(
-                                                fv.split(|b| *b == 0).next().unwrap_or(&[]),
-                                            )
-                                            .into_owned(),
-                                        );
-                                    }
-                                }
-                            }
+                    for (name, set) in bitset_bits(v)? {
+                        if set {
+                            on.push(name.clone());
                         }
+                        all.push(name);
                     }
                 }
             }
