@@ -15,10 +15,16 @@
 use std::io;
 use std::path::PathBuf;
 
+pub mod claim;
+pub mod driver;
+mod durable;
 pub mod ethtool;
 pub mod netns;
 pub mod podnet;
 pub mod rdma;
+pub mod store;
+
+pub use driver::{NetworkDriver, NetworkDriverBuilder, Rescan, StatusWriter, status_writer};
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +34,30 @@ pub enum Error {
     Netns {
         /// Its path.
         path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The driver's store of prepared claims and pods could not be read or written.
+    #[error("dranet store {path}: {reason}")]
+    Store {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A claim this driver cannot prepare.
+    #[error("claim {claim}: {reason}")]
+    Claim {
+        /// `namespace/name`.
+        claim: String,
+        /// Why.
+        reason: String,
+    },
+    /// A pod the driver cannot give its devices to.
+    #[error("pod {pod}: {reason}")]
+    Pod {
+        /// `namespace/name`.
+        pod: String,
         /// Why.
         reason: String,
     },

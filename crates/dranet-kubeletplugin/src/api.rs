@@ -11,9 +11,10 @@ use std::future::Future;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim, ResourceSlice};
 use kube::api::{
-    Api, DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams,
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent,
+    WatchParams,
 };
 
 use crate::error::{Error, Result};
@@ -112,6 +113,25 @@ pub trait KubeApi: Send + Sync + 'static {
         uid: &str,
         resource_version: &str,
     ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Sets the driver's entries of a claim's `status.devices` by server-side apply with the
+    /// client's field manager (forced: the driver owns its devices' status). Entries this
+    /// manager applied before and `devices` leaves out are removed; other managers' entries stay.
+    /// The default answers [`Error::Config`]: an implementation that cannot write claim status.
+    fn apply_claim_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        devices: &[AllocatedDeviceStatus],
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = devices;
+        let what = format!("{namespace}/{name}");
+        async move {
+            Err(Error::Config(format!(
+                "this KubeApi cannot write the status of ResourceClaim {what}"
+            )))
+        }
+    }
 }
 
 /// [`KubeApi`] on a kube-rs client.
@@ -205,6 +225,31 @@ pub(crate) fn map_kube_error(action: impl Into<String>, err: kube::Error) -> Err
 }
 
 impl KubeApi for KubeClient {
+    async fn apply_claim_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        devices: &[AllocatedDeviceStatus],
+    ) -> Result<()> {
+        let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+        let patch = serde_json::json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": { "name": name, "namespace": namespace },
+            "status": { "devices": devices },
+        });
+        let pp = PatchParams::apply(&self.field_manager).force();
+        api.patch_status(name, &pp, &Patch::Apply(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                map_kube_error(
+                    format!("apply status of ResourceClaim {namespace}/{name}"),
+                    e,
+                )
+            })
+    }
+
     async fn get_claim(&self, namespace: &str, name: &str) -> Result<ResourceClaim> {
         let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
         api.get(name)

@@ -89,29 +89,43 @@ pub struct ClaimToPrepare {
 
 impl ClaimToPrepare {
     /// The opaque configuration of this driver that applies to one of its results, least
-    /// specific first: the DeviceClass's entries before the claim's, each in the order written.
-    /// An entry applies when it names no requests, names the result's request, or names the
-    /// parent of a `firstAvailable` subrequest (`gpu` applies to the result of `gpu/large`).
-    /// Merge them in order and let later ones win.
+    /// specific first: the DeviceClass's entries, then the claim's entries that name no request,
+    /// then those naming the result's request (or, for a `firstAvailable` subrequest such as
+    /// `gpu/large`, its parent `gpu`), then those naming the subrequest itself; within each
+    /// group in the order written. Merge them in order and let later ones win: the most
+    /// specific configuration wins.
     pub fn config_for(
         &self,
         result: &DeviceRequestAllocationResult,
     ) -> Vec<&OpaqueDeviceConfiguration> {
         let parent = result.request.split_once('/').map(|(p, _)| p);
-        let applies = |c: &&DeviceAllocationConfiguration| match c.requests.as_deref() {
-            None | Some([]) => true,
-            Some(reqs) => reqs
-                .iter()
-                .any(|r| *r == result.request || Some(r.as_str()) == parent),
-        };
-        let from = |source: &'static str| {
-            self.config
-                .iter()
-                .filter(move |c| c.source == source)
-                .filter(applies)
-                .filter_map(|c| c.opaque.as_ref())
-        };
-        from("FromClass").chain(from("FromClaim")).collect()
+        // How specific an entry is for this result; None when it does not apply.
+        let scope =
+            |c: &DeviceAllocationConfiguration| -> Option<u8> {
+                let source = match c.source.as_str() {
+                    "FromClass" => 0,
+                    "FromClaim" => 1,
+                    _ => return None,
+                };
+                let reach =
+                    match c.requests.as_deref() {
+                        None | Some([]) => 0,
+                        Some(reqs) if reqs.iter().any(|r| *r == result.request) => {
+                            if parent.is_some() { 2 } else { 1 }
+                        }
+                        Some(reqs) if reqs.iter().any(|r| Some(r.as_str()) == parent) => 1,
+                        Some(_) => return None,
+                    };
+                Some(source * 3 + reach)
+            };
+        let mut applying: Vec<(u8, &OpaqueDeviceConfiguration)> = self
+            .config
+            .iter()
+            .filter_map(|c| Some((scope(c)?, c.opaque.as_ref()?)))
+            .collect();
+        // Stable: entries of one group keep the order they were written in.
+        applying.sort_by_key(|(s, _)| *s);
+        applying.into_iter().map(|(_, o)| o).collect()
     }
 }
 
@@ -214,11 +228,12 @@ mod tests {
             claim: ResourceClaim::default(),
             results: vec![],
             config: vec![
-                cfg("FromClaim", None, "claim-wide"),
+                cfg("FromClaim", Some(&["nic/fast"]), "claim-nic-fast"),
                 cfg("FromClaim", Some(&["nic"]), "claim-nic"),
+                cfg("FromClaim", None, "claim-wide"),
                 cfg("FromClass", None, "class"),
                 cfg("FromClaim", Some(&["gpu"]), "claim-gpu"),
-                cfg("FromClaim", Some(&["nic/fast"]), "claim-nic-fast"),
+                cfg("FromClaim", None, "claim-wide-2"),
             ],
         };
         let tags = |r: &str| -> Vec<String> {
@@ -228,13 +243,29 @@ mod tests {
                 .map(|c| c.parameters.0["tag"].as_str().unwrap().to_string())
                 .collect()
         };
-        assert_eq!(tags("nic"), ["class", "claim-wide", "claim-nic"]);
-        assert_eq!(tags("gpu"), ["class", "claim-wide", "claim-gpu"]);
-        // A firstAvailable subrequest takes its parent's config and its own.
+        // Most specific last, whatever order the claim wrote them in.
+        assert_eq!(
+            tags("nic"),
+            ["class", "claim-wide", "claim-wide-2", "claim-nic"]
+        );
+        assert_eq!(
+            tags("gpu"),
+            ["class", "claim-wide", "claim-wide-2", "claim-gpu"]
+        );
+        // A firstAvailable subrequest takes its parent's config and then its own.
         assert_eq!(
             tags("nic/fast"),
-            ["class", "claim-wide", "claim-nic", "claim-nic-fast"]
+            [
+                "class",
+                "claim-wide",
+                "claim-wide-2",
+                "claim-nic",
+                "claim-nic-fast"
+            ]
         );
-        assert_eq!(tags("nic/slow"), ["class", "claim-wide", "claim-nic"]);
+        assert_eq!(
+            tags("nic/slow"),
+            ["class", "claim-wide", "claim-wide-2", "claim-nic"]
+        );
     }
 }

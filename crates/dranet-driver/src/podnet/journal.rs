@@ -1,14 +1,13 @@
 //! The attach journal: one file per link given to a pod, written before the first change, so a
 //! daemon killed at any point knows on its next start what to give back.
 
-use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::state::{HostLink, RawMessage};
+use crate::durable;
 use crate::netns::NetnsId;
 use crate::{Error, Result};
 
@@ -76,14 +75,10 @@ impl Journal {
     /// Opens (creating, mode 0700) the journal at `dir`.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self> {
         let dir = dir.into();
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| Error::Journal {
-                path: dir.clone(),
-                reason: e.to_string(),
-            })?;
+        durable::create_dir(&dir).map_err(|e| Error::Journal {
+            path: dir.clone(),
+            reason: e.to_string(),
+        })?;
         Ok(Self { dir })
     }
 
@@ -114,29 +109,12 @@ impl Journal {
     /// Writes an entry durably: temporary file (0600), fsync, rename, fsync of the directory.
     pub fn write(&self, entry: &Entry) -> Result<()> {
         Self::check_key(&entry.key)?;
-        let path = self.path(&entry.key);
         let err = |e: io::Error| Error::Journal {
-            path: path.clone(),
+            path: self.path(&entry.key),
             reason: e.to_string(),
         };
         let data = serde_json::to_vec_pretty(entry).map_err(|e| err(io::Error::other(e)))?;
-        let tmp = self.dir.join(format!(".{}.tmp", entry.key));
-        {
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(err)?;
-            f.write_all(&data).map_err(err)?;
-            f.sync_all().map_err(err)?;
-        }
-        fs::rename(&tmp, &path).map_err(err)?;
-        fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(err)?;
-        Ok(())
+        durable::write(&self.dir, &format!("{}.json", entry.key), &data).map_err(err)
     }
 
     /// Reads the entry of `key`, if there is one.
@@ -148,40 +126,22 @@ impl Journal {
     /// Removes the entry of `key` (done: the host has everything back).
     pub fn remove(&self, key: &str) -> Result<()> {
         Self::check_key(key)?;
-        let path = self.path(key);
-        match fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(Error::Journal {
-                    path,
-                    reason: e.to_string(),
-                });
-            }
-        }
-        let _ = fs::File::open(&self.dir).and_then(|d| d.sync_all());
-        Ok(())
+        durable::remove(&self.dir, &format!("{key}.json")).map_err(|e| Error::Journal {
+            path: self.path(key),
+            reason: e.to_string(),
+        })
     }
 
     /// Every entry, sorted by key. An unreadable entry is an error naming its file: it is never
     /// skipped, since it may be the only record of a host link's state.
     pub fn entries(&self) -> Result<Vec<Entry>> {
-        let rd = fs::read_dir(&self.dir).map_err(|e| Error::Journal {
+        let paths = durable::list(&self.dir).map_err(|e| Error::Journal {
             path: self.dir.clone(),
             reason: e.to_string(),
         })?;
         let mut out = Vec::new();
-        for d in rd {
-            let d = d.map_err(|e| Error::Journal {
-                path: self.dir.clone(),
-                reason: e.to_string(),
-            })?;
-            let name = d.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('.') || !name.ends_with(".json") {
-                continue;
-            }
-            if let Some(e) = read_entry(&d.path())? {
+        for p in paths {
+            if let Some(e) = read_entry(&p)? {
                 out.push(e);
             }
         }
@@ -195,21 +155,9 @@ fn read_entry(path: &Path) -> Result<Option<Entry>> {
         path: path.to_path_buf(),
         reason,
     };
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(err(e.to_string())),
+    let Some(data) = durable::read(path, MAX_ENTRY_BYTES).map_err(|e| err(e.to_string()))? else {
+        return Ok(None);
     };
-    if !meta.is_file() {
-        return Err(err("not a regular file".into()));
-    }
-    if meta.len() > MAX_ENTRY_BYTES {
-        return Err(err(format!(
-            "{} bytes, more than the {MAX_ENTRY_BYTES} a journal entry may have",
-            meta.len()
-        )));
-    }
-    let data = fs::read(path).map_err(|e| err(e.to_string()))?;
     let entry: Entry = serde_json::from_slice(&data).map_err(|e| err(e.to_string()))?;
     if entry.version != JOURNAL_VERSION {
         return Err(err(format!(

@@ -205,6 +205,11 @@ impl PodNet {
         self
     }
 
+    /// The namespace links are given back to.
+    pub fn host(&self) -> &Netns {
+        &self.host
+    }
+
     /// The journal.
     pub fn journal(&self) -> &Journal {
         &self.journal
@@ -776,6 +781,19 @@ impl PodNet {
                 .rtnl()
                 .await
                 .map_err(|x| at("open the pod namespace")(io::Error::other(x.to_string())))?;
+            // The RDMA device first: in exclusive mode it belongs to the namespace, and the
+            // link's verbs users see it go before the netdev does.
+            if let Some(dev) = &e.rdma_device {
+                self.step("detach:rdma")?;
+                let in_pod = crate::rdma::devices(&pod).map_err(|x| {
+                    at(format!("rdma device {dev}"))(io::Error::other(x.to_string()))
+                })?;
+                if in_pod.iter().any(|(_, n)| n == dev) {
+                    crate::rdma::move_device(dev, &pod, &self.host).map_err(|x| {
+                        at(format!("move rdma device {dev} back"))(io::Error::other(x.to_string()))
+                    })?;
+                }
+            }
             let links = podr.links().await.map_err(at("read the pod's links"))?;
             let found = links.iter().find(|l| {
                 (e.pod_index == Some(l.header.index) || link_name(l) == Some(&e.pod_name))
@@ -792,17 +810,6 @@ impl PodNet {
                 podr.request(RouteNetlinkMessage::SetLink(m), 0)
                     .await
                     .map_err(at(format!("move back to the host as {}", h.name)))?;
-            }
-            if let Some(dev) = &e.rdma_device {
-                self.step("detach:rdma")?;
-                let in_pod = crate::rdma::devices(&pod).map_err(|x| {
-                    at(format!("rdma device {dev}"))(io::Error::other(x.to_string()))
-                })?;
-                if in_pod.iter().any(|(_, n)| n == dev) {
-                    crate::rdma::move_device(dev, &pod, &self.host).map_err(|x| {
-                        at(format!("move rdma device {dev} back"))(io::Error::other(x.to_string()))
-                    })?;
-                }
             }
             self.step("detach:pod-rules")?;
             for raw in &e.pod_rules {
@@ -917,23 +924,25 @@ impl PodNet {
                 failures.push(e.to_string());
             }
         }
-        let mut replay =
-            async |raw: &RawMessage,
-                   fix: &dyn Fn(RouteNetlinkMessage) -> Option<RouteNetlinkMessage>| {
-                let msg = match raw.decode() {
-                    Ok(m) => m,
-                    Err(x) => {
-                        failures.push(format!("{}: {x}", raw.summary));
-                        return;
-                    }
-                };
-                let Some(msg) = fix(msg) else { return };
-                match host.request(msg, NLM_F_CREATE | NLM_F_EXCL).await {
-                    Ok(_) => {}
-                    Err(x) if is_errno(&x, EEXIST) => {}
-                    Err(x) => failures.push(format!("{}: {x}", raw.summary)),
+        let mut replay = async |raw: &RawMessage,
+                                fix: &(
+                                     dyn Fn(RouteNetlinkMessage) -> Option<RouteNetlinkMessage>
+                                         + Sync
+                                 )| {
+            let msg = match raw.decode() {
+                Ok(m) => m,
+                Err(x) => {
+                    failures.push(format!("{}: {x}", raw.summary));
+                    return;
                 }
             };
+            let Some(msg) = fix(msg) else { return };
+            match host.request(msg, NLM_F_CREATE | NLM_F_EXCL).await {
+                Ok(_) => {}
+                Err(x) if is_errno(&x, EEXIST) => {}
+                Err(x) => failures.push(format!("{}: {x}", raw.summary)),
+            }
+        };
 
         self.step("detach:address")?;
         for raw in &h.addresses {

@@ -1,0 +1,311 @@
+//! What a claim asks of a device: its opaque `dra.net` parameters selected and merged, checked
+//! against the device as discovered, and who may consume it.
+//!
+//! # Which configuration applies
+//!
+//! A device's configuration is built from, least specific first:
+//!
+//! 1. the cloud's configuration of the device (on Azure: per-NIC policy routing);
+//! 2. the DeviceClass's `config` entries;
+//! 3. the claim's `config` entries that name no request;
+//! 4. the claim's entries naming the device's request (for a `firstAvailable` subrequest such
+//!    as `nic/fast`, its parent `nic`);
+//! 5. the claim's entries naming the subrequest itself.
+//!
+//! Each is laid over the ones before with [`NetworkConfig::merged_over`]: a field set by a more
+//! specific entry wins, lists are joined (a more specific route to the same destination and table
+//! replaces the less specific one). So a DeviceClass can set `mtu: 9000` for every NIC, a claim
+//! its addresses, and one request its own interface name.
+
+use dranet_core::{
+    CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, SriovRole,
+};
+use dranet_kubeletplugin::ClaimToPrepare;
+use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
+    DeviceRequestAllocationResult, ResourceClaim,
+};
+use serde::{Deserialize, Serialize};
+
+pub use dranet_core::DRIVER_NAME;
+
+/// A pod a claim is reserved for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PodRef {
+    /// The pod's name.
+    pub name: String,
+    /// The pod's UID: how the NRI hooks find the pod's claims.
+    pub uid: String,
+}
+
+/// The pods a claim is reserved for. Only pods may consume `dra.net` devices: anything else in
+/// `status.reservedFor`, or nothing there, is an error saying so.
+pub fn pods_of(claim: &ResourceClaim) -> Result<Vec<PodRef>, String> {
+    let consumers = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_deref())
+        .unwrap_or_default();
+    if consumers.is_empty() {
+        return Err("it is not reserved for any pod (status.reservedFor is empty)".into());
+    }
+    consumers
+        .iter()
+        .map(|c| {
+            let group = c.api_group.as_deref().unwrap_or_default();
+            if group.is_empty() && c.resource == "pods" {
+                Ok(PodRef {
+                    name: c.name.clone(),
+                    uid: c.uid.clone(),
+                })
+            } else {
+                let what = if group.is_empty() {
+                    c.resource.clone()
+                } else {
+                    format!("{}.{group}", c.resource)
+                };
+                Err(format!(
+                    "it is reserved for {what} {:?}: only pods can consume {DRIVER_NAME} devices",
+                    c.name
+                ))
+            }
+        })
+        .collect()
+}
+
+/// Parses the opaque parameters of one config entry: a bare `NetworkConfig`, strict (an unknown
+/// key is an error naming it), validated.
+pub fn parse_parameters(parameters: &serde_json::Value) -> Result<NetworkConfig, String> {
+    let config: NetworkConfig =
+        serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+/// The configuration of one allocated device: the cloud's, then every applying config entry of
+/// the claim and its DeviceClass, least specific first (see the [module docs](self)), merged and
+/// validated. Errors name the entry's source and requests.
+pub fn config_for(
+    claim: &ClaimToPrepare,
+    result: &DeviceRequestAllocationResult,
+    cloud_base: Option<NetworkConfig>,
+) -> Result<NetworkConfig, String> {
+    let mut config = cloud_base.unwrap_or_default();
+    for opaque in claim.config_for(result) {
+        if opaque.driver != DRIVER_NAME {
+            continue;
+        }
+        let entry = parse_parameters(&opaque.parameters.0).map_err(|e| {
+            format!(
+                "opaque config of driver {DRIVER_NAME} for request {:?}: {e}",
+                result.request
+            )
+        })?;
+        config = entry.merged_over(&config);
+    }
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+/// The cloud's configuration of a device, if it has one.
+pub fn cloud_config(cloud: &dyn CloudProvider, dev: &NetworkDevice) -> Option<NetworkConfig> {
+    cloud.device_config(&DeviceIdentifiers::of(dev))
+}
+
+/// Whether a configuration asks for anything that needs a network interface.
+pub fn wants_netdev(c: &NetworkConfig) -> bool {
+    c.interface != Default::default()
+        || !c.routes.is_empty()
+        || !c.rules.is_empty()
+        || !c.neighbors.is_empty()
+        || c.ethtool.is_some()
+}
+
+/// Checks a configuration against the device as discovered: an IB-only device takes no network
+/// settings; a VF's MTU may not exceed its PF's.
+pub fn check_device(
+    config: &NetworkConfig,
+    dev: &NetworkDevice,
+    inventory: &Inventory,
+) -> Result<(), String> {
+    let Some(netdev) = &dev.netdev else {
+        if wants_netdev(config) {
+            return Err(format!(
+                "device {} has no network interface (an RDMA-only device): its config may not set \
+                 interface, routes, rules, neighbors or ethtool",
+                dev.name
+            ));
+        }
+        return Ok(());
+    };
+    if let (Some(mtu), Some(pci)) = (config.interface.mtu, &dev.pci)
+        && let SriovRole::VirtualFunction { pf: Some(pf) } = pci.sriov
+        && let Some(pf_mtu) = inventory
+            .devices
+            .iter()
+            .filter(|d| d.pci.as_ref().is_some_and(|p| p.address == pf))
+            .find_map(|d| d.netdev.as_ref().and_then(|n| n.mtu))
+        && i64::from(mtu) > i64::from(pf_mtu)
+    {
+        return Err(format!(
+            "interface.mtu {mtu} of {} ({}) is above the MTU {pf_mtu} of its SR-IOV PF {pf}",
+            dev.name, netdev.name
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dranet_kubeletplugin::ClaimRef;
+    use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
+        DeviceAllocationConfiguration, OpaqueDeviceConfiguration, ResourceClaimConsumerReference,
+        ResourceClaimStatus,
+    };
+    use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+
+    fn entry(
+        source: &str,
+        requests: Option<&[&str]>,
+        params: serde_json::Value,
+    ) -> DeviceAllocationConfiguration {
+        DeviceAllocationConfiguration {
+            source: source.into(),
+            requests: requests.map(|r| r.iter().map(|s| s.to_string()).collect()),
+            opaque: Some(OpaqueDeviceConfiguration {
+                driver: DRIVER_NAME.into(),
+                parameters: RawExtension(params),
+            }),
+        }
+    }
+
+    fn claim(config: Vec<DeviceAllocationConfiguration>) -> ClaimToPrepare {
+        ClaimToPrepare {
+            claim_ref: ClaimRef {
+                namespace: "ns".into(),
+                name: "c".into(),
+                uid: "u".into(),
+            },
+            claim: ResourceClaim::default(),
+            results: vec![],
+            config,
+        }
+    }
+
+    fn result(request: &str) -> DeviceRequestAllocationResult {
+        DeviceRequestAllocationResult {
+            request: request.into(),
+            driver: DRIVER_NAME.into(),
+            pool: "node".into(),
+            device: "pci-0101-00-00-0".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn most_specific_config_wins_field_by_field() {
+        let c = claim(vec![
+            entry(
+                "FromClaim",
+                Some(&["nic"]),
+                serde_json::json!({"interface": {"name": "net1"}}),
+            ),
+            entry(
+                "FromClaim",
+                None,
+                serde_json::json!({"interface": {"name": "eth9", "addresses": ["10.0.0.2/24"]}}),
+            ),
+            entry(
+                "FromClass",
+                None,
+                serde_json::json!({"interface": {"mtu": 9000, "name": "cls0"}}),
+            ),
+        ]);
+        let cloud = NetworkConfig {
+            routes: vec![dranet_core::RouteConfig {
+                destination: "0.0.0.0/0".into(),
+                gateway: "10.0.0.1".into(),
+                table: 100,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let got = config_for(&c, &result("nic"), Some(cloud)).unwrap();
+        assert_eq!(got.interface.name, "net1", "the request's entry wins");
+        assert_eq!(got.interface.addresses, ["10.0.0.2/24"], "claim-wide kept");
+        assert_eq!(got.interface.mtu, Some(9000), "class kept");
+        assert_eq!(
+            got.routes.len(),
+            1,
+            "the cloud's route stays under the claim"
+        );
+        // Another request only gets the claim-wide and class entries.
+        let other = config_for(&c, &result("gpu"), None).unwrap();
+        assert_eq!(other.interface.name, "eth9");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let c = claim(vec![entry(
+            "FromClaim",
+            Some(&["nic"]),
+            serde_json::json!({"interface": {"nmae": "net1"}}),
+        )]);
+        let e = config_for(&c, &result("nic"), None).unwrap_err();
+        assert!(e.contains("nmae") && e.contains("\"nic\""), "{e}");
+        let c = claim(vec![entry(
+            "FromClass",
+            None,
+            serde_json::json!({"routes": [{"destination": "10.0.0.0/8", "gateway": "x"}]}),
+        )]);
+        let e = config_for(&c, &result("nic"), None).unwrap_err();
+        assert!(e.contains("routes[0].gateway"), "{e}");
+        // Another driver's config is not ours to parse.
+        let mut other = entry("FromClaim", None, serde_json::json!({"anything": 1}));
+        if let Some(o) = other.opaque.as_mut() {
+            o.driver = "gpu.example.com".into();
+        }
+        assert_eq!(
+            config_for(&claim(vec![other]), &result("nic"), None).unwrap(),
+            NetworkConfig::default()
+        );
+    }
+
+    fn reserved(refs: Vec<(Option<&str>, &str, &str)>) -> ResourceClaim {
+        ResourceClaim {
+            status: Some(ResourceClaimStatus {
+                reserved_for: Some(
+                    refs.into_iter()
+                        .map(|(g, r, n)| ResourceClaimConsumerReference {
+                            api_group: g.map(Into::into),
+                            resource: r.into(),
+                            name: n.into(),
+                            uid: format!("uid-{n}"),
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_pods_consume() {
+        let pods = pods_of(&reserved(vec![
+            (None, "pods", "a"),
+            (Some(""), "pods", "b"),
+        ]))
+        .unwrap();
+        assert_eq!(pods.len(), 2);
+        assert_eq!(pods[1].uid, "uid-b");
+        let e = pods_of(&reserved(vec![(Some("apps"), "deployments", "d")])).unwrap_err();
+        assert!(
+            e.contains("deployments.apps") && e.contains("only pods"),
+            "{e}"
+        );
+        let e = pods_of(&reserved(vec![])).unwrap_err();
+        assert!(e.contains("not reserved for any pod"), "{e}");
+        assert!(pods_of(&ResourceClaim::default()).is_err());
+    }
+}

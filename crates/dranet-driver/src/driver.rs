@@ -1,0 +1,752 @@
+//! The `dra.net` driver: [`NetworkDriver`] is both the kubelet plugin's
+//! [`Driver`](dranet_kubeletplugin::Driver) (prepare and unprepare claims) and an
+//! [`NriPlugin`](dranet_nri::NriPlugin) (give each pod its devices when its sandbox starts, take
+//! them back when it stops).
+//!
+//! The data flows one way: discovery's inventory → prepare (which device, configured how, for which
+//! pods; recorded durably) → RunPodSandbox (netdevs into the pod's namespace, through
+//! [`PodNet`]) → CreateContainer (RDMA character devices) → StopPodSandbox (everything back).
+//!
+//! Like upstream dranet, prepare returns no CDI devices: the network namespace a netdev moves into
+//! only exists once the sandbox runs, which is after the kubelet's prepare, so the work is done in
+//! the NRI hooks, and the char devices are added there too so that one place decides what a pod
+//! sees.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use dranet_core::{CharDevice, CloudProvider, Inventory, NoCloud};
+use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
+    AllocatedDeviceStatus, NetworkDeviceData,
+};
+use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use dranet_kubeletplugin::{
+    ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeApi, Prepared, PreparedDevice,
+};
+use dranet_nri::{Container, ContainerAdjustment, LinuxDevice, NriPlugin, PodSandbox};
+use futures::future::BoxFuture;
+
+use crate::claim::{self, DRIVER_NAME};
+use crate::podnet::{AttachRequest, Attached, PodNet};
+use crate::rdma::NetnsMode;
+use crate::store::{ClaimRecord, DeviceRecord, PodRecord, STORE_VERSION, Store};
+use crate::{Error, Result};
+
+/// How often a claim status write is tried before it is left (the status is informational; the
+/// pod runs regardless).
+const STATUS_ATTEMPTS: u32 = 6;
+
+/// Takes a fresh inventory of the node (blocking: it runs on tokio's blocking pool).
+pub type Rescan = Arc<dyn Fn() -> std::result::Result<Inventory, String> + Send + Sync>;
+
+/// Writes a claim's `status.devices` entries of this driver (server-side apply).
+pub type StatusWriter = Arc<
+    dyn Fn(
+            String,
+            String,
+            Vec<AllocatedDeviceStatus>,
+        ) -> BoxFuture<'static, std::result::Result<(), String>>
+        + Send
+        + Sync,
+>;
+
+/// A [`StatusWriter`] on any [`KubeApi`] (its field manager should be `dra.net`).
+pub fn status_writer<A: KubeApi + Clone>(api: A) -> StatusWriter {
+    Arc::new(move |ns, name, devices| {
+        let api = api.clone();
+        Box::pin(async move {
+            api.apply_claim_status(&ns, &name, &devices)
+                .await
+                .map_err(|e| dranet_kubeletplugin::error_chain(&e))
+        })
+    })
+}
+
+/// Builds a [`NetworkDriver`].
+pub struct NetworkDriverBuilder {
+    podnet: PodNet,
+    state_dir: PathBuf,
+    rescan: Rescan,
+    cloud: Arc<dyn CloudProvider>,
+    status: Option<StatusWriter>,
+    rdma_mode: Option<NetnsMode>,
+}
+
+impl std::fmt::Debug for NetworkDriverBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetworkDriverBuilder")
+            .field("state_dir", &self.state_dir)
+            .field("cloud", &self.cloud.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NetworkDriverBuilder {
+    /// Adds the cloud's per-device configuration (Azure's policy routing) under each claim's.
+    #[must_use]
+    pub fn cloud(mut self, cloud: Arc<dyn CloudProvider>) -> Self {
+        self.cloud = cloud;
+        self
+    }
+
+    /// Writes claim status (network data and conditions) through `writer`.
+    #[must_use]
+    pub fn status(mut self, writer: StatusWriter) -> Self {
+        self.status = Some(writer);
+        self
+    }
+
+    /// The RDMA subsystem's namespace mode, when known; otherwise it is read from the kernel.
+    #[must_use]
+    pub fn rdma_mode(mut self, mode: NetnsMode) -> Self {
+        self.rdma_mode = Some(mode);
+        self
+    }
+
+    /// Opens the store, loads what earlier runs recorded and takes the first inventory
+    /// (blocking: call it before starting the plugins, or from a blocking task).
+    pub fn build(self) -> Result<NetworkDriver> {
+        let store = Store::open(&self.state_dir)?;
+        let inventory = (self.rescan)().map_err(|reason| Error::Claim {
+            claim: "(none)".into(),
+            reason: format!("discovery: {reason}"),
+        })?;
+        let mut state = State::default();
+        for c in store.claims()? {
+            state.insert_claim(c);
+        }
+        for p in store.pods()? {
+            state.pods.insert(p.sandbox_id.clone(), p);
+        }
+        let rdma_mode = match self.rdma_mode {
+            Some(m) => m,
+            None => crate::rdma::netns_mode().unwrap_or_else(|e| {
+                tracing::info!(error = %e, "RDMA netns mode unknown (no RDMA netlink); treating it as shared");
+                NetnsMode::Shared
+            }),
+        };
+        Ok(NetworkDriver {
+            podnet: self.podnet,
+            store,
+            rescan: self.rescan,
+            cloud: self.cloud,
+            status: self.status,
+            rdma_mode,
+            inventory: RwLock::new(Arc::new(inventory)),
+            state: Mutex::new(state),
+        })
+    }
+}
+
+#[derive(Default)]
+struct State {
+    claims: HashMap<String, Arc<ClaimRecord>>,
+    /// Pod UID → the UIDs of its claims.
+    by_pod: HashMap<String, Vec<String>>,
+    /// Sandbox ID → what we did to it.
+    pods: HashMap<String, PodRecord>,
+}
+
+impl State {
+    fn insert_claim(&mut self, c: ClaimRecord) {
+        self.remove_claim(&c.uid);
+        for p in &c.pods {
+            self.by_pod
+                .entry(p.uid.clone())
+                .or_default()
+                .push(c.uid.clone());
+        }
+        self.claims.insert(c.uid.clone(), Arc::new(c));
+    }
+
+    fn remove_claim(&mut self, uid: &str) {
+        if let Some(old) = self.claims.remove(uid) {
+            for p in &old.pods {
+                if let Some(v) = self.by_pod.get_mut(&p.uid) {
+                    v.retain(|c| c != uid);
+                    if v.is_empty() {
+                        self.by_pod.remove(&p.uid);
+                    }
+                }
+            }
+        }
+    }
+
+    fn claims_of(&self, pod_uid: &str) -> Vec<Arc<ClaimRecord>> {
+        self.by_pod
+            .get(pod_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| self.claims.get(c).cloned())
+            .collect()
+    }
+}
+
+/// The `dra.net` driver. Share it (`Arc`) between the kubelet plugin and the NRI runner.
+pub struct NetworkDriver {
+    podnet: PodNet,
+    store: Store,
+    rescan: Rescan,
+    cloud: Arc<dyn CloudProvider>,
+    status: Option<StatusWriter>,
+    rdma_mode: NetnsMode,
+    inventory: RwLock<Arc<Inventory>>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for NetworkDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetworkDriver")
+            .field("podnet", &self.podnet)
+            .field("store", &self.store)
+            .field("cloud", &self.cloud.name())
+            .field("rdma_mode", &self.rdma_mode)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl NetworkDriver {
+    /// A driver moving links with `podnet`, recording its state under `state_dir` (created 0700),
+    /// and taking inventories with `rescan`.
+    pub fn builder(
+        podnet: PodNet,
+        state_dir: impl Into<PathBuf>,
+        rescan: Rescan,
+    ) -> NetworkDriverBuilder {
+        NetworkDriverBuilder {
+            podnet,
+            state_dir: state_dir.into(),
+            rescan,
+            cloud: Arc::new(NoCloud),
+            status: None,
+            rdma_mode: None,
+        }
+    }
+
+    /// The inventory prepare looks devices up in.
+    pub fn inventory(&self) -> Arc<Inventory> {
+        self.inventory
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the inventory (the daemon calls this after a hot-plug rescan).
+    pub fn set_inventory(&self, inventory: Inventory) {
+        *self
+            .inventory
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(inventory);
+    }
+
+    async fn rescan(&self) -> Result<Arc<Inventory>> {
+        let rescan = self.rescan.clone();
+        let inv = tokio::task::spawn_blocking(move || rescan())
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+            .map_err(|reason| Error::Claim {
+                claim: "(rescan)".into(),
+                reason: format!("discovery: {reason}"),
+            })?;
+        self.set_inventory(inv);
+        Ok(self.inventory())
+    }
+
+    /// The prepared claims whose pods include `pod_uid`.
+    pub fn claims_of_pod(&self, pod_uid: &str) -> Vec<Arc<ClaimRecord>> {
+        lock(&self.state).claims_of(pod_uid)
+    }
+
+    /// What [`Driver::prepare`] does, with this crate's error.
+    pub async fn prepare_claim(&self, claim: &ClaimToPrepare) -> Result<Prepared> {
+        let cref = claim.claim_ref.to_string();
+        let fail = |reason: String| Error::Claim {
+            claim: cref.clone(),
+            reason,
+        };
+        let pods = claim::pods_of(&claim.claim).map_err(fail)?;
+        let mut inv = self.inventory();
+        let mut rescanned = false;
+        let mut devices = Vec::with_capacity(claim.results.len());
+        for r in &claim.results {
+            if inv.device(&r.device).is_none() && !rescanned {
+                rescanned = true;
+                inv = self.rescan().await?;
+            }
+            let dev = inv.device(&r.device).ok_or_else(|| {
+                fail(format!(
+                    "device {} (pool {}) is not on this node: it may have been unplugged or \
+                     renamed since it was allocated",
+                    r.device, r.pool
+                ))
+            })?;
+            let base = claim::cloud_config(&*self.cloud, dev);
+            let config = claim::config_for(claim, r, base)
+                .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
+            claim::check_device(&config, dev, &inv).map_err(fail)?;
+            if let (Some(nd), Some(e)) = (&dev.netdev, &config.ethtool) {
+                self.check_ethtool(&nd.name, e)
+                    .map_err(|e| fail(format!("device {} ({}): {e}", r.device, nd.name)))?;
+            }
+            devices.push(DeviceRecord {
+                request: r.request.clone(),
+                pool: r.pool.clone(),
+                device: r.device.clone(),
+                share_id: r.share_id.clone(),
+                netdev: dev.netdev.as_ref().map(|n| n.name.clone()),
+                config,
+                rdma: dev.rdma.as_ref().map(|l| l.name.clone()),
+                char_devices: dev
+                    .rdma
+                    .as_ref()
+                    .map(|l| l.char_devices.clone())
+                    .unwrap_or_default(),
+            });
+        }
+        let record = ClaimRecord {
+            version: STORE_VERSION,
+            namespace: claim.claim_ref.namespace.clone(),
+            name: claim.claim_ref.name.clone(),
+            uid: claim.claim_ref.uid.clone(),
+            pods,
+            devices,
+        };
+        self.store.put_claim(&record)?;
+        lock(&self.state).insert_claim(record);
+        Ok(Prepared {
+            devices: claim
+                .results
+                .iter()
+                .map(|r| PreparedDevice::for_result(r, Vec::new()))
+                .collect(),
+            state: None,
+        })
+    }
+
+    /// Checks ethtool names against the host link, when it is on the host (the pod attach
+    /// checks again against the link it moves).
+    fn check_ethtool(
+        &self,
+        link: &str,
+        e: &dranet_core::EthtoolConfig,
+    ) -> std::result::Result<(), String> {
+        if e.features.is_empty() {
+            return Ok(());
+        }
+        match crate::ethtool::features(self.podnet.host(), link) {
+            Ok(f) => crate::ethtool::resolve(&e.features, &f).map(|_| ()),
+            Err(err) => {
+                tracing::debug!(link, error = %err, "ethtool features not readable at prepare; checked at attach");
+                Ok(())
+            }
+        }
+    }
+
+    /// What [`Driver::unprepare`] does: forgets the claim. Idempotent.
+    pub fn unprepare_claim(&self, uid: &str) -> Result<()> {
+        self.store.remove_claim(uid)?;
+        lock(&self.state).remove_claim(uid);
+        Ok(())
+    }
+
+    /// What RunPodSandbox does, with this crate's error.
+    pub async fn start_pod(&self, pod: &PodSandbox) -> Result<()> {
+        let claims = self.claims_of_pod(&pod.uid);
+        if claims.is_empty() {
+            return Ok(());
+        }
+        let who = pod.qualified_name();
+        let netdevs: Vec<(&ClaimRecord, &DeviceRecord)> = claims
+            .iter()
+            .flat_map(|c| c.devices.iter().map(move |d| (&**c, d)))
+            .filter(|(_, d)| d.netdev.is_some())
+            .collect();
+        let netns = pod.netns_path().map(PathBuf::from);
+        if netns.is_none() && !netdevs.is_empty() {
+            let (c, d) = netdevs[0];
+            return Err(Error::Pod {
+                pod: who,
+                reason: format!(
+                    "it uses the host network, so device {} of claim {}/{} cannot be moved into \
+                     it: remove hostNetwork or claim an RDMA-only device",
+                    d.device, c.namespace, c.name
+                ),
+            });
+        }
+        let mut record = PodRecord {
+            version: STORE_VERSION,
+            sandbox_id: pod.id.clone(),
+            uid: pod.uid.clone(),
+            pod: who.clone(),
+            netns: netns.clone(),
+            rdma_moved: Vec::new(),
+        };
+        self.store.put_pod(&record)?;
+        lock(&self.state)
+            .pods
+            .insert(pod.id.clone(), record.clone());
+
+        let mut attached: Vec<(String, Attached)> = Vec::new();
+        let mut result = Ok(());
+        if let Some(ns) = &netns {
+            for (c, d) in &netdevs {
+                let key = d.key(&c.uid);
+                let Some(link) = d.netdev.as_deref() else {
+                    continue;
+                };
+                let req = AttachRequest {
+                    key: &key,
+                    owner: &pod.id,
+                    link,
+                    pod_netns: ns,
+                    config: &d.config,
+                    rdma_device: d.rdma.as_deref(),
+                };
+                match self.podnet.attach(&req).await {
+                    Ok(a) => attached.push((key, a)),
+                    Err(e) => {
+                        result = Err(Error::Pod {
+                            pod: who.clone(),
+                            reason: format!(
+                                "claim {}/{} device {} ({link}): {e}",
+                                c.namespace, c.name, d.device
+                            ),
+                        });
+                        break;
+                    }
+                }
+            }
+            // RDMA-only devices belong to the pod's namespace in exclusive mode.
+            if result.is_ok() && self.rdma_mode == NetnsMode::Exclusive {
+                result = self.move_rdma_only(&claims, ns, &mut record).await;
+            }
+        }
+        if let Err(e) = result {
+            // Give back what was done, newest first; the failure is what the runtime reports.
+            for (key, _) in attached.iter().rev() {
+                if let Err(x) = self.podnet.detach(key).await {
+                    tracing::error!(pod = %who, key, error = %x, "rolling back an attach failed; recovery retries");
+                }
+            }
+            self.return_rdma(&mut record).await;
+            return Err(e);
+        }
+        self.report_status(&claims, &attached);
+        Ok(())
+    }
+
+    async fn move_rdma_only(
+        &self,
+        claims: &[Arc<ClaimRecord>],
+        netns: &Path,
+        record: &mut PodRecord,
+    ) -> Result<()> {
+        let pod_ns = crate::netns::Netns::open(netns)?;
+        for c in claims {
+            for d in c.devices.iter().filter(|d| d.netdev.is_none()) {
+                let Some(dev) = &d.rdma else { continue };
+                // Recorded first: a crash after the move still knows to give it back.
+                record.rdma_moved.push(dev.clone());
+                self.store.put_pod(record)?;
+                crate::rdma::move_device(dev, self.podnet.host(), &pod_ns).map_err(|e| {
+                    Error::Pod {
+                        pod: record.pod.clone(),
+                        reason: format!(
+                            "claim {}/{} device {}: move RDMA device {dev} into the pod: {e}",
+                            c.namespace, c.name, d.device
+                        ),
+                    }
+                })?;
+            }
+        }
+        lock(&self.state)
+            .pods
+            .insert(record.sandbox_id.clone(), record.clone());
+        Ok(())
+    }
+
+    /// Moves RDMA-only devices back to the host. Never fails: a device left in a namespace goes
+    /// back to the host by itself when the namespace is deleted.
+    async fn return_rdma(&self, record: &mut PodRecord) {
+        if record.rdma_moved.is_empty() {
+            return;
+        }
+        if let Some(ns) = record
+            .netns
+            .as_ref()
+            .and_then(|p| crate::netns::Netns::open(p).ok())
+        {
+            for dev in &record.rdma_moved {
+                let here = crate::rdma::devices(&ns)
+                    .map(|d| d.iter().any(|(_, n)| n == dev))
+                    .unwrap_or(false);
+                if here && let Err(e) = crate::rdma::move_device(dev, &ns, self.podnet.host()) {
+                    tracing::warn!(pod = %record.pod, device = %dev, error = %e, "could not move the RDMA device back; the kernel returns it when the pod's namespace goes");
+                }
+            }
+        }
+        record.rdma_moved.clear();
+        if let Err(e) = self.store.put_pod(record) {
+            tracing::warn!(pod = %record.pod, error = %e, "could not update the pod record");
+        }
+    }
+
+    /// The devices a container of `pod_uid` gets: every char device of every RDMA link of its
+    /// claims, once each, sorted by path.
+    pub fn container_devices(&self, pod_uid: &str) -> Vec<CharDevice> {
+        let st = lock(&self.state);
+        let Some(claims) = st.by_pod.get(pod_uid) else {
+            return Vec::new();
+        };
+        let mut out: BTreeMap<&str, &CharDevice> = BTreeMap::new();
+        for c in claims.iter().filter_map(|c| st.claims.get(c)) {
+            for d in &c.devices {
+                for cd in &d.char_devices {
+                    out.entry(cd.path.as_str()).or_insert(cd);
+                }
+            }
+        }
+        out.into_values().cloned().collect()
+    }
+
+    /// What StopPodSandbox does: RDMA devices back first, then each netdev, restoring the host.
+    /// Never fails; what could not be restored stays recorded for [`NetworkDriver::synchronize_pods`].
+    pub async fn stop_pod(&self, pod: &PodSandbox) {
+        let record = lock(&self.state).pods.get(&pod.id).cloned();
+        if let Some(mut r) = record {
+            self.return_rdma(&mut r).await;
+            lock(&self.state).pods.insert(r.sandbox_id.clone(), r);
+        }
+        // The journal knows every link this sandbox holds, even one whose attach was cut off.
+        let keys: Vec<String> = match self.podnet.journal().entries() {
+            Ok(es) => es
+                .into_iter()
+                .filter(|e| e.owner == pod.id)
+                .map(|e| e.key)
+                .collect(),
+            Err(e) => {
+                tracing::error!(pod = %pod.qualified_name(), error = %e, "cannot read the attach journal");
+                return;
+            }
+        };
+        for key in keys {
+            if let Err(e) = self.podnet.detach(&key).await {
+                tracing::error!(pod = %pod.qualified_name(), key, error = %e, "could not give the host its link back; recovery retries");
+            }
+        }
+    }
+
+    /// What RemovePodSandbox does: forgets the sandbox.
+    pub async fn remove_pod(&self, pod: &PodSandbox) {
+        self.stop_pod(pod).await;
+        lock(&self.state).pods.remove(&pod.id);
+        if let Err(e) = self.store.remove_pod(&pod.id) {
+            tracing::warn!(pod = %pod.qualified_name(), error = %e, "could not forget the pod");
+        }
+    }
+
+    /// What Synchronize does (after a daemon or runtime restart): sandboxes in `live` keep their
+    /// devices; everything given to sandboxes that are gone comes back to the host.
+    pub async fn synchronize_pods(&self, live: &[PodSandbox]) -> Result<()> {
+        let live_ids: HashSet<&str> = live.iter().map(|p| p.id.as_str()).collect();
+        let recovery = self
+            .podnet
+            .recover(|e| live_ids.contains(e.owner.as_str()))
+            .await?;
+        if !recovery.restored.is_empty() || !recovery.failed.is_empty() {
+            tracing::info!(restored = ?recovery.restored, gone = ?recovery.gone, failed = recovery.failed.len(), "links of pods that went away");
+        }
+        let dead: Vec<PodRecord> = lock(&self.state)
+            .pods
+            .values()
+            .filter(|p| !live_ids.contains(p.sandbox_id.as_str()))
+            .cloned()
+            .collect();
+        for mut p in dead {
+            self.return_rdma(&mut p).await;
+            lock(&self.state).pods.remove(&p.sandbox_id);
+            self.store.remove_pod(&p.sandbox_id)?;
+        }
+        // A live sandbox we never saw start (this daemon was down): remember its namespace.
+        for pod in live {
+            let known = lock(&self.state).pods.contains_key(&pod.id);
+            if !known && !self.claims_of_pod(&pod.uid).is_empty() {
+                let r = PodRecord {
+                    version: STORE_VERSION,
+                    sandbox_id: pod.id.clone(),
+                    uid: pod.uid.clone(),
+                    pod: pod.qualified_name(),
+                    netns: pod.netns_path().map(PathBuf::from),
+                    rdma_moved: Vec::new(),
+                };
+                self.store.put_pod(&r)?;
+                lock(&self.state).pods.insert(pod.id.clone(), r);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the status of the pod's claims in the background: the hook does not wait on the
+    /// API server.
+    fn report_status(&self, claims: &[Arc<ClaimRecord>], attached: &[(String, Attached)]) {
+        let Some(writer) = self.status.clone() else {
+            return;
+        };
+        let by_key: HashMap<&str, &Attached> =
+            attached.iter().map(|(k, a)| (k.as_str(), a)).collect();
+        let now = Time(jiff_now());
+        for c in claims {
+            let devices: Vec<AllocatedDeviceStatus> = c
+                .devices
+                .iter()
+                .map(|d| device_status(d, by_key.get(d.key(&c.uid).as_str()).copied(), &now))
+                .collect();
+            let (ns, name) = (c.namespace.clone(), c.name.clone());
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                let backoff = dranet_core::Backoff::new(
+                    std::time::Duration::from_millis(200),
+                    std::time::Duration::from_secs(10),
+                );
+                for attempt in 0..STATUS_ATTEMPTS {
+                    match writer(ns.clone(), name.clone(), devices.clone()).await {
+                        Ok(()) => return,
+                        Err(e) => {
+                            tracing::warn!(claim = %format!("{ns}/{name}"), attempt, error = %e, "writing claim status failed");
+                            tokio::time::sleep(backoff.delay(attempt)).await;
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+fn jiff_now() -> dranet_kubeletplugin::k8s_openapi::jiff::Timestamp {
+    dranet_kubeletplugin::k8s_openapi::jiff::Timestamp::now()
+}
+
+fn condition(kind: &str, reason: &str, message: String, now: &Time) -> Condition {
+    Condition {
+        type_: kind.into(),
+        status: "True".into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: now.clone(),
+        observed_generation: None,
+    }
+}
+
+/// The status entry of one device: network data when its netdev is in the pod, and conditions.
+pub fn device_status(
+    d: &DeviceRecord,
+    attached: Option<&Attached>,
+    now: &Time,
+) -> AllocatedDeviceStatus {
+    let mut conditions = Vec::new();
+    let mut network_data = None;
+    match (attached, &d.netdev) {
+        (Some(a), Some(host)) => {
+            conditions.push(condition(
+                "Ready",
+                "NetworkDeviceReady",
+                format!("{host} is {} in the pod", a.pod_name),
+                now,
+            ));
+            conditions.push(condition(
+                "NetworkReady",
+                "NetworkReady",
+                format!("{} configured", a.pod_name),
+                now,
+            ));
+            network_data = Some(NetworkDeviceData {
+                interface_name: Some(a.pod_name.clone()),
+                ips: Some(a.addresses.clone()).filter(|v| !v.is_empty()),
+                hardware_address: a.mac.clone(),
+            });
+        }
+        (None, None) if d.rdma.is_some() => conditions.push(condition(
+            "Ready",
+            "RDMAOnlyDeviceReady",
+            format!(
+                "{} character devices given to the pod",
+                d.char_devices.len()
+            ),
+            now,
+        )),
+        _ => {}
+    }
+    if let Some(link) = &d.rdma {
+        conditions.push(condition(
+            "RDMALinkReady",
+            "RDMALinkReady",
+            format!("RDMA link {link} available to the pod"),
+            now,
+        ));
+    }
+    AllocatedDeviceStatus {
+        driver: DRIVER_NAME.into(),
+        pool: d.pool.clone(),
+        device: d.device.clone(),
+        share_id: d.share_id.clone(),
+        conditions: Some(conditions).filter(|c| !c.is_empty()),
+        network_data,
+        data: None,
+    }
+}
+
+impl Driver for NetworkDriver {
+    async fn prepare(&self, claim: ClaimToPrepare) -> std::result::Result<Prepared, HandlerError> {
+        Ok(self.prepare_claim(&claim).await?)
+    }
+
+    async fn unprepare(&self, claim: ClaimToUnprepare) -> std::result::Result<(), HandlerError> {
+        Ok(self.unprepare_claim(&claim.claim_ref.uid)?)
+    }
+}
+
+impl NriPlugin for NetworkDriver {
+    async fn synchronize(
+        &self,
+        pods: &[PodSandbox],
+        _containers: &[Container],
+    ) -> std::result::Result<(), HandlerError> {
+        Ok(self.synchronize_pods(pods).await?)
+    }
+
+    async fn run_pod_sandbox(&self, pod: &PodSandbox) -> std::result::Result<(), HandlerError> {
+        Ok(self.start_pod(pod).await?)
+    }
+
+    async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> std::result::Result<(), HandlerError> {
+        self.stop_pod(pod).await;
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> std::result::Result<(), HandlerError> {
+        self.remove_pod(pod).await;
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        pod: &PodSandbox,
+        _container: &Container,
+    ) -> std::result::Result<ContainerAdjustment, HandlerError> {
+        let mut adj = ContainerAdjustment::new();
+        for d in self.container_devices(&pod.uid) {
+            adj.add_device(LinuxDevice::char(
+                d.path,
+                i64::from(d.major),
+                i64::from(d.minor),
+            ))?;
+        }
+        Ok(adj)
+    }
+}

@@ -1,0 +1,424 @@
+//! The driver's claim handling on the fixtures of real nodes, without root: which configuration
+//! applies, what is refused and why, and exactly which RDMA char devices each pod's containers
+//! get. Moving links into pods is covered as root by `podnet.rs` and `e2e.rs`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dranet_core::{CharDeviceKind, Discover, Inventory};
+use dranet_driver::claim::DRIVER_NAME;
+use dranet_driver::netns::Netns;
+use dranet_driver::podnet::{Attached, PodNet};
+use dranet_driver::rdma::NetnsMode;
+use dranet_driver::{NetworkDriver, Rescan};
+use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
+    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
+    ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
+};
+use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare};
+use dranet_nri::PodSandbox;
+
+struct Node {
+    _dir: tempfile::TempDir,
+    state: tempfile::TempDir,
+    sysfs: std::path::PathBuf,
+    scans: Arc<AtomicUsize>,
+}
+
+impl Node {
+    fn new(build: fn(&Path) -> std::io::Result<()>) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        build(dir.path()).unwrap();
+        Node {
+            sysfs: dir.path().join("sys"),
+            _dir: dir,
+            state: tempfile::tempdir().unwrap(),
+            scans: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn inventory(&self) -> Inventory {
+        dranet_discovery::host(&self.sysfs, Default::default())
+            .discover()
+            .unwrap()
+    }
+
+    fn driver(&self) -> NetworkDriver {
+        let sysfs = self.sysfs.clone();
+        let scans = self.scans.clone();
+        let rescan: Rescan = Arc::new(move || {
+            scans.fetch_add(1, Ordering::SeqCst);
+            dranet_discovery::host(&sysfs, Default::default())
+                .discover()
+                .map_err(|e| e.to_string())
+        });
+        let podnet =
+            PodNet::new(Netns::current().unwrap(), self.state.path().join("podnet")).unwrap();
+        NetworkDriver::builder(podnet, self.state.path().join("driver"), rescan)
+            .rdma_mode(NetnsMode::Shared)
+            .build()
+            .unwrap()
+    }
+
+    /// The published name of the device with this RDMA link or interface.
+    fn device(&self, rdma_or_netdev: &str) -> String {
+        let inv = self.inventory();
+        inv.devices
+            .iter()
+            .find(|d| {
+                d.rdma.as_ref().is_some_and(|r| r.name == rdma_or_netdev)
+                    || d.netdev.as_ref().is_some_and(|n| n.name == rdma_or_netdev)
+            })
+            .map(|d| d.name.clone())
+            .unwrap_or_else(|| panic!("no device {rdma_or_netdev} in {:?}", inv.devices))
+    }
+}
+
+fn claim(
+    name: &str,
+    pods: &[&str],
+    devices: &[(&str, &str)],
+    config: Vec<DeviceAllocationConfiguration>,
+) -> ClaimToPrepare {
+    let reserved = pods
+        .iter()
+        .map(|p| ResourceClaimConsumerReference {
+            api_group: None,
+            resource: "pods".into(),
+            name: format!("pod-{p}"),
+            uid: p.to_string(),
+        })
+        .collect();
+    ClaimToPrepare {
+        claim_ref: ClaimRef {
+            namespace: "ml".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+        },
+        claim: ResourceClaim {
+            status: Some(ResourceClaimStatus {
+                reserved_for: Some(reserved),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        results: devices
+            .iter()
+            .map(|(req, dev)| DeviceRequestAllocationResult {
+                request: req.to_string(),
+                driver: DRIVER_NAME.into(),
+                pool: "node-a".into(),
+                device: dev.to_string(),
+                ..Default::default()
+            })
+            .collect(),
+        config,
+    }
+}
+
+fn opaque(
+    source: &str,
+    requests: Option<&[&str]>,
+    v: serde_json::Value,
+) -> DeviceAllocationConfiguration {
+    DeviceAllocationConfiguration {
+        source: source.into(),
+        requests: requests.map(|r| r.iter().map(|s| s.to_string()).collect()),
+        opaque: Some(OpaqueDeviceConfiguration {
+            driver: DRIVER_NAME.into(),
+            parameters: RawExtension(v),
+        }),
+    }
+}
+
+fn pod(uid: &str) -> PodSandbox {
+    PodSandbox {
+        id: format!("sandbox-{uid}"),
+        name: format!("pod-{uid}"),
+        namespace: "ml".into(),
+        uid: uid.into(),
+        ..Default::default()
+    }
+}
+
+fn devs(d: &NetworkDriver, pod_uid: &str) -> Vec<String> {
+    d.container_devices(pod_uid)
+        .iter()
+        .map(|c| format!("{} {}:{}", c.path, c.major, c.minor))
+        .collect()
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn gb300_pods_get_exactly_their_rdma_char_devices() {
+    let node = Node::new(dranet_discovery::fixture::azure_nd_gb300_v6);
+    let d = node.driver();
+    let mlx0 = node.device("mlx5_0");
+    let mlx2 = node.device("mlx5_2");
+    assert_eq!(mlx0, "pci-0101-00-00-0");
+    let rt = rt();
+    let prepared = rt
+        .block_on(d.prepare_claim(&claim("one", &["pa"], &[("rdma", &mlx0)], vec![])))
+        .unwrap();
+    assert_eq!(prepared.devices.len(), 1);
+    assert!(
+        prepared.devices[0].cdi_device_ids.is_empty(),
+        "the work is in the NRI hooks, not CDI"
+    );
+    rt.block_on(d.prepare_claim(&claim("two", &["pb"], &[("rdma", &mlx2)], vec![])))
+        .unwrap();
+    assert_eq!(
+        devs(&d, "pa"),
+        [
+            "/dev/infiniband/issm0 231:64",
+            "/dev/infiniband/rdma_cm 10:58",
+            "/dev/infiniband/umad0 231:0",
+            "/dev/infiniband/uverbs0 231:192",
+        ]
+    );
+    assert_eq!(
+        devs(&d, "pb"),
+        [
+            "/dev/infiniband/issm2 231:66",
+            "/dev/infiniband/rdma_cm 10:58",
+            "/dev/infiniband/umad2 231:2",
+            "/dev/infiniband/uverbs2 231:194",
+        ]
+    );
+    assert!(devs(&d, "someone-else").is_empty());
+
+    // The NRI hook gives the container these, with cgroup rules, and nothing else.
+    let adj = rt
+        .block_on(dranet_nri::NriPlugin::create_container(
+            &d,
+            &pod("pa"),
+            &Default::default(),
+        ))
+        .unwrap();
+    let paths: Vec<&str> = adj.devices().iter().map(|x| x.path.as_str()).collect();
+    assert_eq!(paths.len(), 4);
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.contains("uverbs1") || p.contains("uverbs2"))
+    );
+
+    // A pod with two claims gets both links' devices and rdma_cm once.
+    rt.block_on(d.prepare_claim(&claim("three", &["pc"], &[("rdma", &mlx0)], vec![])))
+        .unwrap();
+    rt.block_on(d.prepare_claim(&claim("four", &["pc"], &[("rdma", &mlx2)], vec![])))
+        .unwrap();
+    let both = devs(&d, "pc");
+    assert_eq!(both.len(), 7, "{both:?}");
+    assert_eq!(both.iter().filter(|p| p.contains("rdma_cm")).count(), 1);
+
+    // A restarted daemon knows what was prepared.
+    drop(d);
+    let d = node.driver();
+    assert_eq!(devs(&d, "pb").len(), 4);
+    // Unprepare forgets; twice, or for a claim never seen, is fine.
+    d.unprepare_claim("uid-two").unwrap();
+    d.unprepare_claim("uid-two").unwrap();
+    d.unprepare_claim("never-prepared").unwrap();
+    assert!(devs(&d, "pb").is_empty());
+    assert_eq!(devs(&d, "pa").len(), 4);
+}
+
+#[test]
+fn multi_port_hca_and_ucm_devices_are_all_given() {
+    let node = Node::new(dranet_discovery::fixture::edge_cases);
+    // A ucm device for mlx4_0, as old kernels (ib_ucm) expose it.
+    let hca = std::fs::canonicalize(node.sysfs.join("class/infiniband/mlx4_0")).unwrap();
+    let pci = hca.parent().unwrap().parent().unwrap();
+    let ucm = pci.join("infiniband_cm/ucm0");
+    std::fs::create_dir_all(&ucm).unwrap();
+    std::fs::write(ucm.join("ibdev"), "mlx4_0").unwrap();
+    std::fs::write(ucm.join("dev"), "231:224").unwrap();
+    std::fs::create_dir_all(node.sysfs.join("class/infiniband_cm")).unwrap();
+    std::os::unix::fs::symlink(&ucm, node.sysfs.join("class/infiniband_cm/ucm0")).unwrap();
+
+    let d = node.driver();
+    let dev = node.device("mlx4_0");
+    rt().block_on(d.prepare_claim(&claim("hca", &["p"], &[("ib", &dev)], vec![])))
+        .unwrap();
+    let got = d.container_devices("p");
+    let kinds = |k: CharDeviceKind| got.iter().filter(|c| c.kind == k).count();
+    assert_eq!(kinds(CharDeviceKind::Uverbs), 1);
+    assert_eq!(kinds(CharDeviceKind::Umad), 2, "one per port: {got:?}");
+    assert_eq!(kinds(CharDeviceKind::Issm), 2, "one per port: {got:?}");
+    assert_eq!(kinds(CharDeviceKind::Ucm), 1, "{got:?}");
+    assert!(
+        got.iter()
+            .any(|c| c.path == "/dev/infiniband/ucm0" && c.minor == 224)
+    );
+}
+
+#[test]
+fn bad_claims_are_refused_with_the_reason() {
+    let node = Node::new(dranet_discovery::fixture::azure_nd_gb300_v6);
+    let d = node.driver();
+    let mlx0 = node.device("mlx5_0");
+    let rt = rt();
+    let err = |c: ClaimToPrepare| rt.block_on(d.prepare_claim(&c)).unwrap_err().to_string();
+
+    // Network settings on an IB-only device.
+    let e = err(claim(
+        "ib",
+        &["p"],
+        &[("rdma", &mlx0)],
+        vec![opaque(
+            "FromClaim",
+            None,
+            serde_json::json!({"interface": {"mtu": 4000}}),
+        )],
+    ));
+    assert!(
+        e.contains("ml/ib") && e.contains("has no network interface"),
+        "{e}"
+    );
+
+    // An unknown key, named.
+    let e = err(claim(
+        "typo",
+        &["p"],
+        &[("rdma", &mlx0)],
+        vec![opaque(
+            "FromClaim",
+            Some(&["rdma"]),
+            serde_json::json!({"interfaces": {}}),
+        )],
+    ));
+    assert!(e.contains("interfaces"), "{e}");
+
+    // Not consumed by a pod.
+    let mut c = claim("dep", &["p"], &[("rdma", &mlx0)], vec![]);
+    if let Some(s) = c.claim.status.as_mut() {
+        s.reserved_for = Some(vec![ResourceClaimConsumerReference {
+            api_group: Some("batch".into()),
+            resource: "jobs".into(),
+            name: "train".into(),
+            uid: "j".into(),
+        }]);
+    }
+    let e = err(c);
+    assert!(e.contains("jobs.batch") && e.contains("only pods"), "{e}");
+
+    // A device this node does not have: one rescan, then a clear error.
+    let before = node.scans.load(Ordering::SeqCst);
+    let e = err(claim(
+        "gone",
+        &["p"],
+        &[("rdma", "pci-0999-00-00-0")],
+        vec![],
+    ));
+    assert!(
+        e.contains("pci-0999-00-00-0") && e.contains("not on this node"),
+        "{e}"
+    );
+    assert_eq!(
+        node.scans.load(Ordering::SeqCst),
+        before + 1,
+        "rescanned once"
+    );
+    assert!(
+        d.container_devices("p").is_empty(),
+        "nothing recorded for refused claims"
+    );
+}
+
+#[test]
+fn vf_mtu_above_its_pf_is_refused_and_host_network_pods_too() {
+    let node = Node::new(|d| dranet_discovery::fixture::sriov_node(d, 4));
+    let d = node.driver();
+    let vf = node.device("ens1f0v1");
+    let rt = rt();
+    let e = rt
+        .block_on(d.prepare_claim(&claim(
+            "jumbo",
+            &["p"],
+            &[("nic", &vf)],
+            vec![opaque(
+                "FromClass",
+                None,
+                serde_json::json!({"interface": {"mtu": 9500}}),
+            )],
+        )))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("9500") && e.contains("PF") && e.contains("9000"),
+        "{e}"
+    );
+
+    // At the PF's MTU it is fine; a pod without its own network namespace cannot take it.
+    rt.block_on(d.prepare_claim(&claim(
+        "ok",
+        &["hostnet"],
+        &[("nic", &vf)],
+        vec![opaque(
+            "FromClass",
+            None,
+            serde_json::json!({"interface": {"mtu": 9000}}),
+        )],
+    )))
+    .unwrap();
+    let e = rt
+        .block_on(d.start_pod(&pod("hostnet")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ml/pod-hostnet") && e.contains("host network") && e.contains(&vf),
+        "{e}"
+    );
+}
+
+#[test]
+fn status_says_what_the_pod_got() {
+    let node = Node::new(dranet_discovery::fixture::azure_nd_gb300_v6);
+    let d = node.driver();
+    let mlx0 = node.device("mlx5_0");
+    rt().block_on(d.prepare_claim(&claim("s", &["p"], &[("rdma", &mlx0)], vec![])))
+        .unwrap();
+    let rec = &d.claims_of_pod("p")[0];
+    let now = dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        dranet_kubeletplugin::k8s_openapi::jiff::Timestamp::now(),
+    );
+    let s = dranet_driver::driver::device_status(&rec.devices[0], None, &now);
+    let conds: Vec<(String, String)> = s
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.type_, c.reason))
+        .collect();
+    assert_eq!(
+        conds,
+        [
+            ("Ready".to_string(), "RDMAOnlyDeviceReady".to_string()),
+            ("RDMALinkReady".to_string(), "RDMALinkReady".to_string())
+        ]
+    );
+    assert!(s.network_data.is_none());
+    // A netdev in the pod reports its name, addresses and MAC.
+    let mut nic = rec.devices[0].clone();
+    nic.netdev = Some("eth1".into());
+    let a = Attached {
+        pod_name: "net1".into(),
+        pod_index: 3,
+        addresses: vec!["10.0.0.2/24".into()],
+        mac: Some("02:00:00:00:00:01".into()),
+        mtu: Some(1500),
+    };
+    let s = dranet_driver::driver::device_status(&nic, Some(&a), &now);
+    let nd = s.network_data.unwrap();
+    assert_eq!(nd.interface_name.as_deref(), Some("net1"));
+    assert_eq!(nd.ips.unwrap(), ["10.0.0.2/24"]);
+    assert_eq!(s.conditions.unwrap()[0].reason, "NetworkDeviceReady");
+}
