@@ -110,7 +110,7 @@ impl ClaimToPrepare {
                 let reach =
                     match c.requests.as_deref() {
                         None | Some([]) => 0,
-                        Some(reqs) if reqs.iter().any(|r| *r == result.request) => {
+                        Some(reqs) if reqs.contains(&result.request) => {
                             if parent.is_some() { 2 } else { 1 }
                         }
                         Some(reqs) if reqs.iter().any(|r| Some(r.as_str()) == parent) => 1,
