@@ -422,3 +422,79 @@ fn status_says_what_the_pod_got() {
     assert_eq!(nd.ips.unwrap(), ["10.0.0.2/24"]);
     assert_eq!(s.conditions.unwrap()[0].reason, "NetworkDeviceReady");
 }
+
+/// The README's example (`examples/aks/nic-config.yaml`) merges as it says.
+#[test]
+fn the_documented_config_example_merges_as_documented() {
+    use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
+        DeviceClass, ResourceClaimTemplate,
+    };
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/aks/nic-config.yaml"),
+    )
+    .unwrap();
+    let docs: Vec<serde_yaml::Value> = text
+        .split("\n---\n")
+        .map(|d| serde_yaml::from_str(d).unwrap())
+        .collect();
+    let class: DeviceClass = serde_yaml::from_value(docs[0].clone()).unwrap();
+    let template: ResourceClaimTemplate = serde_yaml::from_value(docs[1].clone()).unwrap();
+    // What the scheduler writes into the allocation: the class's entries, then the claim's.
+    let mut config: Vec<DeviceAllocationConfiguration> = class
+        .spec
+        .config
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| DeviceAllocationConfiguration {
+            source: "FromClass".into(),
+            requests: None,
+            opaque: c.opaque,
+        })
+        .collect();
+    config.extend(
+        template
+            .spec
+            .spec
+            .devices
+            .and_then(|d| d.config)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| DeviceAllocationConfiguration {
+                source: "FromClaim".into(),
+                requests: c.requests,
+                opaque: c.opaque,
+            }),
+    );
+    let node = Node::new(|d| dranet_discovery::fixture::sriov_node(d, 2));
+    let d = node.driver();
+    let vf = node.device("ens1f0v0");
+    rt().block_on(d.prepare_claim(&claim("doc", &["p"], &[("nic", &vf)], config)))
+        .unwrap();
+    let got = &d.claims_of_pod("p")[0].devices[0].config;
+    assert_eq!(got.interface.name, "net1");
+    assert_eq!(got.interface.mtu, Some(9000));
+    assert_eq!(got.interface.addresses, ["10.9.8.7/24"]);
+    let dests: Vec<&str> = got.routes.iter().map(|r| r.destination.as_str()).collect();
+    assert_eq!(dests, ["10.10.0.0/16", "10.20.0.0/16"]);
+}
+
+/// The README's `NetworkConfig` example is valid as written.
+#[test]
+fn the_readme_network_config_example_parses() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let block = readme
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("privateFlags"))
+        .expect("the README has the NetworkConfig example");
+    let v: serde_yaml::Value = serde_yaml::from_str(block).unwrap();
+    let params = &v["config"][0]["opaque"]["parameters"];
+    let json = serde_json::to_value(params).unwrap();
+    let c = dranet_driver::claim::parse_parameters(&json).unwrap();
+    assert_eq!(c.interface.name, "net1");
+    assert_eq!(c.routes.len(), 2);
+    assert_eq!(c.ethtool.map(|e| e.features.len()), Some(2));
+}

@@ -100,24 +100,26 @@ impl ClaimToPrepare {
     ) -> Vec<&OpaqueDeviceConfiguration> {
         let parent = result.request.split_once('/').map(|(p, _)| p);
         // How specific an entry is for this result; None when it does not apply.
-        let scope =
-            |c: &DeviceAllocationConfiguration| -> Option<u8> {
-                let source = match c.source.as_str() {
-                    "FromClass" => 0,
-                    "FromClaim" => 1,
-                    _ => return None,
-                };
-                let reach =
-                    match c.requests.as_deref() {
-                        None | Some([]) => 0,
-                        Some(reqs) if reqs.contains(&result.request) => {
-                            if parent.is_some() { 2 } else { 1 }
-                        }
-                        Some(reqs) if reqs.iter().any(|r| Some(r.as_str()) == parent) => 1,
-                        Some(_) => return None,
-                    };
-                Some(source * 3 + reach)
+        let scope = |c: &DeviceAllocationConfiguration| -> Option<u8> {
+            let source = match c.source.as_str() {
+                "FromClass" => 0,
+                "FromClaim" => 1,
+                _ => return None,
             };
+            let reach = match c.requests.as_deref() {
+                None | Some([]) => 0,
+                Some(reqs) if reqs.contains(&result.request) => {
+                    if parent.is_some() {
+                        2
+                    } else {
+                        1
+                    }
+                }
+                Some(reqs) if reqs.iter().any(|r| Some(r.as_str()) == parent) => 1,
+                Some(_) => return None,
+            };
+            Some(source * 3 + reach)
+        };
         let mut applying: Vec<(u8, &OpaqueDeviceConfiguration)> = self
             .config
             .iter()
