@@ -387,7 +387,9 @@ impl NetworkDriver {
             netns: netns.clone(),
             rdma_moved: Vec::new(),
         };
-        self.store.put_pod(&record)?;
+        // Kept in memory; written to the store only when an RDMA-only device moves into the
+        // pod: for netdevs the attach journal already keeps the pod's namespace, durably, before
+        // anything moves.
         lock(&self.state)
             .pods
             .insert(pod.id.clone(), record.clone());

@@ -1,0 +1,300 @@
+//! The `dra.net` driver's own costs, on the Azure ND GB300 v6 fixture (4 IB-only ConnectX VFs):
+//!
+//! - `create_container/4_rdma_links`: the CreateContainer hook for a pod whose claim holds all
+//!   four RDMA links, in-process: look up the pod's claims and build the adjustment with 13 char
+//!   devices (4 × uverbs, umad, issm, and rdma_cm once).
+//! - `prepare/4_devices_plugin_round_trip`: NodePrepareResources for one claim with those four
+//!   devices from the fake kubelet over the plugin's unix socket: claim read from the fake API
+//!   server, the plugin's checkpoint (two fsynced writes), the driver's config merge and its own
+//!   fsynced claim record. Unprepare (untimed) resets between iterations.
+//! - `prepare/4_devices_driver_only`: the driver's part of that (config merge, validation, its
+//!   fsynced record), called directly.
+//! - `run_pod_sandbox/1_netdev` (root only): the RunPodSandbox hook for a pod with one veth
+//!   (podnet attach plus the hook's lookups and fsynced pod record), and
+//!   `run_pod_sandbox/1_netdev_podnet_attach_alone`, the same attach without the hook.
+//!
+//! `cargo bench -p dranet-driver --bench driver`
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use dranet_core::{Discover, Netdev, NetworkDevice};
+use dranet_driver::netns::Netns;
+use dranet_driver::podnet::PodNet;
+use dranet_driver::rdma::NetnsMode;
+use dranet_driver::{NetworkDriver, Rescan};
+use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
+use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
+    DeviceRequestAllocationResult, ResourceClaim, ResourceClaimConsumerReference,
+};
+use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare, KubeletPlugin};
+use dranet_nri::{Container, NriPlugin, PodSandbox};
+
+const NODE: &str = "bench-node";
+
+fn claim(r: &ClaimRef, devices: &[&str], pod_uid: &str) -> ResourceClaim {
+    let results = devices
+        .iter()
+        .map(|d| DeviceRequestAllocationResult {
+            request: "nic".into(),
+            driver: "dra.net".into(),
+            pool: NODE.into(),
+            device: d.to_string(),
+            ..Default::default()
+        })
+        .collect();
+    let mut c = allocated_claim(r, results);
+    if let Some(s) = c.status.as_mut() {
+        s.reserved_for = Some(vec![ResourceClaimConsumerReference {
+            api_group: None,
+            resource: "pods".into(),
+            name: "p".into(),
+            uid: pod_uid.into(),
+        }]);
+    }
+    c
+}
+
+fn to_prepare(c: &ResourceClaim, r: &ClaimRef) -> ClaimToPrepare {
+    ClaimToPrepare {
+        claim_ref: r.clone(),
+        results: c
+            .status
+            .as_ref()
+            .and_then(|s| s.allocation.as_ref())
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.clone())
+            .unwrap_or_default(),
+        claim: c.clone(),
+        config: vec![],
+    }
+}
+
+fn driver(sysfs: &Path, state: &Path, host: Netns, extra: Option<NetworkDevice>) -> NetworkDriver {
+    let sysfs = sysfs.to_path_buf();
+    let rescan: Rescan = Arc::new(move || {
+        let mut inv = dranet_discovery::host(&sysfs, Default::default())
+            .discover()
+            .map_err(|e| e.to_string())?;
+        inv.devices.extend(extra.clone());
+        Ok(inv)
+    });
+    let podnet = PodNet::new(host, state.join("podnet")).expect("podnet");
+    NetworkDriver::builder(podnet, state.join("driver"), rescan)
+        .rdma_mode(NetnsMode::Shared)
+        .build()
+        .expect("driver")
+}
+
+const GB300: [&str; 4] = [
+    "pci-0101-00-00-0",
+    "pci-0102-00-00-0",
+    "pci-0103-00-00-0",
+    "pci-0104-00-00-0",
+];
+
+fn bench(c: &mut Criterion) {
+    let fixture = tempfile::tempdir().expect("tempdir");
+    dranet_discovery::fixture::azure_nd_gb300_v6(fixture.path()).expect("fixture");
+    let sysfs = fixture.path().join("sys");
+    let state = tempfile::tempdir().expect("tempdir");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+
+    // The hook.
+    let d = Arc::new(driver(
+        &sysfs,
+        state.path(),
+        Netns::current().expect("netns"),
+        None,
+    ));
+    let r = ClaimRef {
+        namespace: "ml".into(),
+        name: "four".into(),
+        uid: "uid-four".into(),
+    };
+    rt.block_on(d.prepare_claim(&to_prepare(&claim(&r, &GB300, "pod-4"), &r)))
+        .expect("prepare");
+    let pod = PodSandbox {
+        id: "sandbox".into(),
+        uid: "pod-4".into(),
+        ..Default::default()
+    };
+    let ctr = Container::default();
+    let mut g = c.benchmark_group("create_container");
+    g.bench_function("4_rdma_links", |b| {
+        b.iter(|| {
+            let adj = rt.block_on(d.create_container(&pod, &ctr)).expect("adjust");
+            assert_eq!(adj.devices().len(), 13);
+            adj
+        })
+    });
+    g.finish();
+
+    // Prepare, through the plugin and alone.
+    let mut g = c.benchmark_group("prepare");
+    g.sample_size(30);
+    g.bench_function("4_devices_driver_only", |b| {
+        let prep = to_prepare(&claim(&r, &GB300, "pod-4"), &r);
+        b.iter(|| rt.block_on(d.prepare_claim(&prep)).expect("prepare"))
+    });
+    // The client's connector spawns on the runtime it is built in.
+    let _in_runtime = rt.enter();
+    let api = rt.block_on(FakeApiServer::start()).expect("api");
+    api.add_node(NODE);
+    let kubelet_dir = tempfile::tempdir().expect("tempdir");
+    let plugin = rt
+        .block_on(
+            KubeletPlugin::builder(d.clone(), api.client().expect("client"))
+                .driver_name("dra.net")
+                .node_name(NODE)
+                .kubelet_dir(kubelet_dir.path())
+                .start(),
+        )
+        .expect("plugin");
+    let kubelet = rt
+        .block_on(FakeKubelet::connect(plugin.registration_socket()))
+        .expect("kubelet");
+    let r2 = ClaimRef {
+        namespace: "ml".into(),
+        name: "round-trip".into(),
+        uid: "uid-round-trip".into(),
+    };
+    api.put_claim(claim(&r2, &GB300, "pod-rt"));
+    g.bench_function("4_devices_plugin_round_trip", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                let resp = rt
+                    .block_on(kubelet.prepare(std::slice::from_ref(&r2)))
+                    .expect("prepare");
+                total += t.elapsed();
+                assert!(resp.claims.values().all(|c| c.error.is_empty()));
+                rt.block_on(kubelet.unprepare(std::slice::from_ref(&r2)))
+                    .expect("unprepare");
+            }
+            total
+        })
+    });
+    g.finish();
+    rt.block_on(plugin.shutdown()).expect("shutdown");
+
+    run_pod_sandbox(c, &rt, &sysfs);
+}
+
+fn ip(args: &[&str]) {
+    let ok = Command::new("ip").args(args).status().map(|s| s.success());
+    assert!(matches!(ok, Ok(true)), "ip {args:?} failed");
+}
+
+struct Netnses(Vec<String>);
+impl Drop for Netnses {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path) {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    if !root {
+        eprintln!("SKIP run_pod_sandbox bench: needs root for network namespaces");
+        return;
+    }
+    let (h, p) = (
+        format!("dranet-bd-h-{}", std::process::id()),
+        format!("dranet-bd-p-{}", std::process::id()),
+    );
+    ip(&["netns", "add", &h]);
+    ip(&["netns", "add", &p]);
+    let _guard = Netnses(vec![h.clone(), p.clone()]);
+    ip(&[
+        "-n", &h, "link", "add", "v0", "type", "veth", "peer", "name", "v0p",
+    ]);
+    ip(&["-n", &h, "addr", "add", "10.1.0.2/24", "dev", "v0"]);
+    ip(&["-n", &h, "link", "set", "v0", "up"]);
+    let veth = NetworkDevice {
+        name: "v0".into(),
+        pci: None,
+        netdev: Some(Netdev {
+            name: "v0".into(),
+            ..Default::default()
+        }),
+        rdma: None,
+    };
+    let state = tempfile::tempdir().expect("tempdir");
+    let host = Netns::open(format!("/var/run/netns/{h}")).expect("host netns");
+    let d = driver(sysfs, state.path(), host, Some(veth));
+    let r = ClaimRef {
+        namespace: "ml".into(),
+        name: "nic".into(),
+        uid: "uid-nic".into(),
+    };
+    rt.block_on(d.prepare_claim(&to_prepare(&claim(&r, &["v0"], "pod-nic"), &r)))
+        .expect("prepare");
+    let pod = PodSandbox {
+        id: "sandbox-nic".into(),
+        uid: "pod-nic".into(),
+        namespace: "ml".into(),
+        name: "p".into(),
+        namespaces: vec![dranet_nri::Namespace {
+            kind: "network".into(),
+            path: format!("/var/run/netns/{p}"),
+        }],
+        ..Default::default()
+    };
+    let mut g = c.benchmark_group("run_pod_sandbox");
+    g.sample_size(30);
+    g.bench_function("1_netdev", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                rt.block_on(d.run_pod_sandbox(&pod)).expect("run");
+                total += t.elapsed();
+                rt.block_on(d.stop_pod_sandbox(&pod)).expect("stop");
+            }
+            total
+        })
+    });
+    // The same link and config through podnet alone: the difference is the hook's own cost.
+    let pn = PodNet::new(
+        Netns::open(format!("/var/run/netns/{h}")).expect("host netns"),
+        state.path().join("podnet-alone"),
+    )
+    .expect("podnet");
+    let cfg = dranet_core::NetworkConfig::default();
+    let pod_ns = std::path::PathBuf::from(format!("/var/run/netns/{p}"));
+    let req = dranet_driver::podnet::AttachRequest {
+        key: "alone",
+        owner: "alone",
+        link: "v0",
+        pod_netns: &pod_ns,
+        config: &cfg,
+        rdma_device: None,
+    };
+    g.bench_function("1_netdev_podnet_attach_alone", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                rt.block_on(pn.attach(&req)).expect("attach");
+                total += t.elapsed();
+                rt.block_on(pn.detach("alone")).expect("detach");
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
