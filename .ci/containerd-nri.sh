@@ -17,20 +17,27 @@ echo "containerd-nri.sh: installing (${need[*]})" >&2
 
 export DEBIAN_FRONTEND=noninteractive
 # trixie is offered by the same archive but not configured here: add it pinned low, so nothing is
-# taken from it unless named as pkg/trixie (a plain install would otherwise upgrade libc).
+# taken from it unless named as pkg/trixie (a plain install would otherwise upgrade libc). The
+# archive's address is the one this machine already uses for bookworm.
+archive() {
+  # deb822 sources: the URIs of a stanza whose Suites include bookworm.
+  awk 'BEGIN { RS = "" }
+       /Suites:[^\n]*bookworm([ \n]|$)/ {
+         for (i = 1; i <= NF; i++) if ($i == "URIs:") { print $(i + 1); exit }
+       }' /etc/apt/sources.list.d/*.sources 2>/dev/null
+  # one-line sources: deb URI bookworm main
+  awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' \
+    /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
+}
 if ! grep -rqs 'trixie' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-  cat >/etc/apt/sources.list.d/dranet-trixie.sources <<'EOF'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: trixie
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-  cat >/etc/apt/preferences.d/dranet-trixie <<'EOF'
-Package: *
-Pin: release n=trixie
-Pin-Priority: 100
-EOF
+  uri=$(archive | head -n1)
+  if [ -z "$uri" ]; then
+    echo "containerd-nri.sh: no bookworm archive in this machine's apt sources to add trixie from" >&2
+    exit 1
+  fi
+  printf 'Types: deb\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$uri" >/etc/apt/sources.list.d/dranet-trixie.sources
+  printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100\n' >/etc/apt/preferences.d/dranet-trixie
 fi
 apt-get -qq update
 apt-get -qq -y -t bookworm install --no-install-recommends \
