@@ -18,16 +18,17 @@ echo "containerd-nri.sh: installing (${need[*]})" >&2
 export DEBIAN_FRONTEND=noninteractive
 # trixie is offered by the same archive but not configured here: add it pinned low, so nothing is
 # taken from it unless named as pkg/trixie (a plain install would otherwise upgrade libc). The
-# archive's address is the one this machine already uses for bookworm.
+# archive's address is the one this machine already uses for bookworm. Either kind of source file
+# may be absent (awk then fails, which is not an error here).
 archive() {
   # deb822 sources: the URIs of a stanza whose Suites include bookworm.
   awk 'BEGIN { RS = "" }
        /Suites:[^\n]*bookworm([ \n]|$)/ {
          for (i = 1; i <= NF; i++) if ($i == "URIs:") { print $(i + 1); exit }
-       }' /etc/apt/sources.list.d/*.sources 2>/dev/null
+       }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true
   # one-line sources: deb URI bookworm main
   awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' \
-    /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null
+    /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true
 }
 if ! grep -rqs 'trixie' /etc/apt/sources.list /etc/apt/sources.list.d/; then
   uri=$(archive | head -n1)
