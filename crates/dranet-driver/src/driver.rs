@@ -1,6 +1,6 @@
 //! The `dra.net` driver: [`NetworkDriver`] is both the kubelet plugin's
-//! [`Driver`](dranet_kubeletplugin::Driver) (prepare and unprepare claims) and an
-//! [`NriPlugin`](dranet_nri::NriPlugin) (give each pod its devices when its sandbox starts, take
+//! [`Driver`] (prepare and unprepare claims) and an
+//! [`NriPlugin`] (give each pod its devices when its sandbox starts, take
 //! them back when it stops).
 //!
 //! The data flows one way: discovery's inventory → prepare (which device, configured how, for which
@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use dranet_core::{CharDevice, CloudProvider, Inventory, NoCloud};
@@ -135,6 +136,8 @@ impl NetworkDriverBuilder {
             rdma_mode,
             inventory: RwLock::new(Arc::new(inventory)),
             state: Mutex::new(state),
+            restores_owed: AtomicUsize::new(0),
+            synchronized: tokio::sync::watch::Sender::new(false),
         })
     }
 }
@@ -193,6 +196,10 @@ pub struct NetworkDriver {
     rdma_mode: NetnsMode,
     inventory: RwLock<Arc<Inventory>>,
     state: Mutex<State>,
+    /// Journal entries of gone pods whose restore failed at the last synchronize.
+    restores_owed: AtomicUsize,
+    /// Set once the runtime's first Synchronize was handled (host restores owed are done).
+    synchronized: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for NetworkDriver {
@@ -256,6 +263,33 @@ impl NetworkDriver {
             })?;
         self.set_inventory(inv);
         Ok(self.inventory())
+    }
+
+    /// The devices of prepared claims, each with its claim (`namespace/name`): they are in use
+    /// even while their netdev is in a pod's namespace and out of the host's sight.
+    pub fn devices_in_use(&self) -> BTreeMap<String, String> {
+        let st = lock(&self.state);
+        st.claims
+            .values()
+            .flat_map(|c| {
+                c.devices
+                    .iter()
+                    .map(move |d| (d.device.clone(), format!("{}/{}", c.namespace, c.name)))
+            })
+            .collect()
+    }
+
+    /// Devices the last synchronize could not give back to the host (their pods are gone);
+    /// retried at the next synchronize.
+    pub fn restores_owed(&self) -> usize {
+        self.restores_owed.load(Ordering::Relaxed)
+    }
+
+    /// Turns true once the runtime's first Synchronize was handled: every pod that went away
+    /// while the daemon was down has given its devices back (or [`Self::restores_owed`] says
+    /// how many could not be).
+    pub fn watch_synchronized(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.synchronized.subscribe()
     }
 
     /// The prepared claims whose pods include `pod_uid`.
@@ -457,7 +491,7 @@ impl NetworkDriver {
                 record.rdma_moved.push(dev.clone());
                 self.store.put_pod(record)?;
                 crate::rdma::move_device(dev, self.podnet.host(), &pod_ns).map_err(|e| {
-                    Error::Pod {
+                    Error::RdmaAttach {
                         pod: record.pod.clone(),
                         reason: format!(
                             "claim {}/{} device {}: move RDMA device {dev} into the pod: {e}",
@@ -561,6 +595,8 @@ impl NetworkDriver {
             .podnet
             .recover(|e| live_ids.contains(e.owner.as_str()))
             .await?;
+        self.restores_owed
+            .store(recovery.failed.len(), Ordering::Relaxed);
         if !recovery.restored.is_empty() || !recovery.failed.is_empty() {
             tracing::info!(restored = ?recovery.restored, gone = ?recovery.gone, failed = recovery.failed.len(), "links of pods that went away");
         }
@@ -591,6 +627,7 @@ impl NetworkDriver {
                 lock(&self.state).pods.insert(pod.id.clone(), r);
             }
         }
+        self.synchronized.send_replace(true);
         Ok(())
     }
 

@@ -16,6 +16,7 @@ use std::io;
 use std::path::PathBuf;
 
 pub mod claim;
+pub mod daemon;
 pub mod driver;
 mod durable;
 pub mod ethtool;
@@ -56,6 +57,14 @@ pub enum Error {
     /// A pod the driver cannot give its devices to.
     #[error("pod {pod}: {reason}")]
     Pod {
+        /// `namespace/name`.
+        pod: String,
+        /// Why.
+        reason: String,
+    },
+    /// An RDMA device could not be moved into a pod's namespace (exclusive RDMA mode).
+    #[error("pod {pod}: {reason}")]
+    RdmaAttach {
         /// `namespace/name`.
         pod: String,
         /// Why.

@@ -132,6 +132,20 @@ pub trait KubeApi: Send + Sync + 'static {
             )))
         }
     }
+
+    /// Records a core/v1 Event in `event.metadata.namespace` (what `kubectl describe` shows).
+    /// The default answers [`Error::Config`]: an implementation that cannot write events.
+    fn create_event(
+        &self,
+        event: &k8s_openapi::api::core::v1::Event,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let reason = event.reason.clone().unwrap_or_default();
+        async move {
+            Err(Error::Config(format!(
+                "this KubeApi cannot record events (event {reason})"
+            )))
+        }
+    }
 }
 
 /// [`KubeApi`] on a kube-rs client.
@@ -245,6 +259,23 @@ impl KubeApi for KubeClient {
             .map_err(|e| {
                 map_kube_error(
                     format!("apply status of ResourceClaim {namespace}/{name}"),
+                    e,
+                )
+            })
+    }
+
+    async fn create_event(&self, event: &k8s_openapi::api::core::v1::Event) -> Result<()> {
+        let ns = event.metadata.namespace.as_deref().unwrap_or("default");
+        let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.client.clone(), ns);
+        api.create(&kube::api::PostParams::default(), event)
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                map_kube_error(
+                    format!(
+                        "create Event {} in {ns}",
+                        event.reason.as_deref().unwrap_or_default()
+                    ),
                     e,
                 )
             })

@@ -1,0 +1,306 @@
+//! The driver as the daemon runs it: every kubelet call and NRI hook timed, counted, logged
+//! (one line per claim prepare and per pod attach) and, when it fails, recorded as a Kubernetes
+//! Event on the claim or the pod, as upstream does.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use dranet_kubeletplugin::k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use dranet_kubeletplugin::{ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, Prepared};
+use dranet_nri::{Container, ContainerAdjustment, NriPlugin, PodSandbox};
+use futures::future::BoxFuture;
+use tokio::sync::Notify;
+
+use super::metrics::{DaemonMetrics, FAILED, NOOP, SUCCESS};
+use crate::{Error, NetworkDriver};
+
+/// Writes one Event; the daemon gives it the kubelet plugin's API client.
+pub type EventWriter = Arc<dyn Fn(Event) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+
+/// An [`EventWriter`] on a [`dranet_kubeletplugin::KubeApi`].
+pub fn event_writer<A: dranet_kubeletplugin::KubeApi + Clone>(api: A) -> EventWriter {
+    Arc::new(move |ev: Event| {
+        let api = api.clone();
+        Box::pin(async move { api.create_event(&ev).await.map_err(|e| e.to_string()) })
+    })
+}
+
+/// [`NetworkDriver`] with the daemon's instrumentation around it.
+pub struct Instrumented {
+    driver: Arc<NetworkDriver>,
+    metrics: Arc<DaemonMetrics>,
+    events: Option<EventWriter>,
+    node: String,
+    in_flight: AtomicUsize,
+    idle: Notify,
+}
+
+impl std::fmt::Debug for Instrumented {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instrumented")
+            .field("driver", &self.driver)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counts a hook in flight while it lives.
+struct InFlight<'a>(&'a Instrumented);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl Instrumented {
+    /// Wraps `driver`; `events` records failures as Events, `node` names the reporter.
+    pub fn new(
+        driver: Arc<NetworkDriver>,
+        metrics: Arc<DaemonMetrics>,
+        events: Option<EventWriter>,
+        node: impl Into<String>,
+    ) -> Self {
+        Self {
+            driver,
+            metrics,
+            events,
+            node: node.into(),
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+        }
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &Arc<NetworkDriver> {
+        &self.driver
+    }
+
+    fn enter(&self) -> InFlight<'_> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(self)
+    }
+
+    /// Waits until no NRI hook is running, for at most `limit`; false if some still were.
+    pub async fn wait_idle(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let idle = self.idle.notified();
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, idle).await.is_err() {
+                return self.in_flight.load(Ordering::Acquire) == 0;
+            }
+        }
+    }
+
+    /// Records a Warning Event in the background (a hook never waits on the API server).
+    fn warn(&self, object: ObjectReference, reason: &'static str, message: String) {
+        let Some(w) = self.events.clone() else {
+            return;
+        };
+        let now = Time(dranet_kubeletplugin::k8s_openapi::jiff::Timestamp::now());
+        let ev = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{}.", object.name.as_deref().unwrap_or("dranet"))),
+                namespace: object.namespace.clone(),
+                ..Default::default()
+            },
+            involved_object: object,
+            reason: Some(reason.into()),
+            // The API server's limit is 1 KiB.
+            message: Some(message.chars().take(1000).collect()),
+            type_: Some("Warning".into()),
+            source: Some(EventSource {
+                component: Some("dranet".into()),
+                host: Some(self.node.clone()),
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            ..Default::default()
+        };
+        tokio::spawn(async move {
+            if let Err(e) = w(ev).await {
+                tracing::warn!(reason, error = %e, "could not record the event");
+            }
+        });
+    }
+
+    fn pod_ref(pod: &PodSandbox) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(pod.namespace.clone()),
+            name: Some(pod.name.clone()),
+            uid: Some(pod.uid.clone()),
+            ..Default::default()
+        }
+    }
+
+    /// Names of the pod's devices, for the log line.
+    fn pod_devices(&self, pod: &PodSandbox) -> (Vec<String>, Vec<String>) {
+        let claims = self.driver.claims_of_pod(&pod.uid);
+        let names = claims
+            .iter()
+            .map(|c| format!("{}/{}", c.namespace, c.name))
+            .collect();
+        let devices = claims
+            .iter()
+            .flat_map(|c| c.devices.iter().map(|d| d.device.clone()))
+            .collect();
+        (names, devices)
+    }
+}
+
+impl Driver for Instrumented {
+    async fn prepare(&self, claim: ClaimToPrepare) -> Result<Prepared, HandlerError> {
+        let t = Instant::now();
+        let who = claim.claim_ref.to_string();
+        let devices: Vec<&str> = claim.results.iter().map(|r| r.device.as_str()).collect();
+        match self.driver.prepare_claim(&claim).await {
+            Ok(p) => {
+                tracing::info!(claim = %who, devices = ?devices, duration_ms = ms(t), "claim prepared");
+                Ok(p)
+            }
+            Err(e) => {
+                tracing::warn!(claim = %who, devices = ?devices, duration_ms = ms(t), error = %e, "claim prepare failed");
+                self.warn(
+                    ObjectReference {
+                        api_version: Some("resource.k8s.io/v1".into()),
+                        kind: Some("ResourceClaim".into()),
+                        namespace: Some(claim.claim_ref.namespace.clone()),
+                        name: Some(claim.claim_ref.name.clone()),
+                        uid: Some(claim.claim_ref.uid.clone()),
+                        ..Default::default()
+                    },
+                    "ClaimPrepareFailed",
+                    e.to_string(),
+                );
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), HandlerError> {
+        let t = Instant::now();
+        let r = self.driver.unprepare_claim(&claim.claim_ref.uid);
+        tracing::info!(claim = %claim.claim_ref, duration_ms = ms(t), ok = r.is_ok(), "claim unprepared");
+        Ok(r?)
+    }
+}
+
+fn ms(t: Instant) -> f64 {
+    (t.elapsed().as_secs_f64() * 1e6).round() / 1e3
+}
+
+impl NriPlugin for Instrumented {
+    async fn synchronize(
+        &self,
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> Result<(), HandlerError> {
+        let _g = self.enter();
+        let t = Instant::now();
+        let r = self.driver.synchronize(pods, containers).await;
+        let status = if r.is_ok() { SUCCESS } else { FAILED };
+        self.metrics.nri_request("Synchronize", status, t.elapsed());
+        self.metrics.restores_owed(self.driver.restores_owed());
+        tracing::info!(
+            pods = pods.len(),
+            duration_ms = ms(t),
+            ok = r.is_ok(),
+            "synchronized with the runtime"
+        );
+        r
+    }
+
+    async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
+        let _g = self.enter();
+        let t = Instant::now();
+        let (claims, devices) = self.pod_devices(pod);
+        if claims.is_empty() {
+            self.metrics.nri_request("RunPodSandbox", NOOP, t.elapsed());
+            return Ok(());
+        }
+        let r = self.driver.start_pod(pod).await;
+        let status = if r.is_ok() { SUCCESS } else { FAILED };
+        self.metrics
+            .nri_request("RunPodSandbox", status, t.elapsed());
+        self.metrics.pod_devices("attach", r.is_ok(), t.elapsed());
+        match r {
+            Ok(()) => {
+                tracing::info!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), "pod devices attached");
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), error = %e, "pod devices attach failed");
+                let reason = match e {
+                    Error::RdmaAttach { .. } => "RDMADeviceAttachFailed",
+                    _ => "NetworkDeviceAttachFailed",
+                };
+                self.warn(Self::pod_ref(pod), reason, e.to_string());
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
+        let _g = self.enter();
+        let t = Instant::now();
+        let (claims, devices) = self.pod_devices(pod);
+        if claims.is_empty() {
+            self.metrics
+                .nri_request("StopPodSandbox", NOOP, t.elapsed());
+            return Ok(());
+        }
+        self.driver.stop_pod(pod).await;
+        self.metrics
+            .nri_request("StopPodSandbox", SUCCESS, t.elapsed());
+        self.metrics.pod_devices("detach", true, t.elapsed());
+        tracing::info!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), "pod devices detached");
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
+        let _g = self.enter();
+        let t = Instant::now();
+        self.driver.remove_pod(pod).await;
+        self.metrics
+            .nri_request("RemovePodSandbox", SUCCESS, t.elapsed());
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<ContainerAdjustment, HandlerError> {
+        let _g = self.enter();
+        let t = Instant::now();
+        let r = NriPlugin::create_container(&*self.driver, pod, container).await;
+        let status = match &r {
+            Err(_) => FAILED,
+            Ok(_) if self.driver.claims_of_pod(&pod.uid).is_empty() => NOOP,
+            Ok(_) => SUCCESS,
+        };
+        self.metrics
+            .nri_request("CreateContainer", status, t.elapsed());
+        r
+    }
+}
+
+impl NetworkDriver {
+    /// NRI Synchronize with this crate's plugin error type (for wrappers such as the daemon's).
+    pub async fn synchronize(
+        &self,
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> Result<(), HandlerError> {
+        NriPlugin::synchronize(self, pods, containers).await
+    }
+}

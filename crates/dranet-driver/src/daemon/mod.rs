@@ -1,0 +1,600 @@
+//! The node daemon (`dranet run`): discovery, the driver, the kubelet plugin and the NRI runner
+//! composed into one process, with hot-plug, device health, metrics and a graceful shutdown.
+//!
+//! Start-up runs in this order, and `/readyz` answers 200 only at its end:
+//!
+//! 1. the first inventory scan (a failure here is fatal: nothing sensible can be published);
+//! 2. the driver's store of prepared claims and the attach journal are loaded;
+//! 3. the kubelet plugin's sockets are served and the kubelet registers the driver;
+//! 4. the NRI plugin registers with the runtime, whose Synchronize gives back to the host every
+//!    device a crash left in a pod that is gone;
+//! 5. the first publication reaches the API server.
+//!
+//! Then the daemon rescans when the node changes (uevents and rtnetlink events, debounced),
+//! and at least every `max_interval`, republishing when the device list changed and updating
+//! device health for the kubelet. On shutdown it stops taking kubelet calls (the registration
+//! socket goes first), lets running NRI hooks finish, and removes its sockets.
+
+pub mod devices;
+mod hooks;
+pub mod http;
+pub mod metrics;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use dranet_core::cel::Program;
+use dranet_core::slice::{PublishedDevice, published_devices};
+use dranet_core::{AttributeOptions, CloudProvider, DRIVER_NAME, Inventory, NoCloud};
+use dranet_kubeletplugin::{
+    HealthReporter, KubeApi, KubeletPlugin, PublishState, RegistrationState,
+};
+use dranet_nri::{ConnectionState, RunnerBuilder};
+use tokio::sync::watch;
+
+pub use hooks::{EventWriter, Instrumented, event_writer};
+
+use crate::netns::Netns;
+use crate::podnet::PodNet;
+use crate::rdma::NetnsMode;
+use crate::{NetworkDriver, Rescan, status_writer};
+
+/// When the daemon rescans the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollConfig {
+    /// Rescan at least this often, changes or not (upstream's `--inventory-max-poll-interval`).
+    pub max_interval: Duration,
+    /// Scans are rate limited to one per `min_interval` after a burst of `burst`
+    /// (upstream's `--inventory-min-poll-interval` and `--inventory-poll-burst`).
+    pub min_interval: Duration,
+    /// See `min_interval`.
+    pub burst: u32,
+    /// After a change, wait until no other came for this long (a VF batch is dozens of
+    /// uevents) before scanning, but never longer than 4× this after the first.
+    pub debounce: Duration,
+    /// Listen for uevents and rtnetlink events; off, only the periodic rescan sees changes.
+    pub hotplug: bool,
+}
+
+impl Default for PollConfig {
+    fn default() -> Self {
+        Self {
+            max_interval: Duration::from_secs(60),
+            min_interval: Duration::from_secs(2),
+            burst: 5,
+            debounce: Duration::from_millis(50),
+            hotplug: true,
+        }
+    }
+}
+
+/// Everything `dranet run` decides from its flags.
+pub struct DaemonConfig {
+    /// The node's name: the pool, the slices' `nodeName`.
+    pub node_name: String,
+    /// The kubelet's `--root-dir`.
+    pub kubelet_dir: PathBuf,
+    /// Where the driver keeps prepared claims and the attach journal.
+    pub state_dir: PathBuf,
+    /// The runtime's NRI socket.
+    pub nri_socket: PathBuf,
+    /// The NRI plugin index (order among plugins).
+    pub nri_index: u8,
+    /// `/metrics`, `/healthz`, `/readyz`; `None` serves none.
+    pub bind_address: Option<SocketAddr>,
+    /// Which scanned devices are published (`--filter`); `None` publishes all.
+    pub filter: Option<Program>,
+    /// Attribute choices.
+    pub attributes: AttributeOptions,
+    /// Cloud attributes and per-NIC cloud config.
+    pub cloud: Arc<dyn CloudProvider>,
+    /// RDMA namespace mode; `None` reads the kernel's.
+    pub rdma_mode: Option<NetnsMode>,
+    /// Rescans.
+    pub poll: PollConfig,
+    /// Longest wait for running NRI hooks at shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl std::fmt::Debug for DaemonConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DaemonConfig")
+            .field("node_name", &self.node_name)
+            .field("kubelet_dir", &self.kubelet_dir)
+            .field("state_dir", &self.state_dir)
+            .field("nri_socket", &self.nri_socket)
+            .field("bind_address", &self.bind_address)
+            .field("filter", &self.filter.as_ref().map(Program::source))
+            .field("cloud", &self.cloud.name())
+            .field("poll", &self.poll)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DaemonConfig {
+    /// Defaults for `node_name` as upstream has them.
+    pub fn new(node_name: impl Into<String>) -> Self {
+        Self {
+            node_name: node_name.into(),
+            kubelet_dir: PathBuf::from(dranet_kubeletplugin::DEFAULT_KUBELET_DIR),
+            state_dir: PathBuf::from("/var/run/dranet"),
+            nri_socket: PathBuf::from(dranet_nri::DEFAULT_SOCKET_PATH),
+            nri_index: 10,
+            bind_address: None,
+            filter: None,
+            attributes: AttributeOptions::default(),
+            cloud: Arc::new(NoCloud),
+            rdma_mode: None,
+            poll: PollConfig::default(),
+            shutdown_grace: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Why the daemon could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The first inventory scan failed.
+    #[error("discovery: {0}")]
+    Discovery(String),
+    /// The driver could not load its state.
+    #[error("{0}")]
+    Driver(#[from] crate::Error),
+    /// The kubelet plugin could not start or one of its tasks died.
+    #[error("kubelet plugin: {0}")]
+    Plugin(#[from] dranet_kubeletplugin::Error),
+    /// The NRI runner could not be built.
+    #[error("NRI: {0}")]
+    Nri(#[from] dranet_nri::Error),
+    /// The metrics endpoint could not listen.
+    #[error("--bind-address {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What `/healthz` and `/readyz` look at.
+struct Probes {
+    started: Instant,
+    /// Milliseconds since `started` of the main loop's last turn.
+    heartbeat: AtomicU64,
+    ready: watch::Sender<bool>,
+    registration: watch::Receiver<RegistrationState>,
+    nri: watch::Receiver<ConnectionState>,
+    publish: watch::Receiver<PublishState>,
+}
+
+/// The main loop turns at least this often.
+const TICK: Duration = Duration::from_secs(1);
+
+impl Probes {
+    /// What is down, one line each.
+    fn down(&self) -> Vec<String> {
+        let mut down = Vec::new();
+        let beat = Duration::from_millis(self.heartbeat.load(Ordering::Relaxed));
+        let since = self.started.elapsed().saturating_sub(beat);
+        if since > TICK * 10 {
+            down.push(format!("main loop: last turned {since:?} ago"));
+        }
+        match &*self.registration.borrow() {
+            RegistrationState::Registered => {}
+            RegistrationState::Refused { error } => {
+                down.push(format!("kubelet registration: refused: {error}"))
+            }
+            other => down.push(format!("kubelet registration: {other:?}")),
+        }
+        match &*self.nri.borrow() {
+            ConnectionState::Registered => {}
+            ConnectionState::Connecting => down.push("NRI: connecting".into()),
+            ConnectionState::Disconnected { error } => {
+                down.push(format!("NRI: disconnected: {error}"))
+            }
+        }
+        match &*self.publish.borrow() {
+            PublishState::Retrying { error, attempts } => down.push(format!(
+                "ResourceSlice publishing: retrying ({attempts} attempts): {error}"
+            )),
+            PublishState::Refused { error } => {
+                down.push(format!("ResourceSlice publishing: refused: {error}"))
+            }
+            _ => {}
+        }
+        down
+    }
+
+    fn healthz(&self) -> http::Answer {
+        let down = self.down();
+        if down.is_empty() {
+            (200, "text/plain", "ok\n".into())
+        } else {
+            (503, "text/plain", format!("{}\n", down.join("\n")))
+        }
+    }
+
+    fn readyz(&self) -> http::Answer {
+        if *self.ready.borrow() {
+            (200, "text/plain", "ready\n".into())
+        } else {
+            let mut why = self.down();
+            if why.is_empty() {
+                why.push("starting".into());
+            }
+            (503, "text/plain", format!("{}\n", why.join("\n")))
+        }
+    }
+}
+
+/// A running daemon. [`Daemon::run`] drives it until shutdown.
+pub struct Daemon {
+    config: DaemonConfig,
+    rescan: Rescan,
+    plugin: KubeletPlugin,
+    hooks: Arc<Instrumented>,
+    nri_task: tokio::task::JoinHandle<()>,
+    health: HealthReporter,
+    metrics: Arc<metrics::DaemonMetrics>,
+    probes: Arc<Probes>,
+    http_stop: watch::Sender<bool>,
+    published: BTreeMap<String, PublishedDevice>,
+    known: BTreeSet<String>,
+    warnings: BTreeSet<String>,
+    /// A hot-plug change waiting for the API server to hold its publication.
+    awaiting_publish: Option<Instant>,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+async fn scan(rescan: &Rescan) -> Result<Inventory, String> {
+    let r = rescan.clone();
+    tokio::task::spawn_blocking(move || r())
+        .await
+        .map_err(|e| format!("scan task: {e}"))?
+}
+
+impl Daemon {
+    /// Runs the start-up sequence up to the first publication being sent (readiness follows
+    /// when the API server holds it; see the module docs). `api` reads claims, publishes
+    /// slices, writes claim status and records events.
+    pub async fn start<A: KubeApi + Clone>(
+        config: DaemonConfig,
+        rescan: Rescan,
+        api: A,
+    ) -> Result<Daemon, DaemonError> {
+        let started = Instant::now();
+        let metrics = Arc::new(metrics::DaemonMetrics::new());
+
+        // 1. Inventory.
+        let t = Instant::now();
+        let inv = scan(&rescan).await;
+        metrics.scan("start", inv.is_ok(), t.elapsed());
+        let inv = inv.map_err(DaemonError::Discovery)?;
+        tracing::info!(
+            devices = inv.devices.len(),
+            duration_ms = t.elapsed().as_secs_f64() * 1e3,
+            "inventory scanned"
+        );
+
+        // 2. The driver's state: prepared claims, pods, the attach journal.
+        let host = Netns::current()?;
+        let podnet = PodNet::new(host, config.state_dir.join("podnet"))?;
+        let mut builder =
+            NetworkDriver::builder(podnet, config.state_dir.join("driver"), rescan.clone())
+                .cloud(config.cloud.clone())
+                .status(status_writer(api.clone()));
+        if let Some(m) = config.rdma_mode {
+            builder = builder.rdma_mode(m);
+        }
+        let driver = tokio::task::spawn_blocking(move || builder.build())
+            .await
+            .map_err(|e| DaemonError::Discovery(format!("driver start task: {e}")))??;
+        driver.set_inventory(inv.clone());
+        let driver = Arc::new(driver);
+        let hooks = Arc::new(Instrumented::new(
+            driver.clone(),
+            metrics.clone(),
+            Some(event_writer(api.clone())),
+            &config.node_name,
+        ));
+
+        // 3. Kubelet plugin: sockets, registration, the publisher.
+        let health = HealthReporter::new();
+        let plugin = KubeletPlugin::builder(hooks.clone(), api)
+            .driver_name(DRIVER_NAME)
+            .node_name(&config.node_name)
+            .kubelet_dir(&config.kubelet_dir)
+            .metrics(metrics.clone())
+            .health(health.clone())
+            .start()
+            .await?;
+
+        // 4. NRI.
+        let runner = RunnerBuilder::new()
+            .socket(&config.nri_socket)
+            .name("dranet")
+            .index(config.nri_index)
+            .from_env(false)
+            .build_shared(hooks.clone())?;
+        let nri_state = runner.watch_connection();
+        let nri_task = tokio::spawn(async move {
+            if let Err(e) = runner.run().await {
+                tracing::error!(error = %e, "the NRI runner stopped");
+            }
+        });
+
+        let (ready, _) = watch::channel(false);
+        let probes = Arc::new(Probes {
+            started,
+            heartbeat: AtomicU64::new(0),
+            ready,
+            registration: plugin.watch_registration(),
+            nri: nri_state,
+            publish: plugin.watch_publish_state(),
+        });
+        let (http_stop, http_stop_rx) = watch::channel(false);
+        if let Some(addr) = config.bind_address {
+            let listener = http::bind(addr)
+                .await
+                .map_err(|source| DaemonError::Bind { addr, source })?;
+            let (m, p) = (metrics.clone(), probes.clone());
+            let handler: http::Handler = Arc::new(move |path| match path {
+                "/metrics" => Some((200, metrics::DaemonMetrics::CONTENT_TYPE, m.encode())),
+                "/healthz" => Some(p.healthz()),
+                "/readyz" => Some(p.readyz()),
+                _ => None,
+            });
+            tokio::spawn(http::serve(listener, handler, http_stop_rx));
+        }
+
+        let mut d = Daemon {
+            config,
+            rescan,
+            plugin,
+            hooks,
+            nri_task,
+            health,
+            metrics,
+            probes,
+            http_stop,
+            published: BTreeMap::new(),
+            known: BTreeSet::new(),
+            warnings: BTreeSet::new(),
+            awaiting_publish: None,
+        };
+        // 5. The first publication.
+        d.publish(&inv)?;
+        Ok(d)
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &Arc<NetworkDriver> {
+        self.hooks.driver()
+    }
+
+    /// The kubelet plugin.
+    pub fn plugin(&self) -> &KubeletPlugin {
+        &self.plugin
+    }
+
+    /// The daemon's metrics.
+    pub fn metrics(&self) -> &Arc<metrics::DaemonMetrics> {
+        &self.metrics
+    }
+
+    /// Turns true when start-up is complete (see the module docs).
+    pub fn watch_ready(&self) -> watch::Receiver<bool> {
+        self.probes.ready.subscribe()
+    }
+
+    /// Publishes what `inv` yields if it differs from what is published, and updates health.
+    fn publish(&mut self, inv: &Inventory) -> Result<bool, DaemonError> {
+        let driver = self.hooks.driver().clone();
+        driver.set_inventory(inv.clone());
+        let in_use = driver.devices_in_use();
+        let (scanned, mut warnings) =
+            published_devices(inv, self.config.attributes, self.config.cloud.as_ref());
+        let (next, filter_warnings) = devices::select(
+            scanned,
+            self.config.filter.as_ref(),
+            &in_use,
+            &self.published,
+        );
+        warnings.extend(filter_warnings);
+        warnings.extend(inv.warnings.iter().cloned());
+        let warnings: BTreeSet<String> = warnings.into_iter().collect();
+        for w in warnings.difference(&self.warnings) {
+            tracing::warn!("{w}");
+        }
+        self.warnings = warnings;
+        let changed = next != self.published || self.known.is_empty();
+        if changed {
+            let list = next.values().map(PublishedDevice::to_k8s).collect();
+            self.plugin.publish(list)?;
+            self.metrics
+                .published(next.len(), devices::rdma_count(&next));
+            tracing::info!(devices = ?next.keys().collect::<Vec<_>>(), "publishing");
+            self.published = next;
+        }
+        let reports = devices::health(
+            &self.config.node_name,
+            inv,
+            &self.published,
+            &in_use,
+            &mut self.known,
+            self.config.poll.max_interval * 3,
+        );
+        if reports != self.health.current() {
+            self.health.set(reports);
+        }
+        Ok(changed)
+    }
+
+    async fn rescan(&mut self, trigger: &str, since: Option<Instant>) {
+        let t = Instant::now();
+        let inv = scan(&self.rescan).await;
+        self.metrics.scan(trigger, inv.is_ok(), t.elapsed());
+        match inv {
+            Ok(inv) => match self.publish(&inv) {
+                Ok(true) => {
+                    if let Some(s) = since {
+                        self.awaiting_publish.get_or_insert(s);
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => tracing::error!(error = %e, "the device list was refused"),
+            },
+            Err(e) => {
+                tracing::warn!(trigger, error = %e, "inventory scan failed; keeping what is published")
+            }
+        }
+    }
+
+    /// Runs until `shutdown` resolves (then shuts down gracefully) or a part of the daemon
+    /// fails for good (the error; the caller exits non-zero and is restarted).
+    pub async fn run(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), DaemonError> {
+        let mut watcher = if self.config.poll.hotplug {
+            match dranet_discovery::watch::Watcher::start() {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::warn!(error = %e, "hot-plug events unavailable; changes are seen by the periodic rescan only");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut publish_state = self.plugin.watch_publish_state();
+        let mut registration = self.plugin.watch_registration();
+        let mut nri = self.probes.nri.clone();
+        let mut synchronized = self.hooks.driver().watch_synchronized();
+        let poll = self.config.poll;
+        let mut tokens = poll.burst.max(1) as f64;
+        let mut last_refill = Instant::now();
+        let mut next_periodic = tokio::time::Instant::now() + poll.max_interval;
+        // (first change, deadline for the debounced scan)
+        let mut pending: Option<(Instant, tokio::time::Instant)> = None;
+        let mut tick = tokio::time::interval(TICK);
+        tokio::pin!(shutdown);
+        let result = loop {
+            self.update_ready();
+            let scan_at = pending.map(|(_, at)| at);
+            tokio::select! {
+                _ = &mut shutdown => break Ok(()),
+                e = self.plugin.failed() => break Err(DaemonError::Plugin(e)),
+                ch = async { match watcher.as_mut() { Some(w) => w.recv().await, None => std::future::pending().await } } => {
+                    let Some(ch) = ch else {
+                        tracing::warn!("hot-plug listeners stopped; changes are seen by the periodic rescan only");
+                        watcher = None;
+                        continue;
+                    };
+                    tracing::debug!(source = ch.source.as_str(), what = %ch.what, "node changed");
+                    let now = tokio::time::Instant::now();
+                    let (first, _) = pending.unwrap_or((ch.at, now));
+                    let cap = tokio::time::Instant::from_std(first) + poll.debounce * 4;
+                    pending = Some((first, (now + poll.debounce).min(cap)));
+                }
+                _ = async { match scan_at { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {
+                    // Rate limit: tokens refill at one per min_interval, up to burst.
+                    let now = Instant::now();
+                    if !poll.min_interval.is_zero() {
+                        tokens = (tokens + now.duration_since(last_refill).as_secs_f64() / poll.min_interval.as_secs_f64()).min(poll.burst.max(1) as f64);
+                    }
+                    last_refill = now;
+                    if tokens < 1.0 && !poll.min_interval.is_zero() {
+                        let wait = poll.min_interval.mul_f64(1.0 - tokens);
+                        pending = pending.map(|(f, _)| (f, tokio::time::Instant::now() + wait));
+                        continue;
+                    }
+                    tokens -= 1.0;
+                    let since = pending.take().map(|(f, _)| f);
+                    self.rescan("hotplug", since).await;
+                    next_periodic = tokio::time::Instant::now() + poll.max_interval;
+                }
+                _ = tokio::time::sleep_until(next_periodic) => {
+                    self.rescan("periodic", None).await;
+                    next_periodic = tokio::time::Instant::now() + poll.max_interval;
+                }
+                r = publish_state.changed() => {
+                    if r.is_err() { continue; }
+                    let published = matches!(*publish_state.borrow_and_update(), PublishState::Published { .. });
+                    if published {
+                        self.metrics.published_now();
+                        if let Some(s) = self.awaiting_publish.take() {
+                            let dt = s.elapsed();
+                            self.metrics.hotplug_published(dt);
+                            tracing::info!(latency_ms = dt.as_secs_f64() * 1e3, "hot-plug change published");
+                        }
+                    }
+                }
+                _ = registration.changed() => {}
+                _ = nri.changed() => {}
+                _ = synchronized.changed() => {}
+                _ = tick.tick() => {
+                    let ms = self.probes.started.elapsed().as_millis();
+                    self.probes.heartbeat.store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
+                    self.metrics.restores_owed(self.hooks.driver().restores_owed());
+                }
+            }
+        };
+        self.shutdown().await;
+        result
+    }
+
+    fn update_ready(&self) {
+        if *self.probes.ready.borrow() {
+            return;
+        }
+        let registered = *self.probes.registration.borrow() == RegistrationState::Registered;
+        let nri = *self.probes.nri.borrow() == ConnectionState::Registered;
+        let synced = *self.hooks.driver().watch_synchronized().borrow();
+        let published = matches!(
+            *self.probes.publish.borrow(),
+            PublishState::Published { .. }
+        );
+        if registered && nri && synced && published {
+            self.probes.ready.send_replace(true);
+            tracing::info!(
+                startup_ms = self.probes.started.elapsed().as_secs_f64() * 1e3,
+                "ready: registered with the kubelet and the runtime, devices published"
+            );
+        }
+    }
+
+    /// Stops taking kubelet calls, lets running NRI hooks finish, removes the sockets.
+    async fn shutdown(self) {
+        tracing::info!("shutting down");
+        let Daemon {
+            plugin,
+            hooks,
+            nri_task,
+            http_stop,
+            config,
+            ..
+        } = self;
+        // The registration socket goes first: the kubelet stops calling.
+        if let Err(e) = plugin.shutdown().await {
+            tracing::warn!(error = %e, "kubelet plugin shutdown");
+        }
+        if !hooks.wait_idle(config.shutdown_grace).await {
+            tracing::warn!("NRI hooks still running at the end of the grace period");
+        }
+        nri_task.abort();
+        http_stop.send_replace(true);
+        tracing::info!("stopped");
+    }
+}
