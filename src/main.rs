@@ -10,15 +10,18 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "dranet", version, about)]
 struct Cli {
-    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `dranet_discovery=debug`.
-    #[arg(long, global = true, default_value = "warn", env = "DRANET_LOG")]
-    log: String,
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `dranet_discovery=debug`
+    /// (default: `info` for `run`, `warn` for the tools).
+    #[arg(long, global = true, env = "DRANET_LOG")]
+    log: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The node daemon: publish this node's devices, prepare claims, give pods their devices.
+    Run(cmd::run::RunArgs),
     /// Show what this node would publish (table, or the ResourceSlices as JSON/YAML).
     Inventory(cmd::inventory::InventoryArgs),
     /// GPU × NIC topology matrix (PIX/PXB/PHB/NODE/SYS) with NUMA affinity.
@@ -29,16 +32,35 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
+    let daemon = matches!(cli.command, Command::Run(_));
+    let default = if daemon { "info" } else { "warn" };
+    let filter = match &cli.log {
+        Some(f) => match tracing_subscriber::EnvFilter::try_new(f) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("dranet: error: --log {f:?}: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => tracing_subscriber::EnvFilter::new(default),
+    };
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_target(false);
+    match &cli.command {
+        Command::Run(a) if a.log_format == cmd::run::LogFormat::Json => fmt.json().init(),
+        // The daemon's lines carry times; the tools' do not.
+        Command::Run(_) => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        _ => fmt
+            .without_time()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
     let result = match &cli.command {
+        Command::Run(a) => cmd::run::run(a),
         Command::Inventory(a) => cmd::inventory::run(a),
         Command::Topo(a) => cmd::topo::run(a),
         Command::Check(a) => cmd::check::run(a).map_err(cmd::CliError::from),

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod inventory;
+pub mod run;
 pub mod topo;
 
 use std::path::PathBuf;
@@ -13,15 +14,15 @@ use dranet_core::{Discover, Inventory};
 pub struct SourceArgs {
     /// Root of the sysfs tree to read: the host's `/sys`, a host sysfs mounted elsewhere, or a
     /// fixture (`testdata/nodes/<name>/sys`, whose `links.json` stands in for netlink).
-    #[arg(long, value_name = "DIR", default_value = "/sys")]
+    #[arg(long, value_name = "DIR", default_value = "/sys", env = "DRANET_SYSFS")]
     pub sysfs: PathBuf,
     /// IPoIB netdevs move into the pod with their device (true), or are skipped so the device is
     /// published IB-only (false).
-    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set, env = "DRANET_MOVE_IB_INTERFACES")]
     pub move_ib_interfaces: bool,
     /// PCI ID database for vendor and device names (default: beside the sysfs root, then
     /// /usr/share/misc/pci.ids and /usr/share/hwdata/pci.ids).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "DRANET_PCI_IDS")]
     pub pci_ids: Option<PathBuf>,
 }
 
@@ -43,13 +44,19 @@ pub struct CloudArgs {
     /// Cloud provider: auto, azure or none (case-insensitive). With a `--sysfs` other than `/sys`
     /// (a fixture or another machine's tree) the default is none, since this machine's metadata
     /// service does not describe it, unless an IMDS endpoint is given.
-    #[arg(long, value_enum, ignore_case = true, value_name = "HINT")]
+    #[arg(
+        long,
+        value_enum,
+        ignore_case = true,
+        value_name = "HINT",
+        env = "DRANET_CLOUD_PROVIDER_HINT"
+    )]
     pub cloud_provider_hint: Option<CloudHint>,
     /// Azure IMDS base URL.
-    #[arg(long, value_name = "URL", default_value = dranet_azure::DEFAULT_ENDPOINT)]
+    #[arg(long, value_name = "URL", default_value = dranet_azure::DEFAULT_ENDPOINT, env = "DRANET_AZURE_IMDS_ENDPOINT")]
     pub azure_imds_endpoint: String,
     /// Azure IMDS api-version.
-    #[arg(long, value_name = "VERSION", default_value = dranet_azure::DEFAULT_API_VERSION)]
+    #[arg(long, value_name = "VERSION", default_value = dranet_azure::DEFAULT_API_VERSION, env = "DRANET_AZURE_IMDS_API_VERSION")]
     pub azure_imds_api_version: String,
 }
 

@@ -199,6 +199,28 @@ impl KubeClient {
         Ok(Self::new(client))
     }
 
+    /// A client from the kubeconfig file at `path` (its current context). Must be called inside
+    /// a Tokio runtime.
+    pub async fn from_kubeconfig(path: &std::path::Path) -> Result<Self> {
+        let action = || format!("load kubeconfig {}", path.display());
+        let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| Error::ApiTransport {
+            action: action(),
+            source: Box::new(e),
+        })?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::ApiTransport {
+                    action: action(),
+                    source: Box::new(e),
+                })?;
+        let client = kube::Client::try_from(config).map_err(|e| Error::ApiTransport {
+            action: action(),
+            source: Box::new(e),
+        })?;
+        Ok(Self::new(client))
+    }
+
     /// A client for an unauthenticated API server at `url` (e.g. a fake on loopback in tests).
     /// Must be called inside a Tokio runtime.
     pub fn for_url(url: &str) -> Result<Self> {

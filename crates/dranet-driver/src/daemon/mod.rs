@@ -247,6 +247,28 @@ pub struct Daemon {
     warnings: BTreeSet<String>,
     /// A hot-plug change waiting for the API server to hold its publication.
     awaiting_publish: Option<Instant>,
+    /// What [`IN_USE_FILE`] holds.
+    saved_in_use: BTreeMap<String, PublishedDevice>,
+}
+
+/// The published description of each device in use, kept across restarts: after one, the scan
+/// no longer sees a netdev that is in a pod, and the device must still be published as before.
+const IN_USE_FILE: &str = "in-use-devices.json";
+const IN_USE_MAX: u64 = 16 << 20;
+
+fn load_in_use(dir: &std::path::Path) -> BTreeMap<String, PublishedDevice> {
+    let path = dir.join(IN_USE_FILE);
+    match crate::durable::read(&path, IN_USE_MAX) {
+        Ok(Some(b)) => serde_json::from_slice(&b).unwrap_or_else(|e| {
+            tracing::warn!(path = %path.display(), error = %e, "ignoring an unreadable list of devices in use; they are described as scanned");
+            BTreeMap::new()
+        }),
+        Ok(None) => BTreeMap::new(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "ignoring the list of devices in use");
+            BTreeMap::new()
+        }
+    }
 }
 
 impl std::fmt::Debug for Daemon {
@@ -372,7 +394,10 @@ impl Daemon {
             known: BTreeSet::new(),
             warnings: BTreeSet::new(),
             awaiting_publish: None,
+            saved_in_use: BTreeMap::new(),
         };
+        d.saved_in_use = load_in_use(&d.config.state_dir);
+        d.published = d.saved_in_use.clone();
         // 5. The first publication.
         d.publish(&inv)?;
         Ok(d)
@@ -426,6 +451,26 @@ impl Daemon {
                 .published(next.len(), devices::rdma_count(&next));
             tracing::info!(devices = ?next.keys().collect::<Vec<_>>(), "publishing");
             self.published = next;
+        }
+        let in_use_now: BTreeMap<String, PublishedDevice> = self
+            .published
+            .iter()
+            .filter(|(k, _)| in_use.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if in_use_now != self.saved_in_use {
+            let saved = serde_json::to_vec(&in_use_now)
+                .map_err(std::io::Error::other)
+                .and_then(|b| {
+                    crate::durable::create_dir(&self.config.state_dir)?;
+                    crate::durable::write(&self.config.state_dir, IN_USE_FILE, &b)
+                });
+            match saved {
+                Ok(()) => self.saved_in_use = in_use_now,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not save the devices in use; after a restart a netdev in a pod is published only when it is back")
+                }
+            }
         }
         let reports = devices::health(
             &self.config.node_name,

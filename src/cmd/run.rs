@@ -1,0 +1,290 @@
+//! `dranet run`: the node daemon. Flags and wiring; the daemon is `dranet_driver::daemon`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dranet_core::{Discover, Inventory};
+use dranet_driver::daemon::{Daemon, DaemonConfig, PollConfig, devices::DEFAULT_FILTER};
+use dranet_kubeletplugin::KubeClient;
+
+use super::{CliError, CloudArgs, SourceArgs};
+
+/// `--log-format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Arguments of `dranet run`. Upstream dranet's flag names where the meaning is the same.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    #[command(flatten)]
+    cloud: CloudArgs,
+    /// Kubeconfig file (default: in-cluster service account, else $KUBECONFIG or ~/.kube/config).
+    #[arg(long, value_name = "FILE", env = "DRANET_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The Node's name: the pool and the slices' nodeName (default: $NODE_NAME, else the hostname).
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    hostname_override: Option<String>,
+    /// Address of /metrics, /healthz and /readyz (`:PORT` listens on all addresses; empty: none).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = ":9177",
+        env = "DRANET_BIND_ADDRESS"
+    )]
+    bind_address: String,
+    /// CEL over a device's attributes (`device.attributes["dra.net"].…`): only devices it keeps are published.
+    #[arg(long, value_name = "CEL", default_value = DEFAULT_FILTER, env = "DRANET_FILTER")]
+    filter: String,
+    /// The kubelet's --root-dir: registration in <dir>/plugins_registry, the socket in <dir>/plugins/dra.net.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = dranet_kubeletplugin::DEFAULT_KUBELET_DIR,
+        env = "DRANET_KUBELET_ROOT_DIR"
+    )]
+    kubelet_root_dir: PathBuf,
+    /// Directory of the prepared-claims store and the attach journal (keep it across restarts).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/var/run/dranet",
+        env = "DRANET_STATE_DIR"
+    )]
+    state_dir: PathBuf,
+    /// Upstream's database file: its directory becomes --state-dir (state is always kept).
+    #[arg(long, value_name = "FILE", env = "DRANET_DB_PATH")]
+    db_path: Option<PathBuf>,
+    /// The container runtime's NRI socket.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = dranet_nri::DEFAULT_SOCKET_PATH,
+        env = "DRANET_NRI_SOCKET"
+    )]
+    nri_socket: PathBuf,
+    /// Rescans are rate limited to one per this interval after a burst (e.g. 2s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, env = "DRANET_INVENTORY_MIN_POLL_INTERVAL")]
+    inventory_min_poll_interval: Duration,
+    /// Rescan at least this often, whether or not a hot-plug event came (e.g. 1m).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration, env = "DRANET_INVENTORY_MAX_POLL_INTERVAL")]
+    inventory_max_poll_interval: Duration,
+    /// Rescans allowed at once before the rate limit applies.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..), env = "DRANET_INVENTORY_POLL_BURST")]
+    inventory_poll_burst: u32,
+    /// Rescan on uevents and netlink link events (false: only every max poll interval).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set, env = "DRANET_HOTPLUG")]
+    hotplug: bool,
+    /// Also publish the devices of this sysfs tree, e.g. a generated fixture: to try the daemon
+    /// on a machine without the hardware (pods get their RDMA char devices; nothing else is done).
+    #[arg(long, value_name = "DIR", env = "DRANET_FIXTURE_SYSFS")]
+    fixture_sysfs: Option<PathBuf>,
+    /// Log lines as text or JSON.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "DRANET_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
+/// Go-style durations as upstream takes them: `500ms`, `2s`, `1m`, `1m30s`, `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s:?} is not a duration such as 500ms, 2s, 1m or 1m30s");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (num, tail) = rest.split_at(digits);
+        let n: f64 = num.parse().map_err(|_| bad())?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let secs = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += Duration::try_from_secs_f64(n * secs).map_err(|_| bad())?;
+        rest = tail;
+    }
+    Ok(total)
+}
+
+impl RunArgs {
+    /// The daemon's configuration; every bad value is an error naming its flag.
+    fn config(&self, node: String) -> Result<DaemonConfig, CliError> {
+        let usage = CliError::Usage;
+        let bind_address = if self.bind_address.is_empty() {
+            None
+        } else {
+            Some(
+                dranet_driver::daemon::http::parse_bind_address(&self.bind_address)
+                    .map_err(|e| usage(format!("--bind-address: {e}")))?,
+            )
+        };
+        let filter = if self.filter.trim().is_empty() {
+            None
+        } else {
+            Some(dranet_core::cel::Program::compile(&self.filter).map_err(|e| {
+                let hint = if self.filter.contains("attributes[\"dra.net/") {
+                    "; write upstream's attributes[\"dra.net/type\"].StringValue as device.attributes[\"dra.net\"].type"
+                } else {
+                    ""
+                };
+                usage(format!("--filter: {e}{hint}"))
+            })?)
+        };
+        if self.inventory_max_poll_interval.is_zero() {
+            return Err(usage(
+                "--inventory-max-poll-interval: must be more than 0".into(),
+            ));
+        }
+        let state_dir = match &self.db_path {
+            Some(p) => p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map(PathBuf::from)
+                .ok_or_else(|| usage(format!("--db-path {}: has no directory", p.display())))?,
+            None => self.state_dir.clone(),
+        };
+        let mut c = DaemonConfig::new(node);
+        c.kubelet_dir = self.kubelet_root_dir.clone();
+        c.state_dir = state_dir;
+        c.nri_socket = self.nri_socket.clone();
+        c.bind_address = bind_address;
+        c.filter = filter;
+        c.poll = PollConfig {
+            max_interval: self.inventory_max_poll_interval,
+            min_interval: self.inventory_min_poll_interval,
+            burst: self.inventory_poll_burst,
+            hotplug: self.hotplug,
+            ..PollConfig::default()
+        };
+        Ok(c)
+    }
+
+    /// How the node is scanned: the host (or `--sysfs`), plus `--fixture-sysfs`.
+    fn rescan(&self) -> Result<dranet_driver::Rescan, CliError> {
+        super::check_sysfs(&self.source.sysfs).map_err(CliError::Usage)?;
+        let opts = dranet_discovery::Options {
+            move_ib_interfaces: self.source.move_ib_interfaces,
+            pci_ids: self.source.pci_ids.clone(),
+        };
+        let host = dranet_discovery::host(&self.source.sysfs, opts.clone());
+        let fixture = match &self.fixture_sysfs {
+            Some(dir) => {
+                super::check_sysfs(dir)
+                    .map_err(|e| CliError::Usage(e.replace("--sysfs", "--fixture-sysfs")))?;
+                Some(dranet_discovery::host(dir, opts))
+            }
+            None => None,
+        };
+        Ok(Arc::new(move || {
+            let mut inv = host.discover().map_err(|e| e.to_string())?;
+            if let Some(f) = &fixture {
+                let extra = f.discover().map_err(|e| format!("--fixture-sysfs: {e}"))?;
+                merge(&mut inv, extra);
+            }
+            Ok(inv)
+        }))
+    }
+}
+
+/// The fixture's devices beside the host's (the host's win a name clash); its NUMA layout and
+/// GPUs stand for the node's, since the fixture describes the hardware.
+fn merge(inv: &mut Inventory, extra: Inventory) {
+    for d in extra.devices {
+        if inv.device(&d.name).is_none() {
+            inv.devices.push(d);
+        }
+    }
+    inv.devices.sort_by(|a, b| a.name.cmp(&b.name));
+    inv.gpus.extend(extra.gpus);
+    if !extra.numa.nodes.is_empty() {
+        inv.numa = extra.numa;
+    }
+    inv.warnings.extend(extra.warnings);
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub fn run(a: &RunArgs) -> Result<(), CliError> {
+    let node = super::node_name(&a.hostname_override);
+    let mut config = a.config(node)?;
+    let rescan = a.rescan()?;
+    // Cloud detection blocks (a short IMDS probe at most), before the runtime starts.
+    config.cloud = Arc::from(a.cloud.provider(&a.source.sysfs));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("start the runtime: {e}")))?;
+    rt.block_on(async move {
+        let api = match &a.kubeconfig {
+            Some(p) => KubeClient::from_kubeconfig(p).await,
+            None => KubeClient::infer().await,
+        }
+        .map_err(|e| CliError::Usage(format!("--kubeconfig: {e}")))?
+        .field_manager(dranet_core::DRIVER_NAME);
+        tracing::info!(config = ?config, "starting");
+        let daemon = Daemon::start(config, rescan, api)
+            .await
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        daemon
+            .run(signal())
+            .await
+            .map_err(|e| CliError::Usage(e.to_string()))
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot listen for signals; stop the daemon with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_as_go_writes_them() {
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "2", "s", "2x", "-1s", "1m-"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("not a duration"), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! `dranet run` as the DRA driver of a real Kubernetes v1.34.9 node (the kit in `../shared/k8s/`:
+//! stock API server, scheduler, controller-manager and kubelet, containerd 1.7 with NRI on).
+//!
+//! Discovery sees the host (through `--sysfs /sys` and netlink) plus the Azure ND GB300 v6
+//! fixture (`--fixture-sysfs`: four IB-only ConnectX VFs, `mlx5_0`…`mlx5_3`). The test makes a
+//! veth `drt0` on the host and a filter that publishes it. Then:
+//!
+//! - the kubelet registers the driver, `/readyz` turns 200, the slices carry the fixture's four
+//!   devices and `drt0`;
+//! - a DeviceClass and a claim template like the seeds' `1nic-aligned` (an RDMA NIC on NUMA
+//!   node 0, and the veth with a config) are allocated by the real scheduler and prepared by the
+//!   real kubelet; the container sees exactly its RDMA link's char devices and the veth named,
+//!   addressed and sized as claimed; the claim's status carries networkData;
+//! - `/metrics` counts the prepare and the attach under upstream's names; `/healthz` is 200;
+//! - veths created and deleted while the daemon runs appear in and vanish from the published
+//!   slice (the latency is printed);
+//! - SIGKILL and a restart with the pod running: the pod keeps its devices; deleting it gives
+//!   the host its veth back as it was;
+//! - SIGTERM: the daemon deregisters, removes its sockets and exits 0.
+//!
+//! Needs root and the kit; skipped with a message otherwise.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use dranet_core::Discover;
+use support::k8s::{Daemon, Kit, wait_for};
+
+const LIMIT: Duration = Duration::from_secs(90);
+const VETH: &str = "drt0";
+/// Publishes the usual devices plus the test's veths (the default filter drops veths).
+const FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || device.attributes["dra.net"].type != "veth" || device.attributes["dra.net"].ifName.startsWith("drt")"#;
+
+fn ip(args: &[&str]) -> String {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Veth pairs made by the test, deleted when dropped (wherever their ends are).
+struct Veths(Vec<String>);
+
+impl Veths {
+    fn add(&mut self, name: &str) {
+        let _ = Command::new("ip")
+            .args(["link", "del", name])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let peer = format!("{name}p");
+        ip(&["link", "add", name, "type", "veth", "peer", "name", &peer]);
+        ip(&["link", "set", name, "up"]);
+        ip(&["link", "set", &peer, "up"]);
+        self.0.push(name.to_string());
+    }
+
+    fn del(&mut self, name: &str) {
+        ip(&["link", "del", name]);
+        self.0.retain(|n| n != name);
+    }
+}
+
+impl Drop for Veths {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = Command::new("ip")
+                .args(["link", "del", n])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// What the host knows of a link, for before/after comparison: name, MAC, MTU, admin state,
+/// IPv4 and global IPv6 addresses.
+fn host_link(name: &str) -> Option<serde_json::Value> {
+    let out = Command::new("ip")
+        .args(["-j", "addr", "show", "dev", name])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let l = v.get(0)?;
+    let addrs: BTreeSet<String> = l["addr_info"]
+        .as_array()?
+        .iter()
+        .filter(|a| a["scope"] != "link")
+        .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
+        .collect();
+    let up = l["flags"].as_array()?.iter().any(|f| f == "UP");
+    Some(serde_json::json!({
+        "name": l["ifname"], "mac": l["address"], "mtu": l["mtu"], "up": up, "addrs": addrs,
+    }))
+}
+
+struct Run<'a> {
+    kit: &'a Kit,
+    fixture: PathBuf,
+    state: PathBuf,
+    port: u16,
+    logs: PathBuf,
+}
+
+impl Run<'_> {
+    fn start(&self, n: u32) -> Daemon {
+        let mut cmd = self.kit.command(env!("CARGO_BIN_EXE_dranet"));
+        cmd.arg("run")
+            .args(["--hostname-override", self.kit.node()])
+            .args(["--kubeconfig", self.kit.var("KUBECONFIG")])
+            .arg("--kubelet-root-dir")
+            .arg(self.kit.kubelet_dir())
+            .args(["--nri-socket", self.kit.var("DRANET_K8S_NRI_SOCKET")])
+            .arg("--state-dir")
+            .arg(&self.state)
+            .args(["--bind-address", &format!("127.0.0.1:{}", self.port)])
+            .arg("--fixture-sysfs")
+            .arg(self.fixture.join("sys"))
+            .args(["--cloud-provider-hint", "none", "--filter", FILTER])
+            // Rate limiting would spread the test's back-to-back changes over seconds.
+            .args(["--inventory-min-poll-interval", "0"])
+            .args(["--log", "info,dranet_kubeletplugin=debug"]);
+        Daemon::spawn(cmd, self.logs.join(format!("dranet-{n}.log")))
+    }
+
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(self.port, path)
+    }
+}
+
+/// A minimal HTTP/1.0 GET on loopback (no client crate needed).
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((code, body))
+}
+
+fn slice_devices(kit: &Kit) -> BTreeSet<String> {
+    let list = kit.get_json(&["resourceslices"]);
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["spec"]["driver"] == "dra.net" && s["spec"]["nodeName"] == kit.node())
+        .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
+        .filter_map(|d| d["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn pod_ready(kit: &Kit, pod: &str) -> bool {
+    let p = kit.get_json(&["pod", pod]);
+    p["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn tail(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(60)..].join("\n")
+}
+
+fn manifests(image: &str) -> String {
+    format!(
+        r#"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: dranet.net}}
+spec:
+  selectors:
+  - cel: {{expression: 'device.driver == "dra.net"'}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: nic-aligned, namespace: default}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        exactly:
+          deviceClassName: dranet.net
+          count: 1
+          selectors:
+          - cel:
+              expression: 'device.attributes["dra.net"]["rdma"] == true && device.attributes["dra.net"]["numaNode"] == 0'
+      - name: eth
+        exactly:
+          deviceClassName: dranet.net
+          selectors:
+          - cel: {{expression: 'device.attributes["dra.net"].ifName == "{VETH}"'}}
+      config:
+      - requests: ["eth"]
+        opaque:
+          driver: dra.net
+          parameters:
+            interface: {{name: net1, addresses: ["10.77.0.2/24"], mtu: 1400}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: rdma-pod, namespace: default}}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  resourceClaims:
+  - {{name: nics, resourceClaimTemplateName: nic-aligned}}
+  containers:
+  - name: c
+    image: {image}
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo END; sleep 100000"]
+    resources:
+      claims: [{{name: nics}}]
+"#
+    )
+}
+
+#[test]
+fn dranet_run_on_a_real_node() {
+    let Some(kit) = Kit::start("dranet run on a real node") else {
+        return;
+    };
+    let started = Instant::now();
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = tmp.path().join("fixture");
+    dranet_discovery::fixture::azure_nd_gb300_v6(&fixture).unwrap();
+    let logs = tmp.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut veths = Veths(Vec::new());
+    veths.add(VETH);
+    ip(&["link", "set", VETH, "mtu", "1450"]);
+    ip(&["addr", "add", "192.0.2.10/24", "dev", VETH]);
+    let before = host_link(VETH).expect("the veth exists");
+
+    let run = Run {
+        kit: &kit,
+        fixture: fixture.clone(),
+        state: tmp.path().join("state"),
+        port: free_port(),
+        logs: logs.clone(),
+    };
+    let t0 = Instant::now();
+    let mut daemon = run.start(1);
+
+    // Ready: registered with the kubelet and NRI, first publication done.
+    wait_for(
+        "/readyz to answer 200",
+        LIMIT,
+        || (run.get("/readyz")?.0 == 200).then_some(()),
+        || {
+            format!(
+                "readyz: {:?}\ndaemon:\n{}",
+                run.get("/readyz"),
+                tail(&daemon.output())
+            )
+        },
+    );
+    eprintln!("daemon ready {:.0?} after start", t0.elapsed());
+    assert_eq!(run.get("/healthz").map(|r| r.0), Some(200));
+    let expected: BTreeSet<String> = [
+        "pci-0101-00-00-0",
+        "pci-0102-00-00-0",
+        "pci-0103-00-00-0",
+        "pci-0104-00-00-0",
+        VETH,
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    let published = slice_devices(&kit);
+    assert!(
+        expected.is_subset(&published),
+        "published {published:?}, want at least {expected:?}"
+    );
+
+    // A pod with an aligned RDMA NIC and the veth.
+    kit.apply(&manifests(kit.var("DRANET_K8S_BUSYBOX_IMAGE")));
+    wait_for(
+        "pod rdma-pod to be Ready",
+        LIMIT,
+        || pod_ready(&kit, "rdma-pod").then_some(()),
+        || {
+            format!(
+                "pod: {}\ndaemon:\n{}",
+                kit.kubectl_ok(&["describe", "pod", "rdma-pod"]),
+                tail(&daemon.output())
+            )
+        },
+    );
+    let out = wait_for(
+        "the container's output",
+        LIMIT,
+        || {
+            let out = kit.kubectl_ok(&["logs", "rdma-pod"]);
+            out.contains("END").then_some(out)
+        },
+        || tail(&daemon.output()),
+    );
+    eprintln!(
+        "pod running {:.1?} after start:\n{}",
+        started.elapsed(),
+        out.trim()
+    );
+
+    // Exactly the char devices of the RDMA link the scheduler chose.
+    let pod = kit.get_json(&["pod", "rdma-pod"]);
+    let claim = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        .as_str()
+        .expect("the pod's claim")
+        .to_string();
+    let claim_json = kit.get_json(&["resourceclaim", &claim]);
+    let results = claim_json["status"]["allocation"]["devices"]["results"]
+        .as_array()
+        .expect("allocation results")
+        .clone();
+    let nic = results
+        .iter()
+        .find(|r| r["request"] == "nic")
+        .and_then(|r| r["device"].as_str())
+        .expect("the nic result")
+        .to_string();
+    assert!(
+        nic == "pci-0101-00-00-0" || nic == "pci-0102-00-00-0",
+        "an RDMA NIC on NUMA node 0, got {nic}"
+    );
+    let inv = dranet_discovery::host(&fixture.join("sys"), Default::default())
+        .discover()
+        .unwrap();
+    let want: BTreeSet<String> = inv
+        .device(&nic)
+        .and_then(|d| d.rdma.as_ref())
+        .expect("the fixture's RDMA link")
+        .char_devices
+        .iter()
+        .filter_map(|c| {
+            Path::new(&c.path)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .collect();
+    let dev_line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("DEV "))
+        .expect("the DEV line");
+    let got: BTreeSet<String> = dev_line.split_whitespace().map(str::to_string).collect();
+    assert_eq!(got, want, "the container's /dev/infiniband");
+
+    // The veth, configured as claimed.
+    assert!(out.contains("MTU 1400"), "{out}");
+    assert!(
+        out.contains("net1") && out.contains("10.77.0.2/24"),
+        "{out}"
+    );
+    assert!(host_link(VETH).is_none(), "the veth left the host");
+
+    // networkData in the claim's status.
+    let net = wait_for(
+        "networkData in the claim status",
+        LIMIT,
+        || {
+            let c = kit.get_json(&["resourceclaim", &claim]);
+            c["status"]["devices"]
+                .as_array()?
+                .iter()
+                .find(|d| d["device"] == VETH && d["networkData"].is_object())
+                .cloned()
+        },
+        || tail(&daemon.output()),
+    );
+    assert_eq!(net["networkData"]["interfaceName"], "net1");
+    assert!(
+        net["networkData"]["ips"]
+            .as_array()
+            .is_some_and(|ips| ips.iter().any(|i| i == "10.77.0.2/24")),
+        "{net}"
+    );
+
+    // Metrics under upstream's names.
+    let (code, metrics) = run.get("/metrics").expect("/metrics");
+    assert_eq!(code, 200);
+    for want in [
+        r#"dranet_driver_dra_plugin_requests_total{method="PrepareResourceClaims",status="success"}"#,
+        r#"dranet_driver_nri_plugin_requests_total{method="RunPodSandbox",status="success"}"#,
+        r#"dranet_driver_published_devices_total{feature="rdma"} 4"#,
+        "dranet_driver_last_published_time_seconds ",
+    ] {
+        assert!(metrics.contains(want), "missing {want} in\n{metrics}");
+    }
+
+    // Hot-plug: veths appear in and vanish from the slice while the daemon runs.
+    let mut appear = Vec::new();
+    let mut vanish = Vec::new();
+    for i in 1..=3 {
+        let name = format!("drt{i}");
+        let t = Instant::now();
+        veths.add(&name);
+        wait_for(
+            &format!("{name} in the slice"),
+            Duration::from_secs(30),
+            || slice_devices(&kit).contains(&name).then_some(()),
+            || tail(&daemon.output()),
+        );
+        appear.push(t.elapsed());
+        let t = Instant::now();
+        veths.del(&name);
+        wait_for(
+            &format!("{name} gone from the slice"),
+            Duration::from_secs(30),
+            || (!slice_devices(&kit).contains(&name)).then_some(()),
+            || tail(&daemon.output()),
+        );
+        vanish.push(t.elapsed());
+    }
+    let inside: Vec<String> = daemon
+        .output()
+        .lines()
+        .filter(|l| l.contains("hot-plug change published"))
+        .filter_map(|l| l.split("latency_ms=").nth(1))
+        .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
+        .collect();
+    eprintln!(
+        "hot-plug seen through kubectl polling: appear {appear:?}, vanish {vanish:?}; daemon's own hot-plug-to-publish latencies (ms): {inside:?}"
+    );
+    assert!(
+        inside.len() >= 6,
+        "each change was published through hot-plug, not a periodic rescan: {inside:?}"
+    );
+
+    // SIGKILL with the pod running, then a restart: the pod keeps its devices.
+    daemon.kill();
+    let mut daemon = run.start(2);
+    wait_for(
+        "/readyz to answer 200 after the restart",
+        LIMIT,
+        || (run.get("/readyz")?.0 == 200).then_some(()),
+        || {
+            format!(
+                "readyz: {:?}\ndaemon:\n{}",
+                run.get("/readyz"),
+                tail(&daemon.output())
+            )
+        },
+    );
+    assert!(
+        slice_devices(&kit).contains(VETH),
+        "the veth in the pod is still published"
+    );
+    let in_pod = kit.kubectl_ok(&["exec", "rdma-pod", "--", "cat", "/sys/class/net/net1/mtu"]);
+    assert_eq!(in_pod.trim(), "1400");
+    let dev_now = kit.kubectl_ok(&["exec", "rdma-pod", "--", "ls", "/dev/infiniband"]);
+    let dev_now: BTreeSet<String> = dev_now.split_whitespace().map(str::to_string).collect();
+    assert_eq!(dev_now, want);
+
+    // Deleting the pod gives the host its veth back as it was.
+    kit.kubectl_ok(&["delete", "pod", "rdma-pod", "--wait=true", "--timeout=60s"]);
+    let after = wait_for(
+        "the veth back on the host",
+        LIMIT,
+        || host_link(VETH),
+        || tail(&daemon.output()),
+    );
+    assert_eq!(after, before, "the host's veth after the pod");
+
+    // SIGTERM: exit 0, sockets removed.
+    let reg_dir = kit.kubelet_dir().join("plugins_registry");
+    let ours = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("dra.net"))
+            .count()
+    };
+    assert_eq!(ours(&reg_dir), 1, "the registration socket while running");
+    let status = daemon.terminate(Duration::from_secs(30));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "exit status after SIGTERM\n{}",
+        tail(&daemon.output())
+    );
+    assert_eq!(ours(&reg_dir), 0, "registration socket removed");
+    let dra_sock = kit.kubelet_dir().join("plugins/dra.net/dra.sock");
+    assert!(!dra_sock.exists(), "{} removed", dra_sock.display());
+    let _ = kit.kubectl(&["delete", "resourceclaimtemplate", "nic-aligned"]);
+    let _ = kit.kubectl(&["delete", "deviceclass", "dranet.net"]);
+}
