@@ -383,3 +383,49 @@ fn check_names_the_sysfs_node_like_inventory_does() {
         "the NIC's pool is the node from $NODE_NAME: {nic}"
     );
 }
+
+#[test]
+fn run_refuses_bad_flags_at_start_naming_the_flag() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--bind-address", "9177"], "--bind-address"),
+        (
+            &[
+                "--filter",
+                r#"attributes["dra.net/type"].StringValue != "veth""#,
+            ],
+            r#"device.attributes["dra.net"].type"#,
+        ),
+        (&["--filter", "device.attributes["], "--filter"),
+        (
+            &["--inventory-max-poll-interval", "1x"],
+            "--inventory-max-poll-interval",
+        ),
+        (&["--sysfs", "/nonexistent"], "--sysfs /nonexistent"),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["run", "--kubeconfig", "/nonexistent/kubeconfig"];
+        all.extend_from_slice(args);
+        let (ok, _, err) = dranet(&all);
+        assert!(!ok, "{args:?} must fail");
+        assert!(
+            err.contains(want),
+            "{args:?}: stderr {err:?} lacks {want:?}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // Every flag also reads an environment variable.
+    let (ok, _, err) = dranet_with_env(
+        &["run", "--kubeconfig", "/nonexistent/kubeconfig"],
+        &[("DRANET_BIND_ADDRESS", "nope")],
+    );
+    assert!(!ok && err.contains("--bind-address"), "{err}");
+    // Good flags reach the API client, which names the kubeconfig that is not there.
+    let (ok, _, err) = dranet(&[
+        "run",
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+        "--sysfs",
+        "testdata/nodes/azure-nd-gb300-v6/sys",
+    ]);
+    assert!(!ok && err.contains("/nonexistent/kubeconfig"), "{err}");
+}

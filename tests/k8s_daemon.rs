@@ -112,7 +112,10 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn start(&self, n: u32) -> Daemon {
-        let mut cmd = self.kit.command(env!("CARGO_BIN_EXE_dranet"));
+        // DRANET_DAEMON_BIN measures another build (e.g. target/release/dranet).
+        let bin = std::env::var("DRANET_DAEMON_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dranet").to_string());
+        let mut cmd = self.kit.command(bin);
         cmd.arg("run")
             .args(["--hostname-override", self.kit.node()])
             .args(["--kubeconfig", self.kit.var("KUBECONFIG")])
@@ -133,6 +136,21 @@ impl Run<'_> {
 
     fn get(&self, path: &str) -> Option<(u16, String)> {
         http_get(self.port, path)
+    }
+
+    fn wait_ready(&self, daemon: &Daemon, what: &str) {
+        wait_for(
+            what,
+            LIMIT,
+            || (self.get("/readyz")?.0 == 200).then_some(()),
+            || {
+                format!(
+                    "readyz: {:?}\ndaemon:\n{}",
+                    self.get("/readyz"),
+                    tail(&daemon.output())
+                )
+            },
+        );
     }
 }
 
@@ -161,13 +179,16 @@ fn slice_devices(kit: &Kit) -> BTreeSet<String> {
         .collect()
 }
 
-fn pod_ready(kit: &Kit, pod: &str) -> bool {
-    let p = kit.get_json(&["pod", pod]);
-    p["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+/// VmRSS of a process, in kB (0 if unreadable).
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn free_port() -> u16 {
@@ -178,8 +199,7 @@ fn free_port() -> u16 {
 }
 
 fn tail(s: &str) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(60)..].join("\n")
+    support::k8s::tail(s, 60)
 }
 
 fn manifests(image: &str) -> String {
@@ -265,19 +285,12 @@ fn dranet_run_on_a_real_node() {
     let mut daemon = run.start(1);
 
     // Ready: registered with the kubelet and NRI, first publication done.
-    wait_for(
-        "/readyz to answer 200",
-        LIMIT,
-        || (run.get("/readyz")?.0 == 200).then_some(()),
-        || {
-            format!(
-                "readyz: {:?}\ndaemon:\n{}",
-                run.get("/readyz"),
-                tail(&daemon.output())
-            )
-        },
+    run.wait_ready(&daemon, "/readyz to answer 200");
+    eprintln!(
+        "daemon ready {:.0?} after start; resident memory {} kB",
+        t0.elapsed(),
+        rss_kb(daemon.child.id())
     );
-    eprintln!("daemon ready {:.0?} after start", t0.elapsed());
     assert_eq!(run.get("/healthz").map(|r| r.0), Some(200));
     let expected: BTreeSet<String> = [
         "pci-0101-00-00-0",
@@ -300,7 +313,7 @@ fn dranet_run_on_a_real_node() {
     wait_for(
         "pod rdma-pod to be Ready",
         LIMIT,
-        || pod_ready(&kit, "rdma-pod").then_some(()),
+        || kit.pod_ready("rdma-pod").then_some(()),
         || {
             format!(
                 "pod: {}\ndaemon:\n{}",
@@ -325,11 +338,7 @@ fn dranet_run_on_a_real_node() {
     );
 
     // Exactly the char devices of the RDMA link the scheduler chose.
-    let pod = kit.get_json(&["pod", "rdma-pod"]);
-    let claim = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
-        .as_str()
-        .expect("the pod's claim")
-        .to_string();
+    let claim = kit.pod_claim("rdma-pod").expect("the pod's claim");
     let claim_json = kit.get_json(&["resourceclaim", &claim]);
     let results = claim_json["status"]["allocation"]["devices"]["results"]
         .as_array()
@@ -412,7 +421,7 @@ fn dranet_run_on_a_real_node() {
     // Hot-plug: veths appear in and vanish from the slice while the daemon runs.
     let mut appear = Vec::new();
     let mut vanish = Vec::new();
-    for i in 1..=3 {
+    for i in 1..=5 {
         let name = format!("drt{i}");
         let t = Instant::now();
         veths.add(&name);
@@ -444,25 +453,19 @@ fn dranet_run_on_a_real_node() {
         "hot-plug seen through kubectl polling: appear {appear:?}, vanish {vanish:?}; daemon's own hot-plug-to-publish latencies (ms): {inside:?}"
     );
     assert!(
-        inside.len() >= 6,
+        inside.len() >= 10,
         "each change was published through hot-plug, not a periodic rescan: {inside:?}"
+    );
+
+    eprintln!(
+        "resident memory after the pod and hot-plug: {} kB",
+        rss_kb(daemon.child.id())
     );
 
     // SIGKILL with the pod running, then a restart: the pod keeps its devices.
     daemon.kill();
     let mut daemon = run.start(2);
-    wait_for(
-        "/readyz to answer 200 after the restart",
-        LIMIT,
-        || (run.get("/readyz")?.0 == 200).then_some(()),
-        || {
-            format!(
-                "readyz: {:?}\ndaemon:\n{}",
-                run.get("/readyz"),
-                tail(&daemon.output())
-            )
-        },
-    );
+    run.wait_ready(&daemon, "/readyz to answer 200 after the restart");
     assert!(
         slice_devices(&kit).contains(VETH),
         "the veth in the pod is still published"

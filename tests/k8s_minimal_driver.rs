@@ -8,7 +8,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use support::k8s::{Daemon, Kit, wait_for};
+use support::k8s::{Daemon, Kit, tail, wait_for};
 
 const DRIVER: &str = "minimal.example.com";
 const LIMIT: Duration = Duration::from_secs(60);
@@ -57,23 +57,6 @@ spec:
     )
 }
 
-/// The names of the claims of `pod` (from its status).
-fn pod_claim(kit: &Kit, pod: &str) -> Option<String> {
-    let p = kit.get_json(&["pod", pod]);
-    p["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
-        .as_str()
-        .map(str::to_string)
-}
-
-fn pod_ready(kit: &Kit, pod: &str) -> bool {
-    let p = kit.get_json(&["pod", pod]);
-    p["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-}
-
 fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
@@ -107,7 +90,7 @@ fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_drive
             format!(
                 "driver:\n{}\nkubelet:\n{}",
                 driver.output(),
-                tail(&kit.log("kubelet"))
+                tail(&kit.log("kubelet"), 40)
             )
         },
     );
@@ -162,7 +145,7 @@ spec:
     wait_for(
         "pod minimal-a to be Ready",
         LIMIT,
-        || pod_ready(&kit, "minimal-a").then_some(()),
+        || kit.pod_ready("minimal-a").then_some(()),
         || {
             format!(
                 "pod: {}\ndriver:\n{}",
@@ -185,7 +168,9 @@ spec:
         started.elapsed(),
         logs_a.trim()
     );
-    let claim_a = pod_claim(&kit, "minimal-a").expect("pod minimal-a has a claim");
+    let claim_a = kit
+        .pod_claim("minimal-a")
+        .expect("pod minimal-a has a claim");
     let spec_files = || {
         std::fs::read_dir(&cdi_dir)
             .into_iter()
@@ -221,10 +206,12 @@ spec:
     wait_for(
         "pod minimal-b to be Ready",
         LIMIT,
-        || pod_ready(&kit, "minimal-b").then_some(()),
+        || kit.pod_ready("minimal-b").then_some(()),
         || driver.output(),
     );
-    let claim_b = pod_claim(&kit, "minimal-b").expect("pod minimal-b has a claim");
+    let claim_b = kit
+        .pod_claim("minimal-b")
+        .expect("pod minimal-b has a claim");
     driver.kill();
     let mut driver = start_driver(&kit, &bin, logs.path().join("driver-2.log"));
     wait_for(
@@ -240,7 +227,7 @@ spec:
             format!(
                 "driver:\n{}\nkubelet:\n{}",
                 driver.output(),
-                tail(&kit.log("kubelet"))
+                tail(&kit.log("kubelet"), 40)
             )
         },
     );
@@ -265,9 +252,4 @@ spec:
         driver.output()
     );
     eprintln!("real kubelet test done in {:.1?}", started.elapsed());
-}
-
-fn tail(s: &str) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
 }

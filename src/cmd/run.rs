@@ -43,7 +43,7 @@ pub struct RunArgs {
     /// CEL over a device's attributes (`device.attributes["dra.net"].…`): only devices it keeps are published.
     #[arg(long, value_name = "CEL", default_value = DEFAULT_FILTER, env = "DRANET_FILTER")]
     filter: String,
-    /// The kubelet's --root-dir: registration in <dir>/plugins_registry, the socket in <dir>/plugins/dra.net.
+    /// The kubelet's --root-dir: registration in DIR/plugins_registry, the socket in DIR/plugins/dra.net.
     #[arg(
         long,
         value_name = "DIR",

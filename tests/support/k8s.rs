@@ -165,6 +165,24 @@ impl Kit {
         serde_json::from_str(&self.kubectl_ok(&a)).expect("kubectl JSON")
     }
 
+    /// Whether `pod` (in `default`) has condition Ready.
+    pub fn pod_ready(&self, pod: &str) -> bool {
+        let p = self.get_json(&["pod", pod]);
+        p["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    }
+
+    /// The name of the first ResourceClaim of `pod` (from its status).
+    pub fn pod_claim(&self, pod: &str) -> Option<String> {
+        let p = self.get_json(&["pod", pod]);
+        p["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+            .as_str()
+            .map(str::to_string)
+    }
+
     /// The kit component's log, e.g. `kubelet`.
     pub fn log(&self, component: &str) -> String {
         let path = Path::new(self.var("DRANET_K8S_DIR"))
@@ -210,6 +228,12 @@ pub fn wait_for<T>(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The last `n` lines of `s`, for failure messages.
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// A child process whose stderr (and stdout) go to a file, killed when dropped.

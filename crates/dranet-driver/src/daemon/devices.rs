@@ -272,43 +272,30 @@ mod tests {
     #[test]
     fn a_device_that_goes_away_is_unhealthy_until_it_returns() {
         let mut known = BTreeSet::new();
-        let inv = Inventory {
+        let present = Inventory {
             devices: vec![device("a", "up", None)],
             ..Default::default()
         };
-        let published = BTreeMap::from([("a".to_string(), published("a", None))]);
-        let r = health(
-            "n",
-            &inv,
-            &published,
-            &BTreeMap::new(),
-            &mut known,
-            Duration::from_secs(60),
-        );
-        assert_eq!(r.len(), 1);
-        assert_eq!(r[0].health, Health::Healthy);
-        let empty = Inventory::default();
-        let r = health(
-            "n",
-            &empty,
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-            &mut known,
-            Duration::from_secs(60),
-        );
+        let listed = BTreeMap::from([("a".to_string(), published("a", None))]);
+        let none = BTreeMap::new();
+        let mut check = |inv: &Inventory, published: &BTreeMap<String, PublishedDevice>| {
+            let r = health(
+                "n",
+                inv,
+                published,
+                &none,
+                &mut known,
+                Duration::from_secs(60),
+            );
+            assert_eq!(r.len(), 1);
+            assert_eq!(r[0].device, "a");
+            (r[0].health, r[0].message.clone())
+        };
+        assert_eq!(check(&present, &listed).0, Health::Healthy);
         assert_eq!(
-            (r[0].device.as_str(), r[0].health),
-            ("a", Health::Unhealthy)
+            check(&Inventory::default(), &BTreeMap::new()),
+            (Health::Unhealthy, "gone from the node".to_string())
         );
-        assert_eq!(r[0].message, "gone from the node");
-        let r = health(
-            "n",
-            &inv,
-            &published,
-            &BTreeMap::new(),
-            &mut known,
-            Duration::from_secs(60),
-        );
-        assert_eq!(r[0].health, Health::Healthy);
+        assert_eq!(check(&present, &listed).0, Health::Healthy);
     }
 }
