@@ -95,6 +95,11 @@ impl Kit {
             .unwrap_or_else(|| panic!("kit.sh env has no {name}"))
     }
 
+    /// The kit's `kit.sh`.
+    pub fn script(&self) -> &Path {
+        &self.script
+    }
+
     /// The node's name.
     pub fn node(&self) -> &str {
         self.var("DRANET_K8S_NODE_NAME")

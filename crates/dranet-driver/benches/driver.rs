@@ -13,6 +13,11 @@
 //!   (podnet attach plus the hook's lookups and fsynced pod record), and
 //!   `run_pod_sandbox/1_netdev_podnet_attach_alone`, the same attach without the hook.
 //!
+//! - `daemon_rescan/<fixture>_scan_publish_health`: what `dranet run` does on every rescan:
+//!   discovery of the fixture tree, the published attributes, the default `--filter` on each
+//!   device, the devices-in-use merge and the health reports; `…_publish_health` without the
+//!   scan. On the GB300 fixture and on an E810 with 64 VFs (65 devices).
+//!
 //! `cargo bench -p dranet-driver --bench driver`
 
 use std::path::Path;
@@ -296,5 +301,52 @@ fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path
     g.finish();
 }
 
-criterion_group!(benches, bench);
+fn daemon_rescan(c: &mut Criterion) {
+    use dranet_core::cel::Program;
+    use dranet_core::slice::published_devices;
+    use dranet_driver::daemon::devices::{DEFAULT_FILTER, health, select};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    let filter = Program::compile(DEFAULT_FILTER).expect("default filter");
+    let not_in_use: BTreeMap<String, String> = BTreeMap::new();
+    let nothing_before = BTreeMap::new();
+    let mut g = c.benchmark_group("daemon_rescan");
+    type Gen = fn(&Path) -> std::io::Result<()>;
+    let fixtures: [(&str, Gen); 2] = [
+        ("gb300", dranet_discovery::fixture::azure_nd_gb300_v6),
+        ("sriov_64vf", |d| {
+            dranet_discovery::fixture::sriov_node(d, 64)
+        }),
+    ];
+    for (name, make) in fixtures {
+        let dir = tempfile::tempdir().expect("tempdir");
+        make(dir.path()).expect("fixture");
+        let disc = dranet_discovery::host(&dir.path().join("sys"), Default::default());
+        let publish_health = |inv: &dranet_core::Inventory| {
+            let (scanned, _) = published_devices(inv, Default::default(), &dranet_core::NoCloud);
+            let (published, _) = select(scanned, Some(&filter), &not_in_use, &nothing_before);
+            let mut known = BTreeSet::new();
+            let reports = health(
+                NODE,
+                inv,
+                &published,
+                &not_in_use,
+                &mut known,
+                Duration::from_secs(180),
+            );
+            assert_eq!(reports.len(), published.len());
+            reports.len()
+        };
+        g.bench_function(format!("{name}_scan_publish_health"), |b| {
+            b.iter(|| publish_health(&disc.discover().expect("scan")))
+        });
+        let inv = disc.discover().expect("scan");
+        g.bench_function(format!("{name}_publish_health"), |b| {
+            b.iter(|| publish_health(&inv))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, daemon_rescan);
 criterion_main!(benches);
