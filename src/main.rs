@@ -28,6 +28,8 @@ enum Command {
     Topo(cmd::topo::TopoArgs),
     /// Allocate a claim (or template) as the scheduler would and show the GPU/NIC relations.
     Check(cmd::check::CheckArgs),
+    /// Check this node for dranet: runtime and NRI, kubelet, RDMA, devices, topology, uplink.
+    Doctor(cmd::doctor::DoctorArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a),
         Command::Inventory(a) => cmd::inventory::run(a),
         Command::Topo(a) => cmd::topo::run(a),
+        Command::Doctor(a) => cmd::doctor::run(a),
         Command::Check(a) => cmd::check::run(a).map_err(cmd::CliError::from),
     };
     match result {

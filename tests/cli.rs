@@ -429,3 +429,72 @@ fn run_refuses_bad_flags_at_start_naming_the_flag() {
     ]);
     assert!(!ok && err.contains("/nonexistent/kubeconfig"), "{err}");
 }
+
+#[test]
+fn doctor_on_the_gb300_fixture_shows_links_topology_and_the_uplink() {
+    let (ok, out, err) = dranet(&["doctor", "--sysfs", "testdata/nodes/azure-nd-gb300-v6/sys"]);
+    assert!(ok, "{out}{err}");
+    for i in 0..4 {
+        assert!(
+            out.contains(&format!("RDMA link mlx5_{i} (/dev/infiniband/uverbs{i}")),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains(
+            "GPU 0008:06:00.0 (NUMA 0): nearest NICs pci-0101-00-00-0, pci-0102-00-00-0 (NODE)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("OK   uplink    eth0 carries the default route"),
+        "{out}"
+    );
+    assert!(!out.contains("FAIL"), "{out}");
+    // JSON for scripts.
+    let (ok, out, _) = dranet(&[
+        "doctor",
+        "--sysfs",
+        "testdata/nodes/azure-nd-gb300-v6/sys",
+        "-o",
+        "json",
+    ]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v.as_array().unwrap().iter().all(|f| f["status"] == "ok"),
+        "{out}"
+    );
+}
+
+#[test]
+fn doctor_on_this_machine_names_each_problem_with_its_fix_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, out, err) = dranet(&[
+        "doctor",
+        "--nri-socket",
+        "/nonexistent/nri.sock",
+        "--kubelet-root-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("checks failed"), "{err}");
+    assert!(
+        out.contains("FAIL runtime   no NRI socket at /nonexistent/nri.sock"),
+        "{out}"
+    );
+    assert!(out.contains("fix: enable NRI"), "{out}");
+    assert!(out.contains("plugins_registry is missing"), "{out}");
+    // With the directories there, the kubelet check passes.
+    std::fs::create_dir_all(dir.path().join("plugins_registry")).unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    let (_, out, _) = dranet(&[
+        "doctor",
+        "--nri-socket",
+        "/nonexistent/nri.sock",
+        "--kubelet-root-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!out.contains("FAIL kubelet"), "{out}");
+    assert!(out.contains("OK   kubelet"), "{out}");
+}

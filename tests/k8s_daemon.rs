@@ -305,6 +305,16 @@ fn dranet_run_on_a_real_node() {
         rss_kb(daemon.child.id())
     );
     assert_eq!(run.get("/healthz").map(|r| r.0), Some(200));
+    // `dranet doctor` on this node sees the runtime's NRI socket and the kubelet's directories.
+    let doctor = Command::new(env!("CARGO_BIN_EXE_dranet"))
+        .args(["doctor", "--nri-socket", kit.var("DRANET_K8S_NRI_SOCKET")])
+        .arg("--kubelet-root-dir")
+        .arg(kit.kubelet_dir())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(report.contains("OK   runtime   NRI socket"), "{report}");
+    assert!(!report.contains("FAIL kubelet"), "{report}");
     let expected: BTreeSet<String> = [
         "pci-0101-00-00-0",
         "pci-0102-00-00-0",

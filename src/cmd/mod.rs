@@ -1,6 +1,7 @@
 //! The subcommands.
 
 pub mod check;
+pub mod doctor;
 pub mod inventory;
 pub mod run;
 pub mod topo;

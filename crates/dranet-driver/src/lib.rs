@@ -17,6 +17,7 @@ use std::path::PathBuf;
 
 pub mod claim;
 pub mod daemon;
+pub mod doctor;
 pub mod driver;
 mod durable;
 pub mod ethtool;

@@ -1,0 +1,96 @@
+//! `dranet doctor`: node checks with a fix for each problem. The checks are
+//! `dranet_driver::doctor`'s; this gathers their input and prints them.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use dranet_driver::doctor::{DoctorInput, Finding, Status, check, links_for};
+
+use super::{CliError, SourceArgs};
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One line per finding, fixes indented below.
+    Table,
+    /// The findings as a JSON array.
+    Json,
+}
+
+/// Arguments of `dranet doctor`.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    source: SourceArgs,
+    /// The runtime's NRI socket.
+    #[arg(long, value_name = "PATH", default_value = dranet_nri::DEFAULT_SOCKET_PATH, env = "DRANET_NRI_SOCKET")]
+    nri_socket: PathBuf,
+    /// The kubelet's --root-dir.
+    #[arg(long, value_name = "DIR", default_value = dranet_kubeletplugin::DEFAULT_KUBELET_DIR, env = "DRANET_KUBELET_ROOT_DIR")]
+    kubelet_root_dir: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+/// Runs the checks; a failed check is exit status 1 (after printing all of them).
+pub fn run(a: &DoctorArgs) -> Result<(), CliError> {
+    let inventory = a.source.discover()?;
+    let host = a.source.sysfs == std::path::Path::new("/sys");
+    let links = links_for(&a.source.sysfs).unwrap_or_else(|e| {
+        tracing::warn!("link state: {e}");
+        Vec::new()
+    });
+    let input = DoctorInput {
+        inventory,
+        links,
+        host,
+        nri_socket: a.nri_socket.clone(),
+        kubelet_dir: a.kubelet_root_dir.clone(),
+        mountinfo: host
+            .then(|| std::fs::read_to_string("/proc/self/mountinfo").ok())
+            .flatten(),
+        rdma_mode: host.then(|| dranet_driver::rdma::netns_mode().map_err(|e| e.to_string())),
+        runtime_version: std::process::Command::new("containerd")
+            .arg("--version")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned()),
+    };
+    let findings = check(&input);
+    print(&findings, a.output).map_err(|e| CliError::Output(e.to_string()))?;
+    let failed = findings.iter().filter(|f| f.status == Status::Fail).count();
+    if failed > 0 {
+        return Err(CliError::Usage(format!(
+            "{failed} check{} failed",
+            if failed == 1 { "" } else { "s" }
+        )));
+    }
+    Ok(())
+}
+
+fn print(findings: &[Finding], format: Format) -> std::io::Result<()> {
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    match format {
+        Format::Json => {
+            let text = serde_json::to_string_pretty(findings).map_err(std::io::Error::other)?;
+            writeln!(out, "{text}")
+        }
+        Format::Table => {
+            for f in findings {
+                let tag = match f.status {
+                    Status::Ok => "OK  ",
+                    Status::Warn => "WARN",
+                    Status::Fail => "FAIL",
+                };
+                writeln!(out, "{tag} {:<9} {}", f.area, f.message)?;
+                if let Some(fix) = &f.fix {
+                    writeln!(out, "     {:<9} fix: {fix}", "")?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
