@@ -256,9 +256,10 @@ async fn reconnects_after_the_runtime_goes_away_and_keeps_state() {
     let t0 = Instant::now();
     let mut rt = FakeRuntime::accept(&listener).await.unwrap();
     rt.expect_registration().await.unwrap();
+    // Not a benchmark: the backoff is capped at 250 ms, and only an uncapped one fails this.
     assert!(
-        t0.elapsed() < Duration::from_secs(1),
-        "reconnect took {:?}",
+        t0.elapsed() < Duration::from_secs(15),
+        "reconnect took {:?}: the backoff is not capped",
         t0.elapsed()
     );
     rt.configure("fake", "0").await.unwrap();
