@@ -498,3 +498,123 @@ fn the_readme_network_config_example_parses() {
     assert_eq!(c.routes.len(), 2);
     assert_eq!(c.ethtool.map(|e| e.features.len()), Some(2));
 }
+
+/// The daemon's wrapper records upstream's events on failures and counts every call.
+#[test]
+fn failures_become_events_on_the_claim_and_the_pod() {
+    use dranet_driver::daemon::metrics::DaemonMetrics;
+    use dranet_driver::daemon::{EventWriter, Instrumented};
+    use dranet_kubeletplugin::Driver;
+    use dranet_kubeletplugin::k8s_openapi::api::core::v1::Event;
+    use dranet_nri::NriPlugin;
+
+    let node = Node::new(dranet_discovery::fixture::azure_nd_gb300_v6);
+    let mlx0 = node.device("mlx5_0");
+    let events: Arc<std::sync::Mutex<Vec<Event>>> = Arc::default();
+    let sink = events.clone();
+    let writer: EventWriter = Arc::new(move |ev| {
+        sink.lock().unwrap().push(ev);
+        Box::pin(async { Ok(()) })
+    });
+    let metrics = Arc::new(DaemonMetrics::new());
+    let hooks = Instrumented::new(
+        Arc::new(node.driver()),
+        metrics.clone(),
+        Some(writer),
+        "node-a",
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // A claim for a device this node does not have.
+        let bad = claim("gone", &["p1"], &[("nic", "pci-ffff-00-00-0")], vec![]);
+        assert!(hooks.prepare(bad).await.is_err());
+        // An IB-only claim prepares, and its pod starts with no event.
+        let ok = claim("fine", &["p2"], &[("nic", &mlx0)], vec![]);
+        hooks.prepare(ok).await.unwrap();
+        hooks.run_pod_sandbox(&pod("p2")).await.unwrap();
+        // A pod with no claim of ours: noop.
+        hooks.run_pod_sandbox(&pod("p3")).await.unwrap();
+        // Events are written in the background.
+        for _ in 0..100 {
+            if !events.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    });
+    // A netdev for a pod on the host network (no network namespace to move it into).
+    let sriov = Node::new(|d| dranet_discovery::fixture::sriov_node(d, 2));
+    let vf = sriov
+        .inventory()
+        .devices
+        .iter()
+        .find(|d| d.netdev.is_some())
+        .map(|d| d.name.clone())
+        .expect("a device with a netdev");
+    let on_sriov = Instrumented::new(
+        Arc::new(sriov.driver()),
+        metrics.clone(),
+        Some({
+            let sink = events.clone();
+            Arc::new(move |ev| {
+                sink.lock().unwrap().push(ev);
+                Box::pin(async { Ok(()) })
+            })
+        }),
+        "node-b",
+    );
+    rt.block_on(async {
+        on_sriov
+            .prepare(claim("vf", &["p4"], &[("nic", &vf)], vec![]))
+            .await
+            .unwrap();
+        assert!(on_sriov.run_pod_sandbox(&pod("p4")).await.is_err());
+        for _ in 0..100 {
+            if events.lock().unwrap().len() == 2 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    });
+    let events = events.lock().unwrap();
+    assert_eq!(events.len(), 2, "{events:?}");
+    let pod_ev = &events[1];
+    assert_eq!(pod_ev.reason.as_deref(), Some("NetworkDeviceAttachFailed"));
+    assert_eq!(pod_ev.involved_object.kind.as_deref(), Some("Pod"));
+    assert_eq!(pod_ev.involved_object.uid.as_deref(), Some("p4"));
+    assert!(
+        pod_ev
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("host network"),
+        "{pod_ev:?}"
+    );
+    let ev = &events[0];
+    assert_eq!(ev.reason.as_deref(), Some("ClaimPrepareFailed"));
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert_eq!(ev.involved_object.kind.as_deref(), Some("ResourceClaim"));
+    assert_eq!(ev.involved_object.name.as_deref(), Some("gone"));
+    assert_eq!(ev.involved_object.namespace.as_deref(), Some("ml"));
+    assert_eq!(ev.metadata.namespace.as_deref(), Some("ml"));
+    assert!(
+        ev.message
+            .as_deref()
+            .unwrap_or("")
+            .contains("pci-ffff-00-00-0"),
+        "{ev:?}"
+    );
+    let text = metrics.encode();
+    for want in [
+        r#"dranet_driver_nri_plugin_requests_total{method="RunPodSandbox",status="success"} 1"#,
+        r#"dranet_driver_nri_plugin_requests_total{method="RunPodSandbox",status="noop"} 1"#,
+        r#"dranet_driver_pod_device_attach_total{op="attach",status="success"} 1"#,
+        r#"dranet_driver_pod_device_attach_total{op="attach",status="failed"} 1"#,
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+}
