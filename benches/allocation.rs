@@ -69,11 +69,10 @@ fn pcie_case() -> (Vec<ResourceSlice>, Vec<DeviceClass>, ResourceClaimSpec) {
 fn yaml_slices(path: &str) -> Vec<ResourceSlice> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path);
     let text = std::fs::read_to_string(&p).expect("fixture slices");
-    serde_yaml::Deserializer::from_str(&text)
-        .filter_map(|d| {
-            let v: serde_yaml::Value = k8s_openapi::serde::Deserialize::deserialize(d).ok()?;
-            serde_json::from_value(serde_json::to_value(v).ok()?).ok()
-        })
+    serde_saphyr::from_str_multiple::<serde_json::Value, Vec<_>>(&text)
+        .expect("fixture slices are YAML")
+        .into_iter()
+        .filter_map(|v| serde_json::from_value(v).ok())
         .collect()
 }
 

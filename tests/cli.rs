@@ -87,7 +87,7 @@ fn inventory_yaml_and_table() {
     let docs: Vec<ResourceSlice> = out
         .split("---\n")
         .filter(|d| !d.trim().is_empty())
-        .map(|d| serde_yaml::from_str(d).expect("a ResourceSlice"))
+        .map(|d| serde_saphyr::from_str(d).expect("a ResourceSlice"))
         .collect();
     assert_eq!(docs.len(), 1);
     assert_eq!(docs[0].spec.devices.as_ref().unwrap().len(), 65);
@@ -497,4 +497,36 @@ fn doctor_on_this_machine_names_each_problem_with_its_fix_and_exits_1() {
     ]);
     assert!(!out.contains("FAIL kubelet"), "{out}");
     assert!(out.contains("OK   kubelet"), "{out}");
+}
+
+/// kubectl reads YAML 1.1, where an unquoted `0101:00:00.0` is a sexagesimal number: the slices
+/// `inventory -o yaml` prints must quote such strings (serde_yaml did not; serde-saphyr does).
+#[test]
+fn inventory_yaml_quotes_what_yaml_1_1_would_read_as_numbers() {
+    let (ok, out, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        "testdata/nodes/azure-nd-gb300-v6/sys",
+        "-o",
+        "yaml",
+    ]);
+    assert!(ok, "{err}");
+    let mut seen = 0;
+    for line in out.lines() {
+        if let Some(v) = line.trim().strip_prefix("string: ") {
+            let bare = v.trim_matches(['"', '\'']);
+            if bare.contains(':')
+                && bare
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+            {
+                seen += 1;
+                assert!(v.starts_with(['"', '\'']), "unquoted {v} in\n{out}");
+            }
+        }
+    }
+    assert!(
+        seen >= 8,
+        "the PCI addresses of 4 devices (pciAddress, pciBusID): {seen}"
+    );
 }

@@ -16,11 +16,10 @@ fn root() -> PathBuf {
 /// The documents of a YAML stream, as JSON values (comments and empty documents dropped).
 fn documents(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| {
-            serde::Deserialize::deserialize(d).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        })
-        .filter(|v: &serde_json::Value| !v.is_null())
+    serde_saphyr::from_str_multiple::<serde_json::Value, Vec<_>>(&text)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .into_iter()
+        .filter(|v| !v.is_null())
         .collect()
 }
 

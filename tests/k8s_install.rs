@@ -31,9 +31,9 @@ const LIMIT: Duration = Duration::from_secs(120);
 const IMAGE: &str = "localhost/dranet:test";
 
 fn documents(text: &str) -> Vec<serde_json::Value> {
-    use serde::Deserialize;
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| serde_json::Value::deserialize(d).expect("YAML"))
+    serde_saphyr::from_str_multiple::<serde_json::Value, Vec<_>>(text)
+        .expect("YAML")
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect()
 }

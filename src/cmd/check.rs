@@ -20,7 +20,7 @@ use dranet_core::cel::AttrValue;
 use dranet_core::{Discover, Inventory, PciDevice, Relation};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
 // The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
-use k8s_openapi::serde::{Deserialize, Serialize};
+use k8s_openapi::serde::Serialize;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -179,6 +179,45 @@ pub struct CheckReport {
     pub notes: Vec<String>,
 }
 
+/// A YAML error in one line: the document, line and column, and what is wrong (the parser's own
+/// rendering is a multi-line snippet).
+fn yaml_error(path: &Path, text: &str, e: &serde_saphyr::Error) -> CheckError {
+    let plain = e.without_snippet().to_string();
+    let reason = plain
+        .lines()
+        .next()
+        .unwrap_or("invalid YAML")
+        .trim()
+        .to_string();
+    let (doc, reason) = match e.location() {
+        Some(l) if l.line() > 0 => {
+            let before = text
+                .lines()
+                .take(
+                    usize::try_from(l.line())
+                        .unwrap_or(usize::MAX)
+                        .saturating_sub(1),
+                )
+                .filter(|s| s.starts_with("---"))
+                .count();
+            let starts_with_separator = text.trim_start().starts_with("---");
+            let doc = before + usize::from(!starts_with_separator);
+            let reason = if reason.contains("line") {
+                reason
+            } else {
+                format!("line {} column {}: {reason}", l.line(), l.column())
+            };
+            (doc.max(1), reason)
+        }
+        _ => (1, reason),
+    };
+    CheckError::Parse {
+        path: path.to_path_buf(),
+        doc,
+        reason,
+    }
+}
+
 /// YAML documents of a file as JSON, `kind: List` flattened, empty documents skipped.
 fn documents(path: &Path) -> Result<Vec<(usize, serde_json::Value)>, CheckError> {
     let text = std::fs::read_to_string(path).map_err(|e| CheckError::Read {
@@ -186,12 +225,9 @@ fn documents(path: &Path) -> Result<Vec<(usize, serde_json::Value)>, CheckError>
         reason: e.to_string(),
     })?;
     let mut out = Vec::new();
-    for (i, d) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let v = serde_json::Value::deserialize(d).map_err(|e| CheckError::Parse {
-            path: path.to_path_buf(),
-            doc: i + 1,
-            reason: e.to_string(),
-        })?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_str_multiple(&text).map_err(|e| yaml_error(path, &text, &e))?;
+    for (i, v) in docs.into_iter().enumerate() {
         if v.is_null() {
             continue;
         }

@@ -104,7 +104,7 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
             } else {
                 for s in &slices {
                     let text =
-                        serde_yaml::to_string(s).map_err(|e| CliError::Output(e.to_string()))?;
+                        serde_saphyr::to_string(s).map_err(|e| CliError::Output(e.to_string()))?;
                     write!(out, "---\n{text}").map_err(io)?;
                 }
             }

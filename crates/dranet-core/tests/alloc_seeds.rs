@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use dranet_core::alloc::{AllocError, Allocation, Allocator};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
-use serde::Deserialize;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -13,8 +12,9 @@ fn root() -> PathBuf {
 
 fn docs(path: &str) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(root().join(path)).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde_json::Value::deserialize(d).unwrap())
+    serde_saphyr::from_str_multiple::<serde_json::Value, Vec<_>>(&text)
+        .unwrap()
+        .into_iter()
         .filter(|v| !v.is_null())
         .collect()
 }

@@ -433,12 +433,9 @@ fn the_documented_config_example_merges_as_documented() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/aks/nic-config.yaml"),
     )
     .unwrap();
-    let docs: Vec<serde_yaml::Value> = text
-        .split("\n---\n")
-        .map(|d| serde_yaml::from_str(d).unwrap())
-        .collect();
-    let class: DeviceClass = serde_yaml::from_value(docs[0].clone()).unwrap();
-    let template: ResourceClaimTemplate = serde_yaml::from_value(docs[1].clone()).unwrap();
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_str_multiple(&text).unwrap();
+    let class: DeviceClass = serde_json::from_value(docs[0].clone()).unwrap();
+    let template: ResourceClaimTemplate = serde_json::from_value(docs[1].clone()).unwrap();
     // What the scheduler writes into the allocation: the class's entries, then the claim's.
     let mut config: Vec<DeviceAllocationConfiguration> = class
         .spec
@@ -490,7 +487,7 @@ fn the_readme_network_config_example_parses() {
         .filter_map(|b| b.split("```").next())
         .find(|b| b.contains("privateFlags"))
         .expect("the README has the NetworkConfig example");
-    let v: serde_yaml::Value = serde_yaml::from_str(block).unwrap();
+    let v: serde_json::Value = serde_saphyr::from_str(block).unwrap();
     let params = &v["config"][0]["opaque"]["parameters"];
     let json = serde_json::to_value(params).unwrap();
     let c = dranet_driver::claim::parse_parameters(&json).unwrap();
