@@ -243,7 +243,7 @@ fn ib_same_fabric_follows_the_placement_group_from_imds() {
                 .unwrap();
         dranet(&[
             "check",
-            "examples/aks/gb300-templates.yaml",
+            "examples/azure_aks/gb300/templates.yaml",
             "--name",
             "ib-same-fabric",
             "--sysfs",
@@ -251,7 +251,7 @@ fn ib_same_fabric_follows_the_placement_group_from_imds() {
             "--slices",
             "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
             "--classes",
-            "examples/aks/deviceclasses.yaml",
+            "examples/azure_aks/deviceclasses.yaml",
             "--azure-imds-endpoint",
             &imds.endpoint,
             "-o",
@@ -282,7 +282,7 @@ fn ib_same_fabric_follows_the_placement_group_from_imds() {
 fn check_shows_the_seeds_relations() {
     let (ok, out, err) = dranet(&[
         "check",
-        "examples/aks/gb300-templates.yaml",
+        "examples/azure_aks/gb300/templates.yaml",
         "--name",
         "1nic-unaligned",
         "--sysfs",
@@ -290,7 +290,7 @@ fn check_shows_the_seeds_relations() {
         "--slices",
         "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
         "--classes",
-        "examples/aks/deviceclasses.yaml",
+        "examples/azure_aks/deviceclasses.yaml",
     ]);
     assert!(ok, "{err}");
     assert!(
@@ -361,7 +361,7 @@ fn check_names_the_sysfs_node_like_inventory_does() {
     let (ok, stdout, err) = dranet_with_env(
         &[
             "check",
-            "examples/aks/mi300x-templates.yaml",
+            "examples/azure_aks/mi300x/templates.yaml",
             "--name",
             "gpu1-same-pcie-root",
             "--sysfs",
@@ -369,7 +369,7 @@ fn check_names_the_sysfs_node_like_inventory_does() {
             "--slices",
             "testdata/slices/bm-mi300x-8-gpu.yaml",
             "--classes",
-            "examples/aks/deviceclasses.yaml",
+            "examples/azure_aks/deviceclasses.yaml",
         ],
         &[("NODE_NAME", "bm-mi300x-8")],
     );

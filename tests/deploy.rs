@@ -174,9 +174,9 @@ fn enable_nri_turns_nri_on_once_and_keeps_the_rest() {
 #[test]
 fn the_examples_parse_and_the_mpijob_names_a_template_that_exists() {
     use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
-    let aks = root().join("examples/aks");
+    let aks = root().join("examples/azure_aks");
     let mut templates = Vec::new();
-    for f in ["gb300-templates.yaml", "mi300x-templates.yaml"] {
+    for f in ["gb300/templates.yaml", "mi300x/templates.yaml"] {
         for d in documents(&aks.join(f)) {
             let t: ResourceClaimTemplate =
                 serde_json::from_value(d).unwrap_or_else(|e| panic!("{f}: {e}"));
@@ -186,24 +186,27 @@ fn the_examples_parse_and_the_mpijob_names_a_template_that_exists() {
     for d in documents(&aks.join("deviceclasses.yaml")) {
         serde_json::from_value::<DeviceClass>(d).unwrap();
     }
-    let job = documents(&aks.join("mpi-job.yaml"));
-    assert_eq!(job.len(), 1);
-    assert_eq!(job[0]["kind"], "MPIJob");
-    let worker = &job[0]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"];
-    let name = worker["resourceClaims"][0]["resourceClaimTemplateName"]
-        .as_str()
-        .unwrap();
-    assert!(
-        templates.iter().any(|t| t == name),
-        "{name} not in {templates:?}"
-    );
-    // The worker's pod spec is a valid PodSpec and is not privileged.
-    let spec: k8s_openapi::api::core::v1::PodSpec = serde_json::from_value(worker.clone()).unwrap();
-    let sc = spec.containers[0]
-        .security_context
-        .clone()
-        .unwrap_or_default();
-    assert_ne!(sc.privileged, Some(true));
+    for job_file in ["gb300/mpi-job.yaml", "mi300x/mpi-job.yaml"] {
+        let job = documents(&aks.join(job_file));
+        assert_eq!(job.len(), 1, "{job_file}");
+        assert_eq!(job[0]["kind"], "MPIJob", "{job_file}");
+        let worker = &job[0]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"];
+        let name = worker["resourceClaims"][0]["resourceClaimTemplateName"]
+            .as_str()
+            .unwrap();
+        assert!(
+            templates.iter().any(|t| t == name),
+            "{job_file}: {name} not in {templates:?}"
+        );
+        // The worker's pod spec is a valid PodSpec and is not privileged.
+        let spec: k8s_openapi::api::core::v1::PodSpec =
+            serde_json::from_value(worker.clone()).unwrap();
+        let sc = spec.containers[0]
+            .security_context
+            .clone()
+            .unwrap_or_default();
+        assert_ne!(sc.privileged, Some(true), "{job_file}");
+    }
     for want in [
         "1nic-aligned",
         "2nic-aligned",

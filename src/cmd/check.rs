@@ -720,7 +720,7 @@ mod tests {
             name: name.map(str::to_string),
             sysfs: None,
             slices: Vec::new(),
-            classes: vec![root().join("examples/aks/deviceclasses.yaml")],
+            classes: vec![root().join("examples/azure_aks/deviceclasses.yaml")],
             node_name: Some("node".into()),
             cloud: crate::cmd::CloudArgs {
                 cloud_provider_hint: None,
@@ -732,7 +732,7 @@ mod tests {
     }
 
     fn gb300(name: &str) -> CheckArgs {
-        let mut a = args("examples/aks/gb300-templates.yaml", Some(name));
+        let mut a = args("examples/azure_aks/gb300/templates.yaml", Some(name));
         a.slices = vec![
             root().join("testdata/slices/azure-nd-gb300-v6-gpu.yaml"),
             root().join("testdata/slices/azure-nd-gb300-v6-dranet.yaml"),
@@ -793,7 +793,7 @@ mod tests {
     #[test]
     fn bm_mi300x_same_root_pair_is_pix_from_sysfs_and_phb_from_attributes() {
         let mut a = args(
-            "examples/aks/mi300x-templates.yaml",
+            "examples/azure_aks/mi300x/templates.yaml",
             Some("gpu1-same-pcie-root"),
         );
         a.classes.clear();
@@ -811,7 +811,7 @@ mod tests {
 
     #[test]
     fn cross_numa_claims_warn_per_gpu() {
-        let mut a = args("examples/aks/mi300x-templates.yaml", None);
+        let mut a = args("examples/azure_aks/mi300x/templates.yaml", None);
         a.slices = vec![
             root().join("testdata/slices/azure-nd-mi300x-v5-gpu.yaml"),
             root().join("testdata/slices/azure-nd-mi300x-v5-dranet.yaml"),
@@ -846,11 +846,11 @@ mod tests {
 
     #[test]
     fn bad_inputs_are_clear_errors() {
-        let mut a = args("examples/aks/gb300-templates.yaml", None);
+        let mut a = args("examples/azure_aks/gb300/templates.yaml", None);
         assert!(
             matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("--sysfs DIR and/or --slices"))
         );
-        a.slices = vec![root().join("examples/aks/gb300-templates.yaml")];
+        a.slices = vec![root().join("examples/azure_aks/gb300/templates.yaml")];
         let e = check(&a).unwrap_err().to_string();
         assert!(
             e.contains("document 1") && e.contains("not ResourceSlice"),

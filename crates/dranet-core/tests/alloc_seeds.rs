@@ -22,7 +22,7 @@ fn docs(path: &str) -> Vec<serde_json::Value> {
 fn allocator(node: &str) -> Allocator {
     let mut slices = docs(&format!("testdata/slices/{node}-dranet.yaml"));
     slices.extend(docs(&format!("testdata/slices/{node}-gpu.yaml")));
-    let classes: Vec<DeviceClass> = docs("examples/aks/deviceclasses.yaml")
+    let classes: Vec<DeviceClass> = docs("examples/azure_aks/deviceclasses.yaml")
         .into_iter()
         .map(|v| serde_json::from_value(v).unwrap())
         .collect();
@@ -62,8 +62,8 @@ fn chosen(node: &str, alloc: &Allocation, attr: &str) -> Vec<(String, String, St
 }
 
 const GB300: &str = "azure-nd-gb300-v6";
-const GB300_T: &str = "examples/aks/gb300-templates.yaml";
-const MI300X_T: &str = "examples/aks/mi300x-templates.yaml";
+const GB300_T: &str = "examples/azure_aks/gb300/templates.yaml";
+const MI300X_T: &str = "examples/azure_aks/mi300x/templates.yaml";
 
 #[test]
 fn gb300_1nic_aligned_gets_mlx5_0() {

@@ -423,14 +423,14 @@ fn status_says_what_the_pod_got() {
     assert_eq!(s.conditions.unwrap()[0].reason, "NetworkDeviceReady");
 }
 
-/// The README's example (`examples/aks/nic-config.yaml`) merges as it says.
+/// The README's example (`examples/azure_aks/nic-config.yaml`) merges as it says.
 #[test]
 fn the_documented_config_example_merges_as_documented() {
     use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
         DeviceClass, ResourceClaimTemplate,
     };
     let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/aks/nic-config.yaml"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/azure_aks/nic-config.yaml"),
     )
     .unwrap();
     let docs: Vec<serde_json::Value> = serde_saphyr::from_str_multiple(&text).unwrap();
