@@ -21,11 +21,14 @@
 //! `cargo bench -p dranet-driver --bench driver`
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+
+// The tests' namespace helpers (root check, named netns deleted on drop).
+#[path = "../tests/support/mod.rs"]
+mod support;
 use dranet_core::{Discover, Netdev, NetworkDevice};
 use dranet_driver::netns::Netns;
 use dranet_driver::podnet::PodNet;
@@ -190,42 +193,14 @@ fn bench(c: &mut Criterion) {
     run_pod_sandbox(c, &rt, &sysfs);
 }
 
-fn ip(args: &[&str]) {
-    let ok = Command::new("ip").args(args).status().map(|s| s.success());
-    assert!(matches!(ok, Ok(true)), "ip {args:?} failed");
-}
-
-struct Netnses(Vec<String>);
-impl Drop for Netnses {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
 fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path) {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false);
-    if !root {
-        eprintln!("SKIP run_pod_sandbox bench: needs root for network namespaces");
+    if !support::can_run("run_pod_sandbox bench") {
         return;
     }
-    let (h, p) = (
-        format!("dranet-bd-h-{}", std::process::id()),
-        format!("dranet-bd-p-{}", std::process::id()),
-    );
-    ip(&["netns", "add", &h]);
-    ip(&["netns", "add", &p]);
-    let _guard = Netnses(vec![h.clone(), p.clone()]);
-    ip(&[
-        "-n", &h, "link", "add", "v0", "type", "veth", "peer", "name", "v0p",
-    ]);
-    ip(&["-n", &h, "addr", "add", "10.1.0.2/24", "dev", "v0"]);
-    ip(&["-n", &h, "link", "set", "v0", "up"]);
+    let (h, p) = (support::Ns::new("bd-h"), support::Ns::new("bd-p"));
+    h.ip(&["link", "add", "v0", "type", "veth", "peer", "name", "v0p"]);
+    h.ip(&["addr", "add", "10.1.0.2/24", "dev", "v0"]);
+    h.ip(&["link", "set", "v0", "up"]);
     let veth = NetworkDevice {
         name: "v0".into(),
         pci: None,
@@ -236,7 +211,7 @@ fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path
         rdma: None,
     };
     let state = tempfile::tempdir().expect("tempdir");
-    let host = Netns::open(format!("/var/run/netns/{h}")).expect("host netns");
+    let host = Netns::open(h.path()).expect("host netns");
     let d = driver(sysfs, state.path(), host, Some(veth));
     let r = ClaimRef {
         namespace: "ml".into(),
@@ -252,7 +227,7 @@ fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path
         name: "p".into(),
         namespaces: vec![dranet_nri::Namespace {
             kind: "network".into(),
-            path: format!("/var/run/netns/{p}"),
+            path: p.path().display().to_string(),
         }],
         ..Default::default()
     };
@@ -272,12 +247,12 @@ fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path
     });
     // The same link and config through podnet alone: the difference is the hook's own cost.
     let pn = PodNet::new(
-        Netns::open(format!("/var/run/netns/{h}")).expect("host netns"),
+        Netns::open(h.path()).expect("host netns"),
         state.path().join("podnet-alone"),
     )
     .expect("podnet");
     let cfg = dranet_core::NetworkConfig::default();
-    let pod_ns = std::path::PathBuf::from(format!("/var/run/netns/{p}"));
+    let pod_ns = p.path();
     let req = dranet_driver::podnet::AttachRequest {
         key: "alone",
         owner: "alone",

@@ -40,7 +40,7 @@ use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use dranet_kubeletplugin::{ClaimRef, KubeClient, KubeletPlugin};
 use dranet_nri::RunnerBuilder;
-use lab::{Lab, install, is_root};
+use lab::Lab;
 use support::{Ns, host_with_veth};
 
 const NODE: &str = "node-a";
@@ -253,16 +253,10 @@ fn out(v: &serde_json::Value) -> String {
 
 #[test]
 fn driver_against_real_containerd() {
-    if !is_root() {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIP dranet-driver e2e test: needs root (containerd, runc, CNI, network namespaces)"
-        );
+    let t0 = Instant::now();
+    if !lab::ready_or_skip("dranet-driver e2e test") {
         return;
     }
-    let t0 = Instant::now();
-    install();
     let mut lab = Lab::new(t0, "dranete2e0", "10.244.198.0/24");
     lab.start_containerd();
     lab.prepare_images_and_stubs();

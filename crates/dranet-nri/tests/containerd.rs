@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lab::{Lab, install, is_root, short, wait_for};
+use lab::{Lab, short, wait_for};
 
 use dranet_nri::{
     Container, ContainerAdjustment, HandlerError, LinuxDevice, NriPlugin, PodSandbox, Result,
@@ -112,17 +112,10 @@ impl NriPlugin for Recorder {
 
 #[test]
 fn plugin_against_real_containerd() {
-    if !is_root() {
-        // Written to the stream directly: libtest captures print!/eprint!, which would hide it.
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIP dranet-nri containerd integration test: needs root (containerd, runc, CNI)"
-        );
+    let t0 = Instant::now();
+    if !lab::ready_or_skip("dranet-nri containerd integration test") {
         return;
     }
-    let t0 = Instant::now();
-    install();
     eprintln!("[{:>6} ms] packages present", t0.elapsed().as_millis());
 
     let mut lab = Lab::new(t0, "dranetnri0", "10.244.199.0/24");

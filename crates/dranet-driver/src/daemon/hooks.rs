@@ -206,7 +206,7 @@ impl NriPlugin for Instrumented {
     ) -> Result<(), HandlerError> {
         let _g = self.enter();
         let t = Instant::now();
-        let r = self.driver.synchronize(pods, containers).await;
+        let r = NriPlugin::synchronize(&*self.driver, pods, containers).await;
         let status = if r.is_ok() { SUCCESS } else { FAILED };
         self.metrics.nri_request("Synchronize", status, t.elapsed());
         self.metrics.restores_owed(self.driver.restores_owed());
@@ -291,16 +291,5 @@ impl NriPlugin for Instrumented {
         self.metrics
             .nri_request("CreateContainer", status, t.elapsed());
         r
-    }
-}
-
-impl NetworkDriver {
-    /// NRI Synchronize with this crate's plugin error type (for wrappers such as the daemon's).
-    pub async fn synchronize(
-        &self,
-        pods: &[PodSandbox],
-        containers: &[Container],
-    ) -> Result<(), HandlerError> {
-        NriPlugin::synchronize(self, pods, containers).await
     }
 }

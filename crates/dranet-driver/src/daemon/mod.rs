@@ -536,7 +536,7 @@ impl Daemon {
         let mut tick = tokio::time::interval(TICK);
         tokio::pin!(shutdown);
         let result = loop {
-            self.update_ready();
+            self.update_ready(*synchronized.borrow());
             let scan_at = pending.map(|(_, at)| at);
             tokio::select! {
                 _ = &mut shutdown => break Ok(()),
@@ -600,13 +600,12 @@ impl Daemon {
         result
     }
 
-    fn update_ready(&self) {
+    fn update_ready(&self, synced: bool) {
         if *self.probes.ready.borrow() {
             return;
         }
         let registered = *self.probes.registration.borrow() == RegistrationState::Registered;
         let nri = *self.probes.nri.borrow() == ConnectionState::Registered;
-        let synced = *self.hooks.driver().watch_synchronized().borrow();
         let published = matches!(
             *self.probes.publish.borrow(),
             PublishState::Published { .. }

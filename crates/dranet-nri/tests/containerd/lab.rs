@@ -286,3 +286,19 @@ pub fn is_root() -> bool {
         .map(|m| m.uid() == 0)
         .unwrap_or(false)
 }
+
+/// For a test that needs the lab: true as root, after installing what the lab needs; otherwise
+/// says why `test` is skipped and returns false. Written to stderr directly: libtest captures
+/// `eprintln!`, which would hide the skip.
+pub fn ready_or_skip(test: &str) -> bool {
+    if !is_root() {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP {test}: needs root (containerd, runc, CNI, network namespaces)"
+        );
+        return false;
+    }
+    install();
+    true
+}
