@@ -50,7 +50,7 @@ use k8s_openapi::api::resource::v1::{
 use serde::{Deserialize, Serialize};
 
 use crate::cel::{
-    AttrKey, AttrValue, CelError, DeviceAttributes, DeviceView, Program, Quantity, Semver,
+    AttrKey, AttributeValue, CelError, DeviceAttributes, DeviceView, Program, Quantity, Semver,
 };
 
 /// Most devices one claim can be allocated (the API's limit on allocation results).
@@ -150,7 +150,7 @@ impl Device {
 
     /// An attribute by fully qualified name (`resource.kubernetes.io/pcieRoot`); unqualified
     /// names are in the driver's domain.
-    pub fn attribute(&self, name: &str) -> Option<&AttrValue> {
+    pub fn attribute(&self, name: &str) -> Option<&AttributeValue> {
         self.attributes.get_qualified(name, &self.id.driver)
     }
 }
@@ -249,30 +249,30 @@ fn slice_label(s: &ResourceSlice, i: usize) -> String {
 fn convert_attr(
     a: &k8s_openapi::api::resource::v1::DeviceAttribute,
     raw: Option<&serde_json::Value>,
-) -> Result<AttrValue, String> {
+) -> Result<AttributeValue, String> {
     let mut vals = Vec::new();
     if let Some(b) = a.bool {
-        vals.push(AttrValue::Bool(b));
+        vals.push(AttributeValue::Bool(b));
     }
     if let Some(i) = a.int {
-        vals.push(AttrValue::Int(i));
+        vals.push(AttributeValue::Int(i));
     }
     if let Some(s) = &a.string {
-        vals.push(AttrValue::String(s.clone()));
+        vals.push(AttributeValue::String(s.clone()));
     }
     if let Some(v) = &a.version {
-        vals.push(AttrValue::Version(Semver::parse(v)?));
+        vals.push(AttributeValue::Version(Semver::parse(v)?));
     }
     if let Some(raw) = raw {
         if let Some(list) = raw.get("ints") {
             let v: Vec<i64> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("ints must be a list of integers: {e}"))?;
-            vals.push(AttrValue::Ints(v));
+            vals.push(AttributeValue::Ints(v));
         }
         if let Some(list) = raw.get("strings") {
             let v: Vec<String> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("strings must be a list of strings: {e}"))?;
-            vals.push(AttrValue::Strings(v));
+            vals.push(AttributeValue::Strings(v));
         }
     }
     match vals.len() {
@@ -876,24 +876,24 @@ impl PartialEq for Scalar<'_> {
     }
 }
 
-fn scalar(v: &AttrValue) -> Option<Scalar<'_>> {
+fn scalar(v: &AttributeValue) -> Option<Scalar<'_>> {
     Some(match v {
-        AttrValue::Bool(b) => Scalar::Bool(*b),
-        AttrValue::Int(i) => Scalar::Int(*i),
-        AttrValue::String(s) => Scalar::Str(s),
-        AttrValue::Version(v) => Scalar::Ver(v),
-        AttrValue::Ints(_) | AttrValue::Strings(_) => return None,
+        AttributeValue::Bool(b) => Scalar::Bool(*b),
+        AttributeValue::Int(i) => Scalar::Int(*i),
+        AttributeValue::String(s) => Scalar::Str(s),
+        AttributeValue::Version(v) => Scalar::Ver(v),
+        AttributeValue::Ints(_) | AttributeValue::Strings(_) => return None,
     })
 }
 
-fn scalars(v: &AttrValue) -> Vec<Scalar<'_>> {
+fn scalars(v: &AttributeValue) -> Vec<Scalar<'_>> {
     match v {
-        AttrValue::Bool(b) => vec![Scalar::Bool(*b)],
-        AttrValue::Int(i) => vec![Scalar::Int(*i)],
-        AttrValue::String(s) => vec![Scalar::Str(s)],
-        AttrValue::Version(v) => vec![Scalar::Ver(v)],
-        AttrValue::Ints(l) => l.iter().map(|i| Scalar::Int(*i)).collect(),
-        AttrValue::Strings(l) => l.iter().map(|s| Scalar::Str(s)).collect(),
+        AttributeValue::Bool(b) => vec![Scalar::Bool(*b)],
+        AttributeValue::Int(i) => vec![Scalar::Int(*i)],
+        AttributeValue::String(s) => vec![Scalar::Str(s)],
+        AttributeValue::Version(v) => vec![Scalar::Ver(v)],
+        AttributeValue::Ints(l) => l.iter().map(|i| Scalar::Int(*i)).collect(),
+        AttributeValue::Strings(l) => l.iter().map(|s| Scalar::Str(s)).collect(),
     }
 }
 
