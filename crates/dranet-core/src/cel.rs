@@ -288,6 +288,11 @@ impl Program {
         })
     }
 
+    /// Compiles as the scheduler does when it allocates.
+    pub fn compile_for_scheduler(source: &str) -> Result<Program, CelError> {
+        Program::compile(source)
+    }
+
     /// The expression's text.
     pub fn source(&self) -> &str {
         &self.source
