@@ -25,56 +25,105 @@ enum PreId {
 }
 
 impl Semver {
-    /// Parses a version; the error says what is wrong.
+    /// Parses a version as the Kubernetes semver library does (blang/semver `Parse`); the
+    /// error says what is wrong.
     pub fn parse(s: &str) -> Result<Semver, String> {
-        let bad = |why: &str| format!("invalid semver {s:?}: {why}");
-        let (rest, build) = match s.split_once('+') {
-            Some((r, b)) => (r, Some(b)),
-            None => (s, None),
-        };
-        if build.is_some_and(|b| b.is_empty() || b.split('.').any(|p| !ident_ok(p))) {
-            return Err(bad("bad build metadata"));
+        if s.is_empty() {
+            return Err("Version string empty".into());
         }
-        let (core, pre) = match rest.split_once('-') {
-            Some((c, p)) => (c, Some(p)),
-            None => (rest, None),
-        };
-        let nums: Vec<&str> = core.split('.').collect();
-        if nums.len() != 3 {
-            return Err(bad("expected major.minor.patch"));
+        let parts: Vec<&str> = s.splitn(3, '.').collect();
+        if parts.len() != 3 {
+            return Err("No Major.Minor.Patch elements found".into());
         }
-        let num = |p: &str| -> Result<u64, String> {
-            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad("version numbers must be digits"));
+        let num = |p: &str, what: &str| -> Result<u64, String> {
+            if !p.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(format!("Invalid character(s) found in {what} number {p:?}"));
             }
             if p.len() > 1 && p.starts_with('0') {
-                return Err(bad("leading zero in a version number"));
+                let w = format!("{}{}", what[..1].to_uppercase(), &what[1..]);
+                return Err(format!("{w} number must not contain leading zeroes {p:?}"));
             }
-            p.parse().map_err(|_| bad("version number too large"))
+            p.parse()
+                .map_err(|_| format!("strconv.ParseUint: parsing {p:?}: invalid syntax"))
         };
+        let major = num(parts[0], "major")?;
+        let minor = num(parts[1], "minor")?;
+        let mut patch_str = parts[2];
+        let mut build: Option<&str> = None;
+        if let Some(i) = patch_str.find('+') {
+            build = Some(&patch_str[i + 1..]);
+            patch_str = &patch_str[..i];
+        }
+        let mut pre: Option<&str> = None;
+        if let Some(i) = patch_str.find('-') {
+            pre = Some(&patch_str[i + 1..]);
+            patch_str = &patch_str[..i];
+        }
+        let patch = num(patch_str, "patch")?;
         let mut ids = Vec::new();
         if let Some(pre) = pre {
             for p in pre.split('.') {
-                if !ident_ok(p) {
-                    return Err(bad("bad pre-release identifier"));
+                if p.is_empty() {
+                    return Err("Prerelease is empty".into());
                 }
-                ids.push(if p.bytes().all(|b| b.is_ascii_digit()) {
+                if p.bytes().all(|b| b.is_ascii_digit()) {
                     if p.len() > 1 && p.starts_with('0') {
-                        return Err(bad("leading zero in a numeric pre-release identifier"));
+                        return Err(format!(
+                            "Prerelease version must not contain leading zeroes {p:?}"
+                        ));
                     }
-                    PreId::Num(p.parse().map_err(|_| bad("pre-release number too large"))?)
+                    ids.push(PreId::Num(p.parse().map_err(|_| {
+                        format!("strconv.ParseUint: parsing {p:?}: value out of range")
+                    })?));
+                } else if ident_ok(p) {
+                    ids.push(PreId::Alpha(p.to_string()));
                 } else {
-                    PreId::Alpha(p.to_string())
-                });
+                    return Err(format!("Invalid character(s) found in prerelease {p:?}"));
+                }
+            }
+        }
+        if let Some(build) = build {
+            for b in build.split('.') {
+                if b.is_empty() {
+                    return Err("Build meta data is empty".into());
+                }
+                if !ident_ok(b) {
+                    return Err(format!("Invalid character(s) found in build meta data {b:?}"));
+                }
             }
         }
         Ok(Semver {
-            major: num(nums[0])?,
-            minor: num(nums[1])?,
-            patch: num(nums[2])?,
+            major,
+            minor,
+            patch,
             pre: ids,
             text: s.to_string(),
         })
+    }
+
+    /// `semver(s, true)`: a `v` prefix, missing minor/patch and leading zeros are accepted.
+    pub fn parse_tolerant(s: &str) -> Result<Semver, String> {
+        let s = s.strip_prefix('v').unwrap_or(s);
+        let mut parts: Vec<String> = s.splitn(3, '.').map(str::to_string).collect();
+        for p in parts.iter_mut() {
+            if p.len() > 1 {
+                let t = p.trim_start_matches('0');
+                *p = if t.is_empty() || !t.starts_with(|c: char| c.is_ascii_digit()) {
+                    format!("0{t}")
+                } else {
+                    t.to_string()
+                };
+            }
+        }
+        if parts.len() < 3 {
+            if parts.last().is_some_and(|p| p.contains(['+', '-'])) {
+                return Err("short version cannot contain PreRelease/Build meta data".into());
+            }
+            while parts.len() < 3 {
+                parts.push("0".into());
+            }
+        }
+        Semver::parse(&parts.join("."))
     }
 }
 
@@ -141,62 +190,89 @@ pub struct Quantity {
 const NANO: i128 = 1_000_000_000;
 
 impl Quantity {
-    /// Parses the Kubernetes quantity syntax; fractions below a nano unit round up, as
-    /// Kubernetes does.
+    /// Parses the Kubernetes quantity syntax as `resource.ParseQuantity` does: fractions below
+    /// a nano unit round up, binary-suffixed values are capped at the int64 maximum.
     pub fn parse(s: &str) -> Result<Quantity, String> {
-        let bad = |why: &str| format!("invalid quantity {s:?}: {why}");
-        let t = s.trim();
-        let (neg, body) = match t.as_bytes().first() {
-            Some(b'-') => (true, &t[1..]),
-            Some(b'+') => (false, &t[1..]),
-            _ => (false, t),
-        };
-        let num_end = body
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(body.len());
-        let (num, suffix) = body.split_at(num_end);
-        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
-            return Err(bad("expected a number"));
+        const WRONG: &str = "quantities must match the regular expression \
+                             '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+        let b = s.as_bytes();
+        if b.is_empty() {
+            return Err(WRONG.into());
         }
-        let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
-        // (multiplier, power of ten) applied to the digits.
-        let (mult, exp10): (i128, i32) = match suffix {
-            "" => (1, 0),
-            "n" => (1, -9),
-            "u" => (1, -6),
-            "m" => (1, -3),
-            "k" => (1, 3),
-            "M" => (1, 6),
-            "G" => (1, 9),
-            "T" => (1, 12),
-            "P" => (1, 15),
-            "E" => (1, 18),
-            "Ki" => (1 << 10, 0),
-            "Mi" => (1 << 20, 0),
-            "Gi" => (1 << 30, 0),
-            "Ti" => (1 << 40, 0),
-            "Pi" => (1 << 50, 0),
-            "Ei" => (1 << 60, 0),
-            e if e.starts_with(['e', 'E']) => {
-                let x: i32 = e[1..].parse().map_err(|_| bad("bad exponent"))?;
-                if !(-40..=40).contains(&x) {
-                    return Err(bad("exponent out of range"));
-                }
-                (1, x)
+        let mut pos = 0;
+        let mut neg = false;
+        match b[0] {
+            b'-' => {
+                neg = true;
+                pos = 1;
             }
-            _ => return Err(bad("unknown suffix")),
+            b'+' => pos = 1,
+            _ => {}
+        }
+        while pos < b.len() && b[pos] == b'0' {
+            pos += 1;
+        }
+        let digits = |from: usize| b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let n = digits(pos);
+        let num = &s[pos..pos + n];
+        pos += n;
+        let mut frac = "";
+        if pos < b.len() && b[pos] == b'.' {
+            pos += 1;
+            let d = digits(pos);
+            frac = &s[pos..pos + d];
+            pos += d;
+        }
+        let suffix_start = pos;
+        while pos < b.len() && b"eEinumkKMGTP".contains(&b[pos]) {
+            pos += 1;
+        }
+        if pos < b.len() && matches!(b[pos], b'-' | b'+') {
+            pos += 1;
+        }
+        pos += digits(pos);
+        if pos != b.len() {
+            return Err(WRONG.into());
+        }
+        let suffix = &s[suffix_start..];
+        let bad_suffix = || "unable to parse quantity's suffix".to_string();
+        // (multiplier, power of ten, binary)
+        let (mult, exp10, binary): (i128, i32, bool) = match suffix {
+            "" => (1, 0, false),
+            "n" => (1, -9, false),
+            "u" => (1, -6, false),
+            "m" => (1, -3, false),
+            "k" => (1, 3, false),
+            "M" => (1, 6, false),
+            "G" => (1, 9, false),
+            "T" => (1, 12, false),
+            "P" => (1, 15, false),
+            "E" => (1, 18, false),
+            "Ki" => (1 << 10, 0, true),
+            "Mi" => (1 << 20, 0, true),
+            "Gi" => (1 << 30, 0, true),
+            "Ti" => (1 << 40, 0, true),
+            "Pi" => (1 << 50, 0, true),
+            "Ei" => (1 << 60, 0, true),
+            e if e.len() > 1 && e.starts_with(['e', 'E']) => {
+                let x: i64 = e[1..].parse().map_err(|_| bad_suffix())?;
+                if !(-60..=60).contains(&x) {
+                    return Err("quantity exponent out of the supported range".into());
+                }
+                (1, x as i32, false)
+            }
+            _ => return Err(bad_suffix()),
         };
-        let overflow = || bad("value out of range");
-        let digits: String = format!("{int_part}{frac_part}");
+        let overflow = || "quantity is too large".to_string();
         let mut mantissa: i128 = 0;
-        for d in digits.bytes() {
+        for d in num.bytes().chain(frac.bytes()) {
             mantissa = mantissa
                 .checked_mul(10)
                 .and_then(|m| m.checked_add(i128::from(d - b'0')))
                 .ok_or_else(overflow)?;
         }
         // value = mantissa * mult * 10^(exp10 - frac_len); in nanos add 9 to the exponent.
-        let scale = exp10 - frac_part.len() as i32 + 9;
+        let scale = exp10 - frac.len() as i32 + 9;
         let mut v = mantissa.checked_mul(mult).ok_or_else(overflow)?;
         if scale >= 0 {
             for _ in 0..scale {
@@ -209,8 +285,8 @@ impl Quantity {
                 None => i128::from(v != 0),
             };
         }
-        if v > i128::from(i64::MAX) * NANO {
-            return Err(overflow());
+        if binary && v > i128::from(i64::MAX) * NANO {
+            v = i128::from(i64::MAX) * NANO;
         }
         Ok(Quantity {
             nanos: if neg { -v } else { v },

@@ -1,457 +1,510 @@
-//! Lexer and Pratt parser for the CEL subset DRA selectors use, resolving names at compile time.
+//! Lexer and parser of CEL as cel-go (the scheduler's CEL) reads it: the same tokens, the same
+//! tree (operators as calls, `&&`/`||` chains balanced, `!!x` and `--x` cancelled, macros
+//! expanded into comprehensions) and the same nesting limits, so an expression parses here
+//! exactly when it parses there.
+//!
+//! Nesting is bounded the way cel-go bounds it, which also keeps every later recursive pass
+//! within a few hundred frames:
+//! - the grammar's `expr` rule may nest 250 deep (parentheses, list and map literals, call
+//!   arguments, the right branch of `?:`): "expression recursion limit exceeded: 250";
+//! - along any path of the tree at most 250 nodes may be member selections, indexes, method
+//!   calls, `?:`, or relation / arithmetic operators: "max recursion depth exceeded".
 
-use super::CelError;
+use std::rc::Rc;
 
-/// A literal.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Lit {
-    Null,
-    Bool(bool),
-    Int(i64),
-    Uint(u64),
-    Double(f64),
-    Str(String),
+use super::ast::{ACCU, Comprehension, Entry, Expr, Id, Kind, Lit};
+
+/// cel-go's default parser recursion limit, which Kubernetes keeps.
+pub(crate) const MAX_RECURSION_DEPTH: u32 = 250;
+/// cel-go's limit on the expression size, in code points.
+const MAX_CODE_POINTS: usize = 100_000;
+
+/// One compile error: where (a code point offset, or none) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Issue {
+    pub offset: Option<u32>,
+    pub message: String,
 }
 
-/// Functions and methods, resolved while parsing so evaluation never looks names up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Func {
-    Size,
-    StartsWith,
-    EndsWith,
-    Contains,
-    LowerAscii,
-    UpperAscii,
-    Trim,
-    Int,
-    Uint,
-    Double,
-    String,
-    Semver,
-    IsSemver,
-    Major,
-    Minor,
-    Patch,
-    CompareTo,
-    IsGreaterThan,
-    IsLessThan,
-    Quantity,
-    IsQuantity,
-    Add,
-    Sub,
-    AsInteger,
-    AsApproximateFloat,
-    IsInteger,
-    Sign,
-}
-
-impl Func {
-    fn by_name(name: &str) -> Option<Func> {
-        Some(match name {
-            "size" => Func::Size,
-            "startsWith" => Func::StartsWith,
-            "endsWith" => Func::EndsWith,
-            "contains" => Func::Contains,
-            "lowerAscii" => Func::LowerAscii,
-            "upperAscii" => Func::UpperAscii,
-            "trim" => Func::Trim,
-            "int" => Func::Int,
-            "uint" => Func::Uint,
-            "double" => Func::Double,
-            "string" => Func::String,
-            "semver" => Func::Semver,
-            "isSemver" => Func::IsSemver,
-            "major" => Func::Major,
-            "minor" => Func::Minor,
-            "patch" => Func::Patch,
-            "compareTo" => Func::CompareTo,
-            "isGreaterThan" => Func::IsGreaterThan,
-            "isLessThan" => Func::IsLessThan,
-            "quantity" => Func::Quantity,
-            "isQuantity" => Func::IsQuantity,
-            "add" => Func::Add,
-            "sub" => Func::Sub,
-            "asInteger" => Func::AsInteger,
-            "asApproximateFloat" => Func::AsApproximateFloat,
-            "isInteger" => Func::IsInteger,
-            "sign" => Func::Sign,
-            _ => return None,
-        })
-    }
-}
-
-/// Binary operators other than the short-circuiting ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BinOp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    In,
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-}
-
-/// Comprehension macros.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Macro {
-    All,
-    Exists,
-    ExistsOne,
-    Map,
-    Filter,
-}
-
-/// The syntax tree after name resolution.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Expr {
-    Lit(Lit),
-    /// The `device` variable.
-    Device,
-    /// `device.driver`, fused at compile time.
-    Driver,
-    /// `device.attributes["domain"].name` (or `["name"]`), fused at compile time.
-    Attr(super::AttrKey),
-    /// `device.capacity["domain"].name`, fused at compile time.
-    Cap(String, String),
-    /// A comprehension variable, by its depth (0 = outermost).
-    Var(usize),
-    Member(Box<Expr>, String),
-    Index(Box<Expr>, Box<Expr>),
-    Call {
-        target: Option<Box<Expr>>,
-        func: Func,
-        args: Vec<Expr>,
-    },
-    Not(Box<Expr>),
-    Neg(Box<Expr>),
-    Binary(BinOp, Box<Expr>, Box<Expr>),
-    And(Box<Expr>, Box<Expr>),
-    Or(Box<Expr>, Box<Expr>),
-    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
-    List(Vec<Expr>),
-    Map(Vec<(Expr, Expr)>),
-    /// `has(x.f)` or `has(x["f"])` on a map.
-    Has(Box<Expr>, String),
-    Comprehension {
-        kind: Macro,
-        range: Box<Expr>,
-        body: Box<Expr>,
-    },
+/// The parsed expression with the source position of every node.
+#[derive(Debug)]
+pub(crate) struct Parsed {
+    pub expr: Expr,
+    /// Code point offset of each node, by id (index 0 unused).
+    pub positions: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
-    Lit(Lit),
+    Int(String),
+    Uint(String),
+    Float(String),
+    Str(String),
+    Bytes(String),
     Ident(String),
+    EscIdent(String),
+    True,
+    False,
+    Null,
+    In,
     Op(&'static str),
+    Eof,
+}
+
+#[derive(Debug, Clone)]
+struct Token {
+    tok: Tok,
+    /// Code point offset.
+    at: u32,
 }
 
 /// Longest first, so `<=` wins over `<`.
-const OPS: [&str; 24] = [
-    "==", "!=", "<=", ">=", "&&", "||", "<", ">", "+", "-", "*", "/", "%", "!", "?", ":", ".", ",",
-    "(", ")", "[", "]", "{", "}",
+const OPS: [&str; 25] = [
+    "==", "!=", "<=", ">=", "&&", "||", "<", ">", "+", "-", "*", "/", "%", "!", "?", ":", ".",
+    ",", "(", ")", "[", "]", "{", "}", "=",
 ];
 
-fn err(at: usize, msg: impl Into<String>) -> CelError {
-    CelError::Syntax {
-        position: at,
-        message: msg.into(),
+fn describe(t: &Tok) -> String {
+    match t {
+        Tok::Int(s) | Tok::Uint(s) | Tok::Float(s) | Tok::Str(s) | Tok::Bytes(s) => s.clone(),
+        Tok::Ident(s) => s.clone(),
+        Tok::EscIdent(s) => format!("`{s}`"),
+        Tok::True => "true".into(),
+        Tok::False => "false".into(),
+        Tok::Null => "null".into(),
+        Tok::In => "in".into(),
+        Tok::Op(o) => (*o).into(),
+        Tok::Eof => "<EOF>".into(),
     }
 }
 
-fn lex(src: &str) -> Result<Vec<(usize, Tok)>, CelError> {
-    let b = src.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        if c == b'/' && b.get(i + 1) == Some(&b'/') {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
+struct Lexer<'a> {
+    src: &'a str,
+    b: &'a [u8],
+    i: usize,
+    /// Code point offset of `i`.
+    cp: u32,
+}
+
+impl Lexer<'_> {
+    fn bump(&mut self, n: usize) {
+        for k in 0..n {
+            if self.b[self.i + k] & 0xC0 != 0x80 {
+                self.cp += 1;
             }
-            continue;
         }
-        if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
-            let (tok, len) = lex_number(&src[i..]).map_err(|m| err(start, m))?;
-            out.push((start, Tok::Lit(tok)));
-            i += len;
-            continue;
-        }
-        let raw = (c == b'r' || c == b'R') && matches!(b.get(i + 1), Some(b'"' | b'\''));
-        if c == b'"' || c == b'\'' || raw {
-            if raw {
-                i += 1;
+        self.i += n;
+    }
+
+    fn peek(&self, k: usize) -> Option<u8> {
+        self.b.get(self.i + k).copied()
+    }
+
+    fn digits(&self, from: usize) -> usize {
+        self.b[from..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count()
+    }
+
+    /// Length of an exponent (`e+12`) at `from`, or 0.
+    fn exponent(&self, from: usize) -> usize {
+        match self.b.get(from) {
+            Some(b'e' | b'E') => {
+                let sign = usize::from(matches!(self.b.get(from + 1), Some(b'+' | b'-')));
+                let d = self.digits(from + 1 + sign);
+                if d == 0 { 0 } else { 1 + sign + d }
             }
-            let (s, len) = lex_string(&src[i..], raw).map_err(|m| err(start, m))?;
-            out.push((start, Tok::Lit(Lit::Str(s))));
-            i += len;
-            continue;
+            _ => 0,
         }
-        if c.is_ascii_alphabetic() || c == b'_' {
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
+    }
+
+    /// A number token at `i` (which holds a digit, or `.` followed by a digit).
+    fn number(&self) -> (Tok, usize) {
+        let i = self.i;
+        let b = self.b;
+        if b[i] == b'.' {
+            let d = self.digits(i + 1);
+            let e = self.exponent(i + 1 + d);
+            let n = 1 + d + e;
+            return (Tok::Float(self.src[i..i + n].to_string()), n);
+        }
+        if b[i] == b'0' && b.get(i + 1) == Some(&b'x') {
+            let h = b[i + 2..]
+                .iter()
+                .take_while(|c| c.is_ascii_hexdigit())
+                .count();
+            if h > 0 {
+                let n = 2 + h;
+                if matches!(b.get(i + n), Some(b'u' | b'U')) {
+                    return (Tok::Uint(self.src[i..i + n + 1].to_string()), n + 1);
+                }
+                return (Tok::Int(self.src[i..i + n].to_string()), n);
             }
-            let word = &src[start..i];
-            out.push((
-                start,
-                match word {
-                    "true" => Tok::Lit(Lit::Bool(true)),
-                    "false" => Tok::Lit(Lit::Bool(false)),
-                    "null" => Tok::Lit(Lit::Null),
-                    "in" => Tok::Op("in"),
+        }
+        let d = self.digits(i);
+        if b.get(i + d) == Some(&b'.') {
+            let f = self.digits(i + d + 1);
+            if f > 0 {
+                let e = self.exponent(i + d + 1 + f);
+                let n = d + 1 + f + e;
+                return (Tok::Float(self.src[i..i + n].to_string()), n);
+            }
+        }
+        let e = self.exponent(i + d);
+        if e > 0 {
+            return (Tok::Float(self.src[i..i + d + e].to_string()), d + e);
+        }
+        if matches!(b.get(i + d), Some(b'u' | b'U')) {
+            return (Tok::Uint(self.src[i..i + d + 1].to_string()), d + 1);
+        }
+        (Tok::Int(self.src[i..i + d].to_string()), d)
+    }
+
+    /// Length of the escape sequence at `from` (a backslash) if it is one the grammar knows.
+    fn escape(&self, from: usize) -> Option<usize> {
+        let b = self.b;
+        let c = *b.get(from + 1)?;
+        let hex = |n: usize| -> Option<usize> {
+            (0..n)
+                .all(|k| b.get(from + 2 + k).is_some_and(u8::is_ascii_hexdigit))
+                .then_some(2 + n)
+        };
+        match c {
+            b'a' | b'b' | b'f' | b'n' | b'r' | b't' | b'v' | b'"' | b'\'' | b'\\' | b'?'
+            | b'`' => Some(2),
+            b'x' | b'X' => hex(2),
+            b'u' => hex(4),
+            b'U' => hex(8),
+            b'0'..=b'3' => (b.get(from + 2).is_some_and(|c| (b'0'..=b'7').contains(c))
+                && b.get(from + 3).is_some_and(|c| (b'0'..=b'7').contains(c)))
+            .then_some(4),
+            _ => None,
+        }
+    }
+
+    /// A string token at `i` (after any `b`/`r` prefixes `prefix` bytes long). Returns its
+    /// total length, or `None` when no string token matches.
+    fn string(&self, prefix: usize, raw: bool) -> Option<usize> {
+        let b = self.b;
+        let start = self.i + prefix;
+        let q = *b.get(start)?;
+        if q != b'"' && q != b'\'' {
+            return None;
+        }
+        let triple = b.get(start + 1) == Some(&q) && b.get(start + 2) == Some(&q);
+        if triple {
+            let mut j = start + 3;
+            while j < b.len() {
+                if b[j] == q && b.get(j + 1) == Some(&q) && b.get(j + 2) == Some(&q) {
+                    return Some(j + 3 - self.i);
+                }
+                if b[j] == b'\\' && !raw {
+                    j += self.escape(j)?;
+                } else {
+                    j += 1;
+                }
+            }
+            return None;
+        }
+        let mut j = start + 1;
+        while j < b.len() {
+            match b[j] {
+                c if c == q => return Some(j + 1 - self.i),
+                b'\n' | b'\r' => return None,
+                b'\\' if !raw => j += self.escape(j)?,
+                _ => j += 1,
+            }
+        }
+        None
+    }
+
+    fn tokens(mut self) -> Result<Vec<Token>, Issue> {
+        let mut out = Vec::new();
+        while self.i < self.b.len() {
+            let c = self.b[self.i];
+            if matches!(c, b'\t' | b' ' | b'\r' | b'\n' | 0x0C) {
+                self.bump(1);
+                continue;
+            }
+            if c == b'/' && self.peek(1) == Some(b'/') {
+                while self.i < self.b.len() && self.b[self.i] != b'\n' {
+                    self.bump(1);
+                }
+                continue;
+            }
+            let at = self.cp;
+            let (tok, len) = if c.is_ascii_digit()
+                || (c == b'.' && self.peek(1).is_some_and(|d| d.is_ascii_digit()))
+            {
+                self.number()
+            } else if let Some((len, bytes)) = self.quoted() {
+                let text = self.src[self.i..self.i + len].to_string();
+                (if bytes { Tok::Bytes(text) } else { Tok::Str(text) }, len)
+            } else if c.is_ascii_alphabetic() || c == b'_' {
+                let n = self.b[self.i..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                    .count();
+                let word = &self.src[self.i..self.i + n];
+                let tok = match word {
+                    "true" => Tok::True,
+                    "false" => Tok::False,
+                    "null" => Tok::Null,
+                    "in" => Tok::In,
                     _ => Tok::Ident(word.to_string()),
-                },
-            ));
+                };
+                (tok, n)
+            } else if c == b'`' {
+                let n = self.b[self.i + 1..]
+                    .iter()
+                    .take_while(|c| {
+                        c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-' | b'/' | b' ')
+                    })
+                    .count();
+                if n == 0 || self.peek(n + 1) != Some(b'`') {
+                    return Err(self.recognition_error());
+                }
+                (
+                    Tok::EscIdent(self.src[self.i + 1..self.i + 1 + n].to_string()),
+                    n + 2,
+                )
+            } else if let Some(op) = OPS.iter().find(|op| self.src[self.i..].starts_with(**op)) {
+                if *op == "=" {
+                    return Err(self.recognition_error());
+                }
+                (Tok::Op(op), op.len())
+            } else {
+                return Err(self.recognition_error());
+            };
+            out.push(Token { tok, at });
+            self.bump(len);
+        }
+        out.push(Token {
+            tok: Tok::Eof,
+            at: self.cp,
+        });
+        Ok(out)
+    }
+
+    /// A string or bytes literal at `i`: (length, is bytes).
+    fn quoted(&self) -> Option<(usize, bool)> {
+        let c = self.b[self.i];
+        let lower = c.to_ascii_lowercase();
+        if c == b'"' || c == b'\'' {
+            return self.string(0, false).map(|n| (n, false));
+        }
+        if lower == b'r' {
+            return self.string(1, true).map(|n| (n, false));
+        }
+        if lower == b'b' {
+            if let Some(n) = self.string(1, false) {
+                return Some((n, true));
+            }
+            if self.peek(1).is_some_and(|r| r.to_ascii_lowercase() == b'r') {
+                return self.string(2, true).map(|n| (n, true));
+            }
+        }
+        None
+    }
+
+    fn recognition_error(&self) -> Issue {
+        let ch = self.src[self.i..].chars().next().unwrap_or('?');
+        Issue {
+            offset: Some(self.cp),
+            message: format!("Syntax error: token recognition error at: '{ch}'"),
+        }
+    }
+}
+
+/// Unescapes a string or bytes literal's text (with its prefixes and quotes), as cel-go does.
+fn unescape(text: &str, bytes: bool) -> Result<Vec<u8>, String> {
+    let mut v = text;
+    if bytes {
+        v = &v[1..];
+    }
+    let raw = v.starts_with(['r', 'R']);
+    if raw {
+        v = &v[1..];
+    }
+    let body = if v.len() >= 6 && (v.starts_with("'''") || v.starts_with("\"\"\"")) {
+        &v[3..v.len() - 3]
+    } else {
+        &v[1..v.len() - 1]
+    };
+    if raw || !body.contains('\\') {
+        return Ok(body.as_bytes().to_vec());
+    }
+    let mut out = Vec::with_capacity(body.len());
+    let mut rest = body;
+    let push_char = |out: &mut Vec<u8>, c: char| {
+        let mut buf = [0u8; 4];
+        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+    };
+    while let Some(c) = rest.chars().next() {
+        if c != '\\' {
+            push_char(&mut out, c);
+            rest = &rest[c.len_utf8()..];
             continue;
         }
-        match OPS.iter().find(|op| src[i..].starts_with(**op)) {
-            Some(op) => {
-                out.push((start, Tok::Op(op)));
-                i += op.len();
+        let b = rest.as_bytes();
+        let Some(&e) = b.get(1) else {
+            return Err("unable to unescape string, found '\\' as last character".into());
+        };
+        rest = &rest[2..];
+        let simple = match e {
+            b'a' => Some(0x07),
+            b'b' => Some(0x08),
+            b'f' => Some(0x0C),
+            b'n' => Some(b'\n'),
+            b'r' => Some(b'\r'),
+            b't' => Some(b'\t'),
+            b'v' => Some(0x0B),
+            b'\\' | b'\'' | b'"' | b'`' | b'?' => Some(e),
+            _ => None,
+        };
+        if let Some(s) = simple {
+            out.push(s);
+            continue;
+        }
+        let (n, radix) = match e {
+            b'x' | b'X' => (2, 16),
+            b'u' | b'U' if bytes => return Err("unable to unescape string".into()),
+            b'u' => (4, 16),
+            b'U' => (8, 16),
+            b'0'..=b'3' => (2, 8),
+            _ => return Err("unable to unescape string".into()),
+        };
+        let digits = if radix == 8 {
+            format!("{}{}", e as char, rest.get(..n).unwrap_or(""))
+        } else {
+            rest.get(..n).unwrap_or("").to_string()
+        };
+        if rest.len() < n {
+            return Err(if radix == 8 {
+                "unable to unescape octal sequence in string".into()
+            } else {
+                "unable to unescape string".into()
+            });
+        }
+        let v = u32::from_str_radix(&digits, radix).map_err(|_| {
+            if radix == 8 {
+                "unable to unescape octal sequence in string".to_string()
+            } else {
+                "unable to unescape string".to_string()
             }
-            None => {
-                let ch = src[i..].chars().next().unwrap_or('?');
-                return Err(err(start, format!("unexpected character {ch:?}")));
-            }
+        })?;
+        rest = &rest[n..];
+        let byte_escape = bytes && matches!(e, b'x' | b'X' | b'0'..=b'3');
+        if byte_escape {
+            out.push(v as u8);
+        } else {
+            let c = char::from_u32(v).ok_or("invalid unicode code point")?;
+            push_char(&mut out, c);
         }
     }
     Ok(out)
 }
 
-fn lex_number(s: &str) -> Result<(Lit, usize), String> {
-    let b = s.as_bytes();
-    if s.starts_with("0x") || s.starts_with("0X") {
-        let mut i = 2;
-        while i < b.len() && b[i].is_ascii_hexdigit() {
-            i += 1;
-        }
-        let digits = &s[2..i];
-        if b.get(i).is_some_and(|c| *c == b'u' || *c == b'U') {
-            let v = u64::from_str_radix(digits, 16).map_err(|e| format!("bad uint: {e}"))?;
-            return Ok((Lit::Uint(v), i + 1));
-        }
-        let v = i64::from_str_radix(digits, 16).map_err(|e| format!("bad int: {e}"))?;
-        return Ok((Lit::Int(v), i));
+/// Parses an expression; the error list holds every issue found (syntax errors stop at the
+/// first one, as the first is what a user needs).
+pub(crate) fn parse(src: &str) -> Result<Parsed, Vec<Issue>> {
+    let n = src.chars().count();
+    if n > MAX_CODE_POINTS {
+        return Err(vec![Issue {
+            offset: None,
+            message: format!(
+                "expression code point size exceeds limit: size: {n}, limit {MAX_CODE_POINTS}"
+            ),
+        }]);
     }
-    let mut i = 0;
-    let mut float = false;
-    while i < b.len() {
-        match b[i] {
-            b'0'..=b'9' => i += 1,
-            b'.' if !float && b.get(i + 1).is_some_and(u8::is_ascii_digit) => {
-                float = true;
-                i += 1;
-            }
-            b'e' | b'E' => {
-                float = true;
-                i += 1;
-                if matches!(b.get(i), Some(b'+' | b'-')) {
-                    i += 1;
-                }
-            }
-            _ => break,
-        }
+    let toks = Lexer {
+        src,
+        b: src.as_bytes(),
+        i: 0,
+        cp: 0,
     }
-    let text = &s[..i];
-    if float {
-        let v: f64 = text.parse().map_err(|_| format!("bad number {text:?}"))?;
-        return Ok((Lit::Double(v), i));
-    }
-    if b.get(i).is_some_and(|c| *c == b'u' || *c == b'U') {
-        let v: u64 = text
-            .parse()
-            .map_err(|_| format!("uint {text:?} out of range"))?;
-        return Ok((Lit::Uint(v), i + 1));
-    }
-    // i64::MIN's digits only fit once negated: parse as u64 and let the parser negate.
-    let v: u64 = text
-        .parse()
-        .map_err(|_| format!("int {text:?} out of range"))?;
-    if v > i64::MAX as u64 + 1 {
-        return Err(format!("int {text:?} out of range"));
-    }
-    if v <= i64::MAX as u64 {
-        Ok((Lit::Int(v as i64), i))
-    } else {
-        // Only `-9223372036854775808` is valid: the parser negates it into i64::MIN.
-        Ok((Lit::Uint(v), i))
-    }
-}
-
-fn lex_string(s: &str, raw: bool) -> Result<(String, usize), String> {
-    let mut chars = s.char_indices();
-    let quote = chars.next().map(|(_, c)| c).unwrap_or('"');
-    let mut out = String::new();
-    while let Some((i, c)) = chars.next() {
-        if c == quote {
-            return Ok((out, i + 1));
-        }
-        if c == '\n' {
-            return Err("newline in string literal".into());
-        }
-        if c == '\\' && !raw {
-            let (_, e) = chars.next().ok_or("unterminated escape")?;
-            out.push(match e {
-                'n' => '\n',
-                't' => '\t',
-                'r' => '\r',
-                '0' => '\0',
-                '\\' => '\\',
-                '"' => '"',
-                '\'' => '\'',
-                'u' => {
-                    let hex: String = (0..4).filter_map(|_| chars.next().map(|x| x.1)).collect();
-                    u32::from_str_radix(&hex, 16)
-                        .ok()
-                        .and_then(char::from_u32)
-                        .ok_or_else(|| format!("bad \\u escape {hex:?}"))?
-                }
-                other => return Err(format!("unknown escape \\{other}")),
-            });
-        } else {
-            out.push(c);
-        }
-    }
-    Err("unterminated string literal".into())
-}
-
-/// Parses an expression, resolving `device`, comprehension variables and function names.
-pub(crate) fn parse(src: &str) -> Result<Expr, CelError> {
-    let toks = lex(src)?;
+    .tokens()
+    .map_err(|e| vec![e])?;
     let mut p = Parser {
         toks,
         pos: 0,
-        vars: Vec::new(),
-        end: src.len(),
-        depth: 0,
-        links: 0,
-        operators: 0,
+        positions: vec![0],
+        expr_depth: 0,
+        errors: Vec::new(),
     };
-    let e = p.expr()?;
-    if let Some((at, t)) = p.toks.get(p.pos) {
-        return Err(err(*at, format!("unexpected {}", describe(t))));
-    }
-    Ok(fuse(e))
-}
-
-/// The field or literal string key of a selection.
-fn key(e: &Expr) -> Option<&str> {
-    match e {
-        Expr::Lit(Lit::Str(s)) => Some(s),
-        _ => None,
-    }
-}
-
-/// Replaces the DRA access paths with single nodes, so evaluating them is one lookup.
-fn fuse(e: Expr) -> Expr {
-    let b = |e: Box<Expr>| Box::new(fuse(*e));
-    match e {
-        Expr::Member(t, f) => select_path(*t, f),
-        Expr::Index(t, k) => match key(&k) {
-            Some(name) => select_path(*t, name.to_string()),
-            None => Expr::Index(b(t), b(k)),
-        },
-        Expr::Call { target, func, args } => Expr::Call {
-            target: target.map(b),
-            func,
-            args: args.into_iter().map(fuse).collect(),
-        },
-        Expr::Not(x) => Expr::Not(b(x)),
-        Expr::Neg(x) => Expr::Neg(b(x)),
-        Expr::Binary(op, x, y) => Expr::Binary(op, b(x), b(y)),
-        Expr::And(x, y) => Expr::And(b(x), b(y)),
-        Expr::Or(x, y) => Expr::Or(b(x), b(y)),
-        Expr::Cond(c, x, y) => Expr::Cond(b(c), b(x), b(y)),
-        Expr::List(v) => Expr::List(v.into_iter().map(fuse).collect()),
-        Expr::Map(v) => Expr::Map(v.into_iter().map(|(k, x)| (fuse(k), fuse(x))).collect()),
-        Expr::Has(t, f) => Expr::Has(b(t), f),
-        Expr::Comprehension { kind, range, body } => Expr::Comprehension {
-            kind,
-            range: b(range),
-            body: b(body),
-        },
-        other => other,
-    }
-}
-
-fn select_path(target: Expr, field: String) -> Expr {
-    if target == Expr::Device && field == "driver" {
-        return Expr::Driver;
-    }
-    // `device.attributes["domain"]` and `device.attributes.domain` then `.name`.
-    let domain_of = |t: &Expr, which: &str| -> Option<String> {
-        match t {
-            Expr::Index(inner, dom) if matches!(&**inner, Expr::Member(d, f) if **d == Expr::Device && f == which) => {
-                key(dom).map(str::to_string)
+    let r = p.expr();
+    let out = match r {
+        Ok((e, depth)) => {
+            if p.peek() != &Tok::Eof {
+                let t = p.toks[p.pos].clone();
+                p.errors.push(Issue {
+                    offset: Some(t.at),
+                    message: format!(
+                        "Syntax error: extraneous input '{}' expecting <EOF>",
+                        describe(&t.tok)
+                    ),
+                });
+            } else if depth > MAX_RECURSION_DEPTH {
+                p.errors.push(Issue {
+                    offset: None,
+                    message: "max recursion depth exceeded".into(),
+                });
             }
-            Expr::Member(inner, dom) if matches!(&**inner, Expr::Member(d, f) if **d == Expr::Device && f == which) => {
-                Some(dom.clone())
-            }
-            _ => None,
+            Some(e)
         }
+        Err(()) => None,
     };
-    if let Some(d) = domain_of(&target, "attributes") {
-        return Expr::Attr(super::AttrKey::new(&d, &field));
-    }
-    if let Some(d) = domain_of(&target, "capacity") {
-        return Expr::Cap(d, field);
-    }
-    Expr::Member(Box::new(fuse(target)), field)
-}
-
-fn describe(t: &Tok) -> String {
-    match t {
-        Tok::Lit(l) => format!("literal {l:?}"),
-        Tok::Ident(s) => format!("identifier {s:?}"),
-        Tok::Op(o) => format!("{o:?}"),
+    match out {
+        Some(expr) if p.errors.is_empty() => Ok(Parsed {
+            expr,
+            positions: p.positions,
+        }),
+        _ => Err(p.errors),
     }
 }
 
 struct Parser {
-    toks: Vec<(usize, Tok)>,
+    toks: Vec<Token>,
     pos: usize,
-    vars: Vec<String>,
-    end: usize,
-    depth: usize,
-    operators: usize,
-    /// Member, index and method links so far (each is one level of recursion when evaluated).
-    links: usize,
+    positions: Vec<u32>,
+    /// Nesting of the grammar's `expr` rule.
+    expr_depth: u32,
+    errors: Vec<Issue>,
 }
 
-/// Deep nesting is refused rather than overflowing the stack.
-const MAX_DEPTH: usize = 32;
-/// Most binary operators in one expression.
-const MAX_OPERATORS: usize = 100;
-/// Most member/index/method links in one chain (`a.b[c].d()`), and in one expression: a 2,000-link
-/// chain once overflowed the stack in evaluation and aborted the process.
-const MAX_CHAIN: usize = 32;
-const MAX_LINKS: usize = 1024;
+/// A parsed subtree with its depth as cel-go's visitor counts it.
+type P = Result<(Expr, u32), ()>;
+
+/// Binary operators by precedence level (relations, additive, multiplicative).
+fn relation_op(t: &Tok) -> Option<&'static str> {
+    Some(match t {
+        Tok::Op("==") => "_==_",
+        Tok::Op("!=") => "_!=_",
+        Tok::Op("<") => "_<_",
+        Tok::Op("<=") => "_<=_",
+        Tok::Op(">") => "_>_",
+        Tok::Op(">=") => "_>=_",
+        Tok::In => "@in",
+        _ => return None,
+    })
+}
 
 impl Parser {
-    fn peek_op(&self) -> Option<&'static str> {
-        match self.toks.get(self.pos) {
-            Some((_, Tok::Op(o))) => Some(o),
-            _ => None,
-        }
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos].tok
     }
 
-    fn at(&self) -> usize {
-        self.toks.get(self.pos).map(|t| t.0).unwrap_or(self.end)
+    fn peek_at(&self, k: usize) -> &Tok {
+        &self.toks[(self.pos + k).min(self.toks.len() - 1)].tok
+    }
+
+    fn at(&self) -> u32 {
+        self.toks[self.pos].at
     }
 
     fn eat(&mut self, op: &str) -> bool {
-        if self.peek_op() == Some(op) {
+        if matches!(self.peek(), Tok::Op(o) if *o == op) {
             self.pos += 1;
             true
         } else {
@@ -459,290 +512,984 @@ impl Parser {
         }
     }
 
-    fn expect(&mut self, op: &str) -> Result<(), CelError> {
+    fn syntax_error<T>(&mut self, expecting: &str) -> Result<T, ()> {
+        let t = self.toks[self.pos].clone();
+        let found = describe(&t.tok);
+        self.errors.push(Issue {
+            offset: Some(t.at),
+            message: if expecting.is_empty() {
+                format!("Syntax error: mismatched input '{found}'")
+            } else {
+                format!("Syntax error: mismatched input '{found}' expecting {expecting}")
+            },
+        });
+        Err(())
+    }
+
+    fn expect(&mut self, op: &str) -> Result<(), ()> {
         if self.eat(op) {
             Ok(())
         } else {
-            let found = self
-                .toks
-                .get(self.pos)
-                .map(|t| describe(&t.1))
-                .unwrap_or_else(|| "end of expression".into());
-            Err(err(self.at(), format!("expected {op:?}, found {found}")))
+            self.syntax_error(&format!("'{op}'"))
         }
     }
 
-    fn expr(&mut self) -> Result<Expr, CelError> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(err(self.at(), "expression nested too deeply"));
-        }
-        let cond = self.binary(0)?;
-        let e = if self.eat("?") {
-            let a = self.expr()?;
-            self.expect(":")?;
-            let b = self.expr()?;
-            Expr::Cond(Box::new(cond), Box::new(a), Box::new(b))
-        } else {
-            cond
-        };
-        self.depth -= 1;
-        Ok(e)
+    fn error_at(&mut self, at: Option<u32>, message: impl Into<String>) {
+        self.errors.push(Issue {
+            offset: at,
+            message: message.into(),
+        });
     }
 
-    fn binary(&mut self, min_prec: u8) -> Result<Expr, CelError> {
-        let mut lhs = self.unary()?;
-        while let Some(op) = self.peek_op() {
-            let prec = match op {
-                "||" => 1,
-                "&&" => 2,
-                "==" | "!=" | "<" | "<=" | ">" | ">=" | "in" => 3,
-                "+" | "-" => 4,
-                "*" | "/" | "%" => 5,
-                _ => break,
-            };
-            if prec <= min_prec {
-                break;
-            }
-            // Each operator can deepen the tree that evaluation walks recursively.
-            self.operators += 1;
-            if self.operators > MAX_OPERATORS {
-                return Err(err(self.at(), "too many operators"));
-            }
-            self.pos += 1;
-            let rhs = self.binary(prec)?;
-            let (l, r) = (Box::new(lhs), Box::new(rhs));
-            lhs = match op {
-                "||" => Expr::Or(l, r),
-                "&&" => Expr::And(l, r),
-                _ => Expr::Binary(
-                    match op {
-                        "==" => BinOp::Eq,
-                        "!=" => BinOp::Ne,
-                        "<" => BinOp::Lt,
-                        "<=" => BinOp::Le,
-                        ">" => BinOp::Gt,
-                        ">=" => BinOp::Ge,
-                        "in" => BinOp::In,
-                        "+" => BinOp::Add,
-                        "-" => BinOp::Sub,
-                        "*" => BinOp::Mul,
-                        "/" => BinOp::Div,
-                        _ => BinOp::Rem,
-                    },
-                    l,
-                    r,
-                ),
-            };
-        }
-        Ok(lhs)
+    fn new_id(&mut self, at: u32) -> Id {
+        self.positions.push(at);
+        (self.positions.len() - 1) as Id
     }
 
-    fn unary(&mut self) -> Result<Expr, CelError> {
-        if matches!(self.peek_op(), Some("!" | "-")) {
-            self.depth += 1;
-            if self.depth > MAX_DEPTH {
-                return Err(err(self.at(), "expression nested too deeply"));
-            }
-            let e = self.unary_op();
-            self.depth -= 1;
-            return e;
-        }
-        self.postfix()
-    }
-
-    fn unary_op(&mut self) -> Result<Expr, CelError> {
-        if self.eat("!") {
-            return Ok(Expr::Not(Box::new(self.unary()?)));
-        }
-        if self.eat("-") {
-            return Ok(match self.unary()? {
-                Expr::Lit(Lit::Int(v)) => Expr::Lit(Lit::Int(-v)),
-                Expr::Lit(Lit::Uint(v)) if v == i64::MAX as u64 + 1 => {
-                    Expr::Lit(Lit::Int(i64::MIN))
-                }
-                Expr::Lit(Lit::Double(v)) => Expr::Lit(Lit::Double(-v)),
-                e => Expr::Neg(Box::new(e)),
-            });
-        }
-        self.postfix()
-    }
-
-    fn postfix(&mut self) -> Result<Expr, CelError> {
-        let mut e = self.primary()?;
-        let mut chain = 0;
-        loop {
-            if matches!(self.peek_op(), Some("." | "[")) {
-                chain += 1;
-                self.links += 1;
-                if chain > MAX_CHAIN {
-                    return Err(err(
-                        self.at(),
-                        format!("more than {MAX_CHAIN} member, index or method links in one chain"),
-                    ));
-                }
-                if self.links > MAX_LINKS {
-                    return Err(err(
-                        self.at(),
-                        format!(
-                            "more than {MAX_LINKS} member, index or method links in the expression"
-                        ),
-                    ));
-                }
-            }
-            if self.eat(".") {
-                let at = self.at();
-                let name = match self.toks.get(self.pos) {
-                    Some((_, Tok::Ident(n))) => n.clone(),
-                    _ => return Err(err(at, "expected a field or method name after '.'")),
-                };
-                self.pos += 1;
-                if self.eat("(") {
-                    e = self.method(e, &name, at)?;
-                } else {
-                    e = Expr::Member(Box::new(e), name);
-                }
-            } else if self.eat("[") {
-                let idx = self.expr()?;
-                self.expect("]")?;
-                e = Expr::Index(Box::new(e), Box::new(idx));
-            } else {
-                return Ok(e);
-            }
+    fn node(&mut self, at: u32, kind: Kind) -> Expr {
+        Expr {
+            id: self.new_id(at),
+            kind,
         }
     }
 
-    fn args(&mut self) -> Result<Vec<Expr>, CelError> {
-        let mut args = Vec::new();
-        if self.eat(")") {
-            return Ok(args);
-        }
-        loop {
-            args.push(self.expr()?);
-            if self.eat(")") {
-                return Ok(args);
-            }
-            self.expect(",")?;
-        }
+    fn call(&mut self, at: u32, func: &str, target: Option<Expr>, args: Vec<Expr>) -> Expr {
+        self.node(
+            at,
+            Kind::Call {
+                target: target.map(Box::new),
+                func: func.to_string(),
+                args,
+            },
+        )
     }
 
-    fn method(&mut self, target: Expr, name: &str, at: usize) -> Result<Expr, CelError> {
-        let kind = match name {
-            "all" => Some(Macro::All),
-            "exists" => Some(Macro::Exists),
-            "exists_one" => Some(Macro::ExistsOne),
-            "map" => Some(Macro::Map),
-            "filter" => Some(Macro::Filter),
-            _ => None,
-        };
-        if let Some(kind) = kind {
-            let var = match self.toks.get(self.pos) {
-                Some((_, Tok::Ident(v))) => v.clone(),
-                _ => return Err(err(self.at(), format!("{name}() needs a variable name"))),
-            };
-            self.pos += 1;
-            self.expect(",")?;
-            self.vars.push(var);
-            let body = self.expr();
-            self.vars.pop();
-            let body = body?;
-            self.expect(")")?;
-            return Ok(Expr::Comprehension {
-                kind,
-                range: Box::new(target),
-                body: Box::new(body),
-            });
+    /// `expr: conditionalOr ('?' conditionalOr ':' expr)?`
+    fn expr(&mut self) -> P {
+        self.expr_depth += 1;
+        if self.expr_depth > MAX_RECURSION_DEPTH {
+            self.error_at(
+                None,
+                format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}"),
+            );
+            return Err(());
         }
-        let func =
-            Func::by_name(name).ok_or_else(|| err(at, format!("undeclared method {name}()")))?;
-        let args = self.args()?;
-        Ok(Expr::Call {
-            target: Some(Box::new(target)),
-            func,
-            args,
-        })
+        let r = self.ternary();
+        self.expr_depth -= 1;
+        r
     }
 
-    fn primary(&mut self) -> Result<Expr, CelError> {
+    fn ternary(&mut self) -> P {
+        let (cond, d0) = self.logical(true)?;
+        if !matches!(self.peek(), Tok::Op("?")) {
+            return Ok((cond, d0));
+        }
         let at = self.at();
-        let Some((_, tok)) = self.toks.get(self.pos).cloned() else {
-            return Err(err(at, "unexpected end of expression"));
-        };
         self.pos += 1;
-        match tok {
-            Tok::Lit(l) => Ok(Expr::Lit(l)),
+        let (a, d1) = self.logical(true)?;
+        self.expect(":")?;
+        let (b, d2) = self.expr()?;
+        let e = self.call(at, "_?_:_", None, vec![cond, a, b]);
+        Ok((e, 1 + d0.max(d1).max(d2)))
+    }
+
+    /// `||` chains (or `&&` chains when `or` is false), built balanced as cel-go does.
+    fn logical(&mut self, or: bool) -> P {
+        let (op, func) = if or { ("||", "_||_") } else { ("&&", "_&&_") };
+        let next = |p: &mut Parser| if or { p.logical(false) } else { p.relation() };
+        let (first, mut depth) = next(self)?;
+        if !matches!(self.peek(), Tok::Op(o) if *o == op) {
+            return Ok((first, depth));
+        }
+        let mut terms = vec![first];
+        let mut ops = Vec::new();
+        while matches!(self.peek(), Tok::Op(o) if *o == op) {
+            ops.push(self.at());
+            self.pos += 1;
+            let (t, d) = next(self)?;
+            depth = depth.max(d);
+            terms.push(t);
+        }
+        let mut terms: Vec<Option<Expr>> = terms.into_iter().map(Some).collect();
+        let e = self.balanced(func, &mut terms, &ops, 0, ops.len() - 1);
+        Ok((e, depth))
+    }
+
+    fn balanced(
+        &mut self,
+        func: &str,
+        terms: &mut [Option<Expr>],
+        ops: &[u32],
+        lo: usize,
+        hi: usize,
+    ) -> Expr {
+        let mid = (lo + hi).div_ceil(2);
+        let left = if mid == lo {
+            terms[mid].take()
+        } else {
+            Some(self.balanced(func, terms, ops, lo, mid - 1))
+        };
+        let right = if mid == hi {
+            terms[mid + 1].take()
+        } else {
+            Some(self.balanced(func, terms, ops, mid + 1, hi))
+        };
+        let args = left.into_iter().chain(right).collect();
+        self.call(ops[mid], func, None, args)
+    }
+
+    fn relation(&mut self) -> P {
+        let (mut lhs, mut depth) = self.calc(0)?;
+        while let Some(func) = relation_op(self.peek()) {
+            let at = self.at();
+            self.pos += 1;
+            let (rhs, d) = self.calc(0)?;
+            lhs = self.call(at, func, None, vec![lhs, rhs]);
+            depth = 1 + depth.max(d);
+        }
+        Ok((lhs, depth))
+    }
+
+    /// Additive (level 0) and multiplicative (level 1) operators, left associative.
+    fn calc(&mut self, level: u8) -> P {
+        let (mut lhs, mut depth) = if level == 0 {
+            self.calc(1)?
+        } else {
+            self.unary()?
+        };
+        loop {
+            let func = match (level, self.peek()) {
+                (0, Tok::Op("+")) => "_+_",
+                (0, Tok::Op("-")) => "_-_",
+                (1, Tok::Op("*")) => "_*_",
+                (1, Tok::Op("/")) => "_/_",
+                (1, Tok::Op("%")) => "_%_",
+                _ => return Ok((lhs, depth)),
+            };
+            let at = self.at();
+            self.pos += 1;
+            let (rhs, d) = if level == 0 {
+                self.calc(1)?
+            } else {
+                self.unary()?
+            };
+            lhs = self.call(at, func, None, vec![lhs, rhs]);
+            depth = 1 + depth.max(d);
+        }
+    }
+
+    fn is_number(t: &Tok) -> bool {
+        matches!(t, Tok::Int(_) | Tok::Uint(_) | Tok::Float(_))
+    }
+
+    fn unary(&mut self) -> P {
+        let first = self.at();
+        if matches!(self.peek(), Tok::Op("!")) {
+            let mut n = 0;
+            while self.eat("!") {
+                n += 1;
+            }
+            let (m, d) = self.member()?;
+            return Ok(if n % 2 == 0 {
+                (m, d)
+            } else {
+                (self.call(first, "!_", None, vec![m]), d)
+            });
+        }
+        if matches!(self.peek(), Tok::Op("-")) {
+            let mut n = 0;
+            while matches!(self.peek_at(n), Tok::Op("-")) {
+                n += 1;
+            }
+            // A single minus before a number is the number's sign (`-9223372036854775808`).
+            if n == 1 && Self::is_number(self.peek_at(1)) {
+                return self.member();
+            }
+            self.pos += n;
+            let (m, d) = self.member()?;
+            return Ok(if n % 2 == 0 {
+                (m, d)
+            } else {
+                (self.call(first, "-_", None, vec![m]), d)
+            });
+        }
+        self.member()
+    }
+
+    fn ident_after_dot(&mut self) -> Result<String, ()> {
+        match self.peek().clone() {
+            Tok::Ident(n) => {
+                self.pos += 1;
+                Ok(n)
+            }
+            Tok::EscIdent(_) => {
+                let at = self.at();
+                self.pos += 1;
+                self.error_at(Some(at), "unsupported syntax: '`'");
+                Err(())
+            }
+            _ => self.syntax_error("IDENTIFIER"),
+        }
+    }
+
+    /// A primary followed by `.field`, `.?field`, `.method(...)`, `[index]`, `[?index]`.
+    fn member(&mut self) -> P {
+        let (mut e, mut depth) = self.primary()?;
+        loop {
+            match self.peek() {
+                Tok::Op(".") => {
+                    let dot = self.at();
+                    self.pos += 1;
+                    let optional = self.eat("?");
+                    let name = self.ident_after_dot()?;
+                    if !optional && matches!(self.peek(), Tok::Op("(")) {
+                        let open = self.at();
+                        self.pos += 1;
+                        let (args, d) = self.expr_list(")")?;
+                        depth = 1 + depth.max(d);
+                        e = self.receiver_call(open, &name, e, args)?;
+                    } else if optional {
+                        let lit = self.node(dot, Kind::Lit(Lit::String(name.into())));
+                        e = self.call(dot, "_?._", None, vec![e, lit]);
+                        depth += 1;
+                    } else {
+                        e = self.node(
+                            dot,
+                            Kind::Select {
+                                operand: Box::new(e),
+                                field: name,
+                                test_only: false,
+                            },
+                        );
+                        depth += 1;
+                    }
+                }
+                Tok::Op("[") => {
+                    let open = self.at();
+                    self.pos += 1;
+                    let optional = self.eat("?");
+                    let (index, d) = self.expr()?;
+                    self.expect("]")?;
+                    let func = if optional { "_[?_]" } else { "_[_]" };
+                    e = self.call(open, func, None, vec![e, index]);
+                    depth = 1 + depth.max(d);
+                }
+                _ => return Ok((e, depth)),
+            }
+        }
+    }
+
+    /// Comma-separated expressions up to `close` (consumed).
+    fn expr_list(&mut self, close: &str) -> Result<(Vec<Expr>, u32), ()> {
+        let mut out = Vec::new();
+        let mut depth = 0;
+        if self.eat(close) {
+            return Ok((out, depth));
+        }
+        loop {
+            let (e, d) = self.expr()?;
+            depth = depth.max(d);
+            out.push(e);
+            if self.eat(close) {
+                return Ok((out, depth));
+            }
+            if !self.eat(",") {
+                return self.syntax_error(&format!("{{',', '{close}'}}"));
+            }
+        }
+    }
+
+    fn literal(&mut self, sign: Option<u32>) -> P {
+        let t = self.toks[self.pos].clone();
+        let at = sign.unwrap_or(t.at);
+        self.pos += 1;
+        let neg = sign.is_some();
+        let lit = match &t.tok {
+            Tok::Int(s) => {
+                let (digits, radix) = match s.strip_prefix("0x") {
+                    Some(h) => (h, 16),
+                    None => (s.as_str(), 10),
+                };
+                let text = if neg {
+                    format!("-{digits}")
+                } else {
+                    digits.to_string()
+                };
+                match i64::from_str_radix(&text, radix) {
+                    Ok(v) => Lit::Int(v),
+                    Err(_) => {
+                        self.error_at(Some(at), "invalid int literal");
+                        return Err(());
+                    }
+                }
+            }
+            Tok::Uint(s) => {
+                let s = &s[..s.len() - 1];
+                let r = match s.strip_prefix("0x") {
+                    Some(h) => u64::from_str_radix(h, 16),
+                    None => s.parse(),
+                };
+                match r {
+                    Ok(v) => Lit::Uint(v),
+                    Err(_) => {
+                        self.error_at(Some(at), "invalid uint literal");
+                        return Err(());
+                    }
+                }
+            }
+            Tok::Float(s) => match parse_double(s) {
+                Some(v) => Lit::Double(if neg { -v } else { v }),
+                None => {
+                    self.error_at(Some(at), "invalid double literal");
+                    return Err(());
+                }
+            },
+            Tok::Str(s) => match unescape(s, false) {
+                Ok(b) => match String::from_utf8(b) {
+                    Ok(s) => Lit::String(s.into()),
+                    Err(_) => {
+                        self.error_at(Some(at), "invalid unicode code point");
+                        return Err(());
+                    }
+                },
+                Err(m) => {
+                    self.error_at(Some(at), m);
+                    return Err(());
+                }
+            },
+            Tok::Bytes(s) => match unescape(s, true) {
+                Ok(b) => Lit::Bytes(b.into()),
+                Err(m) => {
+                    self.error_at(Some(at), m);
+                    return Err(());
+                }
+            },
+            Tok::True => Lit::Bool(true),
+            Tok::False => Lit::Bool(false),
+            Tok::Null => Lit::Null,
+            _ => {
+                self.pos -= 1;
+                return self.syntax_error("");
+            }
+        };
+        Ok((self.node(at, Kind::Lit(lit)), 0))
+    }
+
+    fn primary(&mut self) -> P {
+        let at = self.at();
+        match self.peek().clone() {
+            Tok::Op("-") if Self::is_number(self.peek_at(1)) => {
+                self.pos += 1;
+                self.literal(Some(at))
+            }
+            Tok::Int(_)
+            | Tok::Uint(_)
+            | Tok::Float(_)
+            | Tok::Str(_)
+            | Tok::Bytes(_)
+            | Tok::True
+            | Tok::False
+            | Tok::Null => self.literal(None),
             Tok::Op("(") => {
+                self.pos += 1;
                 let e = self.expr()?;
                 self.expect(")")?;
                 Ok(e)
             }
             Tok::Op("[") => {
-                let mut items = Vec::new();
-                if !self.eat("]") {
-                    loop {
-                        items.push(self.expr()?);
-                        if self.eat("]") {
-                            break;
-                        }
-                        self.expect(",")?;
-                        if self.eat("]") {
-                            break;
-                        }
+                self.pos += 1;
+                let mut elems = Vec::new();
+                let mut optional = Vec::new();
+                let mut depth = 0;
+                while !self.eat("]") {
+                    let opt = self.eat("?");
+                    let (e, d) = self.expr()?;
+                    depth = depth.max(d);
+                    elems.push(e);
+                    optional.push(opt);
+                    if self.eat("]") {
+                        break;
+                    }
+                    if !self.eat(",") {
+                        return self.syntax_error("{',', ']'}");
                     }
                 }
-                Ok(Expr::List(items))
+                Ok((self.node(at, Kind::List { elems, optional }), depth))
             }
             Tok::Op("{") => {
+                self.pos += 1;
                 let mut entries = Vec::new();
-                if !self.eat("}") {
-                    loop {
-                        let k = self.expr()?;
-                        self.expect(":")?;
-                        let v = self.expr()?;
-                        entries.push((k, v));
-                        if self.eat("}") {
-                            break;
-                        }
-                        self.expect(",")?;
-                        if self.eat("}") {
-                            break;
-                        }
-                    }
-                }
-                Ok(Expr::Map(entries))
-            }
-            Tok::Ident(name) => {
-                if self.eat("(") {
-                    if name == "has" {
-                        let arg = self.expr()?;
-                        self.expect(")")?;
-                        return match arg {
-                            Expr::Member(t, f) => Ok(Expr::Has(t, f)),
-                            Expr::Index(t, k) => match *k {
-                                Expr::Lit(Lit::Str(f)) => Ok(Expr::Has(t, f)),
-                                _ => Err(err(at, "has() needs a field selection such as has(x.f)")),
-                            },
-                            _ => Err(err(at, "has() needs a field selection such as has(x.f)")),
-                        };
-                    }
-                    let func = Func::by_name(&name)
-                        .ok_or_else(|| err(at, format!("undeclared function {name}()")))?;
-                    let args = self.args()?;
-                    return Ok(Expr::Call {
-                        target: None,
-                        func,
-                        args,
+                let mut depth = 0;
+                while !self.eat("}") {
+                    let opt = self.eat("?");
+                    let (key, d1) = self.expr()?;
+                    let col = self.at();
+                    self.expect(":")?;
+                    let (value, d2) = self.expr()?;
+                    depth = depth.max(d1).max(d2);
+                    let id = self.new_id(col);
+                    entries.push(Entry {
+                        id,
+                        key,
+                        value,
+                        optional: opt,
                     });
+                    if self.eat("}") {
+                        break;
+                    }
+                    if !self.eat(",") {
+                        return self.syntax_error("{',', '}'}");
+                    }
                 }
-                if let Some(depth) = self.vars.iter().rposition(|v| *v == name) {
-                    return Ok(Expr::Var(depth));
-                }
-                if name == "device" {
-                    return Ok(Expr::Device);
-                }
-                Err(err(at, format!("undeclared reference to {name:?}")))
+                Ok((self.node(at, Kind::Map { entries }), depth))
             }
-            Tok::Op(o) => Err(err(at, format!("unexpected {o:?}"))),
+            Tok::Op(".") | Tok::Ident(_) => {
+                let leading = self.eat(".");
+                let name = match self.peek().clone() {
+                    Tok::Ident(n) => n,
+                    _ => return self.syntax_error("IDENTIFIER"),
+                };
+                let name_at = self.at();
+                // `a.b.C{...}`: a message literal.
+                let mut k = 1;
+                while matches!(self.peek_at(k), Tok::Op("."))
+                    && matches!(self.peek_at(k + 1), Tok::Ident(_))
+                {
+                    k += 2;
+                }
+                if matches!(self.peek_at(k), Tok::Op("{")) {
+                    return self.message(leading);
+                }
+                self.pos += 1;
+                if RESERVED.contains(&name.as_str()) {
+                    self.error_at(Some(name_at), format!("reserved identifier: {name}"));
+                    return Err(());
+                }
+                let full = if leading { format!(".{name}") } else { name };
+                if matches!(self.peek(), Tok::Op("(")) {
+                    let open = self.at();
+                    self.pos += 1;
+                    let (args, d) = self.expr_list(")")?;
+                    let e = self.global_call(open, &full, args)?;
+                    return Ok((e, d));
+                }
+                Ok((self.node(name_at, Kind::Ident(full)), 0))
+            }
+            _ => self.syntax_error(
+                "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, \
+                 NUM_UINT, STRING, BYTES, IDENTIFIER}",
+            ),
         }
     }
+
+    fn message(&mut self, leading: bool) -> P {
+        let mut name = if leading { ".".to_string() } else { String::new() };
+        loop {
+            if let Tok::Ident(n) = self.peek().clone() {
+                name.push_str(&n);
+                self.pos += 1;
+            }
+            if self.eat(".") {
+                name.push('.');
+                continue;
+            }
+            break;
+        }
+        let at = self.at();
+        self.expect("{")?;
+        let mut fields = Vec::new();
+        let mut depth = 0;
+        while !self.eat("}") {
+            let opt = self.eat("?");
+            let field = self.ident_after_dot()?;
+            let col = self.at();
+            self.expect(":")?;
+            let (v, d) = self.expr()?;
+            depth = depth.max(d);
+            let id = self.new_id(col);
+            fields.push((id, field, v, opt));
+            if self.eat("}") {
+                break;
+            }
+            if !self.eat(",") {
+                return self.syntax_error("{',', '}'}");
+            }
+        }
+        Ok((
+            self.node(
+                at,
+                Kind::Struct {
+                    type_name: name,
+                    fields,
+                },
+            ),
+            depth,
+        ))
+    }
+
+    fn ident_name(e: &Expr) -> Option<&str> {
+        match &e.kind {
+            Kind::Ident(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    fn macro_error(&mut self, e: &Expr, message: impl Into<String>) -> Result<Expr, ()> {
+        let at = self.positions[e.id as usize];
+        self.error_at(Some(at), message);
+        Err(())
+    }
+
+    fn lit(&mut self, at: u32, l: Lit) -> Expr {
+        self.node(at, Kind::Lit(l))
+    }
+
+    fn accu(&mut self, at: u32) -> Expr {
+        self.node(at, Kind::Ident(ACCU.into()))
+    }
+
+    fn comprehension(&mut self, at: u32, c: Comprehension) -> Expr {
+        self.node(at, Kind::Comprehension(Box::new(c)))
+    }
+
+    fn global_call(&mut self, at: u32, func: &str, mut args: Vec<Expr>) -> Result<Expr, ()> {
+        if func == "has" && args.len() == 1 {
+            let arg = args.pop().ok_or(())?;
+            return match arg.kind {
+                Kind::Select { operand, field, .. } => Ok(self.node(
+                    at,
+                    Kind::Select {
+                        operand,
+                        field,
+                        test_only: true,
+                    },
+                )),
+                _ => {
+                    let e = Expr { id: arg.id, kind: Kind::Lit(Lit::Null) };
+                    self.macro_error(&e, "invalid argument to has() macro")
+                }
+            };
+        }
+        Ok(self.call(at, func, None, args))
+    }
+
+    fn iter_var(&mut self, e: &Expr) -> Result<String, ()> {
+        match Self::ident_name(e) {
+            Some(v) if v == ACCU || v == "__result__" => {
+                self.macro_error(e, "iteration variable overwrites accumulator variable")?;
+                Err(())
+            }
+            Some(v) => Ok(v.to_string()),
+            None => {
+                self.macro_error(e, "argument must be a simple name")?;
+                Err(())
+            }
+        }
+    }
+
+    fn iter_vars(&mut self, a: &Expr, b: &Expr) -> Result<(String, String), ()> {
+        let v1 = match Self::ident_name(a) {
+            Some(v) => v.to_string(),
+            None => {
+                self.macro_error(a, "argument must be a simple name")?;
+                return Err(());
+            }
+        };
+        let v2 = match Self::ident_name(b) {
+            Some(v) => v.to_string(),
+            None => {
+                self.macro_error(b, "argument must be a simple name")?;
+                return Err(());
+            }
+        };
+        if v1 == v2 {
+            self.macro_error(b, format!("duplicate variable name: {v1}"))?;
+        }
+        if v1 == ACCU || v1 == "__result__" {
+            self.macro_error(a, "iteration variable overwrites accumulator variable")?;
+        }
+        if v2 == ACCU || v2 == "__result__" {
+            self.macro_error(b, "iteration variable overwrites accumulator variable")?;
+        }
+        Ok((v1, v2))
+    }
+
+    /// `target.name(args)`: a macro when one matches name, receiver and argument count.
+    fn receiver_call(
+        &mut self,
+        at: u32,
+        name: &str,
+        target: Expr,
+        mut args: Vec<Expr>,
+    ) -> Result<Expr, ()> {
+        let n = args.len();
+        match (name, n) {
+            ("all" | "exists" | "exists_one" | "existsOne", 2) => {
+                let v = self.iter_var(&args[0])?;
+                let body = args.pop().ok_or(())?;
+                let kind = if name == "all" {
+                    0
+                } else if name == "exists" {
+                    1
+                } else {
+                    2
+                };
+                Ok(self.quantifier(at, kind, target, v, None, body))
+            }
+            ("all" | "exists" | "exists_one" | "existsOne", 3) => {
+                let (v1, v2) = self.iter_vars(&args[0], &args[1])?;
+                let body = args.pop().ok_or(())?;
+                let kind = if name == "all" {
+                    0
+                } else if name == "exists" {
+                    1
+                } else {
+                    2
+                };
+                Ok(self.quantifier(at, kind, target, v1, Some(v2), body))
+            }
+            ("map", 2 | 3) | ("filter", 2) => {
+                let v = match Self::ident_name(&args[0]) {
+                    Some(v) if v == ACCU || v == "__result__" => {
+                        return self
+                            .macro_error(&args[0], "iteration variable overwrites accumulator variable");
+                    }
+                    Some(v) => v.to_string(),
+                    None => return self.macro_error(&args[0], "argument is not an identifier"),
+                };
+                let (filter, transform) = if name == "filter" {
+                    let f = args.pop().ok_or(())?;
+                    let var = args.pop().ok_or(())?;
+                    (Some(f), var)
+                } else if n == 3 {
+                    let t = args.pop().ok_or(())?;
+                    let f = args.pop().ok_or(())?;
+                    (Some(f), t)
+                } else {
+                    (None, args.pop().ok_or(())?)
+                };
+                Ok(self.transform_list(at, target, v, None, filter, transform))
+            }
+            ("transformList", 3 | 4) | ("transformMap", 3 | 4) | ("transformMapEntry", 3 | 4) => {
+                let (v1, v2) = self.iter_vars(&args[0], &args[1])?;
+                let transform = args.pop().ok_or(())?;
+                let filter = if n == 4 { args.pop() } else { None };
+                if name == "transformList" {
+                    return Ok(self.transform_list(at, target, v1, Some(v2), filter, transform));
+                }
+                let accu = self.accu(at);
+                let mut ins = vec![accu];
+                if name == "transformMap" {
+                    let k = self.node(at, Kind::Ident(v1.clone()));
+                    ins.push(k);
+                }
+                ins.push(transform);
+                let mut step = self.call(at, "cel.@mapInsert", None, ins);
+                if let Some(f) = filter {
+                    let a = self.accu(at);
+                    step = self.call(at, "_?_:_", None, vec![f, step, a]);
+                }
+                let init = self.node(at, Kind::Map { entries: vec![] });
+                let cond = self.lit(at, Lit::Bool(true));
+                let result = self.accu(at);
+                Ok(self.comprehension(
+                    at,
+                    Comprehension {
+                        iter_var: v1,
+                        iter_var2: Some(v2),
+                        range: target,
+                        accu_var: ACCU.into(),
+                        accu_init: init,
+                        cond,
+                        step,
+                        result,
+                    },
+                ))
+            }
+            ("bind", 3) if Self::ident_name(&target) == Some("cel") => {
+                let var = match Self::ident_name(&args[0]) {
+                    Some(v) => v.to_string(),
+                    None => {
+                        return self
+                            .macro_error(&args[0], "cel.bind() variable names must be simple identifiers");
+                    }
+                };
+                let result = args.pop().ok_or(())?;
+                let init = args.pop().ok_or(())?;
+                Ok(self.bind(at, var, init, result))
+            }
+            ("optMap" | "optFlatMap", 2) => {
+                let var = match Self::ident_name(&args[0]) {
+                    Some(v) => v.to_string(),
+                    None => {
+                        return self.macro_error(
+                            &args[0],
+                            format!("{name}() variable name must be a simple identifier"),
+                        );
+                    }
+                };
+                let body = args.pop().ok_or(())?;
+                let copy = target.clone();
+                let copy = self.renumber(copy);
+                let has = self.call(at, "hasValue", Some(target), vec![]);
+                let value = self.call(at, "value", Some(copy), vec![]);
+                let mut mapped = self.bind(at, var, value, body);
+                if name == "optMap" {
+                    mapped = self.call(at, "optional.of", None, vec![mapped]);
+                }
+                let none = self.call(at, "optional.none", None, vec![]);
+                Ok(self.call(at, "_?_:_", None, vec![has, mapped, none]))
+            }
+            ("sortBy", 2) => {
+                let ok = matches!(
+                    target.kind,
+                    Kind::List { .. } | Kind::Select { .. } | Kind::Ident(_) | Kind::Comprehension(_) | Kind::Call { .. }
+                );
+                if !ok {
+                    return self.macro_error(
+                        &target,
+                        "sortBy can only be applied to a list, identifier, comprehension, call or select expression",
+                    );
+                }
+                let v = match Self::ident_name(&args[0]) {
+                    Some(v) if v == ACCU || v == "__result__" => {
+                        return self
+                            .macro_error(&args[0], "iteration variable overwrites accumulator variable");
+                    }
+                    Some(v) => v.to_string(),
+                    None => return self.macro_error(&args[0], "argument is not an identifier"),
+                };
+                let key = args.pop().ok_or(())?;
+                let input = "@__sortBy_input__";
+                let range = self.node(at, Kind::Ident(input.into()));
+                let keys = self.transform_list(at, range, v, None, None, key);
+                let recv = self.node(at, Kind::Ident(input.into()));
+                let sorted = self.call(at, "@sortByAssociatedKeys", Some(recv), vec![keys]);
+                Ok(self.bind(at, input.into(), target, sorted))
+            }
+            _ => Ok(self.call(at, name, Some(target), args)),
+        }
+    }
+
+    /// A copy of a subtree with fresh ids (a macro that uses its target twice).
+    fn renumber(&mut self, e: Expr) -> Expr {
+        let at = self.positions[e.id as usize];
+        let kind = match e.kind {
+            Kind::Select {
+                operand,
+                field,
+                test_only,
+            } => Kind::Select {
+                operand: Box::new(self.renumber(*operand)),
+                field,
+                test_only,
+            },
+            Kind::Call { target, func, args } => Kind::Call {
+                target: target.map(|t| Box::new(self.renumber(*t))),
+                func,
+                args: args.into_iter().map(|a| self.renumber(a)).collect(),
+            },
+            Kind::List { elems, optional } => Kind::List {
+                elems: elems.into_iter().map(|a| self.renumber(a)).collect(),
+                optional,
+            },
+            Kind::Map { entries } => Kind::Map {
+                entries: entries
+                    .into_iter()
+                    .map(|en| {
+                        let at = self.positions[en.id as usize];
+                        Entry {
+                            id: self.new_id(at),
+                            key: self.renumber(en.key),
+                            value: self.renumber(en.value),
+                            optional: en.optional,
+                        }
+                    })
+                    .collect(),
+            },
+            Kind::Struct { type_name, fields } => Kind::Struct {
+                type_name,
+                fields: fields
+                    .into_iter()
+                    .map(|(id, f, v, o)| {
+                        let at = self.positions[id as usize];
+                        (self.new_id(at), f, self.renumber(v), o)
+                    })
+                    .collect(),
+            },
+            Kind::Comprehension(c) => {
+                let c = *c;
+                Kind::Comprehension(Box::new(Comprehension {
+                    range: self.renumber(c.range),
+                    accu_init: self.renumber(c.accu_init),
+                    cond: self.renumber(c.cond),
+                    step: self.renumber(c.step),
+                    result: self.renumber(c.result),
+                    ..c
+                }))
+            }
+            k => k,
+        };
+        self.node(at, kind)
+    }
+
+    /// `cel.bind(var, init, result)`: a comprehension over nothing whose accumulator is `var`.
+    fn bind(&mut self, at: u32, var: String, init: Expr, result: Expr) -> Expr {
+        let range = self.node(
+            at,
+            Kind::List {
+                elems: vec![],
+                optional: vec![],
+            },
+        );
+        let cond = self.lit(at, Lit::Bool(false));
+        let step = self.node(at, Kind::Ident(var.clone()));
+        self.comprehension(
+            at,
+            Comprehension {
+                iter_var: "#unused".into(),
+                iter_var2: None,
+                range,
+                accu_var: var,
+                accu_init: init,
+                cond,
+                step,
+                result,
+            },
+        )
+    }
+
+    /// all (0), exists (1), exists_one (2).
+    fn quantifier(
+        &mut self,
+        at: u32,
+        kind: u8,
+        range: Expr,
+        v1: String,
+        v2: Option<String>,
+        body: Expr,
+    ) -> Expr {
+        let (init, cond, step, result) = match kind {
+            0 => {
+                let init = self.lit(at, Lit::Bool(true));
+                let a = self.accu(at);
+                let cond = self.call(at, "@not_strictly_false", None, vec![a]);
+                let a = self.accu(at);
+                let step = self.call(at, "_&&_", None, vec![a, body]);
+                (init, cond, step, self.accu(at))
+            }
+            1 => {
+                let init = self.lit(at, Lit::Bool(false));
+                let a = self.accu(at);
+                let not = self.call(at, "!_", None, vec![a]);
+                let cond = self.call(at, "@not_strictly_false", None, vec![not]);
+                let a = self.accu(at);
+                let step = self.call(at, "_||_", None, vec![a, body]);
+                (init, cond, step, self.accu(at))
+            }
+            _ => {
+                let init = self.lit(at, Lit::Int(0));
+                let cond = self.lit(at, Lit::Bool(true));
+                let a = self.accu(at);
+                let one = self.lit(at, Lit::Int(1));
+                let inc = self.call(at, "_+_", None, vec![a, one]);
+                let a = self.accu(at);
+                let step = self.call(at, "_?_:_", None, vec![body, inc, a]);
+                let a = self.accu(at);
+                let one = self.lit(at, Lit::Int(1));
+                let result = self.call(at, "_==_", None, vec![a, one]);
+                (init, cond, step, result)
+            }
+        };
+        self.comprehension(
+            at,
+            Comprehension {
+                iter_var: v1,
+                iter_var2: v2,
+                range,
+                accu_var: ACCU.into(),
+                accu_init: init,
+                cond,
+                step,
+                result,
+            },
+        )
+    }
+
+    /// `map`, `filter` and `transformList`: `accu + [transform]`, under the filter if any.
+    fn transform_list(
+        &mut self,
+        at: u32,
+        range: Expr,
+        v1: String,
+        v2: Option<String>,
+        filter: Option<Expr>,
+        transform: Expr,
+    ) -> Expr {
+        let init = self.node(
+            at,
+            Kind::List {
+                elems: vec![],
+                optional: vec![],
+            },
+        );
+        let cond = self.lit(at, Lit::Bool(true));
+        let a = self.accu(at);
+        let one = self.node(
+            at,
+            Kind::List {
+                elems: vec![transform],
+                optional: vec![false],
+            },
+        );
+        let mut step = self.call(at, "_+_", None, vec![a, one]);
+        if let Some(f) = filter {
+            let a = self.accu(at);
+            step = self.call(at, "_?_:_", None, vec![f, step, a]);
+        }
+        let result = self.accu(at);
+        self.comprehension(
+            at,
+            Comprehension {
+                iter_var: v1,
+                iter_var2: v2,
+                range,
+                accu_var: ACCU.into(),
+                accu_init: init,
+                cond,
+                step,
+                result,
+            },
+        )
+    }
+}
+
+/// Words the grammar lexes as identifiers but CEL reserves.
+const RESERVED: [&str; 17] = [
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// A double literal as Go's `strconv.ParseFloat` reads it: out of range is an error.
+fn parse_double(s: &str) -> Option<f64> {
+    let v: f64 = s.parse().ok()?;
+    if v.is_infinite() {
+        return None;
+    }
+    Some(v)
 }

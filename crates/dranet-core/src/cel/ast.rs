@@ -1,0 +1,80 @@
+//! The syntax tree the parser produces and the checker annotates: CEL's own shape (operators
+//! are calls such as `_+_`, macros are expanded into comprehensions), so every later stage
+//! follows the language definition rather than our parser's choices.
+
+use std::rc::Rc;
+
+/// Node id, an index into the per-node tables (positions, types, references).
+pub(crate) type Id = u32;
+
+/// A literal.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Lit {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    String(Rc<str>),
+    Bytes(Rc<[u8]>),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Expr {
+    pub id: Id,
+    pub kind: Kind,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Kind {
+    Lit(Lit),
+    Ident(String),
+    /// `operand.field`; `test_only` is the `has()` form.
+    Select {
+        operand: Box<Expr>,
+        field: String,
+        test_only: bool,
+    },
+    /// A function or operator; `target` is the receiver of a member call.
+    Call {
+        target: Option<Box<Expr>>,
+        func: String,
+        args: Vec<Expr>,
+    },
+    /// `[a, ?b]`: `optional[i]` marks `?` elements.
+    List {
+        elems: Vec<Expr>,
+        optional: Vec<bool>,
+    },
+    /// `{k: v, ?k2: v2}`.
+    Map { entries: Vec<Entry> },
+    /// `Name{field: value}`: no message types are declared, so always a compile error.
+    Struct {
+        type_name: String,
+        fields: Vec<(Id, String, Expr, bool)>,
+    },
+    Comprehension(Box<Comprehension>),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub id: Id,
+    pub key: Expr,
+    pub value: Expr,
+    pub optional: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Comprehension {
+    pub iter_var: String,
+    pub iter_var2: Option<String>,
+    pub range: Expr,
+    pub accu_var: String,
+    pub accu_init: Expr,
+    pub cond: Expr,
+    pub step: Expr,
+    pub result: Expr,
+}
+
+/// The accumulator of macro-generated comprehensions (a name no user identifier can spell).
+pub(crate) const ACCU: &str = "@result";
