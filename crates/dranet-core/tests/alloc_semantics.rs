@@ -186,7 +186,7 @@ fn search_backtracks_when_a_greedy_choice_blocks_a_later_request() {
         "n",
         &[
             ("d0", json!({"x": {"int": 1}, "y": {"int": 1}})),
-            ("d1", json!({"x": {"int": 1}})),
+            ("d1", json!({"x": {"int": 1}, "y": {"int": 0}})),
         ],
     );
     let a = Allocator::from_json(&[s], &classes()).unwrap();
@@ -243,18 +243,23 @@ fn all_mode_takes_every_matching_device() {
 }
 
 #[test]
-fn all_mode_fails_on_an_incomplete_pool_and_exact_count_does_not() {
-    // The pool says two slices, only one is present.
+fn all_mode_over_an_incomplete_pool_is_an_error_and_exact_count_is_not() {
+    // The pool says two slices, only one is present: the scheduler refuses `All` outright
+    // (an error, not "does not fit"), and allocates single devices from it.
     let s = slice_gen("dra.net", "n", 1, 2, &[("nic0", json!({}))]);
     let a = Allocator::from_json(&[s], &classes()).unwrap();
     assert!(a.warnings().iter().any(|w| w.contains("incomplete")));
     let mut r = req("all", "nic", &[]);
     r["exactly"]["allocationMode"] = json!("All");
-    let (_, reason) = unsat(
-        a.allocate_spec(&claim(json!({"requests": [r]})), &[])
-            .unwrap_err(),
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [r]})), &[])
+        .unwrap_err();
+    assert!(
+        matches!(&e, AllocError::AllOverUnusablePool { request, pool, .. } if request == "all" && pool == "dra.net/n"),
+        "{e:?}"
     );
-    assert!(reason.contains("incomplete"), "{reason}");
+    assert!(!e.is_unsatisfiable());
+    assert!(e.to_string().contains("incomplete"), "{e}");
     assert!(
         a.allocate_spec(&claim(json!({"requests": [req("one", "nic", &[])]})), &[])
             .is_ok()
@@ -466,8 +471,9 @@ fn constraints_can_name_one_sub_request() {
 }
 
 #[test]
-fn a_cel_runtime_error_only_rejects_that_device() {
-    // Only nic1 has `model`: the others fail the lookup and are skipped.
+fn a_cel_runtime_error_fails_the_claim_when_the_search_reaches_it() {
+    // nic0 lacks `model`: the scheduler evaluates the selector on it first and stops with an
+    // error of the claim (`selector #0: CEL runtime error: no such key: model`).
     let s = slice(
         "dra.net",
         "n",
@@ -480,16 +486,69 @@ fn a_cel_runtime_error_only_rejects_that_device() {
     let c = claim(
         json!({"requests": [req("r", "nic", &[r#"device.attributes["dra.net"].model == "cx7""#])]}),
     );
+    let e = a.allocate_spec(&c, &[]).unwrap_err();
+    match &e {
+        AllocError::CelRuntime {
+            request,
+            class,
+            selector,
+            device,
+            error,
+        } => {
+            assert_eq!(
+                (request.as_str(), class, *selector, device.device.as_str()),
+                ("r", &None, 0, "nic0")
+            );
+            assert!(error.contains("no such key: model"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!e.is_unsatisfiable());
+    // Guarded with `in`, the selector no longer fails.
+    let c = claim(
+        json!({"requests": [req("r", "nic", &[r#""model" in device.attributes["dra.net"] && device.attributes["dra.net"].model == "cx7""#])]}),
+    );
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("r", "nic1")])
     );
-    // When no device is left, the message shows the runtime error.
-    let c = claim(
-        json!({"requests": [req("r", "nic", &[r#"device.attributes["dra.net"].vendor == "x""#])]}),
+    // A solution found before the failing device is reached wins: nic1 is first here.
+    let s = slice(
+        "dra.net",
+        "n",
+        &[
+            ("nic1", json!({"model": {"string": "cx7"}})),
+            ("nic0", json!({})),
+        ],
     );
-    let (_, reason) = unsat(a.allocate_spec(&c, &[]).unwrap_err());
-    assert!(reason.contains("no such key: vendor"), "{reason}");
+    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    let c = claim(
+        json!({"requests": [req("r", "nic", &[r#"device.attributes["dra.net"].model == "cx7""#])]}),
+    );
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("r", "nic1")])
+    );
+    // A device already in use is skipped before its selector runs: with nic0 held by
+    // another claim, the first order no longer fails.
+    let s = slice(
+        "dra.net",
+        "n",
+        &[
+            ("nic0", json!({})),
+            ("nic1", json!({"model": {"string": "cx7"}})),
+        ],
+    );
+    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    let taken = [DeviceId {
+        driver: "dra.net".into(),
+        pool: "n".into(),
+        device: "nic0".into(),
+    }];
+    assert_eq!(
+        names(&a.allocate_spec(&c, &taken).unwrap()),
+        pairs(&[("r", "nic1")])
+    );
 }
 
 #[test]
@@ -592,12 +651,18 @@ fn malformed_slices_are_errors_naming_slice_and_device() {
             .to_string()
             .contains("invalid semver")
     );
+    // A device name twice makes the pool invalid: an error once the search reaches it.
     let s = slice("dra.net", "n", &[("nic0", json!({})), ("nic0", json!({}))]);
-    assert!(
-        Allocator::from_json(&[s], &classes())
-            .unwrap_err()
-            .to_string()
-            .contains("appears twice")
+    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [req("r", "nic", &[])]})), &[])
+        .unwrap_err();
+    assert_eq!(
+        e,
+        AllocError::InvalidPool {
+            pool: "dra.net/n".into(),
+            reason: "duplicate device name nic0".into()
+        }
     );
     let e = Allocator::from_json(&[json!({"spec": 3})], &classes()).unwrap_err();
     assert!(matches!(e, AllocError::InvalidSlice { .. }), "{e:?}");
@@ -605,23 +670,33 @@ fn malformed_slices_are_errors_naming_slice_and_device() {
 
 #[test]
 fn no_claim_gets_more_than_32_devices() {
+    // The scheduler refuses such a claim (an error), it does not try other nodes.
     let a = Allocator::from_json(&[nics(40)], &classes()).unwrap();
     let mut r = req("r", "nic", &[]);
     r["exactly"]["allocationMode"] = json!("All");
-    let (_, reason) = unsat(
-        a.allocate_spec(&claim(json!({"requests": [r]})), &[])
-            .unwrap_err(),
-    );
-    assert!(reason.contains("more than 32"), "{reason}");
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [r]})), &[])
+        .unwrap_err();
+    assert_eq!(e, AllocError::TooManyDevices { needed: 40 });
+    assert!(e.to_string().contains("more than the limit of 32"), "{e}");
+    let mut r = req("r", "nic", &[]);
+    r["exactly"]["count"] = json!(33);
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [r]})), &[])
+        .unwrap_err();
+    assert_eq!(e, AllocError::TooManyDevices { needed: 33 });
 }
 
 #[test]
-fn unsupported_features_are_errors_not_silent_mismatches() {
+fn capacity_requests_are_refused_as_the_scheduler_does() {
+    // Consumable capacity is alpha in 1.34: the scheduler refuses such requests unless its
+    // gate is on, and this engine does not model it.
     let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
     let mut r = req("r", "nic", &[]);
-    r["exactly"]["adminAccess"] = json!(true);
+    r["exactly"]["capacity"] = json!({"requests": {"dra.net/bw": "1Gi"}});
     let e = a.compile(&claim(json!({"requests": [r]}))).unwrap_err();
-    assert!(matches!(e, AllocError::Unsupported { .. }), "{e:?}");
+    assert!(matches!(e, AllocError::FeatureDisabled { .. }), "{e:?}");
+    assert!(e.to_string().contains("DRAConsumableCapacity"), "{e}");
 }
 
 #[test]
@@ -639,5 +714,46 @@ fn first_available_that_cannot_be_met_names_every_sub_request() {
     assert!(
         reason.contains("net/two: needs 2") && reason.contains("net/gpu: needs 1"),
         "{reason}"
+    );
+}
+
+#[test]
+fn all_mode_under_match_attribute_is_an_error_when_a_device_breaks_it() {
+    // The scheduler takes every matching device for `All`; one whose value differs breaks the
+    // constraint, which it reports as an error of the claim (not "does not fit").
+    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let mut r = req("all", "nic", &[]);
+    r["exactly"]["allocationMode"] = json!("All");
+    let c = claim(
+        json!({"requests": [r.clone()], "constraints": [{"matchAttribute": "dra.net/numaNode"}]}),
+    );
+    let e = a.allocate_spec(&c, &[]).unwrap_err();
+    match &e {
+        AllocError::ConstraintViolated {
+            request,
+            device,
+            constraint,
+        } => {
+            assert_eq!((request.as_str(), device.device.as_str()), ("all", "nic1"));
+            assert!(
+                constraint.contains("matchAttribute dra.net/numaNode"),
+                "{constraint}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!e.is_unsatisfiable());
+    // Devices that all share the value are fine.
+    let mut r = req(
+        "all",
+        "nic",
+        &[r#"device.attributes["dra.net"].numaNode == 1"#],
+    );
+    r["exactly"]["allocationMode"] = json!("All");
+    let c =
+        claim(json!({"requests": [r], "constraints": [{"matchAttribute": "dra.net/numaNode"}]}));
+    assert_eq!(
+        names(&a.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("all", "nic1"), ("all", "nic3")])
     );
 }

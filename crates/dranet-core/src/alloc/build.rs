@@ -1,0 +1,398 @@
+//! From ResourceSlices to the pools and devices the search walks, the way the scheduler
+//! gathers them: node scope first, then per `(driver, pool)` the newest generation, slices in
+//! the order given.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::NodeSelector;
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice};
+
+use super::node::{SliceScope, device_on_node, slice_scope};
+use super::{AllocError, Allocator, ClassEntry, Device, DeviceId, Options, Pool};
+use crate::cel::{AttributeValue, CelError, DeviceAttributes, Program, Quantity, Semver};
+
+/// Where a slice's (or, with `perDeviceNodeSelection`, a device's) devices can be used.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Placement {
+    pub node_name: Option<String>,
+    pub node_selector: Option<NodeSelector>,
+}
+
+/// What the search needs of a slice beyond its devices.
+#[derive(Debug, Clone)]
+pub(super) struct SliceInfo {
+    pub name: String,
+    pub placement: Placement,
+}
+
+/// A slice's shared counters (partitionable devices): counter sets by name, each counter's
+/// total. Keyed by slice name, as the scheduler keys them.
+#[derive(Debug, Clone)]
+pub(super) struct SliceCounters {
+    pub slice: String,
+    /// Every counter of every set: the set, the counter, the total.
+    pub totals: Vec<(String, String, Quantity)>,
+}
+
+/// What one device consumes from its slice's counters: (index into
+/// [`SliceCounters::totals`], amount). Consumption of counters the slice does not declare is
+/// dropped: the scheduler never checks it.
+#[derive(Debug, Clone)]
+pub(super) struct CounterUse {
+    pub owner: Option<usize>,
+    pub uses: Vec<(usize, Quantity)>,
+}
+
+fn slice_label(s: &ResourceSlice, i: usize) -> String {
+    s.metadata
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("#{i} (unnamed)"))
+}
+
+/// Converts one API attribute; `raw` is the attribute's JSON, for list types the v1.34 structs
+/// cannot carry.
+fn convert_attr(
+    a: &k8s_openapi::api::resource::v1::DeviceAttribute,
+    raw: Option<&serde_json::Value>,
+) -> Result<AttributeValue, String> {
+    let mut vals = Vec::new();
+    if let Some(b) = a.bool {
+        vals.push(AttributeValue::Bool(b));
+    }
+    if let Some(i) = a.int {
+        vals.push(AttributeValue::Int(i));
+    }
+    if let Some(s) = &a.string {
+        vals.push(AttributeValue::String(s.clone()));
+    }
+    if let Some(v) = &a.version {
+        vals.push(AttributeValue::Version(Semver::parse(v)?));
+    }
+    if let Some(raw) = raw {
+        if let Some(list) = raw.get("ints") {
+            let v: Vec<i64> = serde_json::from_value(list.clone())
+                .map_err(|e| format!("ints must be a list of integers: {e}"))?;
+            vals.push(AttributeValue::Ints(v));
+        }
+        if let Some(list) = raw.get("strings") {
+            let v: Vec<String> = serde_json::from_value(list.clone())
+                .map_err(|e| format!("strings must be a list of strings: {e}"))?;
+            vals.push(AttributeValue::Strings(v));
+        }
+    }
+    match vals.len() {
+        1 => Ok(vals.remove(0)),
+        0 => Err("no value (expected one of bool, int, string, version, ints, strings)".into()),
+        _ => Err("more than one value type is set".into()),
+    }
+}
+
+/// Compiles a selector list; the error names the expression (empty when a selector has no
+/// `cel`).
+pub(super) fn selector_programs(
+    selectors: &Option<Vec<DeviceSelector>>,
+) -> Result<Vec<Program>, (String, CelError)> {
+    let mut out = Vec::new();
+    for s in selectors.iter().flatten() {
+        match &s.cel {
+            Some(c) => {
+                out.push(Program::compile(&c.expression).map_err(|e| (c.expression.clone(), e))?)
+            }
+            None => {
+                return Err((
+                    String::new(),
+                    CelError::Syntax {
+                        position: 0,
+                        message: "selector has no cel expression".into(),
+                    },
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+struct PoolBuild {
+    generation: i64,
+    /// Indexes into the input, in the order the scheduler adds them.
+    slices: Vec<usize>,
+}
+
+pub(super) fn build(
+    slices: &[(&ResourceSlice, Option<&serde_json::Value>)],
+    classes: &[DeviceClass],
+    options: &Options,
+) -> Result<Allocator, AllocError> {
+    let features = options.features;
+    let mut warnings = Vec::new();
+    // Which slices the node reaches, and how.
+    let mut scopes = Vec::with_capacity(slices.len());
+    for (i, (s, _)) in slices.iter().enumerate() {
+        if s.spec.driver.is_empty() {
+            return Err(AllocError::InvalidSlice {
+                slice: slice_label(s, i),
+                reason: "spec.driver is empty".into(),
+            });
+        }
+        let scope = match &options.node {
+            Some(node) => slice_scope(s, node, &features)?,
+            None if !features.partitionable_devices
+                && s.spec.per_device_node_selection.is_some() =>
+            {
+                SliceScope::None
+            }
+            None if s.spec.per_device_node_selection == Some(true) => SliceScope::PerDevice,
+            None => SliceScope::All,
+        };
+        if scope == SliceScope::None
+            && !features.partitionable_devices
+            && s.spec.per_device_node_selection.is_some()
+        {
+            warnings.push(format!(
+                "ResourceSlice {}: perDeviceNodeSelection needs the DRAPartitionableDevices feature, ignored",
+                slice_label(s, i)
+            ));
+        }
+        scopes.push(scope);
+    }
+    // Pools: newest generation wins; slices with binding conditions are added last, as the
+    // scheduler prefers the devices without.
+    let has_binding = |s: &ResourceSlice| {
+        s.spec
+            .devices
+            .iter()
+            .flatten()
+            .any(|d| d.binding_conditions.is_some())
+    };
+    let mut pools: BTreeMap<(&str, &str), PoolBuild> = BTreeMap::new();
+    let visible = (0..slices.len()).filter(|&i| scopes[i] != SliceScope::None);
+    let (plain, binding): (Vec<usize>, Vec<usize>) =
+        visible.partition(|&i| !has_binding(slices[i].0));
+    for i in plain.into_iter().chain(binding) {
+        let s = slices[i].0;
+        let key = (s.spec.driver.as_str(), s.spec.pool.name.as_str());
+        let g = s.spec.pool.generation;
+        match pools.get_mut(&key) {
+            None => {
+                pools.insert(
+                    key,
+                    PoolBuild {
+                        generation: g,
+                        slices: vec![i],
+                    },
+                );
+            }
+            Some(p) if g < p.generation => {}
+            Some(p) => {
+                if g > p.generation {
+                    p.generation = g;
+                    p.slices.clear();
+                }
+                p.slices.push(i);
+            }
+        }
+    }
+    for (i, (s, _)) in slices.iter().enumerate() {
+        let key = (s.spec.driver.as_str(), s.spec.pool.name.as_str());
+        if let Some(p) = pools.get(&key)
+            && scopes[i] != SliceScope::None
+            && s.spec.pool.generation < p.generation
+        {
+            warnings.push(format!(
+                "ResourceSlice {}: pool {}/{} generation {} is outdated, ignored",
+                slice_label(s, i),
+                key.0,
+                key.1,
+                s.spec.pool.generation
+            ));
+        }
+    }
+    // Pools in (driver, pool) order, those with binding conditions last.
+    let mut keys: Vec<(&str, &str)> = pools.keys().copied().collect();
+    keys.sort_by_key(|k| pools[k].slices.iter().any(|&i| has_binding(slices[i].0)));
+
+    let device_total: usize = pools
+        .values()
+        .flat_map(|p| &p.slices)
+        .map(|&i| slices[i].0.spec.devices.as_ref().map_or(0, Vec::len))
+        .sum();
+    let mut devices = Vec::with_capacity(device_total);
+    let mut out_pools = Vec::with_capacity(keys.len());
+    let mut infos = Vec::new();
+    let mut counter_sets: Vec<SliceCounters> = Vec::new();
+    let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
+    for key in &keys {
+        let pb = &pools[key];
+        let first = slices[pb.slices[0]].0;
+        let want = first.spec.pool.resource_slice_count;
+        let incomplete = (pb.slices.len() as i64 != want).then(|| {
+            format!(
+                "is incomplete (generation {}: {} of {want} slices present, being updated)",
+                pb.generation,
+                pb.slices.len()
+            )
+        });
+        if let Some(why) = &incomplete {
+            warnings.push(format!("pool {}/{} {why}", key.0, key.1));
+        }
+        let start = devices.len();
+        let mut names: HashSet<&str> = HashSet::new();
+        let mut invalid = None;
+        for &si in &pb.slices {
+            let (s, raw) = slices[si];
+            let label = slice_label(s, si);
+            let bad = |reason: String| AllocError::InvalidSlice {
+                slice: label.clone(),
+                reason,
+            };
+            let slice_index = infos.len();
+            let per_device = s.spec.per_device_node_selection == Some(true);
+            infos.push(SliceInfo {
+                name: s.metadata.name.clone().unwrap_or_default(),
+                placement: Placement {
+                    node_name: s.spec.node_name.clone(),
+                    node_selector: s.spec.node_selector.clone(),
+                },
+            });
+            let owner = match &s.spec.shared_counters {
+                Some(sets) if !sets.is_empty() => {
+                    let name = s.metadata.name.clone().unwrap_or_default();
+                    // The scheduler keys counters by slice name: the first slice of a name wins.
+                    Some(*counters_by_slice.entry(name.clone()).or_insert_with(|| {
+                        counter_sets.push(SliceCounters {
+                            slice: name,
+                            totals: Vec::new(),
+                        });
+                        counter_sets.len() - 1
+                    }))
+                }
+                _ => None,
+            };
+            if let (Some(o), Some(sets)) = (owner, &s.spec.shared_counters)
+                && counter_sets[o].totals.is_empty()
+            {
+                for set in sets {
+                    for (name, c) in &set.counters {
+                        let q = Quantity::parse(&c.value.0).map_err(|e| {
+                            bad(format!("sharedCounters {}: counter {name}: {e}", set.name))
+                        })?;
+                        counter_sets[o]
+                            .totals
+                            .push((set.name.clone(), name.clone(), q));
+                    }
+                }
+            }
+            for (j, d) in s.spec.devices.iter().flatten().enumerate() {
+                if d.name.is_empty() {
+                    return Err(bad(format!("device #{j} has no name")));
+                }
+                if invalid.is_none() && !names.insert(d.name.as_str()) {
+                    invalid = Some(format!("duplicate device name {}", d.name));
+                }
+                let raw_attrs = raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes"));
+                let mut attrs = Vec::with_capacity(d.attributes.as_ref().map_or(0, |a| a.len()));
+                for (name, a) in d.attributes.iter().flatten() {
+                    let v = convert_attr(a, raw_attrs.and_then(|r| r.get(name)))
+                        .map_err(|e| bad(format!("device {}: attribute {name}: {e}", d.name)))?;
+                    attrs.push((name.as_str(), v));
+                }
+                let mut caps = Vec::with_capacity(d.capacity.as_ref().map_or(0, |c| c.len()));
+                for (name, c) in d.capacity.iter().flatten() {
+                    let q = Quantity::parse(&c.value.0)
+                        .map_err(|e| bad(format!("device {}: capacity {name}: {e}", d.name)))?;
+                    caps.push((name.as_str(), q));
+                }
+                let attributes = DeviceAttributes::new(&s.spec.driver, attrs, caps)
+                    .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
+                let on_node = match (scopes[si], &options.node) {
+                    (SliceScope::PerDevice, Some(node)) => device_on_node(d, node)
+                        .map_err(|e| bad(format!("device {}: {e}", d.name)))?,
+                    _ => true,
+                };
+                let placement = per_device.then(|| {
+                    Box::new(Placement {
+                        node_name: d.node_name.clone(),
+                        node_selector: d.node_selector.clone(),
+                    })
+                });
+                let counters = match &d.consumes_counters {
+                    Some(cs) if !cs.is_empty() => {
+                        let mut uses = Vec::new();
+                        for c in cs {
+                            for (name, q) in &c.counters {
+                                let q = Quantity::parse(&q.value.0).map_err(|e| {
+                                    bad(format!(
+                                        "device {}: consumesCounters {}: counter {name}: {e}",
+                                        d.name, c.counter_set
+                                    ))
+                                })?;
+                                let at = owner.and_then(|o| {
+                                    counter_sets[o]
+                                        .totals
+                                        .iter()
+                                        .position(|(s, n, _)| *s == c.counter_set && n == name)
+                                });
+                                if let Some(at) = at {
+                                    uses.push((at, q));
+                                }
+                            }
+                        }
+                        Some(Box::new(CounterUse { owner, uses }))
+                    }
+                    _ => None,
+                };
+                let binding = d.binding_conditions.is_some();
+                devices.push(Device {
+                    id: DeviceId {
+                        driver: s.spec.driver.clone(),
+                        pool: s.spec.pool.name.clone(),
+                        device: d.name.clone(),
+                    },
+                    attributes,
+                    allow_multiple_allocations: d.allow_multiple_allocations.unwrap_or(false),
+                    slice: slice_index,
+                    on_node,
+                    binding,
+                    taints: d.taints.clone().unwrap_or_default(),
+                    counters,
+                    placement,
+                });
+            }
+        }
+        out_pools.push(Pool {
+            driver: key.0.to_string(),
+            name: key.1.to_string(),
+            incomplete,
+            invalid,
+            devices: start..devices.len(),
+        });
+    }
+    let classes = classes
+        .iter()
+        .map(|c| {
+            (
+                c.metadata.name.clone().unwrap_or_default(),
+                ClassEntry {
+                    programs: selector_programs(&c.spec.selectors),
+                    config: c.spec.config.clone().unwrap_or_default(),
+                    verdicts: OnceLock::new(),
+                },
+            )
+        })
+        .collect();
+    let order = (0..out_pools.len()).collect();
+    Ok(Allocator {
+        devices,
+        pools: out_pools,
+        order,
+        slices: infos,
+        index: OnceLock::new(),
+        classes,
+        features,
+        node: options.node.clone(),
+        counter_sets,
+        warnings,
+    })
+}

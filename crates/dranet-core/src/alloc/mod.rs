@@ -1,0 +1,600 @@
+//! DRA allocation: which devices the Kubernetes scheduler gives a claim on one node.
+//!
+//! The engine reproduces the allocator of the Kubernetes 1.34 scheduler
+//! (`k8s.io/dynamic-resource-allocation/structured`, the variant the scheduler runs with 1.34's
+//! default feature gates) for `resource.k8s.io/v1` objects, and is checked against it by a
+//! differential test (`tests/alloc_oracle.rs`) that runs the real allocator (`allocbench`) on
+//! thousands of random inputs:
+//!
+//! - **Pools.** Slices of one `(driver, pool)` with the newest generation; a pool whose number
+//!   of slices differs from `resourceSliceCount` is incomplete (only `allocationMode: All` minds:
+//!   it is an error), and a pool that names a device twice is invalid (an error as soon as the
+//!   search reaches it). Only slices the node can reach count ([`Node`], [`slice_scope`]):
+//!   `nodeName`, `nodeSelector`, `allNodes`, and per device with `perDeviceNodeSelection`.
+//! - **Requests.** `exactly` with `deviceClassName` (the class's selectors too), CEL
+//!   `selectors`, `allocationMode: ExactCount` (`count`, default 1) or `All` (every matching
+//!   device, at least one, none may be in use); `firstAvailable`, whose sub-requests are tried in
+//!   order (results are named `request/sub-request`); `adminAccess` (the device may be in use by
+//!   other claims); `tolerations` of device taints (with [`Features::device_taints`]).
+//! - **Constraints.** `matchAttribute`: every device of the named requests (all when the list
+//!   is empty; `req` covers its sub-requests, `req/sub` one of them) has the attribute with one
+//!   value. `distinctAttribute`: no two share a value (see "Differences" below).
+//! - **Search.** Depth-first with backtracking, requests in claim order, devices in pool and
+//!   slice order; the first solution wins. Like the scheduler, at most 32 devices per claim.
+//! - **Errors as the scheduler's.** A CEL runtime error while a selector is evaluated (a missing
+//!   attribute: `no such key`) is an error of the claim ([`AllocError::CelRuntime`]), not a device
+//!   that does not match: the scheduler stops and reports it rather than trying other nodes.
+//!   The selector is evaluated when the search reaches the device, as in the scheduler, so a claim
+//!   whose solution is found first does not fail. An `All` request whose devices break a
+//!   constraint is an error too ([`AllocError::ConstraintViolated`]).
+//!   [`AllocError::is_unsatisfiable`] tells "this node does not fit" from those errors.
+//!
+//! **The pool order.** The scheduler visits pools in Go map order, which is random: when the
+//! devices that could satisfy a claim are in several pools, which of them it picks (and, rarely,
+//! whether it meets a CEL error before a solution) changes from one attempt to the next. This
+//! engine visits pools by (driver, pool) name; [`Allocator::set_pool_order`] picks another order,
+//! so every answer the scheduler may give can be enumerated.
+//!
+//! **Differences.** `distinctAttribute` is enforced as the API defines it; the 1.34 scheduler
+//! compares pointers instead of values and lets duplicates through (fixed in Kubernetes 1.35).
+//! List-valued attributes (`ints`, `strings`; not in the 1.34 API) match when the lists of all
+//! devices intersect. Devices with `bindingConditions` are never selected (1.34's default, the
+//! `DRADeviceBindingConditions` gate being off). Not modelled, an explicit
+//! [`AllocError::Unsupported`]: capacity requests (consumable capacity, alpha), and with
+//! [`Features::partitionable_devices`] off the devices consuming shared counters are skipped as
+//! the scheduler does.
+//!
+//! ```
+//! use dranet_core::alloc::Allocator;
+//! # fn demo(slices: &[k8s_openapi::api::resource::v1::ResourceSlice],
+//! #         classes: &[k8s_openapi::api::resource::v1::DeviceClass],
+//! #         claim: &k8s_openapi::api::resource::v1::ResourceClaimSpec) {
+//! let alloc = Allocator::new(slices, classes).unwrap();
+//! // Compile the claim's CEL once, allocate as often as needed.
+//! let claim = alloc.compile(claim).unwrap();
+//! match alloc.allocate(&claim, &[]) {
+//!     Ok(a) => for r in &a.results { println!("{} -> {}/{}/{}", r.request, r.driver, r.pool, r.device) },
+//!     Err(e) if e.is_unsatisfiable() => eprintln!("does not fit this node: {e}"),
+//!     Err(e) => eprintln!("the scheduler would report an error: {e}"),
+//! }
+//! # }
+//! ```
+
+mod build;
+mod claim;
+mod node;
+mod search;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::NodeSelector;
+use k8s_openapi::api::resource::v1::{
+    DeviceAllocationConfiguration, DeviceClass, DeviceTaint, ResourceClaimSpec, ResourceSlice,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::cel::{AttributeValue, CelError, DeviceAttributes, DeviceView, Program};
+
+pub use claim::CompiledClaim;
+pub use node::{Node, SliceScope, device_on_node, node_selector_matches, slice_scope};
+
+/// Most devices one claim can be allocated (the API's limit on allocation results).
+pub const MAX_ALLOCATED_DEVICES: usize = 32;
+/// Most requests in a claim.
+pub const MAX_REQUESTS: usize = 32;
+/// Search steps before giving up on a pathological claim (the scheduler has no such limit and
+/// may search for minutes).
+pub const MAX_SEARCH_STEPS: u64 = 1_000_000;
+
+/// Why an allocation could not be simulated or found.
+///
+/// [`AllocError::Unsatisfiable`] is the only "does not fit": the scheduler would try other
+/// nodes. Every other variant is an error the scheduler reports for the claim (or that the API
+/// server would have refused), see [`AllocError::is_unsatisfiable`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AllocError {
+    /// A ResourceSlice that cannot be used.
+    #[error("ResourceSlice {slice}: {reason}")]
+    InvalidSlice {
+        /// Slice name (or its position when unnamed).
+        slice: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The claim's structure is invalid.
+    #[error("invalid claim: {0}")]
+    InvalidClaim(String),
+    /// A request names a DeviceClass that was not given.
+    #[error("request {request}: DeviceClass {class:?} not found")]
+    ClassNotFound {
+        /// Request (or `request/sub-request`).
+        request: String,
+        /// The class name.
+        class: String,
+    },
+    /// A selector expression that does not compile.
+    #[error("request {request}: invalid CEL expression {expression:?}{}: {error}",
+        class.as_ref().map(|c| format!(" of DeviceClass {c}")).unwrap_or_default())]
+    Cel {
+        /// Request (or `request/sub-request`).
+        request: String,
+        /// The class whose selector it is, when it is not the request's own.
+        class: Option<String>,
+        /// The expression.
+        expression: String,
+        /// What is wrong.
+        error: CelError,
+    },
+    /// A selector failed to evaluate on a device the search reached (a missing attribute, a
+    /// type mismatch, an overflow). The scheduler reports this for the claim (`claim …:
+    /// selector #0: CEL runtime error: no such key: model`) and does not schedule the pod; it
+    /// is not "this node does not fit".
+    #[error("request {request}: {}selector #{selector}: CEL runtime error on device {device}: {error}",
+        class.as_ref().map(|c| format!("DeviceClass {c}: ")).unwrap_or_default())]
+    CelRuntime {
+        /// Request (or `request/sub-request`).
+        request: String,
+        /// The class whose selector failed, when it is not the request's own.
+        class: Option<String>,
+        /// The selector's position in its list.
+        selector: usize,
+        /// The device it was evaluated on.
+        device: Box<DeviceId>,
+        /// What failed.
+        error: String,
+    },
+    /// An `allocationMode: All` request whose devices cannot all satisfy the claim's
+    /// constraints: the scheduler treats this as an error of the claim.
+    #[error(
+        "request {request}: allocationMode All takes device {device}, which breaks {constraint}"
+    )]
+    ConstraintViolated {
+        /// Request (or `request/sub-request`).
+        request: String,
+        /// The device that does not fit the constraint.
+        device: DeviceId,
+        /// The constraint (`constraint #0 (matchAttribute …)`).
+        constraint: String,
+    },
+    /// An `allocationMode: All` request over a pool that cannot be used whole: incomplete
+    /// (slices missing, being updated) or invalid.
+    #[error("request {request}: allocationMode All, but pool {pool} {reason}")]
+    AllOverUnusablePool {
+        /// Request (or `request/sub-request`).
+        request: String,
+        /// `driver/pool`.
+        pool: String,
+        /// `is incomplete (…)` or `is invalid (…)`.
+        reason: String,
+    },
+    /// The search reached a pool that names a device twice.
+    #[error("pool {pool} is invalid: {reason}")]
+    InvalidPool {
+        /// `driver/pool`.
+        pool: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The claim needs more than [`MAX_ALLOCATED_DEVICES`] devices.
+    #[error("the claim needs {needed} devices, more than the limit of {MAX_ALLOCATED_DEVICES}")]
+    TooManyDevices {
+        /// How many (at least).
+        needed: usize,
+    },
+    /// A request uses a feature that is off in [`Features`] (the scheduler refuses it too).
+    #[error("request {request}: {feature} is requested, but the feature is disabled")]
+    FeatureDisabled {
+        /// Request (or `request/sub-request`).
+        request: String,
+        /// The feature.
+        feature: String,
+    },
+    /// A request uses a feature this engine does not model.
+    #[error("request {request}: {feature} is not supported by this simulation")]
+    Unsupported {
+        /// Request (or `request/sub-request`).
+        request: String,
+        /// The feature.
+        feature: String,
+    },
+    /// No set of devices satisfies the claim on this node.
+    #[error("cannot allocate request {request}: {reason}")]
+    Unsatisfiable {
+        /// The request that could not be met (the furthest the search got).
+        request: String,
+        /// Why: too few matching devices, or which constraint failed.
+        reason: String,
+    },
+    /// The search was stopped after [`MAX_SEARCH_STEPS`].
+    #[error("gave up after {0} search steps: the claim has too many combinations to try")]
+    SearchLimit(u64),
+}
+
+impl AllocError {
+    /// `true` when the claim does not fit this node's free devices (the scheduler's "no
+    /// result", after which it tries other nodes); `false` for an error that stops the claim
+    /// from being scheduled at all until its inputs change (a CEL runtime error, an `All`
+    /// request breaking a constraint, a missing class, …) and for [`AllocError::SearchLimit`].
+    pub fn is_unsatisfiable(&self) -> bool {
+        matches!(self, AllocError::Unsatisfiable { .. })
+    }
+}
+
+/// A device's identity in the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DeviceId {
+    /// Driver name.
+    pub driver: String,
+    /// Pool name.
+    pub pool: String,
+    /// Device name.
+    pub device: String,
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// Optional allocator features, named after the scheduler's feature gates. The default is
+/// Kubernetes 1.34's: the beta features on, the alpha ones off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// `DRAAdminAccess` (beta, on): requests with `adminAccess: true`.
+    pub admin_access: bool,
+    /// `DRAPrioritizedList` (beta, on): `firstAvailable` requests.
+    pub prioritized_list: bool,
+    /// `DRADeviceTaints` (alpha, off): device taints must be tolerated; when off, taints are
+    /// ignored (the API server drops them).
+    pub device_taints: bool,
+    /// `DRAPartitionableDevices` (alpha, off): shared counters and `perDeviceNodeSelection`;
+    /// when off, slices with `perDeviceNodeSelection` and devices consuming counters are
+    /// skipped.
+    pub partitionable_devices: bool,
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        Features {
+            admin_access: true,
+            prioritized_list: true,
+            device_taints: false,
+            partitionable_devices: false,
+        }
+    }
+}
+
+/// How to build an [`Allocator`].
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The node to allocate for: only slices and devices it can reach are used, and the
+    /// allocation's node selector names it. `None` takes every slice given to be on the node
+    /// (a node's own slices, as `dranet check` reads them).
+    pub node: Option<Node>,
+    /// The scheduler's feature gates.
+    pub features: Features,
+}
+
+/// One device as the engine sees it.
+#[derive(Debug, Clone)]
+pub struct Device {
+    /// Driver, pool and name.
+    pub id: DeviceId,
+    /// Attributes and capacities, indexed for CEL and constraints.
+    pub attributes: DeviceAttributes,
+    /// `allowMultipleAllocations`.
+    pub allow_multiple_allocations: bool,
+    /// Index into the allocator's slice infos.
+    slice: usize,
+    /// Reachable from the node (only `false` under `perDeviceNodeSelection`).
+    on_node: bool,
+    /// Never selected: `bindingConditions` are set (their gate is off).
+    binding: bool,
+    taints: Vec<DeviceTaint>,
+    /// Consumes shared counters (partitionable devices).
+    counters: Option<Box<build::CounterUse>>,
+    /// Where it can be used, when given per device (`perDeviceNodeSelection`).
+    placement: Option<Box<build::Placement>>,
+}
+
+impl Device {
+    fn view(&self) -> DeviceView<'_> {
+        DeviceView {
+            driver: &self.id.driver,
+            attributes: &self.attributes,
+            allow_multiple_allocations: self.allow_multiple_allocations,
+        }
+    }
+
+    /// An attribute by fully qualified name (`resource.kubernetes.io/pcieRoot`); unqualified
+    /// names are in the driver's domain.
+    pub fn attribute(&self, name: &str) -> Option<&AttributeValue> {
+        self.attributes.get_qualified(name, &self.id.driver)
+    }
+
+    /// Whether the node can use this device: `false` only for a device of a
+    /// `perDeviceNodeSelection` slice whose own `nodeName`/`nodeSelector`/`allNodes` exclude the
+    /// node. Such devices stay in their pool (their selectors are still evaluated, as the
+    /// scheduler does) but are never allocated.
+    pub fn on_node(&self) -> bool {
+        self.on_node
+    }
+
+    /// The device's taints (only acted on with [`Features::device_taints`]).
+    pub fn taints(&self) -> &[DeviceTaint] {
+        &self.taints
+    }
+}
+
+/// One allocated device in the result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceResult {
+    /// The request, or `request/sub-request` for `firstAvailable`.
+    pub request: String,
+    /// Driver name.
+    pub driver: String,
+    /// Pool name.
+    pub pool: String,
+    /// Device name.
+    pub device: String,
+    /// `Some(true)` when allocated for a request with `adminAccess: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_access: Option<bool>,
+}
+
+impl From<&DeviceResult> for k8s_openapi::api::resource::v1::DeviceRequestAllocationResult {
+    fn from(r: &DeviceResult) -> Self {
+        Self {
+            request: r.request.clone(),
+            driver: r.driver.clone(),
+            pool: r.pool.clone(),
+            device: r.device.clone(),
+            admin_access: r.admin_access,
+            ..Default::default()
+        }
+    }
+}
+
+impl From<&k8s_openapi::api::resource::v1::DeviceRequestAllocationResult> for DeviceResult {
+    fn from(r: &k8s_openapi::api::resource::v1::DeviceRequestAllocationResult) -> Self {
+        Self {
+            request: r.request.clone(),
+            driver: r.driver.clone(),
+            pool: r.pool.clone(),
+            device: r.device.clone(),
+            admin_access: r.admin_access,
+        }
+    }
+}
+
+/// The devices chosen for a claim, in request order, with what the scheduler writes beside
+/// them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Allocation {
+    /// One entry per device.
+    pub results: Vec<DeviceResult>,
+    /// The configuration the driver gets: the classes' (`source: FromClass`, each class once,
+    /// naming the requests that use it), then the claim's (`FromClaim`), as the scheduler copies
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<DeviceAllocationConfiguration>,
+    /// The nodes the allocation can be used from: `metadata.name` of the node when a device
+    /// is local to it, the slices' node selectors merged, or `None` for every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<NodeSelector>,
+}
+
+impl Allocation {
+    /// The allocation as the scheduler writes it into a claim's `status.allocation`.
+    pub fn to_k8s(&self) -> k8s_openapi::api::resource::v1::AllocationResult {
+        k8s_openapi::api::resource::v1::AllocationResult {
+            devices: Some(k8s_openapi::api::resource::v1::DeviceAllocationResult {
+                results: Some(self.results.iter().map(Into::into).collect()),
+                config: (!self.config.is_empty()).then(|| self.config.clone()),
+            }),
+            node_selector: self.node_selector.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// A pool as the search sees it.
+#[derive(Debug, Clone)]
+struct Pool {
+    driver: String,
+    name: String,
+    /// Slices present differ from `resourceSliceCount`.
+    incomplete: Option<String>,
+    /// A device name appears twice.
+    invalid: Option<String>,
+    /// Its devices in [`Allocator::devices`].
+    devices: std::ops::Range<usize>,
+}
+
+impl Pool {
+    fn label(&self) -> String {
+        format!("{}/{}", self.driver, self.name)
+    }
+}
+
+/// A DeviceClass: its compiled selectors, its config, and what its selectors say of each
+/// device, computed on first use and kept, since neither changes while the allocator lives.
+#[derive(Debug)]
+struct ClassEntry {
+    programs: Result<Vec<Program>, (String, CelError)>,
+    config: Vec<k8s_openapi::api::resource::v1::DeviceClassConfiguration>,
+    verdicts: OnceLock<Vec<search::Verdict>>,
+}
+
+/// The devices of a node (from ResourceSlices of any drivers) and the DeviceClasses, ready to
+/// allocate claims against.
+#[derive(Debug)]
+pub struct Allocator {
+    devices: Vec<Device>,
+    pools: Vec<Pool>,
+    /// The order the search visits pools in (indexes into `pools`).
+    order: Vec<usize>,
+    slices: Vec<build::SliceInfo>,
+    /// Built on first use: only `allocated` lists and [`Allocator::device`] need it.
+    index: OnceLock<HashMap<DeviceId, usize>>,
+    classes: BTreeMap<String, ClassEntry>,
+    features: Features,
+    node: Option<Node>,
+    /// Shared counters, per slice that declares them.
+    counter_sets: Vec<build::SliceCounters>,
+    warnings: Vec<String>,
+}
+
+impl Allocator {
+    /// Builds the device set from ResourceSlices and the classes, every slice taken to be on
+    /// the node, with 1.34's default features. Malformed slices (a device without a name, an
+    /// attribute without a value, a bad version or quantity) are errors naming the slice and
+    /// device.
+    pub fn new(slices: &[ResourceSlice], classes: &[DeviceClass]) -> Result<Self, AllocError> {
+        Self::with_options(slices, classes, &Options::default())
+    }
+
+    /// Like [`Allocator::new`], for a given node and feature set: only the slices (and, with
+    /// `perDeviceNodeSelection`, the devices) the node can reach are used, as the scheduler
+    /// decides it ([`slice_scope`]).
+    pub fn with_options(
+        slices: &[ResourceSlice],
+        classes: &[DeviceClass],
+        options: &Options,
+    ) -> Result<Self, AllocError> {
+        let pairs: Vec<(&ResourceSlice, Option<&serde_json::Value>)> =
+            slices.iter().map(|s| (s, None)).collect();
+        build::build(&pairs, classes, options)
+    }
+
+    /// Like [`Allocator::new`] from the slices' JSON (or YAML turned into JSON), so list-valued
+    /// attributes (`ints`, `strings`), which the v1.34 structs drop, are kept.
+    pub fn from_json(
+        slices: &[serde_json::Value],
+        classes: &[DeviceClass],
+    ) -> Result<Self, AllocError> {
+        Self::from_json_with_options(slices, classes, &Options::default())
+    }
+
+    /// [`Allocator::from_json`] for a given node and feature set.
+    pub fn from_json_with_options(
+        slices: &[serde_json::Value],
+        classes: &[DeviceClass],
+        options: &Options,
+    ) -> Result<Self, AllocError> {
+        let mut parsed = Vec::with_capacity(slices.len());
+        for (i, v) in slices.iter().enumerate() {
+            let s: ResourceSlice =
+                serde_json::from_value(v.clone()).map_err(|e| AllocError::InvalidSlice {
+                    slice: v["metadata"]["name"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("#{i}")),
+                    reason: e.to_string(),
+                })?;
+            parsed.push(s);
+        }
+        let pairs: Vec<_> = parsed.iter().zip(slices.iter().map(Some)).collect();
+        build::build(&pairs, classes, options)
+    }
+
+    /// All devices of the pools the node can reach, pools in (driver, pool) order, each
+    /// pool's devices in slice order. Check [`Device::on_node`] for devices of
+    /// `perDeviceNodeSelection` slices.
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    /// A device by identity.
+    pub fn device(&self, id: &DeviceId) -> Option<&Device> {
+        self.index().get(id).map(|i| &self.devices[*i])
+    }
+
+    fn index(&self) -> &HashMap<DeviceId, usize> {
+        self.index.get_or_init(|| {
+            let mut m = HashMap::with_capacity(self.devices.len());
+            for (i, d) in self.devices.iter().enumerate() {
+                // A pool that names a device twice is invalid; the first one is the one looked up.
+                m.entry(d.id.clone()).or_insert(i);
+            }
+            m
+        })
+    }
+
+    /// The node this allocator allocates for (`None`: every slice is taken to be on it).
+    pub fn node(&self) -> Option<&Node> {
+        self.node.as_ref()
+    }
+
+    /// The feature set.
+    pub fn features(&self) -> &Features {
+        &self.features
+    }
+
+    /// The pools the search visits, as `(driver, pool)`, in the order it visits them.
+    pub fn pool_order(&self) -> Vec<(&str, &str)> {
+        self.order
+            .iter()
+            .map(|&p| (self.pools[p].driver.as_str(), self.pools[p].name.as_str()))
+            .collect()
+    }
+
+    /// Sets the order the search visits pools in: `order` lists `(driver, pool)` pairs; pools
+    /// it leaves out keep their relative order after the listed ones. The scheduler's order is
+    /// random (Go map iteration), so trying every order enumerates every answer it may give.
+    /// Naming a pool that does not exist is an error.
+    pub fn set_pool_order(&mut self, order: &[(&str, &str)]) -> Result<(), AllocError> {
+        let mut new = Vec::with_capacity(self.pools.len());
+        for (d, p) in order {
+            let i = self
+                .pools
+                .iter()
+                .position(|x| x.driver == *d && x.name == *p)
+                .ok_or_else(|| AllocError::InvalidSlice {
+                    slice: format!("pool {d}/{p}"),
+                    reason: "no such pool".into(),
+                })?;
+            if !new.contains(&i) {
+                new.push(i);
+            }
+        }
+        for &i in &self.order {
+            if !new.contains(&i) {
+                new.push(i);
+            }
+        }
+        self.order = new;
+        Ok(())
+    }
+
+    /// What was ignored or is not simulated (outdated slices, incomplete pools, …).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Validates a claim and compiles its selectors (and its classes') once.
+    pub fn compile(&self, claim: &ResourceClaimSpec) -> Result<CompiledClaim, AllocError> {
+        CompiledClaim::new(self, claim)
+    }
+
+    /// Finds the devices for a compiled claim as the scheduler would, never using those in
+    /// `allocated` (devices other claims hold) except for `adminAccess` requests.
+    pub fn allocate(
+        &self,
+        claim: &CompiledClaim,
+        allocated: &[DeviceId],
+    ) -> Result<Allocation, AllocError> {
+        search::run(self, claim, allocated)
+    }
+
+    /// [`Allocator::compile`] then [`Allocator::allocate`].
+    pub fn allocate_spec(
+        &self,
+        claim: &ResourceClaimSpec,
+        allocated: &[DeviceId],
+    ) -> Result<Allocation, AllocError> {
+        self.allocate(&self.compile(claim)?, allocated)
+    }
+}
