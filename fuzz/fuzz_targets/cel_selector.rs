@@ -2,7 +2,7 @@
 //! are fine (bad syntax, a missing attribute); panics and stack overflows are not.
 #![no_main]
 
-use dranet_core::cel::{AttrValue, DeviceAttributes, DeviceView, Program, Quantity};
+use dranet_core::cel::{AttributeValue, DeviceAttributes, DeviceView, Program, Quantity};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,14 +15,14 @@ fuzz_target!(|data: &[u8]| {
     let attrs = DeviceAttributes::new(
         "dra.net",
         [
-            ("rdmaDevice", AttrValue::String("mlx5_0".into())),
-            ("numaNode", AttrValue::Int(0)),
-            ("rdma", AttrValue::Bool(true)),
+            ("rdmaDevice", AttributeValue::String("mlx5_0".into())),
+            ("numaNode", AttributeValue::Int(0)),
+            ("rdma", AttributeValue::Bool(true)),
             (
                 "resource.kubernetes.io/pcieRoot",
-                AttrValue::String("pci0101:00".into()),
+                AttributeValue::String("pci0101:00".into()),
             ),
-            ("ids", AttrValue::Ints(vec![0, 1])),
+            ("ids", AttributeValue::Ints(vec![0, 1])),
         ],
         std::iter::empty::<(&str, Quantity)>(),
     )

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cel::Semver;
 use crate::{NetworkDevice, NumaTopology, SriovRole};
 
 /// The driver name, and the domain of its unqualified attributes.
@@ -76,7 +77,8 @@ pub mod names {
     pub const STD_NUMA_NODE: &str = "resource.kubernetes.io/numaNode";
 }
 
-/// An attribute value, as the DRA API types them.
+/// An attribute value, as the DRA API types them: what dranet publishes, what the allocator
+/// reads from a ResourceSlice, and what a CEL selector sees as `device.attributes[d].name`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum AttributeValue {
@@ -86,10 +88,13 @@ pub enum AttributeValue {
     Int(i64),
     /// `string` (≤ 64 bytes).
     String(String),
-    /// `version` (semver, ≤ 64 bytes).
-    Version(String),
+    /// `version`: a semantic version (≤ 64 bytes), parsed once so CEL compares it without
+    /// parsing; equality ignores build metadata, as semver precedence does.
+    Version(Semver),
     /// `ints` (list-typed attributes, resource.k8s.io 1.36+).
     Ints(Vec<i64>),
+    /// `strings` (list-typed attributes, resource.k8s.io 1.36+).
+    Strings(Vec<String>),
 }
 
 impl AttributeValue {
@@ -100,8 +105,9 @@ impl AttributeValue {
             AttributeValue::Bool(b) => json!({ "bool": b }),
             AttributeValue::Int(i) => json!({ "int": i }),
             AttributeValue::String(s) => json!({ "string": s }),
-            AttributeValue::Version(v) => json!({ "version": v }),
+            AttributeValue::Version(v) => json!({ "version": v.as_str() }),
             AttributeValue::Ints(v) => json!({ "ints": v }),
+            AttributeValue::Strings(v) => json!({ "strings": v }),
         }
     }
 
@@ -123,10 +129,10 @@ impl AttributeValue {
                 ..A::default()
             },
             AttributeValue::Version(v) => A {
-                version: Some(v.clone()),
+                version: Some(v.to_string()),
                 ..A::default()
             },
-            AttributeValue::Ints(_) => return None,
+            AttributeValue::Ints(_) | AttributeValue::Strings(_) => return None,
         })
     }
 
@@ -134,8 +140,10 @@ impl AttributeValue {
         match self {
             AttributeValue::Bool(b) => b.to_string(),
             AttributeValue::Int(i) => i.to_string(),
-            AttributeValue::String(s) | AttributeValue::Version(s) => s.clone(),
+            AttributeValue::String(s) => s.clone(),
+            AttributeValue::Version(v) => v.to_string(),
             AttributeValue::Ints(v) => v.iter().map(i64::to_string).collect::<Vec<_>>().join(","),
+            AttributeValue::Strings(v) => v.join(","),
         }
     }
 }
@@ -364,7 +372,8 @@ pub fn enforce_limits(device: &str, attrs: &mut Attributes) -> Vec<String> {
             return false;
         }
         let len = match value {
-            AttributeValue::String(s) | AttributeValue::Version(s) => s.len(),
+            AttributeValue::String(s) => s.len(),
+            AttributeValue::Version(v) => v.as_str().len(),
             _ => 0,
         };
         if len > MAX_VALUE_LEN {
@@ -403,6 +412,31 @@ mod tests {
         assert_eq!(join_cidrs(&[]), None);
         let huge = vec!["x".repeat(65)];
         assert_eq!(join_cidrs(&huge), None);
+    }
+
+    #[test]
+    fn one_value_type_reads_and_writes_the_api_forms() {
+        let v: AttributeValue = serde_json::from_str(r#"{"version":"1.2.3-rc.1+b5"}"#).unwrap();
+        let AttributeValue::Version(ver) = &v else {
+            panic!("not a version: {v:?}")
+        };
+        assert_eq!((ver.major, ver.minor, ver.patch), (1, 2, 3));
+        // Published as written, build metadata included.
+        assert_eq!(v.to_json(), serde_json::json!({"version": "1.2.3-rc.1+b5"}));
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            r#"{"version":"1.2.3-rc.1+b5"}"#
+        );
+        assert_eq!(
+            v.to_k8s().unwrap().version.as_deref(),
+            Some("1.2.3-rc.1+b5")
+        );
+        let bad = serde_json::from_str::<AttributeValue>(r#"{"version":"1.2"}"#).unwrap_err();
+        assert!(bad.to_string().contains("invalid semver"), "{bad}");
+        let l = AttributeValue::Strings(vec!["a".into(), "b".into()]);
+        assert_eq!(l.to_json(), serde_json::json!({"strings": ["a", "b"]}));
+        assert_eq!(l.to_k8s(), None);
+        assert_eq!(l.to_string(), "a,b");
     }
 
     #[test]

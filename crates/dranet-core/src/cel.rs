@@ -23,11 +23,11 @@
 //! expressions (`matches`), timestamps and durations, protobuf types.
 //!
 //! ```
-//! use dranet_core::cel::{AttrValue, DeviceAttributes, DeviceView, Program, Quantity};
+//! use dranet_core::cel::{AttributeValue, DeviceAttributes, DeviceView, Program, Quantity};
 //!
 //! let p = Program::compile(r#"device.attributes["dra.net"].numaNode == 0"#).unwrap();
 //! let no_capacity: [(&str, Quantity); 0] = [];
-//! let attrs = DeviceAttributes::new("dra.net", [("numaNode", AttrValue::Int(0))], no_capacity)
+//! let attrs = DeviceAttributes::new("dra.net", [("numaNode", AttributeValue::Int(0))], no_capacity)
 //!     .unwrap();
 //! let view = DeviceView { driver: "dra.net", attributes: &attrs, allow_multiple_allocations: false };
 //! assert!(p.matches(&view).unwrap());
@@ -65,38 +65,13 @@ pub enum CelError {
     Runtime(String),
 }
 
-/// A typed attribute value as the DRA API publishes it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AttrValue {
-    /// `bool`.
-    Bool(bool),
-    /// `int`.
-    Int(i64),
-    /// `string`.
-    String(String),
-    /// `version` (semantic version).
-    Version(Semver),
-    /// `ints`: list-typed attribute.
-    Ints(Vec<i64>),
-    /// `strings`: list-typed attribute.
-    Strings(Vec<String>),
-}
+/// The value type of `device.attributes`: the one attribute type of this crate.
+pub use crate::attributes::AttributeValue;
 
-impl std::fmt::Display for AttrValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AttrValue::Bool(b) => write!(f, "{b}"),
-            AttrValue::Int(i) => write!(f, "{i}"),
-            AttrValue::String(s) => f.write_str(s),
-            AttrValue::Version(v) => write!(f, "{v}"),
-            AttrValue::Ints(v) => {
-                let s: Vec<String> = v.iter().map(i64::to_string).collect();
-                write!(f, "[{}]", s.join(","))
-            }
-            AttrValue::Strings(v) => write!(f, "[{}]", v.join(",")),
-        }
-    }
-}
+/// The former name of [`AttributeValue`], kept so existing callers build; new code uses
+/// [`AttributeValue`].
+#[doc(hidden)]
+pub type AttrValue = AttributeValue;
 
 /// A device's attributes and capacities indexed by (domain, name), built once per device so
 /// lookups during evaluation are a binary search without allocation.
@@ -114,7 +89,7 @@ struct Entry {
     hash: u64,
     key: String,
     split: usize,
-    value: AttrValue,
+    value: AttributeValue,
 }
 
 impl Entry {
@@ -177,7 +152,7 @@ impl DeviceAttributes {
     /// qualified or not). Two names that resolve to the same qualified name are an error.
     pub fn new<A, C, S, T>(driver: &str, attributes: A, capacity: C) -> Result<Self, String>
     where
-        A: IntoIterator<Item = (S, AttrValue)>,
+        A: IntoIterator<Item = (S, AttributeValue)>,
         C: IntoIterator<Item = (T, Quantity)>,
         S: AsRef<str>,
         T: AsRef<str>,
@@ -220,16 +195,16 @@ impl DeviceAttributes {
     }
 
     /// The attribute `name` of `domain`.
-    pub fn get(&self, domain: &str, name: &str) -> Option<&AttrValue> {
+    pub fn get(&self, domain: &str, name: &str) -> Option<&AttributeValue> {
         self.lookup(key_hash(domain, name), domain, name)
     }
 
     /// The attribute with this key.
-    pub fn get_key(&self, key: &AttrKey) -> Option<&AttrValue> {
+    pub fn get_key(&self, key: &AttrKey) -> Option<&AttributeValue> {
         self.lookup(key.hash, &key.domain, &key.name)
     }
 
-    fn lookup(&self, hash: u64, domain: &str, name: &str) -> Option<&AttrValue> {
+    fn lookup(&self, hash: u64, domain: &str, name: &str) -> Option<&AttributeValue> {
         let start = self.attrs.partition_point(|e| e.hash < hash);
         self.attrs[start..]
             .iter()
@@ -240,7 +215,7 @@ impl DeviceAttributes {
 
     /// The attribute with a fully qualified name (`resource.kubernetes.io/pcieRoot`), or an
     /// unqualified one in the driver's domain.
-    pub fn get_qualified(&self, name: &str, driver: &str) -> Option<&AttrValue> {
+    pub fn get_qualified(&self, name: &str, driver: &str) -> Option<&AttributeValue> {
         let (d, n) = split_qualified(name, driver);
         self.get(d, n)
     }
@@ -254,7 +229,7 @@ impl DeviceAttributes {
     }
 
     /// All attributes as (domain, name, value), sorted.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &AttrValue)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &AttributeValue)> {
         self.attrs.iter().map(|e| (e.domain(), e.name(), &e.value))
     }
 

@@ -2,31 +2,31 @@
 //! the semver and quantity libraries, and compile-time errors.
 
 use dranet_core::cel::{
-    AttrValue, CelError, DeviceAttributes, DeviceView, Program, Quantity, Semver,
+    AttributeValue, CelError, DeviceAttributes, DeviceView, Program, Quantity, Semver,
 };
 
 fn attrs() -> DeviceAttributes {
     DeviceAttributes::new(
         "dra.net",
         [
-            ("rdmaDevice", AttrValue::String("mlx5_0".into())),
-            ("numaNode", AttrValue::Int(0)),
-            ("rdma", AttrValue::Bool(true)),
+            ("rdmaDevice", AttributeValue::String("mlx5_0".into())),
+            ("numaNode", AttributeValue::Int(0)),
+            ("rdma", AttributeValue::Bool(true)),
             (
                 "firmware",
-                AttrValue::Version(Semver::parse("28.39.1002").unwrap()),
+                AttributeValue::Version(Semver::parse("28.39.1002").unwrap()),
             ),
             (
                 "resource.kubernetes.io/pcieRoot",
-                AttrValue::String("pci0000:00".into()),
+                AttributeValue::String("pci0000:00".into()),
             ),
             (
                 "resource.kubernetes.io/numaNodes",
-                AttrValue::Ints(vec![0, 1]),
+                AttributeValue::Ints(vec![0, 1]),
             ),
             (
                 "azure.dra.net/vmSize",
-                AttrValue::String("Standard_ND_GB300_v6".into()),
+                AttributeValue::String("Standard_ND_GB300_v6".into()),
             ),
         ],
         [
@@ -206,8 +206,8 @@ fn duplicate_qualified_names_are_rejected() {
     let e = DeviceAttributes::new(
         "dra.net",
         [
-            ("numaNode", AttrValue::Int(0)),
-            ("dra.net/numaNode", AttrValue::Int(1)),
+            ("numaNode", AttributeValue::Int(0)),
+            ("dra.net/numaNode", AttributeValue::Int(1)),
         ],
         [] as [(&str, Quantity); 0],
     )

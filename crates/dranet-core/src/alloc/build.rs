@@ -10,7 +10,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice}
 
 use super::node::{SliceScope, device_on_node, slice_scope};
 use super::{AllocError, Allocator, ClassEntry, Device, DeviceId, Options, Pool};
-use crate::cel::{AttrValue, CelError, DeviceAttributes, Program, Quantity, Semver};
+use crate::cel::{AttributeValue, CelError, DeviceAttributes, Program, Quantity, Semver};
 
 /// Where a slice's (or, with `perDeviceNodeSelection`, a device's) devices can be used.
 #[derive(Debug, Clone, Default)]
@@ -56,30 +56,30 @@ fn slice_label(s: &ResourceSlice, i: usize) -> String {
 fn convert_attr(
     a: &k8s_openapi::api::resource::v1::DeviceAttribute,
     raw: Option<&serde_json::Value>,
-) -> Result<AttrValue, String> {
+) -> Result<AttributeValue, String> {
     let mut vals = Vec::new();
     if let Some(b) = a.bool {
-        vals.push(AttrValue::Bool(b));
+        vals.push(AttributeValue::Bool(b));
     }
     if let Some(i) = a.int {
-        vals.push(AttrValue::Int(i));
+        vals.push(AttributeValue::Int(i));
     }
     if let Some(s) = &a.string {
-        vals.push(AttrValue::String(s.clone()));
+        vals.push(AttributeValue::String(s.clone()));
     }
     if let Some(v) = &a.version {
-        vals.push(AttrValue::Version(Semver::parse(v)?));
+        vals.push(AttributeValue::Version(Semver::parse(v)?));
     }
     if let Some(raw) = raw {
         if let Some(list) = raw.get("ints") {
             let v: Vec<i64> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("ints must be a list of integers: {e}"))?;
-            vals.push(AttrValue::Ints(v));
+            vals.push(AttributeValue::Ints(v));
         }
         if let Some(list) = raw.get("strings") {
             let v: Vec<String> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("strings must be a list of strings: {e}"))?;
-            vals.push(AttrValue::Strings(v));
+            vals.push(AttributeValue::Strings(v));
         }
     }
     match vals.len() {

@@ -74,7 +74,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::cel::{AttrValue, CelError, DeviceAttributes, DeviceView, Program};
+use crate::cel::{AttributeValue, CelError, DeviceAttributes, DeviceView, Program};
 
 pub use claim::CompiledClaim;
 pub use node::{Node, SliceScope, device_on_node, node_selector_matches, slice_scope};
@@ -347,7 +347,7 @@ impl Device {
 
     /// An attribute by fully qualified name (`resource.kubernetes.io/pcieRoot`); unqualified
     /// names are in the driver's domain.
-    pub fn attribute(&self, name: &str) -> Option<&AttrValue> {
+    pub fn attribute(&self, name: &str) -> Option<&AttributeValue> {
         self.attributes.get_qualified(name, &self.id.driver)
     }
 

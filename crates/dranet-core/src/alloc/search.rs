@@ -30,7 +30,7 @@ use super::{
     AllocError, Allocation, Allocator, Device, DeviceId, DeviceResult, MAX_ALLOCATED_DEVICES,
     MAX_SEARCH_STEPS,
 };
-use crate::cel::{AttrValue, Program, Quantity, Semver};
+use crate::cel::{AttributeValue, Program, Quantity, Semver};
 
 /// What a device's selectors say for one request.
 #[derive(Debug, Clone)]
@@ -159,20 +159,20 @@ impl PartialEq for Scalar<'_> {
     }
 }
 
-fn scalar(v: &AttrValue) -> Option<Scalar<'_>> {
+fn scalar(v: &AttributeValue) -> Option<Scalar<'_>> {
     Some(match v {
-        AttrValue::Bool(b) => Scalar::Bool(*b),
-        AttrValue::Int(i) => Scalar::Int(*i),
-        AttrValue::String(s) => Scalar::Str(s),
-        AttrValue::Version(v) => Scalar::Ver(v),
-        AttrValue::Ints(_) | AttrValue::Strings(_) => return None,
+        AttributeValue::Bool(b) => Scalar::Bool(*b),
+        AttributeValue::Int(i) => Scalar::Int(*i),
+        AttributeValue::String(s) => Scalar::Str(s),
+        AttributeValue::Version(v) => Scalar::Ver(v),
+        AttributeValue::Ints(_) | AttributeValue::Strings(_) => return None,
     })
 }
 
-fn scalars(v: &AttrValue) -> Vec<Scalar<'_>> {
+fn scalars(v: &AttributeValue) -> Vec<Scalar<'_>> {
     match v {
-        AttrValue::Ints(l) => l.iter().map(|i| Scalar::Int(*i)).collect(),
-        AttrValue::Strings(l) => l.iter().map(|s| Scalar::Str(s)).collect(),
+        AttributeValue::Ints(l) => l.iter().map(|i| Scalar::Int(*i)).collect(),
+        AttributeValue::Strings(l) => l.iter().map(|s| Scalar::Str(s)).collect(),
         other => scalar(other).into_iter().collect(),
     }
 }
@@ -1369,7 +1369,7 @@ fn value_key(v: &AttrValue) -> Option<String> {
 
 /// The constraint state after adding a device with value `v`: `None` when it breaks the
 /// constraint, `Some(None)` when the state does not change.
-fn next_state<'a>(state: &CState<'a>, v: &'a AttrValue) -> Option<Option<CState<'a>>> {
+fn next_state<'a>(state: &CState<'a>, v: &'a AttributeValue) -> Option<Option<CState<'a>>> {
     match state {
         CState::Common(None) => Some(Some(CState::Common(Some(scalars(v))))),
         CState::Common(Some(common)) => {

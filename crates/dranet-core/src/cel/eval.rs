@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::rc::Rc;
 
 use super::parse::{BinOp, Expr, Func, Lit, Macro};
-use super::{AttrValue, DeviceAttributes, DeviceView, Quantity, Semver};
+use super::{AttributeValue, DeviceAttributes, DeviceView, Quantity, Semver};
 
 type R<T> = Result<T, String>;
 
@@ -103,9 +103,9 @@ fn fast(e: &Expr, dev: &DeviceView<'_>) -> Option<bool> {
             let eq = match (&**l, lit) {
                 (Expr::Driver, Lit::Str(s)) => dev.driver == s,
                 (Expr::Attr(k), lit) => match (dev.attributes.get_key(k)?, lit) {
-                    (AttrValue::String(a), Lit::Str(b)) => a == b,
-                    (AttrValue::Int(a), Lit::Int(b)) => a == b,
-                    (AttrValue::Bool(a), Lit::Bool(b)) => a == b,
+                    (AttributeValue::String(a), Lit::Str(b)) => a == b,
+                    (AttributeValue::Int(a), Lit::Int(b)) => a == b,
+                    (AttributeValue::Bool(a), Lit::Bool(b)) => a == b,
                     _ => return None,
                 },
                 _ => return None,
@@ -113,7 +113,7 @@ fn fast(e: &Expr, dev: &DeviceView<'_>) -> Option<bool> {
             Some(eq == (*op == BinOp::Eq))
         }
         Expr::Attr(k) => match dev.attributes.get_key(k)? {
-            AttrValue::Bool(b) => Some(*b),
+            AttributeValue::Bool(b) => Some(*b),
             _ => None,
         },
         Expr::Not(x) => fast(x, dev).map(|b| !b),
@@ -146,14 +146,14 @@ pub(super) fn eval_bool(e: &Expr, dev: &DeviceView<'_>) -> R<bool> {
     }
 }
 
-fn attr_value(v: &AttrValue) -> Value<'_> {
+fn attr_value(v: &AttributeValue) -> Value<'_> {
     match v {
-        AttrValue::Bool(b) => Value::Bool(*b),
-        AttrValue::Int(i) => Value::Int(*i),
-        AttrValue::String(s) => Value::Str(Cow::Borrowed(s)),
-        AttrValue::Version(v) => Value::Version(v),
-        AttrValue::Ints(v) => Value::List(Rc::new(v.iter().map(|i| Value::Int(*i)).collect())),
-        AttrValue::Strings(v) => Value::List(Rc::new(
+        AttributeValue::Bool(b) => Value::Bool(*b),
+        AttributeValue::Int(i) => Value::Int(*i),
+        AttributeValue::String(s) => Value::Str(Cow::Borrowed(s)),
+        AttributeValue::Version(v) => Value::Version(v),
+        AttributeValue::Ints(v) => Value::List(Rc::new(v.iter().map(|i| Value::Int(*i)).collect())),
+        AttributeValue::Strings(v) => Value::List(Rc::new(
             v.iter()
                 .map(|s| Value::Str(Cow::Borrowed(s.as_str())))
                 .collect(),
@@ -706,10 +706,10 @@ mod tests {
         let attrs = DeviceAttributes::new(
             "dra.net",
             [
-                ("rdma", AttrValue::Bool(true)),
-                ("ibOnly", AttrValue::Bool(false)),
-                ("numaNode", AttrValue::Int(1)),
-                ("rdmaDevice", AttrValue::String("mlx5_2".into())),
+                ("rdma", AttributeValue::Bool(true)),
+                ("ibOnly", AttributeValue::Bool(false)),
+                ("numaNode", AttributeValue::Int(1)),
+                ("rdmaDevice", AttributeValue::String("mlx5_2".into())),
             ],
             [] as [(&str, Quantity); 0],
         )

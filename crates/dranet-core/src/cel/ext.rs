@@ -111,6 +111,27 @@ impl fmt::Display for Semver {
     }
 }
 
+impl Semver {
+    /// The version as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+// The API carries a version as its text; reading one checks it is a version.
+impl serde::Serialize for Semver {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Semver {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Semver, D::Error> {
+        let text = String::deserialize(d)?;
+        Semver::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A Kubernetes resource quantity (`100m`, `1.5Gi`, `2e3`), exact to the nano unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Quantity {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use dranet_core::attributes::{AttributeValue, names};
-use dranet_core::cel::{AttrValue, DeviceAttributes, DeviceView, Program, Quantity, Semver};
+use dranet_core::cel::{DeviceAttributes, DeviceView, Program, Quantity};
 use dranet_core::slice::PublishedDevice;
 use dranet_core::{DRIVER_NAME, Inventory, NetworkDevice};
 use dranet_kubeletplugin::{DeviceHealthReport, Health};
@@ -17,19 +17,7 @@ pub const DEFAULT_FILTER: &str =
 /// Whether `filter` keeps `d`. An evaluation error is returned, naming nothing: the caller
 /// names the device.
 pub fn keeps(filter: &Program, d: &PublishedDevice) -> Result<bool, String> {
-    let mut attrs: Vec<(&str, AttrValue)> = Vec::with_capacity(d.attributes.len());
-    for (k, v) in &d.attributes {
-        let v = match v {
-            AttributeValue::Bool(b) => AttrValue::Bool(*b),
-            AttributeValue::Int(i) => AttrValue::Int(*i),
-            AttributeValue::String(s) => AttrValue::String(s.clone()),
-            AttributeValue::Version(s) => {
-                AttrValue::Version(Semver::parse(s).map_err(|e| format!("attribute {k}: {e}"))?)
-            }
-            AttributeValue::Ints(v) => AttrValue::Ints(v.clone()),
-        };
-        attrs.push((k.as_str(), v));
-    }
+    let attrs = d.attributes.iter().map(|(k, v)| (k.as_str(), v.clone()));
     let none: [(&str, Quantity); 0] = [];
     let attributes = DeviceAttributes::new(DRIVER_NAME, attrs, none)?;
     let view = DeviceView {
