@@ -160,7 +160,7 @@ fn edge_case_warnings_go_to_stderr_and_do_not_fail() {
     let (ok, out, err) = dranet(&["inventory", "--sysfs", "testdata/nodes/edge-cases/sys"]);
     assert!(ok);
     assert!(err.contains("vfio-pci"), "{err}");
-    assert_eq!(out.lines().count(), 7);
+    assert_eq!(out.lines().count(), 11);
 }
 
 #[test]
@@ -447,7 +447,7 @@ fn doctor_on_the_gb300_fixture_shows_links_topology_and_the_uplink() {
         "{out}"
     );
     assert!(
-        out.contains("OK   uplink    eth0 carries the default route"),
+        out.contains("OK   uplink    eth0 carries the host's default route (IPv4 default via 10.224.0.1, table main, metric 100, proto dhcp)"),
         "{out}"
     );
     assert!(!out.contains("FAIL"), "{out}");
@@ -529,4 +529,71 @@ fn inventory_yaml_quotes_what_yaml_1_1_would_read_as_numbers() {
         seen >= 8,
         "the PCI addresses of 4 devices (pciAddress, pciBusID): {seen}"
     );
+}
+
+const EDGE: &str = "testdata/nodes/edge-cases/sys";
+
+#[test]
+fn inventory_shows_what_is_not_published_and_why() {
+    let (ok, out, err) = dranet(&["inventory", "--sysfs", EDGE, "--show-excluded"]);
+    assert!(ok, "{err}");
+    let section = out
+        .split("NOT PUBLISHED")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no exclusion section in\n{out}"));
+    assert!(
+        section.contains("eth0") && section.contains("table main, metric 100"),
+        "{section}"
+    );
+    assert!(section.contains("rxe2") && section.contains("on eth0, which is not published"));
+    // The rails (policy-table default, backup default) are published.
+    assert!(out.contains("rail0") && out.contains("rail1"), "{out}");
+    // Without the flag, no section.
+    let (_, plain, _) = dranet(&["inventory", "--sysfs", EDGE]);
+    assert!(!plain.contains("NOT PUBLISHED"));
+}
+
+#[test]
+fn uplink_interfaces_override_detection() {
+    let (ok, out, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        EDGE,
+        "--uplink-interfaces",
+        "rail1",
+        "--show-excluded",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("pci-0000-00-02-0"),
+        "eth0 is published now:\n{out}"
+    );
+    assert!(
+        out.contains("rail1                uplink named by --uplink-interfaces"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_invalid_node_name_is_an_error_naming_where_it_came_from() {
+    let (ok, _, err) = dranet_with_env(
+        &["inventory", "--sysfs", EDGE, "-o", "json"],
+        &[("NODE_NAME", "(none)")],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("\"(none)\" (from $NODE_NAME)") && err.contains("--node-name"),
+        "{err}"
+    );
+    let (ok, _, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        EDGE,
+        "-o",
+        "yaml",
+        "--node-name",
+        "Node_1",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("\"Node_1\" (from --node-name)"), "{err}");
 }

@@ -36,6 +36,10 @@ pub struct InventoryArgs {
     /// at minimum SLIT distance); needs an API server with list-typed attributes.
     #[arg(long)]
     numa_node_list: bool,
+    /// Also list the devices found and not published (the uplink and what it depends on), with
+    /// the reason: after the table, or on stderr with `-o json|yaml`.
+    #[arg(long)]
+    show_excluded: bool,
 }
 
 /// Runs the command.
@@ -89,9 +93,25 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
                 )
                 .map_err(io)?;
             }
+            if a.show_excluded && !inv.excluded.is_empty() {
+                writeln!(out, "\nNOT PUBLISHED        REASON").map_err(io)?;
+                for e in &inv.excluded {
+                    writeln!(out, "{:<20} {}", e.name, e.reason).map_err(io)?;
+                }
+            }
         }
         Format::Json | Format::Yaml => {
-            let slices = resource_slices(&super::node_name(&a.node_name), DRIVER_NAME, &devices, 1);
+            if a.show_excluded {
+                for e in &inv.excluded {
+                    eprintln!("not published: {}: {}", e.name, e.reason);
+                }
+            }
+            let slices = resource_slices(
+                &super::node_name(&a.node_name, "--node-name")?,
+                DRIVER_NAME,
+                &devices,
+                1,
+            );
             if a.output == Format::Json {
                 let v = if slices.len() == 1 {
                     slices.into_iter().next().unwrap_or_default()

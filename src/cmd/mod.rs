@@ -25,6 +25,16 @@ pub struct SourceArgs {
     /// /usr/share/misc/pci.ids and /usr/share/hwdata/pci.ids).
     #[arg(long, value_name = "FILE", env = "DRANET_PCI_IDS")]
     pub pci_ids: Option<PathBuf>,
+    /// The host's uplink interfaces, comma-separated: never published, nor their PCI functions.
+    /// Turns detection off (default: the interfaces of the lowest-metric default route of the
+    /// main table, per address family; see the README's "Which interfaces are the uplink").
+    #[arg(
+        long,
+        value_name = "IF,...",
+        value_delimiter = ',',
+        env = "DRANET_UPLINK_INTERFACES"
+    )]
+    pub uplink_interfaces: Option<Vec<String>>,
 }
 
 /// `--cloud-provider-hint` values.
@@ -118,14 +128,37 @@ pub enum CliError {
 }
 
 impl SourceArgs {
+    /// The discovery options these flags ask for.
+    pub fn discovery_options(&self) -> Result<dranet_discovery::Options, CliError> {
+        let uplink_interfaces = match &self.uplink_interfaces {
+            Some(names) => {
+                let names: Vec<String> = names
+                    .iter()
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty())
+                    .collect();
+                if names.is_empty() {
+                    return Err(CliError::Usage(
+                        "--uplink-interfaces: no interface named (to publish every interface, which \
+                         would let a pod take the node's network, name one that does not exist)"
+                            .into(),
+                    ));
+                }
+                Some(names)
+            }
+            None => None,
+        };
+        Ok(dranet_discovery::Options {
+            move_ib_interfaces: self.move_ib_interfaces,
+            pci_ids: self.pci_ids.clone(),
+            uplink_interfaces,
+        })
+    }
+
     /// Discovers the node, logging each warning.
     pub fn discover(&self) -> Result<Inventory, CliError> {
         check_sysfs(&self.sysfs).map_err(CliError::Usage)?;
-        let opts = dranet_discovery::Options {
-            move_ib_interfaces: self.move_ib_interfaces,
-            pci_ids: self.pci_ids.clone(),
-        };
-        let inv = dranet_discovery::host(&self.sysfs, opts).discover()?;
+        let inv = dranet_discovery::host(&self.sysfs, self.discovery_options()?).discover()?;
         for w in &inv.warnings {
             tracing::warn!("{w}");
         }
@@ -157,14 +190,25 @@ pub fn check_sysfs(sysfs: &std::path::Path) -> Result<(), String> {
 }
 
 /// The node name for devices read from sysfs: the flag, else `$NODE_NAME` (as the DaemonSet sets
-/// it), else the hostname; `inventory` and `check` agree, so one device has one identity.
-pub fn node_name(arg: &Option<String>) -> String {
-    arg.clone()
-        .or_else(|| std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()))
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|s| s.trim().to_lowercase())
-        })
-        .unwrap_or_else(|| "localhost".into())
+/// it), else the hostname; `inventory` and `check` agree, so one device has one identity. A name
+/// the API server would refuse (a kernel hostname of `(none)`, upper case, …) is an error naming
+/// `flag`, the way to set it.
+pub fn node_name(arg: &Option<String>, flag: &str) -> Result<String, CliError> {
+    let (name, from) = if let Some(n) = arg {
+        (n.clone(), flag.to_string())
+    } else if let Some(n) = std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()) {
+        (n, "$NODE_NAME".to_string())
+    } else {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_lowercase())
+            .unwrap_or_default();
+        (host, "the kernel hostname".to_string())
+    };
+    dranet_core::names::check_dns1123_subdomain(&name).map_err(|why| {
+        CliError::Usage(format!(
+            "node name {name:?} (from {from}) {why}: it names the Node, the pool and the \
+             ResourceSlices; set the Node's name with {flag} or $NODE_NAME"
+        ))
+    })?;
+    Ok(name)
 }
