@@ -474,7 +474,9 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
     let mut classes: Vec<DeviceClass> = Vec::new();
     let mut inventory = None;
     if let Some(sysfs) = &args.sysfs {
-        let (s, inv) = discover(sysfs, &super::node_name(&args.node_name), &args.cloud)?;
+        let node = super::node_name(&args.node_name, "--node-name")
+            .map_err(|e| CheckError::Usage(e.to_string()))?;
+        let (s, inv) = discover(sysfs, &node, &args.cloud)?;
         slices.extend(s);
         inventory = Some(inv);
     }
