@@ -69,11 +69,22 @@ pub struct CloudArgs {
     /// Azure IMDS api-version.
     #[arg(long, value_name = "VERSION", default_value = dranet_azure::DEFAULT_API_VERSION, env = "DRANET_AZURE_IMDS_API_VERSION")]
     pub azure_imds_api_version: String,
+    /// An IMDS document saved on the node (`curl -H Metadata:true
+    /// "http://169.254.169.254/metadata/instance?api-version=2021-02-01"`, or its `compute` part):
+    /// the Azure attributes without a metadata service, e.g. to check `ib-same-fabric` offline.
+    #[arg(long, value_name = "FILE", env = "DRANET_AZURE_IMDS_FILE")]
+    pub azure_imds_file: Option<PathBuf>,
 }
 
 impl CloudArgs {
     /// The cloud provider for a node read from `sysfs`, logging how it was decided.
-    pub fn provider(&self, sysfs: &std::path::Path) -> Box<dyn dranet_core::CloudProvider> {
+    pub fn provider(
+        &self,
+        sysfs: &std::path::Path,
+    ) -> Result<Box<dyn dranet_core::CloudProvider>, CliError> {
+        if let Some(file) = &self.azure_imds_file {
+            return Ok(Box::new(imds_file(file)?));
+        }
         let endpoint_given = self.azure_imds_endpoint != dranet_azure::DEFAULT_ENDPOINT;
         let hint = match self.cloud_provider_hint {
             Some(CloudHint::Azure) => dranet_azure::Hint::Azure,
@@ -103,11 +114,39 @@ impl CloudArgs {
         for w in &d.warnings {
             tracing::warn!("{w}");
         }
-        match d.provider {
+        Ok(match d.provider {
             Some(p) => Box::new(p),
             None => Box::new(dranet_core::NoCloud),
-        }
+        })
     }
+}
+
+/// An IMDS document from a file: the whole instance document (`compute` and `network`) or its
+/// `compute` part.
+fn imds_file(file: &std::path::Path) -> Result<dranet_azure::AzureInstance, CliError> {
+    let bad = |why: String| CliError::Usage(format!("--azure-imds-file {}: {why}", file.display()));
+    let text = std::fs::read(file).map_err(|e| bad(e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let part = |k: &str| serde_json::to_vec(&v[k]).unwrap_or_default();
+    let (compute, network) = if v.get("compute").is_some() {
+        let network = match v.get("network") {
+            Some(_) => {
+                dranet_azure::parse_network(&part("network")).map_err(|e| bad(e.to_string()))?
+            }
+            None => Default::default(),
+        };
+        (
+            dranet_azure::parse_compute(&part("compute")).map_err(|e| bad(e.to_string()))?,
+            network,
+        )
+    } else {
+        (
+            dranet_azure::parse_compute(&text).map_err(|e| bad(e.to_string()))?,
+            Default::default(),
+        )
+    };
+    Ok(dranet_azure::AzureInstance { compute, network })
 }
 
 /// Errors of the binary: one line each.
@@ -211,4 +250,34 @@ pub fn node_name(arg: &Option<String>, flag: &str) -> Result<String, CliError> {
         ))
     })?;
     Ok(name)
+}
+
+/// Rows as aligned columns (two spaces apart, the last column unpadded), as kubectl prints
+/// tables: widths follow the content, so a 35-character AKS node name does not break them.
+pub fn aligned(rows: &[Vec<String>], indent: &str) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::from(indent);
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(widths[c] - cell.chars().count() + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }

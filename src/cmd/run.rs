@@ -227,7 +227,7 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     let mut config = a.config(node)?;
     let rescan = a.rescan()?;
     // Cloud detection blocks (a short IMDS probe at most), before the runtime starts.
-    config.cloud = Arc::from(a.cloud.provider(&a.source.sysfs));
+    config.cloud = Arc::from(a.cloud.provider(&a.source.sysfs)?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
