@@ -31,7 +31,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use oracle::{Case, GoResult, Outcome, Ours, generate, run_allocbench};
+use oracle::{Case, GoResult, Ours, Outcome, generate, run_allocbench};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -61,20 +61,35 @@ fn kind(o: &Outcome) -> String {
     }
 }
 
-fn check_case(bin: &std::path::Path, case: &Case, file: &std::path::Path, seed: u64, limit: Duration, stats: &Mutex<Stats>) -> bool {
+fn check_case(
+    bin: &std::path::Path,
+    case: &Case,
+    file: &std::path::Path,
+    seed: u64,
+    limit: Duration,
+    stats: &Mutex<Stats>,
+) -> bool {
     case.save(file);
     let names = case.claim_names();
     let go = match run_allocbench(bin, file, &case.header, &names, limit) {
         Ok(go) => go,
         Err(e) => {
-            stats.lock().unwrap().mismatches.push(format!("seed {seed}: allocbench failed: {e}"));
+            stats
+                .lock()
+                .unwrap()
+                .mismatches
+                .push(format!("seed {seed}: allocbench failed: {e}"));
             return false;
         }
     };
     let mut ours = match Ours::new(case) {
         Ok(o) => o,
         Err(e) => {
-            stats.lock().unwrap().mismatches.push(format!("seed {seed}: our allocator refused the node: {e}"));
+            stats
+                .lock()
+                .unwrap()
+                .mismatches
+                .push(format!("seed {seed}: our allocator refused the node: {e}"));
             return false;
         }
     };
@@ -86,7 +101,9 @@ fn check_case(bin: &std::path::Path, case: &Case, file: &std::path::Path, seed: 
             GoResult::Timeout => {
                 let t = Instant::now();
                 let o = ours.outcome(name);
-                local.go_timeouts.push((seed, name.clone(), t.elapsed(), o.short()));
+                local
+                    .go_timeouts
+                    .push((seed, name.clone(), t.elapsed(), o.short()));
                 continue;
             }
             GoResult::Done(g, msg) => (g.clone(), msg.clone()),
@@ -106,8 +123,15 @@ fn check_case(bin: &std::path::Path, case: &Case, file: &std::path::Path, seed: 
         local.mismatches.push(format!(
             "seed {seed} claim {name}: scheduler: {}{}\n    ours (any pool order): {}",
             g.short(),
-            if msg.is_empty() { String::new() } else { format!(" ({msg})") },
-            all.iter().map(Outcome::short).collect::<Vec<_>>().join(" | ")
+            if msg.is_empty() {
+                String::new()
+            } else {
+                format!(" ({msg})")
+            },
+            all.iter()
+                .map(Outcome::short)
+                .collect::<Vec<_>>()
+                .join(" | ")
         ));
     }
     let mut s = stats.lock().unwrap();
@@ -148,20 +172,22 @@ fn the_allocator_agrees_with_the_scheduler_on_random_inputs() {
         let failed = Mutex::new(Vec::new());
         std::thread::scope(|s| {
             for _ in 0..2 {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= cases {
-                        break;
-                    }
-                    let seed = first + i as u64;
-                    let case = generate::case(seed, per_case);
-                    let file = dir.join(format!("case-{seed}.yaml"));
-                    if check_case(&bin, &case, &file, seed, limit, &stats) {
-                        if !keep {
-                            let _ = std::fs::remove_file(&file);
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= cases {
+                            break;
                         }
-                    } else {
-                        failed.lock().unwrap().push(file);
+                        let seed = first + i as u64;
+                        let case = generate::case(seed, per_case);
+                        let file = dir.join(format!("case-{seed}.yaml"));
+                        if check_case(&bin, &case, &file, seed, limit, &stats) {
+                            if !keep {
+                                let _ = std::fs::remove_file(&file);
+                            }
+                        } else {
+                            failed.lock().unwrap().push(file);
+                        }
                     }
                 });
             }
@@ -183,13 +209,23 @@ fn the_allocator_agrees_with_the_scheduler_on_random_inputs() {
     );
     println!("  scheduler outcomes: {:?}", s.by_kind);
     for (seed, claim, ours, what) in &s.go_timeouts {
-        println!("  scheduler timeout: seed {seed} claim {claim}: ours answered in {ours:?}: {what}");
+        println!(
+            "  scheduler timeout: seed {seed} claim {claim}: ours answered in {ours:?}: {what}"
+        );
     }
     for m in &s.mismatches {
         println!("  MISMATCH {m}");
     }
     for f in &failed_files {
-        println!("  case written to {} (rerun: DRANET_ORACLE_REPLAY={} cargo test -p dranet-core --test alloc_oracle -- --nocapture)", f.display(), f.display());
+        println!(
+            "  case written to {} (rerun: DRANET_ORACLE_REPLAY={} cargo test -p dranet-core --test alloc_oracle -- --nocapture)",
+            f.display(),
+            f.display()
+        );
     }
-    assert!(s.mismatches.is_empty(), "{} claims disagree with the scheduler (see above)", s.mismatches.len());
+    assert!(
+        s.mismatches.is_empty(),
+        "{} claims disagree with the scheduler (see above)",
+        s.mismatches.len()
+    );
 }

@@ -839,15 +839,18 @@ impl<'a> Search<'a> {
             .iter()
             .map(|per| per.iter().map(|d| d.num).max().unwrap_or(0))
             .sum();
-        let all_constrained = claim.requests[..reached].iter().enumerate().any(|(r, req)| {
-            req.alts.iter().enumerate().any(|(s, alt)| {
-                alt.mode == Mode::All
-                    && claim
-                        .constraints
-                        .iter()
-                        .any(|c| c.applies(r, s, req.subrequests))
-            })
-        });
+        let all_constrained = claim.requests[..reached]
+            .iter()
+            .enumerate()
+            .any(|(r, req)| {
+                req.alts.iter().enumerate().any(|(s, alt)| {
+                    alt.mode == Mode::All
+                        && claim
+                            .constraints
+                            .iter()
+                            .any(|c| c.applies(r, s, req.subrequests))
+                })
+            });
         if max_total > MAX_ALLOCATED_DEVICES || all_constrained {
             return Doom::Undecided;
         }
@@ -938,10 +941,10 @@ impl<'a> Search<'a> {
         let usable = |r: usize, s: usize, d: usize| -> bool {
             let alt = &claim.requests[r].alts[s];
             let dev = &a.devices[d];
+            let tolerated_all = dev.taints.iter().all(|t| tolerated(t, &alt.tolerations));
             Some(d) != avoid
-                && !(a.features.device_taints
-                    && !dev.taints.iter().all(|t| tolerated(t, &alt.tolerations)))
-                && !(dev.counters.is_some() && !a.features.partitionable_devices)
+                && (tolerated_all || !a.features.device_taints)
+                && (dev.counters.is_none() || a.features.partitionable_devices)
                 && claim.constraints.iter().all(|c| {
                     !c.applies(r, s, claim.requests[r].subrequests)
                         || dev.attributes.get_key(&c.attribute).is_some()
@@ -1029,7 +1032,7 @@ impl<'a> Search<'a> {
             }
             possible.push(per);
         }
-// All requests together need that many different devices.
+        // All requests together need that many different devices.
         let mut needed = 0usize;
         let mut union: Vec<bool> = vec![false; a.devices.len()];
         let mut countable = true;
@@ -1151,7 +1154,10 @@ impl<'a> Search<'a> {
             };
             if !counts.iter().any(|(k, v)| fits(v) && together(v, k)) {
                 let first = (0..upto)
-                    .find(|&r| (0..claim.requests[r].alts.len()).any(|s| c.applies(r, s, claim.requests[r].subrequests)))
+                    .find(|&r| {
+                        (0..claim.requests[r].alts.len())
+                            .any(|s| c.applies(r, s, claim.requests[r].subrequests))
+                    })
                     .unwrap_or(0);
                 return Some((
                     None,
@@ -1357,13 +1363,13 @@ fn scalar_key(s: &Scalar<'_>) -> String {
 }
 
 /// A scalar value as the scheduler compares it (versions by their text); `None` for lists.
-fn value_key(v: &AttrValue) -> Option<String> {
+fn value_key(v: &AttributeValue) -> Option<String> {
     Some(match v {
-        AttrValue::Bool(b) => format!("b{b}"),
-        AttrValue::Int(i) => format!("i{i}"),
-        AttrValue::String(s) => format!("s{s}"),
-        AttrValue::Version(v) => format!("v{v}"),
-        AttrValue::Ints(_) | AttrValue::Strings(_) => return None,
+        AttributeValue::Bool(b) => format!("b{b}"),
+        AttributeValue::Int(i) => format!("i{i}"),
+        AttributeValue::String(s) => format!("s{s}"),
+        AttributeValue::Version(v) => format!("v{v}"),
+        AttributeValue::Ints(_) | AttributeValue::Strings(_) => return None,
     })
 }
 
