@@ -391,6 +391,7 @@ pub(super) fn build(
         index: OnceLock::new(),
         classes,
         features,
+        bugs: options.bugs,
         node: options.node.clone(),
         counter_sets,
         warnings,

@@ -85,7 +85,7 @@ pub const MAX_ALLOCATED_DEVICES: usize = 32;
 pub const MAX_REQUESTS: usize = 32;
 /// Search steps before giving up on a pathological claim (the scheduler has no such limit and
 /// may search for minutes).
-pub const MAX_SEARCH_STEPS: u64 = 1_000_000;
+pub const MAX_SEARCH_STEPS: u64 = 20_000_000;
 
 /// Why an allocation could not be simulated or found.
 ///
@@ -266,6 +266,41 @@ impl Default for Features {
     }
 }
 
+/// Bugs of the Kubernetes scheduler's allocator that change which devices it picks, to
+/// reproduce a given version exactly. The default has none: the API's semantics, as the
+/// scheduler of Kubernetes 1.36 allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SchedulerBugs {
+    /// Kubernetes 1.34 and older: `distinctAttribute` compares pointers instead of values, so
+    /// it only requires the attribute and lets equal values through (fixed in 1.35).
+    pub distinct_attribute_not_enforced: bool,
+    /// Kubernetes 1.35 and older mishandle `allocationMode: All` in `firstAvailable`
+    /// sub-requests (fixed in 1.36): an `All` sub-request other than the first takes its first
+    /// device, then goes on as the first sub-request (its devices, its count, its name in the
+    /// results); and an `All` second sub-request after an `All` first one gets the first one's
+    /// devices instead of evaluating its own selectors (a cache keyed by the wrong
+    /// sub-request).
+    pub first_available_all_mode: bool,
+}
+
+impl SchedulerBugs {
+    /// The bugs of the Kubernetes 1.34 scheduler.
+    pub fn kubernetes_1_34() -> SchedulerBugs {
+        SchedulerBugs {
+            distinct_attribute_not_enforced: true,
+            first_available_all_mode: true,
+        }
+    }
+
+    /// The bugs of the Kubernetes 1.35 scheduler.
+    pub fn kubernetes_1_35() -> SchedulerBugs {
+        SchedulerBugs {
+            distinct_attribute_not_enforced: false,
+            first_available_all_mode: true,
+        }
+    }
+}
+
 /// How to build an [`Allocator`].
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -275,6 +310,8 @@ pub struct Options {
     pub node: Option<Node>,
     /// The scheduler's feature gates.
     pub features: Features,
+    /// The scheduler's bugs to reproduce (none by default).
+    pub bugs: SchedulerBugs,
 }
 
 /// One device as the engine sees it.
@@ -441,6 +478,7 @@ pub struct Allocator {
     index: OnceLock<HashMap<DeviceId, usize>>,
     classes: BTreeMap<String, ClassEntry>,
     features: Features,
+    bugs: SchedulerBugs,
     node: Option<Node>,
     /// Shared counters, per slice that declares them.
     counter_sets: Vec<build::SliceCounters>,
@@ -531,6 +569,11 @@ impl Allocator {
     /// The feature set.
     pub fn features(&self) -> &Features {
         &self.features
+    }
+
+    /// The scheduler bugs reproduced.
+    pub fn bugs(&self) -> &SchedulerBugs {
+        &self.bugs
     }
 
     /// The pools the search visits, as `(driver, pool)`, in the order it visits them.

@@ -17,6 +17,9 @@
 //! the rest of the call (as in the scheduler), which makes the outcome depend on the path, so
 //! such claims are searched over permutations exactly as the scheduler does.
 
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, HashMap};
+
 use k8s_openapi::api::resource::v1::{
     DeviceAllocationConfiguration, DeviceTaint, DeviceToleration,
 };
@@ -84,9 +87,35 @@ enum Cand {
     Barrier(usize),
 }
 
+/// Some positions of a candidate list, in order, with the number of `Dev` entries from each
+/// on.
+#[derive(Debug, Default)]
+struct Subset {
+    positions: Vec<usize>,
+    suffix: Vec<usize>,
+}
+
+impl Subset {
+    fn new(positions: Vec<usize>, cands: &[Cand]) -> Subset {
+        let mut suffix = vec![0; positions.len() + 1];
+        for i in (0..positions.len()).rev() {
+            suffix[i] = suffix[i + 1] + usize::from(matches!(cands[positions[i]], Cand::Dev(_)));
+        }
+        Subset { positions, suffix }
+    }
+}
+
 /// A request or sub-request, prepared for one allocation.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct AltData {
+    /// Per `matchAttribute` covering it (by constraint index): candidate positions by value,
+    /// built when a slot first runs with the value fixed.
+    index: OnceCell<Vec<(usize, HashMap<String, Subset>)>>,
+    /// Entries with a fixed value before the index is built: an easy claim never needs it,
+    /// and building it costs more than scanning a short list a few times.
+    fixed_entries: std::cell::Cell<u32>,
+    /// The hazards alone, for a value no candidate has.
+    hazards_only: Subset,
     /// ExactCount: candidates in search order.
     cands: Vec<Cand>,
     /// `suffix[i]`: `Dev` entries at positions `i..`.
@@ -107,7 +136,17 @@ enum Stop {
     /// `firstAvailable` (an error when there is none).
     MaxSize,
     Fatal(AllocError),
+    /// The quick first attempt used its step budget (see [`QUICK_STEPS`]).
+    Budget,
 }
+
+/// Steps of the first, plain attempt. Most claims are decided well within it; only those that
+/// exceed it pay for the analysis of claims that cannot succeed ([`Search::doomed_outcome`]),
+/// which costs more than a typical whole search.
+const QUICK_STEPS: u64 = 20_000;
+
+/// Slot entries with a fixed `matchAttribute` value before the candidates are indexed by value.
+const INDEX_AFTER: u32 = 32;
 
 type Step = Result<bool, Stop>;
 
@@ -193,9 +232,9 @@ fn tolerated(taint: &DeviceTaint, tolerations: &[DeviceToleration]) -> bool {
 struct Search<'a> {
     a: &'a Allocator,
     claim: &'a CompiledClaim,
-    alts: Vec<Vec<AltData>>,
+    alts: &'a [Vec<AltData>],
     /// Held by other claims.
-    taken: Vec<bool>,
+    taken: &'a [bool],
     /// Chosen for this claim.
     used: Vec<bool>,
     chosen: Vec<(usize, usize, usize)>,
@@ -208,9 +247,16 @@ struct Search<'a> {
     /// Search over permutations, as the scheduler (see the module docs).
     permutations: bool,
     steps: u64,
+    /// Steps allowed before stopping.
+    limit: u64,
     /// Furthest request reached, and constraint rejections.
     deepest: usize,
     rejected_by: Vec<u64>,
+    /// Feasibility only: requests `..upto` placed with selectable devices other than
+    /// `avoid` is success, and errors are not looked for.
+    feasibility: bool,
+    upto: usize,
+    avoid: Option<usize>,
 }
 
 pub(super) fn run(
@@ -233,10 +279,25 @@ pub(super) fn run(
     let mut alts = Vec::with_capacity(claim.requests.len());
     let mut min_total = 0usize;
     for req in &claim.requests {
-        let mut per = Vec::with_capacity(req.alts.len());
+        let mut per: Vec<AltData> = Vec::with_capacity(req.alts.len());
         let mut min_req = usize::MAX;
-        for alt in &req.alts {
-            let data = prepare(a, alt, &taken)?;
+        for (s, alt) in req.alts.iter().enumerate() {
+            let data = match (s, per.first()) {
+                // Kubernetes ≤ 1.35 validates the second sub-request with the first one's
+                // cache key: after an `All` first one, an `All` second one reads its verdicts.
+                (1, Some(first))
+                    if a.bugs.first_available_all_mode
+                        && req.alts[0].mode == Mode::All
+                        && alt.mode == Mode::All =>
+                {
+                    AltData {
+                        all: first.all.clone(),
+                        num: first.num,
+                        ..AltData::default()
+                    }
+                }
+                _ => prepare(a, alt, &taken)?,
+            };
             min_req = min_req.min(data.num);
             per.push(data);
         }
@@ -253,39 +314,63 @@ pub(super) fn run(
                 Cand::Barrier(_) => false,
             }) || d.all.iter().any(|i| a.devices[*i].counters.is_some())
         });
-    let (available, consumed) = counters_left(a, &taken);
-    let states = claim
-        .constraints
-        .iter()
-        .map(|c| match c.kind {
-            ConstraintKind::Match => CState::Common(None),
-            ConstraintKind::Distinct => CState::Taken(Vec::new()),
-        })
-        .collect();
-    let mut s = Search {
-        a,
-        claim,
-        alts,
-        taken,
-        used: vec![false; a.devices.len()],
-        chosen: Vec::new(),
-        selected: vec![0; claim.requests.len()],
-        states,
-        available,
-        consumed,
-        permutations,
-        steps: 0,
-        deepest: 0,
-        rejected_by: vec![0; claim.constraints.len()],
-    };
-    match s.request(0) {
+    // A plain search first: most claims are decided in a few steps.
+    let mut quick = Search::new(a, claim, &alts, &taken, permutations);
+    quick.limit = QUICK_STEPS;
+    let first = quick.request(0);
+    match first {
+        Err(Stop::Budget) => {}
+        // No solution: the analysis names the request or constraint that makes it so better
+        // than where the search happened to stop.
+        Ok(false) => {
+            let mut s = Search::new(a, claim, &alts, &taken, permutations);
+            if let Doom::Unsatisfiable(e) = s.doomed_outcome() {
+                return Err(e);
+            }
+            return finish(&mut quick, first, Doom::Undecided);
+        }
+        _ => return finish(&mut quick, first, Doom::Undecided),
+    }
+    let mut s = Search::new(a, claim, &alts, &taken, permutations);
+    let doom = s.doomed_outcome();
+    if let Doom::Unsatisfiable(e) = doom {
+        return Err(e);
+    }
+    let outcome = s.request(0);
+    finish(&mut s, outcome, doom)
+}
+
+/// The claim's result from the search's outcome.
+fn finish(s: &mut Search<'_>, outcome: Step, doom: Doom) -> Result<Allocation, AllocError> {
+    match outcome {
         Ok(true) => s.result(),
         Ok(false) => Err(s.unsatisfiable()),
         Err(Stop::MaxSize) => Err(AllocError::TooManyDevices {
             needed: MAX_ALLOCATED_DEVICES + 1,
         }),
+        // The claim fails for sure; which error the scheduler meets first is beyond the
+        // search's patience, so one it meets for sure is reported.
+        Err(Stop::Fatal(AllocError::SearchLimit(_))) if matches!(doom, Doom::Failing(_)) => {
+            match doom {
+                Doom::Failing(e) => Err(e),
+                _ => Err(AllocError::SearchLimit(MAX_SEARCH_STEPS)),
+            }
+        }
         Err(Stop::Fatal(e)) => Err(e),
+        // Only the quick attempt has a budget, and it is not finished here.
+        Err(Stop::Budget) => Err(AllocError::SearchLimit(QUICK_STEPS)),
     }
+}
+
+/// What is known before searching of a claim without solution.
+enum Doom {
+    /// Nothing for sure: search.
+    Undecided,
+    /// No solution, and no selector error or invalid pool is reachable.
+    Unsatisfiable(AllocError),
+    /// No solution, and the scheduler meets an error on the way (this one or an earlier one
+    /// in its order).
+    Failing(AllocError),
 }
 
 /// Shared counters left per slice once the devices other claims hold are subtracted, and a
@@ -345,14 +430,7 @@ fn prepare(a: &Allocator, alt: &Alt, taken: &[bool]) -> Result<AltData, AllocErr
             error,
         };
     let is_class_err = |d: usize| matches!(class.get(d), Some(Verdict::Err(_)));
-    let mut data = AltData {
-        cands: Vec::new(),
-        suffix: Vec::new(),
-        hazards: Vec::new(),
-        all: Vec::new(),
-        num: 0,
-        errors: Vec::new(),
-    };
+    let mut data = AltData::default();
     match alt.mode {
         Mode::All => {
             for &p in &a.order {
@@ -405,6 +483,7 @@ fn prepare(a: &Allocator, alt: &Alt, taken: &[bool]) -> Result<AltData, AllocErr
                     }
                 }
             }
+            data.hazards_only = Subset::new(data.hazards.clone(), &data.cands);
             data.suffix = vec![0; data.cands.len() + 1];
             for i in (0..data.cands.len()).rev() {
                 data.suffix[i] =
@@ -416,9 +495,50 @@ fn prepare(a: &Allocator, alt: &Alt, taken: &[bool]) -> Result<AltData, AllocErr
 }
 
 impl<'a> Search<'a> {
+    fn new(
+        a: &'a Allocator,
+        claim: &'a CompiledClaim,
+        alts: &'a [Vec<AltData>],
+        taken: &'a [bool],
+        permutations: bool,
+    ) -> Search<'a> {
+        let (available, consumed) = counters_left(a, taken);
+        let states = claim
+            .constraints
+            .iter()
+            .map(|c| match c.kind {
+                ConstraintKind::Match => CState::Common(None),
+                ConstraintKind::Distinct => CState::Taken(Vec::new()),
+            })
+            .collect();
+        Search {
+            a,
+            claim,
+            alts,
+            taken,
+            used: vec![false; a.devices.len()],
+            chosen: Vec::new(),
+            selected: vec![0; claim.requests.len()],
+            states,
+            available,
+            consumed,
+            permutations,
+            steps: 0,
+            limit: MAX_SEARCH_STEPS,
+            deepest: 0,
+            rejected_by: vec![0; claim.constraints.len()],
+            feasibility: false,
+            upto: claim.requests.len(),
+            avoid: None,
+        }
+    }
+
     fn tick(&mut self) -> Result<(), Stop> {
         self.steps += 1;
-        if self.steps > MAX_SEARCH_STEPS {
+        if self.steps > self.limit {
+            if self.limit < MAX_SEARCH_STEPS {
+                return Err(Stop::Budget);
+            }
             return Err(Stop::Fatal(AllocError::SearchLimit(MAX_SEARCH_STEPS)));
         }
         Ok(())
@@ -426,7 +546,7 @@ impl<'a> Search<'a> {
 
     /// Allocates request `r` and all after it.
     fn request(&mut self, r: usize) -> Step {
-        if r == self.claim.requests.len() {
+        if r == self.upto {
             return Ok(true);
         }
         self.deepest = self.deepest.max(r);
@@ -470,29 +590,57 @@ impl<'a> Search<'a> {
         }
         if all {
             let d = data.all[k];
+            if self.avoid == Some(d) {
+                return Ok(false);
+            }
             self.tick()?;
             let Some(saved) = self.add(r, s, d, true)? else {
                 return Ok(false);
             };
-            let res = self.slot(r, s, k + 1, 0);
+            // Kubernetes ≤ 1.35 drops the sub-request index here and goes on with the first.
+            let next = if self.a.bugs.first_available_all_mode {
+                0
+            } else {
+                s
+            };
+            let res = self.slot(r, next, k + 1, 0);
             if !matches!(res, Ok(true)) {
                 self.remove(saved);
             }
             return res;
         }
         let left = n - k;
-        let mut i = if self.permutations { 0 } else { from };
+        let start = if self.permutations { 0 } else { from };
+        // With a constraint's value already fixed, only the candidates of that value (and the
+        // hazards) can be met: the others would be rejected without any effect.
+        let only: Option<&'a Subset> = if self.permutations {
+            None
+        } else {
+            self.subset(r, s)
+        };
+        let mut idx = match only {
+            Some(sub) => sub.positions.partition_point(|&p| p < start),
+            None => start,
+        };
+        let data: &'a AltData = &self.alts[r][s];
         loop {
-            let data = &self.alts[r][s];
-            if i >= data.cands.len() {
-                return Ok(false);
-            }
-            if !self.permutations && data.suffix[i] < left {
+            let (i, remaining) = match only {
+                Some(sub) => match sub.positions.get(idx) {
+                    Some(&p) => (p, sub.suffix[idx]),
+                    None => return Ok(false),
+                },
+                None if idx < data.cands.len() => (idx, data.suffix[idx]),
+                None => return Ok(false),
+            };
+            if !self.permutations && remaining < left {
                 return self.tail_hazard(r, s, i);
             }
+            idx += 1;
             let cand = data.cands[i];
-            i += 1;
+            let i = i + 1;
             match cand {
+                Cand::Barrier(_) | Cand::Err(..) if self.feasibility => {}
+                Cand::Dev(d) if self.avoid == Some(d) => {}
                 Cand::Barrier(p) => {
                     let pool = &self.a.pools[p];
                     return Err(Stop::Fatal(AllocError::InvalidPool {
@@ -502,7 +650,7 @@ impl<'a> Search<'a> {
                 }
                 Cand::Err(d, e) => {
                     if !self.used[d] {
-                        return Err(Stop::Fatal(self.alts[r][s].errors[e].clone()));
+                        return Err(Stop::Fatal(data.errors[e].clone()));
                     }
                 }
                 Cand::Dev(d) => {
@@ -525,9 +673,81 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// The candidates of (r, s) a fixed `matchAttribute` value leaves, when there is one.
+    fn subset(&self, r: usize, s: usize) -> Option<&'a Subset> {
+        let data: &'a AltData = &self.alts[r][s];
+        let has_subs = self.claim.requests[r].subrequests;
+        let mut best: Option<&'a Subset> = None;
+        for (ci, c) in self.claim.constraints.iter().enumerate() {
+            if c.kind != ConstraintKind::Match || !c.applies(r, s, has_subs) {
+                continue;
+            }
+            let CState::Common(Some(common)) = &self.states[ci] else {
+                continue;
+            };
+            let [only] = common.as_slice() else {
+                continue;
+            };
+            if data.index.get().is_none() {
+                let n = data.fixed_entries.get() + 1;
+                data.fixed_entries.set(n);
+                if n < INDEX_AFTER {
+                    return None;
+                }
+            }
+            let index = data.index.get_or_init(|| self.build_index(r, s));
+            let Some((_, by_value)) = index.iter().find(|(i, _)| *i == ci) else {
+                continue;
+            };
+            let key = scalar_key(only);
+            let sub = by_value.get(&key).unwrap_or(&data.hazards_only);
+            if best.is_none_or(|b| sub.positions.len() < b.positions.len()) {
+                best = Some(sub);
+            }
+        }
+        best
+    }
+
+    /// Per scalar `matchAttribute` covering (r, s): the candidate positions of each value,
+    /// hazards included.
+    fn build_index(&self, r: usize, s: usize) -> Vec<(usize, HashMap<String, Subset>)> {
+        let data = &self.alts[r][s];
+        let has_subs = self.claim.requests[r].subrequests;
+        let mut out = Vec::new();
+        'constraint: for (ci, c) in self.claim.constraints.iter().enumerate() {
+            if c.kind != ConstraintKind::Match || !c.applies(r, s, has_subs) {
+                continue;
+            }
+            let mut lists: HashMap<String, Vec<usize>> = HashMap::new();
+            for (i, cand) in data.cands.iter().enumerate() {
+                let Cand::Dev(d) = cand else { continue };
+                let Some(v) = self.a.devices[*d].attributes.get_key(&c.attribute) else {
+                    continue;
+                };
+                let Some(key) = value_key(v) else {
+                    continue 'constraint;
+                };
+                lists.entry(key).or_default().push(i);
+            }
+            let by_value = lists
+                .into_iter()
+                .map(|(k, mut positions)| {
+                    positions.extend(&data.hazards);
+                    positions.sort_unstable();
+                    (k, Subset::new(positions, &data.cands))
+                })
+                .collect();
+            out.push((ci, by_value));
+        }
+        out
+    }
+
     /// The scheduler would go on through the rest of the list without finding a solution:
     /// the first invalid pool or free erring device there is the outcome.
     fn tail_hazard(&self, r: usize, s: usize, from: usize) -> Step {
+        if self.feasibility {
+            return Ok(false);
+        }
         let data = &self.alts[r][s];
         for &h in data.hazards.iter().filter(|h| **h >= from) {
             match data.cands[h] {
@@ -576,10 +796,18 @@ impl<'a> Search<'a> {
             if !c.applies(r, s, has_subs) {
                 continue;
             }
-            let next = dev
-                .attributes
-                .get_key(&c.attribute)
-                .and_then(|v| next_state(&self.states[ci], v));
+            let value = dev.attributes.get_key(&c.attribute);
+            let next = match value {
+                // Kubernetes 1.34 compares pointers: only a missing attribute is rejected.
+                Some(_)
+                    if c.kind == ConstraintKind::Distinct
+                        && self.a.bugs.distinct_attribute_not_enforced =>
+                {
+                    Some(None)
+                }
+                Some(v) => next_state(&self.states[ci], v),
+                None => None,
+            };
             match next {
                 Some(Some(next)) => changes.push((ci, next)),
                 Some(None) => {}
@@ -643,6 +871,357 @@ impl<'a> Search<'a> {
             }
         }
         ok
+    }
+
+    /// When the claim provably has no solution, the scheduler's answer without the search:
+    /// it would try every combination, so it meets every selector error and invalid pool that
+    /// some reachable state leaves free, else finds nothing. `None` when this is not for sure
+    /// (the search then runs as usual): the scheduler's order is then the one that decides.
+    fn doomed_outcome(&mut self) -> Doom {
+        let claim = self.claim;
+        let Some((q, request, reason)) = self.doomed(claim.requests.len(), None) else {
+            return Doom::Undecided;
+        };
+        // Requests after a request that can never be placed are never entered. Before it,
+        // paths over 32 devices change the scheduler's control flow, and an `All` request
+        // breaking a constraint is an error that depends on the state: left to the search.
+        let reached = q.map_or(claim.requests.len(), |q| q + 1);
+        let max_total: usize = self.alts[..reached]
+            .iter()
+            .map(|per| per.iter().map(|d| d.num).max().unwrap_or(0))
+            .sum();
+        let all_constrained = claim.requests[..reached]
+            .iter()
+            .enumerate()
+            .any(|(r, req)| {
+                req.alts.iter().enumerate().any(|(s, alt)| {
+                    alt.mode == Mode::All
+                        && claim
+                            .constraints
+                            .iter()
+                            .any(|c| c.applies(r, s, req.subrequests))
+                })
+            });
+        if max_total > MAX_ALLOCATED_DEVICES || all_constrained {
+            return Doom::Undecided;
+        }
+        let hazards = self.alts[..reached]
+            .iter()
+            .flatten()
+            .any(|d| !d.hazards.is_empty());
+        if !hazards {
+            return Doom::Unsatisfiable(AllocError::Unsatisfiable { request, reason });
+        }
+        // Shared counters make the scheduler's path decide which states it reaches.
+        if self.permutations {
+            return Doom::Undecided;
+        }
+        for j in 0..reached {
+            // A solution of the requests before j, to skip most feasibility searches.
+            let mut witness: Option<Vec<usize>> = None;
+            for data in &self.alts[j] {
+                for &h in &data.hazards {
+                    let (dev, err) = match data.cands[h] {
+                        Cand::Err(d, e) => (Some(d), data.errors[e].clone()),
+                        Cand::Barrier(p) => {
+                            let pool = &self.a.pools[p];
+                            (
+                                None,
+                                AllocError::InvalidPool {
+                                    pool: pool.label(),
+                                    reason: pool.invalid.clone().unwrap_or_default(),
+                                },
+                            )
+                        }
+                        Cand::Dev(_) => continue,
+                    };
+                    if witness.is_none() {
+                        match self.prefix_solution(j, None) {
+                            Some(Some(w)) => witness = Some(w),
+                            // Request j is never reached: none of its hazards is.
+                            Some(None) => break,
+                            None => return Doom::Undecided,
+                        }
+                    }
+                    let free = match (&witness, dev) {
+                        (Some(w), Some(d)) if w.contains(&d) => {
+                            match self.prefix_solution(j, Some(d)) {
+                                Some(s) => s.is_some(),
+                                None => return Doom::Undecided,
+                            }
+                        }
+                        _ => true,
+                    };
+                    if free {
+                        return Doom::Failing(err);
+                    }
+                }
+            }
+        }
+        Doom::Unsatisfiable(AllocError::Unsatisfiable { request, reason })
+    }
+
+    /// Devices placing requests `..j` (never `avoid`), or `None` inside when there are none;
+    /// the outer `None` when the search gave up.
+    fn prefix_solution(&self, j: usize, avoid: Option<usize>) -> Option<Option<Vec<usize>>> {
+        if j == 0 {
+            return Some(Some(Vec::new()));
+        }
+        if self.doomed(j, avoid).is_some() {
+            return Some(None);
+        }
+        let mut f = Search::new(self.a, self.claim, self.alts, self.taken, false);
+        f.feasibility = true;
+        f.upto = j;
+        f.avoid = avoid;
+        match f.request(0) {
+            Ok(true) => Some(Some(f.chosen.iter().map(|c| c.2).collect())),
+            Ok(false) => Some(None),
+            Err(_) => None,
+        }
+    }
+
+    /// Whether requests `..upto` certainly have no solution (never using `avoid`), by
+    /// counting: a request none of whose alternatives has enough usable candidates (with the
+    /// attributes its constraints read, taints tolerated), or a `matchAttribute` for which no
+    /// value is shared by enough candidates of every request it covers. The request that
+    /// cannot be placed (when one alone cannot), its name, and why.
+    fn doomed(&self, upto: usize, avoid: Option<usize>) -> Option<(Option<usize>, String, String)> {
+        let a = self.a;
+        let claim = self.claim;
+        let usable = |r: usize, s: usize, d: usize| -> bool {
+            let alt = &claim.requests[r].alts[s];
+            let dev = &a.devices[d];
+            let tolerated_all = dev.taints.iter().all(|t| tolerated(t, &alt.tolerations));
+            Some(d) != avoid
+                && (tolerated_all || !a.features.device_taints)
+                && (dev.counters.is_none() || a.features.partitionable_devices)
+                && claim.constraints.iter().all(|c| {
+                    !c.applies(r, s, claim.requests[r].subrequests)
+                        || dev.attributes.get_key(&c.attribute).is_some()
+                })
+        };
+        // The devices an alternative could take; `None` when it can take none at all, and an
+        // empty list when counting cannot tell (an `All` sub-request under the 1.35 bug takes
+        // one device and goes on as the first sub-request).
+        let takes = |r: usize, s: usize| -> Result<Option<Vec<usize>>, String> {
+            let req = &claim.requests[r];
+            let alt = &req.alts[s];
+            let data = &self.alts[r][s];
+            let who = if req.subrequests {
+                format!("{}: ", alt.label)
+            } else {
+                String::new()
+            };
+            match alt.mode {
+                Mode::All if s > 0 && a.bugs.first_available_all_mode => Ok(Some(Vec::new())),
+                Mode::Exact(n) => {
+                    let v: Vec<usize> = data
+                        .cands
+                        .iter()
+                        .filter_map(|c| match c {
+                            Cand::Dev(d) if usable(r, s, *d) => Some(*d),
+                            _ => None,
+                        })
+                        .collect();
+                    if v.len() >= n {
+                        return Ok(Some(v));
+                    }
+                    let attrs = if claim.constraints.is_empty() {
+                        ""
+                    } else {
+                        " (with the attributes its constraints compare)"
+                    };
+                    Err(format!(
+                        "{who}needs {n} device(s) of class {} matching its selectors{attrs}, {} match and are free",
+                        alt.class,
+                        v.len()
+                    ))
+                }
+                Mode::All => {
+                    let busy = data
+                        .all
+                        .iter()
+                        .filter(|&&d| !alt.admin && self.taken[d])
+                        .count();
+                    if data.all.is_empty() {
+                        Err(format!(
+                            "{who}allocationMode All needs at least one device of class {} matching its selectors, none match",
+                            alt.class
+                        ))
+                    } else if busy > 0 {
+                        Err(format!(
+                            "{who}allocationMode All, but {busy} of the {} matching devices are already allocated",
+                            data.all.len()
+                        ))
+                    } else if data.all.iter().any(|&d| !usable(r, s, d)) {
+                        Err(format!(
+                            "{who}allocationMode All, but some of the matching devices cannot be taken (a taint not tolerated)"
+                        ))
+                    } else {
+                        Ok(Some(data.all.clone()))
+                    }
+                }
+            }
+        };
+        let mut possible: Vec<Vec<Option<Vec<usize>>>> = Vec::with_capacity(upto);
+        for r in 0..upto {
+            let req = &claim.requests[r];
+            let mut per = Vec::with_capacity(req.alts.len());
+            let mut why = Vec::new();
+            for s in 0..req.alts.len() {
+                match takes(r, s) {
+                    Ok(v) => per.push(v),
+                    Err(reason) => {
+                        why.push(reason);
+                        per.push(None);
+                    }
+                }
+            }
+            if why.len() == req.alts.len() {
+                return Some((Some(r), req.name.clone(), why.join("; ")));
+            }
+            possible.push(per);
+        }
+        // All requests together need that many different devices.
+        let mut needed = 0usize;
+        let mut union: Vec<bool> = vec![false; a.devices.len()];
+        let mut countable = true;
+        for (r, per) in possible.iter().enumerate() {
+            let mut least = usize::MAX;
+            for (s, devs) in per.iter().enumerate() {
+                let Some(devs) = devs else { continue };
+                if devs.is_empty() {
+                    countable = false;
+                }
+                least = least.min(match claim.requests[r].alts[s].mode {
+                    Mode::Exact(n) => n,
+                    Mode::All => devs.len(),
+                });
+                for &d in devs {
+                    union[d] = true;
+                }
+            }
+            needed += least;
+        }
+        let have = union.iter().filter(|u| **u).count();
+        if countable && have < needed {
+            return Some((
+                None,
+                claim.requests[..upto]
+                    .last()
+                    .map(|r| r.name.clone())
+                    .unwrap_or_default(),
+                format!(
+                    "the requests need {needed} devices together and a device is allocated at most once, but only {have} match them"
+                ),
+            ));
+        }
+        'constraint: for c in claim
+            .constraints
+            .iter()
+            .filter(|c| c.kind == ConstraintKind::Match)
+        {
+            // Candidates per value, per (request, alternative) the constraint covers.
+            let mut counts: BTreeMap<String, BTreeMap<(usize, usize), usize>> = BTreeMap::new();
+            let mut covered = false;
+            for (r, per) in possible.iter().enumerate() {
+                let subs = claim.requests[r].subrequests;
+                for (s, devs) in per.iter().enumerate() {
+                    let Some(devs) = devs else { continue };
+                    if devs.is_empty() || !c.applies(r, s, subs) {
+                        continue;
+                    }
+                    covered = true;
+                    for &d in devs {
+                        let Some(key) = a.devices[d]
+                            .attributes
+                            .get_key(&c.attribute)
+                            .and_then(value_key)
+                        else {
+                            // List values intersect: not decided by counting.
+                            continue 'constraint;
+                        };
+                        *counts.entry(key).or_default().entry((r, s)).or_default() += 1;
+                    }
+                }
+            }
+            if !covered {
+                continue;
+            }
+            let fits = |v: &BTreeMap<(usize, usize), usize>| {
+                possible.iter().enumerate().all(|(r, per)| {
+                    let req = &claim.requests[r];
+                    per.iter().enumerate().any(|(s, devs)| {
+                        let Some(devs) = devs else {
+                            return false;
+                        };
+                        if devs.is_empty() || !c.applies(r, s, req.subrequests) {
+                            return true;
+                        }
+                        let have = v.get(&(r, s)).copied().unwrap_or(0);
+                        match req.alts[s].mode {
+                            Mode::Exact(n) => have >= n,
+                            Mode::All => have == self.alts[r][s].all.len(),
+                        }
+                    })
+                })
+            };
+            // Together, the requests the constraint covers need that many devices of one value.
+            let together = |v: &BTreeMap<(usize, usize), usize>, key: &str| -> bool {
+                let mut needed = 0usize;
+                let mut devices = std::collections::BTreeSet::new();
+                for (r, per) in possible.iter().enumerate() {
+                    let req = &claim.requests[r];
+                    let mut least: Option<usize> = None;
+                    for (s, devs) in per.iter().enumerate() {
+                        let Some(devs) = devs else { continue };
+                        if devs.is_empty() || !c.applies(r, s, req.subrequests) {
+                            // An alternative outside the constraint: no lower bound.
+                            least = Some(0);
+                            continue;
+                        }
+                        let n = match req.alts[s].mode {
+                            Mode::Exact(n) => n,
+                            Mode::All => devs.len(),
+                        };
+                        least = Some(least.map_or(n, |l| l.min(n)));
+                        if v.contains_key(&(r, s)) {
+                            for &d in devs {
+                                if a.devices[d]
+                                    .attributes
+                                    .get_key(&c.attribute)
+                                    .and_then(value_key)
+                                    .is_some_and(|k| k == key)
+                                {
+                                    devices.insert(d);
+                                }
+                            }
+                        }
+                    }
+                    needed += least.unwrap_or(0);
+                }
+                devices.len() >= needed
+            };
+            if !counts.iter().any(|(k, v)| fits(v) && together(v, k)) {
+                let first = (0..upto)
+                    .find(|&r| {
+                        (0..claim.requests[r].alts.len())
+                            .any(|s| c.applies(r, s, claim.requests[r].subrequests))
+                    })
+                    .unwrap_or(0);
+                return Some((
+                    None,
+                    claim.requests[first].name.clone(),
+                    format!(
+                        "no value of {} is shared by enough matching devices of every request {} covers",
+                        c.attribute.domain.clone() + "/" + &c.attribute.name,
+                        c.label
+                    ),
+                ));
+            }
+        }
+        None
     }
 
     fn result(&self) -> Result<Allocation, AllocError> {
@@ -822,6 +1401,27 @@ impl<'a> Search<'a> {
             reason,
         }
     }
+}
+
+/// [`value_key`] of a scalar.
+fn scalar_key(s: &Scalar<'_>) -> String {
+    match s {
+        Scalar::Bool(b) => format!("b{b}"),
+        Scalar::Int(i) => format!("i{i}"),
+        Scalar::Str(s) => format!("s{s}"),
+        Scalar::Ver(v) => format!("v{v}"),
+    }
+}
+
+/// A scalar value as the scheduler compares it (versions by their text); `None` for lists.
+fn value_key(v: &AttributeValue) -> Option<String> {
+    Some(match v {
+        AttributeValue::Bool(b) => format!("b{b}"),
+        AttributeValue::Int(i) => format!("i{i}"),
+        AttributeValue::String(s) => format!("s{s}"),
+        AttributeValue::Version(v) => format!("v{v}"),
+        AttributeValue::Ints(_) | AttributeValue::Strings(_) => return None,
+    })
 }
 
 /// The constraint state after adding a device with value `v`: `None` when it breaks the
