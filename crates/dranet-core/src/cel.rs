@@ -33,9 +33,17 @@
 //! assert!(p.matches(&view).unwrap());
 //! ```
 
+mod ast;
+mod check;
+mod decls;
 mod eval;
 mod ext;
+mod format;
+mod funcs;
 mod parse;
+mod types;
+mod url;
+mod value;
 
 pub use eval::MAX_EVAL_STEPS;
 pub use ext::{Quantity, Semver};
@@ -268,39 +276,76 @@ pub struct DeviceView<'a> {
 #[derive(Debug, Clone)]
 pub struct Program {
     source: String,
-    expr: parse::Expr,
+    expr: ast::Expr,
+    refs: Vec<check::Ref>,
+}
+
+/// The first compile issue as the error (the API server reports all; the first names the
+/// position a user fixes first).
+fn compile_error(issues: Vec<parse::Issue>, source: &str) -> CelError {
+    let mut it = issues.into_iter();
+    let Some(first) = it.next() else {
+        return CelError::Syntax {
+            position: 0,
+            message: "invalid expression".to_string(),
+        };
+    };
+    let rest: Vec<String> = it.map(|i| i.message).collect();
+    let mut message = first.message;
+    if !rest.is_empty() {
+        message.push_str("; ");
+        message.push_str(&rest.join("; "));
+    }
+    // Issues carry code point offsets; the error reports a byte offset into the source.
+    let position = first
+        .offset
+        .and_then(|cp| source.char_indices().nth(cp as usize).map(|(b, _)| b))
+        .unwrap_or(source.len());
+    CelError::Syntax { position, message }
 }
 
 impl Program {
-    /// Compiles an expression: syntax, declared names and functions are checked here, so a
-    /// typo fails before any device is looked at.
+    /// Parses and type-checks `source` in the scheduler's environment.
     pub fn compile(source: &str) -> Result<Program, CelError> {
         if source.len() > MAX_EXPRESSION_LEN {
             return Err(CelError::TooLong(source.len()));
         }
-        let expr = parse::parse(source)?;
-        if let Some(kind) = eval::static_non_bool(&expr) {
-            return Err(CelError::NotBool(kind.to_string()));
+        let mut parsed = parse::parse(source).map_err(|i| compile_error(i, source))?;
+        let checked = check::check(&mut parsed.expr, &parsed.positions)
+            .map_err(|i| compile_error(i, source))?;
+        let root = checked
+            .types
+            .get(parsed.expr.id as usize)
+            .cloned()
+            .unwrap_or(types::Type::Dyn);
+        if !matches!(root, types::Type::Bool) && !root.is_dyn() {
+            return Err(CelError::NotBool(root.to_string()));
         }
         Ok(Program {
             source: source.to_string(),
-            expr,
+            expr: parsed.expr,
+            refs: checked.refs,
         })
     }
 
-    /// Compiles as the scheduler does when it allocates.
+    /// Compiles as the scheduler does; the same as [`Program::compile`].
     pub fn compile_for_scheduler(source: &str) -> Result<Program, CelError> {
         Program::compile(source)
     }
 
-    /// The expression's text.
+    /// The expression as given.
     pub fn source(&self) -> &str {
         &self.source
     }
 
-    /// Evaluates the expression for one device: `Ok(true)` when it selects the device, an
-    /// error when evaluation fails (which a selector treats as "does not match").
+    /// Evaluates the selector for one device: `Ok(true)` when it selects the device, an error
+    /// when evaluation fails for this device (the scheduler then fails the claim).
     pub fn matches(&self, device: &DeviceView<'_>) -> Result<bool, CelError> {
-        eval::eval_bool(&self.expr, device).map_err(CelError::Runtime)
+        let mut ev = eval::Eval::new(*device, &self.refs);
+        match ev.eval(&self.expr) {
+            Ok(value::Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(CelError::NotBool(other.type_name().to_string())),
+            Err(e) => Err(CelError::Runtime(e.message().to_string())),
+        }
     }
 }

@@ -102,12 +102,14 @@ fn gb300_2nic_aligned_gets_mlx5_0_and_mlx5_1() {
 
 #[test]
 fn gb300_ib_same_fabric_needs_the_azure_attribute() {
-    // The fixture slices were generated without IMDS, so the constraint cannot be met, and the
-    // error says which constraint.
+    // The fixture slices were generated without IMDS: the nic selector reads
+    // `device.attributes["azure.dra.net"].placementGroupId`, which the scheduler's CEL reports as
+    // a runtime error (`no such key`) that fails the claim before any constraint is tried; the
+    // error names the request and the missing attribute.
     let e = run(GB300, GB300_T, "ib-same-fabric").unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains("request nic"), "{msg}");
-    assert!(msg.contains("azure.dra.net/placementGroupId"), "{msg}");
+    assert!(msg.contains("no such key: placementGroupId"), "{msg}");
 }
 
 #[test]

@@ -607,7 +607,7 @@ fn invalid_cel_names_the_request_and_expression() {
         a.compile(&c)
             .unwrap_err()
             .to_string()
-            .contains("undeclared reference to \"dev\"")
+            .contains("undeclared reference to 'dev'")
     );
     // A class with a bad selector fails the requests that use it, naming the class.
     let bad = vec![class("broken", "device.driver ==")];

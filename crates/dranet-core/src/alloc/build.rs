@@ -68,7 +68,9 @@ fn convert_attr(
         vals.push(AttributeValue::String(s.clone()));
     }
     if let Some(v) = &a.version {
-        vals.push(AttributeValue::Version(Semver::parse(v)?));
+        vals.push(AttributeValue::Version(
+            Semver::parse(v).map_err(|e| format!("invalid semver {v:?}: {e}"))?,
+        ));
     }
     if let Some(raw) = raw {
         if let Some(list) = raw.get("ints") {

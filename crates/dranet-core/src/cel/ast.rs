@@ -2,7 +2,7 @@
 //! are calls such as `_+_`, macros are expanded into comprehensions), so every later stage
 //! follows the language definition rather than our parser's choices.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Node id, an index into the per-node tables (positions, types, references).
 pub(crate) type Id = u32;
@@ -15,8 +15,8 @@ pub(crate) enum Lit {
     Int(i64),
     Uint(u64),
     Double(f64),
-    String(Rc<str>),
-    Bytes(Rc<[u8]>),
+    String(Arc<str>),
+    Bytes(Arc<[u8]>),
 }
 
 #[derive(Debug, Clone)]

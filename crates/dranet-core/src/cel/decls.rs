@@ -16,12 +16,9 @@ pub(crate) enum D {
     Double,
     Str,
     Bytes,
-    Null,
     Dyn,
     Dur,
     Ts,
-    /// The bare `type`.
-    TypeAny,
     P(u8),
     L(&'static D),
     M(&'static D, &'static D),
@@ -40,11 +37,9 @@ impl D {
             D::Double => Type::Double,
             D::Str => Type::String,
             D::Bytes => Type::Bytes,
-            D::Null => Type::Null,
             D::Dyn => Type::Dyn,
             D::Dur => Type::Duration,
             D::Ts => Type::Timestamp,
-            D::TypeAny => Type::Type(None),
             D::P(n) => params[usize::from(n)].clone(),
             D::L(e) => Type::list(e.to_type(params)),
             D::M(k, v) => Type::map(k.to_type(params), v.to_type(params)),
@@ -101,18 +96,18 @@ const OPTA: D = D::Opt(&A);
 const OPTB: D = D::Opt(&B);
 
 macro_rules! g {
-    ($id:literal, [$($a:expr),*], $r:expr) => {
+    ($id:expr, [$($a:expr),*], $r:expr) => {
         Ov { id: $id, member: false, args: &[$($a),*], ret: $r, imp: None }
     };
-    ($id:literal, [$($a:expr),*], $r:expr, $imp:expr) => {
+    ($id:expr, [$($a:expr),*], $r:expr, $imp:expr) => {
         Ov { id: $id, member: false, args: &[$($a),*], ret: $r, imp: Some($imp) }
     };
 }
 macro_rules! m {
-    ($id:literal, [$($a:expr),*], $r:expr) => {
+    ($id:expr, [$($a:expr),*], $r:expr) => {
         Ov { id: $id, member: true, args: &[$($a),*], ret: $r, imp: None }
     };
-    ($id:literal, [$($a:expr),*], $r:expr, $imp:expr) => {
+    ($id:expr, [$($a:expr),*], $r:expr, $imp:expr) => {
         Ov { id: $id, member: true, args: &[$($a),*], ret: $r, imp: Some($imp) }
     };
 }
@@ -263,8 +258,8 @@ funcs! {
     "_>_" => GREATER, single f::gt;
     "_>=_" => GREATER_EQ, single f::ge;
     "_[_]" => [
-        g!("index_list", [LA, D::Int], A),
-        g!("index_map", [MAB, A], B),
+        g!("index_list", [LA, D::Int], A, f::index),
+        g!("index_map", [MAB, A], B, f::index),
         g!("optional_list_index_int", [D::Opt(&LA), D::Int], OPTA, f::optional_container_index),
         g!("optional_map_index_value", [D::Opt(&MAB), A], OPTB, f::optional_container_index),
     ];
@@ -452,7 +447,7 @@ funcs! {
         m!("list_uint_sum_uint", [D::L(&D::Uint)], D::Uint),
         m!("list_double_sum_double", [D::L(&D::Double)], D::Double),
         m!("list_duration_sum_duration", [D::L(&D::Dur)], D::Dur),
-    ), single f::sum;
+    ], single f::sum;
     "min" => MIN, single f::min;
     "max" => MAX, single f::max;
 

@@ -177,7 +177,8 @@ impl serde::Serialize for Semver {
 impl<'de> serde::Deserialize<'de> for Semver {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Semver, D::Error> {
         let text = String::deserialize(d)?;
-        Semver::parse(&text).map_err(serde::de::Error::custom)
+        Semver::parse(&text)
+            .map_err(|e| serde::de::Error::custom(format!("invalid semver {text:?}: {e}")))
     }
 }
 
@@ -372,9 +373,11 @@ mod tests {
         assert!(q("1k") > q("999"));
         assert_eq!(q("1n").as_integer(), None);
         assert_eq!(q("8Gi").as_integer(), Some(8 << 30));
+        // As Go's ParseQuantity: no digits before the suffix reads as zero.
+        assert_eq!(q("Gi"), Quantity::from_int(0));
         for bad in [
             "",
-            "Gi",
+            "aoeu",
             "1.2.3",
             "1Xi",
             "1e999",

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use super::eval::Env;
 use super::ext::{Quantity, Semver};
-use super::value::{Error, Map, R, Str, Url, Value, Ver, compare, equal, format_double};
+use super::value::{Error, Map, R, Url, Value, Ver, compare, equal, format_double};
 
 /// An overload's implementation: the evaluated arguments (receiver first) in, the result out.
 pub(crate) type Imp = for<'a> fn(&Env<'a>, &mut [Value<'a>]) -> R<Value<'a>>;
@@ -1740,18 +1740,11 @@ pub(crate) fn string_format<'a>(env: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'
         .map_err(Error::msg)
 }
 
-/// A value's string form inside `format`'s `%s`, exposed for the format module.
-pub(crate) fn str_of<'a>(v: &Value<'a>) -> Option<Str<'a>> {
-    match v {
-        Value::Str(s) => Some(s.clone()),
-        _ => None,
-    }
-}
-
 macro_rules! named_formats {
     ($($f:ident => $name:literal),* $(,)?) => {
         $(
             /// `format.<name>()`.
+            #[allow(non_snake_case)] // named after the Kubernetes format they return
             pub(crate) fn $f<'a>(_: &Env<'a>, _: &mut [Value<'a>]) -> R<Value<'a>> {
                 Ok(Value::Format($name))
             }

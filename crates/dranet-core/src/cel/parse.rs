@@ -10,7 +10,6 @@
 //! - along any path of the tree at most 250 nodes may be member selections, indexes, method
 //!   calls, `?:`, or relation / arithmetic operators: "max recursion depth exceeded".
 
-use std::rc::Rc;
 
 use super::ast::{ACCU, Comprehension, Entry, Expr, Id, Kind, Lit};
 

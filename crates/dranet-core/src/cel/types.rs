@@ -51,9 +51,6 @@ impl Type {
     pub(crate) fn optional(t: Type) -> Type {
         Type::Opaque(OPTIONAL, Rc::from(vec![t]))
     }
-    pub(crate) fn opaque(name: &'static str) -> Type {
-        Type::Opaque(name, Rc::from(Vec::new()))
-    }
     pub(crate) fn type_of(t: Type) -> Type {
         Type::Type(Some(Rc::new(t)))
     }
@@ -63,9 +60,6 @@ impl Type {
     }
     fn is_dyn_or_error(&self) -> bool {
         matches!(self, Type::Dyn | Type::Any | Type::Error)
-    }
-    pub(crate) fn is_optional(&self) -> bool {
-        matches!(self, Type::Opaque(OPTIONAL, _))
     }
     /// The value type of an optional, or the type itself.
     pub(crate) fn unwrap_optional(&self) -> (Type, bool) {

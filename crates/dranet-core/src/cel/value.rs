@@ -118,10 +118,6 @@ impl<'a> Map<'a> {
             None => self.entries.push((k, v)),
         }
     }
-
-    pub(crate) fn remove(&mut self, k: &Value<'a>) {
-        self.entries.retain(|(x, _)| !key_eq(x, k));
-    }
 }
 
 /// Key identity in a map: same type and value (Go map semantics over CEL values).
@@ -255,7 +251,7 @@ impl<'a> Value<'a> {
 /// `a == b` as cel-go's `types.Equal` decides it: null equals only null, numbers compare by
 /// value across int, uint and double, other kinds never equal each other — except that the
 /// Kubernetes types (quantity, semver, IP, CIDR, URL) call a different kind an error.
-pub(crate) fn equal(a: &Value<'_>, b: &Value<'_>, maps: &dyn MapView) -> R<bool> {
+pub(crate) fn equal<'a>(a: &Value<'a>, b: &Value<'a>, maps: &dyn MapView<'a>) -> R<bool> {
     use Value as V;
     if matches!(a, V::Null) || matches!(b, V::Null) {
         return Ok(matches!(a, V::Null) && matches!(b, V::Null));
@@ -319,9 +315,9 @@ pub(crate) fn equal(a: &Value<'_>, b: &Value<'_>, maps: &dyn MapView) -> R<bool>
 }
 
 /// Access to maps whatever they are backed by (literals or the device).
-pub(crate) trait MapView {
-    fn keys<'a>(&'a self, m: &Value<'a>) -> Vec<Value<'a>>;
-    fn get<'a>(&'a self, m: &Value<'a>, k: &Value<'a>) -> Option<Value<'a>>;
+pub(crate) trait MapView<'a> {
+    fn keys(&self, m: &Value<'a>) -> Vec<Value<'a>>;
+    fn get(&self, m: &Value<'a>, k: &Value<'a>) -> Option<Value<'a>>;
 }
 
 /// Numeric ordering across int, uint and double; `None` when either is not a number or a NaN
