@@ -344,7 +344,12 @@ impl Program {
         let mut ev = eval::Eval::new(*device, &self.refs);
         match ev.eval(&self.expr) {
             Ok(value::Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(CelError::NotBool(other.type_name().to_string())),
+            // A `dyn` result (an attribute) that is not a bool: the scheduler's runtime error.
+            Ok(other) => Err(CelError::Runtime(format!(
+                "CEL result of type {t} could not be converted to bool: unsupported type \
+                 conversion from '{t}' to bool",
+                t = other.type_name()
+            ))),
             Err(e) => Err(CelError::Runtime(e.message().to_string())),
         }
     }
