@@ -19,8 +19,10 @@
 //!   `filter`, `size`, `startsWith`/`endsWith`/`contains`, `lowerAscii`/`upperAscii`/`trim`,
 //!   conversions `int`/`uint`/`double`/`string`.
 //!
-//! Not supported (a compile error naming the function, never a silent mismatch): regular
-//! expressions (`matches`), timestamps and durations, protobuf types.
+//! Expressions are type-checked at compile time against the scheduler's declarations (cel-go's
+//! standard definitions, optionals, the strings/lists/sets/two-variable-comprehension
+//! extensions, and the Kubernetes quantity, semver, IP/CIDR, URL, regex, lists and format
+//! libraries), so a selector the API server rejects is a compile error here too.
 //!
 //! ```
 //! use dranet_core::cel::{AttributeValue, DeviceAttributes, DeviceView, Program, Quantity};

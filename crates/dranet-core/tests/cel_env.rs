@@ -96,10 +96,7 @@ fn qualified_names_live_under_their_own_domain() {
 #[test]
 fn missing_attributes_and_domains() {
     let m = runtime_err(r#"device.attributes["dra.net"].model == "cx7""#);
-    assert!(
-        m.contains("no such key: model"),
-        "{m}"
-    );
+    assert!(m.contains("no such key: model"), "{m}");
     // An unknown domain is an empty map: has() and `in` are false, a lookup is an error.
     no(r#"has(device.attributes["other.example.com"].x)"#);
     no(r#""x" in device.attributes["other.example.com"]"#);

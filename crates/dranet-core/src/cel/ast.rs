@@ -47,7 +47,9 @@ pub(crate) enum Kind {
         optional: Vec<bool>,
     },
     /// `{k: v, ?k2: v2}`.
-    Map { entries: Vec<Entry> },
+    Map {
+        entries: Vec<Entry>,
+    },
     /// `Name{field: value}`: no message types are declared, so always a compile error.
     Struct {
         type_name: String,

@@ -44,7 +44,10 @@ fn device_field(name: &str) -> Option<Type> {
     Some(match name {
         "driver" => Type::String,
         "attributes" => Type::map(Type::String, Type::map(Type::String, Type::Any)),
-        "capacity" => Type::map(Type::String, Type::map(Type::String, Type::Object(t::QUANTITY))),
+        "capacity" => Type::map(
+            Type::String,
+            Type::map(Type::String, Type::Object(t::QUANTITY)),
+        ),
         "allowMultipleAllocations" => Type::Bool,
         _ => return None,
     })
@@ -338,7 +341,10 @@ impl Checker<'_> {
         };
         if func == "_?._" {
             if target.is_some() || args.len() != 2 {
-                self.error(id, "unsupported optional field selection: incorrect signature".into());
+                self.error(
+                    id,
+                    "unsupported optional field selection: incorrect signature".into(),
+                );
                 self.set_type(id, Type::Error);
                 return;
             }
@@ -355,10 +361,7 @@ impl Checker<'_> {
             let rt = self.check_select_field(id, &mut first[0], &field, true);
             let rt = substitute(&self.mapping, &rt, false);
             self.set_type(id, rt);
-            self.refs[id as usize] = Ref::Func(
-                decls::lookup("_?._").expect("declared"),
-                vec![0],
-            );
+            self.refs[id as usize] = Ref::Func(decls::lookup("_?._").expect("declared"), vec![0]);
             return;
         }
         for a in args.iter_mut() {
@@ -368,7 +371,10 @@ impl Checker<'_> {
             let name = func.trim_start_matches('.').to_string();
             match decls::lookup(&name) {
                 None => {
-                    self.error(id, format!("undeclared reference to '{name}' (in container '')"));
+                    self.error(
+                        id,
+                        format!("undeclared reference to '{name}' (in container '')"),
+                    );
                     self.set_type(id, Type::Error);
                 }
                 Some(f) => {
@@ -400,7 +406,10 @@ impl Checker<'_> {
             None => {
                 self.set_type(id, Type::Error);
                 let name = func.clone();
-                self.error(id, format!("undeclared reference to '{name}' (in container '')"));
+                self.error(
+                    id,
+                    format!("undeclared reference to '{name}' (in container '')"),
+                );
             }
         }
     }
@@ -436,7 +445,13 @@ impl Checker<'_> {
             if ov.member != target.is_some() || ov.args.len() != arg_types.len() {
                 continue;
             }
-            let np = ov.args.iter().map(|d| d.params()).max().unwrap_or(0).max(ov.ret.params());
+            let np = ov
+                .args
+                .iter()
+                .map(|d| d.params())
+                .max()
+                .unwrap_or(0)
+                .max(ov.ret.params());
             let params: Vec<Type> = (0..np).map(|_| self.new_var()).collect();
             let cand: Vec<Type> = ov.args.iter().map(|d| d.to_type(&params)).collect();
             if let Some(m) = is_assignable_list(&self.mapping, &arg_types, &cand) {
@@ -467,7 +482,10 @@ impl Checker<'_> {
                 };
                 self.error(
                     id,
-                    format!("found no matching overload for '{}' applied to '{sig}'", f.name),
+                    format!(
+                        "found no matching overload for '{}' applied to '{sig}'",
+                        f.name
+                    ),
                 );
                 self.set_type(id, Type::Error);
             }

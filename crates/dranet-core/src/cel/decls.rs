@@ -171,7 +171,12 @@ macro_rules! time_getter {
     ($name:literal, $imp:expr) => {
         [
             m!(concat!("timestamp_to_", $name), [D::Ts], D::Int, $imp),
-            m!(concat!("timestamp_to_", $name, "_with_tz"), [D::Ts, D::Str], D::Int, $imp),
+            m!(
+                concat!("timestamp_to_", $name, "_with_tz"),
+                [D::Ts, D::Str],
+                D::Int,
+                $imp
+            ),
         ]
     };
 }
@@ -183,22 +188,46 @@ const GREATER_EQ: [Ov; 14] = cmp_ovs!("greater_equals");
 
 macro_rules! sort_ov {
     ($id:expr, $t:expr) => {
-        Ov { id: $id, member: true, args: &[D::L(&$t)], ret: D::L(&$t), imp: None }
+        Ov {
+            id: $id,
+            member: true,
+            args: &[D::L(&$t)],
+            ret: D::L(&$t),
+            imp: None,
+        }
     };
 }
 macro_rules! sort_keys_ov {
     ($id:expr, $t:expr) => {
-        Ov { id: $id, member: true, args: &[LA, D::L(&$t)], ret: LA, imp: None }
+        Ov {
+            id: $id,
+            member: true,
+            args: &[LA, D::L(&$t)],
+            ret: LA,
+            imp: None,
+        }
     };
 }
 macro_rules! is_sorted_ov {
     ($id:expr, $t:expr) => {
-        Ov { id: $id, member: true, args: &[D::L(&$t)], ret: D::Bool, imp: None }
+        Ov {
+            id: $id,
+            member: true,
+            args: &[D::L(&$t)],
+            ret: D::Bool,
+            imp: None,
+        }
     };
 }
 macro_rules! min_max_ov {
     ($id:expr, $t:expr) => {
-        Ov { id: $id, member: true, args: &[D::L(&$t)], ret: $t, imp: None }
+        Ov {
+            id: $id,
+            member: true,
+            args: &[D::L(&$t)],
+            ret: $t,
+            imp: None,
+        }
     };
 }
 

@@ -7,9 +7,9 @@ use std::rc::Rc;
 
 use super::DeviceView;
 use super::ast::{Expr, Kind, Lit};
-use super::decls::D;
 use super::check::Ref;
-use super::value::{Error, Map, MapView, R, Str, Ver, Value};
+use super::decls::D;
+use super::value::{Error, Map, MapView, R, Str, Value, Ver};
 use crate::attributes::AttributeValue;
 
 /// Evaluation steps (nodes visited, comprehension iterations) allowed per device before the
@@ -273,9 +273,7 @@ impl<'e, 'a> Eval<'e, 'a> {
                 }
                 Ok(Value::Map(Rc::new(m)))
             }
-            Kind::Struct { type_name, .. } => {
-                Err(Error::msg(format!("unknown type: {type_name}")))
-            }
+            Kind::Struct { type_name, .. } => Err(Error::msg(format!("unknown type: {type_name}"))),
             Kind::Comprehension(c) => {
                 let range = self.eval(&c.range)?;
                 let items: Vec<(Value<'a>, Value<'a>)> = match &range {
@@ -435,14 +433,12 @@ impl<'e, 'a> Eval<'e, 'a> {
                 };
                 return Ok(match v {
                     Value::Optional(None) => Value::Optional(None),
-                    Value::Optional(Some(inner)) => {
-                        match self.has(&inner, field) {
-                            Ok(true) => Value::Optional(Some(Rc::new(
-                                self.select((*inner).clone(), field)?,
-                            ))),
-                            _ => Value::Optional(None),
+                    Value::Optional(Some(inner)) => match self.has(&inner, field) {
+                        Ok(true) => {
+                            Value::Optional(Some(Rc::new(self.select((*inner).clone(), field)?)))
                         }
-                    }
+                        _ => Value::Optional(None),
+                    },
                     other => match self.has(&other, field)? {
                         true => Value::Optional(Some(Rc::new(self.select(other, field)?))),
                         false => Value::Optional(None),
@@ -468,11 +464,11 @@ impl<'e, 'a> Eval<'e, 'a> {
             let Some(ov) = f.ovs.get(usize::from(i)) else {
                 continue;
             };
-            if ov.args.len() == vals.len() && ov.args.iter().zip(&vals).all(|(d, v)| fits(d, v))
+            if ov.args.len() == vals.len()
+                && ov.args.iter().zip(&vals).all(|(d, v)| fits(d, v))
+                && let Some(imp) = ov.imp
             {
-                if let Some(imp) = ov.imp {
-                    return imp(&self.env, &mut vals);
-                }
+                return imp(&self.env, &mut vals);
             }
         }
         let shown: Vec<&str> = vals.iter().map(|v| v.type_name()).collect();

@@ -88,7 +88,9 @@ impl Semver {
                     return Err("Build meta data is empty".into());
                 }
                 if !ident_ok(b) {
-                    return Err(format!("Invalid character(s) found in build meta data {b:?}"));
+                    return Err(format!(
+                        "Invalid character(s) found in build meta data {b:?}"
+                    ));
                 }
             }
         }

@@ -25,7 +25,11 @@ fn label_ok(s: &str, first_alpha: bool) -> bool {
     let b = s.as_bytes();
     let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     !b.is_empty()
-        && (if first_alpha { b[0].is_ascii_lowercase() } else { alnum(&b[0]) })
+        && (if first_alpha {
+            b[0].is_ascii_lowercase()
+        } else {
+            alnum(&b[0])
+        })
         && alnum(&b[b.len() - 1])
         && b.iter().all(|c| alnum(c) || *c == b'-')
 }
@@ -69,8 +73,7 @@ fn qualified_part_ok(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
@@ -82,7 +85,9 @@ fn qualified_name(s: &str) -> Vec<String> {
         [n] => (None, *n),
         [p, n] => (Some(*p), *n),
         _ => {
-            return vec![format!("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")];
+            return vec![format!(
+                "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )];
         }
     };
     let mut e = Vec::new();
@@ -90,7 +95,11 @@ fn qualified_name(s: &str) -> Vec<String> {
         if p.is_empty() {
             e.push("prefix part must be non-empty".into());
         } else {
-            e.extend(dns1123_subdomain(p).into_iter().map(|m| format!("prefix part {m}")));
+            e.extend(
+                dns1123_subdomain(p)
+                    .into_iter()
+                    .map(|m| format!("prefix part {m}")),
+            );
         }
     }
     if name.is_empty() {
@@ -137,7 +146,7 @@ fn is_uuid(s: &str) -> bool {
 
 fn is_base64(s: &str) -> bool {
     let b = s.as_bytes();
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return false;
     }
     let pad = b.iter().rev().take_while(|c| **c == b'=').count();
@@ -189,7 +198,9 @@ fn quote_go(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
             '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -254,7 +265,10 @@ fn clause_for(env: &Env<'_>, v: &Value<'_>) -> Result<String, String> {
     match v {
         Value::Int(_) | Value::Uint(_) => format_decimal(v),
         Value::Double(d) => Ok(format!("{d:.6}")),
-        Value::Timestamp(s, n) => Ok(format!("timestamp({})", quote_go(&timestamp_string(*s, *n)))),
+        Value::Timestamp(s, n) => Ok(format!(
+            "timestamp({})",
+            quote_go(&timestamp_string(*s, *n))
+        )),
         Value::Duration(d) => Ok(format!("duration({})", quote_go(&duration_string(*d)))),
         Value::Type(t) => Ok(format!("type({t})")),
         Value::Str(_) | Value::Bytes(_) | Value::Bool(_) | Value::Null => format_string(env, v),
@@ -342,7 +356,9 @@ pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Resul
                 j += 1;
             }
             if j >= chars.len() {
-                return Err("error during formatting: could not find end of precision specifier".into());
+                return Err(
+                    "error during formatting: could not find end of precision specifier".into(),
+                );
             }
             let p: String = chars[start..j].iter().collect();
             precision = Some(p.parse().map_err(|e| {
@@ -353,19 +369,30 @@ pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Resul
         let verb = chars[i];
         i += 1;
         let Some(arg) = args.get(next) else {
-            return Err(format!("error during formatting: index {next} out of range"));
+            return Err(format!(
+                "error during formatting: index {next} out of range"
+            ));
         };
         next += 1;
         let s = match verb {
             's' => format_string(env, arg)?,
             'd' => format_decimal(arg)?,
-            'f' => format!("{:.*}", precision.unwrap_or(6), as_float(arg, "fixed-point")?),
+            'f' => format!(
+                "{:.*}",
+                precision.unwrap_or(6),
+                as_float(arg, "fixed-point")?
+            ),
             'e' => go_e(as_float(arg, "scientific")?, precision.unwrap_or(6)),
             'b' => match arg {
                 Value::Int(v) => format!("{v:b}"),
                 Value::Uint(v) => format!("{v:b}"),
                 Value::Bool(b) => if *b { "1" } else { "0" }.into(),
-                o => return Err(format!("error during formatting: only integers and bools can be formatted as binary, was given {}", o.type_name())),
+                o => {
+                    return Err(format!(
+                        "error during formatting: only integers and bools can be formatted as binary, was given {}",
+                        o.type_name()
+                    ));
+                }
             },
             'x' | 'X' => {
                 let s = match arg {
@@ -374,7 +401,12 @@ pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Resul
                     Value::Uint(v) => format!("{v:x}"),
                     Value::Str(s) => s.bytes().map(|b| format!("{b:02x}")).collect(),
                     Value::Bytes(b) => b.iter().map(|b| format!("{b:02x}")).collect(),
-                    o => return Err(format!("error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given {}", o.type_name())),
+                    o => {
+                        return Err(format!(
+                            "error during formatting: only integers, byte buffers, and strings can be formatted as hex, was given {}",
+                            o.type_name()
+                        ));
+                    }
                 };
                 if verb == 'X' { s.to_uppercase() } else { s }
             }
@@ -382,7 +414,12 @@ pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Resul
                 Value::Int(v) if *v < 0 => format!("-{:o}", v.unsigned_abs()),
                 Value::Int(v) => format!("{v:o}"),
                 Value::Uint(v) => format!("{v:o}"),
-                o => return Err(format!("error during formatting: octal clause can only be used on integers, was given {}", o.type_name())),
+                o => {
+                    return Err(format!(
+                        "error during formatting: octal clause can only be used on integers, was given {}",
+                        o.type_name()
+                    ));
+                }
             },
             c => {
                 return Err(format!(

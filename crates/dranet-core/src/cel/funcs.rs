@@ -32,7 +32,9 @@ fn uint_overflow<T>() -> R<T> {
 pub(crate) fn add<'a>(env: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let _ = env;
     Ok(match (take(a, 0), take(a, 1)) {
-        (Value::Int(x), Value::Int(y)) => Value::Int(x.checked_add(y).map_or_else(int_overflow, Ok)?),
+        (Value::Int(x), Value::Int(y)) => {
+            Value::Int(x.checked_add(y).map_or_else(int_overflow, Ok)?)
+        }
         (Value::Uint(x), Value::Uint(y)) => {
             Value::Uint(x.checked_add(y).map_or_else(uint_overflow, Ok)?)
         }
@@ -59,16 +61,17 @@ pub(crate) fn add<'a>(env: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
             x.checked_add(y)
                 .ok_or_else(|| Error::msg("integer overflow"))?,
         ),
-        (Value::Timestamp(s, n), Value::Duration(d)) | (Value::Duration(d), Value::Timestamp(s, n)) => {
-            ts_add(s, n, i128::from(d))?
-        }
+        (Value::Timestamp(s, n), Value::Duration(d))
+        | (Value::Duration(d), Value::Timestamp(s, n)) => ts_add(s, n, i128::from(d))?,
         _ => return nso(),
     })
 }
 
 pub(crate) fn sub<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     Ok(match (take(a, 0), take(a, 1)) {
-        (Value::Int(x), Value::Int(y)) => Value::Int(x.checked_sub(y).map_or_else(int_overflow, Ok)?),
+        (Value::Int(x), Value::Int(y)) => {
+            Value::Int(x.checked_sub(y).map_or_else(int_overflow, Ok)?)
+        }
         (Value::Uint(x), Value::Uint(y)) => {
             Value::Uint(x.checked_sub(y).map_or_else(uint_overflow, Ok)?)
         }
@@ -79,8 +82,8 @@ pub(crate) fn sub<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
         ),
         (Value::Timestamp(s, n), Value::Duration(d)) => ts_add(s, n, -i128::from(d))?,
         (Value::Timestamp(s1, n1), Value::Timestamp(s2, n2)) => {
-            let d = (i128::from(s1) - i128::from(s2)) * 1_000_000_000 + i128::from(n1)
-                - i128::from(n2);
+            let d =
+                (i128::from(s1) - i128::from(s2)) * 1_000_000_000 + i128::from(n1) - i128::from(n2);
             Value::Duration(i64::try_from(d).map_err(|_| Error::msg("integer overflow"))?)
         }
         _ => return nso(),
@@ -89,7 +92,9 @@ pub(crate) fn sub<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
 
 pub(crate) fn mul<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     Ok(match (&a[0], &a[1]) {
-        (Value::Int(x), Value::Int(y)) => Value::Int(x.checked_mul(*y).map_or_else(int_overflow, Ok)?),
+        (Value::Int(x), Value::Int(y)) => {
+            Value::Int(x.checked_mul(*y).map_or_else(int_overflow, Ok)?)
+        }
         (Value::Uint(x), Value::Uint(y)) => {
             Value::Uint(x.checked_mul(*y).map_or_else(uint_overflow, Ok)?)
         }
@@ -103,7 +108,9 @@ pub(crate) fn div<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
         (Value::Int(_), Value::Int(0)) | (Value::Uint(_), Value::Uint(0)) => {
             return Err(Error::msg("division by zero"));
         }
-        (Value::Int(x), Value::Int(y)) => Value::Int(x.checked_div(*y).map_or_else(int_overflow, Ok)?),
+        (Value::Int(x), Value::Int(y)) => {
+            Value::Int(x.checked_div(*y).map_or_else(int_overflow, Ok)?)
+        }
         (Value::Uint(x), Value::Uint(y)) => Value::Uint(x / y),
         (Value::Double(x), Value::Double(y)) => Value::Double(x / y),
         _ => return nso(),
@@ -115,7 +122,9 @@ pub(crate) fn rem<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
         (Value::Int(_), Value::Int(0)) | (Value::Uint(_), Value::Uint(0)) => {
             return Err(Error::msg("modulus by zero"));
         }
-        (Value::Int(x), Value::Int(y)) => Value::Int(x.checked_rem(*y).map_or_else(int_overflow, Ok)?),
+        (Value::Int(x), Value::Int(y)) => {
+            Value::Int(x.checked_rem(*y).map_or_else(int_overflow, Ok)?)
+        }
         (Value::Uint(x), Value::Uint(y)) => Value::Uint(x % y),
         _ => return nso(),
     })
@@ -259,7 +268,7 @@ pub(crate) fn to_int<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
         Value::Int(i) => *i,
         Value::Uint(u) => i64::try_from(*u).map_or_else(|_| int_overflow(), Ok)?,
         Value::Double(d) => {
-            if !d.is_finite() || *d <= -9.223_372_036_854_775_808e18 || *d >= 9.223_372_036_854_775_807e18 {
+            if !d.is_finite() || *d <= i64::MIN as f64 || *d >= -(i64::MIN as f64) {
                 return int_overflow();
             }
             *d as i64
@@ -375,7 +384,11 @@ pub(crate) fn to_string<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
         Value::Bool(b) => Value::string(b.to_string()),
         Value::Bytes(b) => match std::str::from_utf8(&b) {
             Ok(s) => Value::string(s.to_string()),
-            Err(_) => return Err(Error::msg("invalid UTF-8 in bytes, cannot convert to string")),
+            Err(_) => {
+                return Err(Error::msg(
+                    "invalid UTF-8 in bytes, cannot convert to string",
+                ));
+            }
         },
         Value::Duration(d) => Value::string(duration_string(d)),
         Value::Timestamp(s, n) => Value::string(timestamp_string(s, n)),
@@ -467,8 +480,7 @@ pub(crate) fn compile_regex(pattern: &str) -> Result<regex::Regex, String> {
 
 fn first_line(s: &str) -> String {
     s.lines()
-        .filter(|l| !l.trim().is_empty())
-        .last()
+        .rfind(|l| !l.trim().is_empty())
         .unwrap_or(s)
         .trim()
         .trim_start_matches("error: ")
@@ -503,7 +515,10 @@ pub(crate) fn char_at<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
         return Err(Error::msg(format!("index out of range: {i}")));
     }
     Ok(Value::string(
-        s.chars().nth(i as usize).map(String::from).unwrap_or_default(),
+        s.chars()
+            .nth(i as usize)
+            .map(String::from)
+            .unwrap_or_default(),
     ))
 }
 
@@ -598,7 +613,11 @@ pub(crate) fn split<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     }
     let parts: Vec<String> = if sep.is_empty() {
         let chars: Vec<char> = s.chars().collect();
-        let limit = if n < 0 { chars.len() } else { (n as usize).min(chars.len()) };
+        let limit = if n < 0 {
+            chars.len()
+        } else {
+            (n as usize).min(chars.len())
+        };
         let mut v: Vec<String> = chars
             .iter()
             .take(limit.saturating_sub(1))
@@ -752,9 +771,17 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<(i64, u32)> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let t = s.get(r)?;
-        t.bytes().all(|c| c.is_ascii_digit()).then(|| t.parse().ok())?
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
     };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
@@ -787,8 +814,31 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<(i64, u32)> {
         }
         _ => return None,
     };
-    let dim = [31, if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if !(1..=12).contains(&mo) || d < 1 || d > dim[(mo - 1) as usize] || h > 23 || mi > 59 || se > 59 {
+    let dim = [
+        31,
+        if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 {
+            29
+        } else {
+            28
+        },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&mo)
+        || d < 1
+        || d > dim[(mo - 1) as usize]
+        || h > 23
+        || mi > 59
+        || se > 59
+    {
         return None;
     }
     let days = days_from_civil(y, mo as u32, d as u32);
@@ -908,8 +958,12 @@ fn zone_offset(tz: &str) -> R<i64> {
     }
     let b = tz.as_bytes();
     if b.len() == 6 && matches!(b[0], b'+' | b'-') && b[3] == b':' {
-        let h: i64 = tz[1..3].parse().map_err(|_| Error::msg(format!("unknown time zone {tz}")))?;
-        let m: i64 = tz[4..6].parse().map_err(|_| Error::msg(format!("unknown time zone {tz}")))?;
+        let h: i64 = tz[1..3]
+            .parse()
+            .map_err(|_| Error::msg(format!("unknown time zone {tz}")))?;
+        let m: i64 = tz[4..6]
+            .parse()
+            .map_err(|_| Error::msg(format!("unknown time zone {tz}")))?;
         if m > 59 {
             return Err(Error::msg(format!("unknown time zone {tz}")));
         }
@@ -1069,7 +1123,9 @@ fn sort_by_keys<'a>(list: &[Value<'a>], keys: &[Value<'a>]) -> R<Value<'a>> {
     }
     let mut idx: Vec<usize> = (0..list.len()).collect();
     idx.sort_by(|&i, &j| compare(&keys[i], &keys[j]).unwrap_or(Ordering::Equal));
-    Ok(Value::list(idx.into_iter().map(|i| list[i].clone()).collect()))
+    Ok(Value::list(
+        idx.into_iter().map(|i| list[i].clone()).collect(),
+    ))
 }
 
 pub(crate) fn sort<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
@@ -1196,7 +1252,10 @@ pub(crate) fn map_insert<'a>(env: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>>
     if a.len() == 3 {
         let k = take(a, 1);
         if map.find(&k).is_some() {
-            return Err(Error::msg(format!("insert failed: key {} already exists", key_text(&k))));
+            return Err(Error::msg(format!(
+                "insert failed: key {} already exists",
+                key_text(&k)
+            )));
         }
         map.insert(k, take(a, 2));
     } else {
@@ -1204,7 +1263,10 @@ pub(crate) fn map_insert<'a>(env: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>>
         let om = env.to_map(&other);
         for (k, v) in om.entries {
             if map.find(&k).is_some() {
-                return Err(Error::msg(format!("insert failed: key {} already exists", key_text(&k))));
+                return Err(Error::msg(format!(
+                    "insert failed: key {} already exists",
+                    key_text(&k)
+                )));
             }
             map.insert(k, v);
         }
@@ -1292,9 +1354,9 @@ pub(crate) fn opt_index<'a>(env: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> 
         Value::List(l) => match key {
             Value::Int(i) => usize::try_from(i).ok().and_then(|i| l.get(i).cloned()),
             Value::Uint(u) => usize::try_from(u).ok().and_then(|i| l.get(i).cloned()),
-            Value::Double(d) if d.fract() == 0.0 => {
-                usize::try_from(d as i64).ok().and_then(|i| l.get(i).cloned())
-            }
+            Value::Double(d) if d.fract() == 0.0 => usize::try_from(d as i64)
+                .ok()
+                .and_then(|i| l.get(i).cloned()),
             _ => return nso(),
         },
         m if m.is_map() => env.get(m, &key),
@@ -1480,13 +1542,20 @@ pub(crate) fn parse_ip(s: &str) -> Result<IpAddr, String> {
 }
 
 pub(crate) fn parse_cidr(s: &str) -> Result<(IpAddr, u8), String> {
-    let err = || format!("network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix({s:?}): invalid prefix");
+    let err = || {
+        format!(
+            "network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix({s:?}): invalid prefix"
+        )
+    };
     let (addr, bits) = s.split_once('/').ok_or_else(err)?;
     if addr.contains('%') {
         return Err(err());
     }
     let ip: IpAddr = addr.parse().map_err(|_| err())?;
-    if bits.is_empty() || !bits.bytes().all(|b| b.is_ascii_digit()) || (bits.len() > 1 && bits.starts_with('0')) {
+    if bits.is_empty()
+        || !bits.bytes().all(|b| b.is_ascii_digit())
+        || (bits.len() > 1 && bits.starts_with('0'))
+    {
         return Err(err());
     }
     let b: u8 = bits.parse().map_err(|_| err())?;
@@ -1510,7 +1579,9 @@ fn ip_arg(v: &Value<'_>) -> R<IpAddr> {
 }
 
 pub(crate) fn ip<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    parse_ip(&string_arg(&a[0])?).map(Value::Ip).map_err(Error::msg)
+    parse_ip(&string_arg(&a[0])?)
+        .map(Value::Ip)
+        .map_err(Error::msg)
 }
 pub(crate) fn is_ip<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     Ok(Value::Bool(parse_ip(&string_arg(&a[0])?).is_ok()))
@@ -1574,12 +1645,20 @@ fn masked(ip: IpAddr, bits: u8) -> IpAddr {
     match ip {
         IpAddr::V4(v) => {
             let n = u32::from(v);
-            let m = if bits == 0 { 0 } else { u32::MAX << (32 - u32::from(bits)) };
+            let m = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(bits))
+            };
             IpAddr::V4((n & m).into())
         }
         IpAddr::V6(v) => {
             let n = u128::from(v);
-            let m = if bits == 0 { 0 } else { u128::MAX << (128 - u32::from(bits)) };
+            let m = if bits == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(bits))
+            };
             IpAddr::V6((n & m).into())
         }
     }
@@ -1646,7 +1725,11 @@ pub(crate) fn url<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let s = string_arg(&a[0])?;
     super::url::parse_request_uri(&s)
         .map(|u| Value::Url(Rc::new(u)))
-        .map_err(|e| Error::msg(format!("URL parse error during conversion from string: {e}")))
+        .map_err(|e| {
+            Error::msg(format!(
+                "URL parse error during conversion from string: {e}"
+            ))
+        })
 }
 pub(crate) fn is_url<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     Ok(Value::Bool(
@@ -1686,7 +1769,9 @@ pub(crate) fn find<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
     let re = compile_regex(p).map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
     Ok(Value::string(
-        re.find(s).map(|m| m.as_str().to_string()).unwrap_or_default(),
+        re.find(s)
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_default(),
     ))
 }
 
@@ -1694,7 +1779,9 @@ pub(crate) fn find_all<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
     let n = if a.len() > 2 { int_arg(&a[2])? } else { -1 };
     let re = compile_regex(p).map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
-    let it = re.find_iter(s).map(|m| Value::string(m.as_str().to_string()));
+    let it = re
+        .find_iter(s)
+        .map(|m| Value::string(m.as_str().to_string()));
     Ok(Value::list(if n < 0 {
         it.collect()
     } else {

@@ -10,7 +10,6 @@
 //! - along any path of the tree at most 250 nodes may be member selections, indexes, method
 //!   calls, `?:`, or relation / arithmetic operators: "max recursion depth exceeded".
 
-
 use super::ast::{ACCU, Comprehension, Entry, Expr, Id, Kind, Lit};
 
 /// cel-go's default parser recursion limit, which Kubernetes keeps.
@@ -59,8 +58,8 @@ struct Token {
 
 /// Longest first, so `<=` wins over `<`.
 const OPS: [&str; 25] = [
-    "==", "!=", "<=", ">=", "&&", "||", "<", ">", "+", "-", "*", "/", "%", "!", "?", ":", ".",
-    ",", "(", ")", "[", "]", "{", "}", "=",
+    "==", "!=", "<=", ">=", "&&", "||", "<", ">", "+", "-", "*", "/", "%", "!", "?", ":", ".", ",",
+    "(", ")", "[", "]", "{", "}", "=",
 ];
 
 fn describe(t: &Tok) -> String {
@@ -170,8 +169,9 @@ impl Lexer<'_> {
                 .then_some(2 + n)
         };
         match c {
-            b'a' | b'b' | b'f' | b'n' | b'r' | b't' | b'v' | b'"' | b'\'' | b'\\' | b'?'
-            | b'`' => Some(2),
+            b'a' | b'b' | b'f' | b'n' | b'r' | b't' | b'v' | b'"' | b'\'' | b'\\' | b'?' | b'`' => {
+                Some(2)
+            }
             b'x' | b'X' => hex(2),
             b'u' => hex(4),
             b'U' => hex(8),
@@ -239,7 +239,14 @@ impl Lexer<'_> {
                 self.number()
             } else if let Some((len, bytes)) = self.quoted() {
                 let text = self.src[self.i..self.i + len].to_string();
-                (if bytes { Tok::Bytes(text) } else { Tok::Str(text) }, len)
+                (
+                    if bytes {
+                        Tok::Bytes(text)
+                    } else {
+                        Tok::Str(text)
+                    },
+                    len,
+                )
             } else if c.is_ascii_alphabetic() || c == b'_' {
                 let n = self.b[self.i..]
                     .iter()
@@ -300,7 +307,7 @@ impl Lexer<'_> {
             if let Some(n) = self.string(1, false) {
                 return Some((n, true));
             }
-            if self.peek(1).is_some_and(|r| r.to_ascii_lowercase() == b'r') {
+            if self.peek(1).is_some_and(|r| r.eq_ignore_ascii_case(&b'r')) {
                 return self.string(2, true).map(|n| (n, true));
             }
         }
@@ -982,7 +989,11 @@ impl Parser {
     }
 
     fn message(&mut self, leading: bool) -> P {
-        let mut name = if leading { ".".to_string() } else { String::new() };
+        let mut name = if leading {
+            ".".to_string()
+        } else {
+            String::new()
+        };
         loop {
             if let Tok::Ident(n) = self.peek().clone() {
                 name.push_str(&n);
@@ -1064,7 +1075,10 @@ impl Parser {
                     },
                 )),
                 _ => {
-                    let e = Expr { id: arg.id, kind: Kind::Lit(Lit::Null) };
+                    let e = Expr {
+                        id: arg.id,
+                        kind: Kind::Lit(Lit::Null),
+                    };
                     self.macro_error(&e, "invalid argument to has() macro")
                 }
             };
@@ -1150,8 +1164,10 @@ impl Parser {
             ("map", 2 | 3) | ("filter", 2) => {
                 let v = match Self::ident_name(&args[0]) {
                     Some(v) if v == ACCU || v == "__result__" => {
-                        return self
-                            .macro_error(&args[0], "iteration variable overwrites accumulator variable");
+                        return self.macro_error(
+                            &args[0],
+                            "iteration variable overwrites accumulator variable",
+                        );
                     }
                     Some(v) => v.to_string(),
                     None => return self.macro_error(&args[0], "argument is not an identifier"),
@@ -1209,8 +1225,10 @@ impl Parser {
                 let var = match Self::ident_name(&args[0]) {
                     Some(v) => v.to_string(),
                     None => {
-                        return self
-                            .macro_error(&args[0], "cel.bind() variable names must be simple identifiers");
+                        return self.macro_error(
+                            &args[0],
+                            "cel.bind() variable names must be simple identifiers",
+                        );
                     }
                 };
                 let result = args.pop().ok_or(())?;
@@ -1242,7 +1260,11 @@ impl Parser {
             ("sortBy", 2) => {
                 let ok = matches!(
                     target.kind,
-                    Kind::List { .. } | Kind::Select { .. } | Kind::Ident(_) | Kind::Comprehension(_) | Kind::Call { .. }
+                    Kind::List { .. }
+                        | Kind::Select { .. }
+                        | Kind::Ident(_)
+                        | Kind::Comprehension(_)
+                        | Kind::Call { .. }
                 );
                 if !ok {
                     return self.macro_error(
@@ -1252,8 +1274,10 @@ impl Parser {
                 }
                 let v = match Self::ident_name(&args[0]) {
                     Some(v) if v == ACCU || v == "__result__" => {
-                        return self
-                            .macro_error(&args[0], "iteration variable overwrites accumulator variable");
+                        return self.macro_error(
+                            &args[0],
+                            "iteration variable overwrites accumulator variable",
+                        );
                     }
                     Some(v) => v.to_string(),
                     None => return self.macro_error(&args[0], "argument is not an identifier"),

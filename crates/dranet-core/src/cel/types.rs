@@ -23,6 +23,7 @@ pub(crate) enum Type {
     List(Rc<Type>),
     Map(Rc<Type>, Rc<Type>),
     /// The type of a type value: `type(int)`; `None` is the bare `type`.
+    #[allow(clippy::enum_variant_names)] // CEL's own name for it
     Type(Option<Rc<Type>>),
     /// An abstract type with parameters: `optional_type(int)`, `kubernetes.Quantity`.
     Opaque(&'static str, Rc<[Type]>),

@@ -47,8 +47,22 @@ fn should_escape(c: u8, mode: Mode) -> bool {
     if mode == Mode::Host
         && matches!(
             c,
-            b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' | b':'
-                | b'[' | b']' | b'<' | b'>' | b'"'
+            b'!' | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'['
+                | b']'
+                | b'<'
+                | b'>'
+                | b'"'
         )
     {
         return false;
@@ -113,8 +127,21 @@ fn valid_encoded(s: &str) -> bool {
     s.bytes().all(|c| {
         matches!(
             c,
-            b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' | b':'
-                | b'@' | b'[' | b']' | b'%'
+            b'!' | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'@'
+                | b'['
+                | b']'
+                | b'%'
         ) || !should_escape(c, Mode::Path)
     })
 }

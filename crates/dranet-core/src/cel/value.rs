@@ -135,13 +135,14 @@ fn key_eq(a: &Value<'_>, b: &Value<'_>) -> bool {
 
 fn double_to_i64_lossless(d: f64) -> Option<i64> {
     let i = d as i64;
-    (i as f64 == d && d.fract() == 0.0 && d > -9.223_372_036_854_775_808e18 && d < 9.223_372_036_854_775_807e18)
+    (i as f64 == d && d.fract() == 0.0 && d > i64::MIN as f64 && d < -(i64::MIN as f64))
         .then_some(i)
 }
 
 fn double_to_u64_lossless(d: f64) -> Option<u64> {
     let u = d as u64;
-    (u as f64 == d && d.fract() == 0.0 && d >= 0.0 && d < 1.844_674_407_370_955_2e19).then_some(u)
+    (u as f64 == d && d.fract() == 0.0 && (0.0..1.844_674_407_370_955_2e19).contains(&d))
+        .then_some(u)
 }
 
 /// A URL, parsed once: the parts the Kubernetes URL library exposes.
@@ -243,7 +244,11 @@ impl<'a> Value<'a> {
     pub(crate) fn is_map(&self) -> bool {
         matches!(
             self,
-            Value::Map(_) | Value::Attributes | Value::Capacity | Value::Domain(_) | Value::CapDomain(_)
+            Value::Map(_)
+                | Value::Attributes
+                | Value::Capacity
+                | Value::Domain(_)
+                | Value::CapDomain(_)
         )
     }
 }
@@ -378,10 +383,18 @@ pub(crate) fn format_double(d: f64) -> String {
         return "NaN".into();
     }
     if d.is_infinite() {
-        return if d > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if d > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     if d == 0.0 {
-        return if d.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if d.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     // Shortest round-trip digits and decimal exponent.
     let s = format!("{d:e}");

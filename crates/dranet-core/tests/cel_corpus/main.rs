@@ -383,7 +383,7 @@ fn compare(
 }
 
 #[test]
-#[ignore = "the engine agrees on 1056 of 2051 selectors; enabled when the new engine lands"]
+#[ignore = "the new engine agrees on 1941 of 2051 selectors (110 differ) and deep selectors overflow the default test stack; run with RUST_MIN_STACK=536870912 ... -- --ignored"]
 fn corpus_agrees_with_the_scheduler() {
     let cases = generate::cases();
     assert!(
