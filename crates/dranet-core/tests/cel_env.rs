@@ -276,3 +276,21 @@ fn an_exploding_comprehension_is_stopped_with_an_error_naming_the_budget() {
         "{e}"
     );
 }
+
+/// Deep but legal selectors (within cel-go's limits of 250) compile and evaluate on the default
+/// 2 MiB test thread stack: the checker and evaluator recurse once per node.
+#[test]
+#[ignore = "aborts the process with a stack overflow today: the new engine must bound its recursion (or not recurse) before wt/cel is merged"]
+fn deep_legal_selectors_do_not_overflow_the_stack() {
+    // 5,000 `!`: cel-go does not count unary operators; accepted here too.
+    assert!(eval(&format!("{}true", "!".repeat(5000))).is_ok());
+    // Nested comprehensions and ternaries just under the limit.
+    let n = 200;
+    let mut nested = "true".to_string();
+    for i in 0..n {
+        nested = format!("[1].exists(x{i}, {nested})");
+    }
+    yes(&nested);
+    let ternary = format!("{}true", "false ? false : ".repeat(n));
+    yes(&ternary);
+}
