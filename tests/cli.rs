@@ -24,6 +24,24 @@ fn dranet_with_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String
 
 const GB300: &str = "testdata/nodes/azure-nd-gb300-v6/sys";
 
+/// `dranet check` of one GB300 template on the GB300 fixture with its GPU slices, plus `extra`.
+fn check_gb300(name: &str, extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec![
+        "check",
+        "examples/azure_aks/gb300/templates.yaml",
+        "--name",
+        name,
+        "--sysfs",
+        GB300,
+        "--slices",
+        "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
+        "--classes",
+        "examples/azure_aks/deviceclasses.yaml",
+    ];
+    args.extend_from_slice(extra);
+    dranet(&args)
+}
+
 #[test]
 fn inventory_json_is_the_resource_slice_the_daemon_publishes() {
     let (ok, out, err) = dranet(&[
@@ -256,22 +274,10 @@ fn ib_same_fabric_follows_the_placement_group_from_imds() {
         let imds =
             FakeImds::start_blocking(FakeImds::documents(compute, doc("gb300-network.json")))
                 .unwrap();
-        dranet(&[
-            "check",
-            "examples/azure_aks/gb300/templates.yaml",
-            "--name",
+        check_gb300(
             "ib-same-fabric",
-            "--sysfs",
-            GB300,
-            "--slices",
-            "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
-            "--classes",
-            "examples/azure_aks/deviceclasses.yaml",
-            "--azure-imds-endpoint",
-            &imds.endpoint,
-            "-o",
-            "json",
-        ])
+            &["--azure-imds-endpoint", &imds.endpoint, "-o", "json"],
+        )
     };
     let (ok, out, err) = check(doc("gb300-compute.json"));
     assert!(ok, "{err}\n{out}");
@@ -676,20 +682,10 @@ fn a_saved_imds_document_gives_the_azure_attributes_offline() {
         "placementGroupId missing:\n{out}"
     );
     // ib-same-fabric can then be checked without a metadata service.
-    let (ok, out, err) = dranet(&[
-        "check",
-        "examples/azure_aks/gb300/templates.yaml",
-        "--name",
+    let (ok, out, err) = check_gb300(
         "ib-same-fabric",
-        "--sysfs",
-        GB300,
-        "--slices",
-        "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
-        "--classes",
-        "examples/azure_aks/deviceclasses.yaml",
-        "--azure-imds-file",
-        doc.to_str().unwrap(),
-    ]);
+        &["--azure-imds-file", doc.to_str().unwrap()],
+    );
     assert!(ok, "{out}\n{err}");
     std::fs::write(&doc, "[1]").unwrap();
     let (ok, _, err) = dranet(&[
@@ -780,4 +776,26 @@ fn check_exit_codes_and_stdin() {
     );
     assert_eq!(c, Some(2), "{out}{err}");
     assert!(out.contains("ResourceClaim nine on node"), "{out}");
+}
+
+#[test]
+fn version_names_the_commit() {
+    let (ok, out, _) = dranet(&["--version"]);
+    assert!(ok);
+    // `dranet 0.1.0 (commit 0123456789ab)`, or `unknown` outside git without $DRANET_COMMIT.
+    let commit = out
+        .trim()
+        .strip_suffix(')')
+        .and_then(|s| s.rsplit_once("(commit "))
+        .map(|(_, c)| c.to_string())
+        .unwrap_or_else(|| panic!("no commit in {out:?}"));
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{out}"
+    );
+    assert!(
+        out.starts_with(&format!("dranet {}", env!("CARGO_PKG_VERSION"))),
+        "{out}"
+    );
 }
