@@ -27,6 +27,13 @@ enum Command {
     /// GPU × NIC topology matrix (PIX/PXB/PHB/NODE/SYS) with NUMA affinity.
     Topo(cmd::topo::TopoArgs),
     /// Allocate a claim (or template) as the scheduler would and show the GPU/NIC relations.
+    #[command(
+        after_help = "Each claim is allocated on each node the slices name, on its own, as the scheduler does.\n\n\
+Exit codes: 0 every claim fits on some node (unaligned too, unless --fail-on warning); 1 bad input\n\
+or usage; 2 a claim fits on no node; 3 a claim is invalid (the scheduler would fail the pod: a CEL\n\
+error, an unknown class); 4 with --fail-on warning, a claim fits only unaligned.\n\n\
+Example:\n  dranet check examples/aks/gb300-templates.yaml --name gpu-nic-numa0 \\\n    --sysfs testdata/nodes/azure-nd-gb300-v6/sys --slices examples/aks/gb300-gpu-slices.yaml"
+    )]
     Check(cmd::check::CheckArgs),
     /// Check this node for dranet: runtime and NRI, kubelet, RDMA, devices, topology, uplink.
     Doctor(cmd::doctor::DoctorArgs),
@@ -50,16 +57,14 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false);
+    // https://no-color.org: any non-empty NO_COLOR turns colours off.
+    let color = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     match &cli.command {
         Command::Run(a) if a.log_format == cmd::run::LogFormat::Json => fmt.json().init(),
         // The daemon's lines carry times; the tools' do not.
-        Command::Run(_) => fmt
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        _ => fmt
-            .without_time()
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
+        Command::Run(_) => fmt.with_ansi(color).init(),
+        _ => fmt.without_time().with_ansi(color).init(),
     }
     let result = match &cli.command {
         Command::Run(a) => cmd::run::run(a),
@@ -72,6 +77,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // `dranet inventory | head` is not an error.
         Err(cmd::CliError::Output(e)) if e.contains("Broken pipe") => ExitCode::SUCCESS,
+        // `dranet check`'s verdicts have codes of their own (see `dranet check --help`).
+        Err(cmd::CliError::Check(cmd::check::CheckError::Verdict { code, message })) => {
+            eprintln!("dranet: {message}");
+            ExitCode::from(code)
+        }
         Err(e) => {
             eprintln!("dranet: error: {e}");
             ExitCode::FAILURE

@@ -118,8 +118,23 @@ fn topo_shows_the_seed_matrix() {
             .skip(1)
             .collect::<Vec<_>>()
     };
-    assert_eq!(row("GPU0"), ["NODE", "NODE", "SYS", "SYS", "0"]);
-    assert_eq!(row("GPU3"), ["SYS", "SYS", "NODE", "NODE", "1"]);
+    // Relations, then CPU and NUMA affinity as nvidia-smi topo -m prints them.
+    assert_eq!(row("GPU0"), ["NODE", "NODE", "SYS", "SYS", "0-71", "0"]);
+    assert_eq!(row("GPU3"), ["SYS", "SYS", "NODE", "NODE", "72-143", "1"]);
+    assert!(
+        out.contains("GPU0: 0008:06:00.0 NUMA 0 pci0008:00"),
+        "{out}"
+    );
+    // JSON for scripts: the same matrix.
+    let (ok, json, _) = dranet(&["topo", "--sysfs", GB300, "-o", "json"]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        v["relations"][0],
+        serde_json::json!(["NODE", "NODE", "SYS", "SYS"])
+    );
+    assert_eq!(v["gpus"][3]["cpuAffinity"], "72-143");
+    assert_eq!(v["nics"][2]["rdmaDevice"], "mlx5_2");
     assert!(out.contains("NIC2: mlx5_2 pci-0103-00-00-0 NUMA 1"));
     let (ok, out, _) = dranet(&["topo", "--sysfs", "testdata/nodes/bm-mi300x-8/sys"]);
     assert!(ok);
@@ -160,7 +175,7 @@ fn edge_case_warnings_go_to_stderr_and_do_not_fail() {
     let (ok, out, err) = dranet(&["inventory", "--sysfs", "testdata/nodes/edge-cases/sys"]);
     assert!(ok);
     assert!(err.contains("vfio-pci"), "{err}");
-    assert_eq!(out.lines().count(), 7);
+    assert_eq!(out.lines().count(), 11);
 }
 
 #[test]
@@ -447,7 +462,7 @@ fn doctor_on_the_gb300_fixture_shows_links_topology_and_the_uplink() {
         "{out}"
     );
     assert!(
-        out.contains("OK   uplink    eth0 carries the default route"),
+        out.contains("OK   uplink    eth0 carries the host's default route (IPv4 default via 10.224.0.1, table main, metric 100, proto dhcp)"),
         "{out}"
     );
     assert!(!out.contains("FAIL"), "{out}");
@@ -529,4 +544,240 @@ fn inventory_yaml_quotes_what_yaml_1_1_would_read_as_numbers() {
         seen >= 8,
         "the PCI addresses of 4 devices (pciAddress, pciBusID): {seen}"
     );
+}
+
+const EDGE: &str = "testdata/nodes/edge-cases/sys";
+
+#[test]
+fn inventory_shows_what_is_not_published_and_why() {
+    let (ok, out, err) = dranet(&["inventory", "--sysfs", EDGE, "--show-excluded"]);
+    assert!(ok, "{err}");
+    let section = out
+        .split("NOT PUBLISHED")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no exclusion section in\n{out}"));
+    assert!(
+        section.contains("eth0") && section.contains("table main, metric 100"),
+        "{section}"
+    );
+    assert!(section.contains("rxe2") && section.contains("on eth0, which is not published"));
+    // The rails (policy-table default, backup default) are published.
+    assert!(out.contains("rail0") && out.contains("rail1"), "{out}");
+    // Without the flag, no section.
+    let (_, plain, _) = dranet(&["inventory", "--sysfs", EDGE]);
+    assert!(!plain.contains("NOT PUBLISHED"));
+}
+
+#[test]
+fn uplink_interfaces_override_detection() {
+    let (ok, out, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        EDGE,
+        "--uplink-interfaces",
+        "rail1",
+        "--show-excluded",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("pci-0000-00-02-0"),
+        "eth0 is published now:\n{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("rail1 ") && l.ends_with("uplink named by --uplink-interfaces (its PCI function 0000:00:0b.0 is not published either)")),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_invalid_node_name_is_an_error_naming_where_it_came_from() {
+    let (ok, _, err) = dranet_with_env(
+        &["inventory", "--sysfs", EDGE, "-o", "json"],
+        &[("NODE_NAME", "(none)")],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("\"(none)\" (from $NODE_NAME)") && err.contains("--node-name"),
+        "{err}"
+    );
+    let (ok, _, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        EDGE,
+        "-o",
+        "yaml",
+        "--node-name",
+        "Node_1",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("\"Node_1\" (from --node-name)"), "{err}");
+}
+
+#[test]
+fn inventory_wide_and_name_outputs() {
+    let (ok, out, err) = dranet(&["inventory", "--sysfs", GB300, "-o", "name"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "pci-0101-00-00-0",
+            "pci-0102-00-00-0",
+            "pci-0103-00-00-0",
+            "pci-0104-00-00-0"
+        ]
+    );
+    let (ok, out, err) = dranet(&["inventory", "--sysfs", GB300, "-o", "wide"]);
+    assert!(ok, "{err}");
+    let head: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap()
+        .split("  ")
+        .filter(|c| !c.is_empty())
+        .map(str::trim)
+        .collect();
+    assert!(
+        head.contains(&"PORT STATE") && head.contains(&"LINK LAYER"),
+        "{head:?}"
+    );
+    let mlx5_0 = out.lines().find(|l| l.contains("mlx5_0")).unwrap();
+    assert!(
+        mlx5_0.contains("ACTIVE") && mlx5_0.contains("InfiniBand"),
+        "{mlx5_0}"
+    );
+}
+
+#[test]
+fn a_saved_imds_document_gives_the_azure_attributes_offline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let compute = std::fs::read_to_string(format!(
+        "{}/testdata/imds/gb300-compute.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    // The whole instance document, as curl …/metadata/instance returns it.
+    let doc = tmp.path().join("imds.json");
+    std::fs::write(&doc, format!("{{\"compute\": {compute}}}")).unwrap();
+    let (ok, out, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        GB300,
+        "--node-name",
+        "aks-gb300-0",
+        "-o",
+        "json",
+        "--azure-imds-file",
+        doc.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("8f0c7c3e-5d1a-4b8e-9f3e-2a6b1c4d7e90"),
+        "placementGroupId missing:\n{out}"
+    );
+    // ib-same-fabric can then be checked without a metadata service.
+    let (ok, out, err) = dranet(&[
+        "check",
+        "examples/azure_aks/gb300/templates.yaml",
+        "--name",
+        "ib-same-fabric",
+        "--sysfs",
+        GB300,
+        "--slices",
+        "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
+        "--classes",
+        "examples/azure_aks/deviceclasses.yaml",
+        "--azure-imds-file",
+        doc.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}\n{err}");
+    std::fs::write(&doc, "[1]").unwrap();
+    let (ok, _, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        GB300,
+        "--azure-imds-file",
+        doc.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("--azure-imds-file") && err.contains("expected a JSON object"),
+        "{err}"
+    );
+}
+
+/// `dranet check`'s exit codes tell the outcomes apart, and `-` reads the claim from stdin.
+#[test]
+fn check_exit_codes_and_stdin() {
+    let run = |args: &[&str], stdin: Option<&str>| {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dranet"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("NODE_NAME")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(s) = stdin {
+            child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let base = [
+        "check",
+        "examples/azure_aks/gb300/templates.yaml",
+        "--sysfs",
+        GB300,
+        "--slices",
+        "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
+        "--classes",
+        "examples/azure_aks/deviceclasses.yaml",
+        "--name",
+    ];
+    let with = |name: &str, extra: &[&str]| {
+        let mut v: Vec<&str> = base.to_vec();
+        v.push(name);
+        v.extend_from_slice(extra);
+        v.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let code = |v: Vec<String>| {
+        let refs: Vec<&str> = v.iter().map(String::as_str).collect();
+        run(&refs, None)
+    };
+    assert_eq!(code(with("1nic-aligned", &[])).0, Some(0));
+    let (c, out, err) = code(with("1nic-unaligned", &[]));
+    assert_eq!(c, Some(0), "{err}");
+    assert!(out.contains("fits unaligned"), "{out}");
+    assert_eq!(
+        code(with("1nic-unaligned", &["--fail-on", "warning"])).0,
+        Some(4)
+    );
+    // Without IMDS the placement-group selector hits a missing attribute: a CEL runtime error,
+    // which fails the pod in the scheduler.
+    let (c, _, err) = code(with("ib-same-fabric", &[]));
+    assert_eq!(c, Some(3), "{err}");
+    assert!(err.contains("invalid: ib-same-fabric"), "{err}");
+    assert_eq!(code(with("no-such", &[])).0, Some(1));
+    let too_many = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: nine}\nspec:\n  devices:\n    requests:\n    - name: nic\n      exactly: {deviceClassName: dranet.net, count: 9}\n";
+    let (c, out, err) = run(
+        &[
+            "check",
+            "-",
+            "--sysfs",
+            GB300,
+            "--classes",
+            "examples/azure_aks/deviceclasses.yaml",
+        ],
+        Some(too_many),
+    );
+    assert_eq!(c, Some(2), "{out}{err}");
+    assert!(out.contains("ResourceClaim nine on node"), "{out}");
 }

@@ -31,11 +31,57 @@ pub enum CheckFormat {
     Json,
 }
 
+/// `--fail-on` levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// Exit non-zero when a claim does not fit or is invalid.
+    Error,
+    /// Also when a claim fits only unaligned.
+    Warning,
+}
+
+/// The outcome of a claim on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(crate = "k8s_openapi::serde", rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Allocated, every GPU with a NIC of the claim on its NUMA node (or no GPU).
+    Fits,
+    /// Allocated, but some GPU has no NIC of the claim on its NUMA node.
+    FitsUnaligned,
+    /// The node does not have the devices (the scheduler tries another node).
+    DoesNotFit,
+    /// The claim is wrong whatever the node (a CEL error, an unknown class): the scheduler fails
+    /// the pod.
+    Invalid,
+}
+
+impl Verdict {
+    /// As the report prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fits => "fits",
+            Verdict::FitsUnaligned => "fits unaligned",
+            Verdict::DoesNotFit => "does not fit",
+            Verdict::Invalid => "invalid",
+        }
+    }
+}
+
+/// Exit codes of `dranet check` (1 is any input or usage error).
+pub mod exit {
+    /// A claim fits on no node.
+    pub const DOES_NOT_FIT: u8 = 2;
+    /// A claim is invalid: the scheduler would fail the pod.
+    pub const INVALID: u8 = 3;
+    /// With `--fail-on warning`: a claim fits only unaligned.
+    pub const UNALIGNED: u8 = 4;
+}
+
 /// Arguments of `dranet check`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CheckArgs {
     /// YAML file with ResourceClaimTemplates and/or ResourceClaims (several documents or a
-    /// `kind: List` are fine: each claim is checked).
+    /// `kind: List` are fine: each claim is checked); `-` reads standard input.
     #[arg(value_name = "CLAIM.yaml")]
     pub claim: PathBuf,
     /// Only check the claim or template with this name.
@@ -54,9 +100,18 @@ pub struct CheckArgs {
     #[arg(long = "classes", value_name = "CLASSES.yaml")]
     pub classes: Vec<PathBuf>,
     /// Node (and pool) name for the devices discovered with `--sysfs` (default: $NODE_NAME, else
-    /// the hostname, as `inventory`).
+    /// the one node the `--slices` name, else the hostname). The `dra.net` slices of that node in
+    /// `--slices` are replaced by what `--sysfs` shows: one device, one identity.
     #[arg(long, value_name = "NODE")]
     pub node_name: Option<String>,
+    /// Check on this node only (default: on every node the slices name, each on its own, as the
+    /// scheduler allocates a claim from one node).
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Also fail (exit 4) when a claim fits only unaligned: a GPU with no NIC of the claim on
+    /// its NUMA node.
+    #[arg(long, value_enum, value_name = "LEVEL", default_value_t = FailOn::Error)]
+    pub fail_on: FailOn,
     /// Cloud provider attributes for the devices discovered with `--sysfs` (as `inventory`).
     #[command(flatten)]
     pub cloud: super::CloudArgs,
@@ -100,13 +155,13 @@ pub enum CheckError {
         /// Why.
         reason: String,
     },
-    /// Some claims cannot be allocated (their reasons were printed with the report).
-    #[error("{failed} of {total} claim(s) cannot be allocated")]
-    Unsatisfied {
-        /// How many failed.
-        failed: usize,
-        /// How many were checked.
-        total: usize,
+    /// The claims were checked and the verdict is a failure (the report was printed).
+    #[error("{message}")]
+    Verdict {
+        /// The exit code (see [`exit`]).
+        code: u8,
+        /// Which claims, in one line.
+        message: String,
     },
     /// Writing the report failed.
     #[error("output: {0}")]
@@ -159,6 +214,10 @@ pub struct ClaimReport {
     pub name: String,
     /// `ResourceClaimTemplate` or `ResourceClaim`.
     pub kind: String,
+    /// The node it was allocated for (`None`: the slices name no node).
+    pub node: Option<String>,
+    /// The outcome.
+    pub verdict: Verdict,
     /// The chosen devices (empty when it cannot be allocated).
     pub devices: Vec<DeviceRow>,
     /// Every GPU × NIC pair.
@@ -173,7 +232,7 @@ pub struct ClaimReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(crate = "k8s_openapi::serde", rename_all = "camelCase")]
 pub struct CheckReport {
-    /// One per claim checked.
+    /// One per claim and node checked, claims in file order, nodes by name.
     pub claims: Vec<ClaimReport>,
     /// About the inputs (outdated slices, default classes, features not simulated).
     pub notes: Vec<String>,
@@ -220,7 +279,12 @@ fn yaml_error(path: &Path, text: &str, e: &serde_saphyr::Error) -> CheckError {
 
 /// YAML documents of a file as JSON, `kind: List` flattened, empty documents skipped.
 fn documents(path: &Path) -> Result<Vec<(usize, serde_json::Value)>, CheckError> {
-    let text = std::fs::read_to_string(path).map_err(|e| CheckError::Read {
+    let read = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    };
+    let text = read.map_err(|e| CheckError::Read {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;
@@ -313,7 +377,9 @@ fn discover(
             path: sysfs.to_path_buf(),
             reason: e.to_string(),
         })?;
-    let cloud = cloud.provider(sysfs);
+    let cloud = cloud
+        .provider(sysfs)
+        .map_err(|e| CheckError::Usage(e.to_string()))?;
     let (devices, _) = dranet_core::slice::published_devices(
         &inv,
         dranet_core::AttributeOptions::default(),
@@ -441,24 +507,58 @@ fn topology(
     if nics.is_empty() {
         return (pairs, warnings);
     }
+    // One line per NUMA node of stranded GPUs, not one per GPU: four GPUs on the wrong side are
+    // one mistake.
+    let mut stranded: std::collections::BTreeMap<i64, Vec<&str>> = Default::default();
     for g in &gpus {
         let Some(gn) = g.numa_node else { continue };
+        let local = nics.iter().any(|n| n.numa_node == Some(gn));
+        let far = nics.iter().any(|n| n.numa_node.is_some_and(|nn| nn != gn));
+        if !local && far {
+            stranded.entry(gn).or_default().push(&g.device);
+        }
+    }
+    for (gn, gs) in stranded {
         let far: Vec<String> = nics
             .iter()
             .filter_map(|n| Some((n, n.numa_node?)))
             .filter(|(_, nn)| *nn != gn)
             .map(|(n, nn)| format!("{} (NUMA {nn})", n.label.as_deref().unwrap_or(&n.device)))
             .collect();
-        let local = nics.iter().any(|n| n.numa_node == Some(gn));
-        if !local && !far.is_empty() {
-            warnings.push(format!(
-                "GPU {} is on NUMA node {gn} but the claim's NICs {} are on other NUMA nodes: traffic crosses the inter-socket link and GPUDirect RDMA is unlikely",
-                g.device,
-                far.join(", ")
-            ));
-        }
+        let who = if gs.len() == 1 {
+            format!("GPU {} is", gs[0])
+        } else {
+            format!("GPUs {} are", gs.join(", "))
+        };
+        let model = gpus.iter().find_map(|g| {
+            let id = dranet_core::alloc::DeviceId {
+                driver: g.driver.clone(),
+                pool: g.pool.clone(),
+                device: g.device.clone(),
+            };
+            str_attr(a.device(&id)?, &["productName", "gpu.amd.com/productName"])
+        });
+        warnings.push(format!(
+            "{who} on NUMA node {gn} but the claim's NICs {} are on other NUMA nodes: traffic crosses the inter-socket link and GPUDirect RDMA is unlikely{}",
+            far.join(", "),
+            measured(model.as_deref())
+        ));
     }
     (pairs, warnings)
+}
+
+/// What the seeds measured aligned vs unaligned on this GPU model (NCCL all-reduce bus
+/// bandwidth on Azure ND nodes), as a hint of the cost; empty for other models.
+fn measured(model: Option<&str>) -> &'static str {
+    match model {
+        Some(m) if m.contains("GB300") => {
+            " (measured on ND GB300 v6: about 25 GB/s per NIC unaligned against 56 GB/s aligned)"
+        }
+        Some(m) if m.contains("MI300X") => {
+            " (measured on ND MI300X v5: 6.1 GB/s unaligned against 42.5 GB/s with 4 NICs on the GPUs' NUMA node)"
+        }
+        _ => "",
+    }
 }
 
 /// Runs the check and returns the report; errors are about inputs, not about claims that cannot
@@ -473,15 +573,16 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
     let mut slices = Vec::new();
     let mut classes: Vec<DeviceClass> = Vec::new();
     let mut inventory = None;
-    if let Some(sysfs) = &args.sysfs {
-        let (s, inv) = discover(sysfs, &super::node_name(&args.node_name), &args.cloud)?;
-        slices.extend(s);
-        inventory = Some(inv);
-    }
     for path in &args.slices {
         for (doc, v) in documents(path)? {
             match kind(&v) {
-                "ResourceSlice" => slices.push(v),
+                "ResourceSlice" => {
+                    slices.push(slice_to_v1(v).map_err(|reason| CheckError::Parse {
+                        path: path.clone(),
+                        doc,
+                        reason,
+                    })?)
+                }
                 "DeviceClass" => classes.push(parse(path, doc, v)?),
                 k => {
                     return Err(CheckError::Parse {
@@ -492,6 +593,30 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
                 }
             }
         }
+    }
+    let slice_nodes: BTreeSet<String> = slices
+        .iter()
+        .filter_map(|s| s["spec"]["nodeName"].as_str().map(str::to_string))
+        .collect();
+    let mut sysfs_node = None;
+    if let Some(sysfs) = &args.sysfs {
+        let node = sysfs_node_name(args, &slice_nodes)?;
+        // One device, one identity: the tree describes this node's dra.net devices, so its
+        // dra.net slices from the files are replaced, not added.
+        let before = slices.len();
+        slices.retain(|s| {
+            !(s["spec"]["driver"] == dranet_core::DRIVER_NAME && s["spec"]["nodeName"] == *node)
+        });
+        if slices.len() < before {
+            notes.push(format!(
+                "node {node}: dra.net devices from --sysfs; its {} dra.net slice(s) in --slices are not used",
+                before - slices.len()
+            ));
+        }
+        let (s, inv) = discover(sysfs, &node, &args.cloud)?;
+        slices.extend(s);
+        inventory = Some(inv);
+        sysfs_node = Some(node);
     }
     for path in &args.classes {
         for (doc, v) in documents(path)? {
@@ -528,6 +653,11 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
         if args.name.as_ref().is_some_and(|n| *n != name) {
             continue;
         }
+        let spec_value = claim_spec_to_v1(&v, spec_value).map_err(|reason| CheckError::Parse {
+            path: args.claim.clone(),
+            doc,
+            reason,
+        })?;
         let spec: ResourceClaimSpec = parse(&args.claim, doc, spec_value)?;
         claims.push((name, k, spec));
     }
@@ -555,39 +685,102 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
             names.join(", ")
         ));
     }
-    let alloc = Allocator::from_json(&slices, &classes)?;
-    notes.extend(alloc.warnings().iter().cloned());
+    if let Some(inv) = &inventory
+        && !inv.gpus.is_empty()
+        && !slices
+            .iter()
+            .any(|s| s["spec"]["driver"] != dranet_core::DRIVER_NAME)
+    {
+        notes.push(format!(
+            "the {} GPU(s) in --sysfs give topology only: GPUs are published by their own DRA driver; \
+             give its slices with --slices (kubectl get resourceslices -o yaml) to allocate them",
+            inv.gpus.len()
+        ));
+    }
+    // The scheduler allocates a claim from one node's devices: each node on its own.
+    let nodes: Vec<Option<String>> = match &args.node {
+        Some(n)
+            if !slice_nodes.is_empty()
+                && !slice_nodes.contains(n)
+                && sysfs_node.as_ref() != Some(n) =>
+        {
+            return Err(CheckError::Usage(format!(
+                "--node {n}: no slice is on that node (nodes: {})",
+                slice_nodes.iter().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        Some(n) => vec![Some(n.clone())],
+        None => {
+            let mut all = slice_nodes.clone();
+            all.extend(sysfs_node.clone());
+            if all.is_empty() {
+                vec![None]
+            } else {
+                all.into_iter().map(Some).collect()
+            }
+        }
+    };
+    let mut allocators = Vec::with_capacity(nodes.len());
+    for node in &nodes {
+        let options = dranet_core::alloc::Options {
+            node: node.as_deref().map(dranet_core::alloc::Node::new),
+            ..Default::default()
+        };
+        let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
+        for w in alloc.warnings() {
+            if !notes.contains(w) {
+                notes.push(w.clone());
+            }
+        }
+        allocators.push((node.clone(), alloc));
+    }
     let mut reports = Vec::new();
     for (name, kind, spec) in claims {
-        let mut report = ClaimReport {
-            name,
-            kind,
-            devices: Vec::new(),
-            topology: Vec::new(),
-            warnings: Vec::new(),
-            error: None,
-        };
-        match alloc.allocate_spec(&spec, &[]) {
-            Ok(a) => {
-                report.devices = a
-                    .results
-                    .iter()
-                    .filter_map(|r| {
-                        let id = dranet_core::alloc::DeviceId {
-                            driver: r.driver.clone(),
-                            pool: r.pool.clone(),
-                            device: r.device.clone(),
-                        };
-                        Some(row(alloc.device(&id)?, &r.request))
-                    })
-                    .collect();
-                let (pairs, warnings) = topology(&report.devices, &alloc, inventory.as_ref());
-                report.topology = pairs;
-                report.warnings = warnings;
+        for (node, alloc) in &allocators {
+            let mut report = ClaimReport {
+                name: name.clone(),
+                kind: kind.clone(),
+                node: node.clone(),
+                verdict: Verdict::Fits,
+                devices: Vec::new(),
+                topology: Vec::new(),
+                warnings: Vec::new(),
+                error: None,
+            };
+            match alloc.allocate_spec(&spec, &[]) {
+                Ok(a) => {
+                    report.devices = a
+                        .results
+                        .iter()
+                        .filter_map(|r| {
+                            let id = dranet_core::alloc::DeviceId {
+                                driver: r.driver.clone(),
+                                pool: r.pool.clone(),
+                                device: r.device.clone(),
+                            };
+                            Some(row(alloc.device(&id)?, &r.request))
+                        })
+                        .collect();
+                    // The PCI tree is the node's read with --sysfs, only.
+                    let inv = inventory.as_ref().filter(|_| *node == sysfs_node);
+                    let (pairs, warnings) = topology(&report.devices, alloc, inv);
+                    report.topology = pairs;
+                    if !warnings.is_empty() {
+                        report.verdict = Verdict::FitsUnaligned;
+                    }
+                    report.warnings = warnings;
+                }
+                Err(e) => {
+                    report.verdict = if e.is_unsatisfiable() {
+                        Verdict::DoesNotFit
+                    } else {
+                        Verdict::Invalid
+                    };
+                    report.error = Some(e.to_string());
+                }
             }
-            Err(e) => report.error = Some(e.to_string()),
+            reports.push(report);
         }
-        reports.push(report);
     }
     Ok(CheckReport {
         claims: reports,
@@ -595,37 +788,141 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
     })
 }
 
+/// The API versions of `resource.k8s.io` a 1.34 API server serves.
+const SERVED: &str = "resource.k8s.io/v1, v1beta2 or v1beta1";
+
+fn api_version(doc: &serde_json::Value) -> Result<&str, String> {
+    match doc["apiVersion"].as_str().unwrap_or("resource.k8s.io/v1") {
+        v @ ("resource.k8s.io/v1" | "resource.k8s.io/v1beta2" | "resource.k8s.io/v1beta1") => Ok(v),
+        other => Err(format!(
+            "apiVersion {other:?} is not served by Kubernetes 1.34 for {} (use {SERVED})",
+            kind(doc)
+        )),
+    }
+}
+
+/// A claim spec of any served version in the v1 shape. v1beta1 requests hold the class,
+/// selectors and count directly; v1 and v1beta2 put them under `exactly`.
+fn claim_spec_to_v1(
+    doc: &serde_json::Value,
+    mut spec: serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    if api_version(doc)? != "resource.k8s.io/v1beta1" {
+        return Ok(spec);
+    }
+    if let Some(requests) = spec["devices"]["requests"].as_array_mut() {
+        for r in requests.iter_mut().filter_map(|r| r.as_object_mut()) {
+            if r.contains_key("firstAvailable") || r.contains_key("exactly") {
+                continue;
+            }
+            let mut exactly = serde_json::Map::new();
+            for k in [
+                "deviceClassName",
+                "selectors",
+                "allocationMode",
+                "count",
+                "adminAccess",
+                "tolerations",
+            ] {
+                if let Some(v) = r.remove(k) {
+                    exactly.insert(k.to_string(), v);
+                }
+            }
+            r.insert("exactly".into(), serde_json::Value::Object(exactly));
+        }
+    }
+    Ok(spec)
+}
+
+/// A ResourceSlice of any served version in the v1 shape: v1beta1 devices hold their
+/// attributes and capacity under `basic`.
+fn slice_to_v1(mut slice: serde_json::Value) -> Result<serde_json::Value, String> {
+    if api_version(&slice)? == "resource.k8s.io/v1beta1"
+        && let Some(devices) = slice["spec"]["devices"].as_array_mut()
+    {
+        for d in devices.iter_mut().filter_map(|d| d.as_object_mut()) {
+            if let Some(serde_json::Value::Object(basic)) = d.remove("basic") {
+                d.extend(basic);
+            }
+        }
+    }
+    slice["apiVersion"] = "resource.k8s.io/v1".into();
+    Ok(slice)
+}
+
+/// The node the `--sysfs` tree is: `--node-name`, `$NODE_NAME`, `--node`, the one node the
+/// slices name, or the hostname.
+fn sysfs_node_name(args: &CheckArgs, slice_nodes: &BTreeSet<String>) -> Result<String, CheckError> {
+    let explicit =
+        args.node_name.is_some() || std::env::var("NODE_NAME").is_ok_and(|s| !s.is_empty());
+    let usage = |e: super::CliError| CheckError::Usage(e.to_string());
+    if explicit {
+        return super::node_name(&args.node_name, "--node-name").map_err(usage);
+    }
+    if let Some(n) = &args.node {
+        return super::node_name(&Some(n.clone()), "--node").map_err(usage);
+    }
+    match slice_nodes.len() {
+        0 => super::node_name(&None, "--node-name").map_err(usage),
+        1 => Ok(slice_nodes.iter().next().cloned().unwrap_or_default()),
+        _ => Err(CheckError::Usage(format!(
+            "--sysfs describes one node and --slices name several ({}): say which with --node-name",
+            slice_nodes.iter().cloned().collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
 /// Writes the report as tables.
 pub fn render_table(r: &CheckReport, out: &mut dyn Write) -> std::io::Result<()> {
     for n in &r.notes {
         writeln!(out, "note: {n}")?;
     }
-    for c in &r.claims {
-        writeln!(out, "\n{} {}", c.kind, c.name)?;
+    let mut legend = false;
+    for (i, c) in r.claims.iter().enumerate() {
+        if i > 0 || !r.notes.is_empty() {
+            writeln!(out)?;
+        }
+        match &c.node {
+            Some(n) => writeln!(
+                out,
+                "{} {} on node {n}: {}",
+                c.kind,
+                c.name,
+                c.verdict.as_str()
+            )?,
+            None => writeln!(out, "{} {}: {}", c.kind, c.name, c.verdict.as_str())?,
+        }
         if let Some(e) = &c.error {
             writeln!(out, "  error: {e}")?;
             continue;
         }
-        writeln!(
-            out,
-            "  {:<10} {:<15} {:<14} {:<18} {:<13} {:<5} PCIE ROOT",
-            "REQUEST", "DRIVER", "POOL", "DEVICE", "LABEL", "NUMA"
-        )?;
+        let mut rows = vec![
+            [
+                "REQUEST",
+                "DRIVER",
+                "POOL",
+                "DEVICE",
+                "LABEL",
+                "NUMA",
+                "PCIE ROOT",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
         for d in &c.devices {
-            writeln!(
-                out,
-                "  {:<10} {:<15} {:<14} {:<18} {:<13} {:<5} {}",
-                d.request,
-                d.driver,
-                d.pool,
-                d.device,
-                d.label.as_deref().unwrap_or("-"),
+            rows.push(vec![
+                d.request.clone(),
+                d.driver.clone(),
+                d.pool.clone(),
+                d.device.clone(),
+                d.label.clone().unwrap_or_else(|| "-".into()),
                 d.numa_node
                     .map(|n| n.to_string())
                     .unwrap_or_else(|| "-".into()),
-                d.pcie_root.as_deref().unwrap_or("-")
-            )?;
+                d.pcie_root.clone().unwrap_or_else(|| "-".into()),
+            ]);
         }
+        write!(out, "{}", super::aligned(&rows, "  "))?;
         if !c.topology.is_empty() {
             let label = |dev: &str| {
                 c.devices
@@ -650,6 +947,7 @@ pub fn render_table(r: &CheckReport, out: &mut dyn Write) -> std::io::Result<()>
                 "from attributes: same pcieRoot => PHB or closer, same NUMA => NODE, else SYS"
             };
             writeln!(out, "  topology ({source}):")?;
+            legend = true;
             let w = nics
                 .iter()
                 .map(|n| label(n).len())
@@ -679,7 +977,114 @@ pub fn render_table(r: &CheckReport, out: &mut dyn Write) -> std::io::Result<()>
             writeln!(out, "  warning: {w}")?;
         }
     }
+    if legend {
+        writeln!(out, "\nLegend:")?;
+        for (rel, what) in Relation::LEGEND {
+            writeln!(out, "  {rel:<5}= {what}")?;
+        }
+    }
+    let summary = summarize(r);
+    if !summary.is_empty() {
+        writeln!(out, "\nVerdict:")?;
+        for line in summary {
+            writeln!(out, "  {line}")?;
+        }
+    }
     Ok(())
+}
+
+/// One line per claim: where it fits and how, in the order of the report.
+pub fn summarize(r: &CheckReport) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for c in &r.claims {
+        if seen.contains(&(c.kind.as_str(), c.name.as_str())) {
+            continue;
+        }
+        seen.push((&c.kind, &c.name));
+        let of: Vec<&ClaimReport> = r
+            .claims
+            .iter()
+            .filter(|x| x.kind == c.kind && x.name == c.name)
+            .collect();
+        let best = of
+            .iter()
+            .map(|x| x.verdict)
+            .min()
+            .unwrap_or(Verdict::Invalid);
+        let on = |v: Verdict| -> Vec<String> {
+            of.iter()
+                .filter(|x| x.verdict == v)
+                .filter_map(|x| x.node.clone())
+                .collect()
+        };
+        let line = match best {
+            Verdict::Invalid => "invalid (the scheduler would fail the pod)".to_string(),
+            Verdict::DoesNotFit if of.len() > 1 => format!("fits on none of {} nodes", of.len()),
+            Verdict::DoesNotFit => "does not fit".to_string(),
+            _ => {
+                let mut parts = Vec::new();
+                for v in [Verdict::Fits, Verdict::FitsUnaligned] {
+                    let nodes = on(v);
+                    if !nodes.is_empty() {
+                        parts.push(format!("{} on {}", v.as_str(), nodes.join(", ")));
+                    } else if of.len() == 1 && of[0].verdict == v {
+                        parts.push(v.as_str().to_string());
+                    }
+                }
+                let none = on(Verdict::DoesNotFit).len();
+                if none > 0 {
+                    parts.push(format!("does not fit on {none} other node(s)"));
+                }
+                parts.join("; ")
+            }
+        };
+        out.push(format!("{} {}: {line}", c.kind, c.name));
+    }
+    out
+}
+
+/// The exit code and message for a report: the worst claim wins (invalid, then fits nowhere,
+/// then, with `--fail-on warning`, fits only unaligned).
+pub fn verdict_error(r: &CheckReport, fail_on: FailOn) -> Option<CheckError> {
+    let mut invalid = Vec::new();
+    let mut nowhere = Vec::new();
+    let mut unaligned = Vec::new();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for c in &r.claims {
+        if seen.contains(&(c.kind.as_str(), c.name.as_str())) {
+            continue;
+        }
+        seen.push((&c.kind, &c.name));
+        let best = r
+            .claims
+            .iter()
+            .filter(|x| x.kind == c.kind && x.name == c.name)
+            .map(|x| x.verdict)
+            .min()
+            .unwrap_or(Verdict::Invalid);
+        match best {
+            Verdict::Invalid => invalid.push(c.name.clone()),
+            Verdict::DoesNotFit => nowhere.push(c.name.clone()),
+            Verdict::FitsUnaligned => unaligned.push(c.name.clone()),
+            Verdict::Fits => {}
+        }
+    }
+    let err = |code: u8, what: &str, names: &[String]| {
+        Some(CheckError::Verdict {
+            code,
+            message: format!("{} claim(s) {what}: {}", names.len(), names.join(", ")),
+        })
+    };
+    if !invalid.is_empty() {
+        err(exit::INVALID, "invalid", &invalid)
+    } else if !nowhere.is_empty() {
+        err(exit::DOES_NOT_FIT, "fit on no node", &nowhere)
+    } else if fail_on == FailOn::Warning && !unaligned.is_empty() {
+        err(exit::UNALIGNED, "fit only unaligned", &unaligned)
+    } else {
+        None
+    }
 }
 
 /// Runs `dranet check`: prints the report and fails when a claim cannot be allocated.
@@ -696,14 +1101,10 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
             writeln!(out, "{text}").map_err(io)?;
         }
     }
-    let failed = report.claims.iter().filter(|c| c.error.is_some()).count();
-    if failed > 0 {
-        return Err(CheckError::Unsatisfied {
-            failed,
-            total: report.claims.len(),
-        });
+    match verdict_error(&report, args.fail_on) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -721,11 +1122,14 @@ mod tests {
             sysfs: None,
             slices: Vec::new(),
             classes: vec![root().join("examples/azure_aks/deviceclasses.yaml")],
-            node_name: Some("node".into()),
+            node_name: None,
+            node: None,
+            fail_on: FailOn::Error,
             cloud: crate::cmd::CloudArgs {
                 cloud_provider_hint: None,
                 azure_imds_endpoint: dranet_azure::DEFAULT_ENDPOINT.into(),
                 azure_imds_api_version: dranet_azure::DEFAULT_API_VERSION.into(),
+                azure_imds_file: None,
             },
             output: CheckFormat::Table,
         }
@@ -785,7 +1189,8 @@ mod tests {
         a.slices = vec![root().join("testdata/slices/azure-nd-gb300-v6-gpu.yaml")];
         let c = one(&a);
         assert_eq!(c.devices[1].device, "pci-0101-00-00-0");
-        assert_eq!(c.devices[1].pool, "node");
+        // The tree is the node the GPU slices are on: one node, one pool.
+        assert_eq!(c.devices[1].pool, "aks-gb300-0");
         assert_eq!(c.topology[0].relation, Some(Relation::Node));
         assert_eq!(c.topology[0].source, "sysfs");
     }
@@ -819,7 +1224,13 @@ mod tests {
         let r = check(&a).unwrap();
         let by = |n: &str| r.claims.iter().find(|c| c.name == n).unwrap();
         assert!(by("4nic-same-numa").warnings.is_empty());
-        assert_eq!(by("4nic-cross-numa").warnings.len(), 4);
+        // One line for the four stranded GPUs, not four.
+        let cross = &by("4nic-cross-numa").warnings;
+        assert_eq!(cross.len(), 1, "{cross:?}");
+        assert!(
+            cross[0].starts_with("GPUs gpu-0, gpu-1, gpu-2, gpu-3 are on NUMA node 0"),
+            "{cross:?}"
+        );
         // All 8 NICs: every GPU has a local NIC, so no warning although half the pairs are SYS.
         let all = by("8nic-all");
         assert!(all.warnings.is_empty());
@@ -838,10 +1249,7 @@ mod tests {
             text.contains("ResourceClaimTemplate 4nic-cross-numa"),
             "{text}"
         );
-        assert!(
-            text.contains("warning: GPU gpu-0 is on NUMA node 0"),
-            "{text}"
-        );
+        assert!(text.contains("warning: GPUs gpu-0, gpu-1"), "{text}");
     }
 
     #[test]
@@ -867,5 +1275,193 @@ mod tests {
         let mut a = gb300("1nic-aligned");
         a.sysfs = Some(root().join("does/not/exist"));
         assert!(matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("not a directory")));
+    }
+
+    /// The GB300 slices with the dra.net ones moved to another node, as `kubectl get
+    /// resourceslices -o yaml` gives on a two-node cluster.
+    fn two_nodes(dir: &Path) -> PathBuf {
+        let text =
+            std::fs::read_to_string(root().join("testdata/slices/azure-nd-gb300-v6-dranet.yaml"))
+                .unwrap();
+        let moved = dir.join("other-node.yaml");
+        std::fs::write(&moved, text.replace("aks-gb300-0", "aks-gb300-1")).unwrap();
+        moved
+    }
+
+    #[test]
+    fn devices_of_different_nodes_are_never_paired() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut a = gb300("1nic-aligned");
+        a.slices = vec![
+            root().join("testdata/slices/azure-nd-gb300-v6-gpu.yaml"),
+            two_nodes(tmp.path()),
+        ];
+        let r = check(&a).unwrap();
+        let per_node: Vec<(Option<&str>, Verdict)> = r
+            .claims
+            .iter()
+            .map(|c| (c.node.as_deref(), c.verdict))
+            .collect();
+        assert_eq!(
+            per_node,
+            [
+                (Some("aks-gb300-0"), Verdict::DoesNotFit),
+                (Some("aks-gb300-1"), Verdict::DoesNotFit)
+            ]
+        );
+        let e = verdict_error(&r, FailOn::Error).unwrap();
+        assert!(
+            matches!(
+                &e,
+                CheckError::Verdict {
+                    code: exit::DOES_NOT_FIT,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            summarize(&r),
+            ["ResourceClaimTemplate 1nic-aligned: fits on none of 2 nodes"]
+        );
+        // With the NICs on the GPUs' node too, it fits there and only there.
+        a.slices
+            .push(root().join("testdata/slices/azure-nd-gb300-v6-dranet.yaml"));
+        let r = check(&a).unwrap();
+        assert_eq!(r.claims[0].verdict, Verdict::Fits);
+        assert_eq!(r.claims[1].verdict, Verdict::DoesNotFit);
+        assert_eq!(
+            summarize(&r),
+            [
+                "ResourceClaimTemplate 1nic-aligned: fits on aks-gb300-0; does not fit on 1 other node(s)"
+            ]
+        );
+        assert!(verdict_error(&r, FailOn::Error).is_none());
+        a.node = Some("aks-gb300-1".into());
+        assert_eq!(check(&a).unwrap().claims.len(), 1);
+        a.node = Some("aks-gb300-9".into());
+        assert!(
+            matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("aks-gb300-0, aks-gb300-1"))
+        );
+    }
+
+    #[test]
+    fn sysfs_and_slices_of_one_node_count_each_device_once() {
+        // The node has 2 NUMA-0 NICs; --slices has its dra.net slice too.
+        let tmp = tempfile::tempdir().unwrap();
+        let claim = tmp.path().join("claim.yaml");
+        std::fs::write(
+            &claim,
+            r#"apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: four-numa0}
+spec:
+  devices:
+    requests:
+    - name: nic
+      exactly:
+        deviceClassName: dranet.net
+        count: 4
+        selectors:
+        - cel: {expression: 'device.attributes["dra.net"].numaNode == 0'}
+"#,
+        )
+        .unwrap();
+        let mut a = gb300("four-numa0");
+        a.claim = claim;
+        a.node_name = None;
+        a.sysfs = Some(root().join("testdata/nodes/azure-nd-gb300-v6/sys"));
+        let r = check(&a).unwrap();
+        assert_eq!(r.claims.len(), 1, "one node");
+        assert_eq!(r.claims[0].node.as_deref(), Some("aks-gb300-0"));
+        assert_eq!(
+            r.claims[0].verdict,
+            Verdict::DoesNotFit,
+            "{:?}",
+            r.claims[0]
+        );
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("dra.net devices from --sysfs")),
+            "{:?}",
+            r.notes
+        );
+        // Several nodes in the slices: the tree's node must be named.
+        a.slices.push(two_nodes(tmp.path()));
+        assert!(matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("--node-name")));
+    }
+
+    #[test]
+    fn unaligned_fits_fail_only_with_fail_on_warning() {
+        let r = check(&gb300("1nic-unaligned")).unwrap();
+        assert_eq!(r.claims[0].verdict, Verdict::FitsUnaligned);
+        assert!(verdict_error(&r, FailOn::Error).is_none());
+        let e = verdict_error(&r, FailOn::Warning).unwrap();
+        assert!(matches!(
+            e,
+            CheckError::Verdict {
+                code: exit::UNALIGNED,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_cel_error_is_an_invalid_claim_not_a_misfit() {
+        let r = check(&gb300("ib-same-fabric")).unwrap();
+        assert_eq!(
+            r.claims[0].verdict,
+            Verdict::Invalid,
+            "{:?}",
+            r.claims[0].error
+        );
+        let e = verdict_error(&r, FailOn::Error).unwrap();
+        assert!(matches!(
+            e,
+            CheckError::Verdict {
+                code: exit::INVALID,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn v1beta1_claims_and_slices_are_read_and_other_versions_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let claim = tmp.path().join("claim.yaml");
+        std::fs::write(
+            &claim,
+            r#"apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaimTemplate
+metadata: {name: old}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        deviceClassName: dranet.net
+        selectors:
+        - cel: {expression: 'device.attributes["dra.net"].numaNode == 1'}
+"#,
+        )
+        .unwrap();
+        let mut a = gb300("old");
+        a.claim = claim.clone();
+        let r = check(&a).unwrap();
+        assert_eq!(
+            r.claims[0].verdict,
+            Verdict::Fits,
+            "{:?}",
+            r.claims[0].error
+        );
+        assert_eq!(r.claims[0].devices[0].numa_node, Some(1));
+        let text = std::fs::read_to_string(&claim).unwrap();
+        std::fs::write(&claim, text.replace("v1beta1", "v1alpha3")).unwrap();
+        let e = check(&a).unwrap_err().to_string();
+        assert!(
+            e.contains("\"resource.k8s.io/v1alpha3\" is not served") && e.contains("v1beta2"),
+            "{e}"
+        );
     }
 }

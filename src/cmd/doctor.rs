@@ -19,6 +19,9 @@ pub enum Format {
 
 /// Arguments of `dranet doctor`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  dranet doctor                      # this node: runtime, NRI, kubelet, RDMA, devices\n  dranet doctor --sysfs testdata/nodes/azure-nd-gb300-v6/sys -o json"
+)]
 pub struct DoctorArgs {
     #[command(flatten)]
     source: SourceArgs,

@@ -13,6 +13,10 @@ use super::{CliError, CloudArgs, SourceArgs};
 pub enum Format {
     /// One line per device.
     Table,
+    /// The table with the link's state: netdev state and MTU, RDMA port state and link layer.
+    Wide,
+    /// The device names only, one per line (for scripts).
+    Name,
     /// The ResourceSlice (or a v1 List of them when the pool needs several).
     Json,
     /// The ResourceSlices as a YAML stream.
@@ -21,6 +25,9 @@ pub enum Format {
 
 /// Arguments of `dranet inventory`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  dranet inventory --sysfs testdata/nodes/azure-nd-gb300-v6/sys\n  dranet inventory -o wide --show-excluded\n  dranet inventory --node-name aks-gb300-0 --azure-imds-file imds.json -o yaml"
+)]
 pub struct InventoryArgs {
     #[command(flatten)]
     source: SourceArgs,
@@ -36,6 +43,10 @@ pub struct InventoryArgs {
     /// at minimum SLIT distance); needs an API server with list-typed attributes.
     #[arg(long)]
     numa_node_list: bool,
+    /// Also list the devices found and not published (the uplink and what it depends on), with
+    /// the reason: after the table, or on stderr with `-o json|yaml`.
+    #[arg(long)]
+    show_excluded: bool,
 }
 
 /// Runs the command.
@@ -44,7 +55,7 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
     let opts = AttributeOptions {
         numa_node_list: a.numa_node_list,
     };
-    let cloud = a.cloud.provider(&a.source.sysfs);
+    let cloud = a.cloud.provider(&a.source.sysfs)?;
     let (devices, warnings) = published_devices(&inv, opts, cloud.as_ref());
     for w in &warnings {
         tracing::warn!("{w}");
@@ -53,16 +64,20 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
     let mut out = out.lock();
     let io = |e: std::io::Error| CliError::Output(e.to_string());
     match a.output {
-        Format::Table => {
+        Format::Name => {
+            for d in &devices {
+                writeln!(out, "{}", d.name).map_err(io)?;
+            }
+        }
+        Format::Table | Format::Wide => {
             let s = |d: &dranet_core::slice::PublishedDevice, k: &str| {
                 d.attributes
                     .get(k)
                     .map(|v| v.to_string())
                     .unwrap_or_else(|| "-".into())
             };
-            writeln!(
-                out,
-                "{:<20} {:<14} {:<12} {:<11} {:<5} {:<12} {:<5} {:<7} DEVICE",
+            let wide = a.output == Format::Wide;
+            let mut head = vec![
                 "NAME",
                 "PCI ADDRESS",
                 "IFNAME",
@@ -70,14 +85,16 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
                 "NUMA",
                 "PCIE ROOT",
                 "RDMA",
-                "IB ONLY"
-            )
-            .map_err(io)?;
+                "IB ONLY",
+            ];
+            if wide {
+                head.extend(["STATE", "MTU", "PORT STATE", "LINK LAYER"]);
+            }
+            head.push("DEVICE");
+            let mut rows = vec![head.into_iter().map(String::from).collect::<Vec<_>>()];
             for d in &devices {
-                writeln!(
-                    out,
-                    "{:<20} {:<14} {:<12} {:<11} {:<5} {:<12} {:<5} {:<7} {}",
-                    d.name,
+                let mut row = vec![
+                    d.name.clone(),
                     s(d, names::PCI_ADDRESS),
                     s(d, names::IF_NAME),
                     s(d, names::RDMA_DEVICE),
@@ -85,13 +102,49 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
                     s(d, names::STD_PCIE_ROOT),
                     s(d, names::RDMA),
                     s(d, names::IB_ONLY),
-                    s(d, names::PCI_DEVICE),
-                )
-                .map_err(io)?;
+                ];
+                if wide {
+                    let dev = inv.device(&d.name);
+                    let port = dev
+                        .and_then(|x| x.rdma.as_ref())
+                        .and_then(|r| r.ports.first());
+                    let port_state = port
+                        .and_then(|p| p.state.as_deref())
+                        .map(|st| st.split_once(": ").map_or(st, |(_, n)| n).to_string());
+                    row.extend([
+                        s(d, names::STATE),
+                        s(d, names::MTU),
+                        port_state.unwrap_or_else(|| "-".into()),
+                        port.and_then(|p| p.link_layer.clone())
+                            .unwrap_or_else(|| "-".into()),
+                    ]);
+                }
+                row.push(s(d, names::PCI_DEVICE));
+                rows.push(row);
+            }
+            write!(out, "{}", super::aligned(&rows, "")).map_err(io)?;
+            if a.show_excluded && !inv.excluded.is_empty() {
+                let mut rows = vec![vec!["NOT PUBLISHED".to_string(), "REASON".to_string()]];
+                rows.extend(
+                    inv.excluded
+                        .iter()
+                        .map(|e| vec![e.name.clone(), e.reason.clone()]),
+                );
+                write!(out, "\n{}", super::aligned(&rows, "")).map_err(io)?;
             }
         }
         Format::Json | Format::Yaml => {
-            let slices = resource_slices(&super::node_name(&a.node_name), DRIVER_NAME, &devices, 1);
+            if a.show_excluded {
+                for e in &inv.excluded {
+                    eprintln!("not published: {}: {}", e.name, e.reason);
+                }
+            }
+            let slices = resource_slices(
+                &super::node_name(&a.node_name, "--node-name")?,
+                DRIVER_NAME,
+                &devices,
+                1,
+            );
             if a.output == Format::Json {
                 let v = if slices.len() == 1 {
                     slices.into_iter().next().unwrap_or_default()

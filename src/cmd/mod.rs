@@ -25,6 +25,16 @@ pub struct SourceArgs {
     /// /usr/share/misc/pci.ids and /usr/share/hwdata/pci.ids).
     #[arg(long, value_name = "FILE", env = "DRANET_PCI_IDS")]
     pub pci_ids: Option<PathBuf>,
+    /// The host's uplink interfaces, comma-separated: never published, nor their PCI functions.
+    /// Turns detection off (default: the interfaces of the lowest-metric default route of the
+    /// main table, per address family; see the README's "Which interfaces are the uplink").
+    #[arg(
+        long,
+        value_name = "IF,...",
+        value_delimiter = ',',
+        env = "DRANET_UPLINK_INTERFACES"
+    )]
+    pub uplink_interfaces: Option<Vec<String>>,
 }
 
 /// `--cloud-provider-hint` values.
@@ -59,11 +69,22 @@ pub struct CloudArgs {
     /// Azure IMDS api-version.
     #[arg(long, value_name = "VERSION", default_value = dranet_azure::DEFAULT_API_VERSION, env = "DRANET_AZURE_IMDS_API_VERSION")]
     pub azure_imds_api_version: String,
+    /// An IMDS document saved on the node (`curl -H Metadata:true
+    /// "http://169.254.169.254/metadata/instance?api-version=2021-02-01"`, or its `compute` part):
+    /// the Azure attributes without a metadata service, e.g. to check `ib-same-fabric` offline.
+    #[arg(long, value_name = "FILE", env = "DRANET_AZURE_IMDS_FILE")]
+    pub azure_imds_file: Option<PathBuf>,
 }
 
 impl CloudArgs {
     /// The cloud provider for a node read from `sysfs`, logging how it was decided.
-    pub fn provider(&self, sysfs: &std::path::Path) -> Box<dyn dranet_core::CloudProvider> {
+    pub fn provider(
+        &self,
+        sysfs: &std::path::Path,
+    ) -> Result<Box<dyn dranet_core::CloudProvider>, CliError> {
+        if let Some(file) = &self.azure_imds_file {
+            return Ok(Box::new(imds_file(file)?));
+        }
         let endpoint_given = self.azure_imds_endpoint != dranet_azure::DEFAULT_ENDPOINT;
         let hint = match self.cloud_provider_hint {
             Some(CloudHint::Azure) => dranet_azure::Hint::Azure,
@@ -93,11 +114,39 @@ impl CloudArgs {
         for w in &d.warnings {
             tracing::warn!("{w}");
         }
-        match d.provider {
+        Ok(match d.provider {
             Some(p) => Box::new(p),
             None => Box::new(dranet_core::NoCloud),
-        }
+        })
     }
+}
+
+/// An IMDS document from a file: the whole instance document (`compute` and `network`) or its
+/// `compute` part.
+fn imds_file(file: &std::path::Path) -> Result<dranet_azure::AzureInstance, CliError> {
+    let bad = |why: String| CliError::Usage(format!("--azure-imds-file {}: {why}", file.display()));
+    let text = std::fs::read(file).map_err(|e| bad(e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let part = |k: &str| serde_json::to_vec(&v[k]).unwrap_or_default();
+    let (compute, network) = if v.get("compute").is_some() {
+        let network = match v.get("network") {
+            Some(_) => {
+                dranet_azure::parse_network(&part("network")).map_err(|e| bad(e.to_string()))?
+            }
+            None => Default::default(),
+        };
+        (
+            dranet_azure::parse_compute(&part("compute")).map_err(|e| bad(e.to_string()))?,
+            network,
+        )
+    } else {
+        (
+            dranet_azure::parse_compute(&text).map_err(|e| bad(e.to_string()))?,
+            Default::default(),
+        )
+    };
+    Ok(dranet_azure::AzureInstance { compute, network })
 }
 
 /// Errors of the binary: one line each.
@@ -118,14 +167,37 @@ pub enum CliError {
 }
 
 impl SourceArgs {
+    /// The discovery options these flags ask for.
+    pub fn discovery_options(&self) -> Result<dranet_discovery::Options, CliError> {
+        let uplink_interfaces = match &self.uplink_interfaces {
+            Some(names) => {
+                let names: Vec<String> = names
+                    .iter()
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty())
+                    .collect();
+                if names.is_empty() {
+                    return Err(CliError::Usage(
+                        "--uplink-interfaces: no interface named (to publish every interface, which \
+                         would let a pod take the node's network, name one that does not exist)"
+                            .into(),
+                    ));
+                }
+                Some(names)
+            }
+            None => None,
+        };
+        Ok(dranet_discovery::Options {
+            move_ib_interfaces: self.move_ib_interfaces,
+            pci_ids: self.pci_ids.clone(),
+            uplink_interfaces,
+        })
+    }
+
     /// Discovers the node, logging each warning.
     pub fn discover(&self) -> Result<Inventory, CliError> {
         check_sysfs(&self.sysfs).map_err(CliError::Usage)?;
-        let opts = dranet_discovery::Options {
-            move_ib_interfaces: self.move_ib_interfaces,
-            pci_ids: self.pci_ids.clone(),
-        };
-        let inv = dranet_discovery::host(&self.sysfs, opts).discover()?;
+        let inv = dranet_discovery::host(&self.sysfs, self.discovery_options()?).discover()?;
         for w in &inv.warnings {
             tracing::warn!("{w}");
         }
@@ -157,14 +229,55 @@ pub fn check_sysfs(sysfs: &std::path::Path) -> Result<(), String> {
 }
 
 /// The node name for devices read from sysfs: the flag, else `$NODE_NAME` (as the DaemonSet sets
-/// it), else the hostname; `inventory` and `check` agree, so one device has one identity.
-pub fn node_name(arg: &Option<String>) -> String {
-    arg.clone()
-        .or_else(|| std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()))
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|s| s.trim().to_lowercase())
+/// it), else the hostname; `inventory` and `check` agree, so one device has one identity. A name
+/// the API server would refuse (a kernel hostname of `(none)`, upper case, …) is an error naming
+/// `flag`, the way to set it.
+pub fn node_name(arg: &Option<String>, flag: &str) -> Result<String, CliError> {
+    let (name, from) = if let Some(n) = arg {
+        (n.clone(), flag.to_string())
+    } else if let Some(n) = std::env::var("NODE_NAME").ok().filter(|s| !s.is_empty()) {
+        (n, "$NODE_NAME".to_string())
+    } else {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_lowercase())
+            .unwrap_or_default();
+        (host, "the kernel hostname".to_string())
+    };
+    dranet_core::names::check_dns1123_subdomain(&name).map_err(|why| {
+        CliError::Usage(format!(
+            "node name {name:?} (from {from}) {why}: it names the Node, the pool and the \
+             ResourceSlices; set the Node's name with {flag} or $NODE_NAME"
+        ))
+    })?;
+    Ok(name)
+}
+
+/// Rows as aligned columns (two spaces apart, the last column unpadded), as kubectl prints
+/// tables: widths follow the content, so a 35-character AKS node name does not break them.
+pub fn aligned(rows: &[Vec<String>], indent: &str) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
         })
-        .unwrap_or_else(|| "localhost".into())
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::from(indent);
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(widths[c] - cell.chars().count() + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }

@@ -183,10 +183,7 @@ impl RunArgs {
     /// How the node is scanned: the host (or `--sysfs`), plus `--fixture-sysfs`.
     fn rescan(&self) -> Result<dranet_driver::Rescan, CliError> {
         super::check_sysfs(&self.source.sysfs).map_err(CliError::Usage)?;
-        let opts = dranet_discovery::Options {
-            move_ib_interfaces: self.source.move_ib_interfaces,
-            pci_ids: self.source.pci_ids.clone(),
-        };
+        let opts = self.source.discovery_options()?;
         let host = dranet_discovery::host(&self.source.sysfs, opts.clone());
         let fixture = match &self.fixture_sysfs {
             Some(dir) => {
@@ -221,15 +218,16 @@ fn merge(inv: &mut Inventory, extra: Inventory) {
         inv.numa = extra.numa;
     }
     inv.warnings.extend(extra.warnings);
+    inv.excluded.extend(extra.excluded);
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub fn run(a: &RunArgs) -> Result<(), CliError> {
-    let node = super::node_name(&a.hostname_override);
+    let node = super::node_name(&a.hostname_override, "--hostname-override")?;
     let mut config = a.config(node)?;
     let rescan = a.rescan()?;
     // Cloud detection blocks (a short IMDS probe at most), before the runtime starts.
-    config.cloud = Arc::from(a.cloud.provider(&a.source.sysfs));
+    config.cloud = Arc::from(a.cloud.provider(&a.source.sysfs)?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

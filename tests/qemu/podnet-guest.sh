@@ -10,20 +10,10 @@ FILTER=${1:-}
 G=${G:-/tmp/dranet-podnet-guest}
 mkdir -p "$G"
 
-need=()
-command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-[ -x /bin/busybox ] || need+=(busybox-static)
-command -v cpio >/dev/null || need+=(cpio)
-command -v depmod >/dev/null || need+=(kmod)
-if [ ${#need[@]} -gt 0 ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get -y -qq -t bookworm install --no-install-recommends "${need[@]}" >/dev/null
-fi
-
-KPKG=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' | sort -V | tail -1 | cut -d' ' -f1)
-KV=${KPKG#linux-image-}
-if [ ! -d "$G/kimg" ]; then
-  (cd "$G" && apt-get download "$KPKG" >/dev/null && dpkg-deb -x ./"$KPKG"_*.deb kimg)
-fi
+# qemu, busybox and Debian's 6.1 kernel, shared with the real-kernel test (tests/real_kernel.rs).
+.ci/qemu-guest.sh
+K=${DRANET_QEMU_DIR:-/var/cache/dranet-qemu}/kimg
+KV=$(basename "$(ls "$K"/boot/vmlinuz-* | head -1)"); KV=${KV#vmlinuz-}
 
 BIN=$(cargo test -p dranet-driver --test podnet --no-run --message-format=json 2>/dev/null \
   | grep -o '"executable":"[^"]*podnet-[^"]*"' | tail -1 | cut -d'"' -f4)
@@ -40,7 +30,7 @@ cp "$BIN" "$R/bin/podnet"
 for l in $(ldd /usr/sbin/ip "$BIN" | awk '/=>/{print $3}' | sort -u); do cp -L "$l" "$R/lib/x86_64-linux-gnu/"; done
 cp -L /lib64/ld-linux-x86-64.so.2 "$R/lib64/"
 for m in veth macvlan vrf; do
-  f=$(find "$G/kimg/lib/modules/$KV" -name "$m.ko*" | head -1)
+  f=$(find "$K/lib/modules/$KV" -name "$m.ko*" | head -1)
   [ -n "$f" ] && cp "$f" "$R/mods/"
 done
 cat > "$R/init" <<INIT
@@ -54,10 +44,10 @@ echo "podnet-exit=\$?"
 poweroff -f
 INIT
 chmod +x "$R/init"
-(cd "$R" && find . | cpio -o -H newc 2>/dev/null | gzip -1 > "$G/initrd.gz")
+(cd "$R" && find . | /bin/busybox cpio -o -H newc 2>/dev/null | gzip -1 > "$G/initrd.gz")
 
 timeout 900 qemu-system-x86_64 -accel tcg -machine q35 -smp 2 -m 1024 \
-  -kernel "$G/kimg/boot/vmlinuz-$KV" -initrd "$G/initrd.gz" \
+  -kernel "$K/boot/vmlinuz-$KV" -initrd "$G/initrd.gz" \
   -append "console=ttyS0 panic=-1 quiet" -display none -serial stdio -nodefaults -no-reboot \
   | tee "$G/console.log"
 grep -q "podnet-exit=0" "$G/console.log"

@@ -42,6 +42,20 @@ pub struct Inventory {
     pub numa: NumaTopology,
     /// What discovery skipped or left out, each naming the path or device concerned.
     pub warnings: Vec<String>,
+    /// Devices found and deliberately not published (the uplink, its PCI function and RDMA
+    /// link, the interfaces it depends on), each with the reason.
+    #[serde(default)]
+    pub excluded: Vec<Excluded>,
+}
+
+/// A device discovery found and does not publish, and why: what `dranet inventory
+/// --show-excluded` lists and the daemon logs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Excluded {
+    /// The interface name, PCI address or RDMA link name.
+    pub name: String,
+    /// Why it is not published, e.g. `uplink: IPv4 default via 10.0.0.1, table main, metric 100`.
+    pub reason: String,
 }
 
 impl Inventory {

@@ -100,9 +100,9 @@ pub use config::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
     VrfConfig,
 };
-pub use device::{Discover, GpuNicMatrix, Inventory, LinkSource, NetworkDevice};
+pub use device::{Discover, Excluded, GpuNicMatrix, Inventory, LinkSource, NetworkDevice};
 pub use error::{Error, Result};
-pub use netdev::{LinkState, Netdev, arphrd_name};
+pub use netdev::{DefaultRoute, IpFamily, LinkState, MAIN_TABLE, Netdev, arphrd_name, uplinks};
 pub use numa::{NumaNode, NumaTopology};
 pub use pci::{PASSTHROUGH_DRIVERS, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, SriovRole};
 pub use rdma::{CharDevice, CharDeviceKind, RdmaLink, RdmaPort};

@@ -37,6 +37,31 @@ pub fn is_dns1123_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// Checks a DNS-1123 subdomain, the form of Kubernetes object names (Node, ResourceSlice):
+/// at most 253 characters, dot-separated labels of `[a-z0-9-]` that start and end with an
+/// alphanumeric. The error says what is wrong, for a message that also names the value.
+pub fn check_dns1123_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("is empty".into());
+    }
+    if s.len() > 253 {
+        return Err("is longer than 253 characters".into());
+    }
+    for label in s.split('.') {
+        let ok_chars = label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if label.is_empty() || !ok_chars || label.starts_with('-') || label.ends_with('-') {
+            return Err(
+                "is not a DNS subdomain (lowercase letters, digits, '-' and '.', each part \
+                 starting and ending with a letter or digit)"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// RFC 4648 base32, lowercase alphabet, no padding.
 pub fn base32_lower_nopad(data: &[u8]) -> String {
     const ALPHA: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
@@ -60,6 +85,16 @@ pub fn base32_lower_nopad(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_subdomains() {
+        for ok in ["aks-gb300-0", "node1.example.com", "a"] {
+            assert_eq!(check_dns1123_subdomain(ok), Ok(()), "{ok}");
+        }
+        for bad in ["(none)", "", "Node", "-a", "a..b", "a_b", &"a".repeat(254)] {
+            assert!(check_dns1123_subdomain(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn pci_names() {

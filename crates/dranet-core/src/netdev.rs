@@ -37,15 +37,15 @@ pub struct Netdev {
     pub master: Option<String>,
     /// The interface it is stacked on (macvlan, VLAN).
     pub lower: Option<String>,
-    /// It carries a default route (IPv4 or IPv6).
-    pub default_route: bool,
+    /// The default routes through it, in any routing table (see [`uplinks`] for which count).
+    pub default_routes: Vec<DefaultRoute>,
     /// The IPv6 default gateway through this interface, if any.
     pub ipv6_gateway: Option<String>,
 }
 
 /// Link state that only netlink knows (or a fixture file stands in for): addresses, routes, kind.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct LinkState {
     /// Interface name.
     pub name: String,
@@ -61,14 +61,137 @@ pub struct LinkState {
     pub ipv4: Vec<String>,
     /// IPv6 addresses in CIDR form.
     pub ipv6: Vec<String>,
-    /// Carries a default route.
-    pub default_route: bool,
+    /// The default routes through it, in every routing table; a multipath default lists each
+    /// hop's interface.
+    pub default_routes: Vec<DefaultRoute>,
     /// Master interface name (bond, bridge, Hyper-V netvsc for an accelerated VF).
     pub master: Option<String>,
     /// The lower interface it is stacked on (a macvlan's or VLAN's parent).
     pub lower: Option<String>,
     /// The IPv6 default gateway through this interface, if any.
     pub ipv6_gateway: Option<String>,
+}
+
+/// The routing table the kernel calls `main` (`RT_TABLE_MAIN`), where `ip route` adds routes.
+pub const MAIN_TABLE: u32 = 254;
+
+/// An address family of a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpFamily {
+    /// IPv4.
+    Ipv4,
+    /// IPv6.
+    Ipv6,
+}
+
+impl std::fmt::Display for IpFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IpFamily::Ipv4 => "IPv4",
+            IpFamily::Ipv6 => "IPv6",
+        })
+    }
+}
+
+/// A default route (`0.0.0.0/0` or `::/0`, unicast) through one interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefaultRoute {
+    /// Its address family.
+    pub family: IpFamily,
+    /// Its routing table (`254` is `main`).
+    #[serde(default = "main_table")]
+    pub table: u32,
+    /// Its metric (`priority`); the kernel's default is 0 for IPv4 and 1024 for IPv6.
+    #[serde(default)]
+    pub metric: u32,
+    /// Its gateway, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+    /// Who installed it, as `ip route` names the protocol (`kernel`, `boot`, `static`, `dhcp`,
+    /// `ra` for an IPv6 router advertisement, or the number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+}
+
+fn main_table() -> u32 {
+    MAIN_TABLE
+}
+
+impl DefaultRoute {
+    /// A main-table default of `family` at `metric`, with no gateway or protocol.
+    pub fn main(family: IpFamily, metric: u32) -> Self {
+        Self {
+            family,
+            table: MAIN_TABLE,
+            metric,
+            gateway: None,
+            protocol: None,
+        }
+    }
+
+    /// Whether a router advertisement installed it.
+    pub fn from_router_advertisement(&self) -> bool {
+        self.protocol.as_deref() == Some("ra")
+    }
+}
+
+impl std::fmt::Display for DefaultRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} default", self.family)?;
+        if let Some(g) = &self.gateway {
+            write!(f, " via {g}")?;
+        }
+        match self.table {
+            MAIN_TABLE => f.write_str(", table main")?,
+            t => write!(f, ", table {t}")?,
+        }
+        write!(f, ", metric {}", self.metric)?;
+        if let Some(p) = &self.protocol {
+            write!(f, ", proto {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The host's uplink: which interfaces carry the route the node itself depends on, and why.
+///
+/// The rule, deliberately upstream's and stricter in one case:
+/// - only the `main` table counts. A default in another table is policy routing (`ip rule …
+///   table N`), the normal set-up of every rail of a multi-rail RoCE host and of cloud nodes with
+///   one table per NIC; those NICs are exactly the ones to publish;
+/// - per address family, only the lowest-metric default counts (all of them on a tie, every hop
+///   of a multipath default): a higher-metric default is a backup path, not the uplink;
+/// - an IPv6 default learned from a router advertisement (`proto ra`) does not count when the host
+///   has an IPv4 default: routers on an RDMA fabric advertise on every rail, which would make
+///   every rail look like the uplink. On an IPv6-only host it counts.
+///
+/// Returns the uplink interfaces with the route that makes each one an uplink, by name.
+pub fn uplinks<'a>(
+    links: impl IntoIterator<Item = (&'a str, &'a [DefaultRoute])>,
+) -> std::collections::BTreeMap<String, DefaultRoute> {
+    let links: Vec<(&str, &[DefaultRoute])> = links.into_iter().collect();
+    let in_main = |f: IpFamily| {
+        links
+            .iter()
+            .flat_map(|(n, rs)| rs.iter().map(move |r| (*n, r)))
+            .filter(move |(_, r)| r.family == f && r.table == MAIN_TABLE)
+    };
+    let has_v4 = in_main(IpFamily::Ipv4).next().is_some();
+    let mut out = std::collections::BTreeMap::new();
+    for family in [IpFamily::Ipv4, IpFamily::Ipv6] {
+        let counted: Vec<(&str, &DefaultRoute)> = in_main(family)
+            .filter(|(_, r)| !(has_v4 && r.from_router_advertisement()))
+            .collect();
+        let Some(best) = counted.iter().map(|(_, r)| r.metric).min() else {
+            continue;
+        };
+        for (name, r) in counted.into_iter().filter(|(_, r)| r.metric == best) {
+            out.entry(name.to_string()).or_insert_with(|| r.clone());
+        }
+    }
+    out
 }
 
 /// Name of the ARPHRD link type, as iproute2 prints it (`link/ether`, `link/infiniband`).
@@ -87,4 +210,91 @@ pub fn arphrd_name(t: u16) -> Option<&'static str> {
         65534 => "none",
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(family: IpFamily, table: u32, metric: u32, proto: Option<&str>) -> DefaultRoute {
+        DefaultRoute {
+            family,
+            table,
+            metric,
+            gateway: None,
+            protocol: proto.map(str::to_string),
+        }
+    }
+
+    fn names(links: &[(&str, Vec<DefaultRoute>)]) -> Vec<String> {
+        uplinks(links.iter().map(|(n, rs)| (*n, rs.as_slice())))
+            .into_keys()
+            .collect()
+    }
+
+    use IpFamily::{Ipv4, Ipv6};
+
+    #[test]
+    fn a_policy_table_default_is_not_the_uplink() {
+        let links = [
+            ("eth0", vec![r(Ipv4, MAIN_TABLE, 100, Some("dhcp"))]),
+            ("rail0", vec![r(Ipv4, 101, 0, Some("static"))]),
+            ("rail1", vec![r(Ipv4, 102, 0, Some("static"))]),
+        ];
+        assert_eq!(names(&links), ["eth0"]);
+    }
+
+    #[test]
+    fn a_backup_default_with_a_higher_metric_is_not_the_uplink() {
+        let links = [
+            ("eth0", vec![r(Ipv4, MAIN_TABLE, 0, None)]),
+            ("eth1", vec![r(Ipv4, MAIN_TABLE, 500, None)]),
+        ];
+        assert_eq!(names(&links), ["eth0"]);
+    }
+
+    #[test]
+    fn equal_metrics_are_all_uplinks() {
+        let links = [
+            ("eth0", vec![r(Ipv4, MAIN_TABLE, 0, None)]),
+            ("eth1", vec![r(Ipv4, MAIN_TABLE, 0, None)]),
+        ];
+        assert_eq!(names(&links), ["eth0", "eth1"]);
+    }
+
+    #[test]
+    fn router_advertised_ipv6_defaults_count_only_without_ipv4() {
+        let rails = |v4: bool| {
+            let mut l = vec![
+                ("rail0", vec![r(Ipv6, MAIN_TABLE, 1024, Some("ra"))]),
+                ("rail1", vec![r(Ipv6, MAIN_TABLE, 1024, Some("ra"))]),
+            ];
+            if v4 {
+                l.push(("eth0", vec![r(Ipv4, MAIN_TABLE, 100, None)]));
+            }
+            l
+        };
+        assert_eq!(names(&rails(true)), ["eth0"]);
+        assert_eq!(names(&rails(false)), ["rail0", "rail1"]);
+    }
+
+    #[test]
+    fn a_static_ipv6_default_counts_beside_ipv4() {
+        let links = [
+            ("eth0", vec![r(Ipv4, MAIN_TABLE, 100, None)]),
+            ("eth1", vec![r(Ipv6, MAIN_TABLE, 1024, Some("static"))]),
+        ];
+        assert_eq!(names(&links), ["eth0", "eth1"]);
+    }
+
+    #[test]
+    fn the_reason_names_table_metric_and_gateway() {
+        let mut d = r(Ipv4, MAIN_TABLE, 100, Some("dhcp"));
+        d.gateway = Some("10.0.0.1".into());
+        let u = uplinks([("eth0", std::slice::from_ref(&d))]);
+        assert_eq!(
+            u["eth0"].to_string(),
+            "IPv4 default via 10.0.0.1, table main, metric 100, proto dhcp"
+        );
+    }
 }

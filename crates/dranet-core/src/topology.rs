@@ -9,9 +9,13 @@
 //! | `PHB` | same PCIe root (host bridge), no common bridge below it |
 //! | `NODE` | different PCIe roots on the same NUMA node |
 //! | `SYS` | different NUMA nodes: the path crosses the inter-socket interconnect |
+//! | `N/A` | different PCIe roots, and one device's NUMA node is unknown |
 //!
-//! When either device's NUMA node is unknown (the kernel says -1), two different roots count as
-//! `NODE` only if both are unknown (a single-node machine), and `SYS` otherwise.
+//! When one device's NUMA node is unknown (the kernel says -1: firmware without `_PXM`, many
+//! virtual machines' devices) and the other's is known, sysfs does not show whether the path
+//! between different roots crosses sockets: the relation is `N/A`, not a claimed `SYS`. When
+//! both are unknown, the machine is taken to have one NUMA node (a kernel without NUMA reports
+//! -1 for every device) and different roots are `NODE`.
 
 use std::fmt;
 
@@ -33,11 +37,15 @@ pub enum Relation {
     Node,
     /// Across NUMA nodes.
     Sys,
+    /// Different roots, and the NUMA node of one device is unknown: sysfs cannot tell whether
+    /// the path crosses sockets. Ranked after `SYS`, since nothing better can be promised.
+    #[serde(rename = "N/A")]
+    Unknown,
 }
 
 impl Relation {
     /// All relations with what they mean, for legends.
-    pub const LEGEND: [(Relation, &'static str); 5] = [
+    pub const LEGEND: [(Relation, &'static str); 6] = [
         (
             Relation::Pix,
             "at most a single PCIe switch between the devices",
@@ -55,6 +63,10 @@ impl Relation {
             Relation::Sys,
             "across the interconnect between NUMA nodes (QPI/UPI/xGMI)",
         ),
+        (
+            Relation::Unknown,
+            "across PCIe host bridges; a NUMA node is unknown (-1), so a socket crossing cannot be told",
+        ),
     ];
 
     /// The short name (`PIX`, …).
@@ -65,6 +77,7 @@ impl Relation {
             Relation::Phb => "PHB",
             Relation::Node => "NODE",
             Relation::Sys => "SYS",
+            Relation::Unknown => "N/A",
         }
     }
 }
@@ -77,12 +90,11 @@ impl fmt::Display for Relation {
 
 /// The relation between two PCI devices.
 pub fn relation(a: &PciDevice, b: &PciDevice) -> Relation {
-    let same_numa = a.numa_node == b.numa_node;
     if a.pcie_root.is_none() || a.pcie_root != b.pcie_root {
-        return if same_numa {
-            Relation::Node
-        } else {
-            Relation::Sys
+        return match (a.numa_node, b.numa_node) {
+            (Some(x), Some(y)) if x != y => Relation::Sys,
+            (Some(_), None) | (None, Some(_)) => Relation::Unknown,
+            _ => Relation::Node,
         };
     }
     // Same root. Bridges are listed root port first, so the common prefix is the shared path.
@@ -193,6 +205,9 @@ mod tests {
         let b = dev("0000:81:00.0", None, "pci0000:80", &["0000:80:01.0"]);
         let c = dev("0000:c1:00.0", Some(1), "pci0000:c0", &["0000:c0:01.0"]);
         assert_eq!(relation(&a, &b), Relation::Node);
-        assert_eq!(relation(&a, &c), Relation::Sys);
+        // Known on one side only: a socket crossing cannot be told.
+        assert_eq!(relation(&a, &c), Relation::Unknown);
+        assert_eq!(relation(&c, &a), Relation::Unknown);
+        assert_eq!(Relation::Unknown.as_str(), "N/A");
     }
 }

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use dranet_core::LinkState;
+use dranet_core::{DefaultRoute, IpFamily, LinkState};
 
 /// A PCI function to create.
 #[derive(Debug, Clone)]
@@ -263,6 +263,26 @@ impl Builder {
         Ok(())
     }
 
+    /// A soft-RoCE (`rdma_rxe`) link on netdev `parent`: a virtual device with no PCI `device`
+    /// link, naming its netdev in `parent`, and its `uverbsN` as the kernel lays them out.
+    pub fn rxe(&mut self, name: &str, parent: &str) -> io::Result<()> {
+        let path = format!("devices/virtual/infiniband/{name}");
+        self.file(&format!("{path}/ports/1/link_layer"), "Ethernet")?;
+        self.file(&format!("{path}/ports/1/state"), "4: ACTIVE")?;
+        self.file(&format!("{path}/node_type"), "1: CA")?;
+        self.file(&format!("{path}/parent"), parent)?;
+        self.link(&format!("class/infiniband/{name}"), &path)?;
+        let uv = format!("devices/virtual/infiniband_verbs/uverbs{}", self.uverbs);
+        self.file(&format!("{uv}/ibdev"), name)?;
+        self.file(&format!("{uv}/dev"), &format!("231:{}", 192 + self.uverbs))?;
+        self.link(
+            &format!("class/infiniband_verbs/uverbs{}", self.uverbs),
+            &uv,
+        )?;
+        self.uverbs += 1;
+        Ok(())
+    }
+
     /// The `rdma_cm` misc device.
     pub fn rdma_cm(&self) -> io::Result<()> {
         self.file("devices/virtual/misc/rdma_cm/dev", "10:58")?;
@@ -302,7 +322,11 @@ fn uplink(b: &mut Builder, name: &str) {
         name: name.into(),
         operstate: Some("up".into()),
         ipv4: vec!["10.224.0.4/16".into()],
-        default_route: true,
+        default_routes: vec![DefaultRoute {
+            gateway: Some("10.224.0.1".into()),
+            protocol: Some("dhcp".into()),
+            ..DefaultRoute::main(IpFamily::Ipv4, 100)
+        }],
         ..LinkState::default()
     });
 }
@@ -807,6 +831,81 @@ pub fn edge_cases(dir: &Path) -> io::Result<()> {
     });
     // A dangling class/net link (the device went away mid-scan).
     b.link("class/net/ghost0", "devices/virtual/net/ghost0")?;
+    // Multi-rail routing. rail0: a default only in its policy table (`ip rule … table 101`), an
+    // IPv6 default from router advertisements, and a soft-RoCE link on its netdev: published,
+    // with the link. rail1: a backup main-table default (metric 500): published.
+    for (i, (name, routes)) in [
+        (
+            "rail0",
+            vec![
+                DefaultRoute {
+                    table: 101,
+                    gateway: Some("10.7.0.254".into()),
+                    protocol: Some("static".into()),
+                    ..DefaultRoute::main(IpFamily::Ipv4, 0)
+                },
+                DefaultRoute {
+                    gateway: Some("fe80::1".into()),
+                    protocol: Some("ra".into()),
+                    ..DefaultRoute::main(IpFamily::Ipv6, 1024)
+                },
+            ],
+        ),
+        (
+            "rail1",
+            vec![DefaultRoute {
+                gateway: Some("10.224.0.2".into()),
+                protocol: Some("static".into()),
+                ..DefaultRoute::main(IpFamily::Ipv4, 500)
+            }],
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let f = b.pci(
+            &root,
+            &Pci {
+                addr: &format!("0000:00:{:02x}.0", 0x0a + i),
+                class: 0x020000,
+                vendor: 0x8086,
+                device: 0x1521,
+                subsystem: (0x8086, 0x0001),
+                driver: Some("igb"),
+                numa: Some("0"),
+            },
+        )?;
+        let mac = format!("52:54:00:00:01:{i:02x}");
+        b.netdev(Some(&f), name, &mac, 1500, "up", 1)?;
+        b.link_state(LinkState {
+            name: name.into(),
+            operstate: Some("up".into()),
+            ipv4: vec![format!("10.7.{i}.1/24")],
+            default_routes: routes,
+            ..LinkState::default()
+        });
+    }
+    // A CNI bridge with the host end of a pod's veth as its port, and an ifb (traffic shaping):
+    // the port is excluded by discovery, the bridge and the ifb by the daemon's default filter.
+    for (name, kind, master) in [
+        ("cni0", "bridge", None),
+        ("veth0c1a2b3d", "veth", Some("cni0")),
+        ("ifb0", "ifb", None),
+    ] {
+        b.netdev(None, name, "aa:00:00:00:01:01", 1500, "up", 1)?;
+        b.link_state(LinkState {
+            name: name.into(),
+            kind: Some(kind.into()),
+            operstate: Some("up".into()),
+            master: master.map(str::to_string),
+            ..LinkState::default()
+        });
+    }
+    // Soft-RoCE links: on a PCI NIC's netdev, on a veth (both published with their device),
+    // and on the uplink (excluded with it).
+    b.rxe("rxe0", "rail0")?;
+    b.rxe("rxe1", "veth-a")?;
+    b.rxe("rxe2", "eth0")?;
     b.rdma_cm()?;
     b.finish()
 }

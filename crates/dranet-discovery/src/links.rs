@@ -4,20 +4,24 @@
 //! [`FixtureLinks`] reads a JSON file, so fixture trees can describe the same facts.
 
 #[cfg(feature = "netlink")]
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 #[cfg(feature = "netlink")]
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
+#[cfg(feature = "netlink")]
+use dranet_core::{DefaultRoute, IpFamily};
 use dranet_core::{LinkSource, LinkState};
 #[cfg(feature = "netlink")]
 use futures::TryStreamExt;
+#[cfg(feature = "netlink")]
+use rtnetlink::packet_route::AddressFamily;
 #[cfg(feature = "netlink")]
 use rtnetlink::packet_route::address::AddressAttribute;
 #[cfg(feature = "netlink")]
 use rtnetlink::packet_route::link::{LinkAttribute, LinkInfo};
 #[cfg(feature = "netlink")]
-use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
+use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteProtocol};
 #[cfg(feature = "netlink")]
 use rtnetlink::{RouteMessageBuilder, packet_route::route::RouteType};
 
@@ -138,7 +142,9 @@ async fn dump() -> Result<Vec<LinkState>> {
         }
     }
 
-    let mut defaults: HashSet<u32> = HashSet::new();
+    // Every default route of every table: which of them make an uplink is dranet-core's rule
+    // (`uplinks`), not a question of what the kernel dumped.
+    let mut defaults: HashMap<u32, Vec<DefaultRoute>> = HashMap::new();
     let mut v6_gateways: HashMap<u32, String> = HashMap::new();
     for req in [
         RouteMessageBuilder::<Ipv4Addr>::new().build(),
@@ -155,20 +161,46 @@ async fn dump() -> Result<Vec<LinkState>> {
             if r.header.destination_prefix_length != 0 || r.header.kind != RouteType::Unicast {
                 continue;
             }
-            let gateway = r.attributes.iter().find_map(|a| match a {
-                RouteAttribute::Gateway(RouteAddress::Inet6(g)) => Some(g.to_string()),
-                _ => None,
-            });
+            let family = match r.header.address_family {
+                AddressFamily::Inet => IpFamily::Ipv4,
+                AddressFamily::Inet6 => IpFamily::Ipv6,
+                _ => continue,
+            };
+            let mut route = DefaultRoute {
+                family,
+                table: u32::from(r.header.table),
+                metric: 0,
+                gateway: None,
+                protocol: Some(protocol_name(r.header.protocol)),
+            };
+            for a in &r.attributes {
+                match a {
+                    // Tables above 255 only fit the attribute.
+                    RouteAttribute::Table(t) => route.table = *t,
+                    RouteAttribute::Priority(m) => route.metric = *m,
+                    RouteAttribute::Gateway(g) => route.gateway = gateway(g),
+                    _ => {}
+                }
+            }
             for a in &r.attributes {
                 match a {
                     RouteAttribute::Oif(i) => {
-                        defaults.insert(*i);
-                        if let Some(g) = &gateway {
+                        if family == IpFamily::Ipv6
+                            && let Some(g) = &route.gateway
+                        {
                             v6_gateways.entry(*i).or_insert_with(|| g.clone());
                         }
+                        defaults.entry(*i).or_default().push(route.clone());
                     }
                     RouteAttribute::MultiPath(hops) => {
-                        defaults.extend(hops.iter().map(|h| h.interface_index));
+                        for h in hops {
+                            let mut hop = route.clone();
+                            hop.gateway = h.attributes.iter().find_map(|a| match a {
+                                RouteAttribute::Gateway(g) => gateway(g),
+                                _ => None,
+                            });
+                            defaults.entry(h.interface_index).or_default().push(hop);
+                        }
                     }
                     _ => {}
                 }
@@ -185,11 +217,33 @@ async fn dump() -> Result<Vec<LinkState>> {
             st.lower = lower.and_then(|l| by_index.get(&l).cloned());
             st.ipv4 = v4.remove(&i).unwrap_or_default();
             st.ipv6 = v6.remove(&i).unwrap_or_default();
-            st.default_route = defaults.contains(&i);
+            st.default_routes = defaults.remove(&i).unwrap_or_default();
             st.ipv6_gateway = v6_gateways.remove(&i);
             st
         })
         .collect())
+}
+
+#[cfg(feature = "netlink")]
+fn gateway(g: &RouteAddress) -> Option<String> {
+    match g {
+        RouteAddress::Inet(a) => Some(a.to_string()),
+        RouteAddress::Inet6(a) => Some(a.to_string()),
+        _ => None,
+    }
+}
+
+/// The protocol as `ip route` names it.
+#[cfg(feature = "netlink")]
+fn protocol_name(p: RouteProtocol) -> String {
+    match p {
+        RouteProtocol::Kernel => "kernel".into(),
+        RouteProtocol::Boot => "boot".into(),
+        RouteProtocol::Static => "static".into(),
+        RouteProtocol::Ra => "ra".into(),
+        RouteProtocol::Dhcp => "dhcp".into(),
+        other => u8::from(other).to_string(),
+    }
 }
 
 /// Link state from a JSON file: `{"links": [LinkState, …]}` (camelCase fields, see

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use dranet_core::names::{netdev_device_name, pci_device_name};
 use dranet_core::pciids::PciNames;
 use dranet_core::{
-    CharDevice, CharDeviceKind, Discover, Inventory, LinkSource, Netdev, NetworkDevice, NumaNode,
-    NumaTopology, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, RdmaLink, RdmaPort, SriovRole,
-    arphrd_name,
+    CharDevice, CharDeviceKind, Discover, Excluded, Inventory, LinkSource, Netdev, NetworkDevice,
+    NumaNode, NumaTopology, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, RdmaLink, RdmaPort,
+    SriovRole, arphrd_name,
 };
 
 use crate::{Enumerate, Error, Result, Sysfs};
@@ -27,13 +27,25 @@ pub struct Options {
     /// (`<root>/../usr/share/misc/pci.ids`, `…/hwdata/pci.ids`: the host's when its `/` is
     /// mounted in the container), then in this system's usual places.
     pub pci_ids: Option<PathBuf>,
+    /// The host's uplink interfaces, named by the operator (upstream's `--uplink-interfaces`).
+    /// `None` detects them from the default routes (see [`dranet_core::uplinks`]); `Some` turns
+    /// detection off.
+    pub uplink_interfaces: Option<Vec<String>>,
 }
+
+/// Kinds of interfaces whose ports are never published.
+const PORT_MASTERS: &[&str] = &["bridge", "bond", "team", "openvswitch"];
+
+/// More detected uplinks than this draws a warning: a host has one uplink, or two when bonded
+/// or dual-homed.
+const PLAUSIBLE_UPLINKS: usize = 2;
 
 impl Default for Options {
     fn default() -> Self {
         Self {
             move_ib_interfaces: true,
             pci_ids: None,
+            uplink_interfaces: None,
         }
     }
 }
@@ -557,7 +569,7 @@ impl Scan<'_> {
                 nd.mtu = l.mtu.or(nd.mtu);
                 nd.ipv4 = l.ipv4;
                 nd.ipv6 = l.ipv6;
-                nd.default_route = l.default_route;
+                nd.default_routes = l.default_routes;
                 nd.master = l.master;
                 nd.lower = l.lower;
                 nd.ipv6_gateway = l.ipv6_gateway;
@@ -571,31 +583,87 @@ impl Scan<'_> {
             }
         }
 
-        // The uplink: interfaces with a default route and those they depend on (their slaves and
-        // the interfaces they are stacked on). None of them, nor their PCI functions, is published.
-        let mut uplink: HashSet<String> = netdevs
-            .values()
-            .filter(|n| n.default_route)
-            .map(|n| n.name.clone())
-            .collect();
-        loop {
-            let before = uplink.len();
-            for n in netdevs.values() {
-                if n.master.as_ref().is_some_and(|m| uplink.contains(m)) {
-                    uplink.insert(n.name.clone());
+        // The uplink: the interfaces carrying the host's default route (dranet-core's rule), or
+        // the ones the operator named, and those they depend on (their slaves and the
+        // interfaces they are stacked on). None of them, nor their PCI functions, is published:
+        // the host holds them, as it holds the ports of its bridges and bonds (below).
+        let mut held: BTreeMap<String, String> = match &opts.uplink_interfaces {
+            Some(named) => named
+                .iter()
+                .map(|n| (n.clone(), "uplink named by --uplink-interfaces".to_string()))
+                .collect(),
+            None => {
+                let found = dranet_core::uplinks(
+                    netdevs
+                        .values()
+                        .map(|n| (n.name.as_str(), n.default_routes.as_slice())),
+                );
+                if found.len() > PLAUSIBLE_UPLINKS {
+                    self.warn(format!(
+                        "{} interfaces carry a lowest-metric default route of the main table ({}): \
+                         more uplinks than a host plausibly has, and none of them is published; \
+                         name the real ones with --uplink-interfaces",
+                        found.len(),
+                        found.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ));
                 }
-                if uplink.contains(&n.name)
-                    && let Some(l) = &n.lower
+                found
+                    .into_iter()
+                    .map(|(n, r)| (n, format!("uplink: {r}")))
+                    .collect()
+            }
+        };
+        loop {
+            let before = held.len();
+            for n in netdevs.values() {
+                if let Some(m) = n.master.as_ref().filter(|m| held.contains_key(*m))
+                    && !held.contains_key(&n.name)
                 {
-                    uplink.insert(l.clone());
+                    let why = format!("enslaved to the uplink {m}");
+                    held.insert(n.name.clone(), why);
+                }
+                if held.contains_key(&n.name)
+                    && let Some(l) = &n.lower
+                    && !held.contains_key(l)
+                {
+                    let why = format!("the uplink {} is stacked on it", n.name);
+                    held.insert(l.clone(), why);
                 }
             }
-            if uplink.len() == before {
+            if held.len() == before {
                 break;
             }
         }
-        let uplink_pci: HashSet<PciAddress> =
-            uplink.iter().filter_map(|n| netdevs.get(n)?.pci).collect();
+        // Ports of a bridge, bond or switch: taking one into a pod breaks the interface it
+        // belongs to (a CNI bridge's veths, the slaves of a RoCE LAG bond).
+        for n in netdevs.values() {
+            if held.contains_key(&n.name) {
+                continue;
+            }
+            let Some(m) = &n.master else { continue };
+            if let Some(kind) = netdevs
+                .get(m)
+                .and_then(|m| m.kind.as_deref())
+                .filter(|k| PORT_MASTERS.contains(k))
+            {
+                let why = format!("a port of the {kind} {m}: taking it would break {m}");
+                held.insert(n.name.clone(), why);
+            }
+        }
+        let mut excluded: Vec<Excluded> = Vec::new();
+        for (name, why) in &held {
+            let reason = match netdevs.get(name).and_then(|n| n.pci) {
+                Some(a) => format!("{why} (its PCI function {a} is not published either)"),
+                None => why.clone(),
+            };
+            excluded.push(Excluded {
+                name: name.clone(),
+                reason,
+            });
+        }
+        let held: HashSet<String> = held.into_keys().collect();
+        let held_pci: HashSet<PciAddress> =
+            held.iter().filter_map(|n| netdevs.get(n)?.pci).collect();
 
         let mut chars = self.char_devices();
         let rdma_cm = self
@@ -630,7 +698,7 @@ impl Scan<'_> {
 
         let mut by_pci: BTreeMap<PciAddress, NetworkDevice> = BTreeMap::new();
         for (addr, pci) in candidates {
-            if uplink_pci.contains(&addr) {
+            if held_pci.contains(&addr) {
                 continue;
             }
             if !pci.has_usable_driver() {
@@ -651,9 +719,14 @@ impl Scan<'_> {
                 },
             );
         }
+        // Which PCI function owns each netdev, for RDMA links that name only their netdev.
+        let netdev_pci: HashMap<String, PciAddress> = netdevs
+            .iter()
+            .filter_map(|(n, nd)| Some((n.clone(), nd.pci?)))
+            .collect();
         let mut non_pci: BTreeMap<String, NetworkDevice> = BTreeMap::new();
         for (name, nd) in netdevs {
-            if uplink.contains(&name) {
+            if held.contains(&name) {
                 continue;
             }
             let is_ipoib = ipoib.contains(&name);
@@ -683,18 +756,47 @@ impl Scan<'_> {
                 }
             }
         }
+        // Links of a PCI function first: a function's own link wins over a software one (rxe)
+        // stacked on its netdev.
+        rdma.sort_by_key(|l| l.pci.is_none());
         for l in rdma {
-            let target = match (&l.pci, &l.parent_netdev) {
-                (Some(a), _) => by_pci.get_mut(a),
+            // An RDMA link without a PCI `device` (soft-RoCE, some cloud VFs) belongs to the
+            // device that owns its netdev, PCI function or not.
+            let owner_pci = l
+                .pci
+                .or_else(|| netdev_pci.get(l.parent_netdev.as_ref()?).copied());
+            let on_held = owner_pci.is_some_and(|a| held_pci.contains(&a))
+                || l.parent_netdev.as_ref().is_some_and(|n| held.contains(n));
+            if on_held {
+                let on = l
+                    .parent_netdev
+                    .clone()
+                    .or(owner_pci.map(|a| a.to_string()))
+                    .unwrap_or_default();
+                excluded.push(Excluded {
+                    name: l.name.clone(),
+                    reason: format!("RDMA link on {on}, which is not published"),
+                });
+                continue;
+            }
+            let target = match (owner_pci, &l.parent_netdev) {
+                (Some(a), _) => by_pci.get_mut(&a),
                 (None, Some(nd)) => non_pci.get_mut(&netdev_device_name(nd)),
                 (None, None) => None,
             };
             match target {
-                Some(dev) => dev.rdma = Some(l),
-                None if l.pci.is_some_and(|a| uplink_pci.contains(&a)) => {}
+                Some(dev) => match &dev.rdma {
+                    None => dev.rdma = Some(l),
+                    Some(first) => {
+                        let msg = format!(
+                            "RDMA link {} is on device {}, which already has RDMA link {}; link skipped",
+                            l.name, dev.name, first.name
+                        );
+                        self.warn(msg);
+                    }
+                },
                 None => {
-                    let owner = l
-                        .pci
+                    let owner = owner_pci
                         .map(|a| a.to_string())
                         .or(l.parent_netdev.clone())
                         .unwrap_or_else(|| "nothing".into());
@@ -721,11 +823,13 @@ impl Scan<'_> {
 
         self.name_pci(&mut devices, &mut gpus, opts);
         let numa = self.numa();
+        excluded.sort();
         Inventory {
             devices,
             gpus,
             numa,
             warnings: Vec::new(),
+            excluded,
         }
     }
 

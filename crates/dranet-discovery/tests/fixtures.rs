@@ -299,15 +299,20 @@ fn edge_cases_are_skipped_or_trimmed_with_warnings_naming_the_path() {
     assert_eq!(
         names,
         [
+            "cni0",
+            "ifb0",
             "mvlan0",
             "net-kzsxi2c7ii",
             "pci-0000-00-03-0",
             "pci-0000-00-05-0",
             "pci-0000-00-08-0",
+            "pci-0000-00-0a-0",
+            "pci-0000-00-0b-0",
             "veth-a"
         ]
     );
     let w = inv.warnings.join("\n");
+    assert!(!w.contains("rxe"), "soft-RoCE links were dropped: {w}");
     for needle in [
         "0000:00:05.0/numa_node: not a NUMA node: \"banana\"",
         "0000:00:09.0/vendor: No such file",
@@ -350,6 +355,86 @@ fn edge_cases_are_skipped_or_trimmed_with_warnings_naming_the_path() {
     assert_eq!(a["veth-a"]["type"], s("veth"));
     assert_eq!(a["veth-a"]["virtual"], AttributeValue::Bool(true));
     assert_eq!(a["net-kzsxi2c7ii"]["ifName"], s("Veth_B"));
+}
+
+#[test]
+fn soft_roce_links_attach_to_the_device_owning_their_netdev() {
+    let inv = discover("edge-cases");
+    let rdma_of = |d: &str| {
+        inv.device(d)
+            .and_then(|d| d.rdma.as_ref())
+            .map(|l| l.name.clone())
+    };
+    // rxe0 is on rail0, the netdev of PCI function 00:0a.0; rxe1 on the veth.
+    assert_eq!(rdma_of("pci-0000-00-0a-0").as_deref(), Some("rxe0"));
+    assert_eq!(rdma_of("veth-a").as_deref(), Some("rxe1"));
+    let a = attrs(&inv, AttributeOptions::default());
+    assert_eq!(a["pci-0000-00-0a-0"]["rdma"], AttributeValue::Bool(true));
+    assert_eq!(a["pci-0000-00-0a-0"]["ifName"], s("rail0"));
+    let uverbs = inv
+        .device("pci-0000-00-0a-0")
+        .unwrap()
+        .rdma
+        .as_ref()
+        .unwrap();
+    assert!(
+        uverbs
+            .char_devices
+            .iter()
+            .any(|c| c.path.contains("uverbs")),
+        "{uverbs:?}"
+    );
+}
+
+#[test]
+fn the_uplink_is_the_lowest_metric_main_table_default_and_is_explained() {
+    let inv = discover("edge-cases");
+    let excluded: Vec<(&str, &str)> = inv
+        .excluded
+        .iter()
+        .map(|e| (e.name.as_str(), e.reason.as_str()))
+        .collect();
+    assert_eq!(
+        excluded,
+        [
+            (
+                "eth0",
+                "uplink: IPv4 default via 10.224.0.1, table main, metric 100, proto dhcp \
+                 (its PCI function 0000:00:02.0 is not published either)"
+            ),
+            ("rxe2", "RDMA link on eth0, which is not published"),
+            (
+                "veth0c1a2b3d",
+                "a port of the bridge cni0: taking it would break cni0"
+            ),
+        ]
+    );
+    // A policy-table default (rail0, with a router-advertised IPv6 default too) and a backup
+    // default (rail1) do not make an uplink.
+    assert!(inv.device("pci-0000-00-0a-0").is_some());
+    assert!(inv.device("pci-0000-00-0b-0").is_some());
+    assert!(!inv.warnings.join("\n").contains("uplinks than"));
+}
+
+#[test]
+fn named_uplink_interfaces_turn_detection_off() {
+    let inv = discover_at(
+        &nodes().join("edge-cases"),
+        Options {
+            uplink_interfaces: Some(vec!["rail1".into()]),
+            ..Options::default()
+        },
+    );
+    assert!(inv.device("pci-0000-00-0b-0").is_none(), "rail1 is named");
+    assert!(
+        inv.device("pci-0000-00-02-0").is_some(),
+        "eth0 is no longer detected"
+    );
+    assert_eq!(inv.excluded[0].name, "rail1");
+    assert_eq!(
+        inv.excluded[0].reason,
+        "uplink named by --uplink-interfaces (its PCI function 0000:00:0b.0 is not published either)"
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::os::fd::AsFd;
 use std::process::Command;
 use std::time::Duration;
 
-use dranet_core::{Discover, LinkSource};
+use dranet_core::{Discover, IpFamily, LinkSource, MAIN_TABLE};
 use dranet_discovery::{
     Discovery, Enumerate, NetlinkLinks, Options, Sysfs, SysfsEnumerator, UdevEnumerator,
 };
@@ -109,6 +109,35 @@ fn netlink_reports_addresses_default_routes_and_kinds() {
         "dev",
         "up0",
     ]);
+    // Per-rail policy routing and a backup default: seen with their table and metric.
+    ip(&["-n", n, "addr", "add", "10.77.1.2/24", "dev", "side0"]);
+    ip(&[
+        "-n",
+        n,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.77.1.1",
+        "dev",
+        "side0",
+        "table",
+        "101",
+    ]);
+    ip(&["-n", n, "addr", "add", "10.77.2.2/24", "dev", "mv0"]);
+    ip(&[
+        "-n",
+        n,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.77.2.1",
+        "dev",
+        "mv0",
+        "metric",
+        "500",
+    ]);
     let links = ns.run(|| NetlinkLinks.links().expect("netlink dump"));
     let get = |name: &str| {
         links
@@ -120,8 +149,23 @@ fn netlink_reports_addresses_default_routes_and_kinds() {
     assert_eq!(up0.kind.as_deref(), Some("veth"));
     assert_eq!(up0.ipv4, vec!["10.77.0.2/24".to_string()]);
     assert_eq!(up0.ipv6, vec!["fd77::2/64".to_string()]);
-    assert!(up0.default_route);
-    assert!(!get("side0").default_route);
+    let v4 = |name: &str| {
+        get(name)
+            .default_routes
+            .iter()
+            .filter(|r| r.family == IpFamily::Ipv4)
+            .map(|r| (r.table, r.metric, r.gateway.clone().unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(v4("up0"), [(MAIN_TABLE, 0, "10.77.0.1".to_string())]);
+    assert_eq!(v4("side0"), [(101, 0, "10.77.1.1".to_string())]);
+    assert_eq!(v4("mv0"), [(MAIN_TABLE, 500, "10.77.2.1".to_string())]);
+    let up = dranet_core::uplinks(
+        links
+            .iter()
+            .map(|l| (l.name.as_str(), l.default_routes.as_slice())),
+    );
+    assert_eq!(up.keys().collect::<Vec<_>>(), ["up0"]);
     let mv0 = get("mv0");
     assert_eq!(mv0.kind.as_deref(), Some("macvlan"));
     assert_eq!(mv0.lower.as_deref(), Some("side0"));
@@ -196,6 +240,40 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
         "dev",
         "upl0",
     ]);
+    // A rail with a default in its own table only, and a backup default: both published.
+    ip(&[
+        "-n", n, "link", "add", "rail0", "type", "veth", "peer", "name", "rail1",
+    ]);
+    ip(&["-n", n, "addr", "add", "10.79.0.2/24", "dev", "rail0"]);
+    ip(&["-n", n, "addr", "add", "10.79.1.2/24", "dev", "rail1"]);
+    ip(&["-n", n, "link", "set", "rail0", "up"]);
+    ip(&["-n", n, "link", "set", "rail1", "up"]);
+    ip(&[
+        "-n",
+        n,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.79.0.1",
+        "dev",
+        "rail0",
+        "table",
+        "101",
+    ]);
+    ip(&[
+        "-n",
+        n,
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.79.1.1",
+        "dev",
+        "rail1",
+        "metric",
+        "500",
+    ]);
     // /sys shows the mounting namespace's netdevs: the thread mounts a private sysfs of its own.
     let inv = ns.run(|| {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("unshare mount ns");
@@ -236,6 +314,20 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
     assert!(
         !names.contains(&"upl0"),
         "the default-route link was published: {names:?}"
+    );
+    assert!(names.contains(&"rail0"), "policy-table default: {names:?}");
+    assert!(names.contains(&"rail1"), "backup default: {names:?}");
+    let why: Vec<_> = inv
+        .excluded
+        .iter()
+        .map(|e| (e.name.as_str(), e.reason.as_str()))
+        .collect();
+    assert_eq!(
+        why,
+        [(
+            "upl0",
+            "uplink: IPv4 default via 10.78.0.1, table main, metric 0, proto boot"
+        )]
     );
     assert!(!names.contains(&"lo"));
 }

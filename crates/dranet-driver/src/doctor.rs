@@ -346,13 +346,17 @@ fn topology(inv: &Inventory, out: &mut Vec<Finding>) {
 }
 
 fn uplink(links: &[LinkState], out: &mut Vec<Finding>) {
-    for l in links.iter().filter(|l| l.default_route) {
+    let up = dranet_core::uplinks(
+        links
+            .iter()
+            .map(|l| (l.name.as_str(), l.default_routes.as_slice())),
+    );
+    for (name, route) in &up {
         out.push(finding(
             Status::Ok,
             "uplink",
             format!(
-                "{} carries the default route: it, its lower and enslaved links and their PCI functions are not published, so no pod can take the node's network",
-                l.name
+                "{name} carries the host's default route ({route}): it, its lower and enslaved links and their PCI functions are not published, so no pod can take the node's network"
             ),
             None,
         ));

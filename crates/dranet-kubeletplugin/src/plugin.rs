@@ -506,21 +506,10 @@ pub(crate) fn is_uuid(s: &str) -> bool {
 
 fn check_dns_subdomain(what: &str, value: &str, max: usize) -> Result<()> {
     let bad = |why: &str| Err(Error::Config(format!("{what} {value:?} {why}")));
-    if value.is_empty() {
-        return bad("is empty");
-    }
     if value.len() > max {
         return bad(&format!("is longer than {max} characters"));
     }
-    for label in value.split('.') {
-        let ok_chars = label
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if label.is_empty() || !ok_chars || label.starts_with('-') || label.ends_with('-') {
-            return bad("is not a DNS subdomain (lowercase letters, digits, '-' and '.')");
-        }
-    }
-    Ok(())
+    dranet_core::names::check_dns1123_subdomain(value).or_else(|why| bad(&why))
 }
 
 /// A running plugin. Dropping it stops serving; [`KubeletPlugin::shutdown`] also waits for that and

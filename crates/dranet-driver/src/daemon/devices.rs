@@ -10,9 +10,11 @@ use dranet_core::slice::PublishedDevice;
 use dranet_core::{DRIVER_NAME, Inventory, NetworkDevice};
 use dranet_kubeletplugin::{DeviceHealthReport, Health};
 
-/// Upstream dranet's default `--filter`, in the DRA form: every device but veths.
-pub const DEFAULT_FILTER: &str =
-    r#"!("type" in device.attributes["dra.net"]) || device.attributes["dra.net"].type != "veth""#;
+/// The default `--filter`: every device but the virtual ones that would break the host if a pod
+/// took them: the host ends of pods' veths (upstream's filter drops only these), bridges (a CNI
+/// bridge carries every pod's traffic), `ifb` (traffic shaping of another interface), bonds,
+/// teams and Open vSwitch ports. Discovery already leaves out the ports of bridges and bonds.
+pub const DEFAULT_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || !(device.attributes["dra.net"].type in ["veth", "bridge", "ifb", "bond", "team", "openvswitch"])"#;
 
 /// Whether `filter` keeps `d`. An evaluation error is returned, naming nothing: the caller
 /// names the device.
@@ -184,10 +186,21 @@ mod tests {
     }
 
     #[test]
-    fn default_filter_drops_veths_and_keeps_the_rest() {
+    fn default_filter_drops_what_would_break_the_host_and_keeps_the_rest() {
         let f = Program::compile(DEFAULT_FILTER).unwrap();
-        assert!(!keeps(&f, &published("veth0", Some("veth"))).unwrap());
-        assert!(keeps(&f, &published("eth1", Some("device"))).unwrap());
+        for (name, kind) in [
+            ("veth0", "veth"),
+            ("cni0", "bridge"),
+            ("ifb0", "ifb"),
+            ("bond0", "bond"),
+            ("team0", "team"),
+            ("ovs-system", "openvswitch"),
+        ] {
+            assert!(!keeps(&f, &published(name, Some(kind))).unwrap(), "{kind}");
+        }
+        for (name, kind) in [("eth1", "device"), ("mv0", "macvlan"), ("ib0", "ipoib")] {
+            assert!(keeps(&f, &published(name, Some(kind))).unwrap(), "{kind}");
+        }
         // No type attribute at all (an IB-only VF): kept.
         assert!(keeps(&f, &published("ib", None)).unwrap());
     }

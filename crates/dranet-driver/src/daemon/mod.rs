@@ -245,6 +245,8 @@ pub struct Daemon {
     published: BTreeMap<String, PublishedDevice>,
     known: BTreeSet<String>,
     warnings: BTreeSet<String>,
+    /// The devices discovery excluded (the uplink, …), as last logged.
+    excluded: BTreeSet<dranet_core::Excluded>,
     /// A hot-plug change waiting for the API server to hold its publication.
     awaiting_publish: Option<Instant>,
     /// What [`IN_USE_FILE`] holds.
@@ -393,6 +395,7 @@ impl Daemon {
             published: BTreeMap::new(),
             known: BTreeSet::new(),
             warnings: BTreeSet::new(),
+            excluded: BTreeSet::new(),
             awaiting_publish: None,
             saved_in_use: BTreeMap::new(),
         };
@@ -443,6 +446,13 @@ impl Daemon {
             tracing::warn!("{w}");
         }
         self.warnings = warnings;
+        // Each exclusion once, when it appears: an operator must be able to see why a NIC is
+        // not published without raising the log level.
+        let excluded: BTreeSet<dranet_core::Excluded> = inv.excluded.iter().cloned().collect();
+        for e in excluded.difference(&self.excluded) {
+            tracing::info!("not published: {}: {}", e.name, e.reason);
+        }
+        self.excluded = excluded;
         let changed = next != self.published || self.known.is_empty();
         if changed {
             let list = next.values().map(PublishedDevice::to_k8s).collect();
