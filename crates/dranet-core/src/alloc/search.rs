@@ -1357,13 +1357,13 @@ fn scalar_key(s: &Scalar<'_>) -> String {
 }
 
 /// A scalar value as the scheduler compares it (versions by their text); `None` for lists.
-fn value_key(v: &AttrValue) -> Option<String> {
+fn value_key(v: &AttributeValue) -> Option<String> {
     Some(match v {
-        AttrValue::Bool(b) => format!("b{b}"),
-        AttrValue::Int(i) => format!("i{i}"),
-        AttrValue::String(s) => format!("s{s}"),
-        AttrValue::Version(v) => format!("v{v}"),
-        AttrValue::Ints(_) | AttrValue::Strings(_) => return None,
+        AttributeValue::Bool(b) => format!("b{b}"),
+        AttributeValue::Int(i) => format!("i{i}"),
+        AttributeValue::String(s) => format!("s{s}"),
+        AttributeValue::Version(v) => format!("v{v}"),
+        AttributeValue::Ints(_) | AttributeValue::Strings(_) => return None,
     })
 }
 
