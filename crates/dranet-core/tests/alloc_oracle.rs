@@ -20,7 +20,12 @@
 //! Knobs: `DRANET_ORACLE_CASES` (default 160), `DRANET_ORACLE_CLAIMS` (claims per case, 20),
 //! `DRANET_ORACLE_SEED` (first seed), `DRANET_ORACLE_GO_TIMEOUT_MS` (per claim, 2000),
 //! `DRANET_ORACLE_REPLAY=<case file>` (run one saved case), `DRANET_ORACLE_KEEP=1` (keep the
-//! case files of agreeing cases too).
+//! case files of agreeing cases too), `DRANET_ORACLE_SAVE=<dir>` (write, with the scheduler's
+//! answers, the cases where reproducing its bugs or its pool order changed our answer: the
+//! candidates for `testdata/alloc-oracle/`).
+//!
+//! The kept cases in `testdata/alloc-oracle/` replay without the kit: each holds the
+//! scheduler's answers, and ours must be among them.
 
 #[path = "oracle/mod.rs"]
 mod oracle;
@@ -31,7 +36,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use oracle::{Case, GoResult, Outcome, Ours, generate, run_allocbench};
+use oracle::{Case, GoResult, Ours, Outcome, generate, run_allocbench};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -61,23 +66,41 @@ fn kind(o: &Outcome) -> String {
     }
 }
 
-fn check_case(bin: &std::path::Path, case: &Case, file: &std::path::Path, seed: u64, limit: Duration, stats: &Mutex<Stats>) -> bool {
+fn check_case(
+    bin: &std::path::Path,
+    case: &Case,
+    file: &std::path::Path,
+    seed: u64,
+    limit: Duration,
+    stats: &Mutex<Stats>,
+) -> bool {
     case.save(file);
     let names = case.claim_names();
     let go = match run_allocbench(bin, file, &case.header, &names, limit) {
         Ok(go) => go,
         Err(e) => {
-            stats.lock().unwrap().mismatches.push(format!("seed {seed}: allocbench failed: {e}"));
+            stats
+                .lock()
+                .unwrap()
+                .mismatches
+                .push(format!("seed {seed}: allocbench failed: {e}"));
             return false;
         }
     };
     let mut ours = match Ours::new(case) {
         Ok(o) => o,
         Err(e) => {
-            stats.lock().unwrap().mismatches.push(format!("seed {seed}: our allocator refused the node: {e}"));
+            stats
+                .lock()
+                .unwrap()
+                .mismatches
+                .push(format!("seed {seed}: our allocator refused the node: {e}"));
             return false;
         }
     };
+    // Our allocator without the scheduler's bugs, to find the cases that need them.
+    let fixed = std::env::var_os("DRANET_ORACLE_SAVE")
+        .and_then(|_| Ours::with_bugs(case, dranet_core::alloc::SchedulerBugs::default()).ok());
     let mut ok = true;
     let mut local = Stats::default();
     for name in &names {
@@ -86,7 +109,9 @@ fn check_case(bin: &std::path::Path, case: &Case, file: &std::path::Path, seed: 
             GoResult::Timeout => {
                 let t = Instant::now();
                 let o = ours.outcome(name);
-                local.go_timeouts.push((seed, name.clone(), t.elapsed(), o.short()));
+                local
+                    .go_timeouts
+                    .push((seed, name.clone(), t.elapsed(), o.short()));
                 continue;
             }
             GoResult::Done(g, msg) => (g.clone(), msg.clone()),
@@ -94,10 +119,22 @@ fn check_case(bin: &std::path::Path, case: &Case, file: &std::path::Path, seed: 
         *local.by_kind.entry(kind(&g)).or_default() += 1;
         if ours.outcome(name) == g {
             local.agreed += 1;
+            if let Some(fixed) = &fixed
+                && fixed.outcome(name) != g
+            {
+                save_as_regression(
+                    case,
+                    seed,
+                    name,
+                    &g,
+                    "only with the 1.34 scheduler's bugs reproduced",
+                );
+            }
             continue;
         }
         let all = ours.outcomes(name, 120);
         if all.contains(&g) {
+            save_as_regression(case, seed, name, &g, "only under another pool order");
             local.agreed += 1;
             local.other_order += 1;
             continue;
@@ -106,8 +143,15 @@ fn check_case(bin: &std::path::Path, case: &Case, file: &std::path::Path, seed: 
         local.mismatches.push(format!(
             "seed {seed} claim {name}: scheduler: {}{}\n    ours (any pool order): {}",
             g.short(),
-            if msg.is_empty() { String::new() } else { format!(" ({msg})") },
-            all.iter().map(Outcome::short).collect::<Vec<_>>().join(" | ")
+            if msg.is_empty() {
+                String::new()
+            } else {
+                format!(" ({msg})")
+            },
+            all.iter()
+                .map(Outcome::short)
+                .collect::<Vec<_>>()
+                .join(" | ")
         ));
     }
     let mut s = stats.lock().unwrap();
@@ -121,6 +165,64 @@ fn check_case(bin: &std::path::Path, case: &Case, file: &std::path::Path, seed: 
     s.go_timeouts.extend(local.go_timeouts);
     s.mismatches.extend(local.mismatches);
     ok
+}
+
+/// With `DRANET_ORACLE_SAVE=<dir>`: writes `case` reduced to `claim`, with the scheduler's
+/// answer, as a candidate regression case (small cases only, so they can be kept).
+fn save_as_regression(case: &Case, seed: u64, claim: &str, go: &Outcome, why: &str) {
+    let Some(dir) = std::env::var_os("DRANET_ORACLE_SAVE") else {
+        return;
+    };
+    let mut kept = case.clone();
+    kept.docs.retain(|d| {
+        d["kind"] != "ResourceClaimTemplate" || d["metadata"]["name"].as_str() == Some(claim)
+    });
+    kept.header.expect = BTreeMap::from([(claim.to_string(), vec![go.clone()])]);
+    kept.header.note = format!("seed {seed} claim {claim}: ours agrees with the scheduler {why}");
+    if kept.yaml().len() <= 24 * 1024 {
+        kept.save(&PathBuf::from(dir).join(format!("seed-{seed}-{claim}.yaml")));
+    }
+}
+
+/// The kept cases: the scheduler's answers recorded by allocbench, replayed without the kit.
+#[test]
+fn kept_cases_get_the_schedulers_answers() {
+    let dir = oracle::root().join("testdata/alloc-oracle");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no kept cases in {}", dir.display());
+    let mut claims = 0;
+    for f in &files {
+        let case = Case::load(f);
+        let mut ours = Ours::new(&case).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for (claim, expect) in &case.header.expect {
+            claims += 1;
+            let all = ours.outcomes(claim, 120);
+            assert!(
+                all.iter().any(|o| expect.contains(o)),
+                "{} claim {claim} ({}): scheduler: {}\n  ours (any pool order): {}",
+                f.display(),
+                case.header.note,
+                expect
+                    .iter()
+                    .map(Outcome::short)
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                all.iter()
+                    .map(Outcome::short)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            );
+        }
+    }
+    println!(
+        "alloc oracle: {} kept cases, {claims} claims replayed",
+        files.len()
+    );
 }
 
 #[test]
@@ -148,20 +250,22 @@ fn the_allocator_agrees_with_the_scheduler_on_random_inputs() {
         let failed = Mutex::new(Vec::new());
         std::thread::scope(|s| {
             for _ in 0..2 {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= cases {
-                        break;
-                    }
-                    let seed = first + i as u64;
-                    let case = generate::case(seed, per_case);
-                    let file = dir.join(format!("case-{seed}.yaml"));
-                    if check_case(&bin, &case, &file, seed, limit, &stats) {
-                        if !keep {
-                            let _ = std::fs::remove_file(&file);
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= cases {
+                            break;
                         }
-                    } else {
-                        failed.lock().unwrap().push(file);
+                        let seed = first + i as u64;
+                        let case = generate::case(seed, per_case);
+                        let file = dir.join(format!("case-{seed}.yaml"));
+                        if check_case(&bin, &case, &file, seed, limit, &stats) {
+                            if !keep {
+                                let _ = std::fs::remove_file(&file);
+                            }
+                        } else {
+                            failed.lock().unwrap().push(file);
+                        }
                     }
                 });
             }
@@ -183,13 +287,23 @@ fn the_allocator_agrees_with_the_scheduler_on_random_inputs() {
     );
     println!("  scheduler outcomes: {:?}", s.by_kind);
     for (seed, claim, ours, what) in &s.go_timeouts {
-        println!("  scheduler timeout: seed {seed} claim {claim}: ours answered in {ours:?}: {what}");
+        println!(
+            "  scheduler timeout: seed {seed} claim {claim}: ours answered in {ours:?}: {what}"
+        );
     }
     for m in &s.mismatches {
         println!("  MISMATCH {m}");
     }
     for f in &failed_files {
-        println!("  case written to {} (rerun: DRANET_ORACLE_REPLAY={} cargo test -p dranet-core --test alloc_oracle -- --nocapture)", f.display(), f.display());
+        println!(
+            "  case written to {} (rerun: DRANET_ORACLE_REPLAY={} cargo test -p dranet-core --test alloc_oracle -- --nocapture)",
+            f.display(),
+            f.display()
+        );
     }
-    assert!(s.mismatches.is_empty(), "{} claims disagree with the scheduler (see above)", s.mismatches.len());
+    assert!(
+        s.mismatches.is_empty(),
+        "{} claims disagree with the scheduler (see above)",
+        s.mismatches.len()
+    );
 }

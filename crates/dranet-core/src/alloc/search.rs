@@ -839,15 +839,18 @@ impl<'a> Search<'a> {
             .iter()
             .map(|per| per.iter().map(|d| d.num).max().unwrap_or(0))
             .sum();
-        let all_constrained = claim.requests[..reached].iter().enumerate().any(|(r, req)| {
-            req.alts.iter().enumerate().any(|(s, alt)| {
-                alt.mode == Mode::All
-                    && claim
-                        .constraints
-                        .iter()
-                        .any(|c| c.applies(r, s, req.subrequests))
-            })
-        });
+        let all_constrained = claim.requests[..reached]
+            .iter()
+            .enumerate()
+            .any(|(r, req)| {
+                req.alts.iter().enumerate().any(|(s, alt)| {
+                    alt.mode == Mode::All
+                        && claim
+                            .constraints
+                            .iter()
+                            .any(|c| c.applies(r, s, req.subrequests))
+                })
+            });
         if max_total > MAX_ALLOCATED_DEVICES || all_constrained {
             return Doom::Undecided;
         }
@@ -1029,7 +1032,7 @@ impl<'a> Search<'a> {
             }
             possible.push(per);
         }
-// All requests together need that many different devices.
+        // All requests together need that many different devices.
         let mut needed = 0usize;
         let mut union: Vec<bool> = vec![false; a.devices.len()];
         let mut countable = true;
@@ -1151,7 +1154,10 @@ impl<'a> Search<'a> {
             };
             if !counts.iter().any(|(k, v)| fits(v) && together(v, k)) {
                 let first = (0..upto)
-                    .find(|&r| (0..claim.requests[r].alts.len()).any(|s| c.applies(r, s, claim.requests[r].subrequests)))
+                    .find(|&r| {
+                        (0..claim.requests[r].alts.len())
+                            .any(|s| c.applies(r, s, claim.requests[r].subrequests))
+                    })
                     .unwrap_or(0);
                 return Some((
                     None,

@@ -63,7 +63,14 @@ struct Ctx {
     features: Features,
 }
 
-fn device(rng: &mut Rng, ctx: &Ctx, name: String, index: usize, per_device: bool, counters: Option<&str>) -> Value {
+fn device(
+    rng: &mut Rng,
+    ctx: &Ctx,
+    name: String,
+    index: usize,
+    per_device: bool,
+    counters: Option<&str>,
+) -> Value {
     let mut attrs = serde_json::Map::new();
     if rng.chance(0.85) {
         attrs.insert("model".into(), json!({"string": rng.pick(&MODELS)}));
@@ -140,7 +147,10 @@ fn device(rng: &mut Rng, ctx: &Ctx, name: String, index: usize, per_device: bool
     {
         let mut c = serde_json::Map::new();
         if rng.chance(0.8) {
-            c.insert("mem".into(), json!({"value": rng.pick(&["10Gi", "20Gi", "40Gi"])}));
+            c.insert(
+                "mem".into(),
+                json!({"value": rng.pick(&["10Gi", "20Gi", "40Gi"])}),
+            );
         }
         if rng.chance(0.5) {
             c.insert("slots".into(), json!({"value": rng.pick(&["1", "2"])}));
@@ -177,7 +187,8 @@ fn slices(rng: &mut Rng, ctx: &Ctx, docs: &mut Vec<Value>) -> Vec<(String, Strin
         let share = if pi + 1 == pools.len() {
             left.max(1)
         } else {
-            rng.range(1, (left / (pools.len() - pi)).max(1) * 2 - 1).min(left.max(1))
+            rng.range(1, (left / (pools.len() - pi)).max(1) * 2 - 1)
+                .min(left.max(1))
         };
         let nslices = rng.range(1, 3).min(share.max(1));
         let generation = rng.range(1, 3) as i64;
@@ -271,21 +282,43 @@ fn slices(rng: &mut Rng, ctx: &Ctx, docs: &mut Vec<Value>) -> Vec<(String, Strin
 /// A node selector term and whether it selects the node (labels zone=a, rack=3).
 fn node_expression(rng: &mut Rng) -> (Value, bool) {
     match rng.below(7) {
-        0 => (json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}), true),
-        1 => (json!({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}), false),
-        2 => (json!({"matchExpressions": [{"key": "rack", "operator": "Gt", "values": ["2"]}]}), true),
-        3 => (json!({"matchExpressions": [{"key": "rack", "operator": "Lt", "values": ["2"]}]}), false),
-        4 => (json!({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}), true),
-        5 => (json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}), true),
-        _ => (json!({"matchExpressions": [{"key": "zone", "operator": "Exists"}],
-                     "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-2"]}]}), true),
+        0 => (
+            json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}),
+            true,
+        ),
+        1 => (
+            json!({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}),
+            false,
+        ),
+        2 => (
+            json!({"matchExpressions": [{"key": "rack", "operator": "Gt", "values": ["2"]}]}),
+            true,
+        ),
+        3 => (
+            json!({"matchExpressions": [{"key": "rack", "operator": "Lt", "values": ["2"]}]}),
+            false,
+        ),
+        4 => (
+            json!({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}),
+            true,
+        ),
+        5 => (
+            json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}),
+            true,
+        ),
+        _ => (
+            json!({"matchExpressions": [{"key": "zone", "operator": "Exists"}],
+                     "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-2"]}]}),
+            true,
+        ),
     }
 }
 
 /// A selector expression over devices of `domain`'s driver.
 fn expression(rng: &mut Rng, ctx: &Ctx, domain: &str, depth: usize) -> String {
     let a = |n: &str| format!("device.attributes[\"{domain}\"].{n}");
-    let guarded = |n: &str, e: String| format!("(\"{n}\" in device.attributes[\"{domain}\"] && {e})");
+    let guarded =
+        |n: &str, e: String| format!("(\"{n}\" in device.attributes[\"{domain}\"] && {e})");
     let k8s = "device.attributes[\"resource.kubernetes.io\"]";
     if depth < 2 && rng.chance(0.25) {
         let l = expression(rng, ctx, domain, depth + 1);
@@ -310,20 +343,42 @@ fn expression(rng: &mut Rng, ctx: &Ctx, domain: &str, depth: usize) -> String {
         0 => format!("device.driver == \"{}\"", rng.pick(&ctx.drivers)),
         1 => format!("{} == \"{model}\"", a("model")),
         2 => guarded("model", format!("{} == \"{model}\"", a("model"))),
-        3 => guarded("model", format!("{}.startsWith(\"{}\")", a("model"), rng.pick(&["h", "a", "m"]))),
+        3 => guarded(
+            "model",
+            format!(
+                "{}.startsWith(\"{}\")",
+                a("model"),
+                rng.pick(&["h", "a", "m"])
+            ),
+        ),
         4 => format!("{}.lowerAscii() == \"h100\"", a("model")),
         5 => guarded("model", format!("{} in [\"a100\", \"h100\"]", a("model"))),
-        6 => guarded("model", format!("[\"cx7\", \"mi300x\"].exists(m, m == {})", a("model"))),
-        7 => format!("{k8s}.numaNode {} {}", rng.pick(&["==", "!=", "<=", ">"]), rng.below(4)),
+        6 => guarded(
+            "model",
+            format!("[\"cx7\", \"mi300x\"].exists(m, m == {})", a("model")),
+        ),
+        7 => format!(
+            "{k8s}.numaNode {} {}",
+            rng.pick(&["==", "!=", "<=", ">"]),
+            rng.below(4)
+        ),
         8 => guarded("rdma", a("rdma")),
         9 => format!("{} == {}", a("rdma"), rng.pick(&["true", "false"])),
         10 => guarded(
             "fw",
-            format!("{}.isGreaterThan(semver(\"{}\"))", a("fw"), rng.pick(&["1.5.0", "1.2.3", "2.0.0-rc.0"])),
+            format!(
+                "{}.isGreaterThan(semver(\"{}\"))",
+                a("fw"),
+                rng.pick(&["1.5.0", "1.2.3", "2.0.0-rc.0"])
+            ),
         ),
         11 => guarded(
             "fw",
-            format!("{}.compareTo(semver(\"1.10.0\")) {} 0", a("fw"), rng.pick(&[">=", "<", "=="])),
+            format!(
+                "{}.compareTo(semver(\"1.10.0\")) {} 0",
+                a("fw"),
+                rng.pick(&[">=", "<", "=="])
+            ),
         ),
         12 => guarded("fw", format!("{}.major() == {}", a("fw"), rng.below(3))),
         13 => format!(
@@ -340,7 +395,10 @@ fn expression(rng: &mut Rng, ctx: &Ctx, domain: &str, depth: usize) -> String {
             "(\"zone\" in device.attributes[\"example.com\"] && device.attributes[\"example.com\"].zone == \"{}\")",
             rng.pick(&["a", "b"])
         ),
-        18 => format!("size(device.attributes[\"{domain}\"]) > {}", rng.range(3, 6)),
+        18 => format!(
+            "size(device.attributes[\"{domain}\"]) > {}",
+            rng.range(3, 6)
+        ),
         19 => format!("{}.endsWith(\"0\")", a("model")),
         20 => format!("{k8s}.pcieRoot.contains(\"{:02x}\")", rng.below(8) * 0x10),
         _ => "true".to_string(),
@@ -383,7 +441,12 @@ fn classes(rng: &mut Rng, ctx: &Ctx, docs: &mut Vec<Value>) -> Vec<(String, Opti
     out
 }
 
-fn request_body(rng: &mut Rng, ctx: &Ctx, classes: &[(String, Option<&'static str>)], sub: bool) -> Value {
+fn request_body(
+    rng: &mut Rng,
+    ctx: &Ctx,
+    classes: &[(String, Option<&'static str>)],
+    sub: bool,
+) -> Value {
     let (class, driver) = rng.pick(classes).clone();
     let domain = driver.unwrap_or_else(|| *rng.pick(&ctx.drivers));
     let mut body = json!({"deviceClassName": class});
@@ -404,7 +467,9 @@ fn request_body(rng: &mut Rng, ctx: &Ctx, classes: &[(String, Option<&'static st
         let tols: Vec<Value> = (0..rng.range(1, 2))
             .map(|_| match rng.below(4) {
                 0 => json!({"key": "k1", "operator": "Exists"}),
-                1 => json!({"key": "k2", "operator": "Equal", "value": "v1", "effect": "NoSchedule"}),
+                1 => {
+                    json!({"key": "k2", "operator": "Equal", "value": "v1", "effect": "NoSchedule"})
+                }
                 2 => json!({"operator": "Exists", "effect": "NoExecute"}),
                 _ => json!({"operator": "Exists"}),
             })
@@ -414,7 +479,13 @@ fn request_body(rng: &mut Rng, ctx: &Ctx, classes: &[(String, Option<&'static st
     body
 }
 
-fn claim(rng: &mut Rng, ctx: &Ctx, classes: &[(String, Option<&'static str>)], name: &str, distinct: bool) -> Value {
+fn claim(
+    rng: &mut Rng,
+    ctx: &Ctx,
+    classes: &[(String, Option<&'static str>)],
+    name: &str,
+    distinct: bool,
+) -> Value {
     let mut requests = Vec::new();
     let mut names = Vec::new();
     for i in 0..rng.range(1, 3) {
@@ -430,7 +501,8 @@ fn claim(rng: &mut Rng, ctx: &Ctx, classes: &[(String, Option<&'static str>)], n
                 .collect();
             requests.push(json!({"name": rname, "firstAvailable": subs}));
         } else {
-            requests.push(json!({"name": rname, "exactly": request_body(rng, ctx, classes, false)}));
+            requests
+                .push(json!({"name": rname, "exactly": request_body(rng, ctx, classes, false)}));
         }
         names.push(rname);
     }
@@ -457,7 +529,10 @@ fn claim(rng: &mut Rng, ctx: &Ctx, classes: &[(String, Option<&'static str>)], n
         constraints.push(c);
     }
     if distinct {
-        let attr = *rng.pick(&["resource.kubernetes.io/numaNode", "resource.kubernetes.io/pcieRoot"]);
+        let attr = *rng.pick(&[
+            "resource.kubernetes.io/numaNode",
+            "resource.kubernetes.io/pcieRoot",
+        ]);
         constraints.push(json!({"distinctAttribute": attr}));
     }
     if !constraints.is_empty() {

@@ -227,7 +227,14 @@ impl Outcome {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .map(|d| format!("{}={}/{}", d[0].as_str().unwrap_or(""), d[2].as_str().unwrap_or(""), d[3].as_str().unwrap_or("")))
+                    .map(|d| {
+                        format!(
+                            "{}={}/{}",
+                            d[0].as_str().unwrap_or(""),
+                            d[2].as_str().unwrap_or(""),
+                            d[3].as_str().unwrap_or("")
+                        )
+                    })
                     .collect();
                 format!("allocated [{}]", devs.join(" "))
             }
@@ -280,8 +287,14 @@ pub fn go_error_class(msg: &str) -> String {
         };
     }
     let classes = [
-        ("because a claim constraint would not be satisfied", "constraint"),
-        ("asks for all devices, but resource pool", "all-over-unusable-pool"),
+        (
+            "because a claim constraint would not be satisfied",
+            "constraint",
+        ),
+        (
+            "asks for all devices, but resource pool",
+            "all-over-unusable-pool",
+        ),
         ("exceeds the claim limit", "too-many-devices"),
         ("allocation max size exceeded", "too-many-devices"),
         (" is invalid: ", "invalid-pool"),
@@ -328,7 +341,15 @@ pub fn our_outcome(r: &Result<Allocation, AllocError>) -> Outcome {
             let devices = a
                 .results
                 .iter()
-                .map(|d| json!([d.request, d.driver, d.pool, d.device, d.admin_access.unwrap_or(false)]))
+                .map(|d| {
+                    json!([
+                        d.request,
+                        d.driver,
+                        d.pool,
+                        d.device,
+                        d.admin_access.unwrap_or(false)
+                    ])
+                })
                 .collect();
             allocated(
                 devices,
@@ -347,7 +368,15 @@ pub fn go_outcome(c: &Value) -> Outcome {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|d| json!([d["request"], d["driver"], d["pool"], d["device"], d["adminAccess"].as_bool().unwrap_or(false)]))
+            .map(|d| {
+                json!([
+                    d["request"],
+                    d["driver"],
+                    d["pool"],
+                    d["device"],
+                    d["adminAccess"].as_bool().unwrap_or(false)
+                ])
+            })
             .collect();
         return allocated(devices, &c["config"], &c["nodeSelector"]);
     }
@@ -452,7 +481,9 @@ pub fn run_allocbench(
         }
         for n in &remaining {
             if !out.contains_key(n) {
-                return Err(format!("allocbench gave no answer for {n}\nstderr:\n{stderr}"));
+                return Err(format!(
+                    "allocbench gave no answer for {n}\nstderr:\n{stderr}"
+                ));
             }
         }
         remaining.clear();
@@ -468,7 +499,13 @@ pub struct Ours {
 }
 
 impl Ours {
+    /// Our allocator reproducing the 1.34 scheduler's bugs, as the oracle runs.
     pub fn new(case: &Case) -> Result<Ours, AllocError> {
+        Ours::with_bugs(case, SchedulerBugs::kubernetes_1_34())
+    }
+
+    /// Our allocator with the given scheduler bugs reproduced.
+    pub fn with_bugs(case: &Case, bugs: SchedulerBugs) -> Result<Ours, AllocError> {
         let slices: Vec<Value> = case.of_kind("ResourceSlice").cloned().collect();
         let classes: Vec<DeviceClass> = case
             .of_kind("DeviceClass")
@@ -477,7 +514,7 @@ impl Ours {
         let options = Options {
             node: Some(case.header.node()),
             features: case.header.features,
-            bugs: SchedulerBugs::kubernetes_1_34(),
+            bugs,
         };
         let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
         let mut held = Vec::new();
@@ -514,7 +551,11 @@ impl Ours {
 
     /// Our answer with the default pool order.
     pub fn outcome(&self, claim: &str) -> Outcome {
-        our_outcome(&self.alloc.allocate_spec(&self.templates[claim].spec.spec, &self.held))
+        our_outcome(
+            &self
+                .alloc
+                .allocate_spec(&self.templates[claim].spec.spec, &self.held),
+        )
     }
 
     /// Every answer over all pool orders (the scheduler's is random), at most `max` orders.
@@ -543,7 +584,10 @@ impl Ours {
                 break;
             }
         }
-        let order: Vec<(&str, &str)> = pools.iter().map(|(d, p)| (d.as_str(), p.as_str())).collect();
+        let order: Vec<(&str, &str)> = pools
+            .iter()
+            .map(|(d, p)| (d.as_str(), p.as_str()))
+            .collect();
         self.alloc.set_pool_order(&order).expect("pools exist");
         seen
     }
@@ -558,4 +602,3 @@ fn next_permutation(p: &mut [usize]) -> bool {
     p[i..].reverse();
     true
 }
-
