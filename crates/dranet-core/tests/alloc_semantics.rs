@@ -402,6 +402,32 @@ fn distinct_attribute_needs_different_values() {
     assert!(reason.contains("distinctAttribute"), "{reason}");
 }
 
+/// The 1.34 scheduler compares pointers for `distinctAttribute` (fixed in 1.35): reproduced only
+/// when asked, since the differential test against the 1.34 allocator found it.
+#[test]
+fn distinct_attribute_bug_of_1_34_is_reproduced_only_on_request() {
+    use dranet_core::alloc::{Options, SchedulerBugs};
+    let mut r = req("nics", "nic", &[]);
+    r["exactly"]["count"] = json!(3);
+    let c =
+        claim(json!({"requests": [r], "constraints": [{"distinctAttribute": "dra.net/numaNode"}]}));
+    let buggy = Allocator::from_json_with_options(
+        &[nics(4)],
+        &classes(),
+        &Options {
+            bugs: SchedulerBugs::kubernetes_1_34(),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        names(&buggy.allocate_spec(&c, &[]).unwrap()),
+        pairs(&[("nics", "nic0"), ("nics", "nic1"), ("nics", "nic2")])
+    );
+    let fixed = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    assert!(fixed.allocate_spec(&c, &[]).is_err());
+}
+
 fn first_available(name: &str, subs: &[(&str, &str, &str, i64)]) -> Value {
     let subs: Vec<Value> = subs
         .iter()

@@ -111,6 +111,9 @@ struct AltData<'a> {
     /// Per `matchAttribute` covering it (by constraint index): candidate positions by value,
     /// built when a slot first runs with the value fixed.
     index: OnceCell<Vec<(usize, HashMap<ValueKey<'a>, Subset>)>>,
+    /// Entries with a fixed value before the index is built: an easy claim never needs it,
+    /// and building it costs more than scanning a short list a few times.
+    fixed_entries: std::cell::Cell<u32>,
     /// The hazards alone, for a value no candidate has.
     hazards_only: Subset,
     /// ExactCount: candidates in search order.
@@ -133,7 +136,17 @@ enum Stop {
     /// `firstAvailable` (an error when there is none).
     MaxSize,
     Fatal(AllocError),
+    /// The quick first attempt used its step budget (see [`QUICK_STEPS`]).
+    Budget,
 }
+
+/// Steps of the first, plain attempt. Most claims are decided well within it; only those that
+/// exceed it pay for the analysis of claims that cannot succeed ([`Search::doomed_outcome`]),
+/// which costs more than a typical whole search.
+const QUICK_STEPS: u64 = 20_000;
+
+/// Slot entries with a fixed `matchAttribute` value before the candidates are indexed by value.
+const INDEX_AFTER: u32 = 32;
 
 type Step = Result<bool, Stop>;
 
@@ -234,6 +247,8 @@ struct Search<'a> {
     /// Search over permutations, as the scheduler (see the module docs).
     permutations: bool,
     steps: u64,
+    /// Steps allowed before stopping.
+    limit: u64,
     /// Furthest request reached, and constraint rejections.
     deepest: usize,
     rejected_by: Vec<u64>,
@@ -299,12 +314,35 @@ pub(super) fn run(
                 Cand::Barrier(_) => false,
             }) || d.all.iter().any(|i| a.devices[*i].counters.is_some())
         });
+    // A plain search first: most claims are decided in a few steps.
+    let mut quick = Search::new(a, claim, &alts, &taken, permutations);
+    quick.limit = QUICK_STEPS;
+    let first = quick.request(0);
+    match first {
+        Err(Stop::Budget) => {}
+        // No solution: the analysis names the request or constraint that makes it so better
+        // than where the search happened to stop.
+        Ok(false) => {
+            let mut s = Search::new(a, claim, &alts, &taken, permutations);
+            if let Doom::Unsatisfiable(e) = s.doomed_outcome() {
+                return Err(e);
+            }
+            return finish(&mut quick, first, Doom::Undecided);
+        }
+        _ => return finish(&mut quick, first, Doom::Undecided),
+    }
     let mut s = Search::new(a, claim, &alts, &taken, permutations);
     let doom = s.doomed_outcome();
     if let Doom::Unsatisfiable(e) = doom {
         return Err(e);
     }
-    match s.request(0) {
+    let outcome = s.request(0);
+    finish(&mut s, outcome, doom)
+}
+
+/// The claim's result from the search's outcome.
+fn finish(s: &mut Search<'_>, outcome: Step, doom: Doom) -> Result<Allocation, AllocError> {
+    match outcome {
         Ok(true) => s.result(),
         Ok(false) => Err(s.unsatisfiable()),
         Err(Stop::MaxSize) => Err(AllocError::TooManyDevices {
@@ -319,6 +357,8 @@ pub(super) fn run(
             }
         }
         Err(Stop::Fatal(e)) => Err(e),
+        // Only the quick attempt has a budget, and it is not finished here.
+        Err(Stop::Budget) => Err(AllocError::SearchLimit(QUICK_STEPS)),
     }
 }
 
@@ -484,6 +524,7 @@ impl<'a> Search<'a> {
             consumed,
             permutations,
             steps: 0,
+            limit: MAX_SEARCH_STEPS,
             deepest: 0,
             rejected_by: vec![0; claim.constraints.len()],
             feasibility: false,
@@ -494,7 +535,10 @@ impl<'a> Search<'a> {
 
     fn tick(&mut self) -> Result<(), Stop> {
         self.steps += 1;
-        if self.steps > MAX_SEARCH_STEPS {
+        if self.steps > self.limit {
+            if self.limit < MAX_SEARCH_STEPS {
+                return Err(Stop::Budget);
+            }
             return Err(Stop::Fatal(AllocError::SearchLimit(MAX_SEARCH_STEPS)));
         }
         Ok(())
@@ -644,6 +688,13 @@ impl<'a> Search<'a> {
             let [only] = common.as_slice() else {
                 continue;
             };
+            if data.index.get().is_none() {
+                let n = data.fixed_entries.get() + 1;
+                data.fixed_entries.set(n);
+                if n < INDEX_AFTER {
+                    return None;
+                }
+            }
             let index = data.index.get_or_init(|| self.build_index(r, s));
             let Some((_, by_value)) = index.iter().find(|(i, _)| *i == ci) else {
                 continue;
@@ -941,10 +992,10 @@ impl<'a> Search<'a> {
         let usable = |r: usize, s: usize, d: usize| -> bool {
             let alt = &claim.requests[r].alts[s];
             let dev = &a.devices[d];
+            let tolerated_all = dev.taints.iter().all(|t| tolerated(t, &alt.tolerations));
             Some(d) != avoid
-                && !(a.features.device_taints
-                    && !dev.taints.iter().all(|t| tolerated(t, &alt.tolerations)))
-                && !(dev.counters.is_some() && !a.features.partitionable_devices)
+                && (tolerated_all || !a.features.device_taints)
+                && (dev.counters.is_none() || a.features.partitionable_devices)
                 && claim.constraints.iter().all(|c| {
                     !c.applies(r, s, claim.requests[r].subrequests)
                         || dev.attributes.get_key(&c.attribute).is_some()

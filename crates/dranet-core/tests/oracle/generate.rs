@@ -339,7 +339,7 @@ fn expression(rng: &mut Rng, ctx: &Ctx, domain: &str, depth: usize) -> String {
     } else {
         *rng.pick(&[0, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 21])
     };
-    let e = match pick {
+    match pick {
         0 => format!("device.driver == \"{}\"", rng.pick(&ctx.drivers)),
         1 => format!("{} == \"{model}\"", a("model")),
         2 => guarded("model", format!("{} == \"{model}\"", a("model"))),
@@ -402,8 +402,7 @@ fn expression(rng: &mut Rng, ctx: &Ctx, domain: &str, depth: usize) -> String {
         19 => format!("{}.endsWith(\"0\")", a("model")),
         20 => format!("{k8s}.pcieRoot.contains(\"{:02x}\")", rng.below(8) * 0x10),
         _ => "true".to_string(),
-    };
-    e
+    }
 }
 
 fn selectors(rng: &mut Rng, ctx: &Ctx, domain: &str, max: usize) -> Vec<Value> {
