@@ -362,6 +362,15 @@ fn finish(s: &mut Search<'_>, outcome: Step, doom: Doom) -> Result<Allocation, A
     }
 }
 
+/// The prefix naming a sub-request in a reason (`"gpu/a: "`), empty for a plain request.
+fn who(subrequests: bool, label: &str) -> String {
+    if subrequests {
+        format!("{label}: ")
+    } else {
+        String::new()
+    }
+}
+
 /// What is known before searching of a claim without solution.
 enum Doom {
     /// Nothing for sure: search.
@@ -1008,11 +1017,7 @@ impl<'a> Search<'a> {
             let req = &claim.requests[r];
             let alt = &req.alts[s];
             let data = &self.alts[r][s];
-            let who = if req.subrequests {
-                format!("{}: ", alt.label)
-            } else {
-                String::new()
-            };
+            let who = who(req.subrequests, &alt.label);
             match alt.mode {
                 Mode::All if s > 0 && a.bugs.first_available_all_mode => Ok(Some(Vec::new())),
                 Mode::Exact(n) => {
@@ -1332,11 +1337,7 @@ impl<'a> Search<'a> {
             let mut reasons = Vec::new();
             for (s, alt) in req.alts.iter().enumerate() {
                 let data = &self.alts[r][s];
-                let who = if req.subrequests {
-                    format!("{}: ", alt.label)
-                } else {
-                    String::new()
-                };
+                let who = who(req.subrequests, &alt.label);
                 match alt.mode {
                     Mode::Exact(n) => {
                         let free = data.suffix.first().copied().unwrap_or(0);
