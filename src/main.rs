@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 /// dranet-rs: Kubernetes DRA network driver for GPU/RDMA nodes.
 #[derive(Debug, Parser)]
-#[command(name = "dranet", version, about)]
+#[command(name = "dranet", version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("DRANET_COMMIT"), ")"), about)]
 struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `dranet_discovery=debug`
     /// (default: `info` for `run`, `warn` for the tools).

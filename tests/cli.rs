@@ -9,20 +9,64 @@ fn dranet(args: &[&str]) -> (bool, String, String) {
 }
 
 fn dranet_with_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dranet"))
+    let (code, out, err) = dranet_io(args, env, None);
+    (code == Some(0), out, err)
+}
+
+/// The binary with `env` (and no inherited `$NODE_NAME`) and `stdin`: exit code, stdout, stderr.
+fn dranet_io(
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&str>,
+) -> (Option<i32>, String, String) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dranet"))
         .args(args)
+        .env_remove("NODE_NAME")
         .envs(env.iter().copied())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run dranet");
+    if let (Some(s), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(s.as_bytes()).expect("write stdin");
+    }
+    let out = child.wait_with_output().expect("dranet output");
     (
-        out.status.success(),
+        out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
 const GB300: &str = "testdata/nodes/azure-nd-gb300-v6/sys";
+
+/// `dranet check` of one GB300 template on the GB300 fixture with its GPU slices, plus `extra`.
+fn check_gb300(name: &str, extra: &[&str]) -> (bool, String, String) {
+    let (code, out, err) = check_gb300_code(name, extra);
+    (code == Some(0), out, err)
+}
+
+/// [`check_gb300`] with the exit code.
+fn check_gb300_code(name: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut args = vec![
+        "check",
+        "examples/azure_aks/gb300/templates.yaml",
+        "--name",
+        name,
+        "--sysfs",
+        GB300,
+        "--slices",
+        "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
+        "--classes",
+        "examples/azure_aks/deviceclasses.yaml",
+    ];
+    args.extend_from_slice(extra);
+    dranet_io(&args, &[], None)
+}
 
 #[test]
 fn inventory_json_is_the_resource_slice_the_daemon_publishes() {
@@ -256,22 +300,10 @@ fn ib_same_fabric_follows_the_placement_group_from_imds() {
         let imds =
             FakeImds::start_blocking(FakeImds::documents(compute, doc("gb300-network.json")))
                 .unwrap();
-        dranet(&[
-            "check",
-            "examples/azure_aks/gb300/templates.yaml",
-            "--name",
+        check_gb300(
             "ib-same-fabric",
-            "--sysfs",
-            GB300,
-            "--slices",
-            "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
-            "--classes",
-            "examples/azure_aks/deviceclasses.yaml",
-            "--azure-imds-endpoint",
-            &imds.endpoint,
-            "-o",
-            "json",
-        ])
+            &["--azure-imds-endpoint", &imds.endpoint, "-o", "json"],
+        )
     };
     let (ok, out, err) = check(doc("gb300-compute.json"));
     assert!(ok, "{err}\n{out}");
@@ -676,20 +708,10 @@ fn a_saved_imds_document_gives_the_azure_attributes_offline() {
         "placementGroupId missing:\n{out}"
     );
     // ib-same-fabric can then be checked without a metadata service.
-    let (ok, out, err) = dranet(&[
-        "check",
-        "examples/azure_aks/gb300/templates.yaml",
-        "--name",
+    let (ok, out, err) = check_gb300(
         "ib-same-fabric",
-        "--sysfs",
-        GB300,
-        "--slices",
-        "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
-        "--classes",
-        "examples/azure_aks/deviceclasses.yaml",
-        "--azure-imds-file",
-        doc.to_str().unwrap(),
-    ]);
+        &["--azure-imds-file", doc.to_str().unwrap()],
+    );
     assert!(ok, "{out}\n{err}");
     std::fs::write(&doc, "[1]").unwrap();
     let (ok, _, err) = dranet(&[
@@ -709,65 +731,20 @@ fn a_saved_imds_document_gives_the_azure_attributes_offline() {
 /// `dranet check`'s exit codes tell the outcomes apart, and `-` reads the claim from stdin.
 #[test]
 fn check_exit_codes_and_stdin() {
-    let run = |args: &[&str], stdin: Option<&str>| {
-        use std::io::Write;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dranet"))
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env_remove("NODE_NAME")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        if let Some(s) = stdin {
-            child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
-        }
-        drop(child.stdin.take());
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-    let base = [
-        "check",
-        "examples/azure_aks/gb300/templates.yaml",
-        "--sysfs",
-        GB300,
-        "--slices",
-        "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
-        "--classes",
-        "examples/azure_aks/deviceclasses.yaml",
-        "--name",
-    ];
-    let with = |name: &str, extra: &[&str]| {
-        let mut v: Vec<&str> = base.to_vec();
-        v.push(name);
-        v.extend_from_slice(extra);
-        v.iter().map(|s| s.to_string()).collect::<Vec<_>>()
-    };
-    let code = |v: Vec<String>| {
-        let refs: Vec<&str> = v.iter().map(String::as_str).collect();
-        run(&refs, None)
-    };
-    assert_eq!(code(with("1nic-aligned", &[])).0, Some(0));
-    let (c, out, err) = code(with("1nic-unaligned", &[]));
+    let code = check_gb300_code;
+    assert_eq!(code("1nic-aligned", &[]).0, Some(0));
+    let (c, out, err) = code("1nic-unaligned", &[]);
     assert_eq!(c, Some(0), "{err}");
     assert!(out.contains("fits unaligned"), "{out}");
-    assert_eq!(
-        code(with("1nic-unaligned", &["--fail-on", "warning"])).0,
-        Some(4)
-    );
+    assert_eq!(code("1nic-unaligned", &["--fail-on", "warning"]).0, Some(4));
     // Without IMDS the placement-group selector hits a missing attribute: a CEL runtime error,
     // which fails the pod in the scheduler.
-    let (c, _, err) = code(with("ib-same-fabric", &[]));
+    let (c, _, err) = code("ib-same-fabric", &[]);
     assert_eq!(c, Some(3), "{err}");
     assert!(err.contains("invalid: ib-same-fabric"), "{err}");
-    assert_eq!(code(with("no-such", &[])).0, Some(1));
+    assert_eq!(code("no-such", &[]).0, Some(1));
     let too_many = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: nine}\nspec:\n  devices:\n    requests:\n    - name: nic\n      exactly: {deviceClassName: dranet.net, count: 9}\n";
-    let (c, out, err) = run(
+    let (c, out, err) = dranet_io(
         &[
             "check",
             "-",
@@ -776,8 +753,31 @@ fn check_exit_codes_and_stdin() {
             "--classes",
             "examples/azure_aks/deviceclasses.yaml",
         ],
+        &[],
         Some(too_many),
     );
     assert_eq!(c, Some(2), "{out}{err}");
     assert!(out.contains("ResourceClaim nine on node"), "{out}");
+}
+
+#[test]
+fn version_names_the_commit() {
+    let (ok, out, _) = dranet(&["--version"]);
+    assert!(ok);
+    // `dranet 0.1.0 (commit 0123456789ab)`, or `unknown` outside git without $DRANET_COMMIT.
+    let commit = out
+        .trim()
+        .strip_suffix(')')
+        .and_then(|s| s.rsplit_once("(commit "))
+        .map(|(_, c)| c.to_string())
+        .unwrap_or_else(|| panic!("no commit in {out:?}"));
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{out}"
+    );
+    assert!(
+        out.starts_with(&format!("dranet {}", env!("CARGO_PKG_VERSION"))),
+        "{out}"
+    );
 }

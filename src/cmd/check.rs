@@ -993,25 +993,28 @@ pub fn render_table(r: &CheckReport, out: &mut dyn Write) -> std::io::Result<()>
     Ok(())
 }
 
+/// Each claim once, in report order, with its reports (one per node) and its best verdict.
+fn per_claim(r: &CheckReport) -> Vec<(&ClaimReport, Vec<&ClaimReport>, Verdict)> {
+    let mut out: Vec<(&ClaimReport, Vec<&ClaimReport>, Verdict)> = Vec::new();
+    for c in &r.claims {
+        match out
+            .iter_mut()
+            .find(|(first, _, _)| first.kind == c.kind && first.name == c.name)
+        {
+            Some((_, of, best)) => {
+                of.push(c);
+                *best = (*best).min(c.verdict);
+            }
+            None => out.push((c, vec![c], c.verdict)),
+        }
+    }
+    out
+}
+
 /// One line per claim: where it fits and how, in the order of the report.
 pub fn summarize(r: &CheckReport) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut seen: Vec<(&str, &str)> = Vec::new();
-    for c in &r.claims {
-        if seen.contains(&(c.kind.as_str(), c.name.as_str())) {
-            continue;
-        }
-        seen.push((&c.kind, &c.name));
-        let of: Vec<&ClaimReport> = r
-            .claims
-            .iter()
-            .filter(|x| x.kind == c.kind && x.name == c.name)
-            .collect();
-        let best = of
-            .iter()
-            .map(|x| x.verdict)
-            .min()
-            .unwrap_or(Verdict::Invalid);
+    for (c, of, best) in per_claim(r) {
         let on = |v: Verdict| -> Vec<String> {
             of.iter()
                 .filter(|x| x.verdict == v)
@@ -1050,19 +1053,7 @@ pub fn verdict_error(r: &CheckReport, fail_on: FailOn) -> Option<CheckError> {
     let mut invalid = Vec::new();
     let mut nowhere = Vec::new();
     let mut unaligned = Vec::new();
-    let mut seen: Vec<(&str, &str)> = Vec::new();
-    for c in &r.claims {
-        if seen.contains(&(c.kind.as_str(), c.name.as_str())) {
-            continue;
-        }
-        seen.push((&c.kind, &c.name));
-        let best = r
-            .claims
-            .iter()
-            .filter(|x| x.kind == c.kind && x.name == c.name)
-            .map(|x| x.verdict)
-            .min()
-            .unwrap_or(Verdict::Invalid);
+    for (c, _, best) in per_claim(r) {
         match best {
             Verdict::Invalid => invalid.push(c.name.clone()),
             Verdict::DoesNotFit => nowhere.push(c.name.clone()),

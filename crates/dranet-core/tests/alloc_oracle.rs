@@ -20,7 +20,12 @@
 //! Knobs: `DRANET_ORACLE_CASES` (default 160), `DRANET_ORACLE_CLAIMS` (claims per case, 20),
 //! `DRANET_ORACLE_SEED` (first seed), `DRANET_ORACLE_GO_TIMEOUT_MS` (per claim, 2000),
 //! `DRANET_ORACLE_REPLAY=<case file>` (run one saved case), `DRANET_ORACLE_KEEP=1` (keep the
-//! case files of agreeing cases too).
+//! case files of agreeing cases too), `DRANET_ORACLE_SAVE=<dir>` (write, with the scheduler's
+//! answers, the cases where reproducing its bugs or its pool order changed our answer: the
+//! candidates for `testdata/alloc-oracle/`).
+//!
+//! The kept cases in `testdata/alloc-oracle/` replay without the kit: each holds the
+//! scheduler's answers, and ours must be among them.
 
 #[path = "oracle/mod.rs"]
 mod oracle;
@@ -93,6 +98,9 @@ fn check_case(
             return false;
         }
     };
+    // Our allocator without the scheduler's bugs, to find the cases that need them.
+    let fixed = std::env::var_os("DRANET_ORACLE_SAVE")
+        .and_then(|_| Ours::with_bugs(case, dranet_core::alloc::SchedulerBugs::default()).ok());
     let mut ok = true;
     let mut local = Stats::default();
     for name in &names {
@@ -111,10 +119,22 @@ fn check_case(
         *local.by_kind.entry(kind(&g)).or_default() += 1;
         if ours.outcome(name) == g {
             local.agreed += 1;
+            if let Some(fixed) = &fixed
+                && fixed.outcome(name) != g
+            {
+                save_as_regression(
+                    case,
+                    seed,
+                    name,
+                    &g,
+                    "only with the 1.34 scheduler's bugs reproduced",
+                );
+            }
             continue;
         }
         let all = ours.outcomes(name, 120);
         if all.contains(&g) {
+            save_as_regression(case, seed, name, &g, "only under another pool order");
             local.agreed += 1;
             local.other_order += 1;
             continue;
@@ -145,6 +165,64 @@ fn check_case(
     s.go_timeouts.extend(local.go_timeouts);
     s.mismatches.extend(local.mismatches);
     ok
+}
+
+/// With `DRANET_ORACLE_SAVE=<dir>`: writes `case` reduced to `claim`, with the scheduler's
+/// answer, as a candidate regression case (small cases only, so they can be kept).
+fn save_as_regression(case: &Case, seed: u64, claim: &str, go: &Outcome, why: &str) {
+    let Some(dir) = std::env::var_os("DRANET_ORACLE_SAVE") else {
+        return;
+    };
+    let mut kept = case.clone();
+    kept.docs.retain(|d| {
+        d["kind"] != "ResourceClaimTemplate" || d["metadata"]["name"].as_str() == Some(claim)
+    });
+    kept.header.expect = BTreeMap::from([(claim.to_string(), vec![go.clone()])]);
+    kept.header.note = format!("seed {seed} claim {claim}: ours agrees with the scheduler {why}");
+    if kept.yaml().len() <= 24 * 1024 {
+        kept.save(&PathBuf::from(dir).join(format!("seed-{seed}-{claim}.yaml")));
+    }
+}
+
+/// The kept cases: the scheduler's answers recorded by allocbench, replayed without the kit.
+#[test]
+fn kept_cases_get_the_schedulers_answers() {
+    let dir = oracle::root().join("testdata/alloc-oracle");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no kept cases in {}", dir.display());
+    let mut claims = 0;
+    for f in &files {
+        let case = Case::load(f);
+        let mut ours = Ours::new(&case).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for (claim, expect) in &case.header.expect {
+            claims += 1;
+            let all = ours.outcomes(claim, 120);
+            assert!(
+                all.iter().any(|o| expect.contains(o)),
+                "{} claim {claim} ({}): scheduler: {}\n  ours (any pool order): {}",
+                f.display(),
+                case.header.note,
+                expect
+                    .iter()
+                    .map(Outcome::short)
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                all.iter()
+                    .map(Outcome::short)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            );
+        }
+    }
+    println!(
+        "alloc oracle: {} kept cases, {claims} claims replayed",
+        files.len()
+    );
 }
 
 #[test]

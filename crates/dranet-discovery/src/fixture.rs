@@ -241,14 +241,7 @@ impl Builder {
         }
         self.file(&format!("{path}/node_type"), "1: CA")?;
         self.link(&format!("class/infiniband/{name}"), &path)?;
-        let uv = format!("{pci}/infiniband_verbs/uverbs{}", self.uverbs);
-        self.file(&format!("{uv}/ibdev"), name)?;
-        self.file(&format!("{uv}/dev"), &format!("231:{}", 192 + self.uverbs))?;
-        self.link(
-            &format!("class/infiniband_verbs/uverbs{}", self.uverbs),
-            &uv,
-        )?;
-        self.uverbs += 1;
+        self.uverbs_dev(&format!("{pci}/infiniband_verbs"), name)?;
         for (i, _) in ports.iter().enumerate() {
             let n = self.umad;
             for (kind, minor) in [("umad", n), ("issm", 64 + n)] {
@@ -272,7 +265,12 @@ impl Builder {
         self.file(&format!("{path}/node_type"), "1: CA")?;
         self.file(&format!("{path}/parent"), parent)?;
         self.link(&format!("class/infiniband/{name}"), &path)?;
-        let uv = format!("devices/virtual/infiniband_verbs/uverbs{}", self.uverbs);
+        self.uverbs_dev("devices/virtual/infiniband_verbs", name)
+    }
+
+    /// The next `uverbsN` of RDMA link `name`, under `dir`, linked from `class/infiniband_verbs`.
+    fn uverbs_dev(&mut self, dir: &str, name: &str) -> io::Result<()> {
+        let uv = format!("{dir}/uverbs{}", self.uverbs);
         self.file(&format!("{uv}/ibdev"), name)?;
         self.file(&format!("{uv}/dev"), &format!("231:{}", 192 + self.uverbs))?;
         self.link(

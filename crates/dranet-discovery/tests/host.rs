@@ -53,6 +53,13 @@ fn ip(args: &[&str]) {
 struct Netns(String);
 
 impl Netns {
+    /// `ip -n <this namespace> <cmd>`, the words of `cmd` split on spaces.
+    fn ip(&self, cmd: &str) {
+        let mut args = vec!["-n", self.0.as_str()];
+        args.extend(cmd.split(' '));
+        ip(&args);
+    }
+
     fn new(tag: &str) -> Self {
         let name = format!("dranet-test-{tag}-{}", std::process::id());
         let _ = Command::new("ip").args(["netns", "del", &name]).status();
@@ -86,58 +93,19 @@ fn netlink_reports_addresses_default_routes_and_kinds() {
         return;
     }
     let ns = Netns::new("nl");
-    let n = ns.0.as_str();
-    ip(&[
-        "-n", n, "link", "add", "up0", "type", "veth", "peer", "name", "side0",
-    ]);
-    ip(&[
-        "-n", n, "link", "add", "mv0", "link", "side0", "type", "macvlan", "mode", "bridge",
-    ]);
-    ip(&["-n", n, "addr", "add", "10.77.0.2/24", "dev", "up0"]);
-    ip(&["-n", n, "addr", "add", "fd77::2/64", "dev", "up0", "nodad"]);
+    ns.ip("link add up0 type veth peer name side0");
+    ns.ip("link add mv0 link side0 type macvlan mode bridge");
+    ns.ip("addr add 10.77.0.2/24 dev up0");
+    ns.ip("addr add fd77::2/64 dev up0 nodad");
     for l in ["up0", "side0", "mv0"] {
-        ip(&["-n", n, "link", "set", l, "up"]);
+        ns.ip(&format!("link set {l} up"));
     }
-    ip(&[
-        "-n",
-        n,
-        "route",
-        "add",
-        "default",
-        "via",
-        "10.77.0.1",
-        "dev",
-        "up0",
-    ]);
+    ns.ip("route add default via 10.77.0.1 dev up0");
     // Per-rail policy routing and a backup default: seen with their table and metric.
-    ip(&["-n", n, "addr", "add", "10.77.1.2/24", "dev", "side0"]);
-    ip(&[
-        "-n",
-        n,
-        "route",
-        "add",
-        "default",
-        "via",
-        "10.77.1.1",
-        "dev",
-        "side0",
-        "table",
-        "101",
-    ]);
-    ip(&["-n", n, "addr", "add", "10.77.2.2/24", "dev", "mv0"]);
-    ip(&[
-        "-n",
-        n,
-        "route",
-        "add",
-        "default",
-        "via",
-        "10.77.2.1",
-        "dev",
-        "mv0",
-        "metric",
-        "500",
-    ]);
+    ns.ip("addr add 10.77.1.2/24 dev side0");
+    ns.ip("route add default via 10.77.1.1 dev side0 table 101");
+    ns.ip("addr add 10.77.2.2/24 dev mv0");
+    ns.ip("route add default via 10.77.2.1 dev mv0 metric 500");
     let links = ns.run(|| NetlinkLinks.links().expect("netlink dump"));
     let get = |name: &str| {
         links
@@ -222,58 +190,19 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
         return;
     }
     let ns = Netns::new("disc");
-    let n = ns.0.as_str();
-    ip(&[
-        "-n", n, "link", "add", "upl0", "type", "veth", "peer", "name", "wk0",
-    ]);
-    ip(&["-n", n, "addr", "add", "10.78.0.2/24", "dev", "upl0"]);
-    ip(&["-n", n, "link", "set", "upl0", "up"]);
-    ip(&["-n", n, "link", "set", "wk0", "up"]);
-    ip(&[
-        "-n",
-        n,
-        "route",
-        "add",
-        "default",
-        "via",
-        "10.78.0.1",
-        "dev",
-        "upl0",
-    ]);
+    ns.ip("link add upl0 type veth peer name wk0");
+    ns.ip("addr add 10.78.0.2/24 dev upl0");
+    ns.ip("link set upl0 up");
+    ns.ip("link set wk0 up");
+    ns.ip("route add default via 10.78.0.1 dev upl0");
     // A rail with a default in its own table only, and a backup default: both published.
-    ip(&[
-        "-n", n, "link", "add", "rail0", "type", "veth", "peer", "name", "rail1",
-    ]);
-    ip(&["-n", n, "addr", "add", "10.79.0.2/24", "dev", "rail0"]);
-    ip(&["-n", n, "addr", "add", "10.79.1.2/24", "dev", "rail1"]);
-    ip(&["-n", n, "link", "set", "rail0", "up"]);
-    ip(&["-n", n, "link", "set", "rail1", "up"]);
-    ip(&[
-        "-n",
-        n,
-        "route",
-        "add",
-        "default",
-        "via",
-        "10.79.0.1",
-        "dev",
-        "rail0",
-        "table",
-        "101",
-    ]);
-    ip(&[
-        "-n",
-        n,
-        "route",
-        "add",
-        "default",
-        "via",
-        "10.79.1.1",
-        "dev",
-        "rail1",
-        "metric",
-        "500",
-    ]);
+    ns.ip("link add rail0 type veth peer name rail1");
+    ns.ip("addr add 10.79.0.2/24 dev rail0");
+    ns.ip("addr add 10.79.1.2/24 dev rail1");
+    ns.ip("link set rail0 up");
+    ns.ip("link set rail1 up");
+    ns.ip("route add default via 10.79.0.1 dev rail0 table 101");
+    ns.ip("route add default via 10.79.1.1 dev rail1 metric 500");
     // /sys shows the mounting namespace's netdevs: the thread mounts a private sysfs of its own.
     let inv = ns.run(|| {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("unshare mount ns");

@@ -57,38 +57,41 @@ fn convert_attr(
     a: &k8s_openapi::api::resource::v1::DeviceAttribute,
     raw: Option<&serde_json::Value>,
 ) -> Result<AttributeValue, String> {
-    let mut vals = Vec::new();
+    // No intermediate list: this runs for every attribute of every device on the cold path.
+    let mut out: Option<AttributeValue> = None;
+    let mut set = |v: AttributeValue| -> Result<(), String> {
+        match out.replace(v) {
+            None => Ok(()),
+            Some(_) => Err("more than one value type is set".into()),
+        }
+    };
     if let Some(b) = a.bool {
-        vals.push(AttributeValue::Bool(b));
+        set(AttributeValue::Bool(b))?;
     }
     if let Some(i) = a.int {
-        vals.push(AttributeValue::Int(i));
+        set(AttributeValue::Int(i))?;
     }
     if let Some(s) = &a.string {
-        vals.push(AttributeValue::String(s.clone()));
+        set(AttributeValue::String(s.clone()))?;
     }
     if let Some(v) = &a.version {
-        vals.push(AttributeValue::Version(
+        set(AttributeValue::Version(
             Semver::parse(v).map_err(|e| format!("invalid semver {v:?}: {e}"))?,
-        ));
+        ))?;
     }
     if let Some(raw) = raw {
         if let Some(list) = raw.get("ints") {
             let v: Vec<i64> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("ints must be a list of integers: {e}"))?;
-            vals.push(AttributeValue::Ints(v));
+            set(AttributeValue::Ints(v))?;
         }
         if let Some(list) = raw.get("strings") {
             let v: Vec<String> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("strings must be a list of strings: {e}"))?;
-            vals.push(AttributeValue::Strings(v));
+            set(AttributeValue::Strings(v))?;
         }
     }
-    match vals.len() {
-        1 => Ok(vals.remove(0)),
-        0 => Err("no value (expected one of bool, int, string, version, ints, strings)".into()),
-        _ => Err("more than one value type is set".into()),
-    }
+    out.ok_or_else(|| "no value (expected one of bool, int, string, version, ints, strings)".into())
 }
 
 /// Compiles a selector list; the error names the expression (empty when a selector has no

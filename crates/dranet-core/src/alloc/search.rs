@@ -107,10 +107,10 @@ impl Subset {
 
 /// A request or sub-request, prepared for one allocation.
 #[derive(Debug, Default)]
-struct AltData {
+struct AltData<'a> {
     /// Per `matchAttribute` covering it (by constraint index): candidate positions by value,
     /// built when a slot first runs with the value fixed.
-    index: OnceCell<Vec<(usize, HashMap<String, Subset>)>>,
+    index: OnceCell<Vec<(usize, HashMap<ValueKey<'a>, Subset>)>>,
     /// Entries with a fixed value before the index is built: an easy claim never needs it,
     /// and building it costs more than scanning a short list a few times.
     fixed_entries: std::cell::Cell<u32>,
@@ -232,7 +232,7 @@ fn tolerated(taint: &DeviceTaint, tolerations: &[DeviceToleration]) -> bool {
 struct Search<'a> {
     a: &'a Allocator,
     claim: &'a CompiledClaim,
-    alts: &'a [Vec<AltData>],
+    alts: &'a [Vec<AltData<'a>>],
     /// Held by other claims.
     taken: &'a [bool],
     /// Chosen for this claim.
@@ -362,6 +362,15 @@ fn finish(s: &mut Search<'_>, outcome: Step, doom: Doom) -> Result<Allocation, A
     }
 }
 
+/// The prefix naming a sub-request in a reason (`"gpu/a: "`), empty for a plain request.
+fn who(subrequests: bool, label: &str) -> String {
+    if subrequests {
+        format!("{label}: ")
+    } else {
+        String::new()
+    }
+}
+
 /// What is known before searching of a claim without solution.
 enum Doom {
     /// Nothing for sure: search.
@@ -406,7 +415,7 @@ fn counters_left(a: &Allocator, taken: &[bool]) -> (Vec<Vec<Quantity>>, Vec<Vec<
 }
 
 /// The candidates of one request or sub-request, in search order.
-fn prepare(a: &Allocator, alt: &Alt, taken: &[bool]) -> Result<AltData, AllocError> {
+fn prepare<'a>(a: &'a Allocator, alt: &Alt, taken: &[bool]) -> Result<AltData<'a>, AllocError> {
     let class = a.class_verdicts(&alt.class);
     let class_name = &alt.class;
     let judge = |d: usize| -> Verdict {
@@ -498,7 +507,7 @@ impl<'a> Search<'a> {
     fn new(
         a: &'a Allocator,
         claim: &'a CompiledClaim,
-        alts: &'a [Vec<AltData>],
+        alts: &'a [Vec<AltData<'a>>],
         taken: &'a [bool],
         permutations: bool,
     ) -> Search<'a> {
@@ -622,7 +631,7 @@ impl<'a> Search<'a> {
             Some(sub) => sub.positions.partition_point(|&p| p < start),
             None => start,
         };
-        let data: &'a AltData = &self.alts[r][s];
+        let data: &'a AltData<'a> = &self.alts[r][s];
         loop {
             let (i, remaining) = match only {
                 Some(sub) => match sub.positions.get(idx) {
@@ -675,7 +684,7 @@ impl<'a> Search<'a> {
 
     /// The candidates of (r, s) a fixed `matchAttribute` value leaves, when there is one.
     fn subset(&self, r: usize, s: usize) -> Option<&'a Subset> {
-        let data: &'a AltData = &self.alts[r][s];
+        let data: &'a AltData<'a> = &self.alts[r][s];
         let has_subs = self.claim.requests[r].subrequests;
         let mut best: Option<&'a Subset> = None;
         for (ci, c) in self.claim.constraints.iter().enumerate() {
@@ -710,7 +719,7 @@ impl<'a> Search<'a> {
 
     /// Per scalar `matchAttribute` covering (r, s): the candidate positions of each value,
     /// hazards included.
-    fn build_index(&self, r: usize, s: usize) -> Vec<(usize, HashMap<String, Subset>)> {
+    fn build_index(&self, r: usize, s: usize) -> Vec<(usize, HashMap<ValueKey<'a>, Subset>)> {
         let data = &self.alts[r][s];
         let has_subs = self.claim.requests[r].subrequests;
         let mut out = Vec::new();
@@ -718,7 +727,7 @@ impl<'a> Search<'a> {
             if c.kind != ConstraintKind::Match || !c.applies(r, s, has_subs) {
                 continue;
             }
-            let mut lists: HashMap<String, Vec<usize>> = HashMap::new();
+            let mut lists: HashMap<ValueKey<'a>, Vec<usize>> = HashMap::new();
             for (i, cand) in data.cands.iter().enumerate() {
                 let Cand::Dev(d) = cand else { continue };
                 let Some(v) = self.a.devices[*d].attributes.get_key(&c.attribute) else {
@@ -1008,11 +1017,7 @@ impl<'a> Search<'a> {
             let req = &claim.requests[r];
             let alt = &req.alts[s];
             let data = &self.alts[r][s];
-            let who = if req.subrequests {
-                format!("{}: ", alt.label)
-            } else {
-                String::new()
-            };
+            let who = who(req.subrequests, &alt.label);
             match alt.mode {
                 Mode::All if s > 0 && a.bugs.first_available_all_mode => Ok(Some(Vec::new())),
                 Mode::Exact(n) => {
@@ -1123,7 +1128,7 @@ impl<'a> Search<'a> {
             .filter(|c| c.kind == ConstraintKind::Match)
         {
             // Candidates per value, per (request, alternative) the constraint covers.
-            let mut counts: BTreeMap<String, BTreeMap<(usize, usize), usize>> = BTreeMap::new();
+            let mut counts: BTreeMap<ValueKey, BTreeMap<(usize, usize), usize>> = BTreeMap::new();
             let mut covered = false;
             for (r, per) in possible.iter().enumerate() {
                 let subs = claim.requests[r].subrequests;
@@ -1168,7 +1173,7 @@ impl<'a> Search<'a> {
                 })
             };
             // Together, the requests the constraint covers need that many devices of one value.
-            let together = |v: &BTreeMap<(usize, usize), usize>, key: &str| -> bool {
+            let together = |v: &BTreeMap<(usize, usize), usize>, key: &ValueKey| -> bool {
                 let mut needed = 0usize;
                 let mut devices = std::collections::BTreeSet::new();
                 for (r, per) in possible.iter().enumerate() {
@@ -1192,7 +1197,7 @@ impl<'a> Search<'a> {
                                     .attributes
                                     .get_key(&c.attribute)
                                     .and_then(value_key)
-                                    .is_some_and(|k| k == key)
+                                    .is_some_and(|k| k == *key)
                                 {
                                     devices.insert(d);
                                 }
@@ -1332,11 +1337,7 @@ impl<'a> Search<'a> {
             let mut reasons = Vec::new();
             for (s, alt) in req.alts.iter().enumerate() {
                 let data = &self.alts[r][s];
-                let who = if req.subrequests {
-                    format!("{}: ", alt.label)
-                } else {
-                    String::new()
-                };
+                let who = who(req.subrequests, &alt.label);
                 match alt.mode {
                     Mode::Exact(n) => {
                         let free = data.suffix.first().copied().unwrap_or(0);
@@ -1403,23 +1404,33 @@ impl<'a> Search<'a> {
     }
 }
 
+/// A scalar value as the scheduler compares it, as a map key: borrowed, so indexing and
+/// counting devices by value allocates nothing (versions compare by their text).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum ValueKey<'a> {
+    Bool(bool),
+    Int(i64),
+    Str(&'a str),
+    Ver(String),
+}
+
 /// [`value_key`] of a scalar.
-fn scalar_key(s: &Scalar<'_>) -> String {
-    match s {
-        Scalar::Bool(b) => format!("b{b}"),
-        Scalar::Int(i) => format!("i{i}"),
-        Scalar::Str(s) => format!("s{s}"),
-        Scalar::Ver(v) => format!("v{v}"),
+fn scalar_key<'a>(s: &Scalar<'a>) -> ValueKey<'a> {
+    match *s {
+        Scalar::Bool(b) => ValueKey::Bool(b),
+        Scalar::Int(i) => ValueKey::Int(i),
+        Scalar::Str(s) => ValueKey::Str(s),
+        Scalar::Ver(v) => ValueKey::Ver(v.to_string()),
     }
 }
 
-/// A scalar value as the scheduler compares it (versions by their text); `None` for lists.
-fn value_key(v: &AttributeValue) -> Option<String> {
+/// The key of a scalar value; `None` for lists.
+fn value_key(v: &AttributeValue) -> Option<ValueKey<'_>> {
     Some(match v {
-        AttributeValue::Bool(b) => format!("b{b}"),
-        AttributeValue::Int(i) => format!("i{i}"),
-        AttributeValue::String(s) => format!("s{s}"),
-        AttributeValue::Version(v) => format!("v{v}"),
+        AttributeValue::Bool(b) => ValueKey::Bool(*b),
+        AttributeValue::Int(i) => ValueKey::Int(*i),
+        AttributeValue::String(s) => ValueKey::Str(s),
+        AttributeValue::Version(v) => ValueKey::Ver(v.to_string()),
         AttributeValue::Ints(_) | AttributeValue::Strings(_) => return None,
     })
 }

@@ -499,7 +499,13 @@ pub struct Ours {
 }
 
 impl Ours {
+    /// Our allocator reproducing the 1.34 scheduler's bugs, as the oracle runs.
     pub fn new(case: &Case) -> Result<Ours, AllocError> {
+        Ours::with_bugs(case, SchedulerBugs::kubernetes_1_34())
+    }
+
+    /// Our allocator with the given scheduler bugs reproduced.
+    pub fn with_bugs(case: &Case, bugs: SchedulerBugs) -> Result<Ours, AllocError> {
         let slices: Vec<Value> = case.of_kind("ResourceSlice").cloned().collect();
         let classes: Vec<DeviceClass> = case
             .of_kind("DeviceClass")
@@ -508,7 +514,7 @@ impl Ours {
         let options = Options {
             node: Some(case.header.node()),
             features: case.header.features,
-            bugs: SchedulerBugs::kubernetes_1_34(),
+            bugs,
         };
         let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
         let mut held = Vec::new();

@@ -118,6 +118,13 @@ impl Ns {
                 "inet6_addr_gen_mode",
             ],
         );
+        // Carrier comes back asynchronously after a veth end moves between namespaces: like
+        // operstate, the NO-CARRIER flag is a transient a loaded machine catches, not state.
+        for l in links.as_array_mut().into_iter().flatten() {
+            if let Some(flags) = l.get_mut("flags").and_then(Value::as_array_mut) {
+                flags.retain(|f| f != "NO-CARRIER");
+            }
+        }
         let mut addrs = self.json(&["addr", "show"]);
         strip(&mut addrs, &["operstate", "link_netnsid", "stats"]);
         let parts = [
