@@ -141,7 +141,12 @@ impl Checker<'_> {
         decls::type_ident(name).map(|t| (t, Ref::TypeIdent(name.to_string())))
     }
 
+    /// Checks `e`; deep trees continue on a fresh stack segment (see `with_stack`).
     fn check(&mut self, e: &mut Expr) {
+        super::with_stack(|| self.check_node(e))
+    }
+
+    fn check_node(&mut self, e: &mut Expr) {
         match &mut e.kind {
             Kind::Lit(l) => {
                 let t = match l {

@@ -161,7 +161,13 @@ pub(crate) struct Eval<'e, 'a> {
     env: Env<'a>,
     refs: &'e [Ref],
     scopes: Vec<(&'e str, Value<'a>)>,
+    /// How deep `eval` is; the stack check runs every few levels, not on every node.
+    depth: u32,
 }
+
+/// Levels of `eval` between two stack checks. Well inside `STACK_RED_ZONE` even in debug builds,
+/// where one level takes a few KiB.
+const STACK_CHECK_EVERY: u32 = 8;
 
 fn lit<'a>(l: &Lit) -> Value<'a> {
     match l {
@@ -188,6 +194,7 @@ impl<'e, 'a> Eval<'e, 'a> {
             env: Env::new(dev),
             refs,
             scopes: Vec::new(),
+            depth: 0,
         }
     }
 
@@ -198,6 +205,17 @@ impl<'e, 'a> Eval<'e, 'a> {
     /// Evaluates `e`; the step budget bounds the work of any expression.
     pub(crate) fn eval(&mut self, e: &'e Expr) -> R<Value<'a>> {
         self.env.step()?;
+        self.depth += 1;
+        let r = if self.depth % STACK_CHECK_EVERY == 0 {
+            super::with_stack(|| self.eval_node(e))
+        } else {
+            self.eval_node(e)
+        };
+        self.depth -= 1;
+        r
+    }
+
+    fn eval_node(&mut self, e: &'e Expr) -> R<Value<'a>> {
         match &e.kind {
             Kind::Lit(l) => Ok(lit(l)),
             Kind::Ident(name) => match self.reference(e) {

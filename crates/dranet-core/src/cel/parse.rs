@@ -580,7 +580,7 @@ impl Parser {
             );
             return Err(());
         }
-        let r = self.ternary();
+        let r = super::with_stack(|| self.ternary());
         self.expr_depth -= 1;
         r
     }
