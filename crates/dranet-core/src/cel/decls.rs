@@ -501,7 +501,6 @@ funcs! {
     "quantity" => [g!("string_to_quantity", [D::Str], Q, f::quantity)];
     "isQuantity" => [g!("is_quantity_string", [D::Str], D::Bool, f::is_quantity)];
     "sign" => [g!("quantity_sign", [Q], D::Int, f::quantity_sign)];
-    "isZero" => [m!("quantity_is_zero", [Q], D::Bool, f::quantity_is_zero)];
     "isGreaterThan" => [
         m!("quantity_is_greater_than", [Q, Q], D::Bool, f::quantity_is_greater_than),
         m!("semver_is_greater_than", [SV, SV], D::Bool, f::semver_is_greater_than),
@@ -599,10 +598,10 @@ pub(crate) fn type_ident(name: &str) -> Option<Type> {
         "type" => Type::Type(None),
         "uint" => Type::Uint,
         "optional_type" => Type::optional(Type::Dyn),
-        t::QUANTITY | t::SEMVER | t::IP | t::CIDR | t::URL | t::FORMAT => {
+        // Not `kubernetes.Quantity` or `kubernetes.Semver`: the scheduler does not declare
+        // those names as identifiers.
+        t::IP | t::CIDR | t::URL | t::FORMAT => {
             Type::Object(match name {
-                t::QUANTITY => t::QUANTITY,
-                t::SEMVER => t::SEMVER,
                 t::IP => t::IP,
                 t::CIDR => t::CIDR,
                 t::URL => t::URL,

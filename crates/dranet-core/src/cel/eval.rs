@@ -79,8 +79,20 @@ impl<'a> Env<'a> {
         }
     }
 
+    /// `k in m`. Unlike `get` (and `has()`), a domain is in `device.attributes` or
+    /// `device.capacity` only when the device has something in it, as in the scheduler.
     pub(crate) fn contains(&self, m: &Value<'a>, k: &Value<'a>) -> bool {
-        self.get(m, k).is_some()
+        match m {
+            Value::Attributes | Value::Capacity => {
+                let cap = matches!(m, Value::Capacity);
+                k.as_str().is_some_and(|d| {
+                    self.domains(cap)
+                        .iter()
+                        .any(|x| x.as_str() == Some(d))
+                })
+            }
+            _ => self.get(m, k).is_some(),
+        }
     }
 
     pub(crate) fn keys(&self, m: &Value<'a>) -> Vec<Value<'a>> {
@@ -160,7 +172,10 @@ fn fits(d: &D, v: &Value<'_>) -> bool {
 pub(crate) struct Eval<'e, 'a> {
     env: Env<'a>,
     refs: &'e [Ref],
-    scopes: Vec<(&'e str, Value<'a>)>,
+    /// Variables in scope: comprehension variables and accumulators, `cel.bind` names. A value
+    /// may be an error: cel-go keeps an erring accumulator (`exists` goes on and a later `true`
+    /// absorbs the error) and binds lazily (an erring binding that is never read is no error).
+    scopes: Vec<(&'e str, R<Value<'a>>)>,
     /// How deep `eval` is; the stack check runs every few levels, not on every node.
     depth: u32,
 }
@@ -227,7 +242,7 @@ impl<'e, 'a> Eval<'e, 'a> {
                     .rev()
                     .find(|(n, _)| *n == name.as_str())
                     .map(|(_, v)| v.clone())
-                    .ok_or_else(|| Error::msg(format!("no such attribute: {name}"))),
+                    .unwrap_or_else(|| Err(Error::msg(format!("no such attribute: {name}")))),
             },
             Kind::Select {
                 operand,
@@ -316,7 +331,10 @@ impl<'e, 'a> Eval<'e, 'a> {
                         )));
                     }
                 };
-                let accu = self.eval(&c.accu_init)?;
+                let accu = self.eval(&c.accu_init);
+                if let Err(Error::Cancel(_)) = accu {
+                    return accu;
+                }
                 let base = self.scopes.len();
                 self.scopes.push((c.accu_var.as_str(), accu));
                 let list = matches!(range, Value::List(_));
@@ -339,12 +357,12 @@ impl<'e, 'a> Eval<'e, 'a> {
             self.scopes.truncate(base + 1);
             match &c.iter_var2 {
                 Some(v2) => {
-                    self.scopes.push((c.iter_var.as_str(), k));
-                    self.scopes.push((v2.as_str(), v));
+                    self.scopes.push((c.iter_var.as_str(), Ok(k)));
+                    self.scopes.push((v2.as_str(), Ok(v)));
                 }
                 None => {
                     let x = if list { v } else { k };
-                    self.scopes.push((c.iter_var.as_str(), x));
+                    self.scopes.push((c.iter_var.as_str(), Ok(x)));
                 }
             }
             let cond = self.eval(&c.cond);
@@ -354,7 +372,10 @@ impl<'e, 'a> Eval<'e, 'a> {
             if as_bool(&cond) == Some(false) {
                 break;
             }
-            let next = self.eval(&c.step)?;
+            let next = self.eval(&c.step);
+            if let Err(Error::Cancel(_)) = next {
+                return next;
+            }
             self.scopes[base].1 = next;
         }
         self.scopes.truncate(base + 1);
@@ -367,7 +388,10 @@ impl<'e, 'a> Eval<'e, 'a> {
                 field,
                 "driver" | "attributes" | "capacity" | "allowMultipleAllocations"
             )),
-            m if m.is_map() => Ok(self.env.contains(m, &Value::string(field.to_string()))),
+            m if m.is_map() => Ok(self
+                .env
+                .get(m, &Value::string(field.to_string()))
+                .is_some()),
             other => Err(Error::msg(format!(
                 "invalid type for field selection: {}",
                 other.type_name()
@@ -471,6 +495,11 @@ impl<'e, 'a> Eval<'e, 'a> {
         }
         for a in args {
             vals.push(self.eval(a)?);
+        }
+        // Indexing takes any numeric key at run time (`[1, 2][dyn(1u)]`), as cel-go's attribute
+        // qualifiers do, whatever overload the checker picked.
+        if func == "_[_]" && vals.len() == 2 && !matches!(vals[0], Value::Optional(_)) {
+            return super::funcs::index(&self.env, &mut vals);
         }
         let Ref::Func(f, matched) = self.reference(e) else {
             return Err(Error::msg(format!("no such function: {func}")));

@@ -166,7 +166,9 @@ pub(crate) fn eq<'a>(env: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     equal(&a[0], &a[1], env).map(Value::Bool)
 }
 pub(crate) fn ne<'a>(env: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    equal(&a[0], &a[1], env).map(|b| Value::Bool(!b))
+    // cel-go: `a != b` is true unless `a == b` is exactly true, so a type whose equality errs
+    // on a different kind (a version compared with a string) is simply unequal here.
+    Ok(Value::Bool(!matches!(equal(&a[0], &a[1], env), Ok(true))))
 }
 
 // ---- aggregates ----
@@ -1415,10 +1417,6 @@ pub(crate) fn is_quantity<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> 
 
 pub(crate) fn quantity_sign<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     Ok(Value::Int(quantity_arg(&a[0])?.sign()))
-}
-
-pub(crate) fn quantity_is_zero<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    Ok(Value::Bool(quantity_arg(&a[0])?.sign() == 0))
 }
 
 fn quantity_cmp(a: &[Value<'_>]) -> R<Ordering> {

@@ -684,8 +684,10 @@ impl Parser {
         }
     }
 
-    fn is_number(t: &Tok) -> bool {
-        matches!(t, Tok::Int(_) | Tok::Uint(_) | Tok::Float(_))
+    /// A token a leading `-` belongs to as the sign (cel-go's grammar signs ints and doubles,
+    /// not uints).
+    fn is_signed_number(t: &Tok) -> bool {
+        matches!(t, Tok::Int(_) | Tok::Float(_))
     }
 
     fn unary(&mut self) -> P {
@@ -707,8 +709,9 @@ impl Parser {
             while matches!(self.peek_at(n), Tok::Op("-")) {
                 n += 1;
             }
-            // A single minus before a number is the number's sign (`-9223372036854775808`).
-            if n == 1 && Self::is_number(self.peek_at(1)) {
+            // A single minus before an int or double is the number's sign
+            // (`-9223372036854775808`); `-1u` is negation, which uint does not have.
+            if n == 1 && Self::is_signed_number(self.peek_at(1)) {
                 return self.member();
             }
             self.pos += n;
@@ -884,7 +887,7 @@ impl Parser {
     fn primary(&mut self) -> P {
         let at = self.at();
         match self.peek().clone() {
-            Tok::Op("-") if Self::is_number(self.peek_at(1)) => {
+            Tok::Op("-") if Self::is_signed_number(self.peek_at(1)) => {
                 self.pos += 1;
                 self.literal(Some(at))
             }
@@ -1137,7 +1140,7 @@ impl Parser {
     ) -> Result<Expr, ()> {
         let n = args.len();
         match (name, n) {
-            ("all" | "exists" | "exists_one" | "existsOne", 2) => {
+            ("all" | "exists" | "exists_one", 2) => {
                 let v = self.iter_var(&args[0])?;
                 let body = args.pop().ok_or(())?;
                 let kind = if name == "all" {
@@ -1149,7 +1152,7 @@ impl Parser {
                 };
                 Ok(self.quantifier(at, kind, target, v, None, body))
             }
-            ("all" | "exists" | "exists_one" | "existsOne", 3) => {
+            ("all" | "exists" | "exists_one", 3) => {
                 let (v1, v2) = self.iter_vars(&args[0], &args[1])?;
                 let body = args.pop().ok_or(())?;
                 let kind = if name == "all" {

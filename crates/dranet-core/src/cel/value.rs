@@ -312,6 +312,7 @@ pub(crate) fn equal<'a>(a: &Value<'a>, b: &Value<'a>, maps: &dyn MapView<'a>) ->
         (V::Ip(x), V::Ip(y)) => x == y,
         (V::Cidr(x, p), V::Cidr(y, q)) => x == y && p == q,
         (V::Url(x), V::Url(y)) => x == y,
+        (V::Device, V::Device) => true,
         (V::Quantity(_) | V::Semver(_) | V::Ip(_) | V::Cidr(..) | V::Url(_), _) => {
             return Err(Error::no_such_overload());
         }

@@ -464,3 +464,47 @@ fn corpus_agrees_with_the_scheduler() {
         failures.join("\n")
     );
 }
+
+/// A tool for whoever extends the engine: asks the scheduler's allocator (live) and our engine
+/// about the selectors in the file `DRANET_CEL_PROBE` (one per line) and prints both answers.
+#[test]
+#[ignore = "a probe for development; needs DRANET_CEL_PROBE and the kit"]
+fn probe() {
+    let Some(file) = std::env::var_os("DRANET_CEL_PROBE") else {
+        eprintln!("SKIP: set DRANET_CEL_PROBE to a file of selectors, one per line");
+        return;
+    };
+    let Some(kit) = kit_script() else {
+        eprintln!("SKIP: the Kubernetes kit (../shared/k8s/kit.sh) is not there");
+        return;
+    };
+    let text = std::fs::read_to_string(&file).expect("read the probe file");
+    let cases: Vec<generate::Case> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| generate::Case {
+            family: "probe",
+            function: String::new(),
+            selector: l.to_string(),
+        })
+        .collect();
+    let theirs = allocbench(&kit, &cases);
+    let attrs = device_attributes();
+    let view = DeviceView {
+        driver: DRIVER,
+        attributes: &attrs,
+        allow_multiple_allocations: false,
+    };
+    for (c, t) in cases.iter().zip(&theirs) {
+        let o = ours(&c.selector, &view);
+        let mark = if o.outcome == t.outcome { "  " } else { "!!" };
+        println!(
+            "{mark} {}\n     scheduler: {} {}\n     ours:      {} {}",
+            c.selector,
+            t.outcome.name(),
+            short(&t.message),
+            o.outcome.name(),
+            short(&o.message)
+        );
+    }
+}
