@@ -45,6 +45,7 @@ mod funcs;
 mod parse;
 mod types;
 mod url;
+mod validate;
 mod value;
 
 pub use eval::MAX_EVAL_STEPS;
@@ -336,6 +337,17 @@ impl Program {
         if !matches!(root, types::Type::Bool) && !root.is_dyn() {
             return Err(CelError::NotBool(root.to_string()));
         }
+        let issues = validate::validate(
+            &parsed.expr,
+            &checked.types,
+            &checked.refs,
+            &parsed.positions,
+        );
+        if !issues.is_empty() {
+            return Err(compile_error(issues, source));
+        }
+        validate::instantiate(&parsed.expr, &checked.refs, &parsed.positions)
+            .map_err(|i| compile_error(vec![i], source))?;
         Ok(Program {
             source: source.to_string(),
             expr: parsed.expr,

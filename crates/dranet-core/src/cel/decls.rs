@@ -600,14 +600,12 @@ pub(crate) fn type_ident(name: &str) -> Option<Type> {
         "optional_type" => Type::optional(Type::Dyn),
         // Not `kubernetes.Quantity` or `kubernetes.Semver`: the scheduler does not declare
         // those names as identifiers.
-        t::IP | t::CIDR | t::URL | t::FORMAT => {
-            Type::Object(match name {
-                t::IP => t::IP,
-                t::CIDR => t::CIDR,
-                t::URL => t::URL,
-                _ => t::FORMAT,
-            })
-        }
+        t::IP | t::CIDR | t::URL | t::FORMAT => Type::Object(match name {
+            t::IP => t::IP,
+            t::CIDR => t::CIDR,
+            t::URL => t::URL,
+            _ => t::FORMAT,
+        }),
         _ => return None,
     };
     Some(Type::type_of(t))

@@ -85,11 +85,8 @@ impl<'a> Env<'a> {
         match m {
             Value::Attributes | Value::Capacity => {
                 let cap = matches!(m, Value::Capacity);
-                k.as_str().is_some_and(|d| {
-                    self.domains(cap)
-                        .iter()
-                        .any(|x| x.as_str() == Some(d))
-                })
+                k.as_str()
+                    .is_some_and(|d| self.domains(cap).iter().any(|x| x.as_str() == Some(d)))
             }
             _ => self.get(m, k).is_some(),
         }
@@ -278,15 +275,6 @@ impl<'e, 'a> Eval<'e, 'a> {
                 for en in entries {
                     let k = self.eval(&en.key)?;
                     let v = self.eval(&en.value)?;
-                    if !matches!(
-                        k,
-                        Value::Str(_) | Value::Int(_) | Value::Uint(_) | Value::Bool(_)
-                    ) {
-                        return Err(Error::msg(format!(
-                            "unsupported key type: {}",
-                            k.type_name()
-                        )));
-                    }
                     let v = if en.optional {
                         match v {
                             Value::Optional(Some(v)) => (*v).clone(),
@@ -296,12 +284,8 @@ impl<'e, 'a> Eval<'e, 'a> {
                     } else {
                         v
                     };
-                    if m.find(&k).is_some() {
-                        return Err(Error::msg(format!(
-                            "insert failed: key {} already exists",
-                            super::funcs::key_text(&k)
-                        )));
-                    }
+                    // As the scheduler's planner builds a map literal: any key type, and a
+                    // repeated key (of the same type) keeps its last value.
                     m.insert(k, v);
                 }
                 Ok(Value::Map(Rc::new(m)))
@@ -388,10 +372,7 @@ impl<'e, 'a> Eval<'e, 'a> {
                 field,
                 "driver" | "attributes" | "capacity" | "allowMultipleAllocations"
             )),
-            m if m.is_map() => Ok(self
-                .env
-                .get(m, &Value::string(field.to_string()))
-                .is_some()),
+            m if m.is_map() => Ok(self.env.get(m, &Value::string(field.to_string())).is_some()),
             other => Err(Error::msg(format!(
                 "invalid type for field selection: {}",
                 other.type_name()

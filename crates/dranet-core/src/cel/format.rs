@@ -327,24 +327,30 @@ fn go_e(d: f64, prec: usize) -> String {
     }
 }
 
-/// `string.format(list)` as cel-go's strings extension (version 2) formats.
-pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Result<String, String> {
-    let mut out = String::new();
-    let mut next = 0usize;
+/// A parsed format string: literal text and clauses (verb and precision).
+pub(crate) enum Piece {
+    Text(String),
+    Clause(char, Option<usize>),
+}
+
+/// Parses a format string as cel-go's strings extension does, with its error messages.
+pub(crate) fn parse_format(f: &str) -> Result<Vec<Piece>, String> {
+    let mut out = Vec::new();
+    let mut text = String::new();
     let chars: Vec<char> = f.chars().collect();
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
         i += 1;
         if c != '%' {
-            out.push(c);
+            text.push(c);
             continue;
         }
         if i >= chars.len() {
             return Err("error during formatting: unexpected end of string".into());
         }
         if chars[i] == '%' {
-            out.push('%');
+            text.push('%');
             i += 1;
             continue;
         }
@@ -368,6 +374,34 @@ pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Resul
         }
         let verb = chars[i];
         i += 1;
+        if !matches!(verb, 's' | 'd' | 'f' | 'e' | 'b' | 'x' | 'X' | 'o') {
+            return Err(format!(
+                "error during formatting: could not parse formatting clause: unrecognized formatting clause \"{verb}\""
+            ));
+        }
+        if !text.is_empty() {
+            out.push(Piece::Text(std::mem::take(&mut text)));
+        }
+        out.push(Piece::Clause(verb, precision));
+    }
+    if !text.is_empty() {
+        out.push(Piece::Text(text));
+    }
+    Ok(out)
+}
+
+/// `string.format(list)` as cel-go's strings extension (version 2) formats.
+pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Result<String, String> {
+    let mut out = String::new();
+    let mut next = 0usize;
+    for piece in parse_format(f)? {
+        let (verb, precision) = match piece {
+            Piece::Text(t) => {
+                out.push_str(&t);
+                continue;
+            }
+            Piece::Clause(v, p) => (v, p),
+        };
         let Some(arg) = args.get(next) else {
             return Err(format!(
                 "error during formatting: index {next} out of range"

@@ -1152,7 +1152,7 @@ impl Parser {
                 };
                 Ok(self.quantifier(at, kind, target, v, None, body))
             }
-            ("all" | "exists" | "exists_one", 3) => {
+            ("all" | "exists" | "exists_one" | "existsOne", 3) => {
                 let (v1, v2) = self.iter_vars(&args[0], &args[1])?;
                 let body = args.pop().ok_or(())?;
                 let kind = if name == "all" {
