@@ -42,7 +42,13 @@ impl<'a> Env<'a> {
     }
 
     fn step(&self) -> R<()> {
-        let n = self.steps.get() + 1;
+        self.charge(1)
+    }
+
+    /// Adds `n` to the cost of this evaluation; over the budget the evaluation is cancelled, as
+    /// the scheduler cancels one over its runtime cost limit.
+    pub(crate) fn charge(&self, n: u64) -> R<()> {
+        let n = self.steps.get().saturating_add(n);
         self.steps.set(n);
         if n > MAX_EVAL_STEPS {
             return Err(Error::Cancel(format!(
@@ -216,6 +222,11 @@ impl<'e, 'a> Eval<'e, 'a> {
 
     /// Evaluates `e`; the step budget bounds the work of any expression.
     pub(crate) fn eval(&mut self, e: &'e Expr) -> R<Value<'a>> {
+        // A literal costs nothing, as a constant in cel-go's cost tracking (a list literal of
+        // constants is built once there, so its elements must not add up here either).
+        if let Kind::Lit(l) = &e.kind {
+            return Ok(lit(l));
+        }
         self.env.step()?;
         self.depth += 1;
         let r = if self.depth % STACK_CHECK_EVERY == 0 {

@@ -185,9 +185,44 @@ impl<'de> serde::Deserialize<'de> for Semver {
 }
 
 /// A Kubernetes resource quantity (`100m`, `1.5Gi`, `2e3`), exact to the nano unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Equality, order and hashing are by value. The quantity also remembers whether Kubernetes
+/// would hold it as a scaled 64-bit integer or as an arbitrary-precision decimal, because
+/// `asInteger()` and `isInteger()` answer from that representation, not from the value:
+/// `quantity("1.5Gi").asInteger()` is an error in the scheduler although 1.5Gi is a whole number.
+#[derive(Debug, Clone, Copy)]
 pub struct Quantity {
     nanos: i128,
+    /// `Some(scale)` when Kubernetes holds the quantity as an int64 times 10^scale, `None` when
+    /// it holds an arbitrary-precision decimal.
+    int64_scale: Option<i32>,
+}
+
+impl PartialEq for Quantity {
+    fn eq(&self, o: &Self) -> bool {
+        self.nanos == o.nanos
+    }
+}
+impl Eq for Quantity {}
+impl PartialOrd for Quantity {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Quantity {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.nanos.cmp(&o.nanos)
+    }
+}
+impl std::hash::Hash for Quantity {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.nanos.hash(h)
+    }
+}
+
+/// `10^e` for `e` in 0..=38.
+fn pow10(e: u32) -> Option<i128> {
+    10i128.checked_pow(e)
 }
 
 const NANO: i128 = 1_000_000_000;
@@ -291,38 +326,95 @@ impl Quantity {
         if binary && v > i128::from(i64::MAX) * NANO {
             v = i128::from(i64::MAX) * NANO;
         }
+        // resource.ParseQuantity's fast path: an int64 with a decimal scale when the digits
+        // surely fit (18 for decimal forms; for binary suffixes only whole numbers, with the
+        // suffix's digits counted as exponent*3/10), else a decimal.
+        let digits_len = (num.len() + frac.len()) as i32;
+        let int64_scale = if binary {
+            let exp2 = mult.trailing_zeros() as i32;
+            let precision = 15 - num.len() as i32 - exp2 * 3 / 10 - 1;
+            (frac.is_empty() && precision >= 0 && i64::try_from(mantissa * mult).is_ok())
+                .then_some(0)
+        } else {
+            let scale = exp10 - frac.len() as i32;
+            (18 - digits_len >= 0 && scale >= -9).then_some(scale)
+        };
         Ok(Quantity {
             nanos: if neg { -v } else { v },
+            int64_scale,
         })
+    }
+
+    /// The int64 Kubernetes would hold at `scale`, if the value is exactly that.
+    fn unscaled(self, scale: i32) -> Option<i64> {
+        let shift = scale + 9;
+        let v = if shift >= 0 {
+            let d = pow10(shift as u32)?;
+            if self.nanos % d != 0 {
+                return None;
+            }
+            self.nanos / d
+        } else {
+            self.nanos.checked_mul(pow10((-shift) as u32)?)?
+        };
+        i64::try_from(v).ok()
+    }
+
+    /// The representation of `self ± o`, as Kubernetes' int64 addition keeps it: the smaller
+    /// scale when both values fit there, else a decimal.
+    fn sum_scale(self, o: Quantity, nanos: i128) -> Option<i32> {
+        let (a, b) = (self.int64_scale?, o.int64_scale?);
+        if o.nanos == 0 {
+            return Some(a);
+        }
+        if self.nanos == 0 {
+            return Some(b);
+        }
+        let s = a.min(b);
+        let ok = self.unscaled(s).is_some()
+            && o.unscaled(s).is_some()
+            && Quantity {
+                nanos,
+                int64_scale: None,
+            }
+            .unscaled(s)
+            .is_some();
+        ok.then_some(s)
     }
 
     /// A whole number of units.
     pub fn from_int(v: i64) -> Quantity {
         Quantity {
             nanos: i128::from(v) * NANO,
+            int64_scale: Some(0),
         }
     }
 
     /// Sum, `None` on overflow.
     pub fn checked_add(self, o: Quantity) -> Option<Quantity> {
-        self.nanos
-            .checked_add(o.nanos)
-            .map(|nanos| Quantity { nanos })
+        self.nanos.checked_add(o.nanos).map(|nanos| Quantity {
+            nanos,
+            int64_scale: self.sum_scale(o, nanos),
+        })
     }
 
     /// Difference, `None` on overflow.
     pub fn checked_sub(self, o: Quantity) -> Option<Quantity> {
-        self.nanos
-            .checked_sub(o.nanos)
-            .map(|nanos| Quantity { nanos })
+        self.nanos.checked_sub(o.nanos).map(|nanos| Quantity {
+            nanos,
+            int64_scale: self.sum_scale(o, nanos),
+        })
     }
 
-    /// The value as an integer, when it is one and fits in i64.
+    /// The value as an i64, as Kubernetes' `Quantity.AsInt64` gives it: only for a quantity held
+    /// as an int64 with a scale of zero or more whose value fits (`1k`, `100Gi`, `1e3`); `None`
+    /// for fractions and for quantities held as decimals (`1.0`, `1.5Gi`, `1Ei`,
+    /// `9223372036854775807`), whatever their value.
     pub fn as_integer(self) -> Option<i64> {
-        if self.nanos % NANO != 0 {
-            return None;
+        match self.int64_scale? {
+            s if s < 0 => None,
+            _ => self.unscaled(0),
         }
-        i64::try_from(self.nanos / NANO).ok()
     }
 
     /// The value as a float, possibly rounded.

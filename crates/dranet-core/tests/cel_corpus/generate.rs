@@ -895,6 +895,33 @@ fn standard(o: &mut Out) {
 
 fn kubernetes(o: &mut Out) {
     let f = "kubernetes";
+    // asInteger()/isInteger() answer from how Kubernetes holds the quantity (a scaled int64 or a
+    // decimal), not from its value.
+    o.all(
+        f,
+        "quantity representation",
+        &[
+            r#"quantity("1.0").asInteger() == 1"#,
+            r#"quantity("1Mi").add(quantity("1.5Gi")).asInteger() > 0"#,
+            r#"quantity("1.5Gi").isInteger()"#,
+            r#"quantity("9223372036854775807").isInteger()"#,
+            r#"quantity("1.5Gi").sub(quantity("0.5Gi")).asInteger() == 1073741824"#,
+            r#"quantity("1Ei").asInteger() > 0"#,
+            r#"quantity("500m").add(quantity("500m")).asInteger() == 1"#,
+            r#"quantity("1k").add(1).asInteger() == 1001"#,
+            r#"quantity("0").asInteger() == 0"#,
+            r#"quantity("0m").asInteger() == 0"#,
+            r#"quantity("0.0").asInteger() == 0"#,
+            r#"quantity("1k").add(quantity("-1k")).asInteger() == 0"#,
+            r#"quantity("1500m").add(quantity("500m")).isInteger()"#,
+            r#"quantity("1Ti").asInteger() > 0"#,
+            r#"quantity("1000Ti").asInteger() > 0"#,
+            r#"quantity("1Pi").asInteger() > 0"#,
+            r#"quantity("9E").asInteger() > 0"#,
+            r#"quantity("10E").asInteger() > 0"#,
+            r#"quantity("123456789012345678").asInteger() > 0"#,
+        ],
+    );
     let quantity = [
         "quantity(\"1Gi\").isGreaterThan(quantity(\"1G\"))",
         "quantity(\"1Gi\").isLessThan(quantity(\"1G\"))",
@@ -1401,6 +1428,15 @@ fn extensions(o: &mut Out) {
 
 fn limits(o: &mut Out) {
     let f = "limits";
+    o.all(
+        f,
+        "cost of lists.range",
+        &[
+            "lists.range(900000).size() > 0",
+            "lists.range(999900).size() > 0",
+            "lists.range(999990).size() > 0",
+        ],
+    );
     let nest = |n: usize, open: &str, inner: &str, close: &str| {
         format!("{}{}{}", open.repeat(n), inner, close.repeat(n))
     };
