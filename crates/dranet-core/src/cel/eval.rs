@@ -229,7 +229,7 @@ impl<'e, 'a> Eval<'e, 'a> {
         }
         self.env.step()?;
         self.depth += 1;
-        let r = if self.depth % STACK_CHECK_EVERY == 0 {
+        let r = if self.depth.is_multiple_of(STACK_CHECK_EVERY) {
             super::with_stack(|| self.eval_node(e))
         } else {
             self.eval_node(e)

@@ -247,7 +247,7 @@ fn format_string(env: &Env<'_>, v: &Value<'_>) -> Result<String, String> {
         Value::Str(s) => s.to_string(),
         Value::Bytes(b) => String::from_utf8(b.to_vec())
             .map_err(|_| "invalid UTF-8 in bytes, cannot convert to string".to_string())?,
-        Value::Timestamp(s, n) => timestamp_string(*s, *n),
+        Value::Timestamp(s, n, o) => timestamp_string(*s, *n, *o),
         Value::Duration(d) => duration_string(*d),
         Value::Type(t) => t.to_string(),
         Value::Null => "null".into(),
@@ -265,9 +265,9 @@ fn clause_for(env: &Env<'_>, v: &Value<'_>) -> Result<String, String> {
     match v {
         Value::Int(_) | Value::Uint(_) => format_decimal(v),
         Value::Double(d) => Ok(format!("{d:.6}")),
-        Value::Timestamp(s, n) => Ok(format!(
+        Value::Timestamp(s, n, o) => Ok(format!(
             "timestamp({})",
-            quote_go(&timestamp_string(*s, *n))
+            quote_go(&timestamp_string(*s, *n, *o))
         )),
         Value::Duration(d) => Ok(format!("duration({})", quote_go(&duration_string(*d)))),
         Value::Type(t) => Ok(format!("type({t})")),
@@ -313,18 +313,30 @@ fn as_float(v: &Value<'_>, clause: &str) -> Result<f64, String> {
     }
 }
 
-fn go_e(d: f64, prec: usize) -> String {
-    let s = format!("{d:.prec$e}");
-    match s.split_once('e') {
-        Some((m, e)) => {
-            let (sign, digits) = match e.strip_prefix('-') {
-                Some(x) => ('-', x),
-                None => ('+', e),
-            };
-            format!("{m}e{sign}{digits:0>2}")
-        }
-        None => s,
+/// `%e` as the scheduler prints it: the strings extension formats through a localised number
+/// printer, which writes the exponent as a power of ten in superscript (`1.234500×10⁰³`) and
+/// ignores the precision (always six decimals). Measured against the 1.34 scheduler.
+fn scientific(d: f64) -> String {
+    if !d.is_finite() {
+        return format_double(d);
     }
+    let s = format!("{d:.6e}");
+    let Some((mantissa, exp)) = s.split_once('e') else {
+        return s;
+    };
+    let (neg, digits) = match exp.strip_prefix('-') {
+        Some(x) => (true, x),
+        None => (false, exp),
+    };
+    const SUP: [char; 10] = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
+    let mut out = format!("{mantissa}×10");
+    if neg {
+        out.push('⁻');
+    }
+    for c in format!("{digits:0>2}").chars() {
+        out.push(c.to_digit(10).map_or(c, |d| SUP[d as usize]));
+    }
+    out
 }
 
 /// A parsed format string: literal text and clauses (verb and precision).
@@ -416,7 +428,7 @@ pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Resul
                 precision.unwrap_or(6),
                 as_float(arg, "fixed-point")?
             ),
-            'e' => go_e(as_float(arg, "scientific")?, precision.unwrap_or(6)),
+            'e' => scientific(as_float(arg, "scientific")?),
             'b' => match arg {
                 Value::Int(v) => format!("{v:b}"),
                 Value::Uint(v) => format!("{v:b}"),

@@ -61,8 +61,8 @@ pub(crate) fn add<'a>(env: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
             x.checked_add(y)
                 .ok_or_else(|| Error::msg("integer overflow"))?,
         ),
-        (Value::Timestamp(s, n), Value::Duration(d))
-        | (Value::Duration(d), Value::Timestamp(s, n)) => ts_add(s, n, i128::from(d))?,
+        (Value::Timestamp(s, n, o), Value::Duration(d))
+        | (Value::Duration(d), Value::Timestamp(s, n, o)) => ts_add(s, n, o, i128::from(d))?,
         _ => return nso(),
     })
 }
@@ -80,8 +80,8 @@ pub(crate) fn sub<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
             x.checked_sub(y)
                 .ok_or_else(|| Error::msg("integer overflow"))?,
         ),
-        (Value::Timestamp(s, n), Value::Duration(d)) => ts_add(s, n, -i128::from(d))?,
-        (Value::Timestamp(s1, n1), Value::Timestamp(s2, n2)) => {
+        (Value::Timestamp(s, n, o), Value::Duration(d)) => ts_add(s, n, o, -i128::from(d))?,
+        (Value::Timestamp(s1, n1, _), Value::Timestamp(s2, n2, _)) => {
             let d =
                 (i128::from(s1) - i128::from(s2)) * 1_000_000_000 + i128::from(n1) - i128::from(n2);
             Value::Duration(i64::try_from(d).map_err(|_| Error::msg("integer overflow"))?)
@@ -280,7 +280,7 @@ pub(crate) fn to_int<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
             None => return conversion_error("string", "int"),
         },
         Value::Duration(d) => *d,
-        Value::Timestamp(s, _) => *s,
+        Value::Timestamp(s, ..) => *s,
         _ => return nso(),
     }))
 }
@@ -393,7 +393,7 @@ pub(crate) fn to_string<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
             }
         },
         Value::Duration(d) => Value::string(duration_string(d)),
-        Value::Timestamp(s, n) => Value::string(timestamp_string(s, n)),
+        Value::Timestamp(s, n, o) => Value::string(timestamp_string(s, n, o)),
         Value::Ip(ip) => Value::string(ip.to_string()),
         Value::Cidr(ip, p) => Value::string(format!("{ip}/{p}")),
         _ => return nso(),
@@ -715,7 +715,7 @@ pub(crate) fn quote<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
 const MIN_UNIX: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
 const MAX_UNIX: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
 
-fn ts_add<'a>(s: i64, n: u32, d_nanos: i128) -> R<Value<'a>> {
+fn ts_add<'a>(s: i64, n: u32, offset: i32, d_nanos: i128) -> R<Value<'a>> {
     let total = i128::from(s) * 1_000_000_000 + i128::from(n) + d_nanos;
     let secs = total.div_euclid(1_000_000_000);
     let nanos = total.rem_euclid(1_000_000_000) as u32;
@@ -723,7 +723,7 @@ fn ts_add<'a>(s: i64, n: u32, d_nanos: i128) -> R<Value<'a>> {
     if !(MIN_UNIX..=MAX_UNIX).contains(&secs) {
         return Err(Error::msg("timestamp overflow"));
     }
-    Ok(Value::Timestamp(secs, nanos))
+    Ok(Value::Timestamp(secs, nanos, offset))
 }
 
 /// Days since the epoch to (year, month 1-12, day 1-31).
@@ -750,9 +750,11 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-pub(crate) fn timestamp_string(s: i64, n: u32) -> String {
-    let (y, mo, d) = civil(s.div_euclid(86_400));
-    let sod = s.rem_euclid(86_400);
+/// RFC 3339 with nanoseconds as Go prints a time: in the offset it was written with, `Z` for UTC.
+pub(crate) fn timestamp_string(s: i64, n: u32, offset: i32) -> String {
+    let local = s + i64::from(offset);
+    let (y, mo, d) = civil(local.div_euclid(86_400));
+    let sod = local.rem_euclid(86_400);
     let mut out = format!(
         "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}",
         sod / 3600,
@@ -764,12 +766,19 @@ pub(crate) fn timestamp_string(s: i64, n: u32) -> String {
         out.push('.');
         out.push_str(frac.trim_end_matches('0'));
     }
-    out.push('Z');
+    if offset == 0 {
+        out.push('Z');
+    } else {
+        let sign = if offset < 0 { '-' } else { '+' };
+        let a = offset.unsigned_abs();
+        out.push_str(&format!("{sign}{:02}:{:02}", a / 3600, a % 3600 / 60));
+    }
     out
 }
 
-/// RFC 3339 as Go's `time.Parse(time.RFC3339, s)` accepts it.
-pub(crate) fn parse_timestamp(s: &str) -> Option<(i64, u32)> {
+/// RFC 3339 as Go's `time.Parse(time.RFC3339, s)` accepts it: seconds and nanoseconds since
+/// the epoch, and the offset east of UTC it was written with.
+pub(crate) fn parse_timestamp(s: &str) -> Option<(i64, u32, i32)> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let t = s.get(r)?;
@@ -844,13 +853,17 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<(i64, u32)> {
         return None;
     }
     let days = days_from_civil(y, mo as u32, d as u32);
-    Some((days * 86_400 + h * 3600 + mi * 60 + se - offset, nanos))
+    Some((
+        days * 86_400 + h * 3600 + mi * 60 + se - offset,
+        nanos,
+        i32::try_from(offset).ok()?,
+    ))
 }
 
 pub(crate) fn to_timestamp<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    let (s, n) = match &a[0] {
-        Value::Timestamp(s, n) => (*s, *n),
-        Value::Int(i) => (*i, 0),
+    let (s, n, o) = match &a[0] {
+        Value::Timestamp(s, n, o) => (*s, *n, *o),
+        Value::Int(i) => (*i, 0, 0),
         Value::Str(t) => match parse_timestamp(t) {
             Some(v) => v,
             None => return conversion_error("string", "google.protobuf.Timestamp"),
@@ -860,7 +873,7 @@ pub(crate) fn to_timestamp<'a>(_: &Env<'a>, a: &mut [Value<'a>]) -> R<Value<'a>>
     if !(MIN_UNIX..=MAX_UNIX).contains(&s) {
         return Err(Error::msg("timestamp overflow"));
     }
-    Ok(Value::Timestamp(s, n))
+    Ok(Value::Timestamp(s, n, o))
 }
 
 /// Go's `time.ParseDuration`.
@@ -978,7 +991,7 @@ fn zone_offset(tz: &str) -> R<i64> {
 
 fn time_part<'a>(a: &[Value<'a>], which: u8) -> R<Value<'a>> {
     let (s, n) = match &a[0] {
-        Value::Timestamp(s, n) => (*s, *n),
+        Value::Timestamp(s, n, _) => (*s, *n),
         Value::Duration(d) => {
             return Ok(Value::Int(match which {
                 4 => d / 3_600_000_000_000,
@@ -1299,7 +1312,7 @@ fn is_zero(env: &Env<'_>, v: &Value<'_>) -> bool {
         Value::List(l) => l.is_empty(),
         m if m.is_map() => env.size(m) == 0,
         Value::Duration(d) => *d == 0,
-        Value::Timestamp(s, n) => *s == 0 && *n == 0,
+        Value::Timestamp(s, n, _) => *s == 0 && *n == 0,
         Value::Optional(o) => o.is_none(),
         _ => false,
     }

@@ -170,7 +170,10 @@ pub(crate) enum Value<'a> {
     /// Nanoseconds, as Go's `time.Duration`.
     Duration(i64),
     /// Seconds and nanoseconds since the Unix epoch, UTC.
-    Timestamp(i64, u32),
+    /// The third field is the offset east of UTC in seconds the timestamp was written with:
+    /// `string()` prints it (`+01:00`) as Go's time keeps its location; it takes no part in
+    /// comparisons or arithmetic results' value.
+    Timestamp(i64, u32, i32),
     /// A type value (`int`, `list`, `kubernetes.Quantity`).
     Type(Rc<str>),
     Optional(Option<Rc<Value<'a>>>),
@@ -270,7 +273,7 @@ pub(crate) fn equal<'a>(a: &Value<'a>, b: &Value<'a>, maps: &dyn MapView<'a>) ->
         (V::Str(x), V::Str(y)) => **x == **y,
         (V::Bytes(x), V::Bytes(y)) => x == y,
         (V::Duration(x), V::Duration(y)) => x == y,
-        (V::Timestamp(s1, n1), V::Timestamp(s2, n2)) => s1 == s2 && n1 == n2,
+        (V::Timestamp(s1, n1, _), V::Timestamp(s2, n2, _)) => s1 == s2 && n1 == n2,
         (V::Type(x), V::Type(y)) => x == y,
         (V::Optional(x), V::Optional(y)) => match (x, y) {
             (None, None) => true,
@@ -372,7 +375,7 @@ pub(crate) fn compare(a: &Value<'_>, b: &Value<'_>) -> R<Ordering> {
         (V::Str(x), V::Str(y)) => Ok((**x).cmp(&**y)),
         (V::Bytes(x), V::Bytes(y)) => Ok(x.cmp(y)),
         (V::Duration(x), V::Duration(y)) => Ok(x.cmp(y)),
-        (V::Timestamp(s1, n1), V::Timestamp(s2, n2)) => Ok((s1, n1).cmp(&(s2, n2))),
+        (V::Timestamp(s1, n1, _), V::Timestamp(s2, n2, _)) => Ok((s1, n1).cmp(&(s2, n2))),
         _ => Err(Error::no_such_overload()),
     }
 }

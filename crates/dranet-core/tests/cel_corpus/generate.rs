@@ -895,6 +895,30 @@ fn standard(o: &mut Out) {
 
 fn kubernetes(o: &mut Out) {
     let f = "kubernetes";
+    // Found by probing the scheduler: timestamps print in the offset they were written with,
+    // and `%e` prints a superscript power of ten and ignores the precision.
+    o.all(
+        "standard",
+        "timestamps and durations",
+        &[
+            r#"string(timestamp("2024-01-01T00:00:00.5+01:00")) == "2024-01-01T00:00:00.5+01:00""#,
+            r#"string(timestamp("2024-01-01T00:00:00+01:00") + duration("1h")) == "2024-01-01T01:00:00+01:00""#,
+            r#"string(timestamp("2024-01-01T00:00:00-05:30")) == "2024-01-01T00:00:00-05:30""#,
+            r#"string(timestamp("2024-01-01T00:00:00+00:00")) == "2024-01-01T00:00:00Z""#,
+            r#"timestamp("2024-01-01T00:00:00+01:00") == timestamp("2023-12-31T23:00:00Z")"#,
+        ],
+    );
+    o.all(
+        "extensions",
+        "strings",
+        &[
+            r#""%s".format([timestamp("2024-01-01T00:00:00+01:00")]) == "2024-01-01T00:00:00+01:00""#,
+            r#""%.2e".format([1234.5]) == "1.234500×10⁰³""#,
+            r#""%e".format([0.000123]) == "1.230000×10⁻⁰⁴""#,
+            r#""%e".format([1e100]) == "1.000000×10¹⁰⁰""#,
+            r#""%e".format([-1234.5]) == "-1.234500×10⁰³""#,
+        ],
+    );
     // asInteger()/isInteger() answer from how Kubernetes holds the quantity (a scaled int64 or a
     // decimal), not from its value.
     o.all(

@@ -319,9 +319,48 @@ struct Tally {
     outcome_agree: usize,
     message_agree: usize,
     total: usize,
+    known: usize,
 }
 
+/// Selectors where we knowingly answer differently from the scheduler, each with the reason.
+/// The test fails if one of them starts to agree (then it belongs out of this list).
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "google.protobuf.Int64Value{value: 1} == 1",
+        "protobuf message construction: no message types are declared in our environment; a \
+         device selector has no use for protobuf wrapper messages",
+    ),
+    (
+        r#"timestamp("2024-03-05T10:20:30Z").getHours("America/New_York") == 5"#,
+        "named time zones need the IANA time-zone database, which a library without I/O does \
+         not carry; UTC and fixed offsets (\"+05:30\") work, a named zone is a runtime error \
+         that names it",
+    ),
+    (
+        // The 10,248-byte string literal of the corpus; matched by prefix below.
+        "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "over 10 KiB: the API server refuses a selector expression longer than 10 KiB when the \
+         claim is created (field validation, which allocbench does not run); we refuse it as \
+         the API server does",
+    ),
+];
+
+/// The reason a selector is a known difference, if it is one.
+fn known_difference(selector: &str) -> Option<&'static str> {
+    KNOWN_DIFFERENCES.iter().find_map(|(s, why)| {
+        let hit = if s.starts_with("\"aaaa") {
+            selector.starts_with(s) && selector.len() > 10 * 1024
+        } else {
+            selector == *s
+        };
+        hit.then_some(*why)
+    })
+}
+
+/// Compares two columns of outcomes; `ours` says whether the second is our engine's (then the
+/// known differences are excused, and must still differ).
 fn compare(
+    ours_side: bool,
     what: &str,
     cases: &[generate::Case],
     theirs: &[Result_],
@@ -332,11 +371,24 @@ fn compare(
     for ((c, t), o) in cases.iter().zip(theirs).zip(ours) {
         let tally = tallies.entry(c.family).or_default();
         tally.total += 1;
+        let known = known_difference(&c.selector).filter(|_| ours_side);
         if t.outcome == o.outcome {
             tally.outcome_agree += 1;
             if t.message == o.message {
                 tally.message_agree += 1;
             }
+            if known.is_some() {
+                failures.push(format!(
+                    "[{}/{}] {}\n    listed as a known difference but now agrees ({}): \
+                     remove it from KNOWN_DIFFERENCES",
+                    c.family,
+                    c.function,
+                    short(&c.selector),
+                    t.outcome.name()
+                ));
+            }
+        } else if known.is_some() {
+            tally.known += 1;
         } else {
             failures.push(format!(
                 "[{}/{}] {}\n    scheduler: {}{}\n    ours:      {}{}",
@@ -363,11 +415,12 @@ fn compare(
     for (family, t) in &tallies {
         let _ = writeln!(
             report,
-            "  {family:<11} outcome {:>4} of {:>4} ({:>5.1} %), message {:>4}",
+            "  {family:<11} outcome {:>4} of {:>4} ({:>5.1} %), message {:>4}, known differences {}",
             t.outcome_agree,
             t.total,
             100.0 * t.outcome_agree as f64 / t.total.max(1) as f64,
-            t.message_agree
+            t.message_agree,
+            t.known
         );
         a += t.outcome_agree;
         m += t.message_agree;
@@ -383,7 +436,6 @@ fn compare(
 }
 
 #[test]
-#[ignore = "the new engine agrees on 1941 of 2051 selectors (110 differ) and deep selectors overflow the default test stack; run with RUST_MIN_STACK=536870912 ... -- --ignored"]
 fn corpus_agrees_with_the_scheduler() {
     let cases = generate::cases();
     assert!(
@@ -430,13 +482,14 @@ fn corpus_agrees_with_the_scheduler() {
     };
     let mine: Vec<Result_> = cases.iter().map(|c| ours(&c.selector, &view)).collect();
 
-    let (report, mut failures) = compare("recorded scheduler outcomes", &cases, &theirs, &mine);
+    let (report, mut failures) =
+        compare(true, "recorded scheduler outcomes", &cases, &theirs, &mine);
     eprintln!("{report}");
     match kit {
         Some(kit) => {
             let live = allocbench(&kit, &cases);
             let (drift_report, drift) =
-                compare("live allocbench (recorded)", &cases, &live, &theirs);
+                compare(false, "live allocbench (recorded)", &cases, &live, &theirs);
             if !drift.is_empty() {
                 eprintln!("{drift_report}");
                 failures.push(format!(
@@ -446,7 +499,8 @@ fn corpus_agrees_with_the_scheduler() {
                     drift[0]
                 ));
             }
-            let (live_report, live_failures) = compare("live allocbench", &cases, &live, &mine);
+            let (live_report, live_failures) =
+                compare(true, "live allocbench", &cases, &live, &mine);
             eprintln!("{live_report}");
             if failures.is_empty() {
                 failures = live_failures;
