@@ -77,8 +77,14 @@ impl<'a> Env<'a> {
         match m {
             Value::Map(map) => map.find(k).cloned(),
             // Any domain is present in the scheduler's map (empty when the device has none).
-            Value::Attributes => k.as_str().map(|d| Value::Domain(Str::O(d.into()))),
-            Value::Capacity => k.as_str().map(|d| Value::CapDomain(Str::O(d.into()))),
+            Value::Attributes => match k {
+                Value::Str(d) => Some(Value::Domain(d.clone())),
+                _ => None,
+            },
+            Value::Capacity => match k {
+                Value::Str(d) => Some(Value::CapDomain(d.clone())),
+                _ => None,
+            },
             Value::Domain(d) => attrs.get(d, k.as_str()?).map(attr_value),
             Value::CapDomain(d) => attrs.capacity(d, k.as_str()?).map(Value::Quantity),
             _ => None,
@@ -181,20 +187,23 @@ pub(crate) struct Eval<'e, 'a> {
     scopes: Vec<(&'e str, R<Value<'a>>)>,
     /// How deep `eval` is; the stack check runs every few levels, not on every node.
     depth: u32,
+    /// Arguments of the calls being evaluated, innermost last: one buffer for the whole
+    /// evaluation instead of a list allocated per call.
+    args: Vec<Value<'a>>,
 }
 
 /// Levels of `eval` between two stack checks. Well inside `STACK_RED_ZONE` even in debug builds,
 /// where one level takes a few KiB.
 const STACK_CHECK_EVERY: u32 = 8;
 
-fn lit<'a>(l: &Lit) -> Value<'a> {
+fn lit<'a>(l: &'a Lit) -> Value<'a> {
     match l {
         Lit::Null => Value::Null,
         Lit::Bool(b) => Value::Bool(*b),
         Lit::Int(i) => Value::Int(*i),
         Lit::Uint(u) => Value::Uint(*u),
         Lit::Double(d) => Value::Double(*d),
-        Lit::String(s) => Value::Str(Str::O(Rc::from(&**s))),
+        Lit::String(s) => Value::Str(Str::B(s)),
         Lit::Bytes(b) => Value::Bytes(Rc::from(&**b)),
     }
 }
@@ -206,13 +215,16 @@ fn as_bool(v: &R<Value<'_>>) -> Option<bool> {
     }
 }
 
-impl<'e, 'a> Eval<'e, 'a> {
+// `'e: 'a`: values may borrow from the program (string literals, field names) as well as from
+// the device, so evaluation allocates no copies of them.
+impl<'e: 'a, 'a> Eval<'e, 'a> {
     pub(crate) fn new(dev: DeviceView<'a>, refs: &'e [Ref]) -> Self {
         Eval {
             env: Env::new(dev),
             refs,
             scopes: Vec::new(),
             depth: 0,
+            args: Vec::new(),
         }
     }
 
@@ -377,7 +389,7 @@ impl<'e, 'a> Eval<'e, 'a> {
         self.eval(&c.result)
     }
 
-    fn has(&self, v: &Value<'a>, field: &str) -> R<bool> {
+    fn has(&self, v: &Value<'a>, field: &'a str) -> R<bool> {
         match v {
             Value::Device => Ok(matches!(
                 field,
@@ -391,7 +403,7 @@ impl<'e, 'a> Eval<'e, 'a> {
         }
     }
 
-    fn select(&self, v: Value<'a>, field: &str) -> R<Value<'a>> {
+    fn select(&self, v: Value<'a>, field: &'a str) -> R<Value<'a>> {
         match v {
             Value::Device => match field {
                 "driver" => Ok(Value::str(self.env.dev.driver)),
@@ -412,7 +424,7 @@ impl<'e, 'a> Eval<'e, 'a> {
             }
             m if m.is_map() => self
                 .env
-                .get(&m, &Value::string(field.to_string()))
+                .get(&m, &Value::str(field))
                 .ok_or_else(|| Error::msg(format!("no such key: {field}"))),
             other => Err(Error::msg(format!(
                 "type '{}' does not support field selection",
@@ -481,45 +493,60 @@ impl<'e, 'a> Eval<'e, 'a> {
             }
             _ => {}
         }
-        let mut vals: Vec<Value<'a>> = Vec::with_capacity(args.len() + 1);
-        if let Some(t) = target {
-            vals.push(self.eval(t)?);
-        }
-        for a in args {
-            vals.push(self.eval(a)?);
-        }
-        // Indexing takes any numeric key at run time (`[1, 2][dyn(1u)]`), as cel-go's attribute
-        // qualifiers do, whatever overload the checker picked.
-        if func == "_[_]" && vals.len() == 2 && !matches!(vals[0], Value::Optional(_)) {
-            return super::funcs::index(&self.env, &mut vals);
-        }
-        let Ref::Func(f, matched) = self.reference(e) else {
-            return Err(Error::msg(format!("no such function: {func}")));
-        };
-        if let Some(imp) = f.single {
-            return imp(&self.env, &mut vals);
-        }
-        for &i in matched {
-            let Some(ov) = f.ovs.get(usize::from(i)) else {
-                continue;
-            };
-            if ov.args.len() == vals.len()
-                && ov.args.iter().zip(&vals).all(|(d, v)| fits(d, v))
-                && let Some(imp) = ov.imp
-            {
-                return imp(&self.env, &mut vals);
+        let base = self.args.len();
+        for a in target.into_iter().chain(args) {
+            match self.eval(a) {
+                Ok(v) => self.args.push(v),
+                Err(err) => {
+                    self.args.truncate(base);
+                    return Err(err);
+                }
             }
         }
-        let shown: Vec<&str> = vals.iter().map(|v| v.type_name()).collect();
-        let ids: Vec<&str> = matched
-            .iter()
-            .filter_map(|&i| f.ovs.get(usize::from(i)).map(|o| o.id))
-            .collect();
-        Err(Error::msg(format!(
-            "no such overload: {}({}) (checked overloads: {})",
-            f.name,
-            shown.join(", "),
-            ids.join(", ")
-        )))
+        let r = dispatch(&self.env, self.reference(e), func, &mut self.args[base..]);
+        self.args.truncate(base);
+        r
     }
+}
+
+/// Runs the overload of `func` the checker resolved (`reference`) for these argument values.
+fn dispatch<'a>(
+    env: &Env<'a>,
+    reference: &Ref,
+    func: &str,
+    vals: &mut [Value<'a>],
+) -> R<Value<'a>> {
+    // Indexing takes any numeric key at run time (`[1, 2][dyn(1u)]`), as cel-go's attribute
+    // qualifiers do, whatever overload the checker picked.
+    if func == "_[_]" && vals.len() == 2 && !matches!(vals[0], Value::Optional(_)) {
+        return super::funcs::index(env, vals);
+    }
+    let Ref::Func(f, matched) = reference else {
+        return Err(Error::msg(format!("no such function: {func}")));
+    };
+    if let Some(imp) = f.single {
+        return imp(env, vals);
+    }
+    for &i in matched {
+        let Some(ov) = f.ovs.get(usize::from(i)) else {
+            continue;
+        };
+        if ov.args.len() == vals.len()
+            && ov.args.iter().zip(vals.iter()).all(|(d, v)| fits(d, v))
+            && let Some(imp) = ov.imp
+        {
+            return imp(env, vals);
+        }
+    }
+    let shown: Vec<&str> = vals.iter().map(|v| v.type_name()).collect();
+    let ids: Vec<&str> = matched
+        .iter()
+        .filter_map(|&i| f.ovs.get(usize::from(i)).map(|o| o.id))
+        .collect();
+    Err(Error::msg(format!(
+        "no such overload: {}({}) (checked overloads: {})",
+        f.name,
+        shown.join(", "),
+        ids.join(", ")
+    )))
 }
