@@ -39,6 +39,7 @@ mod ast;
 mod check;
 mod decls;
 mod eval;
+mod explain;
 mod ext;
 mod format;
 mod funcs;
@@ -327,8 +328,17 @@ impl Program {
             return Err(CelError::TooLong(source.len()));
         }
         let mut parsed = parse::parse(source).map_err(|i| compile_error(i, source))?;
-        let checked = check::check(&mut parsed.expr, &parsed.positions)
-            .map_err(|i| compile_error(i, source))?;
+        let checked = check::check(&mut parsed.expr, &parsed.positions).map_err(|i| {
+            let mut e = compile_error(i, source);
+            if let (CelError::Syntax { message, .. }, Some(hint)) =
+                (&mut e, explain::compile_hint(&parsed.expr))
+            {
+                message.push_str(" (");
+                message.push_str(&hint);
+                message.push(')');
+            }
+            e
+        })?;
         let root = checked
             .types
             .get(parsed.expr.id as usize)

@@ -126,6 +126,54 @@ fn too_few_matching_devices_names_the_request_and_counts() {
     );
 }
 
+/// A selector that can match nothing because of how it is written says why: the attribute is an
+/// int on every device but compared with a string, or a qualified name is used as a domain.
+#[test]
+fn a_selector_that_cannot_match_says_why() {
+    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let why = |sel: &str| {
+        unsat(
+            a.allocate_spec(
+                &claim(json!({"requests": [req("nic", "nic", &[sel])]})),
+                &[],
+            )
+            .unwrap_err(),
+        )
+        .1
+    };
+    let r = why(r#"device.attributes["dra.net"].numaNode == "0""#);
+    assert!(
+        r.contains("0 match")
+            && r.contains(
+                "dra.net/numaNode is int on the devices, compared here with the string \"0\""
+            )
+            && r.contains("compare with 0"),
+        "{r}"
+    );
+    let r = why(r#"device.attributes["dra.net/numaNode"].size() > 0"#);
+    assert!(
+        r.contains(r#"device.attributes["dra.net/numaNode"] is the attribute domain"#)
+            && r.contains(r#"device.attributes["dra.net"].numaNode"#),
+        "{r}"
+    );
+    // Compared directly, it is a compile error; the error says the same.
+    let e = a
+        .allocate_spec(
+            &claim(json!({"requests": [req("nic", "nic", &[r#"device.attributes["dra.net/numaNode"] == 0"#])]})),
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("found no matching overload")
+            && e.contains(r#"device.attributes["dra.net"].numaNode"#),
+        "{e}"
+    );
+    // A selector that simply matches nothing gets no invented reason.
+    let r = why(r#"device.attributes["dra.net"].numaNode == 7"#);
+    assert!(r.ends_with("0 match and are free"), "{r}");
+}
+
 #[test]
 fn class_selectors_apply_and_unknown_classes_are_errors() {
     let gpu = slice("gpu.example.com", "n", &[("gpu0", json!({}))]);

@@ -1037,8 +1037,13 @@ impl<'a> Search<'a> {
                     } else {
                         " (with the attributes its constraints compare)"
                     };
+                    let why = if v.is_empty() {
+                        self.why_no_match(alt)
+                    } else {
+                        String::new()
+                    };
                     Err(format!(
-                        "{who}needs {n} device(s) of class {} matching its selectors{attrs}, {} match and are free",
+                        "{who}needs {n} device(s) of class {} matching its selectors{attrs}, {} match and are free{why}",
                         alt.class,
                         v.len()
                     ))
@@ -1051,8 +1056,9 @@ impl<'a> Search<'a> {
                         .count();
                     if data.all.is_empty() {
                         Err(format!(
-                            "{who}allocationMode All needs at least one device of class {} matching its selectors, none match",
-                            alt.class
+                            "{who}allocationMode All needs at least one device of class {} matching its selectors, none match{}",
+                            alt.class,
+                            self.why_no_match(alt)
                         ))
                     } else if busy > 0 {
                         Err(format!(
@@ -1330,6 +1336,23 @@ impl<'a> Search<'a> {
         out
     }
 
+    /// What the request's selectors themselves show about why nothing matches (see
+    /// `Program::explain_no_match`), as a suffix of the reason.
+    fn why_no_match(&self, alt: &super::claim::Alt) -> String {
+        let devices: Vec<&crate::cel::DeviceAttributes> =
+            self.a.devices.iter().map(|d| &d.attributes).collect();
+        let hints: Vec<String> = alt
+            .programs
+            .iter()
+            .flat_map(|p| p.explain_no_match(&devices))
+            .collect();
+        if hints.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", hints.join("; "))
+        }
+    }
+
     fn unsatisfiable(&self) -> AllocError {
         let claim = self.claim;
         // A request none of whose alternatives has enough candidates, in claim order.
@@ -1348,8 +1371,13 @@ impl<'a> Search<'a> {
                             } else {
                                 String::new()
                             };
+                            let why = if free == 0 {
+                                self.why_no_match(alt)
+                            } else {
+                                String::new()
+                            };
                             reasons.push(format!(
-                                "{who}needs {n} device(s) of class {} matching its selectors, {free} match and are free{note}",
+                                "{who}needs {n} device(s) of class {} matching its selectors, {free} match and are free{note}{why}",
                                 alt.class
                             ));
                         }
@@ -1362,8 +1390,9 @@ impl<'a> Search<'a> {
                             .count();
                         if data.all.is_empty() {
                             reasons.push(format!(
-                                "{who}allocationMode All needs at least one device of class {} matching its selectors, none match",
-                                alt.class
+                                "{who}allocationMode All needs at least one device of class {} matching its selectors, none match{}",
+                                alt.class,
+                                self.why_no_match(alt)
                             ));
                         } else if busy > 0 {
                             reasons.push(format!(
