@@ -41,6 +41,7 @@ mod decls;
 mod eval;
 mod explain;
 mod ext;
+mod fast;
 mod format;
 mod funcs;
 mod parse;
@@ -295,6 +296,8 @@ pub struct Program {
     source: String,
     expr: ast::Expr,
     refs: Vec<check::Ref>,
+    /// The shortcut for the common shapes, when the expression has one.
+    fast: Option<fast::Fast>,
 }
 
 /// The first compile issue as the error (the API server reports all; the first names the
@@ -358,10 +361,12 @@ impl Program {
         }
         validate::instantiate(&parsed.expr, &checked.refs, &parsed.positions)
             .map_err(|i| compile_error(vec![i], source))?;
+        let fast = fast::plan(&parsed.expr, &checked.refs);
         Ok(Program {
             source: source.to_string(),
             expr: parsed.expr,
             refs: checked.refs,
+            fast,
         })
     }
 
@@ -378,6 +383,9 @@ impl Program {
     /// Evaluates the selector for one device: `Ok(true)` when it selects the device, an error
     /// when evaluation fails for this device (the scheduler then fails the claim).
     pub fn matches(&self, device: &DeviceView<'_>) -> Result<bool, CelError> {
+        if let Some(b) = self.fast.as_ref().and_then(|f| f.eval(device)) {
+            return Ok(b);
+        }
         let mut ev = eval::Eval::new(*device, &self.refs);
         match ev.eval(&self.expr) {
             Ok(value::Value::Bool(b)) => Ok(b),

@@ -63,58 +63,56 @@ struct Walker<'p> {
     hints: BTreeSet<String>,
 }
 
-impl Walker<'_> {
-    fn is_device_attributes(&self, e: &Expr) -> bool {
-        matches!(&e.kind, Kind::Select { operand, field, test_only: false }
+/// `device.attributes` (an unresolved `device` counts, for explaining compile errors).
+fn is_device_attributes(e: &Expr, refs: &[Ref]) -> bool {
+    matches!(&e.kind, Kind::Select { operand, field, test_only: false }
         if field == "attributes"
             && matches!(&operand.kind, Kind::Ident(n) if n == "device")
-            && matches!(
-                self.refs.get(operand.id as usize),
-                Some(Ref::Device) | None
-            ))
-    }
+            && matches!(refs.get(operand.id as usize), Some(Ref::Device) | None))
+}
 
-    /// `device.attributes["<domain>"]`: the domain.
-    fn domain_of<'e>(&self, e: &'e Expr) -> Option<&'e str> {
-        match &e.kind {
-            Kind::Call {
-                func,
-                args,
-                target: None,
-            } if func == "_[_]" && args.len() == 2 => match (&args[0], &args[1].kind) {
-                (m, Kind::Lit(Lit::String(d))) if self.is_device_attributes(m) => Some(d),
-                _ => None,
-            },
+/// `device.attributes["<domain>"]`: the domain.
+pub(crate) fn domain_of<'e>(e: &'e Expr, refs: &[Ref]) -> Option<&'e str> {
+    match &e.kind {
+        Kind::Call {
+            func,
+            args,
+            target: None,
+        } if func == "_[_]" && args.len() == 2 => match (&args[0], &args[1].kind) {
+            (m, Kind::Lit(Lit::String(d))) if is_device_attributes(m, refs) => Some(d),
             _ => None,
-        }
+        },
+        _ => None,
     }
+}
 
-    /// `device.attributes["<domain>"].<name>` or `…["<name>"]`.
-    fn attribute_of<'e>(&self, e: &'e Expr) -> Option<(&'e str, &'e str)> {
-        match &e.kind {
-            Kind::Select {
-                operand,
-                field,
-                test_only: false,
-            } => Some((self.domain_of(operand)?, field)),
-            Kind::Call {
-                func,
-                args,
-                target: None,
-            } if func == "_[_]" && args.len() == 2 => match &args[1].kind {
-                Kind::Lit(Lit::String(n)) => Some((self.domain_of(&args[0])?, n)),
-                _ => None,
-            },
+/// `device.attributes["<domain>"].<name>` or `…["<name>"]`: domain and name.
+pub(crate) fn attribute_of<'e>(e: &'e Expr, refs: &[Ref]) -> Option<(&'e str, &'e str)> {
+    match &e.kind {
+        Kind::Select {
+            operand,
+            field,
+            test_only: false,
+        } => Some((domain_of(operand, refs)?, field)),
+        Kind::Call {
+            func,
+            args,
+            target: None,
+        } if func == "_[_]" && args.len() == 2 => match &args[1].kind {
+            Kind::Lit(Lit::String(n)) => Some((domain_of(&args[0], refs)?, n)),
             _ => None,
-        }
+        },
+        _ => None,
     }
+}
 
+impl Walker<'_> {
     fn walk(&mut self, e: &Expr) {
         super::with_stack(|| self.walk_node(e));
     }
 
     fn walk_node(&mut self, e: &Expr) {
-        if let Some(d) = self.domain_of(e)
+        if let Some(d) = domain_of(e, self.refs)
             && let Some((domain, name)) = d.rsplit_once('/')
             && !self
                 .devices
@@ -160,7 +158,8 @@ impl Walker<'_> {
 
     /// `attr <op> literal` where no device has `attr` of the literal's kind.
     fn comparison(&mut self, attr: &Expr, other: &Expr) {
-        let (Some((domain, name)), Kind::Lit(l)) = (self.attribute_of(attr), &other.kind) else {
+        let (Some((domain, name)), Kind::Lit(l)) = (attribute_of(attr, self.refs), &other.kind)
+        else {
             return;
         };
         let Some(lk) = lit_kind(l) else {
