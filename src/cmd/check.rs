@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use dranet_core::alloc::AllocError;
 use dranet_core::report::{self, Claim, ClaimReport, Host, Input, Note, Report, Verdict};
 use dranet_core::{Discover, Relation};
+use dranet_kubeletplugin::api::KubeClient;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
 // The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
 use k8s_openapi::serde::Serialize;
@@ -92,6 +93,16 @@ pub struct CheckArgs {
     /// scheduler allocates a claim from one node).
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Read the ResourceSlices and DeviceClasses of the cluster this kubeconfig names (its
+    /// current context) instead of files, and check each of its nodes. The claim still comes
+    /// from CLAIM.yaml; classes in `--classes` or beside the claim override the cluster's of the
+    /// same name.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["slices", "from_cluster"])]
+    pub kubeconfig: Option<PathBuf>,
+    /// Like `--kubeconfig`, with the default credentials: the in-cluster service account, else
+    /// $KUBECONFIG or ~/.kube/config.
+    #[arg(long, conflicts_with = "slices")]
+    pub from_cluster: bool,
     /// Also fail (exit 4) when a claim fits only unaligned: a GPU with no NIC of the claim on
     /// its NUMA node.
     #[arg(long, value_enum, value_name = "LEVEL", default_value_t = FailOn::Error)]
@@ -102,6 +113,13 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = CheckFormat::Table)]
     pub output: CheckFormat,
+}
+
+impl CheckArgs {
+    /// Whether the slices and classes come from a cluster.
+    fn cluster(&self) -> bool {
+        self.kubeconfig.is_some() || self.from_cluster
+    }
 }
 
 /// What `dranet check` can fail with.
@@ -131,6 +149,14 @@ pub enum CheckError {
     /// The devices could not be assembled.
     #[error("{0}")]
     Devices(#[from] AllocError),
+    /// The cluster could not be read (`--kubeconfig`, `--from-cluster`).
+    #[error("{flag}: {reason}")]
+    Cluster {
+        /// The flag, with its file.
+        flag: String,
+        /// Why.
+        reason: String,
+    },
     /// Discovery of `--sysfs` failed.
     #[error("--sysfs {path}: {reason}")]
     Discovery {
@@ -305,12 +331,22 @@ fn discover(sysfs: &Path, node: &str, cloud: &super::CloudArgs) -> Result<Host, 
 /// Runs the check and returns the report; errors are about inputs, not about claims that cannot
 /// be allocated (those are in each [`ClaimReport::error`]).
 pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
-    if args.sysfs.is_none() && args.slices.is_empty() {
+    let cluster = args.cluster();
+    if args.sysfs.is_none() && args.slices.is_empty() && !cluster {
         return Err(CheckError::Usage(
-            "give the node's devices with --sysfs DIR and/or --slices SLICES.yaml".into(),
+            "give the node's devices with --sysfs DIR and/or --slices SLICES.yaml, or read a \
+             cluster's with --kubeconfig FILE or --from-cluster"
+                .into(),
         ));
     }
     let mut input = Input::default();
+    let mut classes = Vec::new();
+    let mut cluster_classes = None;
+    if cluster {
+        let (slices, classes) = read_cluster(args)?;
+        input.slices = slices;
+        cluster_classes = Some(classes);
+    }
     for path in &args.slices {
         for (doc, v) in documents(path)? {
             match kind(&v) {
@@ -323,7 +359,7 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
                             reason,
                         })?)
                 }
-                "DeviceClass" => input.classes.push(parse(path, doc, v)?),
+                "DeviceClass" => classes.push(parse(path, doc, v)?),
                 k => {
                     return Err(CheckError::Parse {
                         path: path.clone(),
@@ -348,10 +384,20 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
                     reason: format!("kind {:?} is not DeviceClass", kind(&v)),
                 });
             }
-            input.classes.push(parse(path, doc, v)?);
+            classes.push(parse(path, doc, v)?);
         }
     }
-    let claims = read_claims(args, &mut input.classes)?;
+    let claims = read_claims(args, &mut classes)?;
+    input.classes = match cluster_classes {
+        // The cluster's classes, those of the files overriding the ones of the same name.
+        Some(mut from_cluster) => {
+            from_cluster.retain(|c| !classes.iter().any(|f| f.metadata.name == c.metadata.name));
+            from_cluster.extend(classes);
+            Some(from_cluster)
+        }
+        None if classes.is_empty() => None,
+        None => Some(classes),
+    };
     if let Some(n) = &args.node {
         let nodes = input.nodes();
         if !nodes.is_empty() && !nodes.contains(n) {
@@ -363,6 +409,40 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
         input.node = Some(n.clone());
     }
     Ok(report::check(input, &claims)?)
+}
+
+/// The ResourceSlices (as v1 JSON) and DeviceClasses of the cluster of `--kubeconfig` or
+/// `--from-cluster`.
+fn read_cluster(
+    args: &CheckArgs,
+) -> Result<(Vec<serde_json::Value>, Vec<DeviceClass>), CheckError> {
+    let flag = match &args.kubeconfig {
+        Some(p) => format!("--kubeconfig {}", p.display()),
+        None => "--from-cluster".to_string(),
+    };
+    let failed = |e: &dyn std::fmt::Display| CheckError::Cluster {
+        flag: flag.clone(),
+        reason: e.to_string(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| failed(&e))?;
+    rt.block_on(async {
+        let api = match &args.kubeconfig {
+            Some(p) => KubeClient::from_kubeconfig(p).await,
+            None => KubeClient::infer().await,
+        }
+        .map_err(|e| failed(&e))?;
+        let slices = api.list_all_slices().await.map_err(|e| failed(&e))?;
+        let classes = api.list_device_classes().await.map_err(|e| failed(&e))?;
+        let slices = slices
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| failed(&e))?;
+        Ok((slices, classes))
+    })
 }
 
 /// The claims and templates of the claim file (`--name` only); DeviceClasses beside them join
@@ -415,10 +495,15 @@ fn read_claims(args: &CheckArgs, classes: &mut Vec<DeviceClass>) -> Result<Vec<C
 }
 
 /// A note of the report in the CLI's words (the flags the inputs came from).
-fn note_text(n: &Note) -> String {
+fn note_text(n: &Note, cluster: bool) -> String {
+    let slices_from = if cluster { "the cluster" } else { "--slices" };
     match n {
         Note::HostSlicesReplaced { node, slices } => format!(
-            "node {node}: dra.net devices from --sysfs; its {slices} dra.net slice(s) in --slices are not used"
+            "node {node}: dra.net devices from --sysfs; its {slices} dra.net slice(s) in {slices_from} are not used"
+        ),
+        Note::GpusForTopologyOnly { gpus } if cluster => format!(
+            "the {gpus} GPU(s) in --sysfs give topology only: GPUs are published by their own DRA driver, \
+             and the cluster has no slice of another driver"
         ),
         Note::DefaultClasses { names } => format!(
             "no --classes: using one DeviceClass per driver ({})",
@@ -510,20 +595,25 @@ fn sysfs_node_name(args: &CheckArgs, slice_nodes: &BTreeSet<String>) -> Result<S
         0 => super::node_name(&None, "--node-name").map_err(usage),
         1 => Ok(slice_nodes.iter().next().cloned().unwrap_or_default()),
         _ => Err(CheckError::Usage(format!(
-            "--sysfs describes one node and --slices name several ({}): say which with --node-name",
+            "--sysfs describes one node and {} name several ({}): say which with --node-name",
+            if args.cluster() {
+                "the cluster's slices"
+            } else {
+                "--slices"
+            },
             slice_nodes.iter().cloned().collect::<Vec<_>>().join(", ")
         ))),
     }
 }
 
 /// Writes the report as tables.
-pub fn render_table(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
-    for n in &r.notes {
-        writeln!(out, "note: {}", note_text(n))?;
+pub fn render_table(r: &Report, notes: &[String], out: &mut dyn Write) -> std::io::Result<()> {
+    for n in notes {
+        writeln!(out, "note: {n}")?;
     }
     let mut legend = false;
     for (i, c) in r.claims.iter().enumerate() {
-        if i > 0 || !r.notes.is_empty() {
+        if i > 0 || !notes.is_empty() {
             writeln!(out)?;
         }
         match &c.node {
@@ -644,15 +734,17 @@ pub fn render_table(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
 /// Runs `dranet check`: prints the report and fails when a claim cannot be allocated.
 pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
     let report = check(args)?;
+    let cluster = args.cluster();
+    let notes: Vec<String> = report.notes.iter().map(|n| note_text(n, cluster)).collect();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let io = |e: std::io::Error| CheckError::Output(e.to_string());
     match args.output {
-        CheckFormat::Table => render_table(&report, &mut out).map_err(io)?,
+        CheckFormat::Table => render_table(&report, &notes, &mut out).map_err(io)?,
         CheckFormat::Json => {
             let json = JsonReport {
                 claims: &report.claims,
-                notes: report.notes.iter().map(note_text).collect(),
+                notes,
             };
             let text = serde_json::to_string_pretty(&json)
                 .map_err(|e| CheckError::Output(e.to_string()))?;
@@ -705,6 +797,8 @@ mod tests {
             classes: vec![root().join("examples/azure_aks/deviceclasses.yaml")],
             node_name: None,
             node: None,
+            kubeconfig: None,
+            from_cluster: false,
             fail_on: FailOn::Error,
             cloud: crate::cmd::CloudArgs {
                 cloud_provider_hint: None,
@@ -824,7 +918,8 @@ mod tests {
             32
         );
         let mut out = Vec::new();
-        render_table(&r, &mut out).unwrap();
+        let notes: Vec<String> = r.notes.iter().map(|n| note_text(n, false)).collect();
+        render_table(&r, &notes, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains("ResourceClaimTemplate 4nic-cross-numa"),
@@ -964,7 +1059,7 @@ spec:
         assert!(
             r.notes
                 .iter()
-                .any(|n| note_text(n).contains("dra.net devices from --sysfs")),
+                .any(|n| note_text(n, false).contains("dra.net devices from --sysfs")),
             "{:?}",
             r.notes
         );

@@ -208,7 +208,8 @@ pub enum Note {
         /// How many slices were dropped.
         slices: usize,
     },
-    /// No DeviceClass was given: one per driver was made ([`default_classes`]).
+    /// No DeviceClasses were given ([`Input::classes`] is `None`): one per driver was made
+    /// ([`default_classes`]).
     DefaultClasses {
         /// Their names.
         names: Vec<String>,
@@ -286,8 +287,9 @@ pub struct Input {
     /// ResourceSlices of any drivers and nodes, as `resource.k8s.io/v1` JSON (list-valued
     /// attributes are kept, which the typed slices drop).
     pub slices: Vec<serde_json::Value>,
-    /// DeviceClasses; empty: one per driver ([`default_classes`]).
-    pub classes: Vec<DeviceClass>,
+    /// The DeviceClasses (a cluster's); `None`: one per driver ([`default_classes`]), for
+    /// slices read without their classes.
+    pub classes: Option<Vec<DeviceClass>>,
     /// The node whose PCI tree is known, if any.
     pub host: Option<Host>,
     /// Check on this node only; `None`: on every node of [`Input::nodes`], each on its own.
@@ -475,7 +477,7 @@ pub fn topology(
 pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     let Input {
         mut slices,
-        mut classes,
+        classes,
         host,
         node,
     } = input;
@@ -492,19 +494,23 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
         }
         slices.extend(h.slices.iter().cloned());
     }
-    if classes.is_empty() {
-        let drivers: BTreeSet<String> = slices
-            .iter()
-            .filter_map(|s| s["spec"]["driver"].as_str().map(str::to_string))
-            .collect();
-        classes = default_classes(&drivers);
-        notes.push(Note::DefaultClasses {
-            names: classes
+    let classes = match classes {
+        Some(c) => c,
+        None => {
+            let drivers: BTreeSet<String> = slices
                 .iter()
-                .filter_map(|c| c.metadata.name.clone())
-                .collect(),
-        });
-    }
+                .filter_map(|s| s["spec"]["driver"].as_str().map(str::to_string))
+                .collect();
+            let classes = default_classes(&drivers);
+            notes.push(Note::DefaultClasses {
+                names: classes
+                    .iter()
+                    .filter_map(|c| c.metadata.name.clone())
+                    .collect(),
+            });
+            classes
+        }
+    };
     if let Some(h) = &host
         && !h.inventory.gpus.is_empty()
         && !slices.iter().any(|s| s["spec"]["driver"] != DRIVER_NAME)

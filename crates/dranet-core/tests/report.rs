@@ -48,7 +48,7 @@ fn node_slices(node: &str) -> Vec<serde_json::Value> {
 fn input(slices: Vec<serde_json::Value>) -> Input {
     Input {
         slices,
-        classes: classes(),
+        classes: Some(classes()),
         ..Input::default()
     }
 }
