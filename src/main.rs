@@ -29,10 +29,12 @@ enum Command {
     /// Allocate a claim (or template) as the scheduler would and show the GPU/NIC relations.
     #[command(
         after_help = "Each claim is allocated on each node the slices name, on its own, as the scheduler does.\n\n\
+Inputs are decoded strictly, as the API server does: every bad document of every file is reported\n\
+(FILE:LINE:COLUMN: document N (KIND NAME): FIELD.PATH: what is wrong) and then nothing is checked.\n\n\
 Exit codes: 0 every claim fits on some node (unaligned too, unless --fail-on warning); 1 bad input\n\
 or usage; 2 a claim fits on no node; 3 a claim is invalid (the scheduler would fail the pod: a CEL\n\
 error, an unknown class); 4 with --fail-on warning, a claim fits only unaligned.\n\n\
-Example:\n  dranet check examples/aks/gb300-templates.yaml --name gpu-nic-numa0 \\\n    --sysfs testdata/nodes/azure-nd-gb300-v6/sys --slices examples/aks/gb300-gpu-slices.yaml"
+Example:\n  dranet check examples/azure_aks/gb300/templates.yaml --name 1nic-aligned \\\n    --sysfs testdata/nodes/azure-nd-gb300-v6/sys --slices testdata/slices/azure-nd-gb300-v6-gpu.yaml"
     )]
     Check(cmd::check::CheckArgs),
     /// Check this node for dranet: runtime and NRI, kubelet, RDMA, devices, topology, uplink.
@@ -82,8 +84,11 @@ fn main() -> ExitCode {
             eprintln!("dranet: {message}");
             ExitCode::from(code)
         }
+        // Several errors (every bad document of the inputs): one line each, each prefixed.
         Err(e) => {
-            eprintln!("dranet: error: {e}");
+            for line in e.to_string().lines() {
+                eprintln!("dranet: error: {line}");
+            }
             ExitCode::FAILURE
         }
     }

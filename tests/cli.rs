@@ -781,3 +781,150 @@ fn version_names_the_commit() {
         "{out}"
     );
 }
+
+/// `dranet check` on files written into a temporary directory: exit code, stdout, stderr.
+fn check_files(claims: &str, slices: &str) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, s) = (
+        dir.path().join("claims.yaml"),
+        dir.path().join("slices.yaml"),
+    );
+    std::fs::write(&c, claims).unwrap();
+    std::fs::write(&s, slices).unwrap();
+    let (c, s) = (c.to_str().unwrap(), s.to_str().unwrap());
+    let (code, out, err) = dranet_io(&["check", c, "--slices", s], &[], None);
+    // Paths in messages are the temporary ones: shown relative for the assertions.
+    let dir = format!("{}/", dir.path().display());
+    (code, out.replace(&dir, ""), err.replace(&dir, ""))
+}
+
+const GOOD_SLICE: &str = "apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-nics}
+spec:
+  driver: dra.net
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: nic0
+    attributes:
+      dra.net/numaNode: {int: 0}
+";
+
+const GOOD_TEMPLATE: &str = "apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: good}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        exactly: {deviceClassName: dra.net}
+";
+
+/// Strict decoding as the API server does it, with the place of each problem: file, line and
+/// column, document, kind and name, field path. Every bad document is reported, not only the
+/// first, and nothing is checked (exit 1, empty stdout): an answer without the bad documents
+/// would be about other claims or other devices.
+#[test]
+fn every_bad_document_is_reported_with_its_field_path_and_line() {
+    // A typo three levels down a selector list, and a wrong type in a v1beta1 request (whose
+    // fields have no `exactly`: the path is the one in the file).
+    let claims = format!(
+        "{GOOD_TEMPLATE}---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: typo}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        exactly:
+          deviceClassName: dra.net
+          selectors:
+          - cel: {{expression: 'true'}}
+          - cel:
+              expresion: device.attributes[\"dra.net\"].numaNode == 0
+---
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaimTemplate
+metadata: {{name: wrong-type}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        deviceClassName: dra.net
+        count: two
+"
+    );
+    let (code, out, err) = check_files(&claims, GOOD_SLICE);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty(), "no partial report: {out}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "dranet: error: claims.yaml:24:15: document 2 (ResourceClaimTemplate typo): \
+             spec.spec.devices.requests[0].exactly.selectors[1].cel.expresion: unknown field \
+             (the API server rejects unknown fields; check its spelling)",
+            "dranet: error: claims.yaml:35:16: document 3 (ResourceClaimTemplate wrong-type): \
+             spec.spec.devices.requests[0].count: invalid type: string \"two\", expected i64",
+        ],
+        "{err}"
+    );
+}
+
+/// A bad second document of three (a YAML syntax error) does not hide a bad third one, in the
+/// slices too; the slices' own errors name the field, in a `kind: List` as kubectl prints them.
+#[test]
+fn a_bad_second_document_of_three_does_not_hide_the_third() {
+    let claims = format!(
+        "{GOOD_TEMPLATE}---
+kind: ResourceClaimTemplate
+metadata: {{name: broken, labels: [a, }}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: third}}
+spec:
+  devices:
+    requests:
+    - name: nic
+      exactly: {{deviceClassName: dra.net, count: '2'}}
+"
+    );
+    let slices = format!(
+        "apiVersion: v1
+kind: List
+items:
+- {}
+---
+kind: DeviceClass
+metadata: {{name: x}}
+spec: {{selectors: {{cel: {{expression: 'true'}}}}}}
+",
+        GOOD_SLICE
+            .trim_end()
+            .replace("{int: 0}", "{int: zero}")
+            .replace('\n', "\n  ")
+    );
+    let (code, out, err) = check_files(&claims, &slices);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty(), "{out}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "dranet: error: slices.yaml:14:33: document 1 (ResourceSlice n1-nics): \
+             spec.devices[0].attributes.dra.net/numaNode.int: invalid type: string \"zero\", expected i64",
+            "dranet: error: slices.yaml:18:19: document 2 (DeviceClass x): spec.selectors: \
+             invalid type: map, expected a sequence",
+            "dranet: error: claims.yaml:12:34: document 2: invalid YAML: mismatched bracket '[' closed by '}'",
+            "dranet: error: claims.yaml:21:50: document 3 (ResourceClaim third): \
+             spec.devices.requests[0].exactly.count: invalid type: string \"2\", expected i64",
+        ],
+        "{err}"
+    );
+}

@@ -3,6 +3,7 @@
 pub mod check;
 pub mod doctor;
 pub mod inventory;
+pub mod load;
 pub mod run;
 pub mod topo;
 
