@@ -928,3 +928,43 @@ spec: {{selectors: {{cel: {{expression: 'true'}}}}}}
         "{err}"
     );
 }
+
+/// The completion and man commands as a user runs them: a script bash accepts, one page on
+/// stdout, every page with `--out-dir`, and a clear error for an unknown command.
+#[test]
+fn completion_and_man_pages_from_the_binary() {
+    let (ok, script, err) = dranet(&["completion", "bash"]);
+    assert!(ok, "{err}");
+    assert!(script.contains("complete -F _dranet"), "{script}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dranet.bash");
+    std::fs::write(&file, &script).unwrap();
+    match Command::new("bash").arg("-n").arg(&file).output() {
+        Ok(o) => assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr)),
+        Err(_) => println!("SKIP bash -n: bash is not installed"),
+    }
+    let (ok, page, err) = dranet(&["man", "check"]);
+    assert!(ok, "{err}");
+    assert!(page.contains(".TH dranet-check 1"), "{page}");
+    let out = dir.path().join("man1");
+    let (ok, _, err) = dranet(&["man", "--out-dir", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    for page in [
+        "dranet.1",
+        "dranet-check.1",
+        "dranet-inventory.1",
+        "dranet-man.1",
+    ] {
+        let text = std::fs::read_to_string(out.join(page)).unwrap_or_default();
+        assert!(
+            text.starts_with(".ie") && text.contains(".SH NAME"),
+            "{page}"
+        );
+    }
+    let (ok, _, err) = dranet(&["man", "nope"]);
+    assert!(!ok);
+    assert!(
+        err.contains("no command \"nope\"") && err.contains("check"),
+        "{err}"
+    );
+}

@@ -5,6 +5,7 @@ pub mod doctor;
 pub mod inventory;
 pub mod load;
 pub mod run;
+pub mod shell;
 pub mod topo;
 
 use std::path::PathBuf;
