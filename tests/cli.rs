@@ -846,6 +846,7 @@ spec:
           - cel: {{expression: 'true'}}
           - cel:
               expresion: device.attributes[\"dra.net\"].numaNode == 0
+          zzz: 1
 ---
 apiVersion: resource.k8s.io/v1beta1
 kind: ResourceClaimTemplate
@@ -867,9 +868,13 @@ spec:
         lines,
         [
             "dranet: error: claims.yaml:24:15: document 2 (ResourceClaimTemplate typo): \
-             spec.spec.devices.requests[0].exactly.selectors[1].cel.expresion: unknown field \
-             (the API server rejects unknown fields; check its spelling)",
-            "dranet: error: claims.yaml:35:16: document 3 (ResourceClaimTemplate wrong-type): \
+             spec.spec.devices.requests[0].exactly.selectors[1].cel.expresion: unknown field, \
+             did you mean \"expression\"? (the API server rejects unknown fields)",
+            "dranet: error: claims.yaml:25:11: document 2 (ResourceClaimTemplate typo): \
+             spec.spec.devices.requests[0].exactly.zzz: unknown field (the API server rejects \
+             unknown fields; the fields here are adminAccess, allocationMode, capacity, count, \
+             deviceClassName, selectors, tolerations)",
+            "dranet: error: claims.yaml:36:16: document 3 (ResourceClaimTemplate wrong-type): \
              spec.spec.devices.requests[0].count: invalid type: string \"two\", expected i64",
         ],
         "{err}"

@@ -457,13 +457,13 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
                 "ResourceSlice" => match slice_to_v1(d.value.clone()) {
                     Ok(v) => match d.decode::<ResourceSlice>("", v.clone(), false) {
                         Ok(_) => slices.push(v),
-                        Err(e) => errors.push(*e),
+                        Err(e) => errors.extend(e),
                     },
                     Err(reason) => errors.push(d.error("apiVersion", reason)),
                 },
                 "DeviceClass" => match d.decode("", d.value.clone(), true) {
                     Ok(c) => classes.push(c),
-                    Err(e) => errors.push(*e),
+                    Err(e) => errors.extend(e),
                 },
                 _ => errors.push(wrong_kind(&d, "ResourceSlice or DeviceClass")),
             }
@@ -474,7 +474,7 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
             match d.kind() {
                 "DeviceClass" => match d.decode("", d.value.clone(), true) {
                     Ok(c) => classes.push(c),
-                    Err(e) => errors.push(*e),
+                    Err(e) => errors.extend(e),
                 },
                 _ => errors.push(wrong_kind(&d, "DeviceClass")),
             }
@@ -489,7 +489,7 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
                 // A DeviceClass beside the claims joins the others.
                 match d.decode("", d.value.clone(), true) {
                     Ok(c) => classes.push(c),
-                    Err(e) => errors.push(*e),
+                    Err(e) => errors.extend(e),
                 }
                 continue;
             }
@@ -502,11 +502,11 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
             continue;
         }
         let spec = claim_spec_to_v1(&d.value, spec_value)
-            .map_err(|reason| Box::new(d.error("apiVersion", reason)))
+            .map_err(|reason| vec![d.error("apiVersion", reason)])
             .and_then(|v| d.decode::<ResourceClaimSpec>(at, v, true));
         match spec {
             Ok(spec) => claims.push((d.name().to_string(), d.kind().to_string(), spec)),
-            Err(e) => errors.push(*e),
+            Err(e) => errors.extend(e),
         }
     }
     if !errors.is_empty() {

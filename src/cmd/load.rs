@@ -124,7 +124,7 @@ impl Doc {
         at: &str,
         value: serde_json::Value,
         strict: bool,
-    ) -> Result<T, Box<InputError>>
+    ) -> Result<T, Vec<InputError>>
     where
         T: DeserializeOwned + k8s_openapi::serde::Serialize,
     {
@@ -139,16 +139,29 @@ impl Doc {
             Err(e) => {
                 let path = field_path(e.path());
                 let reason = e.inner().to_string();
-                return Err(Box::new(self.error_at(&join(&path), reason, true)));
+                return Err(vec![self.error_at(&join(&path), reason, true)]);
             }
         };
         if strict {
-            let back = serde_json::to_value(&typed).map_err(|e| self.error(at, e.to_string()))?;
-            if let Some(field) = unknown_field(&value, &back, "") {
-                return Err(Box::new(self.error(
-                    &join(&field),
-                    "unknown field (the API server rejects unknown fields; check its spelling)",
-                )));
+            let back =
+                serde_json::to_value(&typed).map_err(|e| vec![self.error(at, e.to_string())])?;
+            let mut unknown = Vec::new();
+            unknown_fields(&value, &back, &mut Vec::new(), &mut unknown);
+            let mut errors: Vec<InputError> = unknown
+                .iter()
+                .map(|steps| {
+                    let (parent, name) = match steps.split_last() {
+                        Some((Step::Key(k), parent)) => (parent, k.as_str()),
+                        _ => (&steps[..], ""),
+                    };
+                    let reason = unknown_field_reason::<T>(parent, name);
+                    self.error(&join(&path_text(steps)), reason)
+                })
+                .collect();
+            if !errors.is_empty() {
+                // In the file's order (the keys were visited sorted).
+                errors.sort_by_key(|e| e.at);
+                return Err(errors);
             }
         }
         Ok(typed)
@@ -206,31 +219,236 @@ fn field_path(p: &serde_path_to_error::Path) -> String {
     out
 }
 
-/// The first key of `input` that decoding into the typed object dropped, as a path
+/// One step of a path into a JSON value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// `devices.requests[0].exactly`.
+fn path_text(steps: &[Step]) -> String {
+    let mut out = String::new();
+    for s in steps {
+        match s {
+            Step::Index(i) => out.push_str(&format!("[{i}]")),
+            Step::Key(k) if out.is_empty() => out.push_str(k),
+            Step::Key(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+        }
+    }
+    out
+}
+
+/// Every key of `input` that decoding into the typed object dropped, as paths
 /// (`devices.requests[0].exactly.selector`). Null values are not fields.
-fn unknown_field(input: &serde_json::Value, typed: &serde_json::Value, at: &str) -> Option<String> {
+fn unknown_fields(
+    input: &serde_json::Value,
+    typed: &serde_json::Value,
+    at: &mut Vec<Step>,
+    out: &mut Vec<Vec<Step>>,
+) {
     use serde_json::Value;
     match (input, typed) {
-        (Value::Object(i), Value::Object(t)) => i.iter().find_map(|(k, v)| {
-            if v.is_null() {
-                return None;
+        (Value::Object(i), Value::Object(t)) => {
+            for (k, v) in i.iter().filter(|(_, v)| !v.is_null()) {
+                at.push(Step::Key(k.clone()));
+                match t.get(k) {
+                    None => out.push(at.clone()),
+                    Some(tv) => unknown_fields(v, tv, at, out),
+                }
+                at.pop();
             }
-            let p = if at.is_empty() {
-                k.clone()
-            } else {
-                format!("{at}.{k}")
-            };
-            match t.get(k) {
-                None => Some(p),
-                Some(tv) => unknown_field(v, tv, &p),
+        }
+        (Value::Array(i), Value::Array(t)) => {
+            for (n, (iv, tv)) in i.iter().zip(t).enumerate() {
+                at.push(Step::Index(n));
+                unknown_fields(iv, tv, at, out);
+                at.pop();
             }
-        }),
-        (Value::Array(i), Value::Array(t)) => i
-            .iter()
-            .zip(t)
-            .enumerate()
-            .find_map(|(n, (iv, tv))| unknown_field(iv, tv, &format!("{at}[{n}]"))),
-        _ => None,
+        }
+        _ => {}
+    }
+}
+
+/// What to say about an unknown field `name` of the object at `parent` in a `T`: the field
+/// meant, when one is close, else the fields there are.
+fn unknown_field_reason<T: DeserializeOwned>(parent: &[Step], name: &str) -> String {
+    const REJECTS: &str = "the API server rejects unknown fields";
+    let Some(fields) = probe::fields::<T>(parent) else {
+        return format!("unknown field ({REJECTS}; check its spelling)");
+    };
+    // clap's own threshold for its did-you-mean on flags.
+    let close = fields
+        .iter()
+        .map(|f| (strsim::jaro(name, f), *f))
+        .filter(|(score, _)| *score > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match close {
+        Some((_, f)) => format!("unknown field, did you mean {f:?}? ({REJECTS})"),
+        None => format!(
+            "unknown field ({REJECTS}; the fields here are {})",
+            fields.join(", ")
+        ),
+    }
+}
+
+/// The field names of the struct at a path of a type, asked of its own `Deserialize`: serde
+/// passes them to `deserialize_struct`, so they are exactly the names the API uses.
+mod probe {
+    use std::cell::Cell;
+
+    use k8s_openapi::serde::de::value::{Error, StrDeserializer};
+    use k8s_openapi::serde::de::{
+        DeserializeOwned, DeserializeSeed, Deserializer, Error as _, IntoDeserializer, MapAccess,
+        SeqAccess, Visitor,
+    };
+
+    use super::Step;
+
+    type Fields = Cell<Option<&'static [&'static str]>>;
+
+    /// The fields of the struct at `path` in `T`, when there is one.
+    pub(super) fn fields<T: DeserializeOwned>(path: &[Step]) -> Option<&'static [&'static str]> {
+        let found = Cell::new(None);
+        // The probe always ends in an error (it has no values to give): the fields are the
+        // result.
+        let _ = T::deserialize(Probe {
+            path,
+            found: &found,
+        });
+        found.get()
+    }
+
+    /// A deserializer that follows `path` and records the fields of the struct at its end.
+    struct Probe<'a> {
+        path: &'a [Step],
+        found: &'a Fields,
+    }
+
+    impl Probe<'_> {
+        fn stop<T>() -> Result<T, Error> {
+            Err(Error::custom("probe"))
+        }
+    }
+
+    impl<'de> Deserializer<'de> for Probe<'_> {
+        type Error = Error;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+            Self::stop()
+        }
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            v: V,
+        ) -> Result<V::Value, Error> {
+            match self.path.split_first() {
+                None => {
+                    self.found.set(Some(fields));
+                    Self::stop()
+                }
+                Some((Step::Key(k), rest)) => v.visit_map(Entry {
+                    key: Some(k),
+                    value: Probe {
+                        path: rest,
+                        found: self.found,
+                    },
+                }),
+                Some((Step::Index(_), _)) => Self::stop(),
+            }
+        }
+
+        fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+            match self.path.split_first() {
+                Some((Step::Key(k), rest)) => v.visit_map(Entry {
+                    key: Some(k),
+                    value: Probe {
+                        path: rest,
+                        found: self.found,
+                    },
+                }),
+                _ => Self::stop(),
+            }
+        }
+
+        fn deserialize_seq<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+            match self.path.split_first() {
+                Some((Step::Index(_), rest)) => v.visit_seq(Item(Some(Probe {
+                    path: rest,
+                    found: self.found,
+                }))),
+                _ => Self::stop(),
+            }
+        }
+
+        fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+            v.visit_some(self)
+        }
+
+        fn deserialize_newtype_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            v: V,
+        ) -> Result<V::Value, Error> {
+            v.visit_newtype_struct(self)
+        }
+
+        k8s_openapi::serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf unit unit_struct tuple tuple_struct enum identifier ignored_any
+        }
+    }
+
+    /// A map of one entry: the path's key, then the probe for the rest.
+    struct Entry<'a> {
+        key: Option<&'a str>,
+        value: Probe<'a>,
+    }
+
+    impl<'de> MapAccess<'de> for Entry<'_> {
+        type Error = Error;
+
+        fn next_key_seed<K: DeserializeSeed<'de>>(
+            &mut self,
+            seed: K,
+        ) -> Result<Option<K::Value>, Error> {
+            match self.key.take() {
+                Some(k) => {
+                    let d: StrDeserializer<'_, Error> = k.into_deserializer();
+                    seed.deserialize(d).map(Some)
+                }
+                None => Ok(None),
+            }
+        }
+
+        fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, Error> {
+            seed.deserialize(Probe {
+                path: self.value.path,
+                found: self.value.found,
+            })
+        }
+    }
+
+    /// A sequence of one item: the probe for the rest of the path.
+    struct Item<'a>(Option<Probe<'a>>);
+
+    impl<'de> SeqAccess<'de> for Item<'_> {
+        type Error = Error;
+
+        fn next_element_seed<S: DeserializeSeed<'de>>(
+            &mut self,
+            seed: S,
+        ) -> Result<Option<S::Value>, Error> {
+            match self.0.take() {
+                Some(p) => seed.deserialize(p).map(Some),
+                None => Ok(None),
+            }
+        }
     }
 }
 
@@ -547,6 +765,41 @@ mod tests {
             lines(&split("--- {a: 1}\n--- {b: 2}\n")),
             vec![(1, "--- {a: 1}\n".into()), (2, "--- {b: 2}\n".into())]
         );
+    }
+
+    #[test]
+    fn unknown_fields_name_the_field_meant_or_the_fields_there_are() {
+        use k8s_openapi::api::resource::v1::ResourceClaimSpec;
+        let path = [
+            Step::Key("devices".into()),
+            Step::Key("requests".into()),
+            Step::Index(0),
+            Step::Key("exactly".into()),
+        ];
+        let reason = |p: &[Step], name| unknown_field_reason::<ResourceClaimSpec>(p, name);
+        assert!(reason(&path, "selector").contains("did you mean \"selectors\"?"));
+        assert!(reason(&path, "devicClass").contains("did you mean \"deviceClassName\"?"));
+        assert!(
+            reason(&path[..1], "zzz").contains("the fields here are config, constraints, requests"),
+            "{}",
+            reason(&path[..1], "zzz")
+        );
+        // Through a map (attribute names) and a list.
+        use k8s_openapi::api::resource::v1::ResourceSlice;
+        let attr = [
+            Step::Key("spec".into()),
+            Step::Key("devices".into()),
+            Step::Index(3),
+            Step::Key("attributes".into()),
+            Step::Key("dra.net/numaNode".into()),
+        ];
+        assert!(
+            unknown_field_reason::<ResourceSlice>(&attr, "integer").contains("\"int\""),
+            "{}",
+            unknown_field_reason::<ResourceSlice>(&attr, "integer")
+        );
+        // A path the type does not have: no suggestion, no panic.
+        assert!(reason(&[Step::Key("nope".into())], "x").contains("check its spelling"));
     }
 
     #[test]
