@@ -941,13 +941,8 @@ fn completion_and_man_pages_from_the_binary() {
     let (ok, script, err) = dranet(&["completion", "bash"]);
     assert!(ok, "{err}");
     assert!(script.contains("complete -F _dranet"), "{script}");
+    // What the script holds, and that bash parses it: the unit tests in src/main.rs.
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("dranet.bash");
-    std::fs::write(&file, &script).unwrap();
-    match Command::new("bash").arg("-n").arg(&file).output() {
-        Ok(o) => assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr)),
-        Err(_) => println!("SKIP bash -n: bash is not installed"),
-    }
     let (ok, page, err) = dranet(&["man", "check"]);
     assert!(ok, "{err}");
     assert!(page.contains(".TH dranet-check 1"), "{page}");

@@ -347,20 +347,12 @@ mod probe {
             fields: &'static [&'static str],
             v: V,
         ) -> Result<V::Value, Error> {
-            match self.path.split_first() {
-                None => {
-                    self.found.set(Some(fields));
-                    Self::stop()
-                }
-                Some((Step::Key(k), rest)) => v.visit_map(Entry {
-                    key: Some(k),
-                    value: Probe {
-                        path: rest,
-                        found: self.found,
-                    },
-                }),
-                Some((Step::Index(_), _)) => Self::stop(),
+            if self.path.is_empty() {
+                self.found.set(Some(fields));
+                return Self::stop();
             }
+            // A struct is read as a map: the path's key is one of its fields.
+            self.deserialize_map(v)
         }
 
         fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
@@ -505,6 +497,15 @@ fn lookup(tree: &Spanned<Tree>, path: &[String], on_value: bool) -> Option<Locat
     }
 }
 
+/// `fn visit_x<E>(self, _: T) -> Result<Tree, E> { Ok(Tree::Leaf) }` for each `visit_x(T)`.
+macro_rules! leaves {
+    ($($name:ident($t:ty)),* $(,)?) => {
+        $(fn $name<E>(self, _: $t) -> Result<Tree, E> {
+            Ok(Tree::Leaf)
+        })*
+    };
+}
+
 impl<'de> de::Deserialize<'de> for Tree {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -529,26 +530,10 @@ impl<'de> de::Deserialize<'de> for Tree {
                 }
                 Ok(Tree::Seq(items))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Tree, E> {
-                Ok(Tree::Leaf)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Tree, E> {
-                Ok(Tree::Leaf)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Tree, E> {
-                Ok(Tree::Leaf)
-            }
-            fn visit_i128<E>(self, _: i128) -> Result<Tree, E> {
-                Ok(Tree::Leaf)
-            }
-            fn visit_u128<E>(self, _: u128) -> Result<Tree, E> {
-                Ok(Tree::Leaf)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Tree, E> {
-                Ok(Tree::Leaf)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Tree, E> {
-                Ok(Tree::Leaf)
+            // Scalars: only their position matters, and that is in the Spanned around them.
+            leaves! {
+                visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_i128(i128),
+                visit_u128(u128), visit_f64(f64), visit_str(&str)
             }
             fn visit_unit<E>(self) -> Result<Tree, E> {
                 Ok(Tree::Leaf)
