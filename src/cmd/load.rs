@@ -75,9 +75,25 @@ pub struct Doc {
     pub value: serde_json::Value,
     /// `items[i]` for an item of a List, else empty: the object's path in its document.
     prefix: String,
-    /// Line offset of the document in the file, and where each node of it is.
+    /// The document's text, for the positions of an error.
+    source: std::rc::Rc<Source>,
+}
+
+/// One document's text and where it starts in the file; where each node of it is, parsed only
+/// when an error needs a position (a second parse would double the loading time of every run).
+#[derive(Debug)]
+struct Source {
+    text: String,
     first_line: u64,
-    tree: Option<std::rc::Rc<Spanned<Tree>>>,
+    tree: std::cell::OnceCell<Option<Spanned<Tree>>>,
+}
+
+impl Source {
+    fn tree(&self) -> Option<&Spanned<Tree>> {
+        self.tree
+            .get_or_init(|| serde_saphyr::from_str(&self.text).ok())
+            .as_ref()
+    }
 }
 
 impl Doc {
@@ -134,9 +150,13 @@ impl Doc {
             (false, false) if p.starts_with('[') => format!("{at}{p}"),
             (false, false) => format!("{at}.{p}"),
         };
-        let typed: T = match serde_path_to_error::deserialize(&value) {
+        // Plainly first; again, tracking the path, only to say where it failed.
+        let typed: T = match T::deserialize(&value) {
             Ok(t) => t,
-            Err(e) => {
+            Err(plain) => {
+                let Err(e) = serde_path_to_error::deserialize::<_, T>(&value) else {
+                    return Err(vec![self.error_at(at, plain.to_string(), true)]);
+                };
                 let path = field_path(e.path());
                 let reason = e.inner().to_string();
                 return Err(vec![self.error_at(&join(&path), reason, true)]);
@@ -175,7 +195,8 @@ impl Doc {
             (false, true) => self.prefix.clone(),
             (false, false) => format!("{}.{field}", self.prefix),
         };
-        let Some(tree) = &self.tree else {
+        let first_line = self.source.first_line;
+        let Some(tree) = self.source.tree() else {
             return (field.to_string(), None);
         };
         let without_exactly = full.replace(".exactly.", ".");
@@ -187,7 +208,7 @@ impl Doc {
                         .trim_start_matches('.')
                         .to_string(),
                 };
-                return (shown, Some((l.line() + self.first_line - 1, l.column())));
+                return (shown, Some((l.line() + first_line - 1, l.column())));
             }
         }
         // Not in the file (a missing field): the closest enclosing node that is.
@@ -195,7 +216,7 @@ impl Doc {
         let at = (0..segs.len())
             .rev()
             .find_map(|n| lookup(tree, &segs[..n], true))
-            .map(|l| (l.line() + self.first_line - 1, l.column()));
+            .map(|l| (l.line() + first_line - 1, l.column()));
         (field.to_string(), at)
     }
 }
@@ -669,9 +690,11 @@ pub fn documents(path: &Path, errors: &mut Vec<InputError>) -> Vec<Doc> {
                 continue;
             }
         };
-        let tree = serde_saphyr::from_str::<Spanned<Tree>>(chunk.text)
-            .ok()
-            .map(std::rc::Rc::new);
+        let source = std::rc::Rc::new(Source {
+            text: chunk.text.to_string(),
+            first_line: chunk.first_line,
+            tree: std::cell::OnceCell::new(),
+        });
         for v in values {
             if v.is_null() {
                 continue;
@@ -682,8 +705,7 @@ pub fn documents(path: &Path, errors: &mut Vec<InputError>) -> Vec<Doc> {
                 number,
                 value,
                 prefix,
-                first_line: chunk.first_line,
-                tree: tree.clone(),
+                source: source.clone(),
             };
             let list = v["kind"].as_str().is_some_and(|k| k.ends_with("List"));
             match v.get("items").and_then(|x| x.as_array()) {
