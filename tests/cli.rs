@@ -968,3 +968,39 @@ fn completion_and_man_pages_from_the_binary() {
         "{err}"
     );
 }
+
+/// What the allocator refuses in a slice (a version that is not semver, a quantity with an
+/// unknown suffix) is an input error of that slice's document, at the field, for every slice.
+#[test]
+fn a_slice_the_allocator_refuses_is_an_error_at_its_field() {
+    let slices = format!(
+        "{}---\n{}",
+        GOOD_SLICE.replace(
+            "{int: 0}",
+            "{int: 0}\n      dra.net/firmwareVersion: {version: '1.2'}"
+        ),
+        GOOD_SLICE.replace("n1", "n2").replace(
+            "    attributes:",
+            "    capacity:\n      dra.net/bandwidth: {value: 12Q}\n    attributes:"
+        )
+    );
+    let (code, out, err) = check_files(GOOD_TEMPLATE, &slices);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty(), "{out}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with(
+            "dranet: error: slices.yaml:12:7: document 1 (ResourceSlice n1-nics): \
+             spec.devices[0].attributes.dra.net/firmwareVersion: invalid semver \"1.2\""
+        ),
+        "{err}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "dranet: error: slices.yaml:24:7: document 2 (ResourceSlice n2-nics): \
+             spec.devices[0].capacity.dra.net/bandwidth: invalid quantity \"12Q\""
+        ),
+        "{err}"
+    );
+}

@@ -224,6 +224,40 @@ pub struct CheckReport {
     pub notes: Vec<String>,
 }
 
+/// The allocator's complaint about a slice (`device nic0: attribute dra.net/fw: invalid
+/// semver`), at the field it names when it names one.
+fn slice_error(
+    d: &super::load::Doc,
+    slice: &serde_json::Value,
+    reason: &str,
+) -> super::load::InputError {
+    let devices = slice["spec"]["devices"].as_array().map(Vec::as_slice);
+    let found = devices
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .find_map(|(i, dev)| {
+            let rest = reason.strip_prefix(&format!("device {}: ", dev["name"].as_str()?))?;
+            let field = format!("spec.devices[{i}]");
+            for (word, key) in [("attribute", "attributes"), ("capacity", "capacity")] {
+                let Some(after) = rest.strip_prefix(&format!("{word} ")) else {
+                    continue;
+                };
+                let names = dev[key].as_object().into_iter().flat_map(|m| m.keys());
+                for name in names {
+                    if let Some(why) = after.strip_prefix(&format!("{name}: ")) {
+                        return Some((format!("{field}.{key}.{name}"), why.to_string()));
+                    }
+                }
+            }
+            Some((field, rest.to_string()))
+        });
+    match found {
+        Some((field, why)) => d.error(&field, why),
+        None => d.error("", reason),
+    }
+}
+
 /// A document of a kind that does not belong in this file.
 fn wrong_kind(d: &super::load::Doc, expected: &str) -> super::load::InputError {
     match d.kind() {
@@ -456,7 +490,15 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
                 // this build does not know are not errors.
                 "ResourceSlice" => match slice_to_v1(d.value.clone()) {
                     Ok(v) => match d.decode::<ResourceSlice>("", v.clone(), false) {
-                        Ok(_) => slices.push(v),
+                        // What the allocator refuses (a bad semver, quantity or counter) is an
+                        // input error of this document too, reported with the others.
+                        Ok(_) => match Allocator::from_json(std::slice::from_ref(&v), &[]) {
+                            Err(AllocError::InvalidSlice { reason, .. }) => {
+                                errors.push(slice_error(&d, &v, &reason))
+                            }
+                            Err(e) => errors.push(d.error("", e.to_string())),
+                            Ok(_) => slices.push(v),
+                        },
                         Err(e) => errors.extend(e),
                     },
                     Err(reason) => errors.push(d.error("apiVersion", reason)),
