@@ -758,6 +758,14 @@ fn check_exit_codes_and_stdin() {
     );
     assert_eq!(c, Some(2), "{out}{err}");
     assert!(out.contains("ResourceClaim nine on node"), "{out}");
+    // An error in standard input says so.
+    let typo = too_many.replace("count: 9", "cuont: 9");
+    let (c, _, err) = dranet_io(&["check", "-", "--sysfs", GB300], &[], Some(&typo));
+    assert_eq!(c, Some(1), "{err}");
+    assert!(
+        err.starts_with("dranet: error: <stdin>:8:46: document 1 (ResourceClaim nine): spec.devices.requests[0].exactly.cuont: unknown field, did you mean \"count\"?"),
+        "{err}"
+    );
 }
 
 #[test]

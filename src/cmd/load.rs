@@ -31,7 +31,10 @@ pub struct InputError {
 impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // `file:line:column:` first, as compilers do: editors and CI annotations jump there.
-        write!(f, "{}", self.file.display())?;
+        match self.file.to_str() {
+            Some("-") => write!(f, "<stdin>")?,
+            _ => write!(f, "{}", self.file.display())?,
+        }
         if let Some((line, column)) = self.at {
             write!(f, ":{line}:{column}")?;
         }
