@@ -28,13 +28,15 @@ enum Command {
     Topo(cmd::topo::TopoArgs),
     /// Allocate a claim (or template) as the scheduler would and show the GPU/NIC relations.
     #[command(
-        after_help = "Each claim is allocated on each node the slices name, on its own, as the scheduler does.\n\n\
+        after_help = "Each claim is allocated on each node the slices name, on its own, as the scheduler does.\n\
+The slices and classes come from files (--slices, --classes), the node's sysfs (--sysfs), or a\n\
+live cluster (--kubeconfig FILE, --from-cluster).\n\n\
 Inputs are decoded strictly, as the API server does: every bad document of every file is reported\n\
 (FILE:LINE:COLUMN: document N (KIND NAME): FIELD.PATH: what is wrong) and then nothing is checked.\n\n\
 Exit codes: 0 every claim fits on some node (unaligned too, unless --fail-on warning); 1 bad input\n\
 or usage; 2 a claim fits on no node; 3 a claim is invalid (the scheduler would fail the pod: a CEL\n\
 error, an unknown class); 4 with --fail-on warning, a claim fits only unaligned.\n\n\
-Example:\n  dranet check examples/azure_aks/gb300/templates.yaml --name 1nic-aligned \\\n    --sysfs testdata/nodes/azure-nd-gb300-v6/sys --slices testdata/slices/azure-nd-gb300-v6-gpu.yaml"
+Examples:\n  dranet check examples/azure_aks/gb300/templates.yaml --name 1nic-aligned \\\n    --sysfs testdata/nodes/azure-nd-gb300-v6/sys --slices testdata/slices/azure-nd-gb300-v6-gpu.yaml \\\n    --classes examples/azure_aks/deviceclasses.yaml\n  # Which nodes of a live cluster fit the template, and how aligned (its slices and classes):\n  dranet check examples/azure_aks/gb300/templates.yaml --name 1nic-aligned --kubeconfig ~/.kube/config"
     )]
     Check(cmd::check::CheckArgs),
     /// Check this node for dranet: runtime and NRI, kubelet, RDMA, devices, topology, uplink.
@@ -56,7 +58,18 @@ sudo dranet man --out-dir /usr/local/share/man/man1   (then: man dranet-check)")
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors exit 1 like every other input error: clap's own 2 is `check`'s "does not fit".
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     let daemon = matches!(cli.command, Command::Run(_));
     let default = if daemon { "info" } else { "warn" };
     let filter = match &cli.log {

@@ -9,15 +9,18 @@
 //! with no NIC of the claim on its NUMA node is warned about: that is the pairing that cost the
 //! seeds' users half their NCCL bandwidth.
 //!
-//! This file depends only on library crates so it can be tested on its own.
+//! The report itself is [`dranet_core::report`]'s, so an embedder gets the same one; this file
+//! holds the flags, the loading of files and sysfs, and the printing. It depends only on
+//! library crates so it can be tested on its own.
 
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dranet_core::alloc::{AllocError, Allocator, Device};
-use dranet_core::cel::AttrValue;
-use dranet_core::{Discover, Inventory, PciDevice, Relation};
+use dranet_core::alloc::{AllocError, Allocator};
+use dranet_core::report::{self, Claim, ClaimReport, Host, Input, Note, Report, Verdict};
+use dranet_core::{Discover, Relation};
+use dranet_kubeletplugin::api::KubeClient;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
 // The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
 use k8s_openapi::serde::Serialize;
@@ -40,29 +43,11 @@ pub enum FailOn {
     Warning,
 }
 
-/// The outcome of a claim on one node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(crate = "k8s_openapi::serde", rename_all = "kebab-case")]
-pub enum Verdict {
-    /// Allocated, every GPU with a NIC of the claim on its NUMA node (or no GPU).
-    Fits,
-    /// Allocated, but some GPU has no NIC of the claim on its NUMA node.
-    FitsUnaligned,
-    /// The node does not have the devices (the scheduler tries another node).
-    DoesNotFit,
-    /// The claim is wrong whatever the node (a CEL error, an unknown class): the scheduler fails
-    /// the pod.
-    Invalid,
-}
-
-impl Verdict {
-    /// As the report prints it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Fits => "fits",
-            Verdict::FitsUnaligned => "fits unaligned",
-            Verdict::DoesNotFit => "does not fit",
-            Verdict::Invalid => "invalid",
+impl From<FailOn> for report::FailOn {
+    fn from(f: FailOn) -> Self {
+        match f {
+            FailOn::Error => report::FailOn::Error,
+            FailOn::Warning => report::FailOn::Warning,
         }
     }
 }
@@ -108,6 +93,16 @@ pub struct CheckArgs {
     /// scheduler allocates a claim from one node).
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Read the ResourceSlices and DeviceClasses of the cluster this kubeconfig names (its
+    /// current context) instead of files, and check each of its nodes. The claim still comes
+    /// from CLAIM.yaml; classes in `--classes` or beside the claim override the cluster's of the
+    /// same name.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["slices", "from_cluster"])]
+    pub kubeconfig: Option<PathBuf>,
+    /// Like `--kubeconfig`, with the default credentials: the in-cluster service account, else
+    /// $KUBECONFIG or ~/.kube/config.
+    #[arg(long, conflicts_with = "slices")]
+    pub from_cluster: bool,
     /// Also fail (exit 4) when a claim fits only unaligned: a GPU with no NIC of the claim on
     /// its NUMA node.
     #[arg(long, value_enum, value_name = "LEVEL", default_value_t = FailOn::Error)]
@@ -118,6 +113,13 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = CheckFormat::Table)]
     pub output: CheckFormat,
+}
+
+impl CheckArgs {
+    /// Whether the slices and classes come from a cluster.
+    fn cluster(&self) -> bool {
+        self.kubeconfig.is_some() || self.from_cluster
+    }
 }
 
 /// What `dranet check` can fail with.
@@ -133,6 +135,14 @@ pub enum CheckError {
     /// The devices could not be assembled.
     #[error("{0}")]
     Devices(#[from] AllocError),
+    /// The cluster could not be read (`--kubeconfig`, `--from-cluster`).
+    #[error("{flag}: {reason}")]
+    Cluster {
+        /// The flag, with its file.
+        flag: String,
+        /// Why.
+        reason: String,
+    },
     /// Discovery of `--sysfs` failed.
     #[error("--sysfs {path}: {reason}")]
     Discovery {
@@ -152,76 +162,6 @@ pub enum CheckError {
     /// Writing the report failed.
     #[error("output: {0}")]
     Output(String),
-}
-
-/// One allocated device with the attributes that matter for placement.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(crate = "k8s_openapi::serde", rename_all = "camelCase")]
-pub struct DeviceRow {
-    /// Request (or `request/sub-request`).
-    pub request: String,
-    /// Driver.
-    pub driver: String,
-    /// Pool.
-    pub pool: String,
-    /// Device name.
-    pub device: String,
-    /// A short label: the RDMA device or interface for NICs, the PCI bus id for others.
-    pub label: Option<String>,
-    /// NUMA node, from `resource.kubernetes.io/numaNode` or the driver's `numaNode`.
-    pub numa_node: Option<i64>,
-    /// `resource.kubernetes.io/pcieRoot`.
-    pub pcie_root: Option<String>,
-    /// Whether it is a NIC (driver `dra.net`) rather than a GPU or other accelerator.
-    pub nic: bool,
-}
-
-/// How one GPU and one NIC of the claim are connected.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(crate = "k8s_openapi::serde", rename_all = "camelCase")]
-pub struct PairRow {
-    /// GPU device name.
-    pub gpu: String,
-    /// NIC device name.
-    pub nic: String,
-    /// The relation, when it can be told.
-    pub relation: Option<Relation>,
-    /// Same NUMA node, when both are known.
-    pub same_numa: Option<bool>,
-    /// `sysfs` (exact, from the PCI tree) or `attributes` (bounded by the slices' attributes).
-    pub source: &'static str,
-}
-
-/// The check of one claim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(crate = "k8s_openapi::serde", rename_all = "camelCase")]
-pub struct ClaimReport {
-    /// Claim or template name.
-    pub name: String,
-    /// `ResourceClaimTemplate` or `ResourceClaim`.
-    pub kind: String,
-    /// The node it was allocated for (`None`: the slices name no node).
-    pub node: Option<String>,
-    /// The outcome.
-    pub verdict: Verdict,
-    /// The chosen devices (empty when it cannot be allocated).
-    pub devices: Vec<DeviceRow>,
-    /// Every GPU × NIC pair.
-    pub topology: Vec<PairRow>,
-    /// Placement warnings (cross-NUMA GPU/NIC).
-    pub warnings: Vec<String>,
-    /// Why the claim cannot be allocated.
-    pub error: Option<String>,
-}
-
-/// The whole report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(crate = "k8s_openapi::serde", rename_all = "camelCase")]
-pub struct CheckReport {
-    /// One per claim and node checked, claims in file order, nodes by name.
-    pub claims: Vec<ClaimReport>,
-    /// About the inputs (outdated slices, default classes, features not simulated).
-    pub notes: Vec<String>,
 }
 
 /// The allocator's complaint about a slice (`device nic0: attribute dra.net/fw: invalid
@@ -269,14 +209,22 @@ fn wrong_kind(d: &super::load::Doc, expected: &str) -> super::load::InputError {
     }
 }
 
-/// dranet's ResourceSlices for a sysfs tree, and the inventory for exact topology.
+/// A DeviceClass document, strictly decoded, into `classes` or its errors into `errors`.
+fn read_class(
+    d: &super::load::Doc,
+    classes: &mut Vec<DeviceClass>,
+    errors: &mut Vec<super::load::InputError>,
+) {
+    match d.decode("", d.value.clone(), true) {
+        Ok(c) => classes.push(c),
+        Err(e) => errors.extend(e),
+    }
+}
+
+/// The node of a sysfs tree: dranet's ResourceSlices, and the inventory for exact topology.
 ///
 /// The same discovery and publishing `dranet inventory` runs, cloud provider included.
-fn discover(
-    sysfs: &Path,
-    node: &str,
-    cloud: &super::CloudArgs,
-) -> Result<(Vec<serde_json::Value>, Inventory), CheckError> {
+fn discover(sysfs: &Path, node: &str, cloud: &super::CloudArgs) -> Result<Host, CheckError> {
     super::check_sysfs(sysfs).map_err(CheckError::Usage)?;
     let inv = dranet_discovery::host(sysfs, dranet_discovery::Options::default())
         .discover()
@@ -292,197 +240,30 @@ fn discover(
         dranet_core::AttributeOptions::default(),
         cloud.as_ref(),
     );
-    let slices = dranet_core::slice::resource_slices(node, dranet_core::DRIVER_NAME, &devices, 1);
-    Ok((slices, inv))
-}
-
-fn default_classes(drivers: &BTreeSet<String>) -> Vec<DeviceClass> {
-    let mut names: Vec<(String, String)> = drivers.iter().map(|d| (d.clone(), d.clone())).collect();
-    if drivers.contains(dranet_core::DRIVER_NAME) {
-        names.push(("dranet.net".into(), dranet_core::DRIVER_NAME.into()));
-    }
-    names
-        .into_iter()
-        .filter_map(|(name, driver)| {
-            let expr = format!("device.driver == {}", serde_json::Value::String(driver));
-            serde_json::from_value(serde_json::json!({
-                "metadata": {"name": name},
-                "spec": {"selectors": [{"cel": {"expression": expr}}]}
-            }))
-            .ok()
-        })
-        .collect()
-}
-
-fn int_attr(d: &Device, names: &[&str]) -> Option<i64> {
-    names.iter().find_map(|n| match d.attribute(n)? {
-        AttrValue::Int(i) => Some(*i),
-        AttrValue::Ints(v) => v.first().copied(),
-        _ => None,
+    Ok(Host {
+        node: node.to_string(),
+        slices: dranet_core::slice::resource_slices(node, dranet_core::DRIVER_NAME, &devices, 1),
+        inventory: inv,
     })
-}
-
-fn str_attr(d: &Device, names: &[&str]) -> Option<String> {
-    names.iter().find_map(|n| match d.attribute(n)? {
-        AttrValue::String(s) => Some(s.clone()),
-        _ => None,
-    })
-}
-
-const STD_NUMA: &str = "resource.kubernetes.io/numaNode";
-const STD_ROOT: &str = "resource.kubernetes.io/pcieRoot";
-const STD_BUS: &str = "resource.kubernetes.io/pciBusID";
-
-fn row(d: &Device, request: &str) -> DeviceRow {
-    let nic = d.id.driver == dranet_core::DRIVER_NAME;
-    let own = |n: &str| format!("{}/{n}", d.id.driver);
-    DeviceRow {
-        request: request.to_string(),
-        driver: d.id.driver.clone(),
-        pool: d.id.pool.clone(),
-        device: d.id.device.clone(),
-        label: if nic {
-            str_attr(d, &[&own("rdmaDevice"), &own("ifName"), &own("pciAddress")])
-        } else {
-            str_attr(d, &[STD_BUS, &own("pciBusID")])
-        },
-        numa_node: int_attr(d, &[STD_NUMA, &own("numaNode")]),
-        pcie_root: str_attr(d, &[STD_ROOT]),
-        nic,
-    }
-}
-
-/// Relation from attributes: an upper bound, since attributes cannot tell switches apart.
-fn relation_from_attributes(g: &DeviceRow, n: &DeviceRow) -> Option<Relation> {
-    if g.pcie_root.is_some() && g.pcie_root == n.pcie_root {
-        return Some(Relation::Phb);
-    }
-    match (g.numa_node, n.numa_node) {
-        (Some(a), Some(b)) if a == b => Some(Relation::Node),
-        (Some(_), Some(_)) => Some(Relation::Sys),
-        _ => None,
-    }
-}
-
-fn sysfs_pci<'a>(inv: &'a Inventory, r: &DeviceRow, a: &Allocator) -> Option<&'a PciDevice> {
-    if r.nic {
-        return inv.device(&r.device)?.pci.as_ref();
-    }
-    let id = dranet_core::alloc::DeviceId {
-        driver: r.driver.clone(),
-        pool: r.pool.clone(),
-        device: r.device.clone(),
-    };
-    let bus = str_attr(a.device(&id)?, &[STD_BUS])?;
-    inv.gpus.iter().find(|g| g.address.to_string() == bus)
-}
-
-fn topology(
-    rows: &[DeviceRow],
-    a: &Allocator,
-    inv: Option<&Inventory>,
-) -> (Vec<PairRow>, Vec<String>) {
-    let gpus: Vec<&DeviceRow> = rows.iter().filter(|r| !r.nic).collect();
-    let nics: Vec<&DeviceRow> = rows.iter().filter(|r| r.nic).collect();
-    let mut pairs = Vec::new();
-    for g in &gpus {
-        for n in &nics {
-            let exact = inv.and_then(|inv| {
-                Some(dranet_core::topology::relation(
-                    sysfs_pci(inv, g, a)?,
-                    sysfs_pci(inv, n, a)?,
-                ))
-            });
-            let same_numa = match (g.numa_node, n.numa_node) {
-                (Some(x), Some(y)) => Some(x == y),
-                _ => None,
-            };
-            pairs.push(PairRow {
-                gpu: g.device.clone(),
-                nic: n.device.clone(),
-                relation: exact.or_else(|| relation_from_attributes(g, n)),
-                same_numa,
-                source: if exact.is_some() {
-                    "sysfs"
-                } else {
-                    "attributes"
-                },
-            });
-        }
-    }
-    let mut warnings = Vec::new();
-    if nics.is_empty() {
-        return (pairs, warnings);
-    }
-    // One line per NUMA node of stranded GPUs, not one per GPU: four GPUs on the wrong side are
-    // one mistake.
-    let mut stranded: std::collections::BTreeMap<i64, Vec<&str>> = Default::default();
-    for g in &gpus {
-        let Some(gn) = g.numa_node else { continue };
-        let local = nics.iter().any(|n| n.numa_node == Some(gn));
-        let far = nics.iter().any(|n| n.numa_node.is_some_and(|nn| nn != gn));
-        if !local && far {
-            stranded.entry(gn).or_default().push(&g.device);
-        }
-    }
-    for (gn, gs) in stranded {
-        let far: Vec<String> = nics
-            .iter()
-            .filter_map(|n| Some((n, n.numa_node?)))
-            .filter(|(_, nn)| *nn != gn)
-            .map(|(n, nn)| format!("{} (NUMA {nn})", n.label.as_deref().unwrap_or(&n.device)))
-            .collect();
-        let who = if gs.len() == 1 {
-            format!("GPU {} is", gs[0])
-        } else {
-            format!("GPUs {} are", gs.join(", "))
-        };
-        let model = gpus.iter().find_map(|g| {
-            let id = dranet_core::alloc::DeviceId {
-                driver: g.driver.clone(),
-                pool: g.pool.clone(),
-                device: g.device.clone(),
-            };
-            str_attr(a.device(&id)?, &["productName", "gpu.amd.com/productName"])
-        });
-        warnings.push(format!(
-            "{who} on NUMA node {gn} but the claim's NICs {} are on other NUMA nodes: traffic crosses the inter-socket link and GPUDirect RDMA is unlikely{}",
-            far.join(", "),
-            measured(model.as_deref())
-        ));
-    }
-    (pairs, warnings)
-}
-
-/// What the seeds measured aligned vs unaligned on this GPU model (NCCL all-reduce bus
-/// bandwidth on Azure ND nodes), as a hint of the cost; empty for other models.
-fn measured(model: Option<&str>) -> &'static str {
-    match model {
-        Some(m) if m.contains("GB300") => {
-            " (measured on ND GB300 v6: about 25 GB/s per NIC unaligned against 56 GB/s aligned)"
-        }
-        Some(m) if m.contains("MI300X") => {
-            " (measured on ND MI300X v5: 6.1 GB/s unaligned against 42.5 GB/s with 4 NICs on the GPUs' NUMA node)"
-        }
-        _ => "",
-    }
 }
 
 /// Runs the check and returns the report; errors are about inputs, not about claims that cannot
 /// be allocated (those are in each [`ClaimReport::error`]).
-pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
-    if args.sysfs.is_none() && args.slices.is_empty() {
+pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
+    let cluster = args.cluster();
+    if args.sysfs.is_none() && args.slices.is_empty() && !cluster {
         return Err(CheckError::Usage(
-            "give the node's devices with --sysfs DIR and/or --slices SLICES.yaml".into(),
+            "give the node's devices with --sysfs DIR and/or --slices SLICES.yaml, or read a \
+             cluster's with --kubeconfig FILE or --from-cluster"
+                .into(),
         ));
     }
-    let mut notes = Vec::new();
-    let mut slices = Vec::new();
-    let mut classes: Vec<DeviceClass> = Vec::new();
-    let mut inventory = None;
     // Every document of every file is read and every bad one reported before anything is
-    // checked: an answer computed without a bad slice or class would be about other devices.
+    // checked (or a cluster asked): an answer computed without a bad slice or class would be
+    // about other devices.
     let mut errors = Vec::new();
+    let mut file_slices = Vec::new();
+    let mut classes = Vec::new();
     for path in &args.slices {
         for d in super::load::documents(path, &mut errors) {
             match d.kind() {
@@ -497,16 +278,13 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
                                 errors.push(slice_error(&d, &v, &reason))
                             }
                             Err(e) => errors.push(d.error("", e.to_string())),
-                            Ok(_) => slices.push(v),
+                            Ok(_) => file_slices.push(v),
                         },
                         Err(e) => errors.extend(e),
                     },
                     Err(reason) => errors.push(d.error("apiVersion", reason)),
                 },
-                "DeviceClass" => match d.decode("", d.value.clone(), true) {
-                    Ok(c) => classes.push(c),
-                    Err(e) => errors.extend(e),
-                },
+                "DeviceClass" => read_class(&d, &mut classes, &mut errors),
                 _ => errors.push(wrong_kind(&d, "ResourceSlice or DeviceClass")),
             }
         }
@@ -514,25 +292,108 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
     for path in &args.classes {
         for d in super::load::documents(path, &mut errors) {
             match d.kind() {
-                "DeviceClass" => match d.decode("", d.value.clone(), true) {
-                    Ok(c) => classes.push(c),
-                    Err(e) => errors.extend(e),
-                },
+                "DeviceClass" => read_class(&d, &mut classes, &mut errors),
                 _ => errors.push(wrong_kind(&d, "DeviceClass")),
             }
         }
     }
-    let mut claims: Vec<(String, String, ResourceClaimSpec)> = Vec::new();
-    for d in super::load::documents(&args.claim, &mut errors) {
+    let claims = read_claims(args, &mut classes, &mut errors);
+    if !errors.is_empty() {
+        return Err(CheckError::Input(super::load::InputErrors(errors)));
+    }
+    if claims.is_empty() {
+        return Err(CheckError::Usage(match &args.name {
+            Some(n) => format!("{}: no claim or template named {n:?}", args.claim.display()),
+            None => format!(
+                "{}: no ResourceClaim or ResourceClaimTemplate",
+                args.claim.display()
+            ),
+        }));
+    }
+    let mut input = Input::default();
+    let mut cluster_classes = None;
+    if cluster {
+        let (slices, classes) = read_cluster(args)?;
+        input.slices = slices;
+        cluster_classes = Some(classes);
+    }
+    input.slices.extend(file_slices);
+    let slice_nodes = report::slice_nodes(&input.slices);
+    if let Some(sysfs) = &args.sysfs {
+        let node = sysfs_node_name(args, &slice_nodes)?;
+        input.host = Some(discover(sysfs, &node, &args.cloud)?);
+    }
+    input.classes = match cluster_classes {
+        // The cluster's classes, those of the files overriding the ones of the same name.
+        Some(mut from_cluster) => {
+            from_cluster.retain(|c| !classes.iter().any(|f| f.metadata.name == c.metadata.name));
+            from_cluster.extend(classes);
+            Some(from_cluster)
+        }
+        None if classes.is_empty() => None,
+        None => Some(classes),
+    };
+    if let Some(n) = &args.node {
+        let nodes = input.nodes();
+        if !nodes.is_empty() && !nodes.contains(n) {
+            return Err(CheckError::Usage(format!(
+                "--node {n}: no slice is on that node (nodes: {})",
+                nodes.into_iter().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        input.node = Some(n.clone());
+    }
+    Ok(report::check(input, &claims)?)
+}
+
+/// The ResourceSlices (as v1 JSON) and DeviceClasses of the cluster of `--kubeconfig` or
+/// `--from-cluster`.
+fn read_cluster(
+    args: &CheckArgs,
+) -> Result<(Vec<serde_json::Value>, Vec<DeviceClass>), CheckError> {
+    let flag = match &args.kubeconfig {
+        Some(p) => format!("--kubeconfig {}", p.display()),
+        None => "--from-cluster".to_string(),
+    };
+    let failed = |e: &dyn std::fmt::Display| CheckError::Cluster {
+        flag: flag.clone(),
+        reason: e.to_string(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| failed(&e))?;
+    rt.block_on(async {
+        let api = match &args.kubeconfig {
+            Some(p) => KubeClient::from_kubeconfig(p).await,
+            None => KubeClient::infer().await,
+        }
+        .map_err(|e| failed(&e))?;
+        let slices = api.list_all_slices().await.map_err(|e| failed(&e))?;
+        let classes = api.list_device_classes().await.map_err(|e| failed(&e))?;
+        let slices = slices
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| failed(&e))?;
+        Ok((slices, classes))
+    })
+}
+
+/// The claims and templates of the claim file (`--name` only); DeviceClasses beside them join
+/// `classes`, bad documents `errors`.
+fn read_claims(
+    args: &CheckArgs,
+    classes: &mut Vec<DeviceClass>,
+    errors: &mut Vec<super::load::InputError>,
+) -> Vec<Claim> {
+    let mut claims = Vec::new();
+    for d in super::load::documents(&args.claim, errors) {
         let (at, spec_value) = match d.kind() {
             "ResourceClaimTemplate" => ("spec.spec", d.value["spec"]["spec"].clone()),
             "ResourceClaim" => ("spec", d.value["spec"].clone()),
             "DeviceClass" => {
-                // A DeviceClass beside the claims joins the others.
-                match d.decode("", d.value.clone(), true) {
-                    Ok(c) => classes.push(c),
-                    Err(e) => errors.extend(e),
-                }
+                read_class(&d, classes, errors);
                 continue;
             }
             _ => {
@@ -547,162 +408,38 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, CheckError> {
             .map_err(|reason| vec![d.error("apiVersion", reason)])
             .and_then(|v| d.decode::<ResourceClaimSpec>(at, v, true));
         match spec {
-            Ok(spec) => claims.push((d.name().to_string(), d.kind().to_string(), spec)),
+            Ok(spec) => claims.push(Claim {
+                name: d.name().to_string(),
+                kind: d.kind().to_string(),
+                spec,
+            }),
             Err(e) => errors.extend(e),
         }
     }
-    if !errors.is_empty() {
-        return Err(CheckError::Input(super::load::InputErrors(errors)));
-    }
-    let slice_nodes: BTreeSet<String> = slices
-        .iter()
-        .filter_map(|s| s["spec"]["nodeName"].as_str().map(str::to_string))
-        .collect();
-    let mut sysfs_node = None;
-    if let Some(sysfs) = &args.sysfs {
-        let node = sysfs_node_name(args, &slice_nodes)?;
-        // One device, one identity: the tree describes this node's dra.net devices, so its
-        // dra.net slices from the files are replaced, not added.
-        let before = slices.len();
-        slices.retain(|s| {
-            !(s["spec"]["driver"] == dranet_core::DRIVER_NAME && s["spec"]["nodeName"] == *node)
-        });
-        if slices.len() < before {
-            notes.push(format!(
-                "node {node}: dra.net devices from --sysfs; its {} dra.net slice(s) in --slices are not used",
-                before - slices.len()
-            ));
-        }
-        let (s, inv) = discover(sysfs, &node, &args.cloud)?;
-        slices.extend(s);
-        inventory = Some(inv);
-        sysfs_node = Some(node);
-    }
-    if claims.is_empty() {
-        return Err(CheckError::Usage(match &args.name {
-            Some(n) => format!("{}: no claim or template named {n:?}", args.claim.display()),
-            None => format!(
-                "{}: no ResourceClaim or ResourceClaimTemplate",
-                args.claim.display()
-            ),
-        }));
-    }
-    if classes.is_empty() {
-        let drivers: BTreeSet<String> = slices
-            .iter()
-            .filter_map(|s| s["spec"]["driver"].as_str().map(str::to_string))
-            .collect();
-        classes = default_classes(&drivers);
-        let names: Vec<String> = classes
-            .iter()
-            .filter_map(|c| c.metadata.name.clone())
-            .collect();
-        notes.push(format!(
+    claims
+}
+
+/// A note of the report in the CLI's words (the flags the inputs came from).
+fn note_text(n: &Note, cluster: bool) -> String {
+    let slices_from = if cluster { "the cluster" } else { "--slices" };
+    match n {
+        Note::HostSlicesReplaced { node, slices } => format!(
+            "node {node}: dra.net devices from --sysfs; its {slices} dra.net slice(s) in {slices_from} are not used"
+        ),
+        Note::GpusForTopologyOnly { gpus } if cluster => format!(
+            "the {gpus} GPU(s) in --sysfs give topology only: GPUs are published by their own DRA driver, \
+             and the cluster has no slice of another driver"
+        ),
+        Note::DefaultClasses { names } => format!(
             "no --classes: using one DeviceClass per driver ({})",
             names.join(", ")
-        ));
+        ),
+        Note::GpusForTopologyOnly { gpus } => format!(
+            "the {gpus} GPU(s) in --sysfs give topology only: GPUs are published by their own DRA driver; \
+             give its slices with --slices (kubectl get resourceslices -o yaml) to allocate them"
+        ),
+        other => other.to_string(),
     }
-    if let Some(inv) = &inventory
-        && !inv.gpus.is_empty()
-        && !slices
-            .iter()
-            .any(|s| s["spec"]["driver"] != dranet_core::DRIVER_NAME)
-    {
-        notes.push(format!(
-            "the {} GPU(s) in --sysfs give topology only: GPUs are published by their own DRA driver; \
-             give its slices with --slices (kubectl get resourceslices -o yaml) to allocate them",
-            inv.gpus.len()
-        ));
-    }
-    // The scheduler allocates a claim from one node's devices: each node on its own.
-    let nodes: Vec<Option<String>> = match &args.node {
-        Some(n)
-            if !slice_nodes.is_empty()
-                && !slice_nodes.contains(n)
-                && sysfs_node.as_ref() != Some(n) =>
-        {
-            return Err(CheckError::Usage(format!(
-                "--node {n}: no slice is on that node (nodes: {})",
-                slice_nodes.iter().cloned().collect::<Vec<_>>().join(", ")
-            )));
-        }
-        Some(n) => vec![Some(n.clone())],
-        None => {
-            let mut all = slice_nodes.clone();
-            all.extend(sysfs_node.clone());
-            if all.is_empty() {
-                vec![None]
-            } else {
-                all.into_iter().map(Some).collect()
-            }
-        }
-    };
-    let mut allocators = Vec::with_capacity(nodes.len());
-    for node in &nodes {
-        let options = dranet_core::alloc::Options {
-            node: node.as_deref().map(dranet_core::alloc::Node::new),
-            ..Default::default()
-        };
-        let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
-        for w in alloc.warnings() {
-            if !notes.contains(w) {
-                notes.push(w.clone());
-            }
-        }
-        allocators.push((node.clone(), alloc));
-    }
-    let mut reports = Vec::new();
-    for (name, kind, spec) in claims {
-        for (node, alloc) in &allocators {
-            let mut report = ClaimReport {
-                name: name.clone(),
-                kind: kind.clone(),
-                node: node.clone(),
-                verdict: Verdict::Fits,
-                devices: Vec::new(),
-                topology: Vec::new(),
-                warnings: Vec::new(),
-                error: None,
-            };
-            match alloc.allocate_spec(&spec, &[]) {
-                Ok(a) => {
-                    report.devices = a
-                        .results
-                        .iter()
-                        .filter_map(|r| {
-                            let id = dranet_core::alloc::DeviceId {
-                                driver: r.driver.clone(),
-                                pool: r.pool.clone(),
-                                device: r.device.clone(),
-                            };
-                            Some(row(alloc.device(&id)?, &r.request))
-                        })
-                        .collect();
-                    // The PCI tree is the node's read with --sysfs, only.
-                    let inv = inventory.as_ref().filter(|_| *node == sysfs_node);
-                    let (pairs, warnings) = topology(&report.devices, alloc, inv);
-                    report.topology = pairs;
-                    if !warnings.is_empty() {
-                        report.verdict = Verdict::FitsUnaligned;
-                    }
-                    report.warnings = warnings;
-                }
-                Err(e) => {
-                    report.verdict = if e.is_unsatisfiable() {
-                        Verdict::DoesNotFit
-                    } else {
-                        Verdict::Invalid
-                    };
-                    report.error = Some(e.to_string());
-                }
-            }
-            reports.push(report);
-        }
-    }
-    Ok(CheckReport {
-        claims: reports,
-        notes,
-    })
 }
 
 /// The API versions of `resource.k8s.io` a 1.34 API server serves.
@@ -783,20 +520,25 @@ fn sysfs_node_name(args: &CheckArgs, slice_nodes: &BTreeSet<String>) -> Result<S
         0 => super::node_name(&None, "--node-name").map_err(usage),
         1 => Ok(slice_nodes.iter().next().cloned().unwrap_or_default()),
         _ => Err(CheckError::Usage(format!(
-            "--sysfs describes one node and --slices name several ({}): say which with --node-name",
+            "--sysfs describes one node and {} name several ({}): say which with --node-name",
+            if args.cluster() {
+                "the cluster's slices"
+            } else {
+                "--slices"
+            },
             slice_nodes.iter().cloned().collect::<Vec<_>>().join(", ")
         ))),
     }
 }
 
 /// Writes the report as tables.
-pub fn render_table(r: &CheckReport, out: &mut dyn Write) -> std::io::Result<()> {
-    for n in &r.notes {
+pub fn render_table(r: &Report, notes: &[String], out: &mut dyn Write) -> std::io::Result<()> {
+    for n in notes {
         writeln!(out, "note: {n}")?;
     }
     let mut legend = false;
     for (i, c) in r.claims.iter().enumerate() {
-        if i > 0 || !r.notes.is_empty() {
+        if i > 0 || !notes.is_empty() {
             writeln!(out)?;
         }
         match &c.node {
@@ -858,7 +600,11 @@ pub fn render_table(r: &CheckReport, out: &mut dyn Write) -> std::io::Result<()>
                     gpus.push(&p.gpu);
                 }
             }
-            let source = if c.topology.iter().all(|p| p.source == "sysfs") {
+            let source = if c
+                .topology
+                .iter()
+                .all(|p| p.source == report::RelationSource::Sysfs)
+            {
                 "from the PCI tree"
             } else {
                 "from attributes: same pcieRoot => PHB or closer, same NUMA => NODE, else SYS"
@@ -900,7 +646,7 @@ pub fn render_table(r: &CheckReport, out: &mut dyn Write) -> std::io::Result<()>
             writeln!(out, "  {rel:<5}= {what}")?;
         }
     }
-    let summary = summarize(r);
+    let summary = report::summarize(r);
     if !summary.is_empty() {
         writeln!(out, "\nVerdict:")?;
         for line in summary {
@@ -910,101 +656,22 @@ pub fn render_table(r: &CheckReport, out: &mut dyn Write) -> std::io::Result<()>
     Ok(())
 }
 
-/// Each claim once, in report order, with its reports (one per node) and its best verdict.
-fn per_claim(r: &CheckReport) -> Vec<(&ClaimReport, Vec<&ClaimReport>, Verdict)> {
-    let mut out: Vec<(&ClaimReport, Vec<&ClaimReport>, Verdict)> = Vec::new();
-    for c in &r.claims {
-        match out
-            .iter_mut()
-            .find(|(first, _, _)| first.kind == c.kind && first.name == c.name)
-        {
-            Some((_, of, best)) => {
-                of.push(c);
-                *best = (*best).min(c.verdict);
-            }
-            None => out.push((c, vec![c], c.verdict)),
-        }
-    }
-    out
-}
-
-/// One line per claim: where it fits and how, in the order of the report.
-pub fn summarize(r: &CheckReport) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for (c, of, best) in per_claim(r) {
-        let on = |v: Verdict| -> Vec<String> {
-            of.iter()
-                .filter(|x| x.verdict == v)
-                .filter_map(|x| x.node.clone())
-                .collect()
-        };
-        let line = match best {
-            Verdict::Invalid => "invalid (the scheduler would fail the pod)".to_string(),
-            Verdict::DoesNotFit if of.len() > 1 => format!("fits on none of {} nodes", of.len()),
-            Verdict::DoesNotFit => "does not fit".to_string(),
-            _ => {
-                let mut parts = Vec::new();
-                for v in [Verdict::Fits, Verdict::FitsUnaligned] {
-                    let nodes = on(v);
-                    if !nodes.is_empty() {
-                        parts.push(format!("{} on {}", v.as_str(), nodes.join(", ")));
-                    } else if of.len() == 1 && of[0].verdict == v {
-                        parts.push(v.as_str().to_string());
-                    }
-                }
-                let none = on(Verdict::DoesNotFit).len();
-                if none > 0 {
-                    parts.push(format!("does not fit on {none} other node(s)"));
-                }
-                parts.join("; ")
-            }
-        };
-        out.push(format!("{} {}: {line}", c.kind, c.name));
-    }
-    out
-}
-
-/// The exit code and message for a report: the worst claim wins (invalid, then fits nowhere,
-/// then, with `--fail-on warning`, fits only unaligned).
-pub fn verdict_error(r: &CheckReport, fail_on: FailOn) -> Option<CheckError> {
-    let mut invalid = Vec::new();
-    let mut nowhere = Vec::new();
-    let mut unaligned = Vec::new();
-    for (c, _, best) in per_claim(r) {
-        match best {
-            Verdict::Invalid => invalid.push(c.name.clone()),
-            Verdict::DoesNotFit => nowhere.push(c.name.clone()),
-            Verdict::FitsUnaligned => unaligned.push(c.name.clone()),
-            Verdict::Fits => {}
-        }
-    }
-    let err = |code: u8, what: &str, names: &[String]| {
-        Some(CheckError::Verdict {
-            code,
-            message: format!("{} claim(s) {what}: {}", names.len(), names.join(", ")),
-        })
-    };
-    if !invalid.is_empty() {
-        err(exit::INVALID, "invalid", &invalid)
-    } else if !nowhere.is_empty() {
-        err(exit::DOES_NOT_FIT, "fit on no node", &nowhere)
-    } else if fail_on == FailOn::Warning && !unaligned.is_empty() {
-        err(exit::UNALIGNED, "fit only unaligned", &unaligned)
-    } else {
-        None
-    }
-}
-
 /// Runs `dranet check`: prints the report and fails when a claim cannot be allocated.
 pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
     let report = check(args)?;
+    let cluster = args.cluster();
+    let notes: Vec<String> = report.notes.iter().map(|n| note_text(n, cluster)).collect();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let io = |e: std::io::Error| CheckError::Output(e.to_string());
     match args.output {
-        CheckFormat::Table => render_table(&report, &mut out).map_err(io)?,
+        CheckFormat::Table => render_table(&report, &notes, &mut out).map_err(io)?,
         CheckFormat::Json => {
-            let text = serde_json::to_string_pretty(&report)
+            let json = JsonReport {
+                claims: &report.claims,
+                notes,
+            };
+            let text = serde_json::to_string_pretty(&json)
                 .map_err(|e| CheckError::Output(e.to_string()))?;
             writeln!(out, "{text}").map_err(io)?;
         }
@@ -1013,6 +680,29 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// `-o json`: the report with its notes in the CLI's words.
+#[derive(Serialize)]
+#[serde(crate = "k8s_openapi::serde")]
+struct JsonReport<'a> {
+    claims: &'a [ClaimReport],
+    notes: Vec<String>,
+}
+
+/// The exit code and message for a report: the worst claim wins (invalid, then fits nowhere,
+/// then, with `--fail-on warning`, fits only unaligned).
+pub fn verdict_error(r: &Report, fail_on: FailOn) -> Option<CheckError> {
+    let f = report::verdict_error(r, fail_on.into())?;
+    let code = match f.verdict {
+        Verdict::Invalid => exit::INVALID,
+        Verdict::DoesNotFit => exit::DOES_NOT_FIT,
+        Verdict::FitsUnaligned | Verdict::Fits => exit::UNALIGNED,
+    };
+    Some(CheckError::Verdict {
+        code,
+        message: f.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -1032,6 +722,8 @@ mod tests {
             classes: vec![root().join("examples/azure_aks/deviceclasses.yaml")],
             node_name: None,
             node: None,
+            kubeconfig: None,
+            from_cluster: false,
             fail_on: FailOn::Error,
             cloud: crate::cmd::CloudArgs {
                 cloud_provider_hint: None,
@@ -1066,7 +758,7 @@ mod tests {
         assert_eq!(c.topology.len(), 1);
         assert_eq!(c.topology[0].relation, Some(Relation::Node));
         assert_eq!(c.topology[0].same_numa, Some(true));
-        assert_eq!(c.topology[0].source, "attributes");
+        assert_eq!(c.topology[0].source, report::RelationSource::Attributes);
         assert!(c.warnings.is_empty());
 
         let c = one(&gb300("1nic-unaligned"));
@@ -1100,7 +792,7 @@ mod tests {
         // The tree is the node the GPU slices are on: one node, one pool.
         assert_eq!(c.devices[1].pool, "aks-gb300-0");
         assert_eq!(c.topology[0].relation, Some(Relation::Node));
-        assert_eq!(c.topology[0].source, "sysfs");
+        assert_eq!(c.topology[0].source, report::RelationSource::Sysfs);
     }
 
     #[test]
@@ -1151,7 +843,8 @@ mod tests {
             32
         );
         let mut out = Vec::new();
-        render_table(&r, &mut out).unwrap();
+        let notes: Vec<String> = r.notes.iter().map(|n| note_text(n, false)).collect();
+        render_table(&r, &notes, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains("ResourceClaimTemplate 4nic-cross-numa"),
@@ -1182,11 +875,8 @@ mod tests {
         match check(&a) {
             Err(CheckError::Input(e)) => {
                 assert!(e.0.len() == 1 && e.0[0].doc.is_none(), "{e}");
-                assert!(
-                    e.to_string()
-                        .starts_with(&format!("{}: ", a.slices[2].display())),
-                    "{e}"
-                );
+                let file = format!("{}: ", a.slices[2].display());
+                assert!(e.to_string().starts_with(&file), "{e}");
             }
             other => panic!("{other:?}"),
         }
@@ -1239,7 +929,7 @@ mod tests {
             "{e}"
         );
         assert_eq!(
-            summarize(&r),
+            report::summarize(&r),
             ["ResourceClaimTemplate 1nic-aligned: fits on none of 2 nodes"]
         );
         // With the NICs on the GPUs' node too, it fits there and only there.
@@ -1249,7 +939,7 @@ mod tests {
         assert_eq!(r.claims[0].verdict, Verdict::Fits);
         assert_eq!(r.claims[1].verdict, Verdict::DoesNotFit);
         assert_eq!(
-            summarize(&r),
+            report::summarize(&r),
             [
                 "ResourceClaimTemplate 1nic-aligned: fits on aks-gb300-0; does not fit on 1 other node(s)"
             ]
@@ -1301,7 +991,7 @@ spec:
         assert!(
             r.notes
                 .iter()
-                .any(|n| n.contains("dra.net devices from --sysfs")),
+                .any(|n| note_text(n, false).contains("dra.net devices from --sysfs")),
             "{:?}",
             r.notes
         );

@@ -15,6 +15,8 @@
 //! - [`Discover`] and [`LinkSource`]: the seams discovery implements (real host or fixtures).
 //!
 //! - [`alloc`]: which devices the scheduler would give a claim, with [`cel`] for its selectors.
+//! - [`report`]: a claim checked on each node: its devices, the GPU × NIC relations, the verdict
+//!   (fits, fits unaligned, does not fit, invalid) — what `dranet check` prints.
 //!
 //! `dranet-discovery` fills the model from a host; anything that has an [`Inventory`] (a test, a
 //! tool reading a saved one) can use the rest.
@@ -90,6 +92,7 @@ mod numa;
 mod pci;
 pub mod pciids;
 mod rdma;
+pub mod report;
 pub mod slice;
 pub mod topology;
 

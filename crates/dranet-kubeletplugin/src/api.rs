@@ -11,7 +11,9 @@ use std::future::Future;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    AllocatedDeviceStatus, DeviceClass, ResourceClaim, ResourceSlice,
+};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent,
     WatchParams,
@@ -168,6 +170,10 @@ pub fn slice_field_selector(node: &str, driver: &str) -> String {
     format!("spec.nodeName={node},spec.driver={driver}")
 }
 
+/// Objects per page of [`KubeClient::list_all_slices`] and [`KubeClient::list_device_classes`]
+/// (kubectl's page size).
+const LIST_PAGE: u32 = 500;
+
 /// The field manager of writes until [`KubeClient::field_manager`] says otherwise.
 pub const DEFAULT_FIELD_MANAGER: &str = "dranet-kubeletplugin";
 
@@ -233,6 +239,40 @@ impl KubeClient {
             source: Box::new(e),
         })?;
         Ok(Self::new(client))
+    }
+
+    /// Every ResourceSlice of the cluster, of all nodes and drivers (what `kubectl get
+    /// resourceslices` lists), for tools that look at the whole cluster, such as `dranet check
+    /// --kubeconfig`. Read in pages, as kubectl does.
+    pub async fn list_all_slices(&self) -> Result<Vec<ResourceSlice>> {
+        self.list_all("list ResourceSlices").await
+    }
+
+    /// Every DeviceClass of the cluster (the classes a claim's requests name).
+    pub async fn list_device_classes(&self) -> Result<Vec<DeviceClass>> {
+        self.list_all("list DeviceClasses").await
+    }
+
+    /// Every object of a cluster-scoped kind, following the list's continue tokens.
+    async fn list_all<K>(&self, action: &str) -> Result<Vec<K>>
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        let mut lp = ListParams::default().limit(LIST_PAGE);
+        let mut items = Vec::new();
+        loop {
+            let page = api.list(&lp).await.map_err(|e| map_kube_error(action, e))?;
+            items.extend(page.items);
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
+                _ => return Ok(items),
+            }
+        }
     }
 
     fn post_params(&self) -> PostParams {
