@@ -758,6 +758,14 @@ fn check_exit_codes_and_stdin() {
     );
     assert_eq!(c, Some(2), "{out}{err}");
     assert!(out.contains("ResourceClaim nine on node"), "{out}");
+    // An error in standard input says so.
+    let typo = too_many.replace("count: 9", "cuont: 9");
+    let (c, _, err) = dranet_io(&["check", "-", "--sysfs", GB300], &[], Some(&typo));
+    assert_eq!(c, Some(1), "{err}");
+    assert!(
+        err.starts_with("dranet: error: <stdin>:8:46: document 1 (ResourceClaim nine): spec.devices.requests[0].exactly.cuont: unknown field, did you mean \"count\"?"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -779,5 +787,228 @@ fn version_names_the_commit() {
     assert!(
         out.starts_with(&format!("dranet {}", env!("CARGO_PKG_VERSION"))),
         "{out}"
+    );
+}
+
+/// `dranet check` on files written into a temporary directory: exit code, stdout, stderr.
+fn check_files(claims: &str, slices: &str) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, s) = (
+        dir.path().join("claims.yaml"),
+        dir.path().join("slices.yaml"),
+    );
+    std::fs::write(&c, claims).unwrap();
+    std::fs::write(&s, slices).unwrap();
+    let (c, s) = (c.to_str().unwrap(), s.to_str().unwrap());
+    let (code, out, err) = dranet_io(&["check", c, "--slices", s], &[], None);
+    // Paths in messages are the temporary ones: shown relative for the assertions.
+    let dir = format!("{}/", dir.path().display());
+    (code, out.replace(&dir, ""), err.replace(&dir, ""))
+}
+
+const GOOD_SLICE: &str = "apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-nics}
+spec:
+  driver: dra.net
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: nic0
+    attributes:
+      dra.net/numaNode: {int: 0}
+";
+
+const GOOD_TEMPLATE: &str = "apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: good}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        exactly: {deviceClassName: dra.net}
+";
+
+/// Strict decoding as the API server does it, with the place of each problem: file, line and
+/// column, document, kind and name, field path. Every bad document is reported, not only the
+/// first, and nothing is checked (exit 1, empty stdout): an answer without the bad documents
+/// would be about other claims or other devices.
+#[test]
+fn every_bad_document_is_reported_with_its_field_path_and_line() {
+    // A typo three levels down a selector list, and a wrong type in a v1beta1 request (whose
+    // fields have no `exactly`: the path is the one in the file).
+    let claims = format!(
+        "{GOOD_TEMPLATE}---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: typo}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        exactly:
+          deviceClassName: dra.net
+          selectors:
+          - cel: {{expression: 'true'}}
+          - cel:
+              expresion: device.attributes[\"dra.net\"].numaNode == 0
+          zzz: 1
+---
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaimTemplate
+metadata: {{name: wrong-type}}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        deviceClassName: dra.net
+        count: two
+"
+    );
+    let (code, out, err) = check_files(&claims, GOOD_SLICE);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty(), "no partial report: {out}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "dranet: error: claims.yaml:24:15: document 2 (ResourceClaimTemplate typo): \
+             spec.spec.devices.requests[0].exactly.selectors[1].cel.expresion: unknown field, \
+             did you mean \"expression\"? (the API server rejects unknown fields)",
+            "dranet: error: claims.yaml:25:11: document 2 (ResourceClaimTemplate typo): \
+             spec.spec.devices.requests[0].exactly.zzz: unknown field (the API server rejects \
+             unknown fields; the fields here are adminAccess, allocationMode, capacity, count, \
+             deviceClassName, selectors, tolerations)",
+            "dranet: error: claims.yaml:36:16: document 3 (ResourceClaimTemplate wrong-type): \
+             spec.spec.devices.requests[0].count: invalid type: string \"two\", expected i64",
+        ],
+        "{err}"
+    );
+}
+
+/// A bad second document of three (a YAML syntax error) does not hide a bad third one, in the
+/// slices too; the slices' own errors name the field, in a `kind: List` as kubectl prints them.
+#[test]
+fn a_bad_second_document_of_three_does_not_hide_the_third() {
+    let claims = format!(
+        "{GOOD_TEMPLATE}---
+kind: ResourceClaimTemplate
+metadata: {{name: broken, labels: [a, }}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: third}}
+spec:
+  devices:
+    requests:
+    - name: nic
+      exactly: {{deviceClassName: dra.net, count: '2'}}
+"
+    );
+    let slices = format!(
+        "apiVersion: v1
+kind: List
+items:
+- {}
+---
+kind: DeviceClass
+metadata: {{name: x}}
+spec: {{selectors: {{cel: {{expression: 'true'}}}}}}
+",
+        GOOD_SLICE
+            .trim_end()
+            .replace("{int: 0}", "{int: zero}")
+            .replace('\n', "\n  ")
+    );
+    let (code, out, err) = check_files(&claims, &slices);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty(), "{out}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "dranet: error: slices.yaml:14:33: document 1 (ResourceSlice n1-nics): \
+             spec.devices[0].attributes.dra.net/numaNode.int: invalid type: string \"zero\", expected i64",
+            "dranet: error: slices.yaml:18:19: document 2 (DeviceClass x): spec.selectors: \
+             invalid type: map, expected a sequence",
+            "dranet: error: claims.yaml:12:34: document 2: invalid YAML: mismatched bracket '[' closed by '}'",
+            "dranet: error: claims.yaml:21:50: document 3 (ResourceClaim third): \
+             spec.devices.requests[0].exactly.count: invalid type: string \"2\", expected i64",
+        ],
+        "{err}"
+    );
+}
+
+/// The completion and man commands as a user runs them: a script bash accepts, one page on
+/// stdout, every page with `--out-dir`, and a clear error for an unknown command.
+#[test]
+fn completion_and_man_pages_from_the_binary() {
+    let (ok, script, err) = dranet(&["completion", "bash"]);
+    assert!(ok, "{err}");
+    assert!(script.contains("complete -F _dranet"), "{script}");
+    // What the script holds, and that bash parses it: the unit tests in src/main.rs.
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, page, err) = dranet(&["man", "check"]);
+    assert!(ok, "{err}");
+    assert!(page.contains(".TH dranet-check 1"), "{page}");
+    let out = dir.path().join("man1");
+    let (ok, _, err) = dranet(&["man", "--out-dir", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    for page in [
+        "dranet.1",
+        "dranet-check.1",
+        "dranet-inventory.1",
+        "dranet-man.1",
+    ] {
+        let text = std::fs::read_to_string(out.join(page)).unwrap_or_default();
+        assert!(
+            text.starts_with(".ie") && text.contains(".SH NAME"),
+            "{page}"
+        );
+    }
+    let (ok, _, err) = dranet(&["man", "nope"]);
+    assert!(!ok);
+    assert!(
+        err.contains("no command \"nope\"") && err.contains("check"),
+        "{err}"
+    );
+}
+
+/// What the allocator refuses in a slice (a version that is not semver, a quantity with an
+/// unknown suffix) is an input error of that slice's document, at the field, for every slice.
+#[test]
+fn a_slice_the_allocator_refuses_is_an_error_at_its_field() {
+    let slices = format!(
+        "{}---\n{}",
+        GOOD_SLICE.replace(
+            "{int: 0}",
+            "{int: 0}\n      dra.net/firmwareVersion: {version: '1.2'}"
+        ),
+        GOOD_SLICE.replace("n1", "n2").replace(
+            "    attributes:",
+            "    capacity:\n      dra.net/bandwidth: {value: 12Q}\n    attributes:"
+        )
+    );
+    let (code, out, err) = check_files(GOOD_TEMPLATE, &slices);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty(), "{out}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with(
+            "dranet: error: slices.yaml:12:7: document 1 (ResourceSlice n1-nics): \
+             spec.devices[0].attributes.dra.net/firmwareVersion: invalid semver \"1.2\""
+        ),
+        "{err}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "dranet: error: slices.yaml:24:7: document 2 (ResourceSlice n2-nics): \
+             spec.devices[0].capacity.dra.net/bandwidth: invalid quantity \"12Q\""
+        ),
+        "{err}"
     );
 }

@@ -17,11 +17,11 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dranet_core::alloc::AllocError;
+use dranet_core::alloc::{AllocError, Allocator};
 use dranet_core::report::{self, Claim, ClaimReport, Host, Input, Note, Report, Verdict};
 use dranet_core::{Discover, Relation};
 use dranet_kubeletplugin::api::KubeClient;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
 // The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
 use k8s_openapi::serde::Serialize;
 
@@ -125,24 +125,10 @@ impl CheckArgs {
 /// What `dranet check` can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    /// A file that cannot be read.
-    #[error("{path}: {reason}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        reason: String,
-    },
-    /// A document that is not what it should be.
-    #[error("{path}: document {doc}: {reason}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// 1-based document number.
-        doc: usize,
-        /// What is wrong.
-        reason: String,
-    },
+    /// Documents that are not what they should be: every one of every file, each with its
+    /// place (file, document, field path, line and column).
+    #[error("{0}")]
+    Input(super::load::InputErrors),
     /// Bad arguments.
     #[error("{0}")]
     Usage(String),
@@ -178,127 +164,60 @@ pub enum CheckError {
     Output(String),
 }
 
-/// A YAML error in one line: the document, line and column, and what is wrong (the parser's own
-/// rendering is a multi-line snippet).
-fn yaml_error(path: &Path, text: &str, e: &serde_saphyr::Error) -> CheckError {
-    let plain = e.without_snippet().to_string();
-    let reason = plain
-        .lines()
-        .next()
-        .unwrap_or("invalid YAML")
-        .trim()
-        .to_string();
-    let (doc, reason) = match e.location() {
-        Some(l) if l.line() > 0 => {
-            let before = text
-                .lines()
-                .take(
-                    usize::try_from(l.line())
-                        .unwrap_or(usize::MAX)
-                        .saturating_sub(1),
-                )
-                .filter(|s| s.starts_with("---"))
-                .count();
-            let starts_with_separator = text.trim_start().starts_with("---");
-            let doc = before + usize::from(!starts_with_separator);
-            let reason = if reason.contains("line") {
-                reason
-            } else {
-                format!("line {} column {}: {reason}", l.line(), l.column())
-            };
-            (doc.max(1), reason)
-        }
-        _ => (1, reason),
-    };
-    CheckError::Parse {
-        path: path.to_path_buf(),
-        doc,
-        reason,
+/// The allocator's complaint about a slice (`device nic0: attribute dra.net/fw: invalid
+/// semver`), at the field it names when it names one.
+fn slice_error(
+    d: &super::load::Doc,
+    slice: &serde_json::Value,
+    reason: &str,
+) -> super::load::InputError {
+    let devices = slice["spec"]["devices"].as_array().map(Vec::as_slice);
+    let found = devices
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .find_map(|(i, dev)| {
+            let rest = reason.strip_prefix(&format!("device {}: ", dev["name"].as_str()?))?;
+            let field = format!("spec.devices[{i}]");
+            for (word, key) in [("attribute", "attributes"), ("capacity", "capacity")] {
+                let Some(after) = rest.strip_prefix(&format!("{word} ")) else {
+                    continue;
+                };
+                let names = dev[key].as_object().into_iter().flat_map(|m| m.keys());
+                for name in names {
+                    if let Some(why) = after.strip_prefix(&format!("{name}: ")) {
+                        return Some((format!("{field}.{key}.{name}"), why.to_string()));
+                    }
+                }
+            }
+            Some((field, rest.to_string()))
+        });
+    match found {
+        Some((field, why)) => d.error(&field, why),
+        None => d.error("", reason),
     }
 }
 
-/// YAML documents of a file as JSON, `kind: List` flattened, empty documents skipped.
-fn documents(path: &Path) -> Result<Vec<(usize, serde_json::Value)>, CheckError> {
-    let read = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(path)
-    };
-    let text = read.map_err(|e| CheckError::Read {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let mut out = Vec::new();
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_str_multiple(&text).map_err(|e| yaml_error(path, &text, &e))?;
-    for (i, v) in docs.into_iter().enumerate() {
-        if v.is_null() {
-            continue;
-        }
-        match v.get("items").and_then(|x| x.as_array()) {
-            Some(items)
-                if v["kind"] == "List"
-                    || v["kind"].as_str().is_some_and(|k| k.ends_with("List")) =>
-            {
-                out.extend(items.iter().map(|x| (i + 1, x.clone())));
-            }
-            _ => out.push((i + 1, v)),
-        }
+/// A document of a kind that does not belong in this file.
+fn wrong_kind(d: &super::load::Doc, expected: &str) -> super::load::InputError {
+    match d.kind() {
+        "" => d.error(
+            "",
+            format!("no kind: not a Kubernetes object (expected {expected})"),
+        ),
+        k => d.error("kind", format!("kind {k} is not {expected}")),
     }
-    Ok(out)
 }
 
-fn kind(v: &serde_json::Value) -> &str {
-    v["kind"].as_str().unwrap_or("")
-}
-
-/// Decodes a user-written object strictly, as the API server does: a field the type does not
-/// have (`selector:` for `selectors:`) is an error naming its path, not silently dropped.
-fn parse<T: k8s_openapi::serde::de::DeserializeOwned + k8s_openapi::serde::Serialize>(
-    path: &Path,
-    doc: usize,
-    v: serde_json::Value,
-) -> Result<T, CheckError> {
-    let err = |reason: String| CheckError::Parse {
-        path: path.to_path_buf(),
-        doc,
-        reason,
-    };
-    let typed: T = serde_json::from_value(v.clone()).map_err(|e| err(e.to_string()))?;
-    let back = serde_json::to_value(&typed).map_err(|e| err(e.to_string()))?;
-    if let Some(field) = unknown_field(&v, &back, "") {
-        return Err(err(format!(
-            "unknown field {field:?} (the API server rejects unknown fields; check its spelling)"
-        )));
-    }
-    Ok(typed)
-}
-
-/// The first key of `input` that decoding into the typed object dropped, as a path
-/// (`devices.requests[0].exactly.selector`). Null values are not fields.
-fn unknown_field(input: &serde_json::Value, typed: &serde_json::Value, at: &str) -> Option<String> {
-    use serde_json::Value;
-    match (input, typed) {
-        (Value::Object(i), Value::Object(t)) => i.iter().find_map(|(k, v)| {
-            if v.is_null() {
-                return None;
-            }
-            let p = if at.is_empty() {
-                k.clone()
-            } else {
-                format!("{at}.{k}")
-            };
-            match t.get(k) {
-                None => Some(p),
-                Some(tv) => unknown_field(v, tv, &p),
-            }
-        }),
-        (Value::Array(i), Value::Array(t)) => i
-            .iter()
-            .zip(t)
-            .enumerate()
-            .find_map(|(n, (iv, tv))| unknown_field(iv, tv, &format!("{at}[{n}]"))),
-        _ => None,
+/// A DeviceClass document, strictly decoded, into `classes` or its errors into `errors`.
+fn read_class(
+    d: &super::load::Doc,
+    classes: &mut Vec<DeviceClass>,
+    errors: &mut Vec<super::load::InputError>,
+) {
+    match d.decode("", d.value.clone(), true) {
+        Ok(c) => classes.push(c),
+        Err(e) => errors.extend(e),
     }
 }
 
@@ -339,55 +258,71 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
                 .into(),
         ));
     }
-    let mut input = Input::default();
+    // Every document of every file is read and every bad one reported before anything is
+    // checked (or a cluster asked): an answer computed without a bad slice or class would be
+    // about other devices.
+    let mut errors = Vec::new();
+    let mut file_slices = Vec::new();
     let mut classes = Vec::new();
+    for path in &args.slices {
+        for d in super::load::documents(path, &mut errors) {
+            match d.kind() {
+                // Slices are what a (maybe newer) API server returns: types are checked, fields
+                // this build does not know are not errors.
+                "ResourceSlice" => match slice_to_v1(d.value.clone()) {
+                    Ok(v) => match d.decode::<ResourceSlice>("", v.clone(), false) {
+                        // What the allocator refuses (a bad semver, quantity or counter) is an
+                        // input error of this document too, reported with the others.
+                        Ok(_) => match Allocator::from_json(std::slice::from_ref(&v), &[]) {
+                            Err(AllocError::InvalidSlice { reason, .. }) => {
+                                errors.push(slice_error(&d, &v, &reason))
+                            }
+                            Err(e) => errors.push(d.error("", e.to_string())),
+                            Ok(_) => file_slices.push(v),
+                        },
+                        Err(e) => errors.extend(e),
+                    },
+                    Err(reason) => errors.push(d.error("apiVersion", reason)),
+                },
+                "DeviceClass" => read_class(&d, &mut classes, &mut errors),
+                _ => errors.push(wrong_kind(&d, "ResourceSlice or DeviceClass")),
+            }
+        }
+    }
+    for path in &args.classes {
+        for d in super::load::documents(path, &mut errors) {
+            match d.kind() {
+                "DeviceClass" => read_class(&d, &mut classes, &mut errors),
+                _ => errors.push(wrong_kind(&d, "DeviceClass")),
+            }
+        }
+    }
+    let claims = read_claims(args, &mut classes, &mut errors);
+    if !errors.is_empty() {
+        return Err(CheckError::Input(super::load::InputErrors(errors)));
+    }
+    if claims.is_empty() {
+        return Err(CheckError::Usage(match &args.name {
+            Some(n) => format!("{}: no claim or template named {n:?}", args.claim.display()),
+            None => format!(
+                "{}: no ResourceClaim or ResourceClaimTemplate",
+                args.claim.display()
+            ),
+        }));
+    }
+    let mut input = Input::default();
     let mut cluster_classes = None;
     if cluster {
         let (slices, classes) = read_cluster(args)?;
         input.slices = slices;
         cluster_classes = Some(classes);
     }
-    for path in &args.slices {
-        for (doc, v) in documents(path)? {
-            match kind(&v) {
-                "ResourceSlice" => {
-                    input
-                        .slices
-                        .push(slice_to_v1(v).map_err(|reason| CheckError::Parse {
-                            path: path.clone(),
-                            doc,
-                            reason,
-                        })?)
-                }
-                "DeviceClass" => classes.push(parse(path, doc, v)?),
-                k => {
-                    return Err(CheckError::Parse {
-                        path: path.clone(),
-                        doc,
-                        reason: format!("kind {k:?} is not ResourceSlice or DeviceClass"),
-                    });
-                }
-            }
-        }
-    }
+    input.slices.extend(file_slices);
     let slice_nodes = report::slice_nodes(&input.slices);
     if let Some(sysfs) = &args.sysfs {
         let node = sysfs_node_name(args, &slice_nodes)?;
         input.host = Some(discover(sysfs, &node, &args.cloud)?);
     }
-    for path in &args.classes {
-        for (doc, v) in documents(path)? {
-            if kind(&v) != "DeviceClass" {
-                return Err(CheckError::Parse {
-                    path: path.clone(),
-                    doc,
-                    reason: format!("kind {:?} is not DeviceClass", kind(&v)),
-                });
-            }
-            classes.push(parse(path, doc, v)?);
-        }
-    }
-    let claims = read_claims(args, &mut classes)?;
     input.classes = match cluster_classes {
         // The cluster's classes, those of the files overriding the ones of the same name.
         Some(mut from_cluster) => {
@@ -446,52 +381,42 @@ fn read_cluster(
 }
 
 /// The claims and templates of the claim file (`--name` only); DeviceClasses beside them join
-/// `classes`.
-fn read_claims(args: &CheckArgs, classes: &mut Vec<DeviceClass>) -> Result<Vec<Claim>, CheckError> {
+/// `classes`, bad documents `errors`.
+fn read_claims(
+    args: &CheckArgs,
+    classes: &mut Vec<DeviceClass>,
+    errors: &mut Vec<super::load::InputError>,
+) -> Vec<Claim> {
     let mut claims = Vec::new();
-    for (doc, v) in documents(&args.claim)? {
-        let k = kind(&v).to_string();
-        let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
-        let spec_value = match k.as_str() {
-            "ResourceClaimTemplate" => v["spec"]["spec"].clone(),
-            "ResourceClaim" => v["spec"].clone(),
+    for d in super::load::documents(&args.claim, errors) {
+        let (at, spec_value) = match d.kind() {
+            "ResourceClaimTemplate" => ("spec.spec", d.value["spec"]["spec"].clone()),
+            "ResourceClaim" => ("spec", d.value["spec"].clone()),
             "DeviceClass" => {
-                classes.push(parse(&args.claim, doc, v)?);
+                read_class(&d, classes, errors);
                 continue;
             }
-            other => {
-                return Err(CheckError::Parse {
-                    path: args.claim.clone(),
-                    doc,
-                    reason: format!("kind {other:?} is not ResourceClaimTemplate or ResourceClaim"),
-                });
+            _ => {
+                errors.push(wrong_kind(&d, "ResourceClaimTemplate or ResourceClaim"));
+                continue;
             }
         };
-        if args.name.as_ref().is_some_and(|n| *n != name) {
+        if args.name.as_ref().is_some_and(|n| n != d.name()) {
             continue;
         }
-        let spec_value = claim_spec_to_v1(&v, spec_value).map_err(|reason| CheckError::Parse {
-            path: args.claim.clone(),
-            doc,
-            reason,
-        })?;
-        let spec: ResourceClaimSpec = parse(&args.claim, doc, spec_value)?;
-        claims.push(Claim {
-            name,
-            kind: k,
-            spec,
-        });
+        let spec = claim_spec_to_v1(&d.value, spec_value)
+            .map_err(|reason| vec![d.error("apiVersion", reason)])
+            .and_then(|v| d.decode::<ResourceClaimSpec>(at, v, true));
+        match spec {
+            Ok(spec) => claims.push(Claim {
+                name: d.name().to_string(),
+                kind: d.kind().to_string(),
+                spec,
+            }),
+            Err(e) => errors.extend(e),
+        }
     }
-    if claims.is_empty() {
-        return Err(CheckError::Usage(match &args.name {
-            Some(n) => format!("{}: no claim or template named {n:?}", args.claim.display()),
-            None => format!(
-                "{}: no ResourceClaim or ResourceClaimTemplate",
-                args.claim.display()
-            ),
-        }));
-    }
-    Ok(claims)
+    claims
 }
 
 /// A note of the report in the CLI's words (the flags the inputs came from).
@@ -525,7 +450,7 @@ fn api_version(doc: &serde_json::Value) -> Result<&str, String> {
         v @ ("resource.k8s.io/v1" | "resource.k8s.io/v1beta2" | "resource.k8s.io/v1beta1") => Ok(v),
         other => Err(format!(
             "apiVersion {other:?} is not served by Kubernetes 1.34 for {} (use {SERVED})",
-            kind(doc)
+            doc["kind"].as_str().unwrap_or("")
         )),
     }
 }
@@ -947,7 +872,14 @@ mod tests {
             "{e}"
         );
         a.slices.push(root().join("does/not/exist.yaml"));
-        assert!(matches!(check(&a), Err(CheckError::Read { .. })));
+        match check(&a) {
+            Err(CheckError::Input(e)) => {
+                assert!(e.0.len() == 1 && e.0[0].doc.is_none(), "{e}");
+                let file = format!("{}: ", a.slices[2].display());
+                assert!(e.to_string().starts_with(&file), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
         let mut a = gb300("1nic-aligned");
         a.sysfs = Some(root().join("does/not/exist"));
         assert!(matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("not a directory")));

@@ -3,7 +3,9 @@
 pub mod check;
 pub mod doctor;
 pub mod inventory;
+pub mod load;
 pub mod run;
+pub mod shell;
 pub mod topo;
 
 use std::path::PathBuf;
