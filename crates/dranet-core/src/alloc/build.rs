@@ -281,7 +281,10 @@ pub(super) fn build(
                 for set in sets {
                     for (name, c) in &set.counters {
                         let q = Quantity::parse(&c.value.0).map_err(|e| {
-                            bad(format!("sharedCounters {}: counter {name}: {e}", set.name))
+                            bad(format!(
+                                "sharedCounters {}: counter {name}: invalid quantity {:?}: {e}",
+                                set.name, c.value.0
+                            ))
                         })?;
                         counter_sets[o]
                             .totals
@@ -305,8 +308,12 @@ pub(super) fn build(
                 }
                 let mut caps = Vec::with_capacity(d.capacity.as_ref().map_or(0, |c| c.len()));
                 for (name, c) in d.capacity.iter().flatten() {
-                    let q = Quantity::parse(&c.value.0)
-                        .map_err(|e| bad(format!("device {}: capacity {name}: {e}", d.name)))?;
+                    let q = Quantity::parse(&c.value.0).map_err(|e| {
+                        bad(format!(
+                            "device {}: capacity {name}: invalid quantity {:?}: {e}",
+                            d.name, c.value.0
+                        ))
+                    })?;
                     caps.push((name.as_str(), q));
                 }
                 let attributes = DeviceAttributes::new(&s.spec.driver, attrs, caps)
@@ -329,8 +336,8 @@ pub(super) fn build(
                             for (name, q) in &c.counters {
                                 let q = Quantity::parse(&q.value.0).map_err(|e| {
                                     bad(format!(
-                                        "device {}: consumesCounters {}: counter {name}: {e}",
-                                        d.name, c.counter_set
+                                        "device {}: consumesCounters {}: counter {name}: invalid quantity {:?}: {e}",
+                                        d.name, c.counter_set, q.value.0
                                     ))
                                 })?;
                                 let at = owner.and_then(|o| {

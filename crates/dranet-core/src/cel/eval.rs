@@ -425,7 +425,7 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
             m if m.is_map() => self
                 .env
                 .get(&m, &Value::str(field))
-                .ok_or_else(|| Error::msg(format!("no such key: {field}"))),
+                .ok_or_else(|| super::funcs::no_such_key(&m, &Value::str(field))),
             other => Err(Error::msg(format!(
                 "type '{}' does not support field selection",
                 other.type_name()

@@ -203,10 +203,27 @@ pub(crate) fn index_value<'a>(env: &Env<'a>, target: Value<'a>, key: Value<'a>) 
         }
         t if t.is_map() => match env.get(t, &key) {
             Some(v) => Ok(v),
-            None => Err(Error::msg(format!("no such key: {}", key_text(&key)))),
+            None => Err(no_such_key(t, &key)),
         },
         Value::Optional(_) => nso(),
         _ => nso(),
+    }
+}
+
+/// cel-go's "no such key" error; on a device's attribute domain it also names the qualified
+/// attribute the device lacks, which is what a user has to fix.
+pub(crate) fn no_such_key(map: &Value<'_>, key: &Value<'_>) -> Error {
+    let k = key_text(key);
+    match map {
+        Value::Domain(d) => Error::msg(format!(
+            "no such key: {k} (device has no attribute {}/{k})",
+            &**d
+        )),
+        Value::CapDomain(d) => Error::msg(format!(
+            "no such key: {k} (device has no capacity {}/{k})",
+            &**d
+        )),
+        _ => Error::msg(format!("no such key: {k}")),
     }
 }
 
