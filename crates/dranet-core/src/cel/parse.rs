@@ -1427,6 +1427,18 @@ impl Parser {
                 (init, cond, step, result)
             }
         };
+        self.macro_fold(at, range, (v1, v2), [init, cond, step, result])
+    }
+
+    /// A macro's comprehension over `range` with the macro accumulator: `parts` are its init,
+    /// loop condition, step and result.
+    fn macro_fold(
+        &mut self,
+        at: u32,
+        range: Expr,
+        (v1, v2): (String, Option<String>),
+        [init, cond, step, result]: [Expr; 4],
+    ) -> Expr {
         self.comprehension(
             at,
             Comprehension {
@@ -1474,19 +1486,7 @@ impl Parser {
             step = self.call(at, "_?_:_", None, vec![f, step, a]);
         }
         let result = self.accu(at);
-        self.comprehension(
-            at,
-            Comprehension {
-                iter_var: v1,
-                iter_var2: v2,
-                range,
-                accu_var: ACCU.into(),
-                accu_init: init,
-                cond,
-                step,
-                result,
-            },
-        )
+        self.macro_fold(at, range, (v1, v2), [init, cond, step, result])
     }
 }
 

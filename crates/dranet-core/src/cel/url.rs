@@ -39,31 +39,21 @@ enum Mode {
     Query,
 }
 
+/// RFC 3986's sub-delims.
+fn is_sub_delim(c: u8) -> bool {
+    matches!(
+        c,
+        b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+    )
+}
+
 /// Go's `shouldEscape` for the modes used here.
 fn should_escape(c: u8, mode: Mode) -> bool {
     if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'~') {
         return false;
     }
     if mode == Mode::Host
-        && matches!(
-            c,
-            b'!' | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'['
-                | b']'
-                | b'<'
-                | b'>'
-                | b'"'
-        )
+        && (is_sub_delim(c) || matches!(c, b':' | b'[' | b']' | b'<' | b'>' | b'"'))
     {
         return false;
     }
@@ -125,24 +115,9 @@ fn escape(s: &str, mode: Mode) -> String {
 
 fn valid_encoded(s: &str) -> bool {
     s.bytes().all(|c| {
-        matches!(
-            c,
-            b'!' | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'@'
-                | b'['
-                | b']'
-                | b'%'
-        ) || !should_escape(c, Mode::Path)
+        is_sub_delim(c)
+            || matches!(c, b':' | b'@' | b'[' | b']' | b'%')
+            || !should_escape(c, Mode::Path)
     })
 }
 
