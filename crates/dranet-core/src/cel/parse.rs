@@ -1089,7 +1089,9 @@ impl Parser {
         Ok(self.call(at, func, None, args))
     }
 
-    fn iter_var(&mut self, e: &Expr) -> Result<String, ()> {
+    /// A macro's iteration variable; `not_a_name` is the macro's message when it is not one
+    /// (cel-go words it differently for `all`/`exists` and for `map`/`filter`/`sortBy`).
+    fn iter_var(&mut self, e: &Expr, not_a_name: &str) -> Result<String, ()> {
         match Self::ident_name(e) {
             Some(v) if v == ACCU || v == "__result__" => {
                 self.macro_error(e, "iteration variable overwrites accumulator variable")?;
@@ -1097,7 +1099,7 @@ impl Parser {
             }
             Some(v) => Ok(v.to_string()),
             None => {
-                self.macro_error(e, "argument must be a simple name")?;
+                self.macro_error(e, not_a_name)?;
                 Err(())
             }
         }
@@ -1141,7 +1143,7 @@ impl Parser {
         let n = args.len();
         match (name, n) {
             ("all" | "exists" | "exists_one", 2) => {
-                let v = self.iter_var(&args[0])?;
+                let v = self.iter_var(&args[0], "argument must be a simple name")?;
                 let body = args.pop().ok_or(())?;
                 let kind = if name == "all" {
                     0
@@ -1165,16 +1167,7 @@ impl Parser {
                 Ok(self.quantifier(at, kind, target, v1, Some(v2), body))
             }
             ("map", 2 | 3) | ("filter", 2) => {
-                let v = match Self::ident_name(&args[0]) {
-                    Some(v) if v == ACCU || v == "__result__" => {
-                        return self.macro_error(
-                            &args[0],
-                            "iteration variable overwrites accumulator variable",
-                        );
-                    }
-                    Some(v) => v.to_string(),
-                    None => return self.macro_error(&args[0], "argument is not an identifier"),
-                };
+                let v = self.iter_var(&args[0], "argument is not an identifier")?;
                 let (filter, transform) = if name == "filter" {
                     let f = args.pop().ok_or(())?;
                     let var = args.pop().ok_or(())?;
@@ -1275,16 +1268,7 @@ impl Parser {
                         "sortBy can only be applied to a list, identifier, comprehension, call or select expression",
                     );
                 }
-                let v = match Self::ident_name(&args[0]) {
-                    Some(v) if v == ACCU || v == "__result__" => {
-                        return self.macro_error(
-                            &args[0],
-                            "iteration variable overwrites accumulator variable",
-                        );
-                    }
-                    Some(v) => v.to_string(),
-                    None => return self.macro_error(&args[0], "argument is not an identifier"),
-                };
+                let v = self.iter_var(&args[0], "argument is not an identifier")?;
                 let key = args.pop().ok_or(())?;
                 let input = "@__sortBy_input__";
                 let range = self.node(at, Kind::Ident(input.into()));
