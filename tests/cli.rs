@@ -195,6 +195,83 @@ fn topo_shows_the_seed_matrix() {
     }
 }
 
+/// GPUs from another driver's slices: one the sysfs tree has is that GPU (no second row); one it
+/// lacks is placed by its attributes (PHB at best, as attributes cannot tell switches apart).
+#[test]
+fn topo_takes_gpus_from_slices() {
+    let (ok, out, err) = dranet(&[
+        "topo",
+        "--sysfs",
+        GB300,
+        "--slices",
+        "testdata/slices/azure-nd-gb300-v6-gpu.yaml",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("GPU3 ") && !out.contains("GPU4 "), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    let slice = dir.path().join("gpu.yaml");
+    std::fs::write(
+        &slice,
+        r#"apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: extra}
+spec:
+  driver: gpu.example.com
+  nodeName: aks-gb300-0
+  pool: {name: aks-gb300-0, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-9
+    attributes:
+      resource.kubernetes.io/pciBusID: {string: "0109:00:00.0"}
+      resource.kubernetes.io/pcieRoot: {string: "pci0101:00"}
+      numaNode: {int: 0}
+      productName: {string: Example GPU}
+"#,
+    )
+    .unwrap();
+    let slice = slice.to_str().unwrap();
+    let (ok, out, err) = dranet(&["topo", "--sysfs", GB300, "--slices", slice]);
+    assert!(ok, "{err}");
+    let row: Vec<&str> = out
+        .lines()
+        .find(|l| l.starts_with("GPU4 "))
+        .unwrap_or_else(|| panic!("{out}"))
+        .split_whitespace()
+        .skip(1)
+        .collect();
+    assert_eq!(row, ["PHB", "NODE", "SYS", "SYS", "0-71", "0"], "{out}");
+    assert!(
+        out.contains(
+            "GPU4: 0109:00:00.0 NUMA 0 pci0101:00 Example GPU (slice device \
+             gpu.example.com/aks-gb300-0/gpu-9: relations from its attributes)"
+        ),
+        "{out}"
+    );
+    let (ok, json, _) = dranet(&["topo", "--sysfs", GB300, "--slices", slice, "-o", "json"]);
+    assert!(ok);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        v["relations"][4],
+        serde_json::json!(["PHB", "NODE", "SYS", "SYS"])
+    );
+    assert_eq!(
+        v["gpus"][4]["sliceDevice"],
+        "gpu.example.com/aks-gb300-0/gpu-9"
+    );
+    // Not a slice: named, with the file.
+    let (ok, _, err) = dranet(&[
+        "topo",
+        "--sysfs",
+        GB300,
+        "--slices",
+        "examples/azure_aks/deviceclasses.yaml",
+    ]);
+    assert!(
+        !ok && err.contains("deviceclasses.yaml") && err.contains("is not ResourceSlice"),
+        "{err}"
+    );
+}
+
 #[test]
 fn errors_are_one_line_and_a_nonzero_exit() {
     let (ok, out, err) = dranet(&["inventory", "--sysfs", "/no/such/dir"]);

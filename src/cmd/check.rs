@@ -490,7 +490,7 @@ fn claim_spec_to_v1(
 
 /// A ResourceSlice of any served version in the v1 shape: v1beta1 devices hold their
 /// attributes and capacity under `basic`.
-fn slice_to_v1(mut slice: serde_json::Value) -> Result<serde_json::Value, String> {
+pub(super) fn slice_to_v1(mut slice: serde_json::Value) -> Result<serde_json::Value, String> {
     if api_version(&slice)? == "resource.k8s.io/v1beta1"
         && let Some(devices) = slice["spec"]["devices"].as_array_mut()
     {
