@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use dranet_core::alloc::Allocator;
-use dranet_core::report::{DeviceRow, relation_from_attributes};
+use dranet_core::report::{DeviceRow, relation_from_placement};
 use dranet_core::{Inventory, Relation};
 
 use super::{CliError, SourceArgs};
@@ -89,21 +89,16 @@ fn gpu_rows(inv: &Inventory, slices: &[serde_json::Value]) -> Result<Vec<GpuRow>
         return Ok(rows);
     }
     let alloc = Allocator::from_json(slices, &[]).map_err(|e| CliError::Usage(e.to_string()))?;
-    let nics: Vec<DeviceRow> = inv
+    // (pcieRoot, NUMA node) of each NIC column, as the matrix orders them.
+    let nics: Vec<(Option<String>, Option<i64>)> = inv
         .devices
         .iter()
         .filter_map(|d| {
             let p = d.pci.as_ref()?;
-            Some(DeviceRow {
-                request: String::new(),
-                driver: dranet_core::DRIVER_NAME.into(),
-                pool: String::new(),
-                device: d.name.clone(),
-                label: None,
-                numa_node: p.numa_node.map(i64::from),
-                pcie_root: p.pcie_root.map(|r| r.to_string()),
-                nic: true,
-            })
+            Some((
+                p.pcie_root.map(|r| r.to_string()),
+                p.numa_node.map(i64::from),
+            ))
         })
         .collect();
     for d in alloc.devices() {
@@ -134,7 +129,13 @@ fn gpu_rows(inv: &Inventory, slices: &[serde_json::Value]) -> Result<Vec<GpuRow>
             pcie_root: row.pcie_root.clone(),
             relations: nics
                 .iter()
-                .map(|n| relation_from_attributes(&row, n).unwrap_or(Relation::Unknown))
+                .map(|(root, numa)| {
+                    relation_from_placement(
+                        (row.pcie_root.as_deref(), row.numa_node),
+                        (root.as_deref(), *numa),
+                    )
+                    .unwrap_or(Relation::Unknown)
+                })
                 .collect(),
             slice_device: Some(format!("{}/{}/{}", d.id.driver, d.id.pool, d.id.device)),
         });

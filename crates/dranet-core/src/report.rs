@@ -352,11 +352,22 @@ fn str_attr(d: &Device, names: &[&str]) -> Option<String> {
 /// cannot tell PCIe switches apart. Same `pcieRoot` ⇒ PHB, same NUMA node ⇒ NODE, different
 /// NUMA nodes ⇒ SYS; `None` when neither is known.
 pub fn relation_from_attributes(gpu: &DeviceRow, nic: &DeviceRow) -> Option<Relation> {
-    if gpu.pcie_root.is_some() && gpu.pcie_root == nic.pcie_root {
+    relation_from_placement(
+        (gpu.pcie_root.as_deref(), gpu.numa_node),
+        (nic.pcie_root.as_deref(), nic.numa_node),
+    )
+}
+
+/// [`relation_from_attributes`] of two devices given as (`pcieRoot`, NUMA node).
+pub fn relation_from_placement(
+    a: (Option<&str>, Option<i64>),
+    b: (Option<&str>, Option<i64>),
+) -> Option<Relation> {
+    if a.0.is_some() && a.0 == b.0 {
         return Some(Relation::Phb);
     }
-    match (gpu.numa_node, nic.numa_node) {
-        (Some(a), Some(b)) if a == b => Some(Relation::Node),
+    match (a.1, b.1) {
+        (Some(x), Some(y)) if x == y => Some(Relation::Node),
         (Some(_), Some(_)) => Some(Relation::Sys),
         _ => None,
     }

@@ -220,6 +220,21 @@ impl std::hash::Hash for Quantity {
     }
 }
 
+/// `nanos` as an int64 count of 10^`scale` units, if it is exactly that.
+fn unscaled(nanos: i128, scale: i32) -> Option<i64> {
+    let shift = scale + 9;
+    let v = if shift >= 0 {
+        let d = pow10(shift as u32)?;
+        if nanos % d != 0 {
+            return None;
+        }
+        nanos / d
+    } else {
+        nanos.checked_mul(pow10((-shift) as u32)?)?
+    };
+    i64::try_from(v).ok()
+}
+
 /// `10^e` for `e` in 0..=38.
 fn pow10(e: u32) -> Option<i128> {
     10i128.checked_pow(e)
@@ -347,17 +362,7 @@ impl Quantity {
 
     /// The int64 Kubernetes would hold at `scale`, if the value is exactly that.
     fn unscaled(self, scale: i32) -> Option<i64> {
-        let shift = scale + 9;
-        let v = if shift >= 0 {
-            let d = pow10(shift as u32)?;
-            if self.nanos % d != 0 {
-                return None;
-            }
-            self.nanos / d
-        } else {
-            self.nanos.checked_mul(pow10((-shift) as u32)?)?
-        };
-        i64::try_from(v).ok()
+        unscaled(self.nanos, scale)
     }
 
     /// The representation of `self ± o`, as Kubernetes' int64 addition keeps it: the smaller
@@ -371,14 +376,8 @@ impl Quantity {
             return Some(b);
         }
         let s = a.min(b);
-        let ok = self.unscaled(s).is_some()
-            && o.unscaled(s).is_some()
-            && Quantity {
-                nanos,
-                int64_scale: None,
-            }
-            .unscaled(s)
-            .is_some();
+        let ok =
+            self.unscaled(s).is_some() && o.unscaled(s).is_some() && unscaled(nanos, s).is_some();
         ok.then_some(s)
     }
 

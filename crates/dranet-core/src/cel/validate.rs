@@ -227,7 +227,7 @@ impl Validator<'_> {
                         ..
                     }),
                     [
-                        list @ Expr {
+                        Expr {
                             kind: Kind::List { elems, .. },
                             ..
                         },
@@ -235,9 +235,8 @@ impl Validator<'_> {
                 ) = (target, args)
                     && let Err((at, m)) = self.check_format(f, elems)
                 {
-                    let at = at.unwrap_or(list);
-                    let at = if at.id == list.id { call } else { at };
-                    self.issue(at, m);
+                    // The element at fault, or the call when the format string itself is.
+                    self.issue(at.unwrap_or(call), m);
                 }
             }
             _ => {}
