@@ -5,9 +5,11 @@
 #   scripts/alloc-side-by-side.sh [GO_ITERATIONS]     (default 300)
 #
 # Runs the criterion bench `alloc_side_by_side` (which writes the case files and a manifest),
-# then `allocbench -bench N -name CLAIM` on the same files for each claim, and prints a table:
-# Go p50 (NewAllocator + Allocate), ours cold (index built from the typed slices + compile +
-# allocate) and warm (index kept) criterion medians, and the ratios.
+# then allocbench on the same files for each claim in its three timing modes, and prints a table
+# of p50 / criterion median pairs and their ratios:
+#   cold      NewAllocator + Allocate, compiled CEL kept (allocbench's default; ours: a ProgramCache)
+#   cold-cel  the same with every selector compiled anew (allocbench -cold-cel; ours: no cache)
+#   warm      the allocator kept, Allocate only (allocbench -reuse; ours: the Allocator kept)
 # Env: DRANET_K8S_KIT (default ../shared/k8s/kit.sh beside the repository), CARGO_TARGET_DIR,
 # BENCH_ARGS (criterion args, default "--warm-up-time 1 --measurement-time 3").
 set -eu
@@ -20,13 +22,19 @@ TARGET=${CARGO_TARGET_DIR:-$PWD/target}
 cargo bench -p dranet-core --bench alloc_side_by_side -- ${BENCH_ARGS:---warm-up-time 1 --measurement-time 3} >&2
 MANIFEST=$TARGET/tmp/alloc-side-by-side/manifest.tsv
 median_us() { jq '.median.point_estimate / 1000' "$TARGET/criterion/$1/$2/new/estimates.json"; }
-printf '| case | claim | scheduler p50 | ours cold | ours warm | ratio cold | ratio warm |\n'
-printf '|---|---|---:|---:|---:|---:|---:|\n'
+printf '| case | claim | scheduler cold | ours cold | ratio | scheduler cold-cel | ours cold-cel | ratio | scheduler warm | ours warm | ratio |\n'
+printf '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 while IFS="$(printf '\t')" read -r case claim files; do
     # shellcheck disable=SC2086
-    go=$("$KIT" allocbench -pretty=false -bench "$N" -name "$claim" $files | jq '.bench.p50Us')
-    cold=$(median_us "$case-$claim" cold)
-    warm=$(median_us "$case-$claim" warm)
-    awk -v c="$case" -v n="$claim" -v g="$go" -v co="$cold" -v w="$warm" 'BEGIN {
-        printf "| %s | %s | %.0f µs | %.1f µs | %.1f µs | %.0f× | %.0f× |\n", c, n, g, co, w, g / co, g / w }'
+    go() { "$KIT" allocbench -pretty=false -bench "$N" -name "$claim" "$@" $files | jq '.bench.p50Us'; }
+    g_cold=$(go)
+    g_cel=$(go -cold-cel)
+    g_warm=$(go -reuse)
+    o_cold=$(median_us "$case-$claim" cold)
+    o_cel=$(median_us "$case-$claim" cold-cel)
+    o_warm=$(median_us "$case-$claim" warm)
+    awk -v c="$case" -v n="$claim" -v gc="$g_cold" -v oc="$o_cold" -v gl="$g_cel" -v ol="$o_cel" \
+        -v gw="$g_warm" -v ow="$o_warm" 'function us(x) { return x < 10 ? sprintf("%.1f µs", x) : sprintf("%.0f µs", x) }
+        BEGIN { printf "| %s | %s | %s | %s | %.0f× | %s | %s | %.0f× | %s | %s | %.0f× |\n",
+            c, n, us(gc), us(oc), gc / oc, us(gl), us(ol), gl / ol, us(gw), us(ow), gw / ow }'
 done < "$MANIFEST"

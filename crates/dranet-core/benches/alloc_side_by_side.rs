@@ -6,9 +6,13 @@
 //! (`examples/azure_aks/{gb300,mi300x}`) on its fixture node, and a 4-NIC claim on a
 //! 1024-device node. Each claim is measured two ways:
 //!
-//! - `cold`: the device index built from the typed ResourceSlices, the claim compiled and
-//!   allocated — what allocbench's default timing covers (NewAllocator + Allocate);
-//! - `warm`: the index kept, the claim compiled and allocated.
+//! - `cold`: the device index built from the typed ResourceSlices, the claim allocated, compiled
+//!   selectors kept in a [`ProgramCache`] across iterations — what allocbench's default timing
+//!   covers (NewAllocator + Allocate, the scheduler's CEL cache kept);
+//! - `cold-cel`: the same with every DeviceClass and claim selector compiled anew, as allocbench
+//!   `-cold-cel` (a new CEL cache every iteration);
+//! - `warm`: the allocator (and the cache) kept, only the claim's allocation timed, as allocbench
+//!   `-reuse`.
 //!
 //! The files and a manifest (`case<TAB>claim<TAB>files…`) go to
 //! `$CARGO_TARGET_TMPDIR/alloc-side-by-side/`.
@@ -17,7 +21,10 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dranet_core::alloc::Allocator;
+use std::sync::Arc;
+
+use dranet_core::alloc::{Allocator, Options};
+use dranet_core::cel::ProgramCache;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate, ResourceSlice};
 use serde_json::{Value, json};
 
@@ -145,7 +152,12 @@ fn side_by_side(c: &mut Criterion) {
                 }
             }
         }
-        let alloc = Allocator::new(&slices, &classes).expect("allocator");
+        let cache = Arc::new(ProgramCache::default());
+        let cached = Options {
+            programs: Some(Arc::clone(&cache)),
+            ..Options::default()
+        };
+        let alloc = Allocator::with_options(&slices, &classes, &cached).expect("allocator");
         for t in &templates {
             let claim = &t.spec.spec;
             let tname = t.metadata.name.clone().unwrap_or_default();
@@ -165,6 +177,12 @@ fn side_by_side(c: &mut Criterion) {
                 })
             });
             g.bench_function("cold", |b| {
+                b.iter(|| {
+                    let a = Allocator::with_options(black_box(&slices), &classes, &cached)?;
+                    a.allocate_spec(claim, &[]).map(|a| a.results.len())
+                })
+            });
+            g.bench_function("cold-cel", |b| {
                 b.iter(|| {
                     let a = Allocator::new(black_box(&slices), &classes)?;
                     a.allocate_spec(claim, &[]).map(|a| a.results.len())

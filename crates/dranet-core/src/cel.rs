@@ -36,6 +36,7 @@
 //! ```
 
 mod ast;
+mod cache;
 mod check;
 mod decls;
 mod eval;
@@ -64,6 +65,7 @@ const STACK_SEGMENT: usize = 4 * 1024 * 1024;
 fn with_stack<R>(f: impl FnOnce() -> R) -> R {
     stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, f)
 }
+pub use cache::{CacheStats, ProgramCache};
 pub use ext::{Quantity, Semver};
 
 /// Longest expression accepted, as the Kubernetes API validation allows.
@@ -101,29 +103,61 @@ pub type AttrValue = AttributeValue;
 
 /// A device's attributes and capacities indexed by (domain, name), built once per device so
 /// lookups during evaluation are a binary search without allocation.
-#[derive(Debug, Clone, Default, PartialEq)]
+///
+/// Building one is on the allocator's cold path (every device of every slice), so the
+/// qualified names of all attributes and capacities share one string instead of one each.
+#[derive(Debug, Clone, Default)]
 pub struct DeviceAttributes {
+    /// Every `domain/name`, one after another; entries hold offsets into it.
+    keys: String,
     /// Sorted by (hash of domain and name, qualified name): a lookup compares integers, then
     /// the strings of the one entry with that hash.
     attrs: Vec<Entry>,
-    capacity: Vec<(String, String, Quantity)>,
+    /// Sorted by (domain, name).
+    capacity: Vec<CapEntry>,
 }
 
-/// One attribute: `domain/name` in one allocation, split at `split`.
-#[derive(Debug, Clone, PartialEq)]
+/// Where one qualified name is in [`DeviceAttributes::keys`]: `domain` is
+/// `keys[start..split]`, `name` is `keys[split + 1..end]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    split: u32,
+    end: u32,
+}
+
+impl Span {
+    fn domain<'k>(&self, keys: &'k str) -> &'k str {
+        &keys[self.start as usize..self.split as usize]
+    }
+    fn name<'k>(&self, keys: &'k str) -> &'k str {
+        &keys[self.split as usize + 1..self.end as usize]
+    }
+    fn key<'k>(&self, keys: &'k str) -> &'k str {
+        &keys[self.start as usize..self.end as usize]
+    }
+}
+
+#[derive(Debug, Clone)]
 struct Entry {
     hash: u64,
-    key: String,
-    split: usize,
+    span: Span,
     value: AttributeValue,
 }
 
-impl Entry {
-    fn domain(&self) -> &str {
-        &self.key[..self.split]
-    }
-    fn name(&self) -> &str {
-        &self.key[self.split + 1..]
+#[derive(Debug, Clone)]
+struct CapEntry {
+    span: Span,
+    value: Quantity,
+}
+
+impl PartialEq for DeviceAttributes {
+    /// The same attributes and capacities, whatever order they were given in.
+    fn eq(&self, other: &Self) -> bool {
+        self.attrs.len() == other.attrs.len()
+            && self.capacity.len() == other.capacity.len()
+            && self.iter().eq(other.iter())
+            && self.capacities().eq(other.capacities())
     }
 }
 
@@ -155,21 +189,52 @@ impl AttrKey {
     }
 }
 
-/// FNV-1a over domain, a separator no name contains, and name.
+/// A multiplicative hash over 8-byte words of domain, its length, and name: every attribute
+/// of every device is hashed on the cold path, where a byte-at-a-time hash showed in profiles.
+/// Not keyed: a collision costs one string comparison, never a wrong answer.
 fn key_hash(domain: &str, name: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in domain.bytes().chain([0xff]).chain(name.bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    fn words(mut h: u64, b: &[u8]) -> u64 {
+        let mut chunks = b.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        h
     }
-    h
+    let h = words(0, domain.as_bytes());
+    // The length separates ("ab", "c") from ("a", "bc").
+    let h = (h.rotate_left(5) ^ domain.len() as u64).wrapping_mul(K);
+    words(h, name.as_bytes())
 }
 
 /// Splits `domain/name`; an unqualified name is in the driver's domain.
 pub fn split_qualified<'a>(name: &'a str, driver: &'a str) -> (&'a str, &'a str) {
-    match name.split_once('/') {
-        Some((d, n)) => (d, n),
+    match name.bytes().position(|b| b == b'/') {
+        Some(i) => (&name[..i], &name[i + 1..]),
         None => (driver, name),
+    }
+}
+
+/// Appends `domain/name` to `keys`. Offsets are u32: a device's names are bounded by the API
+/// (32 attributes and capacities of at most 63 + 1 + 32 bytes), far below 4 GiB.
+fn push_key(keys: &mut String, domain: &str, name: &str) -> Span {
+    let start = keys.len() as u32;
+    keys.push_str(domain);
+    let split = keys.len() as u32;
+    keys.push('/');
+    keys.push_str(name);
+    Span {
+        start,
+        split,
+        end: keys.len() as u32,
     }
 }
 
@@ -183,41 +248,49 @@ impl DeviceAttributes {
         S: AsRef<str>,
         T: AsRef<str>,
     {
-        let mut attrs: Vec<Entry> = attributes
-            .into_iter()
-            .map(|(n, value)| {
-                let (d, n) = split_qualified(n.as_ref(), driver);
-                let mut key = String::with_capacity(d.len() + 1 + n.len());
-                key.push_str(d);
-                key.push('/');
-                key.push_str(n);
-                Entry {
-                    hash: key_hash(d, n),
-                    key,
-                    split: d.len(),
-                    value,
-                }
-            })
-            .collect();
-        attrs.sort_by(|a, b| (a.hash, &a.key).cmp(&(b.hash, &b.key)));
-        if let Some(w) = attrs.windows(2).find(|w| w[0].key == w[1].key) {
-            return Err(format!("attribute {} is given twice", w[0].key));
+        let attributes = attributes.into_iter();
+        let capacity = capacity.into_iter();
+        let n = attributes.size_hint().0 + capacity.size_hint().0;
+        let mut keys = String::with_capacity(n * (driver.len() + 16));
+        let mut attrs: Vec<Entry> = Vec::with_capacity(attributes.size_hint().0);
+        for (n, value) in attributes {
+            let (d, n) = split_qualified(n.as_ref(), driver);
+            attrs.push(Entry {
+                hash: key_hash(d, n),
+                span: push_key(&mut keys, d, n),
+                value,
+            });
         }
-        let mut capacity: Vec<(String, String, Quantity)> = capacity
-            .into_iter()
-            .map(|(n, v)| {
-                let (d, n) = split_qualified(n.as_ref(), driver);
-                (d.to_string(), n.to_string(), v)
-            })
-            .collect();
-        capacity.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-        if let Some(w) = capacity
+        let mut caps: Vec<CapEntry> = Vec::with_capacity(capacity.size_hint().0);
+        for (n, value) in capacity {
+            let (d, n) = split_qualified(n.as_ref(), driver);
+            caps.push(CapEntry {
+                span: push_key(&mut keys, d, n),
+                value,
+            });
+        }
+        let k = keys.as_str();
+        attrs.sort_unstable_by(|a, b| {
+            a.hash
+                .cmp(&b.hash)
+                .then_with(|| a.span.key(k).cmp(b.span.key(k)))
+        });
+        if let Some(w) = attrs
             .windows(2)
-            .find(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1)
+            .find(|w| w[0].hash == w[1].hash && w[0].span.key(k) == w[1].span.key(k))
         {
-            return Err(format!("capacity {}/{} is given twice", w[0].0, w[0].1));
+            return Err(format!("attribute {} is given twice", w[0].span.key(k)));
         }
-        Ok(DeviceAttributes { attrs, capacity })
+        let by_name = |c: &CapEntry| (c.span.domain(k), c.span.name(k));
+        caps.sort_unstable_by(|a, b| by_name(a).cmp(&by_name(b)));
+        if let Some(w) = caps.windows(2).find(|w| by_name(&w[0]) == by_name(&w[1])) {
+            return Err(format!("capacity {} is given twice", w[0].span.key(k)));
+        }
+        Ok(DeviceAttributes {
+            keys,
+            attrs,
+            capacity: caps,
+        })
     }
 
     /// The attribute `name` of `domain`.
@@ -232,10 +305,11 @@ impl DeviceAttributes {
 
     fn lookup(&self, hash: u64, domain: &str, name: &str) -> Option<&AttributeValue> {
         let start = self.attrs.partition_point(|e| e.hash < hash);
+        let k = self.keys.as_str();
         self.attrs[start..]
             .iter()
             .take_while(|e| e.hash == hash)
-            .find(|e| e.domain() == domain && e.name() == name)
+            .find(|e| e.span.domain(k) == domain && e.span.name(k) == name)
             .map(|e| &e.value)
     }
 
@@ -248,34 +322,41 @@ impl DeviceAttributes {
 
     /// The capacity `name` of `domain`.
     pub fn capacity(&self, domain: &str, name: &str) -> Option<Quantity> {
+        let k = self.keys.as_str();
         self.capacity
-            .binary_search_by(|(d, n, _)| (d.as_str(), n.as_str()).cmp(&(domain, name)))
+            .binary_search_by(|c| (c.span.domain(k), c.span.name(k)).cmp(&(domain, name)))
             .ok()
-            .map(|i| self.capacity[i].2)
+            .map(|i| self.capacity[i].value)
     }
 
-    /// All attributes as (domain, name, value), sorted.
+    /// All attributes as (domain, name, value), in the index's order (stable for equal
+    /// contents, not alphabetical).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &AttributeValue)> {
-        self.attrs.iter().map(|e| (e.domain(), e.name(), &e.value))
+        let k = self.keys.as_str();
+        self.attrs
+            .iter()
+            .map(move |e| (e.span.domain(k), e.span.name(k), &e.value))
+    }
+
+    /// All capacities as (domain, name, quantity), sorted.
+    pub fn capacities(&self) -> impl Iterator<Item = (&str, &str, Quantity)> {
+        let k = self.keys.as_str();
+        self.capacity
+            .iter()
+            .map(move |c| (c.span.domain(k), c.span.name(k), c.value))
     }
 
     /// Names of the attributes in `domain`.
     fn domain_names(&self, domain: &str) -> Vec<&str> {
-        self.attrs
-            .iter()
-            .filter(|e| e.domain() == domain)
-            .map(|e| e.name())
+        self.iter()
+            .filter(|(d, _, _)| *d == domain)
+            .map(|(_, n, _)| n)
             .collect()
     }
 
-    fn domain_caps(&self, domain: &str) -> &[(String, String, Quantity)] {
-        let start = self
-            .capacity
-            .partition_point(|(d, _, _)| d.as_str() < domain);
-        let end = self
-            .capacity
-            .partition_point(|(d, _, _)| d.as_str() <= domain);
-        &self.capacity[start..end]
+    /// The capacities of `domain`, sorted by name.
+    fn domain_caps(&self, domain: &str) -> impl Iterator<Item = (&str, &str, Quantity)> {
+        self.capacities().filter(move |(d, _, _)| *d == domain)
     }
 }
 

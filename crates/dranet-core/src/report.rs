@@ -543,9 +543,12 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
         }
     };
     let mut allocators = Vec::with_capacity(nodes.len());
+    // Every node's allocator sees the same classes and claims: compile their selectors once.
+    let programs = Some(std::sync::Arc::new(crate::cel::ProgramCache::default()));
     for node in nodes {
         let options = crate::alloc::Options {
             node: node.as_deref().map(crate::alloc::Node::new),
+            programs: programs.clone(),
             ..Default::default()
         };
         let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;

@@ -163,3 +163,56 @@ fn bm_mi300x_pcie_root_match_on_the_azure_node_is_unsatisfiable() {
         "{msg}"
     );
 }
+
+/// One ProgramCache shared by the allocators of every fixture node, as a scheduler keeps its
+/// CEL cache: each seed template decides exactly as with selectors compiled anew (results and
+/// errors, the hard CEL error of `ib-same-fabric` included), and the second round compiles
+/// nothing.
+#[test]
+fn a_shared_program_cache_decides_as_compiling_anew() {
+    use dranet_core::alloc::Options;
+    use dranet_core::cel::ProgramCache;
+    use std::sync::Arc;
+
+    let cache = Arc::new(ProgramCache::default());
+    let options = Options {
+        programs: Some(Arc::clone(&cache)),
+        ..Options::default()
+    };
+    let cases = [
+        (
+            "azure-nd-gb300-v6",
+            "examples/azure_aks/gb300/templates.yaml",
+        ),
+        (
+            "azure-nd-mi300x-v5",
+            "examples/azure_aks/mi300x/templates.yaml",
+        ),
+    ];
+    let mut decided = 0;
+    for round in 0..2 {
+        let misses_before = cache.stats().misses;
+        for (node, file) in cases {
+            let fresh = allocator(node);
+            let mut slices = docs(&format!("testdata/slices/{node}-dranet.yaml"));
+            slices.extend(docs(&format!("testdata/slices/{node}-gpu.yaml")));
+            let classes: Vec<DeviceClass> = docs("examples/azure_aks/deviceclasses.yaml")
+                .into_iter()
+                .map(|v| serde_json::from_value(v).unwrap())
+                .collect();
+            let cached = Allocator::from_json_with_options(&slices, &classes, &options).unwrap();
+            for v in docs(file) {
+                let t: ResourceClaimTemplate = serde_json::from_value(v).unwrap();
+                let want = fresh.allocate_spec(&t.spec.spec, &[]);
+                let got = cached.allocate_spec(&t.spec.spec, &[]);
+                assert_eq!(got, want, "{node} {:?} round {round}", t.metadata.name);
+                decided += 1;
+            }
+        }
+        if round == 1 {
+            assert_eq!(cache.stats().misses, misses_before, "nothing recompiled");
+        }
+    }
+    assert!(decided >= 10, "only {decided} templates decided");
+    assert!(cache.stats().hits > 0);
+}

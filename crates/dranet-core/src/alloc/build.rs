@@ -3,14 +3,16 @@
 //! the order given.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice};
 
 use super::node::{SliceScope, device_on_node, slice_scope};
 use super::{AllocError, Allocator, ClassEntry, Device, DeviceId, Options, Pool};
-use crate::cel::{AttributeValue, CelError, DeviceAttributes, Program, Quantity, Semver};
+use crate::cel::{
+    AttributeValue, CelError, DeviceAttributes, Program, ProgramCache, Quantity, Semver,
+};
 
 /// Where a slice's (or, with `perDeviceNodeSelection`, a device's) devices can be used.
 #[derive(Debug, Clone, Default)]
@@ -98,12 +100,17 @@ fn convert_attr(
 /// `cel`).
 pub(super) fn selector_programs(
     selectors: &Option<Vec<DeviceSelector>>,
-) -> Result<Vec<Program>, (String, CelError)> {
+    cache: Option<&ProgramCache>,
+) -> Result<Vec<Arc<Program>>, (String, CelError)> {
     let mut out = Vec::new();
     for s in selectors.iter().flatten() {
         match &s.cel {
             Some(c) => {
-                out.push(Program::compile(&c.expression).map_err(|e| (c.expression.clone(), e))?)
+                let program = match cache {
+                    Some(cache) => cache.compile(&c.expression),
+                    None => Program::compile(&c.expression).map(Arc::new),
+                };
+                out.push(program.map_err(|e| (c.expression.clone(), e))?)
             }
             None => {
                 return Err((
@@ -228,6 +235,9 @@ pub(super) fn build(
     let mut infos = Vec::new();
     let mut counter_sets: Vec<SliceCounters> = Vec::new();
     let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
+    // One scratch list for every device's attributes and capacities, drained into its index.
+    let mut attrs: Vec<(&str, AttributeValue)> = Vec::new();
+    let mut caps: Vec<(&str, Quantity)> = Vec::new();
     for key in &keys {
         let pb = &pools[key];
         let first = slices[pb.slices[0]].0;
@@ -300,13 +310,13 @@ pub(super) fn build(
                     invalid = Some(format!("duplicate device name {}", d.name));
                 }
                 let raw_attrs = raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes"));
-                let mut attrs = Vec::with_capacity(d.attributes.as_ref().map_or(0, |a| a.len()));
+                attrs.clear();
+                caps.clear();
                 for (name, a) in d.attributes.iter().flatten() {
                     let v = convert_attr(a, raw_attrs.and_then(|r| r.get(name)))
                         .map_err(|e| bad(format!("device {}: attribute {name}: {e}", d.name)))?;
                     attrs.push((name.as_str(), v));
                 }
-                let mut caps = Vec::with_capacity(d.capacity.as_ref().map_or(0, |c| c.len()));
                 for (name, c) in d.capacity.iter().flatten() {
                     let q = Quantity::parse(&c.value.0).map_err(|e| {
                         bad(format!(
@@ -316,8 +326,9 @@ pub(super) fn build(
                     })?;
                     caps.push((name.as_str(), q));
                 }
-                let attributes = DeviceAttributes::new(&s.spec.driver, attrs, caps)
-                    .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
+                let attributes =
+                    DeviceAttributes::new(&s.spec.driver, attrs.drain(..), caps.drain(..))
+                        .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
                 let on_node = match (scopes[si], &options.node) {
                     (SliceScope::PerDevice, Some(node)) => device_on_node(d, node)
                         .map_err(|e| bad(format!("device {}: {e}", d.name)))?,
@@ -387,7 +398,7 @@ pub(super) fn build(
             (
                 c.metadata.name.clone().unwrap_or_default(),
                 ClassEntry {
-                    programs: selector_programs(&c.spec.selectors),
+                    programs: selector_programs(&c.spec.selectors, options.programs.as_deref()),
                     config: c.spec.config.clone().unwrap_or_default(),
                     verdicts: OnceLock::new(),
                 },
@@ -407,5 +418,6 @@ pub(super) fn build(
         node: options.node.clone(),
         counter_sets,
         warnings,
+        programs: options.programs.clone(),
     })
 }

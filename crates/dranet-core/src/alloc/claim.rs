@@ -4,6 +4,8 @@ use k8s_openapi::api::resource::v1::{
     DeviceClaimConfiguration, DeviceSelector, DeviceToleration, ResourceClaimSpec,
 };
 
+use std::sync::Arc;
+
 use super::build::selector_programs;
 use super::{AllocError, Allocator, MAX_REQUESTS};
 use crate::cel::{AttrKey, Program};
@@ -20,7 +22,7 @@ pub(super) struct Alt {
     /// `req` or `req/sub`.
     pub label: String,
     pub class: String,
-    pub programs: Vec<Program>,
+    pub programs: Vec<Arc<Program>>,
     pub mode: Mode,
     pub admin: bool,
     pub tolerations: Vec<DeviceToleration>,
@@ -314,11 +316,13 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
         Some(Ok(_)) => {}
     }
     let programs =
-        selector_programs(s.selectors).map_err(|(expression, error)| AllocError::Cel {
-            request: s.label.clone(),
-            class: None,
-            expression,
-            error,
+        selector_programs(s.selectors, a.programs.as_deref()).map_err(|(expression, error)| {
+            AllocError::Cel {
+                request: s.label.clone(),
+                class: None,
+                expression,
+                error,
+            }
         })?;
     Ok(Alt {
         label: s.label,

@@ -66,7 +66,7 @@ mod node;
 mod search;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::api::resource::v1::{
@@ -74,7 +74,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::cel::{AttributeValue, CelError, DeviceAttributes, DeviceView, Program};
+use crate::cel::{AttributeValue, CelError, DeviceAttributes, DeviceView, Program, ProgramCache};
 
 pub use claim::CompiledClaim;
 pub use node::{Node, SliceScope, device_on_node, node_selector_matches, slice_scope};
@@ -312,6 +312,9 @@ pub struct Options {
     pub features: Features,
     /// The scheduler's bugs to reproduce (none by default).
     pub bugs: SchedulerBugs,
+    /// Compiled selectors to reuse across allocators, as the scheduler keeps its CEL cache;
+    /// `None` compiles every DeviceClass and claim selector anew.
+    pub programs: Option<Arc<ProgramCache>>,
 }
 
 /// One device as the engine sees it.
@@ -460,7 +463,7 @@ impl Pool {
 /// device, computed on first use and kept, since neither changes while the allocator lives.
 #[derive(Debug)]
 struct ClassEntry {
-    programs: Result<Vec<Program>, (String, CelError)>,
+    programs: Result<Vec<Arc<Program>>, (String, CelError)>,
     config: Vec<k8s_openapi::api::resource::v1::DeviceClassConfiguration>,
     verdicts: OnceLock<Vec<search::Verdict>>,
 }
@@ -483,6 +486,8 @@ pub struct Allocator {
     /// Shared counters, per slice that declares them.
     counter_sets: Vec<build::SliceCounters>,
     warnings: Vec<String>,
+    /// Where claims' selectors are compiled ([`Options::programs`]).
+    programs: Option<Arc<ProgramCache>>,
 }
 
 impl Allocator {

@@ -19,6 +19,7 @@
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{
     DeviceAllocationConfiguration, DeviceTaint, DeviceToleration,
@@ -41,7 +42,7 @@ pub(super) enum Verdict {
     Err(Box<(usize, String)>),
 }
 
-fn verdict(programs: &[Program], d: &Device) -> Verdict {
+fn verdict(programs: &[Arc<Program>], d: &Device) -> Verdict {
     let v = d.view();
     for (i, p) in programs.iter().enumerate() {
         match p.matches(&v) {

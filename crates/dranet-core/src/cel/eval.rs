@@ -62,9 +62,9 @@ impl<'a> Env<'a> {
     fn domains(&self, capacity: bool) -> Vec<Value<'a>> {
         let attrs = self.dev.attributes;
         let mut out: Vec<&'a str> = if capacity {
-            attrs.capacity.iter().map(|(d, _, _)| d.as_str()).collect()
+            attrs.capacities().map(|(d, _, _)| d).collect()
         } else {
-            attrs.attrs.iter().map(|e| e.domain()).collect()
+            attrs.iter().map(|(d, _, _)| d).collect()
         };
         out.sort_unstable();
         out.dedup();
@@ -117,8 +117,7 @@ impl<'a> Env<'a> {
                 .collect(),
             Value::CapDomain(d) => attrs
                 .domain_caps(d)
-                .iter()
-                .map(|(_, n, _)| Value::string(n.clone()))
+                .map(|(_, n, _)| Value::string(n.to_string()))
                 .collect(),
             _ => Vec::new(),
         }

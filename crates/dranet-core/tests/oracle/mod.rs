@@ -515,6 +515,7 @@ impl Ours {
             node: Some(case.header.node()),
             features: case.header.features,
             bugs,
+            ..Options::default()
         };
         let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
         let mut held = Vec::new();
