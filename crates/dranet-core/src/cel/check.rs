@@ -34,6 +34,8 @@ struct Checker<'p> {
     types: Vec<Option<Type>>,
     refs: Vec<Ref>,
     mapping: Mapping,
+    /// Scratch for the parameter types of the overload being tried.
+    cand: Vec<Type>,
     next_var: u32,
     scopes: Vec<(String, Type)>,
     errors: Vec<Issue>,
@@ -74,6 +76,7 @@ pub(crate) fn check(e: &mut Expr, positions: &[u32]) -> Result<Checked, Vec<Issu
         types: vec![None; n],
         refs: vec![Ref::None; n],
         mapping: Mapping::default(),
+        cand: Vec::new(),
         next_var: 0,
         scopes: Vec::new(),
         errors: Vec::new(),
@@ -121,13 +124,7 @@ impl Checker<'_> {
     }
 
     fn assignable(&mut self, t1: &Type, t2: &Type) -> bool {
-        match is_assignable(&self.mapping, t1, t2) {
-            Some(m) => {
-                self.mapping = m;
-                true
-            }
-            None => false,
-        }
+        is_assignable(&mut self.mapping, t1, t2)
     }
 
     fn lookup_ident(&self, name: &str) -> Option<(Type, Ref)> {
@@ -446,6 +443,8 @@ impl Checker<'_> {
         }
         let mut result: Option<Type> = None;
         let mut matched: Vec<u16> = Vec::new();
+        // One candidate list for every overload tried (and every call checked).
+        let mut cand = std::mem::take(&mut self.cand);
         for (i, ov) in f.ovs.iter().enumerate() {
             if ov.member != target.is_some() || ov.args.len() != arg_types.len() {
                 continue;
@@ -457,10 +456,15 @@ impl Checker<'_> {
                 .max()
                 .unwrap_or(0)
                 .max(ov.ret.params());
+            if !ov.args.iter().zip(&arg_types).all(|(d, t)| d.may_accept(t)) {
+                // Numbered as if tried, so type variables keep cel-go's names.
+                self.next_var += u32::from(np);
+                continue;
+            }
             let params: Vec<Type> = (0..np).map(|_| self.new_var()).collect();
-            let cand: Vec<Type> = ov.args.iter().map(|d| d.to_type(&params)).collect();
-            if let Some(m) = is_assignable_list(&self.mapping, &arg_types, &cand) {
-                self.mapping = m;
+            cand.clear();
+            cand.extend(ov.args.iter().map(|d| d.to_type(&params)));
+            if is_assignable_list(&mut self.mapping, &arg_types, &cand) {
                 matched.push(i as u16);
                 let rt = substitute(&self.mapping, &ov.ret.to_type(&params), false);
                 result = Some(match result {
@@ -470,6 +474,8 @@ impl Checker<'_> {
                 });
             }
         }
+        cand.clear();
+        self.cand = cand;
         match result {
             Some(rt) => {
                 self.set_type(id, rt);

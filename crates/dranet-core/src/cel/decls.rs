@@ -49,6 +49,44 @@ impl D {
         }
     }
 
+    /// False only when no binding can make an argument of type `t` assignable to this
+    /// parameter (a list where a map is declared, an int where a string is): the checker then
+    /// skips the overload without building its types. When unsure (type variables, `dyn`,
+    /// `null`, objects and abstract types) it says true and the full check decides.
+    pub(crate) fn may_accept(self, t: &Type) -> bool {
+        match (self, t) {
+            (D::P(_) | D::Dyn | D::Obj(_), _) => true,
+            (
+                _,
+                Type::Dyn
+                | Type::Any
+                | Type::Error
+                | Type::Param(_)
+                | Type::Null
+                | Type::Object(_)
+                | Type::Opaque(..),
+            ) => !matches!(
+                (self, t),
+                (
+                    D::Bool | D::Int | D::Uint | D::Double | D::Str | D::Bytes | D::L(_) | D::M(..),
+                    Type::Opaque(..)
+                )
+            ),
+            (D::Bool, Type::Bool)
+            | (D::Int, Type::Int)
+            | (D::Uint, Type::Uint)
+            | (D::Double, Type::Double)
+            | (D::Str, Type::String)
+            | (D::Bytes, Type::Bytes)
+            | (D::Dur, Type::Duration)
+            | (D::Ts, Type::Timestamp)
+            | (D::L(_), Type::List(_))
+            | (D::M(..), Type::Map(..))
+            | (D::Ty(_), Type::Type(_)) => true,
+            _ => false,
+        }
+    }
+
     /// How many type parameters the type mentions (the highest index plus one).
     pub(crate) fn params(self) -> u8 {
         match self {

@@ -32,15 +32,16 @@ pub(crate) struct Parsed {
     pub positions: Vec<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Int(String),
-    Uint(String),
-    Float(String),
-    Str(String),
-    Bytes(String),
-    Ident(String),
-    EscIdent(String),
+/// A token; its text borrows from the source, so tokens copy without allocating.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Tok<'a> {
+    Int(&'a str),
+    Uint(&'a str),
+    Float(&'a str),
+    Str(&'a str),
+    Bytes(&'a str),
+    Ident(&'a str),
+    EscIdent(&'a str),
     True,
     False,
     Null,
@@ -49,9 +50,9 @@ enum Tok {
     Eof,
 }
 
-#[derive(Debug, Clone)]
-struct Token {
-    tok: Tok,
+#[derive(Debug, Clone, Copy)]
+struct Token<'a> {
+    tok: Tok<'a>,
     /// Code point offset.
     at: u32,
 }
@@ -62,10 +63,22 @@ const OPS: [&str; 25] = [
     "(", ")", "[", "]", "{", "}", "=",
 ];
 
+/// The operator at the start of `rest`: the two-byte ones first, then the one-byte ones by
+/// their byte (a scan of every operator's text showed in compile profiles).
+fn op_at(rest: &[u8]) -> Option<&'static str> {
+    if let Some(two) = rest.get(..2)
+        && let Some(op) = OPS[..6].iter().find(|op| op.as_bytes() == two)
+    {
+        return Some(op);
+    }
+    let c = *rest.first()?;
+    OPS[6..].iter().find(|op| op.as_bytes()[0] == c).copied()
+}
+
 fn describe(t: &Tok) -> String {
     match t {
-        Tok::Int(s) | Tok::Uint(s) | Tok::Float(s) | Tok::Str(s) | Tok::Bytes(s) => s.clone(),
-        Tok::Ident(s) => s.clone(),
+        Tok::Int(s) | Tok::Uint(s) | Tok::Float(s) | Tok::Str(s) | Tok::Bytes(s) => s.to_string(),
+        Tok::Ident(s) => s.to_string(),
         Tok::EscIdent(s) => format!("`{s}`"),
         Tok::True => "true".into(),
         Tok::False => "false".into(),
@@ -84,7 +97,7 @@ struct Lexer<'a> {
     cp: u32,
 }
 
-impl Lexer<'_> {
+impl<'a> Lexer<'a> {
     fn bump(&mut self, n: usize) {
         for k in 0..n {
             if self.b[self.i + k] & 0xC0 != 0x80 {
@@ -118,14 +131,14 @@ impl Lexer<'_> {
     }
 
     /// A number token at `i` (which holds a digit, or `.` followed by a digit).
-    fn number(&self) -> (Tok, usize) {
+    fn number(&self) -> (Tok<'a>, usize) {
         let i = self.i;
         let b = self.b;
         if b[i] == b'.' {
             let d = self.digits(i + 1);
             let e = self.exponent(i + 1 + d);
             let n = 1 + d + e;
-            return (Tok::Float(self.src[i..i + n].to_string()), n);
+            return (Tok::Float(&self.src[i..i + n]), n);
         }
         if b[i] == b'0' && b.get(i + 1) == Some(&b'x') {
             let h = b[i + 2..]
@@ -135,9 +148,9 @@ impl Lexer<'_> {
             if h > 0 {
                 let n = 2 + h;
                 if matches!(b.get(i + n), Some(b'u' | b'U')) {
-                    return (Tok::Uint(self.src[i..i + n + 1].to_string()), n + 1);
+                    return (Tok::Uint(&self.src[i..i + n + 1]), n + 1);
                 }
-                return (Tok::Int(self.src[i..i + n].to_string()), n);
+                return (Tok::Int(&self.src[i..i + n]), n);
             }
         }
         let d = self.digits(i);
@@ -146,17 +159,17 @@ impl Lexer<'_> {
             if f > 0 {
                 let e = self.exponent(i + d + 1 + f);
                 let n = d + 1 + f + e;
-                return (Tok::Float(self.src[i..i + n].to_string()), n);
+                return (Tok::Float(&self.src[i..i + n]), n);
             }
         }
         let e = self.exponent(i + d);
         if e > 0 {
-            return (Tok::Float(self.src[i..i + d + e].to_string()), d + e);
+            return (Tok::Float(&self.src[i..i + d + e]), d + e);
         }
         if matches!(b.get(i + d), Some(b'u' | b'U')) {
-            return (Tok::Uint(self.src[i..i + d + 1].to_string()), d + 1);
+            return (Tok::Uint(&self.src[i..i + d + 1]), d + 1);
         }
-        (Tok::Int(self.src[i..i + d].to_string()), d)
+        (Tok::Int(&self.src[i..i + d]), d)
     }
 
     /// Length of the escape sequence at `from` (a backslash) if it is one the grammar knows.
@@ -218,7 +231,7 @@ impl Lexer<'_> {
         None
     }
 
-    fn tokens(mut self) -> Result<Vec<Token>, Issue> {
+    fn tokens(mut self) -> Result<Vec<Token<'a>>, Issue> {
         let mut out = Vec::new();
         while self.i < self.b.len() {
             let c = self.b[self.i];
@@ -238,7 +251,7 @@ impl Lexer<'_> {
             {
                 self.number()
             } else if let Some((len, bytes)) = self.quoted() {
-                let text = self.src[self.i..self.i + len].to_string();
+                let text = &self.src[self.i..self.i + len];
                 (
                     if bytes {
                         Tok::Bytes(text)
@@ -258,7 +271,7 @@ impl Lexer<'_> {
                     "false" => Tok::False,
                     "null" => Tok::Null,
                     "in" => Tok::In,
-                    _ => Tok::Ident(word.to_string()),
+                    _ => Tok::Ident(word),
                 };
                 (tok, n)
             } else if c == b'`' {
@@ -271,12 +284,9 @@ impl Lexer<'_> {
                 if n == 0 || self.peek(n + 1) != Some(b'`') {
                     return Err(self.recognition_error());
                 }
-                (
-                    Tok::EscIdent(self.src[self.i + 1..self.i + 1 + n].to_string()),
-                    n + 2,
-                )
-            } else if let Some(op) = OPS.iter().find(|op| self.src[self.i..].starts_with(**op)) {
-                if *op == "=" {
+                (Tok::EscIdent(&self.src[self.i + 1..self.i + 1 + n]), n + 2)
+            } else if let Some(op) = op_at(&self.b[self.i..]) {
+                if op == "=" {
                     return Err(self.recognition_error());
                 }
                 (Tok::Op(op), op.len())
@@ -442,8 +452,8 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, Vec<Issue>> {
     let r = p.expr();
     let out = match r {
         Ok((e, depth)) => {
-            if p.peek() != &Tok::Eof {
-                let t = p.toks[p.pos].clone();
+            if p.peek() != Tok::Eof {
+                let t = p.toks[p.pos];
                 p.errors.push(Issue {
                     offset: Some(t.at),
                     message: format!(
@@ -470,8 +480,8 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, Vec<Issue>> {
     }
 }
 
-struct Parser {
-    toks: Vec<Token>,
+struct Parser<'a> {
+    toks: Vec<Token<'a>>,
     pos: usize,
     positions: Vec<u32>,
     /// Nesting of the grammar's `expr` rule.
@@ -496,13 +506,13 @@ fn relation_op(t: &Tok) -> Option<&'static str> {
     })
 }
 
-impl Parser {
-    fn peek(&self) -> &Tok {
-        &self.toks[self.pos].tok
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Tok<'a> {
+        self.toks[self.pos].tok
     }
 
-    fn peek_at(&self, k: usize) -> &Tok {
-        &self.toks[(self.pos + k).min(self.toks.len() - 1)].tok
+    fn peek_at(&self, k: usize) -> Tok<'a> {
+        self.toks[(self.pos + k).min(self.toks.len() - 1)].tok
     }
 
     fn at(&self) -> u32 {
@@ -510,7 +520,7 @@ impl Parser {
     }
 
     fn eat(&mut self, op: &str) -> bool {
-        if matches!(self.peek(), Tok::Op(o) if *o == op) {
+        if matches!(self.peek(), Tok::Op(o) if o == op) {
             self.pos += 1;
             true
         } else {
@@ -519,7 +529,7 @@ impl Parser {
     }
 
     fn syntax_error<T>(&mut self, expecting: &str) -> Result<T, ()> {
-        let t = self.toks[self.pos].clone();
+        let t = self.toks[self.pos];
         let found = describe(&t.tok);
         self.errors.push(Issue {
             offset: Some(t.at),
@@ -604,12 +614,12 @@ impl Parser {
         let (op, func) = if or { ("||", "_||_") } else { ("&&", "_&&_") };
         let next = |p: &mut Parser| if or { p.logical(false) } else { p.relation() };
         let (first, mut depth) = next(self)?;
-        if !matches!(self.peek(), Tok::Op(o) if *o == op) {
+        if !matches!(self.peek(), Tok::Op(o) if o == op) {
             return Ok((first, depth));
         }
         let mut terms = vec![first];
         let mut ops = Vec::new();
-        while matches!(self.peek(), Tok::Op(o) if *o == op) {
+        while matches!(self.peek(), Tok::Op(o) if o == op) {
             ops.push(self.at());
             self.pos += 1;
             let (t, d) = next(self)?;
@@ -646,7 +656,7 @@ impl Parser {
 
     fn relation(&mut self) -> P {
         let (mut lhs, mut depth) = self.calc(0)?;
-        while let Some(func) = relation_op(self.peek()) {
+        while let Some(func) = relation_op(&self.peek()) {
             let at = self.at();
             self.pos += 1;
             let (rhs, d) = self.calc(0)?;
@@ -711,7 +721,7 @@ impl Parser {
             }
             // A single minus before an int or double is the number's sign
             // (`-9223372036854775808`); `-1u` is negation, which uint does not have.
-            if n == 1 && Self::is_signed_number(self.peek_at(1)) {
+            if n == 1 && Self::is_signed_number(&self.peek_at(1)) {
                 return self.member();
             }
             self.pos += n;
@@ -726,10 +736,10 @@ impl Parser {
     }
 
     fn ident_after_dot(&mut self) -> Result<String, ()> {
-        match self.peek().clone() {
+        match self.peek() {
             Tok::Ident(n) => {
                 self.pos += 1;
-                Ok(n)
+                Ok(n.to_string())
             }
             Tok::EscIdent(_) => {
                 let at = self.at();
@@ -809,7 +819,7 @@ impl Parser {
     }
 
     fn literal(&mut self, sign: Option<u32>) -> P {
-        let t = self.toks[self.pos].clone();
+        let t = self.toks[self.pos];
         let at = sign.unwrap_or(t.at);
         self.pos += 1;
         let neg = sign.is_some();
@@ -817,7 +827,7 @@ impl Parser {
             Tok::Int(s) => {
                 let (digits, radix) = match s.strip_prefix("0x") {
                     Some(h) => (h, 16),
-                    None => (s.as_str(), 10),
+                    None => (*s, 10),
                 };
                 let text = if neg {
                     format!("-{digits}")
@@ -886,8 +896,8 @@ impl Parser {
 
     fn primary(&mut self) -> P {
         let at = self.at();
-        match self.peek().clone() {
-            Tok::Op("-") if Self::is_signed_number(self.peek_at(1)) => {
+        match self.peek() {
+            Tok::Op("-") if Self::is_signed_number(&self.peek_at(1)) => {
                 self.pos += 1;
                 self.literal(Some(at))
             }
@@ -954,7 +964,7 @@ impl Parser {
             }
             Tok::Op(".") | Tok::Ident(_) => {
                 let leading = self.eat(".");
-                let name = match self.peek().clone() {
+                let name = match self.peek() {
                     Tok::Ident(n) => n,
                     _ => return self.syntax_error("IDENTIFIER"),
                 };
@@ -970,11 +980,15 @@ impl Parser {
                     return self.message(leading);
                 }
                 self.pos += 1;
-                if RESERVED.contains(&name.as_str()) {
+                if RESERVED.contains(&name) {
                     self.error_at(Some(name_at), format!("reserved identifier: {name}"));
                     return Err(());
                 }
-                let full = if leading { format!(".{name}") } else { name };
+                let full = if leading {
+                    format!(".{name}")
+                } else {
+                    name.to_string()
+                };
                 if matches!(self.peek(), Tok::Op("(")) {
                     let open = self.at();
                     self.pos += 1;
@@ -998,8 +1012,8 @@ impl Parser {
             String::new()
         };
         loop {
-            if let Tok::Ident(n) = self.peek().clone() {
-                name.push_str(&n);
+            if let Tok::Ident(n) = self.peek() {
+                name.push_str(n);
                 self.pos += 1;
             }
             if self.eat(".") {

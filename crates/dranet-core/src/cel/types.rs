@@ -158,20 +158,60 @@ impl fmt::Display for Type {
     }
 }
 
-/// Type-variable bindings, copied on each tentative match as cel-go does.
+/// Type-variable bindings. cel-go copies them for each tentative match and keeps the copy on
+/// success; here a tentative match changes them in place and a failed one is undone from a
+/// log, which gives the same bindings without copying them for every overload tried.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Mapping(Vec<(u32, Type)>);
+pub(crate) struct Mapping {
+    bindings: Vec<(u32, Type)>,
+    undo: Vec<Undo>,
+}
+
+#[derive(Debug, Clone)]
+enum Undo {
+    Pushed,
+    Replaced(usize, Type),
+}
 
 impl Mapping {
     pub(crate) fn find(&self, p: u32) -> Option<&Type> {
-        self.0.iter().rev().find(|(k, _)| *k == p).map(|(_, t)| t)
+        self.bindings
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == p)
+            .map(|(_, t)| t)
     }
     pub(crate) fn add(&mut self, p: u32, t: Type) {
-        if let Some(e) = self.0.iter_mut().find(|(k, _)| *k == p) {
-            e.1 = t;
+        if let Some(i) = self.bindings.iter().position(|(k, _)| *k == p) {
+            let old = std::mem::replace(&mut self.bindings[i].1, t);
+            self.undo.push(Undo::Replaced(i, old));
         } else {
-            self.0.push((p, t));
+            self.bindings.push((p, t));
+            self.undo.push(Undo::Pushed);
         }
+    }
+
+    /// Runs a tentative match: its bindings stay when it returns true and are undone when it
+    /// returns false.
+    fn attempt(&mut self, f: impl FnOnce(&mut Mapping) -> bool) -> bool {
+        let mark = self.undo.len();
+        let ok = f(self);
+        if !ok {
+            while self.undo.len() > mark {
+                match self.undo.pop() {
+                    Some(Undo::Pushed) => {
+                        self.bindings.pop();
+                    }
+                    Some(Undo::Replaced(i, old)) => self.bindings[i].1 = old,
+                    None => break,
+                }
+            }
+        }
+        if mark == 0 {
+            // Nothing outside can undo past this point: the log is no longer needed.
+            self.undo.clear();
+        }
+        ok
     }
 }
 
@@ -325,15 +365,14 @@ fn assignable_list(m: &mut Mapping, l1: &[Type], l2: &[Type]) -> bool {
             .all(|(a, b)| internal_is_assignable(m, a, b))
 }
 
-/// The mapping after a successful assignment of `t1` to `t2`, or `None`.
-pub(crate) fn is_assignable(m: &Mapping, t1: &Type, t2: &Type) -> Option<Mapping> {
-    let mut c = m.clone();
-    internal_is_assignable(&mut c, t1, t2).then_some(c)
+/// Whether `t1` is assignable to `t2`; the bindings this needs are added to `m` only when it is.
+pub(crate) fn is_assignable(m: &mut Mapping, t1: &Type, t2: &Type) -> bool {
+    m.attempt(|m| internal_is_assignable(m, t1, t2))
 }
 
-pub(crate) fn is_assignable_list(m: &Mapping, l1: &[Type], l2: &[Type]) -> Option<Mapping> {
-    let mut c = m.clone();
-    assignable_list(&mut c, l1, l2).then_some(c)
+/// [`is_assignable`] for lists of types, pairwise.
+pub(crate) fn is_assignable_list(m: &mut Mapping, l1: &[Type], l2: &[Type]) -> bool {
+    m.attempt(|m| assignable_list(m, l1, l2))
 }
 
 /// Replaces bound type variables; unbound ones become `dyn` when `to_dyn`.
