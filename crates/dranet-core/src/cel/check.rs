@@ -34,6 +34,8 @@ struct Checker<'p> {
     types: Vec<Option<Type>>,
     refs: Vec<Ref>,
     mapping: Mapping,
+    /// `device.attributes`' type, built on first use: most selectors name it more than once.
+    attributes_t: Option<Type>,
     /// Scratch for the parameter types of the overload being tried.
     cand: Vec<Type>,
     next_var: u32,
@@ -77,6 +79,7 @@ pub(crate) fn check(e: &mut Expr, positions: &[u32]) -> Result<Checked, Vec<Issu
         refs: vec![Ref::None; n],
         mapping: Mapping::default(),
         cand: Vec::new(),
+        attributes_t: None,
         next_var: 0,
         scopes: Vec::new(),
         errors: Vec::new(),
@@ -308,6 +311,10 @@ impl Checker<'_> {
         let (target, is_opt) = ot.unwrap_optional();
         let result = match &target {
             Type::Map(_, v) => (**v).clone(),
+            Type::Object(t::DEVICE) if field == "attributes" => self
+                .attributes_t
+                .get_or_insert_with(|| device_field("attributes").unwrap_or(Type::Error))
+                .clone(),
             Type::Object(t::DEVICE) => match device_field(field) {
                 Some(t) => t,
                 None => {

@@ -232,7 +232,8 @@ impl<'a> Lexer<'a> {
     }
 
     fn tokens(mut self) -> Result<Vec<Token<'a>>, Issue> {
-        let mut out = Vec::new();
+        // About one token per four bytes in selectors: grown once or not at all.
+        let mut out = Vec::with_capacity(self.b.len() / 4 + 2);
         while self.i < self.b.len() {
             let c = self.b[self.i];
             if matches!(c, b'\t' | b' ' | b'\r' | b'\n' | 0x0C) {
@@ -442,10 +443,13 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, Vec<Issue>> {
     }
     .tokens()
     .map_err(|e| vec![e])?;
+    // Macros add nodes beyond the tokens; most selectors have none.
+    let mut positions = Vec::with_capacity(toks.len() + 1);
+    positions.push(0);
     let mut p = Parser {
         toks,
         pos: 0,
-        positions: vec![0],
+        positions,
         expr_depth: 0,
         errors: Vec::new(),
     };

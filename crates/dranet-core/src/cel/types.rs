@@ -375,8 +375,24 @@ pub(crate) fn is_assignable_list(m: &mut Mapping, l1: &[Type], l2: &[Type]) -> b
     m.attempt(|m| assignable_list(m, l1, l2))
 }
 
+/// Whether `t` mentions a type variable anywhere.
+fn has_param(t: &Type) -> bool {
+    match t {
+        Type::Param(_) => true,
+        Type::List(e) => has_param(e),
+        Type::Map(k, v) => has_param(k) || has_param(v),
+        Type::Type(Some(p)) => has_param(p),
+        Type::Opaque(_, p) => p.iter().any(has_param),
+        _ => false,
+    }
+}
+
 /// Replaces bound type variables; unbound ones become `dyn` when `to_dyn`.
 pub(crate) fn substitute(m: &Mapping, t: &Type, to_dyn: bool) -> Type {
+    // Most types have no variables: share them instead of rebuilding every level.
+    if !has_param(t) {
+        return t.clone();
+    }
     match t {
         Type::Param(p) => match m.find(*p) {
             Some(sub) => substitute(m, sub, to_dyn),
