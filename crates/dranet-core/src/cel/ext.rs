@@ -13,6 +13,13 @@ pub struct Semver {
     pub minor: u64,
     /// Patch version.
     pub patch: u64,
+    /// Boxed to keep a version (and so every attribute value) small: a device's attribute
+    /// index is an array of values, and a smaller array is a cheaper allocation.
+    rest: Box<Rest>,
+}
+
+#[derive(Debug, Clone)]
+struct Rest {
     pre: Vec<PreId>,
     text: String,
 }
@@ -98,8 +105,10 @@ impl Semver {
             major,
             minor,
             patch,
-            pre: ids,
-            text: s.to_string(),
+            rest: Box::new(Rest {
+                pre: ids,
+                text: s.to_string(),
+            }),
         })
     }
 
@@ -137,11 +146,11 @@ impl Ord for Semver {
     fn cmp(&self, o: &Self) -> Ordering {
         (self.major, self.minor, self.patch)
             .cmp(&(o.major, o.minor, o.patch))
-            .then_with(|| match (self.pre.is_empty(), o.pre.is_empty()) {
+            .then_with(|| match (self.rest.pre.is_empty(), o.rest.pre.is_empty()) {
                 (true, true) => Ordering::Equal,
                 (true, false) => Ordering::Greater,
                 (false, true) => Ordering::Less,
-                (false, false) => self.pre.cmp(&o.pre),
+                (false, false) => self.rest.pre.cmp(&o.rest.pre),
             })
     }
 }
@@ -158,21 +167,21 @@ impl PartialEq for Semver {
 impl Eq for Semver {}
 impl fmt::Display for Semver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(&self.rest.text)
     }
 }
 
 impl Semver {
     /// The version as written.
     pub fn as_str(&self) -> &str {
-        &self.text
+        &self.rest.text
     }
 }
 
 // The API carries a version as its text; reading one checks it is a version.
 impl serde::Serialize for Semver {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.text)
+        s.serialize_str(&self.rest.text)
     }
 }
 
