@@ -938,9 +938,16 @@ impl Coster<'_> {
                     });
                 }
             }
-            "less_string" | "greater_string" | "less_equals_string" | "greater_equals_string"
-            | "less_bytes" | "greater_bytes" | "less_equals_bytes" | "greater_equals_bytes"
-            | "equals" | "not_equals" => {
+            "less_string"
+            | "greater_string"
+            | "less_equals_string"
+            | "greater_equals_string"
+            | "less_bytes"
+            | "greater_bytes"
+            | "less_equals_bytes"
+            | "greater_equals_bytes"
+            | "equals"
+            | "not_equals" => {
                 if let [l, r] = args {
                     let smallest = size(l).max.min(size(r).max);
                     let c = CostEstimate {
@@ -1137,7 +1144,10 @@ fn kubernetes_cost(
             let [from, to, ..] = args else { return None };
             let sz = size(t);
             let (from, to) = (size(from), size(to));
-            CallEstimate::sized(sz.factor(2.0 * STRING_TRAVERSAL), replace_size(sz, from, to))
+            CallEstimate::sized(
+                sz.factor(2.0 * STRING_TRAVERSAL),
+                replace_size(sz, from, to),
+            )
         }
         "split" => {
             let sz = size(target?);
@@ -1188,13 +1198,33 @@ fn kubernetes_cost(
             let a = args.first()?;
             CallEstimate::cost(size(a).factor(2.0 * STRING_TRAVERSAL))
         }
-        "masked" | "prefixLength" | "family" | "isUnspecified" | "isLoopback"
-        | "isLinkLocalMulticast" | "isLinkLocalUnicast" | "isGlobalUnicast" | "format.named"
-        | "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "isGreaterThan"
-        | "isLessThan" | "compareTo" | "add" | "sub" | "major" | "minor" | "patch"
-        | "getScheme" | "getHostname" | "getHost" | "getPort" | "getEscapedPath" | "getQuery" => {
-            CallEstimate::cost(one)
-        }
+        "masked"
+        | "prefixLength"
+        | "family"
+        | "isUnspecified"
+        | "isLoopback"
+        | "isLinkLocalMulticast"
+        | "isLinkLocalUnicast"
+        | "isGlobalUnicast"
+        | "format.named"
+        | "sign"
+        | "asInteger"
+        | "isInteger"
+        | "asApproximateFloat"
+        | "isGreaterThan"
+        | "isLessThan"
+        | "compareTo"
+        | "add"
+        | "sub"
+        | "major"
+        | "minor"
+        | "patch"
+        | "getScheme"
+        | "getHostname"
+        | "getHost"
+        | "getPort"
+        | "getEscapedPath"
+        | "getQuery" => CallEstimate::cost(one),
         "containsIP" | "containsCIDR" => {
             let a = args.first()?;
             // Two IPv4 or IPv6 addresses compared byte by byte.
@@ -1221,9 +1251,7 @@ fn kubernetes_cost(
                 return None;
             }
             match &l.ty {
-                Type::Object(t::IP | t::CIDR | t::QUANTITY | t::SEMVER) => {
-                    CallEstimate::cost(one)
-                }
+                Type::Object(t::IP | t::CIDR | t::QUANTITY | t::SEMVER) => CallEstimate::cost(one),
                 Type::Object(t::FORMAT) => CallEstimate::cost(
                     CostEstimate {
                         min: 1,
@@ -1295,7 +1323,10 @@ mod tests {
         assert_eq!(max_cost(r#""a" in ["a", "b", "c"]"#), 13);
         // all() over 32 domains: range 2, init 0, result 1, per domain: cond 2 + step
         // (1 + body: k.startsWith("a") = 1 + 1 = 2) = 5 → 2 + 1 + 32 × 5 = 163.
-        assert_eq!(max_cost(r#"device.attributes.all(k, k.startsWith("a"))"#), 163);
+        assert_eq!(
+            max_cost(r#"device.attributes.all(k, k.startsWith("a"))"#),
+            163
+        );
         // cel.bind builds its empty range (10), then the bound value and the result.
         assert_eq!(max_cost("cel.bind(x, 1, x == 1)"), 12);
         // String concatenation: size 64 + 1, traversed at 0.1: ceil(6.5) = 7; then the
