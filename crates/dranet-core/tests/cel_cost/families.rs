@@ -421,6 +421,191 @@ fn families() -> Vec<(&'static str, u64, u64, Make)> {
             900,
             Box::new(|n| each_attr(&repeat("device.driver==k", "||", n))),
         ),
+        (
+            "int-list-aggregates",
+            1,
+            2000,
+            Box::new(|n| {
+                let l = ints(n);
+                each_attr(&format!(
+                    "{l}.isSorted() && {l}.sum() > 0 && {l}.min() == 0 && {l}.max() > 0 && \
+                     {l}.lastIndexOf(1) > 0"
+                ))
+            }),
+        ),
+        (
+            "value-plus-value",
+            1,
+            9000,
+            Box::new(|n| {
+                each_attr(&format!(
+                    "(device.attributes[d][k] + device.attributes[d][k]).contains(\"{}\")",
+                    "w".repeat(n as usize)
+                ))
+            }),
+        ),
+        (
+            "list-concat",
+            2,
+            2000,
+            Box::new(|n| {
+                let l = ints(n);
+                format!("({l} + {l} + [1]).all(a, ({l} + {l}).exists(b, a == b))")
+            }),
+        ),
+        (
+            "find-all",
+            1,
+            9000,
+            Box::new(|n| {
+                each_attr(&format!(
+                    "k.findAll(\"{}\").size() > 0",
+                    "f".repeat(n as usize)
+                ))
+            }),
+        ),
+        (
+            "ip-canonical-contains-cidr",
+            1,
+            400,
+            Box::new(|n| {
+                each_attr(&repeat(
+                    "ip.isCanonical(k)||cidr(\"10.0.0.0/8\").containsCIDR(k)",
+                    "||",
+                    n,
+                ))
+            }),
+        ),
+        (
+            "parse-attribute-value",
+            1,
+            400,
+            Box::new(|n| {
+                each_attr(&repeat(
+                    "quantity(device.attributes[d][k]).isInteger()||semver(device.attributes[d][k]).major()>0",
+                    "||",
+                    n,
+                ))
+            }),
+        ),
+        (
+            "format-equal",
+            1,
+            900,
+            Box::new(|n| {
+                each_attr(&repeat(
+                    "format.dns1123Label()==format.dns1035Label()",
+                    "||",
+                    n,
+                ))
+            }),
+        ),
+        (
+            "url-equal-per-attr",
+            1,
+            900,
+            Box::new(|n| each_attr(&repeat("url(k)==url(\"https://x\")", "||", n))),
+        ),
+        (
+            "replace-empty-pattern",
+            1,
+            60,
+            Box::new(|n| {
+                each_attr(&format!(
+                    "k{}.size() > 0",
+                    repeat(".replace(\"\", \"-\")", "", n)
+                ))
+            }),
+        ),
+        (
+            "split-negative-limit",
+            1,
+            400,
+            Box::new(|n| each_attr(&repeat("k.split(\",\", -1).size()>0", "||", n))),
+        ),
+        (
+            "optional-chain",
+            1,
+            400,
+            Box::new(|n| {
+                each_attr(&repeat(
+                    "device.attributes[?d][?k].or(optional.of(1)).orValue(2)==1",
+                    "||",
+                    n,
+                ))
+            }),
+        ),
+        (
+            "opt-map-per-attr",
+            1,
+            400,
+            Box::new(|n| {
+                each_attr(&repeat(
+                    "device.attributes[d][?k].optMap(v, v == k).orValue(false)",
+                    "||",
+                    n,
+                ))
+            }),
+        ),
+        (
+            "inner-filter-map-two-var",
+            1,
+            9000,
+            Box::new(|n| {
+                format!(
+                    "device.attributes.all(d, device.attributes[d].transformList(k, v, k)\
+                     .filter(x, x.size() > 1).map(y, y + y).all(z, z.contains(\"{}\")))",
+                    "t".repeat(n as usize)
+                )
+            }),
+        ),
+        (
+            "transform-map-entry",
+            2,
+            2000,
+            Box::new(|n| {
+                let l = ints(n);
+                format!("{l}.transformMapEntry(i, v, {{v: i}}).all(e, {l}.exists(y, e == y))")
+            }),
+        ),
+        (
+            "exists-one-two-var",
+            2,
+            2000,
+            Box::new(|n| {
+                let l = ints(n);
+                format!("{l}.existsOne(i, v, {l}.exists_one(j, w, i + j == v + w))")
+            }),
+        ),
+        (
+            "in-map-and-size",
+            1,
+            600,
+            Box::new(|n| each_attr(&repeat("k in device.attributes[d]&&size(k)>0", "&&", n))),
+        ),
+        (
+            "driver-less-than-name",
+            1,
+            900,
+            Box::new(|n| each_attr(&repeat("device.driver<k&&k<=device.driver", "||", n))),
+        ),
+        (
+            "capacity-compare",
+            1,
+            600,
+            Box::new(|n| {
+                format!(
+                    "device.capacity.all(d, device.capacity[d].all(k, {}))",
+                    repeat("device.capacity[d][k].compareTo(quantity(k)) > 0", "||", n)
+                )
+            }),
+        ),
+        (
+            "string-to-bytes-to-string",
+            1,
+            600,
+            Box::new(|n| each_attr(&repeat("string(bytes(k)) == k", "||", n))),
+        ),
     ]
 }
 
