@@ -644,6 +644,28 @@ fn singles() -> Vec<(&'static str, String)> {
             "opt-map",
             r#"device.attributes["dra.net"][?"x"].optMap(v, v == "y").orValue(false)"#,
         ),
+        (
+            "optional-field",
+            r#"device.attributes["dra.net"].?x.orValue("") == "y""#,
+        ),
+        (
+            "join-split",
+            r#"device.driver.split(".").join("-") == "dra-net""#,
+        ),
+        (
+            "format-string-list",
+            r#""%s %s".format(["a", "b"]) == "a b""#,
+        ),
+        ("list-of-device", "[device].size() == 1"),
+        (
+            "quote-driver",
+            r#"strings.quote(device.driver).size() < 200"#,
+        ),
+        ("bytes-concat", r#"(b"ab" + b"cd").size() == 4"#),
+        (
+            "deep-has",
+            r#"has(device.attributes["dra.net"].x) && has(device.capacity.y)"#,
+        ),
     ]
     .into_iter()
     .map(|(f, s)| (f, s.to_string()))
