@@ -24,9 +24,6 @@
 //! the API server sizes that key like an attribute value (64) rather than a name (32). [`Path`]
 //! keeps Go's sharing so the estimate agrees with the API server's, quirks included.
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
 use super::ast::{ACCU, Comprehension, Expr, Id, Kind, Lit};
 use super::check::Ref;
 use super::types::{self as t, Type};
@@ -86,8 +83,8 @@ impl CostEstimate {
     }
     fn mul(self, o: CostEstimate) -> CostEstimate {
         CostEstimate {
-            min: mul_sat(self.min, o.min),
-            max: mul_sat(self.max, o.max),
+            min: self.min.saturating_mul(o.min),
+            max: self.max.saturating_mul(o.max),
         }
     }
     fn factor(self, f: f64) -> CostEstimate {
@@ -131,8 +128,8 @@ impl Size {
     }
     fn mul(self, o: Size) -> Size {
         Size {
-            min: mul_sat(self.min, o.min),
-            max: mul_sat(self.max, o.max),
+            min: self.min.saturating_mul(o.min),
+            max: self.max.saturating_mul(o.max),
         }
     }
     fn union(self, o: Size) -> Size {
@@ -151,8 +148,8 @@ impl Size {
     /// The cost of doing `c` once per unit.
     fn times(self, c: CostEstimate) -> CostEstimate {
         CostEstimate {
-            min: mul_sat(self.min, c.min),
-            max: mul_sat(self.max, c.max),
+            min: self.min.saturating_mul(c.min),
+            max: self.max.saturating_mul(c.max),
         }
     }
     fn as_cost(self) -> CostEstimate {
@@ -161,10 +158,6 @@ impl Size {
             max: self.max,
         }
     }
-}
-
-fn mul_sat(x: u64, y: u64) -> u64 {
-    x.checked_mul(y).unwrap_or(u64::MAX)
 }
 
 /// `x * f` rounded up, saturating at `u64::MAX` (cel-go's float arithmetic, bit for bit).
@@ -203,62 +196,64 @@ fn union_entries(a: Option<EntrySize>, b: Option<EntrySize>) -> Option<EntrySize
 }
 
 /// Where a value comes from: a variable, then field names, `@items`, `@keys`, `@values` or
-/// `@indices`. Kept as Go keeps a slice (a shared backing array, a length and a capacity) so two
-/// paths appended to one parent share their last element when the parent had room, as in the
-/// API server (see the module documentation).
-#[derive(Debug, Clone, Default)]
+/// `@indices`. Kept as Go keeps a slice (a window on a backing array in [`Paths`], a length and
+/// a capacity) so two paths appended to one parent share their last element when the parent had
+/// room, as in the API server (see the module documentation).
+#[derive(Debug, Clone, Copy, Default)]
 struct Path {
-    buf: Option<Rc<RefCell<Vec<Rc<str>>>>>,
+    start: usize,
     len: usize,
     cap: usize,
 }
 
-impl Path {
-    fn root(name: &str) -> Path {
+/// The backing arrays of all paths, one after the other.
+#[derive(Debug, Default)]
+struct Paths<'a> {
+    names: Vec<&'a str>,
+}
+
+impl<'a> Paths<'a> {
+    fn root(&mut self, name: &'a str) -> Path {
+        let start = self.names.len();
+        self.names.push(name);
         Path {
-            buf: Some(Rc::new(RefCell::new(vec![Rc::from(name)]))),
+            start,
             len: 1,
             cap: 1,
         }
     }
 
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Go's `append(path, name)`: in place when there is capacity left, else into a new array
     /// of twice the capacity.
-    fn append(&self, name: &str) -> Path {
-        if let Some(buf) = &self.buf
-            && self.len < self.cap
-        {
-            let mut b = buf.borrow_mut();
-            if b.len() > self.len {
-                b[self.len] = Rc::from(name);
-            } else {
-                b.push(Rc::from(name));
+    fn append(&mut self, p: Path, name: &'a str) -> Path {
+        if p.len < p.cap {
+            if let Some(slot) = self.names.get_mut(p.start + p.len) {
+                *slot = name;
             }
             return Path {
-                buf: Some(buf.clone()),
-                len: self.len + 1,
-                cap: self.cap,
+                len: p.len + 1,
+                ..p
             };
         }
-        let mut v: Vec<Rc<str>> = self.elems();
-        v.push(Rc::from(name));
-        let cap = (2 * self.cap).max(self.len + 1);
+        let start = self.names.len();
+        let cap = (2 * p.cap).max(p.len + 1);
+        self.names.extend_from_within(p.start..p.start + p.len);
+        self.names.push(name);
+        self.names.resize(start + cap, "");
         Path {
-            buf: Some(Rc::new(RefCell::new(v))),
-            len: self.len + 1,
+            start,
+            len: p.len + 1,
             cap,
         }
     }
 
-    fn elems(&self) -> Vec<Rc<str>> {
-        match &self.buf {
-            Some(b) => b.borrow()[..self.len].to_vec(),
-            None => Vec::new(),
-        }
+    fn get(&self, p: Path) -> &[&'a str] {
+        self.names.get(p.start..p.start + p.len).unwrap_or_default()
+    }
+
+    /// The DRA size estimate of the path, followed by `extra` when given.
+    fn declared(&self, p: Path, extra: Option<&str>) -> Option<Size> {
+        device_size(self.get(p).iter().copied().chain(extra))
     }
 }
 
@@ -323,16 +318,14 @@ impl Decl {
     }
 }
 
-/// The DRA size estimator: the declared maximum size of what `path` reaches from `device`.
-fn device_size(path: &Path) -> Option<Size> {
-    let elems = path.elems();
-    let (first, rest) = elems.split_first()?;
-    if &**first != "device" {
+/// The DRA size estimator: the declared maximum size of what a path reaches from `device`.
+fn device_size<'n>(mut path: impl Iterator<Item = &'n str>) -> Option<Size> {
+    if path.next()? != "device" {
         return None;
     }
     let mut d = Decl::Device;
-    for name in rest {
-        d = match &**name {
+    for name in path {
+        d = match name {
             "@items" | "@values" => d.elem()?,
             "@keys" => d.key()?,
             n => d.field(n)?,
@@ -342,11 +335,14 @@ fn device_size(path: &Path) -> Option<Size> {
 }
 
 /// A call's argument or receiver as the function estimators see it.
-struct Node<'e> {
-    expr: &'e Expr,
-    path: Path,
-    ty: Type,
+struct Node<'a> {
+    expr: &'a Expr,
+    ty: Option<&'a Type>,
     size: Option<Size>,
+    /// The DRA size estimate of the node's path.
+    declared: Option<Size>,
+    /// The DRA size estimate of the node's items, when the node has a path.
+    items_declared: Option<Size>,
 }
 
 /// A call's estimate: its own cost (arguments included) and, when known, its result's size.
@@ -369,8 +365,8 @@ impl CallEstimate {
 
 /// A comprehension or `cel.bind` variable in scope.
 #[derive(Debug, Clone)]
-struct LocalVar {
-    name: String,
+struct LocalVar<'a> {
+    name: &'a str,
     path: Path,
     size: Option<Size>,
     entry: Option<EntrySize>,
@@ -380,19 +376,21 @@ struct Coster<'a> {
     types: &'a [Type],
     refs: &'a [Ref],
     paths: Vec<Path>,
+    arena: Paths<'a>,
     sizes: Vec<Option<Size>>,
     entries: Vec<Option<EntrySize>>,
-    vars: Vec<LocalVar>,
+    vars: Vec<LocalVar<'a>>,
 }
 
 /// The API server's worst-case cost estimate of a checked expression; `types` and `refs` are the
 /// checker's tables, indexed by node id.
-pub(crate) fn estimate(e: &Expr, types: &[Type], refs: &[Ref]) -> CostEstimate {
+pub(crate) fn estimate<'a>(e: &'a Expr, types: &'a [Type], refs: &'a [Ref]) -> CostEstimate {
     let n = types.len();
     let mut c = Coster {
         types,
         refs,
         paths: vec![Path::default(); n],
+        arena: Paths::default(),
         sizes: vec![None; n],
         entries: vec![None; n],
         vars: Vec::new(),
@@ -401,14 +399,13 @@ pub(crate) fn estimate(e: &Expr, types: &[Type], refs: &[Ref]) -> CostEstimate {
 }
 
 /// The overload ids the checker resolved for a call.
-fn overload_ids(r: Option<&Ref>) -> Vec<&'static str> {
-    match r {
-        Some(Ref::Func(f, ovs)) => ovs
-            .iter()
-            .filter_map(|i| f.ovs.get(usize::from(*i)).map(|o| o.id))
-            .collect(),
-        _ => Vec::new(),
-    }
+fn overload_ids(r: Option<&Ref>) -> impl Iterator<Item = &'static str> + '_ {
+    let (f, ovs) = match r {
+        Some(Ref::Func(f, ovs)) => (Some(*f), ovs.as_slice()),
+        _ => (None, &[][..]),
+    };
+    ovs.iter()
+        .filter_map(move |i| f?.ovs.get(usize::from(*i)).map(|o| o.id))
 }
 
 fn container_of(t: &Type) -> Option<Container> {
@@ -451,12 +448,12 @@ fn int_literal(n: &Node<'_>, default: u64) -> u64 {
     }
 }
 
-impl Coster<'_> {
-    fn ty(&self, id: Id) -> Type {
-        self.types.get(id as usize).cloned().unwrap_or(Type::Dyn)
+impl<'a> Coster<'a> {
+    fn ty(&self, id: Id) -> Option<&'a Type> {
+        self.types.get(id as usize)
     }
 
-    fn var(&self, name: &str) -> Option<&LocalVar> {
+    fn var(&self, name: &str) -> Option<&LocalVar<'a>> {
         self.vars.iter().rev().find(|v| v.name == name)
     }
 
@@ -470,9 +467,9 @@ impl Coster<'_> {
         if let Kind::Ident(n) = &e.kind
             && let Some(v) = self.var(n)
         {
-            return v.path.clone();
+            return v.path;
         }
-        self.paths.get(e.id as usize).cloned().unwrap_or_default()
+        self.paths.get(e.id as usize).copied().unwrap_or_default()
     }
 
     fn set_path(&mut self, e: &Expr, p: Path) {
@@ -500,11 +497,11 @@ impl Coster<'_> {
         if let Some(s) = literal_size(e) {
             return Some(s);
         }
-        if let Some(s) = device_size(&self.path(e)) {
+        if let Some(s) = self.arena.declared(self.path(e), None) {
             self.set_size(e, Some(s));
             return Some(s);
         }
-        if is_scalar(&self.ty(e.id)) {
+        if self.ty(e.id).is_some_and(is_scalar) {
             return Some(Size::fixed(1));
         }
         if let Kind::Ident(n) = &e.kind {
@@ -527,33 +524,41 @@ impl Coster<'_> {
         None
     }
 
-    fn node<'e>(&mut self, e: &'e Expr) -> Node<'e> {
-        let mut path = self.path(e);
+    fn node(&mut self, e: &'a Expr) -> Node<'a> {
+        let path = self.path(e);
+        let names = self.arena.get(path);
         // Paths rooted at a macro's accumulator are not given to the estimators.
-        if let Some(first) = path.elems().first()
-            && (&**first == ACCU || &**first == "__result__")
-        {
-            path = Path::default();
-        }
+        let hidden = names
+            .first()
+            .is_some_and(|f| *f == ACCU || *f == "__result__");
+        let (declared, items_declared) = if hidden || names.is_empty() {
+            (None, None)
+        } else {
+            (
+                self.arena.declared(path, None),
+                self.arena.declared(path, Some("@items")),
+            )
+        };
         Node {
             expr: e,
-            path,
             ty: self.ty(e.id),
             size: self.size(e),
+            declared,
+            items_declared,
         }
     }
 
-    fn cost(&mut self, e: &Expr) -> CostEstimate {
+    fn cost(&mut self, e: &'a Expr) -> CostEstimate {
         super::with_stack(|| self.cost_node(e))
     }
 
-    fn cost_node(&mut self, e: &Expr) -> CostEstimate {
+    fn cost_node(&mut self, e: &'a Expr) -> CostEstimate {
         match &e.kind {
             Kind::Lit(_) => CostEstimate::fixed(0),
             Kind::Ident(name) => {
                 let p = match self.var(name) {
-                    Some(v) => v.path.clone(),
-                    None => Path::root(name),
+                    Some(v) => v.path,
+                    None => self.arena.root(name),
                 };
                 self.set_path(e, p);
                 CostEstimate::fixed(SELECT_COST)
@@ -571,11 +576,11 @@ impl Coster<'_> {
                 let mut sum = self.cost(operand);
                 if matches!(
                     self.ty(operand.id),
-                    Type::Map(..) | Type::Object(_) | Type::Param(_)
+                    Some(Type::Map(..) | Type::Object(_) | Type::Param(_))
                 ) {
                     sum = sum.add(CostEstimate::fixed(SELECT_COST));
                 }
-                let p = self.path(operand).append(field);
+                let p = self.arena.append(self.path(operand), field);
                 self.set_path(e, p);
                 sum
             }
@@ -646,10 +651,10 @@ impl Coster<'_> {
 
     fn cost_call(
         &mut self,
-        e: &Expr,
-        target: Option<&Expr>,
+        e: &'a Expr,
+        target: Option<&'a Expr>,
         func: &str,
-        args: &[Expr],
+        args: &'a [Expr],
     ) -> CostEstimate {
         // `dyn()` only turns type checking off: its argument's cost plus one.
         if func == "dyn"
@@ -668,8 +673,9 @@ impl Coster<'_> {
             arg_costs.push(self.cost(a));
             nodes.push(self.node(a));
         }
-        let ids = overload_ids(self.refs.get(e.id as usize));
-        if ids.is_empty() {
+        let refs = self.refs;
+        let mut ids = overload_ids(refs.get(e.id as usize)).peekable();
+        if ids.peek().is_none() {
             return CostEstimate::fixed(0);
         }
         let mut sum = CostEstimate::fixed(0);
@@ -701,7 +707,7 @@ impl Coster<'_> {
             };
             if let (Some(sub), Some(container)) = (index, args.first()) {
                 result = self.entry(container).map(|en| en.val);
-                let p = self.path(container).append(sub);
+                let p = self.arena.append(self.path(container), sub);
                 self.set_path(e, p);
             }
             if result.is_none() {
@@ -712,12 +718,12 @@ impl Coster<'_> {
         sum.add(fn_cost)
     }
 
-    fn push_local(&mut self, name: &str, e: &Expr) {
+    fn push_local(&mut self, name: &'a str, e: &'a Expr) {
         let path = self.path(e);
         let entry = self.entry(e);
         let size = self.size(e);
         self.vars.push(LocalVar {
-            name: name.to_string(),
+            name,
             path,
             size,
             entry,
@@ -728,12 +734,12 @@ impl Coster<'_> {
     fn range_container(&self, range: &Expr, entry: Option<EntrySize>) -> Option<Container> {
         entry
             .map(|en| en.container)
-            .or_else(|| container_of(&self.ty(range.id)))
+            .or_else(|| self.ty(range.id).and_then(container_of))
     }
 
     /// An iteration variable: `key` for the first of two (index or key), `value` for the second,
     /// `single` for the one variable of a classic comprehension.
-    fn push_iter(&mut self, name: &str, range: &Expr, role: IterRole) {
+    fn push_iter(&mut self, name: &'a str, range: &'a Expr, role: IterRole) {
         let entry = self.entry(range);
         let list = self.range_container(range, entry) == Some(Container::List);
         let (size, sub) = match (role, list) {
@@ -742,16 +748,16 @@ impl Coster<'_> {
             (IterRole::Value, false) => (entry.map(|x| x.val), "@values"),
             (IterRole::Value, true) | (IterRole::Single, true) => (entry.map(|x| x.val), "@items"),
         };
-        let path = self.path(range).append(sub);
+        let path = self.arena.append(self.path(range), sub);
         self.vars.push(LocalVar {
-            name: name.to_string(),
+            name,
             path,
             size,
             entry: None,
         });
     }
 
-    fn cost_comprehension(&mut self, e: &Expr, c: &Comprehension) -> CostEstimate {
+    fn cost_comprehension(&mut self, e: &'a Expr, c: &'a Comprehension) -> CostEstimate {
         let mut sum = self.cost(&c.range);
         sum = sum.add(self.cost(&c.accu_init));
         self.push_local(&c.accu_var, &c.accu_init);
@@ -787,7 +793,7 @@ impl Coster<'_> {
         sum
     }
 
-    fn cost_bind(&mut self, e: &Expr, c: &Comprehension) -> CostEstimate {
+    fn cost_bind(&mut self, e: &'a Expr, c: &'a Comprehension) -> CostEstimate {
         // The empty range is still built: its cost counts.
         let mut sum = self.cost(&c.range);
         sum = sum.add(self.cost(&c.accu_init));
@@ -803,7 +809,7 @@ impl Coster<'_> {
 
     /// A node's size for the library estimators: computed, else declared, else unknown.
     fn library_size(n: &Node<'_>) -> Size {
-        n.size.or_else(|| device_size(&n.path)).unwrap_or(UNKNOWN)
+        n.size.or(n.declared).unwrap_or(UNKNOWN)
     }
 
     fn function_cost(
@@ -1082,27 +1088,16 @@ fn sort_cost(size: Size, strings: bool) -> Option<CallEstimate> {
     allocating_list_call(factor, size.mul(size))
 }
 
-/// The element of a list receiver, for the list functions: its type and, when the list has a
-/// path, the path of its items.
-fn list_element(list: &Node<'_>) -> Option<(Type, Path)> {
-    let elem = match &list.ty {
+/// The element type of a list receiver, for the list functions (the first type parameter, as
+/// the library takes it).
+fn list_element(list: &Node<'_>) -> Option<Type> {
+    Some(match list.ty? {
         Type::List(e) => (**e).clone(),
         Type::Map(k, _) => (**k).clone(),
         Type::Type(Some(e)) => (**e).clone(),
         Type::Opaque(_, p) => p.first()?.clone(),
         _ => return None,
-    };
-    let path = if list.path.is_empty() {
-        Path::default()
-    } else {
-        // A fresh copy: the library builds a new slice here.
-        let mut p = Path::default();
-        for n in list.path.elems() {
-            p = p.append(&n);
-        }
-        p.append("@items")
-    };
-    Some((elem, path))
+    })
 }
 
 /// The Kubernetes library estimator, by function name.
@@ -1118,10 +1113,10 @@ fn kubernetes_cost(
         "isSorted" | "sum" | "max" | "min" | "indexOf" | "lastIndexOf" => {
             let t = target?;
             match list_element(t) {
-                Some((elem, path)) => {
+                Some(elem) => {
                     let mut per = one;
                     if matches!(elem, Type::String | Type::Bytes) {
-                        let es = device_size(&path).unwrap_or(UNKNOWN);
+                        let es = t.items_declared.unwrap_or(UNKNOWN);
                         per = per.add(es.factor(STRING_TRAVERSAL));
                     }
                     CallEstimate::cost(size(t).times(per))
@@ -1162,7 +1157,7 @@ fn kubernetes_cost(
             let t = target?;
             let list = size(t);
             let mut sz = match list_element(t) {
-                Some((_, path)) => list.mul(device_size(&path).unwrap_or(UNKNOWN)),
+                Some(_) => list.mul(t.items_declared.unwrap_or(UNKNOWN)),
                 None => Size::fixed(0),
             };
             if let Some(sep) = args.first() {
@@ -1250,7 +1245,7 @@ fn kubernetes_cost(
             if l.ty != r.ty {
                 return None;
             }
-            match &l.ty {
+            match l.ty? {
                 Type::Object(t::IP | t::CIDR | t::QUANTITY | t::SEMVER) => CallEstimate::cost(one),
                 Type::Object(t::FORMAT) => CallEstimate::cost(
                     CostEstimate {
@@ -1362,15 +1357,26 @@ mod tests {
 
     #[test]
     fn go_slice_sharing_of_paths() {
-        let parent = Path::root("device").append("attributes").append("@values");
+        let mut a = Paths::default();
+        let device = a.root("device");
+        let attrs = a.append(device, "attributes");
+        let parent = a.append(attrs, "@values");
         assert_eq!((parent.len, parent.cap), (3, 4));
-        let key = parent.append("@keys");
-        let _value = parent.append("@values");
+        let key = a.append(parent, "@keys");
+        let _value = a.append(parent, "@values");
         // The key's last element was overwritten by the value's, as in Go.
-        assert_eq!(&*key.elems()[3], "@values");
-        let full = key.append("x");
-        let other = key.append("y");
-        assert_eq!(&*full.elems()[4], "x");
-        assert_eq!(&*other.elems()[4], "y");
+        assert_eq!(a.get(key), ["device", "attributes", "@values", "@values"]);
+        assert_eq!(
+            a.declared(key, None),
+            Some(Size::up_to(ATTRIBUTE_VALUE_MAX))
+        );
+        let full = a.append(key, "x");
+        let other = a.append(key, "y");
+        assert_eq!(a.get(full)[4], "x");
+        assert_eq!(a.get(other)[4], "y");
+        // A parent without room: the children do not share.
+        let k2 = a.append(attrs, "@keys");
+        let _v2 = a.append(attrs, "@values");
+        assert_eq!(a.declared(k2, None), Some(Size::up_to(DOMAIN_MAX)));
     }
 }
