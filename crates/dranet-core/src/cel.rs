@@ -94,17 +94,32 @@ pub enum CelError {
     /// The worst-case cost the API server estimates for the expression is over its limit: it
     /// refuses the ResourceClaim, ResourceClaimTemplate or DeviceClass ("too complex, exceeds
     /// cost limit").
-    #[error(
-        "expression is too complex: the API server estimates its worst-case cost at {estimated}, \
-         over the compile-time cost limit of {limit} for selectors, and refuses it; iterate over \
-         fewer or smaller lists, or do less work per element"
-    )]
+    #[error("{}", too_complex_message(*estimated, *limit))]
     TooComplex {
         /// The estimated worst-case cost.
         estimated: u64,
         /// [`MAX_SELECTOR_COST`].
         limit: u64,
     },
+}
+
+/// Estimates from this size up come from a value the estimate cannot bound (cel-go saturates at
+/// `u64::MAX`, a tenth of it for a string traversal).
+const UNBOUNDED_COST: u64 = 1 << 60;
+
+fn too_complex_message(estimated: u64, limit: u64) -> String {
+    let estimate = if estimated >= UNBOUNDED_COST {
+        "has no bound: it uses a value whose size the API server cannot bound (such as the \
+         result of split, or the strings of a list literal) where the cost depends on that size"
+            .to_string()
+    } else {
+        format!("is {estimated}")
+    };
+    format!(
+        "expression is too complex: the API server's compile-time estimate of its worst-case \
+         cost {estimate}, over the limit of {limit} for selectors, so it refuses the object; \
+         iterate over fewer or smaller lists, or do less work per element"
+    )
 }
 
 /// The value type of `device.attributes`: the one attribute type of this crate.

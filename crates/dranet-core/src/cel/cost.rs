@@ -1333,6 +1333,27 @@ mod tests {
     }
 
     #[test]
+    fn the_error_says_what_the_api_server_does_and_the_numbers() {
+        let bounded = "[0,1,2,3,4,5,6,7,8,9].all(a, [0,1,2,3,4,5,6,7,8,9].all(b, \
+                       [0,1,2,3,4,5,6,7,8,9].all(c, [0,1,2,3,4,5,6,7,8,9].all(d, \
+                       [0,1,2,3,4,5,6,7,8,9].all(e, a + b + c + d + e > 0)))))";
+        let Err(e @ CelError::TooComplex { estimated, .. }) = Program::compile(bounded) else {
+            panic!("{bounded} compiled");
+        };
+        let msg = e.to_string();
+        assert!(
+            msg.contains("API server") && msg.contains("1000000"),
+            "{msg}"
+        );
+        assert!(msg.contains(&format!("is {estimated}")), "{msg}");
+        let unbounded = r#"device.driver.split(".").join("-") == "dra-net""#;
+        let Err(e) = Program::compile(unbounded) else {
+            panic!("{unbounded} compiled");
+        };
+        assert!(e.to_string().contains("has no bound"), "{e}");
+    }
+
+    #[test]
     fn quantity_inequality_is_unbounded_but_equality_is_not() {
         // The Kubernetes estimator prices `==` of quantities at 1, but `!=` falls back to
         // cel-go's size-based equality, and a quantity has no known size.
