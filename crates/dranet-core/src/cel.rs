@@ -38,6 +38,7 @@
 mod ast;
 mod cache;
 mod check;
+mod cost;
 mod decls;
 mod eval;
 mod explain;
@@ -51,6 +52,7 @@ mod url;
 mod validate;
 mod value;
 
+pub use cost::{CostEstimate, MAX_SELECTOR_COST};
 pub use eval::MAX_EVAL_STEPS;
 
 /// Stack kept free before the parser, checker or evaluator descends another level. The nesting a
@@ -91,6 +93,35 @@ pub enum CelError {
     /// Evaluation failed for one device (a missing attribute, a type mismatch, an overflow).
     #[error("{0}")]
     Runtime(String),
+    /// The worst-case cost the API server estimates for the expression is over its limit: it
+    /// refuses the ResourceClaim, ResourceClaimTemplate or DeviceClass ("too complex, exceeds
+    /// cost limit").
+    #[error("{}", too_complex_message(*estimated, *limit))]
+    TooComplex {
+        /// The estimated worst-case cost.
+        estimated: u64,
+        /// [`MAX_SELECTOR_COST`].
+        limit: u64,
+    },
+}
+
+/// Estimates from this size up come from a value the estimate cannot bound (cel-go saturates at
+/// `u64::MAX`, a tenth of it for a string traversal).
+const UNBOUNDED_COST: u64 = 1 << 60;
+
+fn too_complex_message(estimated: u64, limit: u64) -> String {
+    let estimate = if estimated >= UNBOUNDED_COST {
+        "has no bound: it uses a value whose size the API server cannot bound (such as the \
+         result of split, or the strings of a list literal) where the cost depends on that size"
+            .to_string()
+    } else {
+        format!("is {estimated}")
+    };
+    format!(
+        "expression is too complex: the API server's compile-time estimate of its worst-case \
+         cost {estimate}, over the limit of {limit} for selectors, so it refuses the object; \
+         iterate over fewer or smaller lists, or do less work per element"
+    )
 }
 
 /// The value type of `device.attributes`: the one attribute type of this crate.
@@ -384,6 +415,8 @@ pub struct Program {
     refs: Vec<check::Ref>,
     /// The shortcut for the common shapes, when the expression has one.
     fast: Option<fast::Fast>,
+    /// The API server's cost estimate; `None` when compiled for the scheduler, which skips it.
+    cost: Option<CostEstimate>,
 }
 
 /// The first compile issue as the error (the API server reports all; the first names the
@@ -411,8 +444,26 @@ fn compile_error(issues: Vec<parse::Issue>, source: &str) -> CelError {
 }
 
 impl Program {
-    /// Parses and type-checks `source` in the scheduler's environment.
+    /// Parses and type-checks `source` in the scheduler's environment, and refuses it, as the API
+    /// server refuses the object that carries it, when its estimated worst-case cost is over
+    /// [`MAX_SELECTOR_COST`] ([`CelError::TooComplex`]).
     pub fn compile(source: &str) -> Result<Program, CelError> {
+        Program::build(source, true)
+    }
+
+    /// Compiles as the scheduler does: like [`Program::compile`] but without the cost estimate,
+    /// which the scheduler does not make (it only compiles selectors the API server admitted).
+    pub fn compile_for_scheduler(source: &str) -> Result<Program, CelError> {
+        Program::build(source, false)
+    }
+
+    /// The API server's estimate of the cost of evaluating this selector on one device, in CEL
+    /// cost units; `None` for a program from [`Program::compile_for_scheduler`].
+    pub fn estimated_cost(&self) -> Option<CostEstimate> {
+        self.cost
+    }
+
+    fn build(source: &str, estimate: bool) -> Result<Program, CelError> {
         if source.len() > MAX_EXPRESSION_LEN {
             return Err(CelError::TooLong(source.len()));
         }
@@ -447,18 +498,26 @@ impl Program {
         }
         validate::instantiate(&parsed.expr, &checked.refs, &parsed.positions)
             .map_err(|i| compile_error(vec![i], source))?;
+        let cost = if estimate {
+            let c = cost::estimate(&parsed.expr, &checked.types, &checked.refs);
+            if c.max > MAX_SELECTOR_COST {
+                return Err(CelError::TooComplex {
+                    estimated: c.max,
+                    limit: MAX_SELECTOR_COST,
+                });
+            }
+            Some(c)
+        } else {
+            None
+        };
         let fast = fast::plan(&parsed.expr, &checked.refs);
         Ok(Program {
             source: source.to_string(),
             expr: parsed.expr,
             refs: checked.refs,
             fast,
+            cost,
         })
-    }
-
-    /// Compiles as the scheduler does; the same as [`Program::compile`].
-    pub fn compile_for_scheduler(source: &str) -> Result<Program, CelError> {
-        Program::compile(source)
     }
 
     /// The expression as given.

@@ -831,3 +831,30 @@ fn all_mode_under_match_attribute_is_an_error_when_a_device_breaks_it() {
         pairs(&[("all", "nic1"), ("all", "nic3")])
     );
 }
+
+#[test]
+fn a_selector_over_the_api_servers_cost_limit_makes_the_claim_invalid() {
+    // The API server refuses to store this claim (estimated cost over 1,000,000), so the
+    // scheduler never sees it; checked here it is an invalid claim that says why.
+    let sel = r#"device.driver.split(".").join("-") == "dra-net""#;
+    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [req("r", "nic", &[sel])]})), &[])
+        .unwrap_err();
+    match &e {
+        AllocError::Cel {
+            expression,
+            error: dranet_core::cel::CelError::TooComplex { estimated, limit },
+            ..
+        } => {
+            assert_eq!(expression, sel);
+            assert!(estimated > limit, "{estimated} <= {limit}");
+        }
+        other => panic!("expected a TooComplex CEL error, got {other:?}"),
+    }
+    let msg = e.to_string();
+    assert!(
+        msg.contains("too complex") && msg.contains("1000000"),
+        "{msg}"
+    );
+}

@@ -97,7 +97,10 @@ fn convert_attr(
 }
 
 /// Compiles a selector list; the error names the expression (empty when a selector has no
-/// `cel`).
+/// `cel`). Claims and classes are compiled as the API server admits them, cost limit included
+/// ([`Program::compile`]): one it would refuse to store never reaches the scheduler, so
+/// allocating it would answer a question no cluster asks. For every selector it admits, the
+/// program is the scheduler's.
 pub(super) fn selector_programs(
     selectors: &Option<Vec<DeviceSelector>>,
     cache: Option<&ProgramCache>,
