@@ -57,14 +57,33 @@ fn device_field(name: &str) -> Option<Type> {
     })
 }
 
+/// `a.b.c` as one dotted name, when `e` is a chain of field selections on an identifier, and the
+/// name could be a namespaced type or function. Chains on `device` never are (no declaration's
+/// name starts with `device.`), and they are most of a selector: they skip building the string.
 fn qualified_name(e: &Expr) -> Option<String> {
+    let mut root = e;
+    while let Kind::Select {
+        operand,
+        test_only: false,
+        ..
+    } = &root.kind
+    {
+        root = operand;
+    }
+    match &root.kind {
+        Kind::Ident(n) if n != "device" => dotted(e),
+        _ => None,
+    }
+}
+
+fn dotted(e: &Expr) -> Option<String> {
     match &e.kind {
         Kind::Ident(n) => Some(n.clone()),
         Kind::Select {
             operand,
             field,
             test_only: false,
-        } => qualified_name(operand).map(|q| format!("{q}.{field}")),
+        } => dotted(operand).map(|q| format!("{q}.{field}")),
         _ => None,
     }
 }
