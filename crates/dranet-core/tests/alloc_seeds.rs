@@ -7,13 +7,19 @@ use dranet_core::alloc::{AllocError, Allocation, Allocator};
 use fixtures::docs;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 
-fn allocator(node: &str) -> Allocator {
+/// A fixture node's ResourceSlices (dra.net and GPU) and the AKS DeviceClasses.
+fn inputs(node: &str) -> (Vec<serde_json::Value>, Vec<DeviceClass>) {
     let mut slices = docs(&format!("testdata/slices/{node}-dranet.yaml"));
     slices.extend(docs(&format!("testdata/slices/{node}-gpu.yaml")));
     let classes: Vec<DeviceClass> = docs("examples/azure_aks/deviceclasses.yaml")
         .into_iter()
         .map(|v| serde_json::from_value(v).unwrap())
         .collect();
+    (slices, classes)
+}
+
+fn allocator(node: &str) -> Allocator {
+    let (slices, classes) = inputs(node);
     Allocator::from_json(&slices, &classes).unwrap()
 }
 
@@ -194,12 +200,7 @@ fn a_shared_program_cache_decides_as_compiling_anew() {
         let misses_before = cache.stats().misses;
         for (node, file) in cases {
             let fresh = allocator(node);
-            let mut slices = docs(&format!("testdata/slices/{node}-dranet.yaml"));
-            slices.extend(docs(&format!("testdata/slices/{node}-gpu.yaml")));
-            let classes: Vec<DeviceClass> = docs("examples/azure_aks/deviceclasses.yaml")
-                .into_iter()
-                .map(|v| serde_json::from_value(v).unwrap())
-                .collect();
+            let (slices, classes) = inputs(node);
             let cached = Allocator::from_json_with_options(&slices, &classes, &options).unwrap();
             for v in docs(file) {
                 let t: ResourceClaimTemplate = serde_json::from_value(v).unwrap();

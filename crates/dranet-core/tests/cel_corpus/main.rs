@@ -13,6 +13,8 @@
 //! messages. Message differences where the outcome agrees are counted and listed, not failed:
 //! the outcome is what a user's pod depends on.
 
+#[path = "../fixtures/mod.rs"]
+mod fixtures;
 mod generate;
 
 use std::collections::{BTreeMap, HashMap};
@@ -107,20 +109,8 @@ struct Result_ {
     message: String,
 }
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn recorded_path() -> PathBuf {
-    repo_root().join("testdata/cel/corpus.jsonl")
-}
-
-fn kit_script() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("DRANET_K8S_KIT") {
-        return Some(PathBuf::from(p)).filter(|p| p.exists());
-    }
-    let p = repo_root().join("../shared/k8s/kit.sh");
-    p.exists().then_some(p)
+    fixtures::root().join("testdata/cel/corpus.jsonl")
 }
 
 /// Our engine's outcome, as the scheduler decides: a compile error refuses the claim, a runtime
@@ -443,7 +433,7 @@ fn corpus_agrees_with_the_scheduler() {
         "the corpus has only {} selectors",
         cases.len()
     );
-    let kit = kit_script();
+    let kit = fixtures::kit_script();
     if std::env::var_os("DRANET_CEL_CORPUS_REGEN").is_some() {
         let kit = kit
             .as_deref()
@@ -528,7 +518,7 @@ fn probe() {
         eprintln!("SKIP: set DRANET_CEL_PROBE to a file of selectors, one per line");
         return;
     };
-    let Some(kit) = kit_script() else {
+    let Some(kit) = fixtures::kit_script() else {
         eprintln!("SKIP: the Kubernetes kit (../shared/k8s/kit.sh) is not there");
         return;
     };

@@ -14,6 +14,8 @@
 //! cost must still compile with `Program::compile_for_scheduler`.
 
 mod families;
+#[path = "../fixtures/mod.rs"]
+mod fixtures;
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -58,20 +60,8 @@ struct Recorded {
     message: String,
 }
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn recorded_path() -> PathBuf {
-    repo_root().join("testdata/cel/cost-corpus.jsonl")
-}
-
-fn kit_script() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("DRANET_K8S_KIT") {
-        return Some(PathBuf::from(p)).filter(|p| p.exists());
-    }
-    let p = repo_root().join("../shared/k8s/kit.sh");
-    p.exists().then_some(p)
+    fixtures::root().join("testdata/cel/cost-corpus.jsonl")
 }
 
 /// Our verdict, with the estimate or error for the report.
@@ -271,7 +261,7 @@ fn compare(what: &str, cases: &[&Case], theirs: &[(Verdict, String)]) -> Vec<Str
 
 #[test]
 fn cost_corpus_agrees_with_the_api_server() {
-    let kit = kit_script().filter(|k| kit_running(k));
+    let kit = fixtures::kit_script().filter(|k| kit_running(k));
     if std::env::var("DRANET_CEL_COST_REGEN").is_ok_and(|v| v == "1") {
         let Some(kit) = &kit else {
             panic!("DRANET_CEL_COST_REGEN=1 needs the kit running (kit.sh up, DRANET_K8S_KIT)");
