@@ -3,7 +3,8 @@
 //!
 //! The environment is the one the Kubernetes scheduler gives `selectors[].cel.expression`:
 //!
-//! - `device.driver` (string), `device.allowMultipleAllocations` (bool);
+//! - `device.driver` (string), `device.allowMultipleAllocations` (bool; only for the scheduler,
+//!   see below);
 //! - `device.attributes["<domain>"].<name>` or `["<name>"]`: unqualified attribute names are in
 //!   the driver's domain (`rdmaDevice` of driver `dra.net` is `device.attributes["dra.net"]
 //!   .rdmaDevice`), qualified ones (`resource.kubernetes.io/pcieRoot`) under their own domain;
@@ -23,6 +24,13 @@
 //! standard definitions, optionals, the strings/lists/sets/two-variable-comprehension
 //! extensions, and the Kubernetes quantity, semver, IP/CIDR, URL, regex, lists and format
 //! libraries), so a selector the API server rejects is a compile error here too.
+//!
+//! The API server checks a selector of a new claim, claim template or device class in an older
+//! environment than the one the scheduler compiles stored selectors in: Kubernetes 1.33's, with
+//! default feature gates, so without cel-go's lists extension (`sort`, `sortBy`, `distinct`,
+//! `flatten`, `slice`, `reverse`, `lists.range`) and without `device.allowMultipleAllocations`
+//! (gated by DRAConsumableCapacity). [`Program::compile`] checks as the API server does at
+//! creation, [`Program::compile_for_scheduler`] as the scheduler does.
 //!
 //! ```
 //! use dranet_core::cel::{AttributeValue, DeviceAttributes, DeviceView, Program, Quantity};
@@ -53,6 +61,7 @@ mod validate;
 mod value;
 
 pub use cost::{CostEstimate, MAX_SELECTOR_COST};
+use decls::Env;
 pub use eval::MAX_EVAL_STEPS;
 
 /// Stack kept free before the parser, checker or evaluator descends another level. The nesting a
@@ -419,9 +428,11 @@ pub struct Program {
     cost: Option<CostEstimate>,
 }
 
-/// The first compile issue as the error (the API server reports all; the first names the
-/// position a user fixes first).
-fn compile_error(issues: Vec<parse::Issue>, source: &str) -> CelError {
+/// The compile issues in source order as cel-go reports them (the first names the position a
+/// user fixes first).
+fn compile_error(mut issues: Vec<parse::Issue>, source: &str) -> CelError {
+    // cel-go sorts its issues by position, stably; one without a position comes first.
+    issues.sort_by_key(|i| i.offset);
     let mut it = issues.into_iter();
     let Some(first) = it.next() else {
         return CelError::Syntax {
@@ -443,18 +454,27 @@ fn compile_error(issues: Vec<parse::Issue>, source: &str) -> CelError {
     CelError::Syntax { position, message }
 }
 
+/// Appended to a compile error of a selector the scheduler's environment accepts.
+const NEW_EXPRESSIONS_HINT: &str = "the 1.34 scheduler accepts this selector, but the API \
+     server refuses it in a new claim, claim template or device class: it checks new selectors \
+     in the CEL environment of Kubernetes 1.33 with default feature gates";
+
 impl Program {
-    /// Parses and type-checks `source` in the scheduler's environment, and refuses it, as the API
-    /// server refuses the object that carries it, when its estimated worst-case cost is over
-    /// [`MAX_SELECTOR_COST`] ([`CelError::TooComplex`]).
+    /// Compiles `source` as the 1.34 API server admits it when a claim, claim template or
+    /// device class is created: parsed and type-checked in the environment it checks new
+    /// selectors in (Kubernetes 1.33's, default feature gates: without the 1.34 lists extension
+    /// and `device.allowMultipleAllocations`), and refused, as the API server refuses the
+    /// object, when its estimated worst-case cost is over [`MAX_SELECTOR_COST`]
+    /// ([`CelError::TooComplex`]).
     pub fn compile(source: &str) -> Result<Program, CelError> {
-        Program::build(source, true)
+        Program::build(source, Env::New)
     }
 
-    /// Compiles as the scheduler does: like [`Program::compile`] but without the cost estimate,
-    /// which the scheduler does not make (it only compiles selectors the API server admitted).
+    /// Compiles as the scheduler does: in the stored-expressions environment, a superset of
+    /// [`Program::compile`]'s, and without the cost estimate, which the scheduler does not make
+    /// (it only compiles selectors the API server admitted).
     pub fn compile_for_scheduler(source: &str) -> Result<Program, CelError> {
-        Program::build(source, false)
+        Program::build(source, Env::Stored)
     }
 
     /// The API server's estimate of the cost of evaluating this selector on one device, in CEL
@@ -463,16 +483,20 @@ impl Program {
         self.cost
     }
 
-    fn build(source: &str, estimate: bool) -> Result<Program, CelError> {
+    fn build(source: &str, env: Env) -> Result<Program, CelError> {
         if source.len() > MAX_EXPRESSION_LEN {
             return Err(CelError::TooLong(source.len()));
         }
-        let mut parsed = parse::parse(source).map_err(|i| compile_error(i, source))?;
-        let checked = check::check(&mut parsed.expr, &parsed.positions).map_err(|i| {
+        let mut parsed = parse::parse(source, env).map_err(|i| compile_error(i, source))?;
+        let checked = check::check(&mut parsed.expr, &parsed.positions, env).map_err(|i| {
             let mut e = compile_error(i, source);
-            if let (CelError::Syntax { message, .. }, Some(hint)) =
-                (&mut e, explain::compile_hint(&parsed.expr))
-            {
+            // Checked again only on this error path: whether the environment is the reason.
+            let env_hint = (env == Env::New && Program::build(source, Env::Stored).is_ok())
+                .then(|| NEW_EXPRESSIONS_HINT.to_string());
+            if let (CelError::Syntax { message, .. }, Some(hint)) = (
+                &mut e,
+                env_hint.or_else(|| explain::compile_hint(&parsed.expr)),
+            ) {
                 message.push_str(" (");
                 message.push_str(&hint);
                 message.push(')');
@@ -498,7 +522,8 @@ impl Program {
         }
         validate::instantiate(&parsed.expr, &checked.refs, &parsed.positions)
             .map_err(|i| compile_error(vec![i], source))?;
-        let cost = if estimate {
+        // The API server estimates the cost of the selectors it admits; the scheduler does not.
+        let cost = if env == Env::New {
             let c = cost::estimate(&parsed.expr, &checked.types, &checked.refs);
             if c.max > MAX_SELECTOR_COST {
                 return Err(CelError::TooComplex {

@@ -79,7 +79,44 @@ fn device_fields_and_both_attribute_syntaxes() {
         r#"device.attributes["dra.net"]["rdma"] == true && device.attributes["dra.net"]["numaNode"] == 0"#,
     );
     yes(r#"device.attributes["dra.net"].rdma"#);
-    no("device.allowMultipleAllocations");
+}
+
+#[test]
+fn what_only_the_scheduler_declares_is_refused_in_a_new_selector() {
+    let a = attrs();
+    for multi in [false, true] {
+        let v = DeviceView {
+            driver: "dra.net",
+            attributes: &a,
+            allow_multiple_allocations: multi,
+        };
+        let p = Program::compile_for_scheduler("device.allowMultipleAllocations").unwrap();
+        assert_eq!(p.matches(&v), Ok(multi));
+    }
+    let p = Program::compile_for_scheduler("[2, 1, 3].sortBy(x, -x) == [3, 2, 1]").unwrap();
+    let v = DeviceView {
+        driver: "dra.net",
+        attributes: &a,
+        allow_multiple_allocations: false,
+    };
+    assert_eq!(p.matches(&v), Ok(true));
+    // The API server's words, and why the scheduler's acceptance does not help.
+    let e = compile_err("device.allowMultipleAllocations");
+    assert!(
+        e.contains("undefined field 'allowMultipleAllocations'"),
+        "{e}"
+    );
+    assert!(e.contains("Kubernetes 1.33"), "{e}");
+    let e = compile_err("[2, 1, 3].sortBy(x, -x) == [3, 2, 1]");
+    assert!(
+        e.contains("undeclared reference to 'sortBy' (in container '')"),
+        "{e}"
+    );
+    let e = compile_err("lists.range(3) == [0, 1, 2]");
+    assert!(e.contains("undeclared reference to 'lists'"), "{e}");
+    // A selector wrong in both environments gets no such hint.
+    let e = compile_err("[1].sort() == 1");
+    assert!(!e.contains("1.33"), "{e}");
 }
 
 #[test]

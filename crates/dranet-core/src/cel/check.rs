@@ -4,7 +4,7 @@
 //! chosen by assignability with type parameters, and the same error messages.
 
 use super::ast::{Comprehension, Expr, Id, Kind, Lit};
-use super::decls::{self, Func};
+use super::decls::{self, Env, Func};
 use super::parse::Issue;
 use super::types::{
     self as t, Mapping, Type, is_assignable, is_assignable_list, most_general, substitute,
@@ -30,6 +30,7 @@ pub(crate) struct Checked {
 }
 
 struct Checker<'p> {
+    env: Env,
     positions: &'p [u32],
     types: Vec<Option<Type>>,
     refs: Vec<Ref>,
@@ -43,8 +44,9 @@ struct Checker<'p> {
     errors: Vec<Issue>,
 }
 
-/// The scheduler's `device`: `driver`, `attributes`, `capacity` and `allowMultipleAllocations`.
-fn device_field(name: &str) -> Option<Type> {
+/// The fields of `device`: `driver`, `attributes`, `capacity`, and `allowMultipleAllocations`
+/// where `env` declares it.
+fn device_field(name: &str, env: Env) -> Option<Type> {
     Some(match name {
         "driver" => Type::String,
         "attributes" => Type::map(Type::String, Type::map(Type::String, Type::Any)),
@@ -52,7 +54,7 @@ fn device_field(name: &str) -> Option<Type> {
             Type::String,
             Type::map(Type::String, Type::Object(t::QUANTITY)),
         ),
-        "allowMultipleAllocations" => Type::Bool,
+        "allowMultipleAllocations" if env.has_allow_multiple_allocations() => Type::Bool,
         _ => return None,
     })
 }
@@ -88,11 +90,12 @@ fn dotted(e: &Expr) -> Option<String> {
     }
 }
 
-/// Type-checks a parsed expression, rewriting namespaced calls (`sets.contains(...)`) and
-/// qualified identifiers into their resolved form.
-pub(crate) fn check(e: &mut Expr, positions: &[u32]) -> Result<Checked, Vec<Issue>> {
+/// Type-checks a parsed expression in `env`, rewriting namespaced calls (`sets.contains(...)`)
+/// and qualified identifiers into their resolved form.
+pub(crate) fn check(e: &mut Expr, positions: &[u32], env: Env) -> Result<Checked, Vec<Issue>> {
     let n = positions.len();
     let mut c = Checker {
+        env,
         positions,
         types: vec![None; n],
         refs: vec![Ref::None; n],
@@ -332,9 +335,9 @@ impl Checker<'_> {
             Type::Map(_, v) => (**v).clone(),
             Type::Object(t::DEVICE) if field == "attributes" => self
                 .attributes_t
-                .get_or_insert_with(|| device_field("attributes").unwrap_or(Type::Error))
+                .get_or_insert_with(|| device_field("attributes", Env::New).unwrap_or(Type::Error))
                 .clone(),
-            Type::Object(t::DEVICE) => match device_field(field) {
+            Type::Object(t::DEVICE) => match device_field(field, self.env) {
                 Some(t) => t,
                 None => {
                     self.error(id, format!("undefined field '{field}'"));
@@ -397,7 +400,7 @@ impl Checker<'_> {
         }
         let Some(tgt) = target.as_deref_mut() else {
             let name = func.trim_start_matches('.').to_string();
-            match decls::lookup(&name) {
+            match self.env.lookup(&name) {
                 None => {
                     self.error(
                         id,
@@ -416,7 +419,7 @@ impl Checker<'_> {
         // `a.b.f()`: a namespaced function `a.b.f`, or `f` with receiver `a.b`.
         if let Some(q) = qualified_name(tgt) {
             let name = format!("{}.{}", q.trim_start_matches('.'), func);
-            if let Some(f) = decls::lookup(&name) {
+            if let Some(f) = self.env.lookup(&name) {
                 *func = name;
                 *target = None;
                 let arg_ids: Vec<Id> = args.iter().map(|a| a.id).collect();
@@ -426,7 +429,7 @@ impl Checker<'_> {
         }
         self.check(tgt);
         let tid = tgt.id;
-        match decls::lookup(func) {
+        match self.env.lookup(func) {
             Some(f) => {
                 let arg_ids: Vec<Id> = args.iter().map(|a| a.id).collect();
                 self.resolve(id, f, Some(tid), &arg_ids);

@@ -2,7 +2,8 @@
 //! overloads as cel-go declares them: CEL's standard definitions, optional types, cel-go's
 //! strings (version 2), lists (version 3), sets and two-variable comprehension extensions,
 //! and the Kubernetes quantity, semver (version 1), IP, CIDR, URL, regex, lists and format
-//! libraries.
+//! libraries. The API server checks a new selector in an older environment ([`Env::New`]),
+//! which lacks the declarations introduced in 1.34.
 
 use super::funcs::{self as f, Imp};
 use super::types::{self as t, Type};
@@ -116,6 +117,53 @@ pub(crate) struct Func {
     pub name: &'static str,
     pub ovs: &'static [Ov],
     pub single: Option<Imp>,
+    /// The Kubernetes minor version (1.x) whose base CEL environment introduced the function's
+    /// library (`IntroducedVersion` in k8s.io/apiserver's `environment/base.go`). Only
+    /// declarations newer than [`NEW_EXPRESSIONS_MINOR`] carry theirs; the others are 0.
+    pub since: u8,
+}
+
+/// The compatibility version (1.x) of the 1.34 API server's `NewExpressions` environment, the
+/// one it checks a selector against when a claim or class is created: its default
+/// `DefaultCompatibilityVersion()`, one minor below the binary.
+pub(crate) const NEW_EXPRESSIONS_MINOR: u8 = 33;
+
+/// The lists extension of cel-go, version 3, entered the base environment in 1.34.
+const LISTS_V3: u8 = 34;
+
+/// Which of the API server's two CEL environments a selector is compiled in (the
+/// `environment.Type` of Kubernetes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Env {
+    /// `NewExpressions`: what a new ResourceClaim, ResourceClaimTemplate or DeviceClass is
+    /// checked against: the base environment at [`NEW_EXPRESSIONS_MINOR`], feature gates at
+    /// their 1.34 defaults.
+    New,
+    /// `StoredExpressions`: every declaration of the 1.34 build, feature gates ignored; what the
+    /// scheduler compiles a stored selector in.
+    Stored,
+}
+
+impl Env {
+    /// Whether this environment declares `f`.
+    pub(crate) fn declares(self, f: &Func) -> bool {
+        match self {
+            Env::New => f.since <= NEW_EXPRESSIONS_MINOR,
+            Env::Stored => true,
+        }
+    }
+
+    /// The function named `name`, if this environment declares it.
+    pub(crate) fn lookup(self, name: &str) -> Option<&'static Func> {
+        lookup(name).filter(|f| self.declares(f))
+    }
+
+    /// Whether `device.allowMultipleAllocations` is declared: only with the
+    /// DRAConsumableCapacity feature gate (alpha, off by default in 1.34) for a new selector;
+    /// the stored environment ignores the gate and declares the newest `device` type.
+    pub(crate) fn has_allow_multiple_allocations(self) -> bool {
+        self == Env::Stored
+    }
 }
 
 const A: D = D::P(0);
@@ -168,12 +216,18 @@ macro_rules! comparable {
 }
 
 macro_rules! funcs {
-    ($($name:literal => $ovs:expr $(, single $s:expr)?;)*) => {
-        /// The function named `name`, if the environment declares it.
+    ($($name:literal => $ovs:expr $(, single $s:expr)? $(, since $v:expr)?;)*) => {
+        /// The function named `name`, if the scheduler's (stored) environment declares it; see
+        /// [`Env::lookup`] for the environment of a new selector.
         pub(crate) fn lookup(name: &str) -> Option<&'static Func> {
             match name {
                 $($name => {
-                    static F: Func = Func { name: $name, ovs: &$ovs, single: funcs!(@s $($s)?) };
+                    static F: Func = Func {
+                        name: $name,
+                        ovs: &$ovs,
+                        single: funcs!(@s $($s)?),
+                        since: funcs!(@v $($v)?),
+                    };
                     Some(&F)
                 })*
                 _ => None,
@@ -182,6 +236,8 @@ macro_rules! funcs {
     };
     (@s) => { None };
     (@s $s:expr) => { Some($s) };
+    (@v) => { 0 };
+    (@v $v:expr) => { $v };
 }
 
 macro_rules! cmp_ovs {
@@ -484,17 +540,18 @@ funcs! {
     "strings.quote" => [g!("strings_quote", [D::Str], D::Str, f::quote)];
     "format" => [m!("string_format", [D::Str, LDYN], D::Str, f::string_format)];
 
-    // cel-go lists extension, version 3.
-    "slice" => [m!("list_slice", [LA, D::Int, D::Int], LA, f::slice)];
+    // cel-go lists extension, version 3 (Kubernetes 1.34); its `sortBy` macro expands to
+    // `@sortByAssociatedKeys`, so the parser expands it only where that is declared.
+    "slice" => [m!("list_slice", [LA, D::Int, D::Int], LA, f::slice)], since LISTS_V3;
     "flatten" => [
         m!("list_flatten", [D::L(&LA)], LA, f::flatten),
         m!("list_flatten_int", [LDYN, D::Int], LDYN, f::flatten),
-    ];
-    "sort" => SORT, single f::sort;
-    "@sortByAssociatedKeys" => SORT_KEYS, single f::sort_by_associated_keys;
-    "lists.range" => [g!("lists_range", [D::Int], D::L(&D::Int), f::lists_range)];
-    "reverse" => [m!("list_reverse", [LA], LA, f::reverse)];
-    "distinct" => [m!("list_distinct", [LA], LA, f::distinct)];
+    ], since LISTS_V3;
+    "sort" => SORT, single f::sort, since LISTS_V3;
+    "@sortByAssociatedKeys" => SORT_KEYS, single f::sort_by_associated_keys, since LISTS_V3;
+    "lists.range" => [g!("lists_range", [D::Int], D::L(&D::Int), f::lists_range)], since LISTS_V3;
+    "reverse" => [m!("list_reverse", [LA], LA, f::reverse)], since LISTS_V3;
+    "distinct" => [m!("list_distinct", [LA], LA, f::distinct)], since LISTS_V3;
 
     // cel-go sets extension.
     "sets.contains" => [g!("list_sets_contains_list", [LA, LA], D::Bool, f::sets_contains)];

@@ -11,6 +11,7 @@
 //!   calls, `?:`, or relation / arithmetic operators: "max recursion depth exceeded".
 
 use super::ast::{ACCU, Comprehension, Entry, Expr, Id, Kind, Lit};
+use super::decls::Env;
 
 /// cel-go's default parser recursion limit, which Kubernetes keeps.
 pub(crate) const MAX_RECURSION_DEPTH: u32 = 250;
@@ -423,9 +424,9 @@ fn unescape(text: &str, bytes: bool) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Parses an expression; the error list holds every issue found (syntax errors stop at the
-/// first one, as the first is what a user needs).
-pub(crate) fn parse(src: &str) -> Result<Parsed, Vec<Issue>> {
+/// Parses an expression with the macros of `env`; the error list holds every issue found
+/// (syntax errors stop at the first one, as the first is what a user needs).
+pub(crate) fn parse(src: &str, env: Env) -> Result<Parsed, Vec<Issue>> {
     let n = src.chars().count();
     if n > MAX_CODE_POINTS {
         return Err(vec![Issue {
@@ -447,6 +448,7 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, Vec<Issue>> {
     let mut positions = Vec::with_capacity(toks.len() + 1);
     positions.push(0);
     let mut p = Parser {
+        env,
         toks,
         pos: 0,
         positions,
@@ -485,6 +487,9 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, Vec<Issue>> {
 }
 
 struct Parser<'a> {
+    /// Whose macros apply: `sortBy` comes with the lists extension, which a new selector's
+    /// environment lacks.
+    env: Env,
     toks: Vec<Token<'a>>,
     pos: usize,
     positions: Vec<u32>,
@@ -1271,7 +1276,8 @@ impl<'a> Parser<'a> {
                 let none = self.call(at, "optional.none", None, vec![]);
                 Ok(self.call(at, "_?_:_", None, vec![has, mapped, none]))
             }
-            ("sortBy", 2) => {
+            // The macro and the function it expands to come in one library.
+            ("sortBy", 2) if self.env.lookup("@sortByAssociatedKeys").is_some() => {
                 let ok = matches!(
                     target.kind,
                     Kind::List { .. }

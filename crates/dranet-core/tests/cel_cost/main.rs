@@ -17,10 +17,7 @@ mod families;
 #[path = "../fixtures/mod.rs"]
 mod fixtures;
 
-use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use dranet_core::cel::{CelError, MAX_SELECTOR_COST, Program};
 use families::Case;
@@ -132,94 +129,18 @@ fn write_recorded(cases: &[Case], verdicts: &[(Verdict, String)]) {
     std::fs::write(recorded_path(), out).expect("write cost-corpus.jsonl");
 }
 
-/// Whether the kit's cluster is up.
-fn kit_running(kit: &Path) -> bool {
-    Command::new(kit)
-        .arg("status")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-const CLAIMS_PER_CALL: usize = 150;
-
-/// The API server's verdicts: each selector in its own ResourceClaim, created with
-/// `--dry-run=server`, many claims per kubectl call.
+/// The API server's verdicts (see `fixtures::create_claims_dry_run`).
 fn api_server(kit: &Path, selectors: &[&str]) -> Result<Vec<(Verdict, String)>, String> {
-    let mut out = Vec::with_capacity(selectors.len());
-    for (chunk_no, chunk) in selectors.chunks(CLAIMS_PER_CALL).enumerate() {
-        let base = chunk_no * CLAIMS_PER_CALL;
-        let docs: Vec<String> = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                       "metadata": {"name": format!("cost-{}", base + i), "namespace": "default"},
-                       "spec": {"devices": {"requests": [{"name": "r", "exactly": {
-                           "deviceClassName": "any",
-                           "selectors": [{"cel": {"expression": s}}]}}]}}})
-                .to_string()
-            })
-            .collect();
-        let mut child = Command::new(kit)
-            .args([
-                "kubectl",
-                "create",
-                "--dry-run=server",
-                "-o",
-                "name",
-                "-f",
-                "-",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("run kit.sh kubectl: {e}"))?;
-        child
-            .stdin
-            .take()
-            .ok_or("kubectl stdin")?
-            .write_all(docs.join("\n---\n").as_bytes())
-            .map_err(|e| format!("write to kubectl: {e}"))?;
-        let res = child
-            .wait_with_output()
-            .map_err(|e| format!("kubectl: {e}"))?;
-        let stdout = String::from_utf8_lossy(&res.stdout);
-        let stderr = String::from_utf8_lossy(&res.stderr);
-        let mut by_name: HashMap<String, (Verdict, String)> = HashMap::new();
-        for line in stdout.lines() {
-            if let Some(name) = line.trim().strip_prefix("resourceclaim.resource.k8s.io/") {
-                by_name.insert(name.to_string(), (Verdict::Accepted, String::new()));
+    Ok(fixtures::create_claims_dry_run(kit, "cost", selectors)?
+        .into_iter()
+        .map(|refused| match refused {
+            None => (Verdict::Accepted, String::new()),
+            Some(m) if m.contains("Forbidden: too complex, exceeds cost limit") => {
+                (Verdict::TooComplex, m)
             }
-        }
-        const MARK: &str = "ResourceClaim.resource.k8s.io \"";
-        for err in stderr.split("Error from server").skip(1) {
-            let Some(at) = err.find(MARK) else { continue };
-            let rest = &err[at + MARK.len()..];
-            let Some(end) = rest.find('"') else { continue };
-            let message = rest[end + 1..]
-                .trim()
-                .trim_start_matches("is invalid:")
-                .trim()
-                .to_string();
-            let verdict = if message.contains("Forbidden: too complex, exceeds cost limit") {
-                Verdict::TooComplex
-            } else {
-                Verdict::Invalid
-            };
-            by_name.insert(rest[..end].to_string(), (verdict, message));
-        }
-        for i in 0..chunk.len() {
-            let name = format!("cost-{}", base + i);
-            let v = by_name.remove(&name).ok_or_else(|| {
-                format!("no verdict for claim {name} from the API server; kubectl said:\n{stderr}")
-            })?;
-            out.push(v);
-        }
-    }
-    Ok(out)
+            Some(m) => (Verdict::Invalid, m),
+        })
+        .collect())
 }
 
 fn short(s: &str) -> String {
@@ -261,7 +182,7 @@ fn compare(what: &str, cases: &[&Case], theirs: &[(Verdict, String)]) -> Vec<Str
 
 #[test]
 fn cost_corpus_agrees_with_the_api_server() {
-    let kit = fixtures::kit_script().filter(|k| kit_running(k));
+    let kit = fixtures::kit_script().filter(|k| fixtures::kit_running(k));
     if std::env::var("DRANET_CEL_COST_REGEN").is_ok_and(|v| v == "1") {
         let Some(kit) = &kit else {
             panic!("DRANET_CEL_COST_REGEN=1 needs the kit running (kit.sh up, DRANET_K8S_KIT)");
