@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use dranet_core::cel::{CelError, Program};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Selectors only the scheduler's (stored) environment declares.
 const STORED_ONLY: &[&str] = &[
@@ -86,23 +86,16 @@ fn recorded_path() -> PathBuf {
 type Verdict = Option<String>;
 
 fn load_recorded() -> HashMap<String, Verdict> {
-    let text = std::fs::read_to_string(recorded_path()).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (record it with DRANET_CEL_ADMISSION_REGEN=1 and the kit running)",
-            recorded_path().display()
-        )
-    });
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
+    let regen = "record it with DRANET_CEL_ADMISSION_REGEN=1 and the kit running";
+    fixtures::jsonl(&recorded_path(), regen)
+        .into_iter()
         .enumerate()
-        .map(|(i, l)| {
-            let v: Value = serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("admission-corpus.jsonl line {}: {e}", i + 1));
+        .map(|(i, v)| {
             let selector = v["selector"].as_str().unwrap_or_default().to_string();
             let verdict = match v["verdict"].as_str() {
                 Some("accepted") => None,
                 Some("invalid") => Some(v["message"].as_str().unwrap_or_default().to_string()),
-                other => panic!("admission-corpus.jsonl line {}: verdict {other:?}", i + 1),
+                other => panic!("admission-corpus.jsonl record {}: verdict {other:?}", i + 1),
             };
             (selector, verdict)
         })

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use dranet_core::cel::{CelError, MAX_SELECTOR_COST, Program};
 use families::Case;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// What the API server (or we) made of a selector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,18 +90,11 @@ fn estimate(selector: &str) -> Result<u64, String> {
 }
 
 fn load_recorded() -> Vec<Recorded> {
-    let text = std::fs::read_to_string(recorded_path()).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (regenerate with DRANET_CEL_COST_REGEN=1 and the kit running)",
-            recorded_path().display()
-        )
-    });
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
+    let regen = "regenerate with DRANET_CEL_COST_REGEN=1 and the kit running";
+    fixtures::jsonl(&recorded_path(), regen)
+        .into_iter()
         .enumerate()
-        .map(|(i, l)| {
-            let v: Value = serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("cost-corpus.jsonl line {}: {e}", i + 1));
+        .map(|(i, v)| {
             let verdict = v["verdict"].as_str().and_then(Verdict::parse);
             Recorded {
                 case: Case {
