@@ -245,10 +245,5 @@ fn new_selectors_are_checked_in_the_api_servers_create_environment() {
         all.len(),
         failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    fixtures::assert_no_mismatches(&failures);
 }

@@ -35,8 +35,9 @@ struct Checker<'p> {
     types: Vec<Option<Type>>,
     refs: Vec<Ref>,
     mapping: Mapping,
-    /// `device.attributes`' type, built on first use: most selectors name it more than once.
-    attributes_t: Option<Type>,
+    /// The types of the `device` fields named so far, built on first use: most selectors name
+    /// `device.attributes` more than once.
+    device_fields: Vec<(&'static str, Type)>,
     /// Scratch for the parameter types of the overload being tried.
     cand: Vec<Type>,
     next_var: u32,
@@ -46,15 +47,23 @@ struct Checker<'p> {
 
 /// The fields of `device`: `driver`, `attributes`, `capacity`, and `allowMultipleAllocations`
 /// where `env` declares it.
-fn device_field(name: &str, env: Env) -> Option<Type> {
+fn device_field(name: &str, env: Env) -> Option<(&'static str, Type)> {
     Some(match name {
-        "driver" => Type::String,
-        "attributes" => Type::map(Type::String, Type::map(Type::String, Type::Any)),
-        "capacity" => Type::map(
-            Type::String,
-            Type::map(Type::String, Type::Object(t::QUANTITY)),
+        "driver" => ("driver", Type::String),
+        "attributes" => (
+            "attributes",
+            Type::map(Type::String, Type::map(Type::String, Type::Any)),
         ),
-        "allowMultipleAllocations" if env.has_allow_multiple_allocations() => Type::Bool,
+        "capacity" => (
+            "capacity",
+            Type::map(
+                Type::String,
+                Type::map(Type::String, Type::Object(t::QUANTITY)),
+            ),
+        ),
+        "allowMultipleAllocations" if env.has_allow_multiple_allocations() => {
+            ("allowMultipleAllocations", Type::Bool)
+        }
         _ => return None,
     })
 }
@@ -101,7 +110,7 @@ pub(crate) fn check(e: &mut Expr, positions: &[u32], env: Env) -> Result<Checked
         refs: vec![Ref::None; n],
         mapping: Mapping::default(),
         cand: Vec::new(),
-        attributes_t: None,
+        device_fields: Vec::new(),
         next_var: 0,
         scopes: Vec::new(),
         errors: Vec::new(),
@@ -150,6 +159,16 @@ impl Checker<'_> {
 
     fn assignable(&mut self, t1: &Type, t2: &Type) -> bool {
         is_assignable(&mut self.mapping, t1, t2)
+    }
+
+    /// The type of `device.<name>`, if `env` declares the field.
+    fn device_field(&mut self, name: &str) -> Option<Type> {
+        if let Some((_, t)) = self.device_fields.iter().find(|(n, _)| *n == name) {
+            return Some(t.clone());
+        }
+        let (n, t) = device_field(name, self.env)?;
+        self.device_fields.push((n, t.clone()));
+        Some(t)
     }
 
     fn lookup_ident(&self, name: &str) -> Option<(Type, Ref)> {
@@ -333,11 +352,7 @@ impl Checker<'_> {
         let (target, is_opt) = ot.unwrap_optional();
         let result = match &target {
             Type::Map(_, v) => (**v).clone(),
-            Type::Object(t::DEVICE) if field == "attributes" => self
-                .attributes_t
-                .get_or_insert_with(|| device_field("attributes", Env::New).unwrap_or(Type::Error))
-                .clone(),
-            Type::Object(t::DEVICE) => match device_field(field, self.env) {
+            Type::Object(t::DEVICE) => match self.device_field(field) {
                 Some(t) => t,
                 None => {
                     self.error(id, format!("undefined field '{field}'"));

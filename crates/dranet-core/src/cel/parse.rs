@@ -68,12 +68,14 @@ const OPS: [&str; 25] = [
 /// their byte (a scan of every operator's text showed in compile profiles).
 fn op_at(rest: &[u8]) -> Option<&'static str> {
     if let Some(two) = rest.get(..2)
-        && let Some(op) = OPS[..6].iter().find(|op| op.as_bytes() == two)
+        && let Some(op) = OPS.iter().find(|op| op.as_bytes() == two)
     {
         return Some(op);
     }
     let c = *rest.first()?;
-    OPS[6..].iter().find(|op| op.as_bytes()[0] == c).copied()
+    OPS.iter()
+        .find(|op| op.len() == 1 && op.as_bytes()[0] == c)
+        .copied()
 }
 
 fn describe(t: &Tok) -> String {
@@ -502,7 +504,7 @@ struct Parser<'a> {
 type P = Result<(Expr, u32), ()>;
 
 /// Binary operators by precedence level (relations, additive, multiplicative).
-fn relation_op(t: &Tok) -> Option<&'static str> {
+fn relation_op(t: Tok) -> Option<&'static str> {
     Some(match t {
         Tok::Op("==") => "_==_",
         Tok::Op("!=") => "_!=_",
@@ -665,7 +667,7 @@ impl<'a> Parser<'a> {
 
     fn relation(&mut self) -> P {
         let (mut lhs, mut depth) = self.calc(0)?;
-        while let Some(func) = relation_op(&self.peek()) {
+        while let Some(func) = relation_op(self.peek()) {
             let at = self.at();
             self.pos += 1;
             let (rhs, d) = self.calc(0)?;
@@ -705,7 +707,7 @@ impl<'a> Parser<'a> {
 
     /// A token a leading `-` belongs to as the sign (cel-go's grammar signs ints and doubles,
     /// not uints).
-    fn is_signed_number(t: &Tok) -> bool {
+    fn is_signed_number(t: Tok) -> bool {
         matches!(t, Tok::Int(_) | Tok::Float(_))
     }
 
@@ -730,7 +732,7 @@ impl<'a> Parser<'a> {
             }
             // A single minus before an int or double is the number's sign
             // (`-9223372036854775808`); `-1u` is negation, which uint does not have.
-            if n == 1 && Self::is_signed_number(&self.peek_at(1)) {
+            if n == 1 && Self::is_signed_number(self.peek_at(1)) {
                 return self.member();
             }
             self.pos += n;
@@ -906,7 +908,7 @@ impl<'a> Parser<'a> {
     fn primary(&mut self) -> P {
         let at = self.at();
         match self.peek() {
-            Tok::Op("-") if Self::is_signed_number(&self.peek_at(1)) => {
+            Tok::Op("-") if Self::is_signed_number(self.peek_at(1)) => {
                 self.pos += 1;
                 self.literal(Some(at))
             }

@@ -252,10 +252,5 @@ fn cost_corpus_agrees_with_the_api_server() {
         too_complex,
         failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    fixtures::assert_no_mismatches(&failures);
 }
