@@ -63,6 +63,7 @@ mod value;
 pub use cost::{CostEstimate, MAX_SELECTOR_COST};
 use decls::Env;
 pub use eval::MAX_EVAL_STEPS;
+use std::sync::OnceLock;
 
 /// Stack kept free before the parser, checker or evaluator descends another level. The nesting a
 /// selector may have is bounded (cel-go's 250 levels), but a level can take tens of KiB of stack in
@@ -420,10 +421,19 @@ pub struct DeviceView<'a> {
 #[derive(Debug, Clone)]
 pub struct Program {
     source: String,
-    expr: ast::Expr,
-    refs: Vec<check::Ref>,
     /// The shortcut for the common shapes, when the expression has one.
     fast: Option<fast::Fast>,
+    /// The checked tree: built at once by the general compile, on first need when the
+    /// expression was recognised as one of the common shapes (see [`fast::recognize`]).
+    checked: OnceLock<Result<Checked, CelError>>,
+    env: Env,
+}
+
+/// What the general compile makes of an expression.
+#[derive(Debug, Clone)]
+struct Checked {
+    expr: ast::Expr,
+    refs: Vec<check::Ref>,
     /// The API server's cost estimate; `None` when compiled for the scheduler, which skips it.
     cost: Option<CostEstimate>,
 }
@@ -480,18 +490,40 @@ impl Program {
     /// The API server's estimate of the cost of evaluating this selector on one device, in CEL
     /// cost units; `None` for a program from [`Program::compile_for_scheduler`].
     pub fn estimated_cost(&self) -> Option<CostEstimate> {
-        self.cost
+        self.checked().ok().and_then(|c| c.cost)
     }
 
     fn build(source: &str, env: Env) -> Result<Program, CelError> {
         if source.len() > MAX_EXPRESSION_LEN {
             return Err(CelError::TooLong(source.len()));
         }
+        // The common shapes compile to the same program without the general passes, which cost
+        // ten times more; their checked tree is built only if an evaluation needs it.
+        if let Some(f) = fast::recognize(source) {
+            return Ok(Program {
+                source: source.to_string(),
+                fast: Some(f),
+                checked: OnceLock::new(),
+                env,
+            });
+        }
+        let (checked, fast) = Program::check(source, env)?;
+        Ok(Program {
+            source: source.to_string(),
+            fast,
+            checked: OnceLock::from(Ok(checked)),
+            env,
+        })
+    }
+
+    /// The general compile: parse, type-check, the scheduler's validators and, for the API
+    /// server's environment, the cost estimate.
+    fn check(source: &str, env: Env) -> Result<(Checked, Option<fast::Fast>), CelError> {
         let mut parsed = parse::parse(source, env).map_err(|i| compile_error(i, source))?;
         let checked = check::check(&mut parsed.expr, &parsed.positions, env).map_err(|i| {
             let mut e = compile_error(i, source);
             // Checked again only on this error path: whether the environment is the reason.
-            let env_hint = (env == Env::New && Program::build(source, Env::Stored).is_ok())
+            let env_hint = (env == Env::New && Program::check(source, Env::Stored).is_ok())
                 .then(|| NEW_EXPRESSIONS_HINT.to_string());
             if let (CelError::Syntax { message, .. }, Some(hint)) = (
                 &mut e,
@@ -536,13 +568,23 @@ impl Program {
             None
         };
         let fast = fast::plan(&parsed.expr, &checked.refs);
-        Ok(Program {
-            source: source.to_string(),
-            expr: parsed.expr,
-            refs: checked.refs,
+        Ok((
+            Checked {
+                expr: parsed.expr,
+                refs: checked.refs,
+                cost,
+            },
             fast,
-            cost,
-        })
+        ))
+    }
+
+    /// The checked tree, built now if the expression was compiled by recognising its shape.
+    /// The shapes recognised always compile, so the error is only a safeguard.
+    fn checked(&self) -> Result<&Checked, CelError> {
+        self.checked
+            .get_or_init(|| Program::check(&self.source, self.env).map(|(c, _)| c))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// The expression as given.
@@ -556,8 +598,9 @@ impl Program {
         if let Some(b) = self.fast.as_ref().and_then(|f| f.eval(device)) {
             return Ok(b);
         }
-        let mut ev = eval::Eval::new(*device, &self.refs);
-        match ev.eval(&self.expr) {
+        let checked = self.checked()?;
+        let mut ev = eval::Eval::new(*device, &checked.refs);
+        match ev.eval(&checked.expr) {
             Ok(value::Value::Bool(b)) => Ok(b),
             // A `dyn` result (an attribute) that is not a bool: the scheduler's runtime error.
             Ok(other) => Err(CelError::Runtime(format!(

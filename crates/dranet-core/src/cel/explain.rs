@@ -207,12 +207,15 @@ impl Program {
     /// compared with a literal of a type the attribute never has on them, or a qualified
     /// attribute name used as a domain. Empty when there is nothing to say.
     pub fn explain_no_match(&self, devices: &[&DeviceAttributes]) -> Vec<String> {
+        let Ok(checked) = self.checked() else {
+            return Vec::new();
+        };
         let mut w = Walker {
-            refs: &self.refs,
+            refs: &checked.refs,
             devices,
             hints: BTreeSet::new(),
         };
-        w.walk(&self.expr);
+        w.walk(&checked.expr);
         w.hints.into_iter().collect()
     }
 }

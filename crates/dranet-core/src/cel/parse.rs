@@ -1501,7 +1501,7 @@ impl<'a> Parser<'a> {
 }
 
 /// Words the grammar lexes as identifiers but CEL reserves.
-const RESERVED: [&str; 17] = [
+pub(crate) const RESERVED: [&str; 17] = [
     "as",
     "break",
     "const",
