@@ -53,11 +53,17 @@ fn slice_label(s: &ResourceSlice, i: usize) -> String {
         .unwrap_or_else(|| format!("#{i} (unnamed)"))
 }
 
+/// Most distinct versions [`convert_attr`] remembers per allocator: a node's devices publish a
+/// few (driver, firmware, compute capability), each on many devices.
+const VERSIONS_KEPT: usize = 16;
+
 /// Converts one API attribute; `raw` is the attribute's JSON, for list types the v1.34 structs
-/// cannot carry.
+/// cannot carry. `versions` holds versions parsed before: one seen again is shared, not parsed
+/// again (a parse was a tenth of building an allocator).
 fn convert_attr(
     a: &k8s_openapi::api::resource::v1::DeviceAttribute,
     raw: Option<&serde_json::Value>,
+    versions: &mut Vec<Semver>,
 ) -> Result<AttributeValue, String> {
     // No intermediate list: this runs for every attribute of every device on the cold path.
     let mut out: Option<AttributeValue> = None;
@@ -77,9 +83,17 @@ fn convert_attr(
         set(AttributeValue::String(s.clone()))?;
     }
     if let Some(v) = &a.version {
-        set(AttributeValue::Version(
-            Semver::parse(v).map_err(|e| format!("invalid semver {v:?}: {e}"))?,
-        ))?;
+        let parsed = match versions.iter().find(|k| k.as_str() == v) {
+            Some(known) => known.clone(),
+            None => {
+                let new = Semver::parse(v).map_err(|e| format!("invalid semver {v:?}: {e}"))?;
+                if versions.len() < VERSIONS_KEPT {
+                    versions.push(new.clone());
+                }
+                new
+            }
+        };
+        set(AttributeValue::Version(parsed))?;
     }
     if let Some(raw) = raw {
         if let Some(list) = raw.get("ints") {
@@ -255,6 +269,7 @@ pub(super) fn build(
     // One scratch list for every device's attributes and capacities, drained into its index.
     let mut attrs: Vec<(&str, AttributeValue)> = Vec::new();
     let mut caps: Vec<(&str, Quantity)> = Vec::new();
+    let mut versions: Vec<Semver> = Vec::new();
     for key in &keys {
         let pb = &pools[key];
         let first = slices[pb.slices[0]].0;
@@ -327,7 +342,7 @@ pub(super) fn build(
                 attrs.clear();
                 caps.clear();
                 for (name, a) in d.attributes.iter().flatten() {
-                    let v = convert_attr(a, raw_attrs.and_then(|r| r.get(name)))
+                    let v = convert_attr(a, raw_attrs.and_then(|r| r.get(name)), &mut versions)
                         .map_err(|e| bad(format!("device {}: attribute {name}: {e}", d.name)))?;
                     attrs.push((name.as_str(), v));
                 }
