@@ -10,9 +10,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice}
 
 use super::node::{SliceScope, device_on_node, slice_scope};
 use super::{AllocError, Allocator, ClassEntry, Device, DeviceId, Options, Pool};
-use crate::cel::{
-    AttributeValue, CelError, DeviceAttributes, Program, ProgramCache, Quantity, Semver,
-};
+use crate::cel::{AttributeValue, CelError, NameArena, Program, ProgramCache, Quantity, Semver};
 
 /// Where a slice's (or, with `perDeviceNodeSelection`, a device's) devices can be used.
 #[derive(Debug, Clone, Default)]
@@ -266,10 +264,13 @@ pub(super) fn build(
     let mut infos = Vec::new();
     let mut counter_sets: Vec<SliceCounters> = Vec::new();
     let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
-    // One scratch list for every device's attributes and capacities, drained into its index.
-    let mut attrs: Vec<(&str, AttributeValue)> = Vec::new();
+    // One scratch list for every device's attributes and capacities, moved into its index;
+    // sized for the API's limit so it never grows.
+    let mut attrs: Vec<(&str, AttributeValue)> =
+        Vec::with_capacity(crate::attributes::MAX_ATTRIBUTES_PER_DEVICE);
     let mut caps: Vec<(&str, Quantity)> = Vec::new();
     let mut versions: Vec<Semver> = Vec::new();
+    let mut names_arena = NameArena::new();
     for key in &keys {
         let pb = &pools[key];
         let first = slices[pb.slices[0]].0;
@@ -355,9 +356,9 @@ pub(super) fn build(
                     })?;
                     caps.push((name.as_str(), q));
                 }
-                let attributes =
-                    DeviceAttributes::new(&s.spec.driver, attrs.drain(..), caps.drain(..))
-                        .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
+                let attributes = names_arena
+                    .index(&s.spec.driver, &mut attrs, &caps)
+                    .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
                 let on_node = match (scopes[si], &options.node) {
                     (SliceScope::PerDevice, Some(node)) => device_on_node(d, node)
                         .map_err(|e| bad(format!("device {}: {e}", d.name)))?,
@@ -421,6 +422,11 @@ pub(super) fn build(
             invalid,
             devices: start..devices.len(),
         });
+    }
+    // Every index gets the names they share, now that all are in.
+    let names = names_arena.finish();
+    for d in &mut devices {
+        d.attributes.set_names(&names);
     }
     let classes = classes
         .iter()
