@@ -155,6 +155,22 @@ fn first_repeat<'a>(names: &mut [(&'a str, usize)]) -> Option<&'a str> {
         .map(|w| w[1].0)
 }
 
+/// Sorts `(name, value)` pairs by name and keeps one per name, the last given, as collecting
+/// them into a map would: a sorted list is cheaper to build, search and drop than a map for
+/// the few DeviceClasses of a cluster.
+fn by_name_last_wins<T>(entries: &mut Vec<(String, T)>) {
+    // Stable: entries of one name stay in the order given.
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    // `dedup_by` keeps the first of a run; the later one's value moves into it.
+    entries.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
+}
+
 struct PoolBuild {
     generation: i64,
     /// Indexes into the input, in the order the scheduler adds them.
@@ -261,7 +277,7 @@ pub(super) fn build(
         .sum();
     let mut devices = Vec::with_capacity(device_total);
     let mut out_pools = Vec::with_capacity(keys.len());
-    let mut infos = Vec::new();
+    let mut infos = Vec::with_capacity(slices.len());
     let mut counter_sets: Vec<SliceCounters> = Vec::new();
     let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
     // One scratch list for every device's attributes and capacities, moved into its index;
@@ -286,7 +302,12 @@ pub(super) fn build(
             warnings.push(format!("pool {}/{} {why}", key.0, key.1));
         }
         let start = devices.len();
-        let mut names: Vec<(&str, usize)> = Vec::new();
+        let pool_devices: usize = pb
+            .slices
+            .iter()
+            .map(|&i| slices[i].0.spec.devices.as_ref().map_or(0, Vec::len))
+            .sum();
+        let mut names: Vec<(&str, usize)> = Vec::with_capacity(pool_devices);
         for &si in &pb.slices {
             let (s, raw) = slices[si];
             let label = slice_label(s, si);
@@ -428,7 +449,7 @@ pub(super) fn build(
     for d in &mut devices {
         d.attributes.set_names(&names);
     }
-    let classes = classes
+    let mut classes: Vec<(String, ClassEntry)> = classes
         .iter()
         .map(|c| {
             (
@@ -441,6 +462,7 @@ pub(super) fn build(
             )
         })
         .collect();
+    by_name_last_wins(&mut classes);
     let order = (0..out_pools.len()).collect();
     Ok(Allocator {
         devices,
@@ -460,11 +482,25 @@ pub(super) fn build(
 
 #[cfg(test)]
 mod tests {
-    use super::first_repeat;
+    use super::{by_name_last_wins, first_repeat};
 
     fn repeat(names: &[&'static str]) -> Option<&'static str> {
         let mut v: Vec<(&str, usize)> = names.iter().copied().zip(0..).collect();
         first_repeat(&mut v)
+    }
+
+    #[test]
+    fn one_entry_per_name_the_last_given_as_a_map_keeps() {
+        let given = [("b", 1), ("a", 2), ("b", 3), ("c", 4), ("b", 5), ("a", 6)];
+        let mut v: Vec<(String, i32)> = given.iter().map(|(n, x)| (n.to_string(), *x)).collect();
+        by_name_last_wins(&mut v);
+        let map: std::collections::BTreeMap<String, i32> =
+            given.iter().map(|(n, x)| (n.to_string(), *x)).collect();
+        assert_eq!(v, map.into_iter().collect::<Vec<_>>());
+        assert_eq!(v, [("a".into(), 6), ("b".into(), 5), ("c".into(), 4)]);
+        let mut none: Vec<(String, i32)> = Vec::new();
+        by_name_last_wins(&mut none);
+        assert!(none.is_empty());
     }
 
     #[test]
