@@ -79,7 +79,7 @@ fn with_stack<R>(f: impl FnOnce() -> R) -> R {
 pub use cache::{CacheStats, ProgramCache};
 pub use ext::{Quantity, Semver};
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Longest expression accepted, as the Kubernetes API validation allows.
 pub const MAX_EXPRESSION_LEN: usize = 10 * 1024;
@@ -194,13 +194,25 @@ impl Span {
 struct Entry {
     hash: u64,
     span: Span,
-    value: AttributeValue,
+    value: Lazy,
 }
 
-// A device has up to 32 attributes, most about 15: at 64 bytes an entry, its index stays below
-// the size (1 KiB) past which glibc's malloc first consolidates its free lists, which showed as
-// a tenth of the cold allocation path when versions made entries 104 bytes.
-const _: () = assert!(std::mem::size_of::<Entry>() <= 64);
+/// A value as an index holds it. A string the allocator read from a ResourceSlice stays in
+/// the index's string of names until something reads it: most string attributes of most
+/// devices are never read by a claim's selectors and constraints, and a String each was the
+/// largest part of the allocations made per device.
+#[derive(Debug, Clone)]
+struct Lazy {
+    /// Where the string is in [`DeviceAttributes::keys`] while `value` is unset.
+    text: (u32, u32),
+    value: OnceLock<AttributeValue>,
+}
+
+// A device has up to 32 attributes, most about 15: at 80 bytes an entry, the index of a device
+// with 12 stays below the size (1 KiB) past which glibc's malloc first consolidates its free
+// lists, which showed as a tenth of the cold allocation path when versions made entries 104
+// bytes.
+const _: () = assert!(std::mem::size_of::<Entry>() <= 80);
 
 #[derive(Debug, Clone)]
 struct CapEntry {
@@ -318,6 +330,15 @@ pub(crate) struct NameArena<'n> {
     caps: NameList<'n>,
 }
 
+/// An attribute value given to [`NameArena::index`].
+#[derive(Debug)]
+pub(crate) enum Given<'n> {
+    /// Any value.
+    Value(AttributeValue),
+    /// A string value, copied into the names string and made a String only when read.
+    Str(&'n str),
+}
+
 /// One device's attribute (or capacity) names as given, and their index order.
 #[derive(Debug, Default)]
 struct NameList<'n> {
@@ -409,7 +430,7 @@ impl<'n> NameArena<'n> {
     pub(crate) fn index(
         &mut self,
         driver: &'n str,
-        attributes: &mut [(&'n str, AttributeValue)],
+        attributes: &mut [(&'n str, Given<'n>)],
         capacity: &[(&'n str, Quantity)],
     ) -> Result<DeviceAttributes, String> {
         let driver_at = match self.driver {
@@ -434,11 +455,25 @@ impl<'n> NameArena<'n> {
         let mut attrs: Vec<Entry> = Vec::with_capacity(attributes.len());
         for &(hash, i) in &self.attrs.order {
             let i = i as usize;
+            // Left behind: a value without an allocation, for the caller to clear.
+            let value = match std::mem::replace(&mut attributes[i].1, Given::Str("")) {
+                Given::Value(v) => Lazy {
+                    text: (0, 0),
+                    value: OnceLock::from(v),
+                },
+                Given::Str(text) => {
+                    let start = self.keys.len() as u32;
+                    self.keys.push_str(text);
+                    Lazy {
+                        text: (start, self.keys.len() as u32),
+                        value: OnceLock::new(),
+                    }
+                }
+            };
             attrs.push(Entry {
                 hash,
                 span: self.attrs.spans[i],
-                // Left behind: a value without an allocation, for the caller to clear.
-                value: std::mem::replace(&mut attributes[i].1, AttributeValue::Bool(false)),
+                value,
             });
         }
         let caps: Vec<CapEntry> = self
@@ -474,8 +509,11 @@ impl DeviceAttributes {
         T: AsRef<str>,
     {
         let (names, values): (Vec<S>, Vec<AttributeValue>) = attributes.into_iter().unzip();
-        let mut attrs: Vec<(&str, AttributeValue)> =
-            names.iter().map(AsRef::as_ref).zip(values).collect();
+        let mut attrs: Vec<(&str, Given)> = names
+            .iter()
+            .map(AsRef::as_ref)
+            .zip(values.into_iter().map(Given::Value))
+            .collect();
         let capacity: Vec<(T, Quantity)> = capacity.into_iter().collect();
         let caps: Vec<(&str, Quantity)> = capacity.iter().map(|(n, q)| (n.as_ref(), *q)).collect();
         let mut arena = NameArena::default();
@@ -506,7 +544,15 @@ impl DeviceAttributes {
             .iter()
             .take_while(|e| e.hash == hash)
             .find(|e| e.span.domain(k) == domain && e.span.name(k) == name)
-            .map(|e| &e.value)
+            .map(|e| self.value(e))
+    }
+
+    /// An entry's value, made a String now if it is a string not read before.
+    fn value<'s>(&'s self, e: &'s Entry) -> &'s AttributeValue {
+        e.value.value.get_or_init(|| {
+            let (start, end) = e.value.text;
+            AttributeValue::String(self.keys[start as usize..end as usize].to_string())
+        })
     }
 
     /// The attribute with a fully qualified name (`resource.kubernetes.io/pcieRoot`), or an
@@ -531,7 +577,14 @@ impl DeviceAttributes {
         let k = &*self.keys;
         self.attrs
             .iter()
-            .map(move |e| (e.span.domain(k), e.span.name(k), &e.value))
+            .map(move |e| (e.span.domain(k), e.span.name(k), self.value(e)))
+    }
+
+    /// All attribute names as (domain, name), in [`DeviceAttributes::iter`]'s order, without
+    /// reading the values.
+    pub(crate) fn names(&self) -> impl Iterator<Item = (&str, &str)> {
+        let k = &*self.keys;
+        self.attrs.iter().map(move |e| e.span.pair(k))
     }
 
     /// All capacities as (domain, name, quantity), sorted.
@@ -544,9 +597,9 @@ impl DeviceAttributes {
 
     /// Names of the attributes in `domain`.
     fn domain_names(&self, domain: &str) -> Vec<&str> {
-        self.iter()
-            .filter(|(d, _, _)| *d == domain)
-            .map(|(_, n, _)| n)
+        self.names()
+            .filter(|(d, _)| *d == domain)
+            .map(|(_, n)| n)
             .collect()
     }
 
@@ -723,7 +776,7 @@ impl Program {
 
 #[cfg(test)]
 mod tests {
-    use super::{AttributeValue, DeviceAttributes, NameArena, Quantity};
+    use super::{AttributeValue, DeviceAttributes, Given, NameArena, Quantity};
 
     type Attrs<'a> = Vec<(&'a str, AttributeValue)>;
     /// A device: its driver, attributes and capacities.
@@ -737,13 +790,31 @@ mod tests {
             .collect()
     }
 
+    fn strings(names: &[&'static str], text: &str) -> Attrs<'static> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| match i % 2 {
+                0 => (*n, AttributeValue::String(format!("{text}{i}"))),
+                _ => (*n, AttributeValue::Bool(true)),
+            })
+            .collect()
+    }
+
     /// Builds indexes one after another from one arena, as the allocator does.
     fn from_arena(devices: &[Dev]) -> Vec<Result<DeviceAttributes, String>> {
         let mut arena = NameArena::new();
         let mut out: Vec<Result<DeviceAttributes, String>> = devices
             .iter()
             .map(|(driver, attrs, caps)| {
-                let mut attrs = attrs.clone();
+                // Strings as the allocator gives them: read only when asked for.
+                let mut attrs: Vec<(&str, Given)> = attrs
+                    .iter()
+                    .map(|(n, v)| match v {
+                        AttributeValue::String(s) => (*n, Given::Str(s)),
+                        v => (*n, Given::Value(v.clone())),
+                    })
+                    .collect();
                 arena.index(driver, &mut attrs, caps)
             })
             .collect();
@@ -770,6 +841,9 @@ mod tests {
             ("dra.net", int(&same, 30), vec![("x.io/memory", q("3"))]),
             // The same names under another driver: unqualified ones are in its domain.
             ("gpu.example.com", int(&same, 40), vec![("memory", q("4"))]),
+            // Strings, kept in the arena until read.
+            ("dra.net", strings(&same, "x"), vec![]),
+            ("dra.net", strings(&same, "yy"), vec![]),
             // Another driver again, and no names at all: nothing of the last device is kept.
             ("dra.net", int(&[], 0), vec![]),
             ("dra.net", int(&["a"], 50), vec![]),

@@ -10,7 +10,9 @@ use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice}
 
 use super::node::{SliceScope, device_on_node, slice_scope};
 use super::{AllocError, Allocator, ClassEntry, Device, DeviceId, Options, Pool};
-use crate::cel::{AttributeValue, CelError, NameArena, Program, ProgramCache, Quantity, Semver};
+use crate::cel::{
+    AttributeValue, CelError, Given, NameArena, Program, ProgramCache, Quantity, Semver,
+};
 
 /// Where a slice's (or, with `perDeviceNodeSelection`, a device's) devices can be used.
 #[derive(Debug, Clone, Default)]
@@ -58,27 +60,28 @@ const VERSIONS_KEPT: usize = 16;
 /// Converts one API attribute; `raw` is the attribute's JSON, for list types the v1.34 structs
 /// cannot carry. `versions` holds versions parsed before: one seen again is shared, not parsed
 /// again (a parse was a tenth of building an allocator).
-fn convert_attr(
-    a: &k8s_openapi::api::resource::v1::DeviceAttribute,
+fn convert_attr<'s>(
+    a: &'s k8s_openapi::api::resource::v1::DeviceAttribute,
     raw: Option<&serde_json::Value>,
     versions: &mut Vec<Semver>,
-) -> Result<AttributeValue, String> {
+) -> Result<Given<'s>, String> {
     // No intermediate list: this runs for every attribute of every device on the cold path.
-    let mut out: Option<AttributeValue> = None;
-    let mut set = |v: AttributeValue| -> Result<(), String> {
+    let mut out: Option<Given<'s>> = None;
+    let mut set = |v: Given<'s>| -> Result<(), String> {
         match out.replace(v) {
             None => Ok(()),
             Some(_) => Err("more than one value type is set".into()),
         }
     };
     if let Some(b) = a.bool {
-        set(AttributeValue::Bool(b))?;
+        set(Given::Value(AttributeValue::Bool(b)))?;
     }
     if let Some(i) = a.int {
-        set(AttributeValue::Int(i))?;
+        set(Given::Value(AttributeValue::Int(i)))?;
     }
     if let Some(s) = &a.string {
-        set(AttributeValue::String(s.clone()))?;
+        // Made a String only if a selector or constraint reads it.
+        set(Given::Str(s))?;
     }
     if let Some(v) = &a.version {
         let parsed = match versions.iter().find(|k| k.as_str() == v) {
@@ -91,18 +94,18 @@ fn convert_attr(
                 new
             }
         };
-        set(AttributeValue::Version(parsed))?;
+        set(Given::Value(AttributeValue::Version(parsed)))?;
     }
     if let Some(raw) = raw {
         if let Some(list) = raw.get("ints") {
             let v: Vec<i64> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("ints must be a list of integers: {e}"))?;
-            set(AttributeValue::Ints(v))?;
+            set(Given::Value(AttributeValue::Ints(v)))?;
         }
         if let Some(list) = raw.get("strings") {
             let v: Vec<String> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("strings must be a list of strings: {e}"))?;
-            set(AttributeValue::Strings(v))?;
+            set(Given::Value(AttributeValue::Strings(v)))?;
         }
     }
     out.ok_or_else(|| "no value (expected one of bool, int, string, version, ints, strings)".into())
@@ -282,7 +285,7 @@ pub(super) fn build(
     let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
     // One scratch list for every device's attributes and capacities, moved into its index;
     // sized for the API's limit so it never grows.
-    let mut attrs: Vec<(&str, AttributeValue)> =
+    let mut attrs: Vec<(&str, Given)> =
         Vec::with_capacity(crate::attributes::MAX_ATTRIBUTES_PER_DEVICE);
     let mut caps: Vec<(&str, Quantity)> = Vec::new();
     let mut versions: Vec<Semver> = Vec::new();
