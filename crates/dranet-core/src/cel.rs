@@ -147,11 +147,13 @@ pub type AttrValue = AttributeValue;
 /// lookups during evaluation are a binary search without allocation.
 ///
 /// Building one is on the allocator's cold path (every device of every slice), so names are
-/// not copied per device: the indexes an allocator builds share one string of names
-/// ([`NameArena`]), which holds a list of names once for all the devices that publish it.
+/// not copied per device: the indexes an allocator builds share one string ([`NameArena`]),
+/// which holds a list of names once for all the devices that publish it, and the string
+/// values not read yet.
 #[derive(Debug, Clone, Default)]
 pub struct DeviceAttributes {
-    /// The names the spans of the entries point into, shared with other devices.
+    /// The names (and unread string values) the entries point into, shared with other
+    /// devices.
     keys: Arc<str>,
     /// Sorted by (hash of domain and name, domain, name): a lookup compares integers, then the
     /// strings of the one entry with that hash.
@@ -161,10 +163,10 @@ pub struct DeviceAttributes {
 }
 
 /// Where one qualified name is in [`DeviceAttributes::keys`]: `domain` is
-/// `keys[domain..domain_end]`, `name` is `keys[name..name_end]`. Offsets are u32: the names of
-/// an allocator's devices are bounded by the API (32 attributes and capacities of at most
-/// 63 + 1 + 32 bytes per device), and a list of names is stored once for every device that
-/// publishes it.
+/// `keys[domain..domain_end]`, `name` is `keys[name..name_end]`. Offsets are u32: what an
+/// allocator's devices put there is bounded by the API (per device, 32 attributes and
+/// capacities with names of at most 63 + 1 + 32 bytes and strings of at most 64), kilobytes
+/// per device, far below 4 GiB for any set of slices.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Span {
     domain: u32,
@@ -415,8 +417,9 @@ impl<'n> NameArena<'n> {
             order: Vec::with_capacity(n),
         };
         NameArena {
-            // Two or three lists of names of about 300 bytes each, and below the size (1 KiB)
-            // from which glibc's malloc consolidates its free lists first.
+            // A few lists of names of about 300 bytes each, then the devices' string values;
+            // it starts below the size (1 KiB) from which glibc's malloc consolidates its
+            // free lists first.
             keys: String::with_capacity(960),
             driver: None,
             attrs: list(crate::attributes::MAX_ATTRIBUTES_PER_DEVICE),
