@@ -204,17 +204,22 @@ struct Entry {
 /// devices are never read by a claim's selectors and constraints, and a String each was the
 /// largest part of the allocations made per device.
 #[derive(Debug, Clone)]
-struct Lazy {
-    /// Where the string is in [`DeviceAttributes::keys`] while `value` is unset.
-    text: (u32, u32),
-    value: OnceLock<AttributeValue>,
+enum Lazy {
+    /// Any value given as a value. Not a OnceLock set at build: setting one takes its slow
+    /// path, which cost more than the Strings it saved.
+    Ready(AttributeValue),
+    /// A string at `keys[at.0..at.1]`, made a String in `value` on first read.
+    Text {
+        at: (u32, u32),
+        value: OnceLock<AttributeValue>,
+    },
 }
 
-// A device has up to 32 attributes, most about 15: at 80 bytes an entry, the index of a device
-// with 12 stays below the size (1 KiB) past which glibc's malloc first consolidates its free
+// A device has up to 32 attributes, most about 15: at 88 bytes an entry, the index of a device
+// with 11 stays below the size (1 KiB) past which glibc's malloc first consolidates its free
 // lists, which showed as a tenth of the cold allocation path when versions made entries 104
 // bytes.
-const _: () = assert!(std::mem::size_of::<Entry>() <= 80);
+const _: () = assert!(std::mem::size_of::<Entry>() <= 88);
 
 #[derive(Debug, Clone)]
 struct CapEntry {
@@ -460,15 +465,12 @@ impl<'n> NameArena<'n> {
             let i = i as usize;
             // Left behind: a value without an allocation, for the caller to clear.
             let value = match std::mem::replace(&mut attributes[i].1, Given::Str("")) {
-                Given::Value(v) => Lazy {
-                    text: (0, 0),
-                    value: OnceLock::from(v),
-                },
+                Given::Value(v) => Lazy::Ready(v),
                 Given::Str(text) => {
                     let start = self.keys.len() as u32;
                     self.keys.push_str(text);
-                    Lazy {
-                        text: (start, self.keys.len() as u32),
+                    Lazy::Text {
+                        at: (start, self.keys.len() as u32),
                         value: OnceLock::new(),
                     }
                 }
@@ -552,10 +554,12 @@ impl DeviceAttributes {
 
     /// An entry's value, made a String now if it is a string not read before.
     fn value<'s>(&'s self, e: &'s Entry) -> &'s AttributeValue {
-        e.value.value.get_or_init(|| {
-            let (start, end) = e.value.text;
-            AttributeValue::String(self.keys[start as usize..end as usize].to_string())
-        })
+        match &e.value {
+            Lazy::Ready(v) => v,
+            Lazy::Text { at, value } => value.get_or_init(|| {
+                AttributeValue::String(self.keys[at.0 as usize..at.1 as usize].to_string())
+            }),
+        }
     }
 
     /// The attribute with a fully qualified name (`resource.kubernetes.io/pcieRoot`), or an
