@@ -80,6 +80,8 @@ fn with_stack<R>(f: impl FnOnce() -> R) -> R {
 pub use cache::{CacheStats, ProgramCache};
 pub use ext::{Quantity, Semver};
 
+use std::sync::{Arc, OnceLock};
+
 /// Longest expression accepted, as the Kubernetes API validation allows.
 pub const MAX_EXPRESSION_LEN: usize = 10 * 1024;
 
@@ -145,37 +147,49 @@ pub type AttrValue = AttributeValue;
 /// A device's attributes and capacities indexed by (domain, name), built once per device so
 /// lookups during evaluation are a binary search without allocation.
 ///
-/// Building one is on the allocator's cold path (every device of every slice), so the
-/// qualified names of all attributes and capacities share one string instead of one each.
+/// Building one is on the allocator's cold path (every device of every slice), so names are
+/// not copied per device: the indexes an allocator builds share one string ([`NameArena`]),
+/// which holds a list of names once for all the devices that publish it, and the string
+/// values not read yet.
 #[derive(Debug, Clone, Default)]
 pub struct DeviceAttributes {
-    /// Every `domain/name`, one after another; entries hold offsets into it.
-    keys: String,
-    /// Sorted by (hash of domain and name, qualified name): a lookup compares integers, then
-    /// the strings of the one entry with that hash.
+    /// The names (and unread string values) the entries point into, shared with other
+    /// devices.
+    keys: Arc<str>,
+    /// Sorted by (hash of domain and name, domain, name): a lookup compares integers, then the
+    /// strings of the one entry with that hash.
     attrs: Vec<Entry>,
     /// Sorted by (domain, name).
     capacity: Vec<CapEntry>,
 }
 
 /// Where one qualified name is in [`DeviceAttributes::keys`]: `domain` is
-/// `keys[start..split]`, `name` is `keys[split + 1..end]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `keys[domain..domain_end]`, `name` is `keys[name..name_end]`. Offsets are u32: what an
+/// allocator's devices put there is bounded by the API (per device, 32 attributes and
+/// capacities with names of at most 63 + 1 + 32 bytes and strings of at most 64), kilobytes
+/// per device, far below 4 GiB for any set of slices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Span {
-    start: u32,
-    split: u32,
-    end: u32,
+    domain: u32,
+    domain_end: u32,
+    name: u32,
+    name_end: u32,
 }
 
 impl Span {
     fn domain<'k>(&self, keys: &'k str) -> &'k str {
-        &keys[self.start as usize..self.split as usize]
+        &keys[self.domain as usize..self.domain_end as usize]
     }
     fn name<'k>(&self, keys: &'k str) -> &'k str {
-        &keys[self.split as usize + 1..self.end as usize]
+        &keys[self.name as usize..self.name_end as usize]
     }
-    fn key<'k>(&self, keys: &'k str) -> &'k str {
-        &keys[self.start as usize..self.end as usize]
+    /// `(domain, name)`, the order of entries with one hash and of capacities.
+    fn pair<'k>(&self, keys: &'k str) -> (&'k str, &'k str) {
+        (self.domain(keys), self.name(keys))
+    }
+    /// `domain/name`, for messages.
+    fn qualified(&self, keys: &str) -> String {
+        format!("{}/{}", self.domain(keys), self.name(keys))
     }
 }
 
@@ -183,13 +197,30 @@ impl Span {
 struct Entry {
     hash: u64,
     span: Span,
-    value: AttributeValue,
+    value: Lazy,
 }
 
-// A device has up to 32 attributes, most about 15: at 64 bytes an entry, its index stays below
-// the size (1 KiB) past which glibc's malloc first consolidates its free lists, which showed as
-// a tenth of the cold allocation path when versions made entries 104 bytes.
-const _: () = assert!(std::mem::size_of::<Entry>() <= 64);
+/// A value as an index holds it. A string the allocator read from a ResourceSlice stays in
+/// the index's string of names until something reads it: most string attributes of most
+/// devices are never read by a claim's selectors and constraints, and a String each was the
+/// largest part of the allocations made per device.
+#[derive(Debug, Clone)]
+enum Lazy {
+    /// Any value given as a value. Not a OnceLock set at build: setting one takes its slow
+    /// path, which cost more than the Strings it saved.
+    Ready(AttributeValue),
+    /// A string at `keys[at.0..at.1]`, made a String in `value` on first read.
+    Text {
+        at: (u32, u32),
+        value: OnceLock<AttributeValue>,
+    },
+}
+
+// A device has up to 32 attributes, most about 15: at 88 bytes an entry, the index of a device
+// with 11 stays below the size (1 KiB) past which glibc's malloc first consolidates its free
+// lists, which showed as a tenth of the cold allocation path when versions made entries 104
+// bytes.
+const _: () = assert!(std::mem::size_of::<Entry>() <= 88);
 
 #[derive(Debug, Clone)]
 struct CapEntry {
@@ -269,18 +300,207 @@ pub fn split_qualified<'a>(name: &'a str, driver: &'a str) -> (&'a str, &'a str)
     }
 }
 
-/// Appends `domain/name` to `keys`. Offsets are u32: a device's names are bounded by the API
-/// (32 attributes and capacities of at most 63 + 1 + 32 bytes), far below 4 GiB.
-fn push_key(keys: &mut String, domain: &str, name: &str) -> Span {
+/// Appends a name as given to `keys`; an unqualified name's domain is the driver's name,
+/// stored at `driver`.
+fn push_name(keys: &mut String, driver: (u32, u32), name: &str) -> Span {
     let start = keys.len() as u32;
-    keys.push_str(domain);
-    let split = keys.len() as u32;
-    keys.push('/');
     keys.push_str(name);
-    Span {
-        start,
-        split,
-        end: keys.len() as u32,
+    let end = keys.len() as u32;
+    match name.bytes().position(|b| b == b'/') {
+        Some(i) => Span {
+            domain: start,
+            domain_end: start + i as u32,
+            name: start + i as u32 + 1,
+            name_end: end,
+        },
+        None => Span {
+            domain: driver.0,
+            domain_end: driver.1,
+            name: start,
+            name_end: end,
+        },
+    }
+}
+
+/// The names of the attribute indexes built one after another (an allocator's), in one string
+/// shared by all of them, and how the last device's names were ordered.
+///
+/// The devices of a slice mostly publish the same names in the same order (the API gives them
+/// sorted): a device whose driver and names are the previous device's reuses their place in
+/// the string, their hashes and their order, instead of copying, hashing and sorting them
+/// again.
+#[derive(Debug, Default)]
+pub(crate) struct NameArena<'n> {
+    keys: String,
+    /// The last driver and where its name is in `keys`.
+    driver: Option<(&'n str, (u32, u32))>,
+    attrs: NameList<'n>,
+    caps: NameList<'n>,
+}
+
+/// An attribute value given to [`NameArena::index`].
+#[derive(Debug)]
+pub(crate) enum Given<'n> {
+    /// Any value.
+    Value(AttributeValue),
+    /// A string value, copied into the names string and made a String only when read.
+    Str(&'n str),
+}
+
+/// One device's attribute (or capacity) names as given, and their index order.
+#[derive(Debug, Default)]
+struct NameList<'n> {
+    names: Vec<&'n str>,
+    /// By position in `names`.
+    spans: Vec<Span>,
+    /// Positions in `names` in index order, with their hash (0 for capacities).
+    order: Vec<(u64, u32)>,
+}
+
+impl<'n> NameList<'n> {
+    /// Forgets the names, so the next device's are ordered and checked anew.
+    fn forget(&mut self) {
+        self.names.clear();
+        self.spans.clear();
+        self.order.clear();
+    }
+
+    fn same<V>(&self, given: &[(&'n str, V)]) -> bool {
+        self.names.len() == given.len() && self.names.iter().zip(given).all(|(a, (b, _))| a == b)
+    }
+
+    /// Takes `given`'s names, stores them in `keys` and orders them: attributes by (hash,
+    /// domain, name), capacities (`hashed` false) by (domain, name). A name given twice is an
+    /// error naming it.
+    fn set<V>(
+        &mut self,
+        keys: &mut String,
+        driver: (u32, u32),
+        given: &[(&'n str, V)],
+        hashed: bool,
+    ) -> Result<(), String> {
+        self.forget();
+        for (i, (name, _)) in given.iter().enumerate() {
+            let span = push_name(keys, driver, name);
+            self.names.push(name);
+            self.spans.push(span);
+            let hash = if hashed {
+                key_hash(span.domain(keys), span.name(keys))
+            } else {
+                0
+            };
+            self.order.push((hash, i as u32));
+        }
+        let k = keys.as_str();
+        let spans = &self.spans;
+        self.order.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0).then_with(|| {
+                spans[a.1 as usize]
+                    .pair(k)
+                    .cmp(&spans[b.1 as usize].pair(k))
+            })
+        });
+        if let Some(w) = self.order.windows(2).find(|w| {
+            w[0].0 == w[1].0 && spans[w[0].1 as usize].pair(k) == spans[w[1].1 as usize].pair(k)
+        }) {
+            let what = if hashed { "attribute" } else { "capacity" };
+            let name = spans[w[0].1 as usize].qualified(k);
+            // Not reusable: the next device must not skip this check.
+            self.forget();
+            return Err(format!("{what} {name} is given twice"));
+        }
+        Ok(())
+    }
+}
+
+impl<'n> NameArena<'n> {
+    /// An arena sized for the API's limits on a device (32 attributes and capacities), so
+    /// building indexes does not grow its lists.
+    pub(crate) fn new() -> NameArena<'n> {
+        let list = |n| NameList {
+            names: Vec::with_capacity(n),
+            spans: Vec::with_capacity(n),
+            order: Vec::with_capacity(n),
+        };
+        NameArena {
+            // A few lists of names of about 300 bytes each, then the devices' string values;
+            // it starts below the size (1 KiB) from which glibc's malloc consolidates its
+            // free lists first.
+            keys: String::with_capacity(960),
+            driver: None,
+            attrs: list(crate::attributes::MAX_ATTRIBUTES_PER_DEVICE),
+            caps: list(4),
+        }
+    }
+
+    /// Indexes one device's attributes and capacities published by `driver`: the values are
+    /// taken out of `attributes` (what is left there is to be cleared). The index's names stay
+    /// in the arena until [`NameArena::finish`] gives them to it.
+    pub(crate) fn index(
+        &mut self,
+        driver: &'n str,
+        attributes: &mut [(&'n str, Given<'n>)],
+        capacity: &[(&'n str, Quantity)],
+    ) -> Result<DeviceAttributes, String> {
+        let driver_at = match self.driver {
+            Some((d, at)) if d == driver => at,
+            _ => {
+                let start = self.keys.len() as u32;
+                self.keys.push_str(driver);
+                let at = (start, self.keys.len() as u32);
+                self.driver = Some((driver, at));
+                self.attrs.forget();
+                self.caps.forget();
+                at
+            }
+        };
+        if !self.attrs.same(attributes) {
+            self.attrs
+                .set(&mut self.keys, driver_at, attributes, true)?;
+        }
+        if !self.caps.same(capacity) {
+            self.caps.set(&mut self.keys, driver_at, capacity, false)?;
+        }
+        let mut attrs: Vec<Entry> = Vec::with_capacity(attributes.len());
+        for &(hash, i) in &self.attrs.order {
+            let i = i as usize;
+            // Left behind: a value without an allocation, for the caller to clear.
+            let value = match std::mem::replace(&mut attributes[i].1, Given::Str("")) {
+                Given::Value(v) => Lazy::Ready(v),
+                Given::Str(text) => {
+                    let start = self.keys.len() as u32;
+                    self.keys.push_str(text);
+                    Lazy::Text {
+                        at: (start, self.keys.len() as u32),
+                        value: OnceLock::new(),
+                    }
+                }
+            };
+            attrs.push(Entry {
+                hash,
+                span: self.attrs.spans[i],
+                value,
+            });
+        }
+        let caps: Vec<CapEntry> = self
+            .caps
+            .order
+            .iter()
+            .map(|&(_, i)| CapEntry {
+                span: self.caps.spans[i as usize],
+                value: capacity[i as usize].1,
+            })
+            .collect();
+        Ok(DeviceAttributes {
+            keys: Arc::default(),
+            attrs,
+            capacity: caps,
+        })
+    }
+
+    /// The names, for every index built from this arena ([`DeviceAttributes::set_names`]).
+    pub(crate) fn finish(self) -> Arc<str> {
+        Arc::from(self.keys)
     }
 }
 
@@ -294,49 +514,23 @@ impl DeviceAttributes {
         S: AsRef<str>,
         T: AsRef<str>,
     {
-        let attributes = attributes.into_iter();
-        let capacity = capacity.into_iter();
-        let n = attributes.size_hint().0 + capacity.size_hint().0;
-        let mut keys = String::with_capacity(n * (driver.len() + 16));
-        let mut attrs: Vec<Entry> = Vec::with_capacity(attributes.size_hint().0);
-        for (n, value) in attributes {
-            let (d, n) = split_qualified(n.as_ref(), driver);
-            attrs.push(Entry {
-                hash: key_hash(d, n),
-                span: push_key(&mut keys, d, n),
-                value,
-            });
-        }
-        let mut caps: Vec<CapEntry> = Vec::with_capacity(capacity.size_hint().0);
-        for (n, value) in capacity {
-            let (d, n) = split_qualified(n.as_ref(), driver);
-            caps.push(CapEntry {
-                span: push_key(&mut keys, d, n),
-                value,
-            });
-        }
-        let k = keys.as_str();
-        attrs.sort_unstable_by(|a, b| {
-            a.hash
-                .cmp(&b.hash)
-                .then_with(|| a.span.key(k).cmp(b.span.key(k)))
-        });
-        if let Some(w) = attrs
-            .windows(2)
-            .find(|w| w[0].hash == w[1].hash && w[0].span.key(k) == w[1].span.key(k))
-        {
-            return Err(format!("attribute {} is given twice", w[0].span.key(k)));
-        }
-        let by_name = |c: &CapEntry| (c.span.domain(k), c.span.name(k));
-        caps.sort_unstable_by(|a, b| by_name(a).cmp(&by_name(b)));
-        if let Some(w) = caps.windows(2).find(|w| by_name(&w[0]) == by_name(&w[1])) {
-            return Err(format!("capacity {} is given twice", w[0].span.key(k)));
-        }
-        Ok(DeviceAttributes {
-            keys,
-            attrs,
-            capacity: caps,
-        })
+        let (names, values): (Vec<S>, Vec<AttributeValue>) = attributes.into_iter().unzip();
+        let mut attrs: Vec<(&str, Given)> = names
+            .iter()
+            .map(AsRef::as_ref)
+            .zip(values.into_iter().map(Given::Value))
+            .collect();
+        let capacity: Vec<(T, Quantity)> = capacity.into_iter().collect();
+        let caps: Vec<(&str, Quantity)> = capacity.iter().map(|(n, q)| (n.as_ref(), *q)).collect();
+        let mut arena = NameArena::default();
+        let mut index = arena.index(driver, &mut attrs, &caps)?;
+        index.set_names(&arena.finish());
+        Ok(index)
+    }
+
+    /// Gives an index built by a [`NameArena`] the arena's names.
+    pub(crate) fn set_names(&mut self, keys: &Arc<str>) {
+        self.keys = Arc::clone(keys);
     }
 
     /// The attribute `name` of `domain`.
@@ -351,12 +545,22 @@ impl DeviceAttributes {
 
     fn lookup(&self, hash: u64, domain: &str, name: &str) -> Option<&AttributeValue> {
         let start = self.attrs.partition_point(|e| e.hash < hash);
-        let k = self.keys.as_str();
+        let k = &*self.keys;
         self.attrs[start..]
             .iter()
             .take_while(|e| e.hash == hash)
             .find(|e| e.span.domain(k) == domain && e.span.name(k) == name)
-            .map(|e| &e.value)
+            .map(|e| self.value(e))
+    }
+
+    /// An entry's value, made a String now if it is a string not read before.
+    fn value<'s>(&'s self, e: &'s Entry) -> &'s AttributeValue {
+        match &e.value {
+            Lazy::Ready(v) => v,
+            Lazy::Text { at, value } => value.get_or_init(|| {
+                AttributeValue::String(self.keys[at.0 as usize..at.1 as usize].to_string())
+            }),
+        }
     }
 
     /// The attribute with a fully qualified name (`resource.kubernetes.io/pcieRoot`), or an
@@ -368,7 +572,7 @@ impl DeviceAttributes {
 
     /// The capacity `name` of `domain`.
     pub fn capacity(&self, domain: &str, name: &str) -> Option<Quantity> {
-        let k = self.keys.as_str();
+        let k = &*self.keys;
         self.capacity
             .binary_search_by(|c| (c.span.domain(k), c.span.name(k)).cmp(&(domain, name)))
             .ok()
@@ -378,15 +582,22 @@ impl DeviceAttributes {
     /// All attributes as (domain, name, value), in the index's order (stable for equal
     /// contents, not alphabetical).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &AttributeValue)> {
-        let k = self.keys.as_str();
+        let k = &*self.keys;
         self.attrs
             .iter()
-            .map(move |e| (e.span.domain(k), e.span.name(k), &e.value))
+            .map(move |e| (e.span.domain(k), e.span.name(k), self.value(e)))
+    }
+
+    /// All attribute names as (domain, name), in [`DeviceAttributes::iter`]'s order, without
+    /// reading the values.
+    pub(crate) fn names(&self) -> impl Iterator<Item = (&str, &str)> {
+        let k = &*self.keys;
+        self.attrs.iter().map(move |e| e.span.pair(k))
     }
 
     /// All capacities as (domain, name, quantity), sorted.
     pub fn capacities(&self) -> impl Iterator<Item = (&str, &str, Quantity)> {
-        let k = self.keys.as_str();
+        let k = &*self.keys;
         self.capacity
             .iter()
             .map(move |c| (c.span.domain(k), c.span.name(k), c.value))
@@ -394,9 +605,9 @@ impl DeviceAttributes {
 
     /// Names of the attributes in `domain`.
     fn domain_names(&self, domain: &str) -> Vec<&str> {
-        self.iter()
-            .filter(|(d, _, _)| *d == domain)
-            .map(|(_, n, _)| n)
+        self.names()
+            .filter(|(d, _)| *d == domain)
+            .map(|(_, n)| n)
             .collect()
     }
 
@@ -610,5 +821,127 @@ impl Program {
             ))),
             Err(e) => Err(CelError::Runtime(e.message().to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AttributeValue, DeviceAttributes, Given, NameArena, Quantity};
+
+    type Attrs<'a> = Vec<(&'a str, AttributeValue)>;
+    /// A device: its driver, attributes and capacities.
+    type Dev = (&'static str, Attrs<'static>, Vec<(&'static str, Quantity)>);
+
+    fn int(names: &[&'static str], base: i64) -> Attrs<'static> {
+        names
+            .iter()
+            .zip(base..)
+            .map(|(n, i)| (*n, AttributeValue::Int(i)))
+            .collect()
+    }
+
+    fn strings(names: &[&'static str], text: &str) -> Attrs<'static> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| match i % 2 {
+                0 => (*n, AttributeValue::String(format!("{text}{i}"))),
+                _ => (*n, AttributeValue::Bool(true)),
+            })
+            .collect()
+    }
+
+    /// Builds indexes one after another from one arena, as the allocator does.
+    fn from_arena(devices: &[Dev]) -> Vec<Result<DeviceAttributes, String>> {
+        let mut arena = NameArena::new();
+        let mut out: Vec<Result<DeviceAttributes, String>> = devices
+            .iter()
+            .map(|(driver, attrs, caps)| {
+                // Strings as the allocator gives them: read only when asked for.
+                let mut attrs: Vec<(&str, Given)> = attrs
+                    .iter()
+                    .map(|(n, v)| match v {
+                        AttributeValue::String(s) => (*n, Given::Str(s)),
+                        v => (*n, Given::Value(v.clone())),
+                    })
+                    .collect();
+                arena.index(driver, &mut attrs, caps)
+            })
+            .collect();
+        let names = arena.finish();
+        for d in out.iter_mut().flatten() {
+            d.set_names(&names);
+        }
+        out
+    }
+
+    fn q(s: &str) -> Quantity {
+        Quantity::parse(s).unwrap()
+    }
+
+    #[test]
+    fn indexes_sharing_an_arena_equal_indexes_built_alone() {
+        let same = ["b", "resource.kubernetes.io/pcieRoot", "a", "c"];
+        let devices = vec![
+            ("dra.net", int(&same, 0), vec![("memory", q("1Gi"))]),
+            // The same names: reused, with the device's own values.
+            ("dra.net", int(&same, 10), vec![("memory", q("2Gi"))]),
+            // Other names, then the same again: the order is computed anew each time.
+            ("dra.net", int(&["z", "a"], 20), vec![]),
+            ("dra.net", int(&same, 30), vec![("x.io/memory", q("3"))]),
+            // The same names under another driver: unqualified ones are in its domain.
+            ("gpu.example.com", int(&same, 40), vec![("memory", q("4"))]),
+            // Strings, kept in the arena until read.
+            ("dra.net", strings(&same, "x"), vec![]),
+            ("dra.net", strings(&same, "yy"), vec![]),
+            // Another driver again, and no names at all: nothing of the last device is kept.
+            ("dra.net", int(&[], 0), vec![]),
+            ("dra.net", int(&["a"], 50), vec![]),
+        ];
+        let shared = from_arena(&devices);
+        for ((driver, attrs, caps), got) in devices.iter().zip(shared) {
+            let got = got.unwrap();
+            let alone = DeviceAttributes::new(driver, attrs.clone(), caps.clone()).unwrap();
+            assert_eq!(got, alone, "{driver} {attrs:?}");
+            for (name, value) in attrs {
+                assert_eq!(got.get_qualified(name, driver), Some(value), "{name}");
+            }
+        }
+        let last =
+            DeviceAttributes::new("gpu.example.com", int(&same, 40), [("memory", q("4"))]).unwrap();
+        assert_eq!(
+            last.get("gpu.example.com", "a"),
+            Some(&AttributeValue::Int(42))
+        );
+        assert_eq!(last.get("dra.net", "a"), None);
+        assert_eq!(last.capacity("gpu.example.com", "memory"), Some(q("4")));
+    }
+
+    #[test]
+    fn a_name_given_twice_is_reported_for_every_device_that_gives_it() {
+        let twice = ["numaNode", "dra.net/numaNode"];
+        let devices = vec![
+            ("dra.net", int(&["numaNode"], 0), vec![]),
+            ("dra.net", int(&twice, 0), vec![]),
+            // The same list again: not taken as checked.
+            ("dra.net", int(&twice, 0), vec![]),
+            (
+                "dra.net",
+                int(&["a"], 0),
+                vec![("m", q("1")), ("dra.net/m", q("2"))],
+            ),
+            (
+                "dra.net",
+                int(&["a"], 0),
+                vec![("m", q("1")), ("dra.net/m", q("2"))],
+            ),
+        ];
+        let got: Vec<Result<(), String>> = from_arena(&devices)
+            .into_iter()
+            .map(|r| r.map(|_| ()))
+            .collect();
+        let attr = Err("attribute dra.net/numaNode is given twice".to_string());
+        let cap = Err("capacity dra.net/m is given twice".to_string());
+        assert_eq!(got, vec![Ok(()), attr.clone(), attr, cap.clone(), cap]);
     }
 }

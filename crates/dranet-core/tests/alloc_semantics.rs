@@ -725,6 +725,44 @@ fn malformed_slices_are_errors_naming_slice_and_device() {
             .to_string()
             .contains("invalid semver")
     );
+    // A bad version is reported at build for the device that publishes it, also when devices
+    // before it publish good ones (parsed once and shared) under the same names.
+    let s = slice(
+        "dra.net",
+        "n",
+        &[
+            ("nic0", json!({"v": {"version": "1.2.3"}})),
+            ("nic1", json!({"v": {"version": "1.2.3"}})),
+            ("nic2", json!({"v": {"version": "1.2"}})),
+        ],
+    );
+    let e = Allocator::from_json(&[s], &classes())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("device nic2: attribute v: invalid semver \"1.2\""),
+        "{e}"
+    );
+    // A name given twice is reported for the device that gives it, after devices with the
+    // same names given once.
+    let s = slice(
+        "dra.net",
+        "n",
+        &[
+            ("nic0", json!({"numaNode": {"int": 0}})),
+            (
+                "nic1",
+                json!({"numaNode": {"int": 0}, "dra.net/numaNode": {"int": 1}}),
+            ),
+        ],
+    );
+    let e = Allocator::from_json(&[s], &classes())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("device nic1: attribute dra.net/numaNode is given twice"),
+        "{e}"
+    );
     // A device name twice makes the pool invalid: an error once the search reaches it.
     let s = slice("dra.net", "n", &[("nic0", json!({})), ("nic0", json!({}))]);
     let a = Allocator::from_json(&[s], &classes()).unwrap();

@@ -11,7 +11,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice}
 use super::node::{SliceScope, device_on_node, slice_scope};
 use super::{AllocError, Allocator, ClassEntry, Device, DeviceId, Options, Pool};
 use crate::cel::{
-    AttributeValue, CelError, DeviceAttributes, Program, ProgramCache, Quantity, Semver,
+    AttributeValue, CelError, Given, NameArena, Program, ProgramCache, Quantity, Semver,
 };
 
 /// Where a slice's (or, with `perDeviceNodeSelection`, a device's) devices can be used.
@@ -53,44 +53,59 @@ fn slice_label(s: &ResourceSlice, i: usize) -> String {
         .unwrap_or_else(|| format!("#{i} (unnamed)"))
 }
 
+/// Most distinct versions [`convert_attr`] remembers per allocator: a node's devices publish a
+/// few (driver, firmware, compute capability), each on many devices.
+const VERSIONS_KEPT: usize = 16;
+
 /// Converts one API attribute; `raw` is the attribute's JSON, for list types the v1.34 structs
-/// cannot carry.
-fn convert_attr(
-    a: &k8s_openapi::api::resource::v1::DeviceAttribute,
+/// cannot carry. `versions` holds versions parsed before: one seen again is shared, not parsed
+/// again (a parse was a tenth of building an allocator).
+fn convert_attr<'s>(
+    a: &'s k8s_openapi::api::resource::v1::DeviceAttribute,
     raw: Option<&serde_json::Value>,
-) -> Result<AttributeValue, String> {
+    versions: &mut Vec<Semver>,
+) -> Result<Given<'s>, String> {
     // No intermediate list: this runs for every attribute of every device on the cold path.
-    let mut out: Option<AttributeValue> = None;
-    let mut set = |v: AttributeValue| -> Result<(), String> {
+    let mut out: Option<Given<'s>> = None;
+    let mut set = |v: Given<'s>| -> Result<(), String> {
         match out.replace(v) {
             None => Ok(()),
             Some(_) => Err("more than one value type is set".into()),
         }
     };
     if let Some(b) = a.bool {
-        set(AttributeValue::Bool(b))?;
+        set(Given::Value(AttributeValue::Bool(b)))?;
     }
     if let Some(i) = a.int {
-        set(AttributeValue::Int(i))?;
+        set(Given::Value(AttributeValue::Int(i)))?;
     }
     if let Some(s) = &a.string {
-        set(AttributeValue::String(s.clone()))?;
+        // Made a String only if a selector or constraint reads it.
+        set(Given::Str(s))?;
     }
     if let Some(v) = &a.version {
-        set(AttributeValue::Version(
-            Semver::parse(v).map_err(|e| format!("invalid semver {v:?}: {e}"))?,
-        ))?;
+        let parsed = match versions.iter().find(|k| k.as_str() == v) {
+            Some(known) => known.clone(),
+            None => {
+                let new = Semver::parse(v).map_err(|e| format!("invalid semver {v:?}: {e}"))?;
+                if versions.len() < VERSIONS_KEPT {
+                    versions.push(new.clone());
+                }
+                new
+            }
+        };
+        set(Given::Value(AttributeValue::Version(parsed)))?;
     }
     if let Some(raw) = raw {
         if let Some(list) = raw.get("ints") {
             let v: Vec<i64> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("ints must be a list of integers: {e}"))?;
-            set(AttributeValue::Ints(v))?;
+            set(Given::Value(AttributeValue::Ints(v)))?;
         }
         if let Some(list) = raw.get("strings") {
             let v: Vec<String> = serde_json::from_value(list.clone())
                 .map_err(|e| format!("strings must be a list of strings: {e}"))?;
-            set(AttributeValue::Strings(v))?;
+            set(Given::Value(AttributeValue::Strings(v)))?;
         }
     }
     out.ok_or_else(|| "no value (expected one of bool, int, string, version, ints, strings)".into())
@@ -141,6 +156,22 @@ fn first_repeat<'a>(names: &mut [(&'a str, usize)]) -> Option<&'a str> {
         .filter(|w| w[0].0 == w[1].0)
         .min_by_key(|w| w[1].1)
         .map(|w| w[1].0)
+}
+
+/// Sorts `(name, value)` pairs by name and keeps one per name, the last given, as collecting
+/// them into a map would: a sorted list is cheaper to build, search and drop than a map for
+/// the few DeviceClasses of a cluster.
+fn by_name_last_wins<T>(entries: &mut Vec<(String, T)>) {
+    // Stable: entries of one name stay in the order given.
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    // `dedup_by` keeps the first of a run; the later one's value moves into it.
+    entries.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
 }
 
 struct PoolBuild {
@@ -249,12 +280,16 @@ pub(super) fn build(
         .sum();
     let mut devices = Vec::with_capacity(device_total);
     let mut out_pools = Vec::with_capacity(keys.len());
-    let mut infos = Vec::new();
+    let mut infos = Vec::with_capacity(slices.len());
     let mut counter_sets: Vec<SliceCounters> = Vec::new();
     let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
-    // One scratch list for every device's attributes and capacities, drained into its index.
-    let mut attrs: Vec<(&str, AttributeValue)> = Vec::new();
+    // One scratch list for every device's attributes and capacities, moved into its index;
+    // sized for the API's limit so it never grows.
+    let mut attrs: Vec<(&str, Given)> =
+        Vec::with_capacity(crate::attributes::MAX_ATTRIBUTES_PER_DEVICE);
     let mut caps: Vec<(&str, Quantity)> = Vec::new();
+    let mut versions: Vec<Semver> = Vec::new();
+    let mut names_arena = NameArena::new();
     for key in &keys {
         let pb = &pools[key];
         let first = slices[pb.slices[0]].0;
@@ -270,7 +305,12 @@ pub(super) fn build(
             warnings.push(format!("pool {}/{} {why}", key.0, key.1));
         }
         let start = devices.len();
-        let mut names: Vec<(&str, usize)> = Vec::new();
+        let pool_devices: usize = pb
+            .slices
+            .iter()
+            .map(|&i| slices[i].0.spec.devices.as_ref().map_or(0, Vec::len))
+            .sum();
+        let mut names: Vec<(&str, usize)> = Vec::with_capacity(pool_devices);
         for &si in &pb.slices {
             let (s, raw) = slices[si];
             let label = slice_label(s, si);
@@ -327,7 +367,7 @@ pub(super) fn build(
                 attrs.clear();
                 caps.clear();
                 for (name, a) in d.attributes.iter().flatten() {
-                    let v = convert_attr(a, raw_attrs.and_then(|r| r.get(name)))
+                    let v = convert_attr(a, raw_attrs.and_then(|r| r.get(name)), &mut versions)
                         .map_err(|e| bad(format!("device {}: attribute {name}: {e}", d.name)))?;
                     attrs.push((name.as_str(), v));
                 }
@@ -340,9 +380,9 @@ pub(super) fn build(
                     })?;
                     caps.push((name.as_str(), q));
                 }
-                let attributes =
-                    DeviceAttributes::new(&s.spec.driver, attrs.drain(..), caps.drain(..))
-                        .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
+                let attributes = names_arena
+                    .index(&s.spec.driver, &mut attrs, &caps)
+                    .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
                 let on_node = match (scopes[si], &options.node) {
                     (SliceScope::PerDevice, Some(node)) => device_on_node(d, node)
                         .map_err(|e| bad(format!("device {}: {e}", d.name)))?,
@@ -407,7 +447,12 @@ pub(super) fn build(
             devices: start..devices.len(),
         });
     }
-    let classes = classes
+    // Every index gets the names they share, now that all are in.
+    let names = names_arena.finish();
+    for d in &mut devices {
+        d.attributes.set_names(&names);
+    }
+    let mut classes: Vec<(String, ClassEntry)> = classes
         .iter()
         .map(|c| {
             (
@@ -420,6 +465,7 @@ pub(super) fn build(
             )
         })
         .collect();
+    by_name_last_wins(&mut classes);
     let order = (0..out_pools.len()).collect();
     Ok(Allocator {
         devices,
@@ -439,11 +485,25 @@ pub(super) fn build(
 
 #[cfg(test)]
 mod tests {
-    use super::first_repeat;
+    use super::{by_name_last_wins, first_repeat};
 
     fn repeat(names: &[&'static str]) -> Option<&'static str> {
         let mut v: Vec<(&str, usize)> = names.iter().copied().zip(0..).collect();
         first_repeat(&mut v)
+    }
+
+    #[test]
+    fn one_entry_per_name_the_last_given_as_a_map_keeps() {
+        let given = [("b", 1), ("a", 2), ("b", 3), ("c", 4), ("b", 5), ("a", 6)];
+        let mut v: Vec<(String, i32)> = given.iter().map(|(n, x)| (n.to_string(), *x)).collect();
+        by_name_last_wins(&mut v);
+        let map: std::collections::BTreeMap<String, i32> =
+            given.iter().map(|(n, x)| (n.to_string(), *x)).collect();
+        assert_eq!(v, map.into_iter().collect::<Vec<_>>());
+        assert_eq!(v, [("a".into(), 6), ("b".into(), 5), ("c".into(), 4)]);
+        let mut none: Vec<(String, i32)> = Vec::new();
+        by_name_last_wins(&mut none);
+        assert!(none.is_empty());
     }
 
     #[test]

@@ -298,7 +298,7 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
             s.label
         )));
     }
-    match a.classes.get(s.class).map(|c| &c.programs) {
+    match a.class(s.class).map(|c| &c.programs) {
         None => {
             return Err(AllocError::ClassNotFound {
                 request: s.label,

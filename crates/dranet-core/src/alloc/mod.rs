@@ -65,7 +65,7 @@ mod claim;
 mod node;
 mod search;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::NodeSelector;
@@ -479,7 +479,8 @@ pub struct Allocator {
     slices: Vec<build::SliceInfo>,
     /// Built on first use: only `allocated` lists and [`Allocator::device`] need it.
     index: OnceLock<HashMap<DeviceId, usize>>,
-    classes: BTreeMap<String, ClassEntry>,
+    /// Sorted by name, one entry per name (the last class given of a name).
+    classes: Vec<(String, ClassEntry)>,
     features: Features,
     bugs: SchedulerBugs,
     node: Option<Node>,
@@ -564,6 +565,14 @@ impl Allocator {
             }
             m
         })
+    }
+
+    /// The class named `name`.
+    fn class(&self, name: &str) -> Option<&ClassEntry> {
+        self.classes
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.classes[i].1)
     }
 
     /// The node this allocator allocates for (`None`: every slice is taken to be on it).

@@ -57,7 +57,7 @@ fn verdict(programs: &[Arc<Program>], d: &Device) -> Verdict {
 impl Allocator {
     /// What a class's selectors say of every device, computed once.
     fn class_verdicts(&self, class: &str) -> &[Verdict] {
-        let Some(entry) = self.classes.get(class) else {
+        let Some(entry) = self.class(class) else {
             return &[];
         };
         entry.verdicts.get_or_init(|| match &entry.programs {
@@ -1300,7 +1300,7 @@ impl<'a> Search<'a> {
                 continue;
             }
             let start = out.len();
-            if let Some(class) = self.a.classes.get(&alt.class) {
+            if let Some(class) = self.a.class(&alt.class) {
                 for c in &class.config {
                     out.push(DeviceAllocationConfiguration {
                         opaque: c.opaque.clone(),

@@ -64,7 +64,7 @@ impl<'a> Env<'a> {
         let mut out: Vec<&'a str> = if capacity {
             attrs.capacities().map(|(d, _, _)| d).collect()
         } else {
-            attrs.iter().map(|(d, _, _)| d).collect()
+            attrs.names().map(|(d, _)| d).collect()
         };
         out.sort_unstable();
         out.dedup();

@@ -114,10 +114,7 @@ impl Walker<'_> {
     fn walk_node(&mut self, e: &Expr) {
         if let Some(d) = domain_of(e, self.refs)
             && let Some((domain, name)) = d.rsplit_once('/')
-            && !self
-                .devices
-                .iter()
-                .any(|a| a.iter().any(|(x, _, _)| x == d))
+            && !self.devices.iter().any(|a| a.names().any(|(x, _)| x == d))
         {
             self.hints.insert(format!(
                 "device.attributes[{d:?}] is the attribute domain {d:?}, which no device has; \

@@ -2,6 +2,7 @@
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
 /// A semantic version (`major.minor.patch[-pre][+build]`), ordered by semver precedence:
 /// build metadata is ignored and a pre-release sorts before its release.
@@ -13,9 +14,10 @@ pub struct Semver {
     pub minor: u64,
     /// Patch version.
     pub patch: u64,
-    /// Boxed to keep a version (and so every attribute value) small: a device's attribute
-    /// index is an array of values, and a smaller array is a cheaper allocation.
-    rest: Box<Rest>,
+    /// Behind a pointer to keep a version (and so every attribute value) small: a device's
+    /// attribute index is an array of values, and a smaller array is a cheaper allocation.
+    /// Shared, so the devices of a slice that publish one version hold one copy of it.
+    rest: Arc<Rest>,
 }
 
 #[derive(Debug, Clone)]
@@ -38,10 +40,14 @@ impl Semver {
         if s.is_empty() {
             return Err("Version string empty".into());
         }
-        let parts: Vec<&str> = s.splitn(3, '.').collect();
-        if parts.len() != 3 {
+        // No list of the parts: versions are parsed for every device on the allocator's cold
+        // path.
+        let mut parts = s.splitn(3, '.');
+        let (Some(major), Some(minor), Some(patch_str)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
             return Err("No Major.Minor.Patch elements found".into());
-        }
+        };
         let num = |p: &str, what: &str| -> Result<u64, String> {
             if !p.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(format!("Invalid character(s) found in {what} number {p:?}"));
@@ -53,9 +59,9 @@ impl Semver {
             p.parse()
                 .map_err(|_| format!("strconv.ParseUint: parsing {p:?}: invalid syntax"))
         };
-        let major = num(parts[0], "major")?;
-        let minor = num(parts[1], "minor")?;
-        let mut patch_str = parts[2];
+        let major = num(major, "major")?;
+        let minor = num(minor, "minor")?;
+        let mut patch_str = patch_str;
         let mut build: Option<&str> = None;
         if let Some(i) = patch_str.find('+') {
             build = Some(&patch_str[i + 1..]);
@@ -105,7 +111,7 @@ impl Semver {
             major,
             minor,
             patch,
-            rest: Box::new(Rest {
+            rest: Arc::new(Rest {
                 pre: ids,
                 text: s.to_string(),
             }),
