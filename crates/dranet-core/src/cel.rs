@@ -63,7 +63,6 @@ mod value;
 pub use cost::{CostEstimate, MAX_SELECTOR_COST};
 use decls::Env;
 pub use eval::MAX_EVAL_STEPS;
-use std::sync::OnceLock;
 
 /// Stack kept free before the parser, checker or evaluator descends another level. The nesting a
 /// selector may have is bounded (cel-go's 250 levels), but a level can take tens of KiB of stack in
@@ -290,6 +289,40 @@ fn key_hash(domain: &str, name: &str) -> u64 {
     // The length separates ("ab", "c") from ("a", "bc").
     let h = (h.rotate_left(5) ^ domain.len() as u64).wrapping_mul(K);
     words(h, name.as_bytes())
+}
+
+/// `a == b` for the short strings attribute names are, in 8-byte words (the last one
+/// overlapping) rather than a call to `memcmp`, which was a third of a lookup.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    fn word(s: &[u8], at: usize) -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_le_bytes(w)
+    }
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        if n < 4 {
+            return a.iter().zip(b).all(|(x, y)| x == y);
+        }
+        let half = |s: &[u8], at: usize| {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&s[at..at + 4]);
+            u32::from_le_bytes(w)
+        };
+        return half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4);
+    }
+    let mut at = 0;
+    while at + 8 < n {
+        if word(a, at) != word(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    word(a, n - 8) == word(b, n - 8)
 }
 
 /// Splits `domain/name`; an unqualified name is in the driver's domain.
@@ -544,13 +577,25 @@ impl DeviceAttributes {
     }
 
     fn lookup(&self, hash: u64, domain: &str, name: &str) -> Option<&AttributeValue> {
+        // Bytes, lengths first: this runs per device and selector, and str slicing checks
+        // char boundaries that the spans (made from whole names) cannot break.
+        let k = self.keys.as_bytes();
+        let (d, n) = (domain.as_bytes(), name.as_bytes());
         let start = self.attrs.partition_point(|e| e.hash < hash);
-        let k = &*self.keys;
-        self.attrs[start..]
-            .iter()
-            .take_while(|e| e.hash == hash)
-            .find(|e| e.span.domain(k) == domain && e.span.name(k) == name)
-            .map(|e| self.value(e))
+        for e in &self.attrs[start..] {
+            if e.hash != hash {
+                break;
+            }
+            let s = e.span;
+            if k.get(s.domain as usize..s.domain_end as usize)
+                .is_some_and(|x| same_bytes(x, d))
+                && k.get(s.name as usize..s.name_end as usize)
+                    .is_some_and(|x| same_bytes(x, n))
+            {
+                return Some(self.value(e));
+            }
+        }
+        None
     }
 
     /// An entry's value, made a String now if it is a string not read before.
@@ -826,7 +871,25 @@ impl Program {
 
 #[cfg(test)]
 mod tests {
-    use super::{AttributeValue, DeviceAttributes, Given, NameArena, Quantity};
+    use super::{AttributeValue, DeviceAttributes, Given, NameArena, Quantity, same_bytes};
+
+    /// The word-wise comparison is `==` at every length and wherever two strings differ.
+    #[test]
+    fn same_bytes_is_equality() {
+        let base: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..=base.len() {
+            let a = &base[..n];
+            assert!(same_bytes(a, a), "{n}");
+            for m in 0..=base.len() {
+                assert_eq!(same_bytes(a, &base[..m]), n == m, "{n} vs {m}");
+            }
+            for at in 0..n {
+                let mut b = a.to_vec();
+                b[at] ^= 0x20;
+                assert!(!same_bytes(a, &b), "{n}: differs at {at}");
+            }
+        }
+    }
 
     type Attrs<'a> = Vec<(&'a str, AttributeValue)>;
     /// A device: its driver, attributes and capacities.
