@@ -147,7 +147,7 @@ pub type AttrValue = AttributeValue;
 /// lookups during evaluation are a binary search without allocation.
 ///
 /// Building one is on the allocator's cold path (every device of every slice), so names are
-/// not copied per device: the indexes an allocator builds share one string ([`NameArena`]),
+/// not copied per device: the indexes an allocator builds share one string (`NameArena`),
 /// which holds a list of names once for all the devices that publish it, and the string
 /// values not read yet.
 #[derive(Debug, Clone, Default)]
