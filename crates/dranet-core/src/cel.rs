@@ -273,9 +273,7 @@ fn key_hash(domain: &str, name: &str) -> u64 {
     fn words(mut h: u64, b: &[u8]) -> u64 {
         let mut chunks = b.chunks_exact(8);
         for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+            h = (h.rotate_left(5) ^ word_at(c, 0)).wrapping_mul(K);
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
@@ -291,15 +289,19 @@ fn key_hash(domain: &str, name: &str) -> u64 {
     words(h, name.as_bytes())
 }
 
+/// The 8 bytes of `s` from `at` as a little-endian word (`s` holds them: callers index within
+/// its length).
+#[inline]
+fn word_at(s: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&s[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
 /// `a == b` for the short strings attribute names are, in 8-byte words (the last one
 /// overlapping) rather than a call to `memcmp`, which was a third of a lookup.
 #[inline]
 fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    fn word(s: &[u8], at: usize) -> u64 {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&s[at..at + 8]);
-        u64::from_le_bytes(w)
-    }
     let n = a.len();
     if n != b.len() {
         return false;
@@ -317,12 +319,12 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     }
     let mut at = 0;
     while at + 8 < n {
-        if word(a, at) != word(b, at) {
+        if word_at(a, at) != word_at(b, at) {
             return false;
         }
         at += 8;
     }
-    word(a, n - 8) == word(b, n - 8)
+    word_at(a, n - 8) == word_at(b, n - 8)
 }
 
 /// Splits `domain/name`; an unqualified name is in the driver's domain.

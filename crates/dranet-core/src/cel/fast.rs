@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::ast::{Expr, Kind, Lit};
 use super::check::Ref;
 use super::explain::attribute_of;
-use super::parse::RESERVED;
+use super::parse::{RESERVED, balanced, is_space};
 use super::{AttrKey, AttributeValue, DeviceView};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -121,7 +121,7 @@ impl<'a> Reader<'a> {
 
     fn ws(&mut self) {
         // CEL's whitespace; anything else (comments, Unicode spaces) is left to the parser.
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r' | 0x0c)) {
+        while self.peek().is_some_and(is_space) {
             self.pos += 1;
         }
     }
@@ -204,22 +204,21 @@ impl<'a> Reader<'a> {
 
     /// `||` chains (`&&` chains when `or` is false), balanced as the parser balances them.
     fn chain(&mut self, or: bool, depth: usize) -> Option<Fast> {
-        let op = if or { "||" } else { "&&" };
-        let mut terms = vec![if or {
-            self.chain(false, depth)?
-        } else {
-            self.relation(depth)?
-        }];
-        while self.eat(op) {
-            terms.push(if or {
-                self.chain(false, depth)?
+        let term = |r: &mut Self| {
+            if or {
+                r.chain(false, depth)
             } else {
-                self.relation(depth)?
-            });
+                r.relation(depth)
+            }
+        };
+        let mut terms = vec![term(self)?];
+        while self.eat(if or { "||" } else { "&&" }) {
+            terms.push(term(self)?);
         }
-        let mut terms: Vec<Option<Fast>> = terms.into_iter().map(Some).collect();
-        let n = terms.len();
-        balanced(or, &mut terms, 0, n - 1)
+        balanced(terms, &mut |_, l, r| {
+            let (l, r) = (Box::new(l), Box::new(r));
+            if or { Fast::Or(l, r) } else { Fast::And(l, r) }
+        })
     }
 
     fn relation(&mut self, depth: usize) -> Option<Fast> {
@@ -308,22 +307,6 @@ impl<'a> Reader<'a> {
             _ => None,
         }
     }
-}
-
-/// cel-go's balanced tree of a chain: the middle operator at the root.
-fn balanced(or: bool, terms: &mut [Option<Fast>], lo: usize, hi: usize) -> Option<Fast> {
-    if lo == hi {
-        return terms[lo].take();
-    }
-    // Operators lo..hi-1 join terms lo..hi; the parser's `mid` over operators.
-    let mid = (lo + hi - 1).div_ceil(2);
-    let left = balanced(or, terms, lo, mid)?;
-    let right = balanced(or, terms, mid + 1, hi)?;
-    Some(if or {
-        Fast::Or(Box::new(left), Box::new(right))
-    } else {
-        Fast::And(Box::new(left), Box::new(right))
-    })
 }
 
 impl Fast {

@@ -239,7 +239,7 @@ impl<'a> Lexer<'a> {
         let mut out = Vec::with_capacity(self.b.len() / 4 + 2);
         while self.i < self.b.len() {
             let c = self.b[self.i];
-            if matches!(c, b'\t' | b' ' | b'\r' | b'\n' | 0x0C) {
+            if is_space(c) {
                 self.bump(1);
                 continue;
             }
@@ -637,32 +637,9 @@ impl<'a> Parser<'a> {
             depth = depth.max(d);
             terms.push(t);
         }
-        let mut terms: Vec<Option<Expr>> = terms.into_iter().map(Some).collect();
-        let e = self.balanced(func, &mut terms, &ops, 0, ops.len() - 1);
+        let mut join = |op: usize, l: Expr, r: Expr| self.call(ops[op], func, None, vec![l, r]);
+        let e = balanced(terms, &mut join).ok_or(())?;
         Ok((e, depth))
-    }
-
-    fn balanced(
-        &mut self,
-        func: &str,
-        terms: &mut [Option<Expr>],
-        ops: &[u32],
-        lo: usize,
-        hi: usize,
-    ) -> Expr {
-        let mid = (lo + hi).div_ceil(2);
-        let left = if mid == lo {
-            terms[mid].take()
-        } else {
-            Some(self.balanced(func, terms, ops, lo, mid - 1))
-        };
-        let right = if mid == hi {
-            terms[mid + 1].take()
-        } else {
-            Some(self.balanced(func, terms, ops, mid + 1, hi))
-        };
-        let args = left.into_iter().chain(right).collect();
-        self.call(ops[mid], func, None, args)
     }
 
     fn relation(&mut self) -> P {
@@ -1498,6 +1475,34 @@ impl<'a> Parser<'a> {
         let result = self.accu(at);
         self.macro_fold(at, range, (v1, v2), [init, cond, step, result])
     }
+}
+
+/// CEL's whitespace (comments aside).
+pub(crate) fn is_space(c: u8) -> bool {
+    matches!(c, b'\t' | b' ' | b'\r' | b'\n' | 0x0C)
+}
+
+/// A chain of one operator (`&&` or `||`) as cel-go builds it: balanced, the middle operator at
+/// the root. `join(i, left, right)` makes operator `i` (between terms `i` and `i + 1`) after
+/// both its operands, so nodes are made in the parser's order. `None` only for no terms.
+pub(crate) fn balanced<T>(terms: Vec<T>, join: &mut impl FnMut(usize, T, T) -> T) -> Option<T> {
+    fn go<T>(
+        terms: &mut [Option<T>],
+        lo: usize,
+        hi: usize,
+        join: &mut impl FnMut(usize, T, T) -> T,
+    ) -> Option<T> {
+        if lo == hi {
+            return terms[lo].take();
+        }
+        let mid = (lo + hi - 1).div_ceil(2);
+        let left = go(terms, lo, mid, join)?;
+        let right = go(terms, mid + 1, hi, join)?;
+        Some(join(mid, left, right))
+    }
+    let hi = terms.len().checked_sub(1)?;
+    let mut terms: Vec<Option<T>> = terms.into_iter().map(Some).collect();
+    go(&mut terms, 0, hi, join)
 }
 
 /// Words the grammar lexes as identifiers but CEL reserves.
