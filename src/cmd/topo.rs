@@ -102,7 +102,7 @@ fn gpu_rows(inv: &Inventory, slices: &[serde_json::Value]) -> Result<Vec<GpuRow>
         })
         .collect();
     for d in alloc.devices() {
-        if d.id.driver == dranet_core::DRIVER_NAME {
+        if d.driver() == dranet_core::DRIVER_NAME {
             continue;
         }
         let row = DeviceRow::new(d, "");
@@ -114,8 +114,8 @@ fn gpu_rows(inv: &Inventory, slices: &[serde_json::Value]) -> Result<Vec<GpuRow>
             continue;
         }
         let model = [
-            format!("{}/productName", d.id.driver),
-            format!("{}/model", d.id.driver),
+            format!("{}/productName", d.driver()),
+            format!("{}/model", d.driver()),
         ]
         .iter()
         .find_map(|n| match d.attribute(n) {
@@ -137,7 +137,7 @@ fn gpu_rows(inv: &Inventory, slices: &[serde_json::Value]) -> Result<Vec<GpuRow>
                     .unwrap_or(Relation::Unknown)
                 })
                 .collect(),
-            slice_device: Some(format!("{}/{}/{}", d.id.driver, d.id.pool, d.id.device)),
+            slice_device: Some(d.id().to_string()),
         });
     }
     Ok(rows)

@@ -52,6 +52,7 @@ mod eval;
 mod explain;
 mod ext;
 mod fast;
+pub(crate) use fast::{FastDevice, Scalar};
 mod format;
 mod funcs;
 mod parse;
@@ -675,6 +676,18 @@ pub struct DeviceView<'a> {
     pub allow_multiple_allocations: bool,
 }
 
+/// A device the shortcut reads directly, with its full view for the evaluator.
+pub(crate) trait FullDevice: fast::FastDevice {
+    /// The `device` variable, attribute index included.
+    fn view(&self) -> DeviceView<'_>;
+}
+
+impl FullDevice for DeviceView<'_> {
+    fn view(&self) -> DeviceView<'_> {
+        *self
+    }
+}
+
 /// A compiled selector expression.
 #[derive(Debug, Clone)]
 pub struct Program {
@@ -853,11 +866,21 @@ impl Program {
     /// Evaluates the selector for one device: `Ok(true)` when it selects the device, an error
     /// when evaluation fails for this device (the scheduler then fails the claim).
     pub fn matches(&self, device: &DeviceView<'_>) -> Result<bool, CelError> {
+        self.matches_device(device)
+    }
+
+    /// [`Program::matches`] on a device that gives its full view ([`DeviceView`], with the
+    /// attribute index) only when the evaluator needs it: the allocator builds a device's index
+    /// only for selectors the shortcut cannot decide.
+    pub(crate) fn matches_device<D: FullDevice + ?Sized>(
+        &self,
+        device: &D,
+    ) -> Result<bool, CelError> {
         if let Some(b) = self.fast.as_ref().and_then(|f| f.eval(device)) {
             return Ok(b);
         }
         let checked = self.checked()?;
-        let mut ev = eval::Eval::new(*device, &checked.refs);
+        let mut ev = eval::Eval::new(device.view(), &checked.refs);
         match ev.eval(&checked.expr) {
             Ok(value::Value::Bool(b)) => Ok(b),
             // A `dyn` result (an attribute) that is not a bool: the scheduler's runtime error.

@@ -122,13 +122,13 @@ pub struct DeviceRow {
 impl DeviceRow {
     /// The row of an allocator's device allocated for `request`.
     pub fn new(d: &Device, request: &str) -> DeviceRow {
-        let nic = d.id.driver == DRIVER_NAME;
-        let own = |n: &str| format!("{}/{n}", d.id.driver);
+        let nic = d.driver() == DRIVER_NAME;
+        let own = |n: &str| format!("{}/{n}", d.driver());
         DeviceRow {
             request: request.to_string(),
-            driver: d.id.driver.clone(),
-            pool: d.id.pool.clone(),
-            device: d.id.device.clone(),
+            driver: d.driver().to_string(),
+            pool: d.pool().to_string(),
+            device: d.name().to_string(),
             label: if nic {
                 str_attr(d, &[&own("rdmaDevice"), &own("ifName"), &own("pciAddress")])
             } else {

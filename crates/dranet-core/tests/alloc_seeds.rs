@@ -18,7 +18,7 @@ fn inputs(node: &str) -> (Vec<serde_json::Value>, Vec<DeviceClass>) {
     (slices, classes)
 }
 
-fn allocator(node: &str) -> Allocator {
+fn allocator(node: &str) -> Allocator<'static> {
     let (slices, classes) = inputs(node);
     Allocator::from_json(&slices, &classes).unwrap()
 }
@@ -47,7 +47,7 @@ fn chosen(node: &str, alloc: &Allocation, attr: &str) -> Vec<(String, String, St
             let d = a
                 .devices()
                 .iter()
-                .find(|d| d.id.device == r.device && d.id.driver == r.driver)
+                .find(|d| d.name() == r.device && d.driver() == r.driver)
                 .unwrap();
             let v = d.attribute(attr).map(|v| v.to_string()).unwrap_or_default();
             (r.request.clone(), r.device.clone(), v)

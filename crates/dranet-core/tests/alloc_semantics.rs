@@ -320,7 +320,7 @@ fn only_the_newest_pool_generation_counts() {
     let new = slice_gen("dra.net", "n", 2, 1, &[("new", json!({}))]);
     let a = Allocator::from_json(&[old, new], &classes()).unwrap();
     assert_eq!(a.devices().len(), 1);
-    assert_eq!(a.devices()[0].id.device, "new");
+    assert_eq!(a.devices()[0].name(), "new");
 }
 
 #[test]
@@ -895,4 +895,99 @@ fn a_selector_over_the_api_servers_cost_limit_makes_the_claim_invalid() {
         msg.contains("too complex") && msg.contains("1000000"),
         "{msg}"
     );
+}
+
+/// An allocator built from typed slices borrows them and reads the common selector shapes
+/// straight from each device's attribute map; one built from JSON indexes every device. Both
+/// must give every answer alike: names published unqualified or qualified (in the driver's
+/// domain or another), every scalar type, missing attributes (a runtime error), types the
+/// shortcut leaves to the evaluator (versions), names no index can hold (a domain with '/'),
+/// capacities, and constraints.
+#[test]
+fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
+    let devices: Vec<(String, Value)> = (0..6)
+        .map(|i| {
+            let mut a = json!({
+                "numaNode": {"int": i % 2},
+                "rdma": {"bool": i % 3 != 0},
+                "rdmaDevice": {"string": format!("mlx5_{i}")},
+                "fw": {"version": if i < 3 { "1.2.3" } else { "2.0.0" }},
+                "resource.kubernetes.io/pcieRoot": {"string": format!("pci000{}:00", i / 2)},
+                "example.com/zone": {"string": if i < 4 { "a" } else { "b" }},
+            });
+            // Some publish their own domain's names qualified.
+            if i % 2 == 1 {
+                let v = a["numaNode"].take();
+                a.as_object_mut().unwrap().remove("numaNode");
+                a["dra.net/numaNode"] = v;
+            }
+            if i == 5 {
+                a.as_object_mut().unwrap().remove("rdmaDevice");
+            }
+            // Names with a second '/': split at the first, as the index splits them.
+            if i == 2 {
+                a["dra.net/x/numaNode"] = json!({"int": 0});
+                a["x/y"] = json!({"int": 1});
+            }
+            (format!("nic{i}"), a)
+        })
+        .collect();
+    let refs: Vec<(&str, Value)> = devices
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.clone()))
+        .collect();
+    let mut json_slice = slice("dra.net", "n", &refs);
+    json_slice["spec"]["devices"][0]["capacity"] = json!({"bandwidth": {"value": "200G"}});
+    let typed: Vec<k8s_openapi::api::resource::v1::ResourceSlice> =
+        vec![serde_json::from_value(json_slice.clone()).unwrap()];
+    let owned = Allocator::from_json(std::slice::from_ref(&json_slice), &classes()).unwrap();
+    let selectors = [
+        r#"device.attributes["dra.net"].numaNode == 1"#,
+        r#"device.attributes["dra.net"]["numaNode"] != 0"#,
+        r#"device.attributes["dra.net"].rdma"#,
+        r#"!device.attributes["dra.net"].rdma && device.driver == "dra.net""#,
+        r#"device.attributes["dra.net"].rdmaDevice == "mlx5_3""#,
+        r#"device.attributes["dra.net"].rdmaDevice == "mlx5_5""#,
+        r#"device.attributes["resource.kubernetes.io"].pcieRoot == "pci0002:00""#,
+        r#"device.attributes["example.com"].zone == "b" || device.attributes["dra.net"].rdma"#,
+        r#"device.attributes["dra.net"].fw == "2.0.0""#,
+        r#"device.attributes["dra.net"].fw.isGreaterThan(semver("1.5.0"))"#,
+        r#"device.attributes["dra.net"].numaNode == "0""#,
+        r#"device.attributes["dra.net"]["resource.kubernetes.io/pcieRoot"] == "pci0000:00""#,
+        r#"device.attributes["dra.net/x"].numaNode == 0"#,
+        r#"device.attributes["dra.net"].rdmaDevice == "mlx5_2" && device.attributes["dra.net/x"].numaNode == 0"#,
+        r#"device.attributes["dra.net"]["x/numaNode"] == 0"#,
+        r#"device.attributes["dra.net"]["x/y"] == 1"#,
+        r#"device.attributes["x"].y == 1"#,
+        r#"device.attributes["gpu.example.com"].numaNode == 0"#,
+        r#"device.capacity["dra.net"].bandwidth.compareTo(quantity("100G")) > 0"#,
+    ];
+    for sel in selectors {
+        for count in [1, 2, 4] {
+            for constraint in [
+                None,
+                Some("resource.kubernetes.io/pcieRoot"),
+                Some("dra.net/numaNode"),
+            ] {
+                let mut c = json!({"requests": [{"name": "n", "exactly": {"deviceClassName": "nic",
+                    "count": count, "selectors": [{"cel": {"expression": sel}}]}}]});
+                if let Some(attr) = constraint {
+                    c["constraints"] = json!([{"requests": ["n"], "matchAttribute": attr}]);
+                }
+                let spec = claim(c);
+                let want = owned.allocate_spec(&spec, &[]);
+                // A new one each time: the indexes a claim builds would serve the next.
+                let got = Allocator::new(&typed, &classes())
+                    .unwrap()
+                    .allocate_spec(&spec, &[]);
+                assert_eq!(got, want, "{sel} count {count} constraint {constraint:?}");
+            }
+        }
+    }
+    // The identities and the attribute index are the same too.
+    let borrowing = Allocator::new(&typed, &classes()).unwrap();
+    for (a, b) in borrowing.devices().iter().zip(owned.devices()) {
+        assert_eq!(a.id(), b.id());
+        assert_eq!(a.attributes(), b.attributes());
+    }
 }

@@ -2,6 +2,7 @@
 //! gathers them: node scope first, then per `(driver, pool)` the newest generation, slices in
 //! the order given.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
@@ -9,23 +10,236 @@ use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice};
 
 use super::node::{SliceScope, device_on_node, slice_scope};
-use super::{AllocError, Allocator, ClassEntry, Device, DeviceId, Options, Pool};
+use super::{AllocError, Allocator, ClassEntry, Device, Options, Pool};
 use crate::cel::{
-    AttributeValue, CelError, Given, NameArena, Program, ProgramCache, Quantity, Semver,
+    AttrKey, AttributeValue, CelError, DeviceAttributes, Given, NameArena, Program, ProgramCache,
+    Quantity, Scalar, Semver,
 };
 
 /// Where a slice's (or, with `perDeviceNodeSelection`, a device's) devices can be used.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Placement {
-    pub node_name: Option<String>,
-    pub node_selector: Option<NodeSelector>,
+pub(super) struct Placement<'a> {
+    pub node_name: Option<Cow<'a, str>>,
+    pub node_selector: Option<Cow<'a, NodeSelector>>,
+}
+
+impl Placement<'_> {
+    pub fn into_owned(self) -> Placement<'static> {
+        Placement {
+            node_name: self.node_name.map(|n| Cow::Owned(n.into_owned())),
+            node_selector: self.node_selector.map(|n| Cow::Owned(n.into_owned())),
+        }
+    }
 }
 
 /// What the search needs of a slice beyond its devices.
 #[derive(Debug, Clone)]
-pub(super) struct SliceInfo {
-    pub name: String,
-    pub placement: Placement,
+pub(super) struct SliceInfo<'a> {
+    pub name: Cow<'a, str>,
+    pub placement: Placement<'a>,
+}
+
+impl SliceInfo<'_> {
+    pub fn into_owned(self) -> SliceInfo<'static> {
+        SliceInfo {
+            name: Cow::Owned(self.name.into_owned()),
+            placement: self.placement.into_owned(),
+        }
+    }
+}
+
+/// A device as its ResourceSlice gives it, with its attributes' JSON (for the list types the
+/// v1.34 structs cannot carry), read by the selector shortcut and indexed on first need.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Source<'a> {
+    device: &'a k8s_openapi::api::resource::v1::Device,
+    raw: Option<&'a serde_json::Value>,
+}
+
+/// The entry of `map` for the attribute (or capacity) `name` of `domain`, as an index of the
+/// device built by `driver` would find it: published unqualified (in the driver's domain) or
+/// qualified (`domain/name`).
+fn find<'m, V>(
+    map: &'m BTreeMap<String, V>,
+    driver: &str,
+    domain: &str,
+    name: &str,
+) -> Option<&'m V> {
+    // A name is split at its first '/': a domain with one cannot be found, and neither can an
+    // unqualified name with one (it would be a qualified name).
+    if has_slash(domain) {
+        return None;
+    }
+    if domain == driver
+        && !has_slash(name)
+        && let Some(v) = map.get(name)
+    {
+        return Some(v);
+    }
+    qualified(domain, name, |q| map.get(q))
+}
+
+/// `f(domain/name)`, the name joined without an allocation when it is as long as the API
+/// allows (63 + 1 + 32 bytes) or shorter.
+fn qualified<R>(domain: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
+    let mut buf = [0u8; 128];
+    let n = domain.len() + 1 + name.len();
+    if n <= buf.len() {
+        buf[..domain.len()].copy_from_slice(domain.as_bytes());
+        buf[domain.len()] = b'/';
+        buf[domain.len() + 1..n].copy_from_slice(name.as_bytes());
+        // Two strings joined by an ASCII byte are UTF-8; the error arm cannot be taken.
+        match std::str::from_utf8(&buf[..n]) {
+            Ok(q) => f(q),
+            Err(_) => f(&format!("{domain}/{name}")),
+        }
+    } else {
+        f(&format!("{domain}/{name}"))
+    }
+}
+
+impl<'a> Source<'a> {
+    /// The attribute with this key as the shortcut compares it.
+    pub fn scalar(&self, driver: &str, key: &AttrKey) -> Option<Scalar<'a>> {
+        let a = find(
+            self.device.attributes.as_ref()?,
+            driver,
+            &key.domain,
+            &key.name,
+        )?;
+        Some(match (a.bool, a.int, &a.string) {
+            (Some(b), None, None) => Scalar::Bool(b),
+            (None, Some(i), None) => Scalar::Int(i),
+            (None, None, Some(s)) => Scalar::Str(s),
+            // A version, a list (only in the JSON), or (refused at build) several values.
+            _ => Scalar::Other,
+        })
+    }
+
+    /// The device's attribute index.
+    pub fn index(&self, driver: &str) -> Result<DeviceAttributes, String> {
+        let mut attrs: Vec<(&str, Given)> = Vec::new();
+        let mut caps: Vec<(&str, Quantity)> = Vec::new();
+        let mut versions = Vec::new();
+        let mut arena = NameArena::new();
+        let mut index = self.read(driver, &mut attrs, &mut caps, &mut versions, &mut arena)?;
+        index.set_names(&arena.finish());
+        Ok(index)
+    }
+
+    /// Indexes the device's attributes and capacities into `arena`, with scratch lists that
+    /// the caller keeps across devices. Every error names what is wrong.
+    fn read<'n>(
+        &self,
+        driver: &'n str,
+        attrs: &mut Vec<(&'n str, Given<'n>)>,
+        caps: &mut Vec<(&'n str, Quantity)>,
+        versions: &mut Vec<Semver>,
+        arena: &mut NameArena<'n>,
+    ) -> Result<DeviceAttributes, String>
+    where
+        'a: 'n,
+    {
+        let d = self.device;
+        attrs.clear();
+        caps.clear();
+        for (name, a) in d.attributes.iter().flatten() {
+            let v = convert_attr(a, self.raw.and_then(|r| r.get(name)), versions)
+                .map_err(|e| format!("attribute {name}: {e}"))?;
+            attrs.push((name.as_str(), v));
+        }
+        for (name, c) in d.capacity.iter().flatten() {
+            let q = Quantity::parse(&c.value.0)
+                .map_err(|e| format!("capacity {name}: invalid quantity {:?}: {e}", c.value.0))?;
+            caps.push((name.as_str(), q));
+        }
+        arena.index(driver, attrs, caps)
+    }
+
+    /// Checks what [`Source::index`] would refuse, without building the index: every
+    /// attribute has exactly one value (versions and lists that parse), every capacity is a
+    /// quantity, and no two names are one qualified name. `known` holds the versions and
+    /// quantities seen valid before, which need no parse again.
+    fn check(&self, driver: &str, known: &mut Known<'a>) -> Result<(), String> {
+        let d = self.device;
+        if let Some(map) = &d.attributes {
+            for (name, a) in map {
+                let raw = self.raw.and_then(|r| r.get(name));
+                let set = usize::from(a.bool.is_some())
+                    + usize::from(a.int.is_some())
+                    + usize::from(a.string.is_some())
+                    + usize::from(a.version.is_some());
+                let simple = set == 1
+                    && raw.is_none_or(|r| r.get("ints").is_none() && r.get("strings").is_none());
+                let fresh = match &a.version {
+                    Some(v) => !known.versions.contains(&v.as_str()),
+                    None => false,
+                };
+                if !simple || fresh {
+                    // The rare cases take the conversion, which says what is wrong.
+                    convert_attr(a, raw, &mut Vec::new())
+                        .map_err(|e| format!("attribute {name}: {e}"))?;
+                    if let Some(v) = &a.version
+                        && known.versions.len() < VERSIONS_KEPT
+                    {
+                        known.versions.push(v);
+                    }
+                }
+            }
+        }
+        if let Some(map) = &d.capacity {
+            for (name, c) in map {
+                let text = c.value.0.as_str();
+                if !known.quantities.contains(&text) {
+                    Quantity::parse(text)
+                        .map_err(|e| format!("capacity {name}: invalid quantity {text:?}: {e}"))?;
+                    if known.quantities.len() < VERSIONS_KEPT {
+                        known.quantities.push(text);
+                    }
+                }
+            }
+        }
+        // After the values, as the index finds repeats after converting them.
+        if let Some(map) = &d.attributes
+            && let Some(dup) = repeated(map, driver)
+        {
+            return Err(format!("attribute {dup} is given twice"));
+        }
+        if let Some(map) = &d.capacity
+            && let Some(dup) = repeated(map, driver)
+        {
+            return Err(format!("capacity {dup} is given twice"));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `s` has a '/': a loop over the few bytes of a name costs less than the general
+/// search `str::contains` makes, and runs for every lookup on the cold path.
+fn has_slash(s: &str) -> bool {
+    s.bytes().any(|b| b == b'/')
+}
+
+/// `driver/name` for the first name of `map` that is the qualified form of another of its
+/// names (`dra.net/rdma` beside `rdma`, published by `dra.net`): the two are one attribute.
+/// Only the names after `driver/` in the map's order can be, so the others are not looked at.
+fn repeated<V>(map: &BTreeMap<String, V>, driver: &str) -> Option<String> {
+    use std::ops::Bound;
+    qualified(driver, "", |prefix| {
+        map.range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .map(|(name, _)| name)
+            .take_while(|name| name.starts_with(prefix))
+            .map(|name| &name[prefix.len()..])
+            .find(|rest| !has_slash(rest) && map.contains_key(*rest))
+            .map(|rest| format!("{driver}/{rest}"))
+    })
+}
+
+/// Versions and quantities already found valid while checking an allocator's devices.
+#[derive(Default)]
+struct Known<'a> {
+    versions: Vec<&'a str>,
+    quantities: Vec<&'a str>,
 }
 
 /// A slice's shared counters (partitionable devices): counter sets by name, each counter's
@@ -180,11 +394,11 @@ struct PoolBuild {
     slices: Vec<usize>,
 }
 
-pub(super) fn build(
-    slices: &[(&ResourceSlice, Option<&serde_json::Value>)],
+pub(super) fn build<'a>(
+    slices: &[(&'a ResourceSlice, Option<&'a serde_json::Value>)],
     classes: &[DeviceClass],
     options: &Options,
-) -> Result<Allocator, AllocError> {
+) -> Result<Allocator<'a>, AllocError> {
     let features = options.features;
     let mut warnings = Vec::new();
     // Which slices the node reaches, and how.
@@ -283,13 +497,7 @@ pub(super) fn build(
     let mut infos = Vec::with_capacity(slices.len());
     let mut counter_sets: Vec<SliceCounters> = Vec::new();
     let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
-    // One scratch list for every device's attributes and capacities, moved into its index;
-    // sized for the API's limit so it never grows.
-    let mut attrs: Vec<(&str, Given)> =
-        Vec::with_capacity(crate::attributes::MAX_ATTRIBUTES_PER_DEVICE);
-    let mut caps: Vec<(&str, Quantity)> = Vec::new();
-    let mut versions: Vec<Semver> = Vec::new();
-    let mut names_arena = NameArena::new();
+    let mut known = Known::default();
     for key in &keys {
         let pb = &pools[key];
         let first = slices[pb.slices[0]].0;
@@ -321,10 +529,10 @@ pub(super) fn build(
             let slice_index = infos.len();
             let per_device = s.spec.per_device_node_selection == Some(true);
             infos.push(SliceInfo {
-                name: s.metadata.name.clone().unwrap_or_default(),
+                name: Cow::Borrowed(s.metadata.name.as_deref().unwrap_or_default()),
                 placement: Placement {
-                    node_name: s.spec.node_name.clone(),
-                    node_selector: s.spec.node_selector.clone(),
+                    node_name: s.spec.node_name.as_deref().map(Cow::Borrowed),
+                    node_selector: s.spec.node_selector.as_ref().map(Cow::Borrowed),
                 },
             });
             let owner = match &s.spec.shared_counters {
@@ -363,25 +571,12 @@ pub(super) fn build(
                     return Err(bad(format!("device #{j} has no name")));
                 }
                 names.push((d.name.as_str(), names.len()));
-                let raw_attrs = raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes"));
-                attrs.clear();
-                caps.clear();
-                for (name, a) in d.attributes.iter().flatten() {
-                    let v = convert_attr(a, raw_attrs.and_then(|r| r.get(name)), &mut versions)
-                        .map_err(|e| bad(format!("device {}: attribute {name}: {e}", d.name)))?;
-                    attrs.push((name.as_str(), v));
-                }
-                for (name, c) in d.capacity.iter().flatten() {
-                    let q = Quantity::parse(&c.value.0).map_err(|e| {
-                        bad(format!(
-                            "device {}: capacity {name}: invalid quantity {:?}: {e}",
-                            d.name, c.value.0
-                        ))
-                    })?;
-                    caps.push((name.as_str(), q));
-                }
-                let attributes = names_arena
-                    .index(&s.spec.driver, &mut attrs, &caps)
+                let source = Source {
+                    device: d,
+                    raw: raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes")),
+                };
+                source
+                    .check(&s.spec.driver, &mut known)
                     .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
                 let on_node = match (scopes[si], &options.node) {
                     (SliceScope::PerDevice, Some(node)) => device_on_node(d, node)
@@ -390,8 +585,8 @@ pub(super) fn build(
                 };
                 let placement = per_device.then(|| {
                     Box::new(Placement {
-                        node_name: d.node_name.clone(),
-                        node_selector: d.node_selector.clone(),
+                        node_name: d.node_name.as_deref().map(Cow::Borrowed),
+                        node_selector: d.node_selector.as_ref().map(Cow::Borrowed),
                     })
                 });
                 let counters = match &d.consumes_counters {
@@ -422,12 +617,11 @@ pub(super) fn build(
                 };
                 let binding = d.binding_conditions.is_some();
                 devices.push(Device {
-                    id: DeviceId {
-                        driver: s.spec.driver.clone(),
-                        pool: s.spec.pool.name.clone(),
-                        device: d.name.clone(),
-                    },
-                    attributes,
+                    driver: Cow::Borrowed(&s.spec.driver),
+                    pool: Cow::Borrowed(&s.spec.pool.name),
+                    name: Cow::Borrowed(&d.name),
+                    source: Some(source),
+                    attributes: OnceLock::new(),
                     allow_multiple_allocations: d.allow_multiple_allocations.unwrap_or(false),
                     slice: slice_index,
                     on_node,
@@ -440,17 +634,12 @@ pub(super) fn build(
         }
         let invalid = first_repeat(&mut names).map(|dup| format!("duplicate device name {dup}"));
         out_pools.push(Pool {
-            driver: key.0.to_string(),
-            name: key.1.to_string(),
+            driver: Cow::Borrowed(key.0),
+            name: Cow::Borrowed(key.1),
             incomplete,
             invalid,
             devices: start..devices.len(),
         });
-    }
-    // Every index gets the names they share, now that all are in.
-    let names = names_arena.finish();
-    for d in &mut devices {
-        d.attributes.set_names(&names);
     }
     let mut classes: Vec<(String, ClassEntry)> = classes
         .iter()

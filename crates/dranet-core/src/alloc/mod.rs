@@ -65,7 +65,7 @@ mod claim;
 mod node;
 mod search;
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::NodeSelector;
@@ -74,7 +74,10 @@ use k8s_openapi::api::resource::v1::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::cel::{AttributeValue, CelError, DeviceAttributes, DeviceView, Program, ProgramCache};
+use crate::cel::{
+    AttrKey, AttributeValue, CelError, DeviceAttributes, DeviceView, FastDevice, FullDevice,
+    Program, ProgramCache, Scalar,
+};
 
 pub use claim::CompiledClaim;
 pub use node::{Node, SliceScope, device_on_node, node_selector_matches, slice_scope};
@@ -318,12 +321,22 @@ pub struct Options {
 }
 
 /// One device as the engine sees it.
+///
+/// A device of an allocator built from typed ResourceSlices borrows the slice's device: its
+/// names are not copied, and its attributes are indexed ([`Device::attributes`]) only when
+/// something needs more than the selector shapes the allocator reads straight from the slice
+/// (`device.driver == "x"`, an attribute compared with a literal, a bool attribute, and `&&`,
+/// `||`, `!` of those).
 #[derive(Debug, Clone)]
-pub struct Device {
-    /// Driver, pool and name.
-    pub id: DeviceId,
-    /// Attributes and capacities, indexed for CEL and constraints.
-    pub attributes: DeviceAttributes,
+pub struct Device<'a> {
+    driver: Cow<'a, str>,
+    pool: Cow<'a, str>,
+    name: Cow<'a, str>,
+    /// The slice's device, while its attributes are read from it; `None` when the allocator
+    /// owns its devices ([`Allocator::from_json`]), whose indexes are then built.
+    source: Option<build::Source<'a>>,
+    /// The attribute index, built on first need.
+    attributes: OnceLock<DeviceAttributes>,
     /// `allowMultipleAllocations`.
     pub allow_multiple_allocations: bool,
     /// Index into the allocator's slice infos.
@@ -336,22 +349,62 @@ pub struct Device {
     /// Consumes shared counters (partitionable devices).
     counters: Option<Box<build::CounterUse>>,
     /// Where it can be used, when given per device (`perDeviceNodeSelection`).
-    placement: Option<Box<build::Placement>>,
+    placement: Option<Box<build::Placement<'a>>>,
 }
 
-impl Device {
+impl<'a> Device<'a> {
     fn view(&self) -> DeviceView<'_> {
         DeviceView {
-            driver: &self.id.driver,
-            attributes: &self.attributes,
+            driver: &self.driver,
+            attributes: self.attributes(),
             allow_multiple_allocations: self.allow_multiple_allocations,
         }
+    }
+
+    /// (driver, pool, name), the order of [`Allocator::device`]'s index.
+    fn key(&self) -> (&str, &str, &str) {
+        (&self.driver, &self.pool, &self.name)
+    }
+
+    /// Driver, pool and name.
+    pub fn id(&self) -> DeviceId {
+        DeviceId {
+            driver: self.driver.to_string(),
+            pool: self.pool.to_string(),
+            device: self.name.to_string(),
+        }
+    }
+
+    /// The driver that publishes the device.
+    pub fn driver(&self) -> &str {
+        &self.driver
+    }
+
+    /// The device's pool.
+    pub fn pool(&self) -> &str {
+        &self.pool
+    }
+
+    /// The device's name in its pool.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Attributes and capacities, indexed for CEL and constraints (built on first call).
+    pub fn attributes(&self) -> &DeviceAttributes {
+        self.attributes.get_or_init(|| match &self.source {
+            // The attributes were checked when the allocator was built, so the index builds;
+            // were it to fail, an empty index makes every selector that reads the device a
+            // "no such key" error, not a wrong match.
+            Some(src) => src.index(&self.driver).unwrap_or_default(),
+            None => DeviceAttributes::default(),
+        })
     }
 
     /// An attribute by fully qualified name (`resource.kubernetes.io/pcieRoot`); unqualified
     /// names are in the driver's domain.
     pub fn attribute(&self, name: &str) -> Option<&AttributeValue> {
-        self.attributes.get_qualified(name, &self.id.driver)
+        self.attributes().get_qualified(name, &self.driver)
     }
 
     /// Whether the node can use this device: `false` only for a device of a
@@ -365,6 +418,44 @@ impl Device {
     /// The device's taints (only acted on with [`Features::device_taints`]).
     pub fn taints(&self) -> &[DeviceTaint] {
         &self.taints
+    }
+
+    /// The same device owning its names, its index built.
+    fn into_owned(self) -> Device<'static> {
+        self.attributes();
+        Device {
+            driver: Cow::Owned(self.driver.into_owned()),
+            pool: Cow::Owned(self.pool.into_owned()),
+            name: Cow::Owned(self.name.into_owned()),
+            source: None,
+            attributes: self.attributes,
+            allow_multiple_allocations: self.allow_multiple_allocations,
+            slice: self.slice,
+            on_node: self.on_node,
+            binding: self.binding,
+            taints: self.taints,
+            counters: self.counters,
+            placement: self.placement.map(|p| Box::new(p.into_owned())),
+        }
+    }
+}
+
+impl FastDevice for Device<'_> {
+    fn driver(&self) -> &str {
+        &self.driver
+    }
+
+    fn scalar(&self, key: &AttrKey) -> Option<Scalar<'_>> {
+        match (self.attributes.get(), &self.source) {
+            (None, Some(src)) => src.scalar(&self.driver, key),
+            _ => self.attributes().get_key(key).map(Scalar::of),
+        }
+    }
+}
+
+impl FullDevice for Device<'_> {
+    fn view(&self) -> DeviceView<'_> {
+        Device::view(self)
     }
 }
 
@@ -442,9 +533,9 @@ impl Allocation {
 
 /// A pool as the search sees it.
 #[derive(Debug, Clone)]
-struct Pool {
-    driver: String,
-    name: String,
+struct Pool<'a> {
+    driver: Cow<'a, str>,
+    name: Cow<'a, str>,
     /// Slices present differ from `resourceSliceCount`.
     incomplete: Option<String>,
     /// A device name appears twice.
@@ -453,7 +544,17 @@ struct Pool {
     devices: std::ops::Range<usize>,
 }
 
-impl Pool {
+impl Pool<'_> {
+    fn into_owned(self) -> Pool<'static> {
+        Pool {
+            driver: Cow::Owned(self.driver.into_owned()),
+            name: Cow::Owned(self.name.into_owned()),
+            incomplete: self.incomplete,
+            invalid: self.invalid,
+            devices: self.devices,
+        }
+    }
+
     fn label(&self) -> String {
         format!("{}/{}", self.driver, self.name)
     }
@@ -470,15 +571,21 @@ struct ClassEntry {
 
 /// The devices of a node (from ResourceSlices of any drivers) and the DeviceClasses, ready to
 /// allocate claims against.
+///
+/// Built from typed ResourceSlices ([`Allocator::new`]), it borrows them (`'a`): what it needs
+/// of a device is read from the slice when needed, not copied up front, which is most of the
+/// cost of deciding one claim on a freshly built allocator. Built from JSON
+/// ([`Allocator::from_json`]), it owns everything (`Allocator<'static>`).
 #[derive(Debug)]
-pub struct Allocator {
-    devices: Vec<Device>,
-    pools: Vec<Pool>,
+pub struct Allocator<'a> {
+    devices: Vec<Device<'a>>,
+    pools: Vec<Pool<'a>>,
     /// The order the search visits pools in (indexes into `pools`).
     order: Vec<usize>,
-    slices: Vec<build::SliceInfo>,
-    /// Built on first use: only `allocated` lists and [`Allocator::device`] need it.
-    index: OnceLock<HashMap<DeviceId, usize>>,
+    slices: Vec<build::SliceInfo<'a>>,
+    /// Built on first use: only `allocated` lists and [`Allocator::device`] need it. Device
+    /// positions sorted by (driver, pool, name, position).
+    index: OnceLock<Vec<u32>>,
     /// Sorted by name, one entry per name (the last class given of a name).
     classes: Vec<(String, ClassEntry)>,
     features: Features,
@@ -491,12 +598,12 @@ pub struct Allocator {
     programs: Option<Arc<ProgramCache>>,
 }
 
-impl Allocator {
+impl<'a> Allocator<'a> {
     /// Builds the device set from ResourceSlices and the classes, every slice taken to be on
     /// the node, with 1.34's default features. Malformed slices (a device without a name, an
     /// attribute without a value, a bad version or quantity) are errors naming the slice and
     /// device.
-    pub fn new(slices: &[ResourceSlice], classes: &[DeviceClass]) -> Result<Self, AllocError> {
+    pub fn new(slices: &'a [ResourceSlice], classes: &[DeviceClass]) -> Result<Self, AllocError> {
         Self::with_options(slices, classes, &Options::default())
     }
 
@@ -504,7 +611,7 @@ impl Allocator {
     /// `perDeviceNodeSelection`, the devices) the node can reach are used, as the scheduler
     /// decides it ([`slice_scope`]).
     pub fn with_options(
-        slices: &[ResourceSlice],
+        slices: &'a [ResourceSlice],
         classes: &[DeviceClass],
         options: &Options,
     ) -> Result<Self, AllocError> {
@@ -514,12 +621,13 @@ impl Allocator {
     }
 
     /// Like [`Allocator::new`] from the slices' JSON (or YAML turned into JSON), so list-valued
-    /// attributes (`ints`, `strings`), which the v1.34 structs drop, are kept.
+    /// attributes (`ints`, `strings`), which the v1.34 structs drop, are kept. The allocator
+    /// owns what it needs: every device's attributes are indexed up front.
     pub fn from_json(
         slices: &[serde_json::Value],
         classes: &[DeviceClass],
-    ) -> Result<Self, AllocError> {
-        Self::from_json_with_options(slices, classes, &Options::default())
+    ) -> Result<Allocator<'static>, AllocError> {
+        Allocator::from_json_with_options(slices, classes, &Options::default())
     }
 
     /// [`Allocator::from_json`] for a given node and feature set.
@@ -527,7 +635,7 @@ impl Allocator {
         slices: &[serde_json::Value],
         classes: &[DeviceClass],
         options: &Options,
-    ) -> Result<Self, AllocError> {
+    ) -> Result<Allocator<'static>, AllocError> {
         let mut parsed = Vec::with_capacity(slices.len());
         for (i, v) in slices.iter().enumerate() {
             let s: ResourceSlice =
@@ -541,30 +649,57 @@ impl Allocator {
             parsed.push(s);
         }
         let pairs: Vec<_> = parsed.iter().zip(slices.iter().map(Some)).collect();
-        build::build(&pairs, classes, options)
+        Ok(build::build(&pairs, classes, options)?.into_owned())
+    }
+
+    /// The same allocator owning its devices, their indexes built.
+    fn into_owned(self) -> Allocator<'static> {
+        Allocator {
+            devices: self.devices.into_iter().map(Device::into_owned).collect(),
+            pools: self.pools.into_iter().map(Pool::into_owned).collect(),
+            order: self.order,
+            slices: self
+                .slices
+                .into_iter()
+                .map(build::SliceInfo::into_owned)
+                .collect(),
+            index: self.index,
+            classes: self.classes,
+            features: self.features,
+            bugs: self.bugs,
+            node: self.node,
+            counter_sets: self.counter_sets,
+            warnings: self.warnings,
+            programs: self.programs,
+        }
     }
 
     /// All devices of the pools the node can reach, pools in (driver, pool) order, each
     /// pool's devices in slice order. Check [`Device::on_node`] for devices of
     /// `perDeviceNodeSelection` slices.
-    pub fn devices(&self) -> &[Device] {
+    pub fn devices(&self) -> &[Device<'a>] {
         &self.devices
     }
 
     /// A device by identity.
-    pub fn device(&self, id: &DeviceId) -> Option<&Device> {
-        self.index().get(id).map(|i| &self.devices[*i])
+    pub fn device(&self, id: &DeviceId) -> Option<&Device<'a>> {
+        self.position(id).map(|i| &self.devices[i])
     }
 
-    fn index(&self) -> &HashMap<DeviceId, usize> {
-        self.index.get_or_init(|| {
-            let mut m = HashMap::with_capacity(self.devices.len());
-            for (i, d) in self.devices.iter().enumerate() {
-                // A pool that names a device twice is invalid; the first one is the one looked up.
-                m.entry(d.id.clone()).or_insert(i);
-            }
-            m
-        })
+    /// The position of a device in [`Allocator::devices`]; for a name given twice in a pool
+    /// (an invalid pool), the first.
+    fn position(&self, id: &DeviceId) -> Option<usize> {
+        let key = Device::key;
+        let index = self.index.get_or_init(|| {
+            let mut v: Vec<u32> = (0..self.devices.len() as u32).collect();
+            // Stable: of equal names, the first given comes first.
+            v.sort_by(|&x, &y| key(&self.devices[x as usize]).cmp(&key(&self.devices[y as usize])));
+            v
+        });
+        let want = (id.driver.as_str(), id.pool.as_str(), id.device.as_str());
+        let at = index.partition_point(|&i| key(&self.devices[i as usize]) < want);
+        let i = *index.get(at)? as usize;
+        (key(&self.devices[i]) == want).then_some(i)
     }
 
     /// The class named `name`.
@@ -594,7 +729,7 @@ impl Allocator {
     pub fn pool_order(&self) -> Vec<(&str, &str)> {
         self.order
             .iter()
-            .map(|&p| (self.pools[p].driver.as_str(), self.pools[p].name.as_str()))
+            .map(|&p| (self.pools[p].driver.as_ref(), self.pools[p].name.as_ref()))
             .collect()
     }
 

@@ -284,7 +284,7 @@ fn name_chars_ok(s: &str) -> bool {
 /// node's name as soon as one device is local to a node; else the requirements of the
 /// devices' node selectors merged into one term; else `None` (every node).
 pub(super) fn allocation_node_selector<'a>(
-    placements: impl Iterator<Item = (&'a Placement, &'a str)>,
+    placements: impl Iterator<Item = (&'a Placement<'a>, &'a str)>,
     node_name: &str,
 ) -> Result<Option<NodeSelector>, AllocError> {
     let mut fields: Vec<NodeSelectorRequirement> = Vec::new();

@@ -43,9 +43,9 @@ pub(super) enum Verdict {
 }
 
 fn verdict(programs: &[Arc<Program>], d: &Device) -> Verdict {
-    let v = d.view();
     for (i, p) in programs.iter().enumerate() {
-        match p.matches(&v) {
+        // The common shapes read the device's slice; the index is built for the others.
+        match p.matches_device(d) {
             Ok(true) => {}
             Ok(false) => return Verdict::No,
             Err(e) => return Verdict::Err(Box::new((i, e.to_string()))),
@@ -54,7 +54,7 @@ fn verdict(programs: &[Arc<Program>], d: &Device) -> Verdict {
     Verdict::Yes
 }
 
-impl Allocator {
+impl Allocator<'_> {
     /// What a class's selectors say of every device, computed once.
     fn class_verdicts(&self, class: &str) -> &[Verdict] {
         let Some(entry) = self.class(class) else {
@@ -231,7 +231,7 @@ fn tolerated(taint: &DeviceTaint, tolerations: &[DeviceToleration]) -> bool {
 }
 
 struct Search<'a> {
-    a: &'a Allocator,
+    a: &'a Allocator<'a>,
     claim: &'a CompiledClaim,
     alts: &'a [Vec<AltData<'a>>],
     /// Held by other claims.
@@ -266,12 +266,9 @@ pub(super) fn run(
     allocated: &[DeviceId],
 ) -> Result<Allocation, AllocError> {
     let mut taken = vec![false; a.devices.len()];
-    if !allocated.is_empty() {
-        let index = a.index();
-        for id in allocated {
-            if let Some(i) = index.get(id) {
-                taken[*i] = true;
-            }
+    for id in allocated {
+        if let Some(i) = a.position(id) {
+            taken[i] = true;
         }
     }
     // Validation, as the scheduler does it before searching: the devices of `All` requests
@@ -416,7 +413,7 @@ fn counters_left(a: &Allocator, taken: &[bool]) -> (Vec<Vec<Quantity>>, Vec<Vec<
 }
 
 /// The candidates of one request or sub-request, in search order.
-fn prepare<'a>(a: &'a Allocator, alt: &Alt, taken: &[bool]) -> Result<AltData<'a>, AllocError> {
+fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltData<'a>, AllocError> {
     let class = a.class_verdicts(&alt.class);
     let class_name = &alt.class;
     let judge = |d: usize| -> Verdict {
@@ -436,7 +433,7 @@ fn prepare<'a>(a: &'a Allocator, alt: &Alt, taken: &[bool]) -> Result<AltData<'a
             request: alt.label.clone(),
             class: class_err.then(|| class_name.clone()),
             selector,
-            device: Box::new(a.devices[d].id.clone()),
+            device: Box::new(a.devices[d].id()),
             error,
         };
     let is_class_err = |d: usize| matches!(class.get(d), Some(Verdict::Err(_)));
@@ -506,7 +503,7 @@ fn prepare<'a>(a: &'a Allocator, alt: &Alt, taken: &[bool]) -> Result<AltData<'a
 
 impl<'a> Search<'a> {
     fn new(
-        a: &'a Allocator,
+        a: &'a Allocator<'a>,
         claim: &'a CompiledClaim,
         alts: &'a [Vec<AltData<'a>>],
         taken: &'a [bool],
@@ -731,7 +728,7 @@ impl<'a> Search<'a> {
             let mut lists: HashMap<ValueKey<'a>, Vec<usize>> = HashMap::new();
             for (i, cand) in data.cands.iter().enumerate() {
                 let Cand::Dev(d) = cand else { continue };
-                let Some(v) = self.a.devices[*d].attributes.get_key(&c.attribute) else {
+                let Some(v) = self.a.devices[*d].attributes().get_key(&c.attribute) else {
                     continue;
                 };
                 let Some(key) = value_key(v) else {
@@ -806,7 +803,7 @@ impl<'a> Search<'a> {
             if !c.applies(r, s, has_subs) {
                 continue;
             }
-            let value = dev.attributes.get_key(&c.attribute);
+            let value = dev.attributes().get_key(&c.attribute);
             let next = match value {
                 // Kubernetes 1.34 compares pointers: only a missing attribute is rejected.
                 Some(_)
@@ -826,7 +823,7 @@ impl<'a> Search<'a> {
                     if must {
                         return Err(Stop::Fatal(AllocError::ConstraintViolated {
                             request: alt.label.clone(),
-                            device: dev.id.clone(),
+                            device: dev.id(),
                             constraint: c.label.clone(),
                         }));
                     }
@@ -1008,7 +1005,7 @@ impl<'a> Search<'a> {
                 && (dev.counters.is_none() || a.features.partitionable_devices)
                 && claim.constraints.iter().all(|c| {
                     !c.applies(r, s, claim.requests[r].subrequests)
-                        || dev.attributes.get_key(&c.attribute).is_some()
+                        || dev.attributes().get_key(&c.attribute).is_some()
                 })
         };
         // The devices an alternative could take; `None` when it can take none at all, and an
@@ -1147,7 +1144,7 @@ impl<'a> Search<'a> {
                     covered = true;
                     for &d in devs {
                         let Some(key) = a.devices[d]
-                            .attributes
+                            .attributes()
                             .get_key(&c.attribute)
                             .and_then(value_key)
                         else {
@@ -1201,7 +1198,7 @@ impl<'a> Search<'a> {
                         if v.contains_key(&(r, s)) {
                             for &d in devs {
                                 if a.devices[d]
-                                    .attributes
+                                    .attributes()
                                     .get_key(&c.attribute)
                                     .and_then(value_key)
                                     .is_some_and(|k| k == *key)
@@ -1246,9 +1243,9 @@ impl<'a> Search<'a> {
                 let alt = &self.claim.requests[r].alts[s];
                 DeviceResult {
                     request: alt.label.clone(),
-                    driver: dev.id.driver.clone(),
-                    pool: dev.id.pool.clone(),
-                    device: dev.id.device.clone(),
+                    driver: dev.driver.to_string(),
+                    pool: dev.pool.to_string(),
+                    device: dev.name.to_string(),
                     admin_access: alt.admin.then_some(true),
                 }
             })
@@ -1257,10 +1254,10 @@ impl<'a> Search<'a> {
             let dev = &a.devices[d];
             let slice = &a.slices[dev.slice];
             let p = dev.placement.as_deref().unwrap_or(&slice.placement);
-            (p, slice.name.as_str())
+            (p, slice.name.as_ref())
         });
-        let node_name = match &a.node {
-            Some(n) => n.name.clone(),
+        let node_name: &str = match &a.node {
+            Some(n) => &n.name,
             // Without a node, the node is the one a local device names.
             None => self
                 .chosen
@@ -1272,11 +1269,11 @@ impl<'a> Search<'a> {
                         .as_deref()
                         .unwrap_or(&slice.placement)
                         .node_name
-                        .clone()
+                        .as_deref()
                 })
                 .unwrap_or_default(),
         };
-        let node_selector = allocation_node_selector(placements, &node_name)?;
+        let node_selector = allocation_node_selector(placements, node_name)?;
         Ok(Allocation {
             results,
             config: self.config(),
@@ -1341,7 +1338,7 @@ impl<'a> Search<'a> {
     /// `Program::explain_no_match`), as a suffix of the reason.
     fn why_no_match(&self, alt: &super::claim::Alt) -> String {
         let devices: Vec<&crate::cel::DeviceAttributes> =
-            self.a.devices.iter().map(|d| &d.attributes).collect();
+            self.a.devices.iter().map(|d| d.attributes()).collect();
         let hints: Vec<String> = alt
             .programs
             .iter()

@@ -309,22 +309,63 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A scalar attribute as the shortcut compares it; `Other` for any other type (a version, a
+/// list), which the evaluator decides.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scalar<'s> {
+    Bool(bool),
+    Int(i64),
+    Str(&'s str),
+    Other,
+}
+
+impl<'s> Scalar<'s> {
+    /// The scalar of an indexed value.
+    pub(crate) fn of(v: &'s AttributeValue) -> Scalar<'s> {
+        match v {
+            AttributeValue::Bool(b) => Scalar::Bool(*b),
+            AttributeValue::Int(i) => Scalar::Int(*i),
+            AttributeValue::String(s) => Scalar::Str(s),
+            _ => Scalar::Other,
+        }
+    }
+}
+
+/// What the shortcut reads of a device: its driver and attributes by key. The allocator reads
+/// them straight from the ResourceSlice's device, so a selector of a common shape needs no
+/// attribute index; [`DeviceView`] reads them from its index.
+pub(crate) trait FastDevice {
+    /// The driver that publishes the device.
+    fn driver(&self) -> &str;
+    /// The attribute with this key, `None` when the device has none.
+    fn scalar(&self, key: &AttrKey) -> Option<Scalar<'_>>;
+}
+
+impl FastDevice for DeviceView<'_> {
+    fn driver(&self) -> &str {
+        self.driver
+    }
+    fn scalar(&self, key: &AttrKey) -> Option<Scalar<'_>> {
+        self.attributes.get_key(key).map(Scalar::of)
+    }
+}
+
 impl Fast {
     /// The selector's result on `dev`, or `None` when the evaluator must decide.
-    pub(crate) fn eval(&self, dev: &DeviceView<'_>) -> Option<bool> {
+    pub(crate) fn eval<D: FastDevice + ?Sized>(&self, dev: &D) -> Option<bool> {
         match self {
-            Fast::Driver(s, eq) => Some((dev.driver == s) == *eq),
+            Fast::Driver(s, eq) => Some((dev.driver() == s) == *eq),
             Fast::Cmp(k, lit, eq) => {
-                let same = match (dev.attributes.get_key(k)?, lit) {
-                    (AttributeValue::String(a), Lit::String(b)) => **a == **b,
-                    (AttributeValue::Int(a), Lit::Int(b)) => a == b,
-                    (AttributeValue::Bool(a), Lit::Bool(b)) => a == b,
+                let same = match (dev.scalar(k)?, lit) {
+                    (Scalar::Str(a), Lit::String(b)) => a == &**b,
+                    (Scalar::Int(a), Lit::Int(b)) => a == *b,
+                    (Scalar::Bool(a), Lit::Bool(b)) => a == *b,
                     _ => return None,
                 };
                 Some(same == *eq)
             }
-            Fast::Bool(k) => match dev.attributes.get_key(k)? {
-                AttributeValue::Bool(b) => Some(*b),
+            Fast::Bool(k) => match dev.scalar(k)? {
+                Scalar::Bool(b) => Some(b),
                 _ => None,
             },
             Fast::Not(x) => x.eval(dev).map(|b| !b),

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use dranet_core::alloc::{
     AllocError, Allocation, Allocator, DeviceId, Features, Node, Options, SchedulerBugs,
 };
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use serde_json::{Value, json};
 
 /// The repository root.
@@ -493,7 +495,13 @@ pub fn run_allocbench(
 
 /// Our side of a case: the allocator for the node, and the devices held by other claims.
 pub struct Ours {
-    pub alloc: Allocator,
+    pub alloc: Allocator<'static>,
+    /// The slices typed, for the allocator that borrows them, whose every answer must be the
+    /// one built from JSON (which indexes every device up front): the borrowing allocator
+    /// reads the common selector shapes straight from the slices.
+    typed: Vec<ResourceSlice>,
+    classes: Vec<DeviceClass>,
+    options: Options,
     pub held: Vec<DeviceId>,
     pub templates: BTreeMap<String, ResourceClaimTemplate>,
 }
@@ -518,6 +526,10 @@ impl Ours {
             ..Options::default()
         };
         let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
+        let typed = slices
+            .iter()
+            .map(|s| serde_json::from_value(s.clone()).expect("slice parses"))
+            .collect();
         let mut held = Vec::new();
         for c in case.of_kind("ResourceClaim") {
             let c: ResourceClaim = serde_json::from_value(c.clone()).expect("claim parses");
@@ -545,6 +557,9 @@ impl Ours {
             .collect();
         Ok(Ours {
             alloc,
+            typed,
+            classes,
+            options,
             held,
             templates,
         })
@@ -552,11 +567,19 @@ impl Ours {
 
     /// Our answer with the default pool order.
     pub fn outcome(&self, claim: &str) -> Outcome {
-        our_outcome(
-            &self
-                .alloc
-                .allocate_spec(&self.templates[claim].spec.spec, &self.held),
-        )
+        let spec = &self.templates[claim].spec.spec;
+        let owned = our_outcome(&self.alloc.allocate_spec(spec, &self.held));
+        let mut borrowing = Allocator::with_options(&self.typed, &self.classes, &self.options)
+            .expect("the typed slices build as their JSON does");
+        borrowing
+            .set_pool_order(&self.alloc.pool_order())
+            .expect("the same pools");
+        let borrowed = our_outcome(&borrowing.allocate_spec(spec, &self.held));
+        assert_eq!(
+            borrowed, owned,
+            "claim {claim}: the allocator borrowing the typed slices disagrees with the one built from JSON"
+        );
+        owned
     }
 
     /// Every answer over all pool orders (the scheduler's is random), at most `max` orders.
