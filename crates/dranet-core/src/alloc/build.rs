@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice};
 
 use super::node::{SliceScope, device_on_node, slice_scope};
-use super::{AllocError, Allocator, ClassEntry, Device, Options, Pool};
+use super::{AllocError, Allocator, ClassEntry, Device, Options, Origin, Pool};
 use crate::cel::{
     AttrKey, AttributeValue, CelError, DeviceAttributes, Given, NameArena, Program, ProgramCache,
     Quantity, Scalar, Semver,
@@ -52,6 +52,7 @@ impl SliceInfo<'_> {
 /// v1.34 structs cannot carry), read by the selector shortcut and indexed on first need.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Source<'a> {
+    slice: &'a ResourceSlice,
     device: &'a k8s_openapi::api::resource::v1::Device,
     raw: Option<&'a serde_json::Value>,
 }
@@ -88,22 +89,36 @@ fn qualified<R>(domain: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
         buf[..domain.len()].copy_from_slice(domain.as_bytes());
         buf[domain.len()] = b'/';
         buf[domain.len() + 1..n].copy_from_slice(name.as_bytes());
-        // Two strings joined by an ASCII byte are UTF-8; the error arm cannot be taken.
-        match std::str::from_utf8(&buf[..n]) {
-            Ok(q) => f(q),
-            Err(_) => f(&format!("{domain}/{name}")),
-        }
+        // SAFETY: `buf[..n]` is two `str`s joined by an ASCII byte, which is UTF-8 (checking
+        // it again showed in the cold path's profile).
+        f(unsafe { std::str::from_utf8_unchecked(&buf[..n]) })
     } else {
         f(&format!("{domain}/{name}"))
     }
 }
 
 impl<'a> Source<'a> {
+    pub fn driver(&self) -> &'a str {
+        &self.slice.spec.driver
+    }
+
+    pub fn pool(&self) -> &'a str {
+        &self.slice.spec.pool.name
+    }
+
+    pub fn name(&self) -> &'a str {
+        &self.device.name
+    }
+
+    pub fn taints(&self) -> &'a [k8s_openapi::api::resource::v1::DeviceTaint] {
+        self.device.taints.as_deref().unwrap_or_default()
+    }
+
     /// The attribute with this key as the shortcut compares it.
-    pub fn scalar(&self, driver: &str, key: &AttrKey) -> Option<Scalar<'a>> {
+    pub fn scalar(&self, key: &AttrKey) -> Option<Scalar<'a>> {
         let a = find(
             self.device.attributes.as_ref()?,
-            driver,
+            self.driver(),
             &key.domain,
             &key.name,
         )?;
@@ -117,7 +132,8 @@ impl<'a> Source<'a> {
     }
 
     /// The device's attribute index.
-    pub fn index(&self, driver: &str) -> Result<DeviceAttributes, String> {
+    pub fn index(&self) -> Result<DeviceAttributes, String> {
+        let driver = self.driver();
         let mut attrs: Vec<(&str, Given)> = Vec::new();
         let mut caps: Vec<(&str, Quantity)> = Vec::new();
         let mut versions = Vec::new();
@@ -162,8 +178,15 @@ impl<'a> Source<'a> {
     /// quantities seen valid before, which need no parse again.
     fn check(&self, driver: &str, known: &mut Known<'a>) -> Result<(), String> {
         let d = self.device;
+        // Whether a name is in the driver's domain written qualified: only then can two names
+        // be one.
+        let own = |name: &str| {
+            name.as_bytes().get(driver.len()) == Some(&b'/') && name.starts_with(driver)
+        };
+        let (mut own_attrs, mut own_caps) = (false, false);
         if let Some(map) = &d.attributes {
             for (name, a) in map {
+                own_attrs |= own(name);
                 let raw = self.raw.and_then(|r| r.get(name));
                 let set = usize::from(a.bool.is_some())
                     + usize::from(a.int.is_some())
@@ -171,17 +194,16 @@ impl<'a> Source<'a> {
                     + usize::from(a.version.is_some());
                 let simple = set == 1
                     && raw.is_none_or(|r| r.get("ints").is_none() && r.get("strings").is_none());
-                let fresh = match &a.version {
-                    Some(v) => !known.versions.contains(&v.as_str()),
-                    None => false,
-                };
-                if !simple || fresh {
+                if !simple {
                     // The rare cases take the conversion, which says what is wrong.
                     convert_attr(a, raw, &mut Vec::new())
                         .map_err(|e| format!("attribute {name}: {e}"))?;
-                    if let Some(v) = &a.version
-                        && known.versions.len() < VERSIONS_KEPT
-                    {
+                } else if let Some(v) = &a.version
+                    && !known.versions.contains(&v.as_str())
+                {
+                    Semver::check(v)
+                        .map_err(|e| format!("attribute {name}: invalid semver {v:?}: {e}"))?;
+                    if known.versions.len() < VERSIONS_KEPT {
                         known.versions.push(v);
                     }
                 }
@@ -189,6 +211,7 @@ impl<'a> Source<'a> {
         }
         if let Some(map) = &d.capacity {
             for (name, c) in map {
+                own_caps |= own(name);
                 let text = c.value.0.as_str();
                 if !known.quantities.contains(&text) {
                     Quantity::parse(text)
@@ -200,12 +223,12 @@ impl<'a> Source<'a> {
             }
         }
         // After the values, as the index finds repeats after converting them.
-        if let Some(map) = &d.attributes
+        if let Some(map) = d.attributes.as_ref().filter(|_| own_attrs)
             && let Some(dup) = repeated(map, driver)
         {
             return Err(format!("attribute {dup} is given twice"));
         }
-        if let Some(map) = &d.capacity
+        if let Some(map) = d.capacity.as_ref().filter(|_| own_caps)
             && let Some(dup) = repeated(map, driver)
         {
             return Err(format!("capacity {dup} is given twice"));
@@ -394,8 +417,11 @@ struct PoolBuild {
     slices: Vec<usize>,
 }
 
+/// Builds an allocator over `slices`; `raw` is their JSON, in the same order, when they were
+/// given as JSON.
 pub(super) fn build<'a>(
-    slices: &[(&'a ResourceSlice, Option<&'a serde_json::Value>)],
+    slices: &'a [ResourceSlice],
+    raw: Option<&'a [serde_json::Value]>,
     classes: &[DeviceClass],
     options: &Options,
 ) -> Result<Allocator<'a>, AllocError> {
@@ -403,7 +429,7 @@ pub(super) fn build<'a>(
     let mut warnings = Vec::new();
     // Which slices the node reaches, and how.
     let mut scopes = Vec::with_capacity(slices.len());
-    for (i, (s, _)) in slices.iter().enumerate() {
+    for (i, s) in slices.iter().enumerate() {
         if s.spec.driver.is_empty() {
             return Err(AllocError::InvalidSlice {
                 slice: slice_label(s, i),
@@ -441,11 +467,13 @@ pub(super) fn build<'a>(
             .any(|d| d.binding_conditions.is_some())
     };
     let mut pools: BTreeMap<(&str, &str), PoolBuild> = BTreeMap::new();
-    let visible = (0..slices.len()).filter(|&i| scopes[i] != SliceScope::None);
-    let (plain, binding): (Vec<usize>, Vec<usize>) =
-        visible.partition(|&i| !has_binding(slices[i].0));
-    for i in plain.into_iter().chain(binding) {
-        let s = slices[i].0;
+    let visible = |binding: bool| {
+        (0..slices.len())
+            .filter(|&i| scopes[i] != SliceScope::None)
+            .filter(move |&i| has_binding(&slices[i]) == binding)
+    };
+    for i in visible(false).chain(visible(true)) {
+        let s = &slices[i];
         let key = (s.spec.driver.as_str(), s.spec.pool.name.as_str());
         let g = s.spec.pool.generation;
         match pools.get_mut(&key) {
@@ -468,7 +496,7 @@ pub(super) fn build<'a>(
             }
         }
     }
-    for (i, (s, _)) in slices.iter().enumerate() {
+    for (i, s) in slices.iter().enumerate() {
         let key = (s.spec.driver.as_str(), s.spec.pool.name.as_str());
         if let Some(p) = pools.get(&key)
             && scopes[i] != SliceScope::None
@@ -485,12 +513,12 @@ pub(super) fn build<'a>(
     }
     // Pools in (driver, pool) order, those with binding conditions last.
     let mut keys: Vec<(&str, &str)> = pools.keys().copied().collect();
-    keys.sort_by_key(|k| pools[k].slices.iter().any(|&i| has_binding(slices[i].0)));
+    keys.sort_by_key(|k| pools[k].slices.iter().any(|&i| has_binding(&slices[i])));
 
     let device_total: usize = pools
         .values()
         .flat_map(|p| &p.slices)
-        .map(|&i| slices[i].0.spec.devices.as_ref().map_or(0, Vec::len))
+        .map(|&i| slices[i].spec.devices.as_ref().map_or(0, Vec::len))
         .sum();
     let mut devices = Vec::with_capacity(device_total);
     let mut out_pools = Vec::with_capacity(keys.len());
@@ -498,9 +526,11 @@ pub(super) fn build<'a>(
     let mut counter_sets: Vec<SliceCounters> = Vec::new();
     let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
     let mut known = Known::default();
+    // The device names of one pool at a time, to find a name given twice.
+    let mut names: Vec<(&str, usize)> = Vec::new();
     for key in &keys {
         let pb = &pools[key];
-        let first = slices[pb.slices[0]].0;
+        let first = &slices[pb.slices[0]];
         let want = first.spec.pool.resource_slice_count;
         let incomplete = (pb.slices.len() as i64 != want).then(|| {
             format!(
@@ -516,11 +546,13 @@ pub(super) fn build<'a>(
         let pool_devices: usize = pb
             .slices
             .iter()
-            .map(|&i| slices[i].0.spec.devices.as_ref().map_or(0, Vec::len))
+            .map(|&i| slices[i].spec.devices.as_ref().map_or(0, Vec::len))
             .sum();
-        let mut names: Vec<(&str, usize)> = Vec::with_capacity(pool_devices);
+        names.clear();
+        names.reserve(pool_devices);
         for &si in &pb.slices {
-            let (s, raw) = slices[si];
+            let s = &slices[si];
+            let raw = raw.and_then(|r| r.get(si));
             let label = slice_label(s, si);
             let bad = |reason: String| AllocError::InvalidSlice {
                 slice: label.clone(),
@@ -572,6 +604,7 @@ pub(super) fn build<'a>(
                 }
                 names.push((d.name.as_str(), names.len()));
                 let source = Source {
+                    slice: s,
                     device: d,
                     raw: raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes")),
                 };
@@ -617,16 +650,13 @@ pub(super) fn build<'a>(
                 };
                 let binding = d.binding_conditions.is_some();
                 devices.push(Device {
-                    driver: Cow::Borrowed(&s.spec.driver),
-                    pool: Cow::Borrowed(&s.spec.pool.name),
-                    name: Cow::Borrowed(&d.name),
-                    source: Some(source),
+                    origin: Origin::Slice(source),
                     attributes: OnceLock::new(),
                     allow_multiple_allocations: d.allow_multiple_allocations.unwrap_or(false),
-                    slice: slice_index,
                     on_node,
                     binding,
-                    taints: d.taints.clone().unwrap_or_default(),
+                    // Slices are counted in u32 as the API counts them (resourceSliceCount).
+                    slice: u32::try_from(slice_index).unwrap_or(u32::MAX),
                     counters,
                     placement,
                 });

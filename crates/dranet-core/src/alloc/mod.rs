@@ -329,33 +329,50 @@ pub struct Options {
 /// `||`, `!` of those).
 #[derive(Debug, Clone)]
 pub struct Device<'a> {
-    driver: Cow<'a, str>,
-    pool: Cow<'a, str>,
-    name: Cow<'a, str>,
-    /// The slice's device, while its attributes are read from it; `None` when the allocator
-    /// owns its devices ([`Allocator::from_json`]), whose indexes are then built.
-    source: Option<build::Source<'a>>,
-    /// The attribute index, built on first need.
-    attributes: OnceLock<DeviceAttributes>,
+    origin: Origin<'a>,
+    /// The attribute index, built on first need (boxed: most devices of a cold allocation
+    /// never need one, and a small device keeps the list of them below the size from which
+    /// glibc's malloc consolidates its free lists).
+    attributes: OnceLock<Box<DeviceAttributes>>,
     /// `allowMultipleAllocations`.
     pub allow_multiple_allocations: bool,
-    /// Index into the allocator's slice infos.
-    slice: usize,
     /// Reachable from the node (only `false` under `perDeviceNodeSelection`).
     on_node: bool,
     /// Never selected: `bindingConditions` are set (their gate is off).
     binding: bool,
-    taints: Vec<DeviceTaint>,
+    /// Index into the allocator's slice infos.
+    slice: u32,
     /// Consumes shared counters (partitionable devices).
     counters: Option<Box<build::CounterUse>>,
     /// Where it can be used, when given per device (`perDeviceNodeSelection`).
     placement: Option<Box<build::Placement<'a>>>,
 }
 
+/// Where a device's names and taints are read from.
+#[derive(Debug, Clone)]
+enum Origin<'a> {
+    /// The ResourceSlice's device, whose attributes the shortcut also reads.
+    Slice(build::Source<'a>),
+    /// Copies, for an allocator that owns its devices ([`Allocator::from_json`]), whose
+    /// indexes are then built.
+    Owned(Box<OwnedDevice>),
+}
+
+#[derive(Debug, Clone)]
+struct OwnedDevice {
+    driver: String,
+    pool: String,
+    name: String,
+    taints: Vec<DeviceTaint>,
+}
+
+// A node's devices fit in few bytes each (see `Device::attributes`).
+const _: () = assert!(std::mem::size_of::<Device>() <= 64);
+
 impl<'a> Device<'a> {
     fn view(&self) -> DeviceView<'_> {
         DeviceView {
-            driver: &self.driver,
+            driver: self.driver(),
             attributes: self.attributes(),
             allow_multiple_allocations: self.allow_multiple_allocations,
         }
@@ -363,48 +380,59 @@ impl<'a> Device<'a> {
 
     /// (driver, pool, name), the order of [`Allocator::device`]'s index.
     fn key(&self) -> (&str, &str, &str) {
-        (&self.driver, &self.pool, &self.name)
+        (self.driver(), self.pool(), self.name())
     }
 
     /// Driver, pool and name.
     pub fn id(&self) -> DeviceId {
         DeviceId {
-            driver: self.driver.to_string(),
-            pool: self.pool.to_string(),
-            device: self.name.to_string(),
+            driver: self.driver().to_string(),
+            pool: self.pool().to_string(),
+            device: self.name().to_string(),
         }
     }
 
     /// The driver that publishes the device.
     pub fn driver(&self) -> &str {
-        &self.driver
+        match &self.origin {
+            Origin::Slice(s) => s.driver(),
+            Origin::Owned(o) => &o.driver,
+        }
     }
 
     /// The device's pool.
     pub fn pool(&self) -> &str {
-        &self.pool
+        match &self.origin {
+            Origin::Slice(s) => s.pool(),
+            Origin::Owned(o) => &o.pool,
+        }
     }
 
     /// The device's name in its pool.
     pub fn name(&self) -> &str {
-        &self.name
+        match &self.origin {
+            Origin::Slice(s) => s.name(),
+            Origin::Owned(o) => &o.name,
+        }
     }
 
     /// Attributes and capacities, indexed for CEL and constraints (built on first call).
     pub fn attributes(&self) -> &DeviceAttributes {
-        self.attributes.get_or_init(|| match &self.source {
-            // The attributes were checked when the allocator was built, so the index builds;
-            // were it to fail, an empty index makes every selector that reads the device a
-            // "no such key" error, not a wrong match.
-            Some(src) => src.index(&self.driver).unwrap_or_default(),
-            None => DeviceAttributes::default(),
+        self.attributes.get_or_init(|| {
+            Box::new(match &self.origin {
+                // The attributes were checked when the allocator was built, so the index
+                // builds; were it to fail, an empty index makes every selector that reads the
+                // device a "no such key" error, not a wrong match.
+                Origin::Slice(s) => s.index().unwrap_or_default(),
+                Origin::Owned(_) => DeviceAttributes::default(),
+            })
         })
     }
 
     /// An attribute by fully qualified name (`resource.kubernetes.io/pcieRoot`); unqualified
     /// names are in the driver's domain.
     pub fn attribute(&self, name: &str) -> Option<&AttributeValue> {
-        self.attributes().get_qualified(name, &self.driver)
+        self.attributes().get_qualified(name, self.driver())
     }
 
     /// Whether the node can use this device: `false` only for a device of a
@@ -417,23 +445,31 @@ impl<'a> Device<'a> {
 
     /// The device's taints (only acted on with [`Features::device_taints`]).
     pub fn taints(&self) -> &[DeviceTaint] {
-        &self.taints
+        match &self.origin {
+            Origin::Slice(s) => s.taints(),
+            Origin::Owned(o) => &o.taints,
+        }
     }
 
     /// The same device owning its names, its index built.
     fn into_owned(self) -> Device<'static> {
         self.attributes();
+        let origin = match &self.origin {
+            Origin::Slice(s) => Origin::Owned(Box::new(OwnedDevice {
+                driver: s.driver().to_string(),
+                pool: s.pool().to_string(),
+                name: s.name().to_string(),
+                taints: s.taints().to_vec(),
+            })),
+            Origin::Owned(o) => Origin::Owned(o.clone()),
+        };
         Device {
-            driver: Cow::Owned(self.driver.into_owned()),
-            pool: Cow::Owned(self.pool.into_owned()),
-            name: Cow::Owned(self.name.into_owned()),
-            source: None,
+            origin,
             attributes: self.attributes,
             allow_multiple_allocations: self.allow_multiple_allocations,
-            slice: self.slice,
             on_node: self.on_node,
             binding: self.binding,
-            taints: self.taints,
+            slice: self.slice,
             counters: self.counters,
             placement: self.placement.map(|p| Box::new(p.into_owned())),
         }
@@ -442,12 +478,12 @@ impl<'a> Device<'a> {
 
 impl FastDevice for Device<'_> {
     fn driver(&self) -> &str {
-        &self.driver
+        Device::driver(self)
     }
 
     fn scalar(&self, key: &AttrKey) -> Option<Scalar<'_>> {
-        match (self.attributes.get(), &self.source) {
-            (None, Some(src)) => src.scalar(&self.driver, key),
+        match (self.attributes.get(), &self.origin) {
+            (None, Origin::Slice(s)) => s.scalar(key),
             _ => self.attributes().get_key(key).map(Scalar::of),
         }
     }
@@ -615,9 +651,7 @@ impl<'a> Allocator<'a> {
         classes: &[DeviceClass],
         options: &Options,
     ) -> Result<Self, AllocError> {
-        let pairs: Vec<(&ResourceSlice, Option<&serde_json::Value>)> =
-            slices.iter().map(|s| (s, None)).collect();
-        build::build(&pairs, classes, options)
+        build::build(slices, None, classes, options)
     }
 
     /// Like [`Allocator::new`] from the slices' JSON (or YAML turned into JSON), so list-valued
@@ -648,8 +682,7 @@ impl<'a> Allocator<'a> {
                 })?;
             parsed.push(s);
         }
-        let pairs: Vec<_> = parsed.iter().zip(slices.iter().map(Some)).collect();
-        Ok(build::build(&pairs, classes, options)?.into_owned())
+        Ok(build::build(&parsed, Some(slices), classes, options)?.into_owned())
     }
 
     /// The same allocator owning its devices, their indexes built.

@@ -397,7 +397,7 @@ fn counters_left(a: &Allocator, taken: &[bool]) -> (Vec<Vec<Quantity>>, Vec<Vec<
         }
         if let Some(cu) = &d.counters
             && let Some(o) = cu.owner
-            && a.slices[d.slice].name == a.counter_sets[o].slice
+            && a.slices[d.slice as usize].name == a.counter_sets[o].slice
         {
             for (at, q) in &cu.uses {
                 let left = &mut available[o][*at];
@@ -793,7 +793,7 @@ impl<'a> Search<'a> {
         }
         // From here on a rejected device keeps its counters consumed, as in the scheduler.
         if self.a.features.device_taints
-            && !dev.taints.iter().all(|t| tolerated(t, &alt.tolerations))
+            && !dev.taints().iter().all(|t| tolerated(t, &alt.tolerations))
         {
             return Ok(None);
         }
@@ -999,7 +999,7 @@ impl<'a> Search<'a> {
         let usable = |r: usize, s: usize, d: usize| -> bool {
             let alt = &claim.requests[r].alts[s];
             let dev = &a.devices[d];
-            let tolerated_all = dev.taints.iter().all(|t| tolerated(t, &alt.tolerations));
+            let tolerated_all = dev.taints().iter().all(|t| tolerated(t, &alt.tolerations));
             Some(d) != avoid
                 && (tolerated_all || !a.features.device_taints)
                 && (dev.counters.is_none() || a.features.partitionable_devices)
@@ -1243,16 +1243,16 @@ impl<'a> Search<'a> {
                 let alt = &self.claim.requests[r].alts[s];
                 DeviceResult {
                     request: alt.label.clone(),
-                    driver: dev.driver.to_string(),
-                    pool: dev.pool.to_string(),
-                    device: dev.name.to_string(),
+                    driver: dev.driver().to_string(),
+                    pool: dev.pool().to_string(),
+                    device: dev.name().to_string(),
                     admin_access: alt.admin.then_some(true),
                 }
             })
             .collect();
         let placements = self.chosen.iter().map(|&(_, _, d)| {
             let dev = &a.devices[d];
-            let slice = &a.slices[dev.slice];
+            let slice = &a.slices[dev.slice as usize];
             let p = dev.placement.as_deref().unwrap_or(&slice.placement);
             (p, slice.name.as_ref())
         });
@@ -1264,7 +1264,7 @@ impl<'a> Search<'a> {
                 .iter()
                 .find_map(|&(_, _, d)| {
                     let dev = &a.devices[d];
-                    let slice = &a.slices[dev.slice];
+                    let slice = &a.slices[dev.slice as usize];
                     dev.placement
                         .as_deref()
                         .unwrap_or(&slice.placement)

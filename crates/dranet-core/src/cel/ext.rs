@@ -37,6 +37,26 @@ impl Semver {
     /// Parses a version as the Kubernetes semver library does (blang/semver `Parse`); the
     /// error says what is wrong.
     pub fn parse(s: &str) -> Result<Semver, String> {
+        let (major, minor, patch, ids) = Semver::parts(s)?;
+        Ok(Semver {
+            major,
+            minor,
+            patch,
+            rest: Arc::new(Rest {
+                pre: ids,
+                text: s.to_string(),
+            }),
+        })
+    }
+
+    /// Whether [`Semver::parse`] accepts `s`, its error if not, without making the version
+    /// (which allocates): the allocator checks every version a slice publishes.
+    pub(crate) fn check(s: &str) -> Result<(), String> {
+        Semver::parts(s).map(|_| ())
+    }
+
+    /// Major, minor, patch and prerelease identifiers.
+    fn parts(s: &str) -> Result<(u64, u64, u64, Vec<PreId>), String> {
         if s.is_empty() {
             return Err("Version string empty".into());
         }
@@ -107,15 +127,7 @@ impl Semver {
                 }
             }
         }
-        Ok(Semver {
-            major,
-            minor,
-            patch,
-            rest: Arc::new(Rest {
-                pre: ids,
-                text: s.to_string(),
-            }),
-        })
+        Ok((major, minor, patch, ids))
     }
 
     /// `semver(s, true)`: a `v` prefix, missing minor/patch and leading zeros are accepted.
