@@ -302,7 +302,7 @@ fn word_at(s: &[u8], at: usize) -> u64 {
 /// `a == b` for the short strings attribute names are, in 8-byte words (the last one
 /// overlapping) rather than a call to `memcmp`, which was a third of a lookup.
 #[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;

@@ -942,6 +942,7 @@ fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
         vec![serde_json::from_value(json_slice.clone()).unwrap()];
     let owned = Allocator::from_json(std::slice::from_ref(&json_slice), &classes()).unwrap();
     let selectors = [
+        r#"device.driver == "dra.net""#,
         r#"device.attributes["dra.net"].numaNode == 1"#,
         r#"device.attributes["dra.net"]["numaNode"] != 0"#,
         r#"device.attributes["dra.net"].rdma"#,
@@ -968,6 +969,7 @@ fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
                 None,
                 Some("resource.kubernetes.io/pcieRoot"),
                 Some("dra.net/numaNode"),
+                Some("dra.net/rdma"),
             ] {
                 let mut c = json!({"requests": [{"name": "n", "exactly": {"deviceClassName": "nic",
                     "count": count, "selectors": [{"cel": {"expression": sel}}]}}]});
@@ -976,11 +978,22 @@ fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
                 }
                 let spec = claim(c);
                 let want = owned.allocate_spec(&spec, &[]);
-                // A new one each time: the indexes a claim builds would serve the next.
-                let got = Allocator::new(&typed, &classes())
-                    .unwrap()
-                    .allocate_spec(&spec, &[]);
-                assert_eq!(got, want, "{sel} count {count} constraint {constraint:?}");
+                // A new one each time: the indexes a claim builds would serve the next. Also
+                // with the index of every third device built first, so that values read from the
+                // slice meet values of an index.
+                for mixed in [false, true] {
+                    let borrowing = Allocator::new(&typed, &classes()).unwrap();
+                    if mixed {
+                        borrowing.devices().iter().step_by(3).for_each(|d| {
+                            d.attributes();
+                        });
+                    }
+                    let got = borrowing.allocate_spec(&spec, &[]);
+                    assert_eq!(
+                        got, want,
+                        "{sel} count {count} constraint {constraint:?} mixed {mixed}"
+                    );
+                }
             }
         }
     }

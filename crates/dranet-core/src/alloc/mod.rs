@@ -476,6 +476,32 @@ impl<'a> Device<'a> {
     }
 }
 
+/// An attribute value as constraints read it: a scalar straight from the slice, or a value of
+/// the device's index (versions and lists, or once the index is built).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum AttrRef<'d> {
+    Bool(bool),
+    Int(i64),
+    Str(&'d str),
+    Value(&'d AttributeValue),
+}
+
+impl<'a> Device<'a> {
+    /// The attribute with this key for constraints, without building the index for a string,
+    /// int or bool (a `matchAttribute` over a node's devices reads one attribute of each).
+    pub(super) fn attr_ref(&self, key: &AttrKey) -> Option<AttrRef<'_>> {
+        if let (None, Origin::Slice(s)) = (self.attributes.get(), &self.origin) {
+            match s.scalar(key)? {
+                Scalar::Bool(b) => return Some(AttrRef::Bool(b)),
+                Scalar::Int(i) => return Some(AttrRef::Int(i)),
+                Scalar::Str(v) => return Some(AttrRef::Str(v)),
+                Scalar::Other => {}
+            }
+        }
+        self.attributes().get_key(key).map(AttrRef::Value)
+    }
+}
+
 impl FastDevice for Device<'_> {
     fn driver(&self) -> &str {
         Device::driver(self)

@@ -28,8 +28,8 @@ use k8s_openapi::api::resource::v1::{
 use super::claim::{Alt, CompiledClaim, ConstraintKind, Mode};
 use super::node::allocation_node_selector;
 use super::{
-    AllocError, Allocation, Allocator, Device, DeviceId, DeviceResult, MAX_ALLOCATED_DEVICES,
-    MAX_SEARCH_STEPS,
+    AllocError, Allocation, Allocator, AttrRef, Device, DeviceId, DeviceResult,
+    MAX_ALLOCATED_DEVICES, MAX_SEARCH_STEPS,
 };
 use crate::cel::{AttributeValue, Program, Quantity, Semver};
 
@@ -173,20 +173,23 @@ impl PartialEq for Scalar<'_> {
     }
 }
 
-fn scalar(v: &AttributeValue) -> Option<Scalar<'_>> {
+fn scalar(v: AttrRef<'_>) -> Option<Scalar<'_>> {
     Some(match v {
-        AttributeValue::Bool(b) => Scalar::Bool(*b),
-        AttributeValue::Int(i) => Scalar::Int(*i),
-        AttributeValue::String(s) => Scalar::Str(s),
-        AttributeValue::Version(v) => Scalar::Ver(v),
-        AttributeValue::Ints(_) | AttributeValue::Strings(_) => return None,
+        AttrRef::Bool(b) => Scalar::Bool(b),
+        AttrRef::Int(i) => Scalar::Int(i),
+        AttrRef::Str(s) => Scalar::Str(s),
+        AttrRef::Value(AttributeValue::Bool(b)) => Scalar::Bool(*b),
+        AttrRef::Value(AttributeValue::Int(i)) => Scalar::Int(*i),
+        AttrRef::Value(AttributeValue::String(s)) => Scalar::Str(s),
+        AttrRef::Value(AttributeValue::Version(v)) => Scalar::Ver(v),
+        AttrRef::Value(AttributeValue::Ints(_) | AttributeValue::Strings(_)) => return None,
     })
 }
 
-fn scalars(v: &AttributeValue) -> Vec<Scalar<'_>> {
+fn scalars(v: AttrRef<'_>) -> Vec<Scalar<'_>> {
     match v {
-        AttributeValue::Ints(l) => l.iter().map(|i| Scalar::Int(*i)).collect(),
-        AttributeValue::Strings(l) => l.iter().map(|s| Scalar::Str(s)).collect(),
+        AttrRef::Value(AttributeValue::Ints(l)) => l.iter().map(|i| Scalar::Int(*i)).collect(),
+        AttrRef::Value(AttributeValue::Strings(l)) => l.iter().map(|s| Scalar::Str(s)).collect(),
         other => scalar(other).into_iter().collect(),
     }
 }
@@ -728,7 +731,7 @@ impl<'a> Search<'a> {
             let mut lists: HashMap<ValueKey<'a>, Vec<usize>> = HashMap::new();
             for (i, cand) in data.cands.iter().enumerate() {
                 let Cand::Dev(d) = cand else { continue };
-                let Some(v) = self.a.devices[*d].attributes().get_key(&c.attribute) else {
+                let Some(v) = self.a.devices[*d].attr_ref(&c.attribute) else {
                     continue;
                 };
                 let Some(key) = value_key(v) else {
@@ -803,7 +806,7 @@ impl<'a> Search<'a> {
             if !c.applies(r, s, has_subs) {
                 continue;
             }
-            let value = dev.attributes().get_key(&c.attribute);
+            let value = dev.attr_ref(&c.attribute);
             let next = match value {
                 // Kubernetes 1.34 compares pointers: only a missing attribute is rejected.
                 Some(_)
@@ -1005,7 +1008,7 @@ impl<'a> Search<'a> {
                 && (dev.counters.is_none() || a.features.partitionable_devices)
                 && claim.constraints.iter().all(|c| {
                     !c.applies(r, s, claim.requests[r].subrequests)
-                        || dev.attributes().get_key(&c.attribute).is_some()
+                        || dev.attr_ref(&c.attribute).is_some()
                 })
         };
         // The devices an alternative could take; `None` when it can take none at all, and an
@@ -1143,10 +1146,7 @@ impl<'a> Search<'a> {
                     }
                     covered = true;
                     for &d in devs {
-                        let Some(key) = a.devices[d]
-                            .attributes()
-                            .get_key(&c.attribute)
-                            .and_then(value_key)
+                        let Some(key) = a.devices[d].attr_ref(&c.attribute).and_then(value_key)
                         else {
                             // List values intersect: not decided by counting.
                             continue 'constraint;
@@ -1198,8 +1198,7 @@ impl<'a> Search<'a> {
                         if v.contains_key(&(r, s)) {
                             for &d in devs {
                                 if a.devices[d]
-                                    .attributes()
-                                    .get_key(&c.attribute)
+                                    .attr_ref(&c.attribute)
                                     .and_then(value_key)
                                     .is_some_and(|k| k == *key)
                                 {
@@ -1452,19 +1451,13 @@ fn scalar_key<'a>(s: &Scalar<'a>) -> ValueKey<'a> {
 }
 
 /// The key of a scalar value; `None` for lists.
-fn value_key(v: &AttributeValue) -> Option<ValueKey<'_>> {
-    Some(match v {
-        AttributeValue::Bool(b) => ValueKey::Bool(*b),
-        AttributeValue::Int(i) => ValueKey::Int(*i),
-        AttributeValue::String(s) => ValueKey::Str(s),
-        AttributeValue::Version(v) => ValueKey::Ver(v.to_string()),
-        AttributeValue::Ints(_) | AttributeValue::Strings(_) => return None,
-    })
+fn value_key(v: AttrRef<'_>) -> Option<ValueKey<'_>> {
+    scalar(v).as_ref().map(scalar_key)
 }
 
 /// The constraint state after adding a device with value `v`: `None` when it breaks the
 /// constraint, `Some(None)` when the state does not change.
-fn next_state<'a>(state: &CState<'a>, v: &'a AttributeValue) -> Option<Option<CState<'a>>> {
+fn next_state<'a>(state: &CState<'a>, v: AttrRef<'a>) -> Option<Option<CState<'a>>> {
     match state {
         CState::Common(None) => Some(Some(CState::Common(Some(scalars(v))))),
         CState::Common(Some(common)) => {
