@@ -941,6 +941,8 @@ fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
     let typed: Vec<k8s_openapi::api::resource::v1::ResourceSlice> =
         vec![serde_json::from_value(json_slice.clone()).unwrap()];
     let owned = Allocator::from_json(std::slice::from_ref(&json_slice), &classes()).unwrap();
+    // And one kept for every claim, which indexes the devices it reads from its second on.
+    let kept = Allocator::new(&typed, &classes()).unwrap();
     let selectors = [
         r#"device.driver == "dra.net""#,
         r#"device.attributes["dra.net"].numaNode == 1"#,
@@ -994,6 +996,11 @@ fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
                         "{sel} count {count} constraint {constraint:?} mixed {mixed}"
                     );
                 }
+                let got = kept.allocate_spec(&spec, &[]);
+                assert_eq!(
+                    got, want,
+                    "{sel} count {count} constraint {constraint:?} kept"
+                );
             }
         }
     }

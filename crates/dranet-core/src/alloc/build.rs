@@ -708,6 +708,7 @@ pub(super) fn build<'a>(
         counter_sets,
         warnings,
         programs: options.programs.clone(),
+        claims: Default::default(),
     })
 }
 

@@ -66,6 +66,7 @@ mod node;
 mod search;
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::NodeSelector;
@@ -658,6 +659,8 @@ pub struct Allocator<'a> {
     warnings: Vec<String>,
     /// Where claims' selectors are compiled ([`Options::programs`]).
     programs: Option<Arc<ProgramCache>>,
+    /// Claims allocated so far (saturating), to know a kept allocator from a cold one.
+    claims: AtomicU32,
 }
 
 impl<'a> Allocator<'a> {
@@ -730,6 +733,7 @@ impl<'a> Allocator<'a> {
             counter_sets: self.counter_sets,
             warnings: self.warnings,
             programs: self.programs,
+            claims: self.claims,
         }
     }
 
@@ -837,7 +841,17 @@ impl<'a> Allocator<'a> {
         claim: &CompiledClaim,
         allocated: &[DeviceId],
     ) -> Result<Allocation, AllocError> {
+        // Relaxed: a count for a choice of speed, ordering nothing else.
+        let _ = self
+            .claims
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
         search::run(self, claim, allocated)
+    }
+
+    /// Whether this allocator has been asked for more than one claim: it is kept, and indexing
+    /// the devices its selectors read pays for itself.
+    fn reused(&self) -> bool {
+        self.claims.load(Ordering::Relaxed) > 1
     }
 
     /// [`Allocator::compile`] then [`Allocator::allocate`].

@@ -426,6 +426,11 @@ fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltDat
             Some(Verdict::Err(e)) => return Verdict::Err(e.clone()),
             _ => return Verdict::No,
         }
+        // An allocator deciding its second claim or more is kept: the devices its selectors
+        // read get their index, whose lookups cost less than reading the slice's map.
+        if a.reused() {
+            dev.attributes();
+        }
         match verdict(&alt.programs, dev) {
             Verdict::Yes if !dev.on_node => Verdict::No,
             v => v,
