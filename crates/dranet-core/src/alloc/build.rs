@@ -366,7 +366,7 @@ pub(super) fn selector_programs(
     selectors: &Option<Vec<DeviceSelector>>,
     cache: Option<&ProgramCache>,
 ) -> Result<Vec<Arc<Program>>, (String, CelError)> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(selectors.as_ref().map_or(0, Vec::len));
     for s in selectors.iter().flatten() {
         match &s.cel {
             Some(c) => {

@@ -99,7 +99,9 @@ impl CompiledClaim {
                 reqs.len()
             )));
         }
-        let mut requests = Vec::new();
+        let mut requests = Vec::with_capacity(reqs.len());
+        // One list for every request's alternatives, taken out as each is compiled.
+        let mut specs: Vec<AltSpec> = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             if r.name.is_empty() {
                 return Err(invalid(format!("request #{i} has no name")));
@@ -107,8 +109,8 @@ impl CompiledClaim {
             if reqs[..i].iter().any(|o| o.name == r.name) {
                 return Err(invalid(format!("request name {:?} is used twice", r.name)));
             }
-            let specs: Vec<AltSpec> = match (&r.exactly, &r.first_available) {
-                (Some(e), None) => vec![AltSpec {
+            match (&r.exactly, &r.first_available) {
+                (Some(e), None) => specs.push(AltSpec {
                     label: r.name.clone(),
                     class: &e.device_class_name,
                     selectors: &e.selectors,
@@ -117,7 +119,7 @@ impl CompiledClaim {
                     admin: e.admin_access,
                     capacity: e.capacity.is_some(),
                     tolerations: &e.tolerations,
-                }],
+                }),
                 (None, Some(subs)) if !subs.is_empty() => {
                     if !a.features.prioritized_list {
                         return Err(AllocError::FeatureDisabled {
@@ -125,7 +127,6 @@ impl CompiledClaim {
                             feature: "firstAvailable (DRAPrioritizedList)".into(),
                         });
                     }
-                    let mut v = Vec::new();
                     for (j, s) in subs.iter().enumerate() {
                         if s.name.is_empty() || subs[..j].iter().any(|o| o.name == s.name) {
                             return Err(invalid(format!(
@@ -133,7 +134,7 @@ impl CompiledClaim {
                                 r.name
                             )));
                         }
-                        v.push(AltSpec {
+                        specs.push(AltSpec {
                             label: format!("{}/{}", r.name, s.name),
                             class: &s.device_class_name,
                             selectors: &s.selectors,
@@ -144,7 +145,6 @@ impl CompiledClaim {
                             tolerations: &s.tolerations,
                         });
                     }
-                    v
                 }
                 (None, Some(_)) => {
                     return Err(invalid(format!(
@@ -165,8 +165,8 @@ impl CompiledClaim {
                     )));
                 }
             };
-            let mut alts = Vec::new();
-            for s in specs {
+            let mut alts = Vec::with_capacity(specs.len());
+            for s in specs.drain(..) {
                 alts.push(compile_alt(a, s)?);
             }
             requests.push(Req {

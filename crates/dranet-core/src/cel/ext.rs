@@ -33,6 +33,26 @@ enum PreId {
     Alpha(String),
 }
 
+/// Whether `s` is `major.minor.patch` of decimal numbers without leading zeros, each of at most
+/// 19 digits (so below `u64::MAX`): versions of this form, the ones devices publish, are
+/// accepted by [`Semver::parse`] without the general parse.
+fn plain_version(s: &str) -> bool {
+    let mut parts = 0;
+    for p in s.split('.') {
+        let b = p.as_bytes();
+        parts += 1;
+        if parts > 3
+            || b.is_empty()
+            || b.len() > 19
+            || (b.len() > 1 && b[0] == b'0')
+            || !b.iter().all(u8::is_ascii_digit)
+        {
+            return false;
+        }
+    }
+    parts == 3
+}
+
 impl Semver {
     /// Parses a version as the Kubernetes semver library does (blang/semver `Parse`); the
     /// error says what is wrong.
@@ -52,6 +72,9 @@ impl Semver {
     /// Whether [`Semver::parse`] accepts `s`, its error if not, without making the version
     /// (which allocates): the allocator checks every version a slice publishes.
     pub(crate) fn check(s: &str) -> Result<(), String> {
+        if plain_version(s) {
+            return Ok(());
+        }
         Semver::parts(s).map(|_| ())
     }
 
@@ -467,6 +490,83 @@ impl fmt::Display for Quantity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Semver::check` is `Semver::parse` without making the version: the same verdict and
+    /// error on every string of a generated set (the plain shortcut included).
+    #[test]
+    fn check_agrees_with_parse() {
+        let mut cases: Vec<String> = [
+            "0.0.0",
+            "1.2.3",
+            "580.82.7",
+            "10.3.0",
+            "01.2.3",
+            "1.02.3",
+            "1.2.03",
+            "1.2",
+            "1.2.3.4",
+            "",
+            ".",
+            "1..3",
+            "1.2.",
+            "9999999999999999999.1.1",
+            "18446744073709551615.0.0",
+            "18446744073709551616.0.0",
+            "99999999999999999999.0.0",
+            "1.2.3-rc.1",
+            "1.2.3+b",
+            "1.2.3-01",
+            "a.b.c",
+            "1.2.3 ",
+            " 1.2.3",
+            "+1.2.3",
+            "1.2.-3",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Every combination of numbers near the shortcut's limits.
+        let nums = [
+            "0",
+            "1",
+            "10",
+            "007",
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+        ];
+        for a in nums {
+            for b in nums {
+                for c in nums {
+                    cases.push(format!("{a}.{b}.{c}"));
+                }
+            }
+        }
+        // Short strings over the characters that matter.
+        let alphabet = ['0', '1', '9', '.', '-', '+', 'a'];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 9) as usize;
+            let mut v = String::new();
+            let mut y = x;
+            for _ in 0..len {
+                v.push(alphabet[(y % alphabet.len() as u64) as usize]);
+                y /= alphabet.len() as u64;
+            }
+            cases.push(v);
+        }
+        let mut plain = 0;
+        for c in &cases {
+            assert_eq!(Semver::check(c), Semver::parse(c).map(|_| ()), "{c:?}");
+            if super::plain_version(c) {
+                plain += 1;
+            }
+        }
+        assert!(plain >= 64, "the shortcut was taken {plain} times");
+    }
 
     #[test]
     fn semver_precedence() {
