@@ -394,6 +394,7 @@ impl<'a> Device<'a> {
     }
 
     /// The driver that publishes the device.
+    #[inline]
     pub fn driver(&self) -> &str {
         match &self.origin {
             Origin::Slice(s) => s.driver(),
@@ -418,6 +419,7 @@ impl<'a> Device<'a> {
     }
 
     /// Attributes and capacities, indexed for CEL and constraints (built on first call).
+    #[inline]
     pub fn attributes(&self) -> &DeviceAttributes {
         self.attributes.get_or_init(|| {
             Box::new(match &self.origin {
@@ -490,6 +492,7 @@ pub(super) enum AttrRef<'d> {
 impl<'a> Device<'a> {
     /// The attribute with this key for constraints, without building the index for a string,
     /// int or bool (a `matchAttribute` over a node's devices reads one attribute of each).
+    #[inline]
     pub(super) fn attr_ref(&self, key: &AttrKey) -> Option<AttrRef<'_>> {
         if let (None, Origin::Slice(s)) = (self.attributes.get(), &self.origin) {
             match s.scalar(key)? {
@@ -508,6 +511,7 @@ impl FastDevice for Device<'_> {
         Device::driver(self)
     }
 
+    #[inline]
     fn scalar(&self, key: &AttrKey) -> Option<Scalar<'_>> {
         match (self.attributes.get(), &self.origin) {
             (None, Origin::Slice(s)) => s.scalar(key),
