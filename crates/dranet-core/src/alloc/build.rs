@@ -208,13 +208,11 @@ impl<'a> Source<'a> {
                     convert_attr(a, raw, &mut Vec::new())
                         .map_err(|e| format!("attribute {name}: {e}"))?;
                 } else if let Some(v) = &a.version
-                    && !known.versions.contains(&v.as_str())
+                    && !known.versions.contains(v)
                 {
                     Semver::check(v)
                         .map_err(|e| format!("attribute {name}: invalid semver {v:?}: {e}"))?;
-                    if known.versions.len() < VERSIONS_KEPT {
-                        known.versions.push(v);
-                    }
+                    known.versions.keep(v);
                 }
             }
         }
@@ -222,12 +220,10 @@ impl<'a> Source<'a> {
             for (name, c) in map {
                 own_caps |= own(name);
                 let text = c.value.0.as_str();
-                if !known.quantities.contains(&text) {
+                if !known.quantities.contains(text) {
                     Quantity::parse(text)
                         .map_err(|e| format!("capacity {name}: invalid quantity {text:?}: {e}"))?;
-                    if known.quantities.len() < VERSIONS_KEPT {
-                        known.quantities.push(text);
-                    }
+                    known.quantities.keep(text);
                 }
             }
         }
@@ -270,8 +266,30 @@ fn repeated<V>(map: &BTreeMap<String, V>, driver: &str) -> Option<String> {
 /// Versions and quantities already found valid while checking an allocator's devices.
 #[derive(Default)]
 struct Known<'a> {
-    versions: Vec<&'a str>,
-    quantities: Vec<&'a str>,
+    versions: Few<'a>,
+    quantities: Few<'a>,
+}
+
+/// Up to [`VERSIONS_KEPT`] strings, on the stack: a list on the heap was one more allocation
+/// per allocator for the two or three a node's devices publish.
+#[derive(Default)]
+struct Few<'a> {
+    items: [&'a str; VERSIONS_KEPT],
+    len: usize,
+}
+
+impl<'a> Few<'a> {
+    fn contains(&self, s: &str) -> bool {
+        self.items[..self.len].contains(&s)
+    }
+
+    /// Keeps `s` if there is room (one not kept is checked again when seen again).
+    fn keep(&mut self, s: &'a str) {
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = s;
+            self.len += 1;
+        }
+    }
 }
 
 /// A slice's shared counters (partitionable devices): counter sets by name, each counter's

@@ -115,8 +115,8 @@ struct AltData<'a> {
     /// Entries with a fixed value before the index is built: an easy claim never needs it,
     /// and building it costs more than scanning a short list a few times.
     fixed_entries: std::cell::Cell<u32>,
-    /// The hazards alone, for a value no candidate has.
-    hazards_only: Subset,
+    /// The hazards alone, for a value no candidate has (made when first needed).
+    hazards_only: OnceCell<Subset>,
     /// ExactCount: candidates in search order.
     cands: Vec<Cand>,
     /// `suffix[i]`: `Dev` entries at positions `i..`.
@@ -498,7 +498,6 @@ fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltDat
                     }
                 }
             }
-            data.hazards_only = Subset::new(data.hazards.clone(), &data.cands);
             data.suffix = vec![0; data.cands.len() + 1];
             for i in (0..data.cands.len()).rev() {
                 data.suffix[i] =
@@ -715,7 +714,12 @@ impl<'a> Search<'a> {
                 continue;
             };
             let key = scalar_key(only);
-            let sub = by_value.get(&key).unwrap_or(&data.hazards_only);
+            let sub = match by_value.get(&key) {
+                Some(sub) => sub,
+                None => data
+                    .hazards_only
+                    .get_or_init(|| Subset::new(data.hazards.clone(), &data.cands)),
+            };
             if best.is_none_or(|b| sub.positions.len() < b.positions.len()) {
                 best = Some(sub);
             }
