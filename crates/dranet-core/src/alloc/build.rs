@@ -140,36 +140,15 @@ impl<'a> Source<'a> {
         })
     }
 
-    /// The device's attribute index.
+    /// The device's attribute index. Every error names what is wrong.
     pub fn index(&self) -> Result<DeviceAttributes, String> {
-        let driver = self.driver();
-        let mut attrs: Vec<(&str, Given)> = Vec::new();
+        let d = self.device;
+        let mut attrs: Vec<(&str, Given)> =
+            Vec::with_capacity(d.attributes.as_ref().map_or(0, BTreeMap::len));
         let mut caps: Vec<(&str, Quantity)> = Vec::new();
         let mut versions = Vec::new();
-        let mut arena = NameArena::new();
-        let mut index = self.read(driver, &mut attrs, &mut caps, &mut versions, &mut arena)?;
-        index.set_names(&arena.finish());
-        Ok(index)
-    }
-
-    /// Indexes the device's attributes and capacities into `arena`, with scratch lists that
-    /// the caller keeps across devices. Every error names what is wrong.
-    fn read<'n>(
-        &self,
-        driver: &'n str,
-        attrs: &mut Vec<(&'n str, Given<'n>)>,
-        caps: &mut Vec<(&'n str, Quantity)>,
-        versions: &mut Vec<Semver>,
-        arena: &mut NameArena<'n>,
-    ) -> Result<DeviceAttributes, String>
-    where
-        'a: 'n,
-    {
-        let d = self.device;
-        attrs.clear();
-        caps.clear();
         for (name, a) in d.attributes.iter().flatten() {
-            let v = convert_attr(a, self.raw.and_then(|r| r.get(name)), versions)
+            let v = convert_attr(a, self.raw.and_then(|r| r.get(name)), &mut versions)
                 .map_err(|e| format!("attribute {name}: {e}"))?;
             attrs.push((name.as_str(), v));
         }
@@ -178,7 +157,10 @@ impl<'a> Source<'a> {
                 .map_err(|e| format!("capacity {name}: invalid quantity {:?}: {e}", c.value.0))?;
             caps.push((name.as_str(), q));
         }
-        arena.index(driver, attrs, caps)
+        let mut arena = NameArena::new();
+        let mut index = arena.index(self.driver(), &mut attrs, &caps)?;
+        index.set_names(&arena.finish());
+        Ok(index)
     }
 
     /// Checks what [`Source::index`] would refuse, without building the index: every
@@ -317,8 +299,9 @@ fn slice_label(s: &ResourceSlice, i: usize) -> String {
         .unwrap_or_else(|| format!("#{i} (unnamed)"))
 }
 
-/// Most distinct versions [`convert_attr`] remembers per allocator: a node's devices publish a
-/// few (driver, firmware, compute capability), each on many devices.
+/// Most distinct versions (and quantities) remembered while checking an allocator's devices or
+/// indexing one: a node's devices publish a few (driver, firmware, compute capability), each on
+/// many devices.
 const VERSIONS_KEPT: usize = 16;
 
 /// Converts one API attribute; `raw` is the attribute's JSON, for list types the v1.34 structs
