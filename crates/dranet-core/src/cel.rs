@@ -270,24 +270,33 @@ impl AttrKey {
 /// of every device is hashed on the cold path, where a byte-at-a-time hash showed in profiles.
 /// Not keyed: a collision costs one string comparison, never a wrong answer.
 fn key_hash(domain: &str, name: &str) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    fn words(mut h: u64, b: &[u8]) -> u64 {
-        let mut chunks = b.chunks_exact(8);
-        for c in &mut chunks {
-            h = (h.rotate_left(5) ^ word_at(c, 0)).wrapping_mul(K);
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-        }
-        h
-    }
-    let h = words(0, domain.as_bytes());
+    let h = hash_words(0, domain.as_bytes());
     // The length separates ("ab", "c") from ("a", "bc").
-    let h = (h.rotate_left(5) ^ domain.len() as u64).wrapping_mul(K);
-    words(h, name.as_bytes())
+    let h = mix(h, domain.len() as u64);
+    hash_words(h, name.as_bytes())
+}
+
+/// One step of [`hash_words`].
+#[inline]
+fn mix(h: u64, word: u64) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    (h.rotate_left(5) ^ word).wrapping_mul(K)
+}
+
+/// `h` with the bytes of `b` mixed in 8 at a time (the last word zero-padded): the hash of
+/// attribute names and of the CEL cache's expressions, both on the cold allocation path.
+pub(crate) fn hash_words(mut h: u64, b: &[u8]) -> u64 {
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        h = mix(h, word_at(c, 0));
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = mix(h, u64::from_le_bytes(w));
+    }
+    h
 }
 
 /// The 8 bytes of `s` from `at` as a little-endian word (`s` holds them: callers index within

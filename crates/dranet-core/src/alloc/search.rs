@@ -419,6 +419,9 @@ fn counters_left(a: &Allocator, taken: &[bool]) -> (Vec<Vec<Quantity>>, Vec<Vec<
 fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltData<'a>, AllocError> {
     let class = a.class_verdicts(&alt.class);
     let class_name = &alt.class;
+    // An allocator deciding its second claim or more is kept: the devices its selectors read
+    // get their index, whose lookups cost less than reading the slice's map.
+    let index = a.reused();
     let judge = |d: usize| -> Verdict {
         let dev = &a.devices[d];
         match class.get(d) {
@@ -426,9 +429,7 @@ fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltDat
             Some(Verdict::Err(e)) => return Verdict::Err(e.clone()),
             _ => return Verdict::No,
         }
-        // An allocator deciding its second claim or more is kept: the devices its selectors
-        // read get their index, whose lookups cost less than reading the slice's map.
-        if a.reused() {
+        if index {
             dev.attributes();
         }
         match verdict(&alt.programs, dev) {

@@ -45,10 +45,11 @@ struct Slot {
     used: u64,
 }
 
-/// A multiplicative hash over 8-byte words. A lookup hashes the whole expression on every
-/// allocation's path (a claim's and its classes' selectors), where SipHash was a tenth of
-/// deciding a claim on a small node. Not keyed: the cache holds at most its capacity of
-/// expressions, so keys made to collide cost a scan of those, never a wrong answer.
+/// The word hash of attribute names ([`super::hash_words`]) for expressions. A lookup hashes the
+/// whole expression on every allocation's path (a claim's and its classes' selectors), where
+/// SipHash was a tenth of deciding a claim on a small node. Not keyed: the cache holds at most
+/// its capacity of expressions, so keys made to collide cost a scan of those, never a wrong
+/// answer.
 #[derive(Debug, Default)]
 struct WordHasher(u64);
 
@@ -58,17 +59,7 @@ impl Hasher for WordHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-        }
-        let mut w = [0u8; 8];
-        w[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        self.0 =
-            (self.0.rotate_left(5) ^ u64::from_le_bytes(w) ^ bytes.len() as u64).wrapping_mul(K);
+        self.0 = super::hash_words(self.0, bytes);
     }
 }
 
