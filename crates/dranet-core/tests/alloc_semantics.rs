@@ -941,7 +941,8 @@ fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
         vec![serde_json::from_value(json_slice.clone()).unwrap()];
     let owned = Allocator::from_json(std::slice::from_ref(&json_slice), &classes()).unwrap();
     // And one kept for every claim, which indexes the devices it reads from its second on.
-    let kept = Allocator::new(&typed, &classes()).unwrap();
+    let classes = classes();
+    let kept = Allocator::new(&typed, &classes).unwrap();
     let selectors = [
         r#"device.driver == "dra.net""#,
         r#"device.attributes["dra.net"].numaNode == 1"#,
@@ -983,7 +984,7 @@ fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
                 // with the index of every third device built first, so that values read from the
                 // slice meet values of an index.
                 for mixed in [false, true] {
-                    let borrowing = Allocator::new(&typed, &classes()).unwrap();
+                    let borrowing = Allocator::new(&typed, &classes).unwrap();
                     if mixed {
                         borrowing.devices().iter().step_by(3).for_each(|d| {
                             d.attributes();
@@ -1004,9 +1005,112 @@ fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
         }
     }
     // The identities and the attribute index are the same too.
-    let borrowing = Allocator::new(&typed, &classes()).unwrap();
+    let borrowing = Allocator::new(&typed, &classes).unwrap();
     for (a, b) in borrowing.devices().iter().zip(owned.devices()) {
         assert_eq!(a.id(), b.id());
         assert_eq!(a.attributes(), b.attributes());
+    }
+}
+
+/// How the scheduler gathers pools: per (driver, pool) the newest generation's slices, in the
+/// order given; pools in (driver, pool) order, a pool with devices under binding conditions
+/// after the others (and those devices never chosen); an outdated slice is a warning, in the
+/// order the slices were given.
+#[test]
+fn pools_are_gathered_as_the_scheduler_gathers_them() {
+    fn dev(n: &str) -> (&str, Value) {
+        (n, json!({"rdma": {"bool": true}}))
+    }
+    let mut bound = slice("dra.net", "a-bound", &[dev("b0"), dev("b1")]);
+    bound["spec"]["devices"][0]["bindingConditions"] = json!(["attached"]);
+    let slices = [
+        // Given out of order; pool "c" has an outdated slice given first and one given after.
+        slice_gen("dra.net", "c", 1, 1, &[dev("old0")]),
+        bound,
+        slice_gen("dra.net", "c", 2, 2, &[dev("c0")]),
+        slice("dra.net", "b", &[dev("b-only")]),
+        slice_gen("dra.net", "c", 2, 2, &[dev("c1")]),
+        slice("gpu.example.com", "a", &[dev("g0")]),
+        slice_gen("dra.net", "c", 1, 1, &[dev("old1")]),
+    ];
+    let a = Allocator::from_json(&slices, &classes()).unwrap();
+    assert_eq!(
+        a.pool_order(),
+        [
+            ("dra.net", "b"),
+            ("dra.net", "c"),
+            ("gpu.example.com", "a"),
+            ("dra.net", "a-bound"),
+        ]
+    );
+    let order: Vec<&str> = a.devices().iter().map(|d| d.name()).collect();
+    assert_eq!(order, ["b-only", "c0", "c1", "g0", "b0", "b1"]);
+    assert_eq!(
+        a.warnings(),
+        [
+            "ResourceSlice c-dra.net-1: pool dra.net/c generation 1 is outdated, ignored",
+            "ResourceSlice c-dra.net-1: pool dra.net/c generation 1 is outdated, ignored",
+        ]
+    );
+    // Every NIC asked for: the device under binding conditions is the one left out.
+    let spec = claim(
+        json!({"requests": [{"name": "n", "exactly": {"deviceClassName": "nic",
+        "allocationMode": "ExactCount", "count": 4}}]}),
+    );
+    let got = a.allocate_spec(&spec, &[]).unwrap();
+    let chosen: Vec<&str> = got.results.iter().map(|r| r.device.as_str()).collect();
+    assert_eq!(chosen, ["b-only", "c0", "c1", "b1"]);
+    let five = claim(
+        json!({"requests": [{"name": "n", "exactly": {"deviceClassName": "nic",
+        "count": 5}}]}),
+    );
+    assert!(a.allocate_spec(&five, &[]).unwrap_err().is_unsatisfiable());
+}
+
+/// A compiled claim keeps its classes by position: another allocator refuses it by name
+/// rather than reading another class.
+#[test]
+fn a_claim_compiled_by_another_allocator_is_refused() {
+    let spec = claim(json!({"requests": [req("n", "nic", &[])]}));
+    let a = Allocator::from_json(&[nics(2)], &classes()).unwrap();
+    let compiled = a.compile(&spec).unwrap();
+    assert!(a.allocate(&compiled, &[]).is_ok());
+    // The same classes in the same order: the same classes by position.
+    let same = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    assert!(same.allocate(&compiled, &[]).is_ok());
+    let mut others = classes();
+    others.insert(0, class("accel", r#"device.driver == "accel.example.com""#));
+    let other = Allocator::from_json(&[nics(2)], &others).unwrap();
+    match other.allocate(&compiled, &[]) {
+        Err(AllocError::InvalidClaim(m)) => {
+            assert!(
+                m.contains("request n") && m.contains("another allocator"),
+                "{m}"
+            )
+        }
+        got => panic!("expected InvalidClaim, got {got:?}"),
+    }
+}
+
+/// A DeviceClass whose selector does not compile fails only the claims that name it.
+#[test]
+fn a_class_that_does_not_compile_fails_only_the_claims_naming_it() {
+    let mut cs = classes();
+    cs.push(class("broken", "device.driver =="));
+    let a = Allocator::from_json(&[nics(2)], &cs).unwrap();
+    let ok = claim(json!({"requests": [req("n", "nic", &[])]}));
+    assert!(a.allocate_spec(&ok, &[]).is_ok());
+    let bad = claim(json!({"requests": [req("n", "broken", &[])]}));
+    match a.allocate_spec(&bad, &[]) {
+        Err(AllocError::Cel {
+            request,
+            class,
+            expression,
+            ..
+        }) => {
+            assert_eq!((request.as_str(), class.as_deref()), ("n", Some("broken")));
+            assert_eq!(expression, "device.driver ==");
+        }
+        got => panic!("expected a CEL error, got {got:?}"),
     }
 }

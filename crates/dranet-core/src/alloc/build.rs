@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice};
 
 use super::node::{SliceScope, device_on_node, slice_scope};
+use super::one_or_many::OneOrMany;
 use super::{AllocError, Allocator, ClassEntry, Device, Options, Origin, Pool};
 use crate::cel::{
     AttrKey, AttributeValue, CelError, DeviceAttributes, Given, NameArena, Program, ProgramCache,
@@ -358,17 +359,21 @@ fn convert_attr<'s>(
     out.ok_or_else(|| "no value (expected one of bool, int, string, version, ints, strings)".into())
 }
 
+/// A selector list compiled, or the expression (empty for a selector without `cel`) that
+/// does not compile and why.
+pub(super) type Programs = Result<OneOrMany<Arc<Program>>, (String, CelError)>;
+
 /// Compiles a selector list; the error names the expression (empty when a selector has no
 /// `cel`). Claims and classes are compiled as the API server admits them, cost limit included
 /// ([`Program::compile`]): one it would refuse to store never reaches the scheduler, so
 /// allocating it would answer a question no cluster asks. For every selector it admits, the
 /// program is the scheduler's.
 pub(super) fn selector_programs(
-    selectors: &Option<Vec<DeviceSelector>>,
+    selectors: &[DeviceSelector],
     cache: Option<&ProgramCache>,
-) -> Result<Vec<Arc<Program>>, (String, CelError)> {
-    let mut out = Vec::with_capacity(selectors.as_ref().map_or(0, Vec::len));
-    for s in selectors.iter().flatten() {
+) -> Programs {
+    let mut out = OneOrMany::Empty;
+    for s in selectors {
         match &s.cel {
             Some(c) => {
                 let program = match cache {
@@ -405,15 +410,64 @@ fn first_repeat<'a>(names: &mut [(&'a str, usize)]) -> Option<&'a str> {
         .map(|w| w[1].0)
 }
 
-/// Sorts `(name, value)` pairs by name and keeps one per name, the last given, as collecting
-/// them into a map would: a sorted list is cheaper to build, search and drop than a map for
-/// the few DeviceClasses of a cluster.
-fn by_name_last_wins<T>(entries: &mut Vec<(String, T)>) {
+/// Pools of at most this many devices have their names kept on the stack.
+const SMALL_POOL: usize = 32;
+
+/// The device names of one pool, in order, to find one given twice: on the stack for a pool
+/// of up to [`SMALL_POOL`] devices (a list on the heap was one more allocation per allocator),
+/// in a list beyond.
+struct PoolNames<'a> {
+    small: [(&'a str, usize); SMALL_POOL],
+    len: usize,
+    more: Vec<(&'a str, usize)>,
+}
+
+impl<'a> PoolNames<'a> {
+    fn new() -> Self {
+        PoolNames {
+            small: [("", 0); SMALL_POOL],
+            len: 0,
+            more: Vec::new(),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.more.clear();
+    }
+
+    fn push(&mut self, name: &'a str) {
+        if self.len < SMALL_POOL {
+            self.small[self.len] = (name, self.len);
+            self.len += 1;
+            return;
+        }
+        if self.more.is_empty() {
+            self.more.extend_from_slice(&self.small);
+        }
+        let at = self.more.len();
+        self.more.push((name, at));
+    }
+
+    /// [`first_repeat`] of the names pushed.
+    fn first_repeat(&mut self) -> Option<&'a str> {
+        if self.more.is_empty() {
+            first_repeat(&mut self.small[..self.len])
+        } else {
+            first_repeat(&mut self.more)
+        }
+    }
+}
+
+/// Sorts entries by name and keeps one per name, the last given, as collecting them into a
+/// map would: a sorted list is cheaper to build, search and drop than a map for the few
+/// DeviceClasses of a cluster.
+fn by_name_last_wins<T>(entries: &mut Vec<T>, name: impl Fn(&T) -> &str) {
     // Stable: entries of one name stay in the order given.
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries.sort_by(|a, b| name(a).cmp(name(b)));
     // `dedup_by` keeps the first of a run; the later one's value moves into it.
     entries.dedup_by(|later, kept| {
-        let same = later.0 == kept.0;
+        let same = name(later) == name(kept);
         if same {
             std::mem::swap(later, kept);
         }
@@ -421,10 +475,36 @@ fn by_name_last_wins<T>(entries: &mut Vec<(String, T)>) {
     });
 }
 
-struct PoolBuild {
-    generation: i64,
-    /// Indexes into the input, in the order the scheduler adds them.
-    slices: Vec<usize>,
+/// A slice the node reaches, as the pools are gathered.
+#[derive(Debug, Clone, Copy)]
+struct Visit {
+    /// Index into the slices given.
+    slice: usize,
+    scope: SliceScope,
+    /// Devices of it have binding conditions.
+    binding: bool,
+}
+
+/// Where the run of `items` (grouped by `key`) starting at `at` ends.
+fn run_end<T, K: PartialEq>(items: &[T], at: usize, key: impl Fn(&T) -> K) -> usize {
+    let k = key(&items[at]);
+    at + items[at..].iter().take_while(|i| key(i) == k).count()
+}
+
+/// The runs of `items` (grouped by `key`) of one key each, as ranges of `items`.
+fn runs<'i, T, K: PartialEq>(
+    items: &'i [T],
+    key: impl Fn(&T) -> K + Copy + 'i,
+) -> impl Iterator<Item = std::ops::Range<usize>> + 'i {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at == items.len() {
+            return None;
+        }
+        let start = at;
+        at = run_end(items, at, key);
+        Some(start..at)
+    })
 }
 
 /// Builds an allocator over `slices`; `raw` is their JSON, in the same order, when they were
@@ -432,13 +512,13 @@ struct PoolBuild {
 pub(super) fn build<'a>(
     slices: &'a [ResourceSlice],
     raw: Option<&'a [serde_json::Value]>,
-    classes: &[DeviceClass],
+    classes: &'a [DeviceClass],
     options: &Options,
 ) -> Result<Allocator<'a>, AllocError> {
     let features = options.features;
     let mut warnings = Vec::new();
-    // Which slices the node reaches, and how.
-    let mut scopes = Vec::with_capacity(slices.len());
+    // The slices the node reaches, how, and whether devices of theirs have binding conditions.
+    let mut visit: Vec<Visit> = Vec::with_capacity(slices.len());
     for (i, s) in slices.iter().enumerate() {
         if s.spec.driver.is_empty() {
             return Err(AllocError::InvalidSlice {
@@ -456,250 +536,239 @@ pub(super) fn build<'a>(
             None if s.spec.per_device_node_selection == Some(true) => SliceScope::PerDevice,
             None => SliceScope::All,
         };
-        if scope == SliceScope::None
-            && !features.partitionable_devices
-            && s.spec.per_device_node_selection.is_some()
-        {
-            warnings.push(format!(
-                "ResourceSlice {}: perDeviceNodeSelection needs the DRAPartitionableDevices feature, ignored",
-                slice_label(s, i)
-            ));
+        if scope == SliceScope::None {
+            if !features.partitionable_devices && s.spec.per_device_node_selection.is_some() {
+                warnings.push(format!(
+                    "ResourceSlice {}: perDeviceNodeSelection needs the DRAPartitionableDevices feature, ignored",
+                    slice_label(s, i)
+                ));
+            }
+            continue;
         }
-        scopes.push(scope);
-    }
-    // Pools: newest generation wins; slices with binding conditions are added last, as the
-    // scheduler prefers the devices without.
-    let has_binding = |s: &ResourceSlice| {
-        s.spec
+        let binding = s
+            .spec
             .devices
             .iter()
             .flatten()
-            .any(|d| d.binding_conditions.is_some())
+            .any(|d| d.binding_conditions.is_some());
+        visit.push(Visit {
+            slice: i,
+            scope,
+            binding,
+        });
+    }
+    let key = |v: &Visit| {
+        let s = &slices[v.slice];
+        (s.spec.driver.as_str(), s.spec.pool.name.as_str())
     };
-    let mut pools: BTreeMap<(&str, &str), PoolBuild> = BTreeMap::new();
-    let visible = |binding: bool| {
-        (0..slices.len())
-            .filter(|&i| scopes[i] != SliceScope::None)
-            .filter(move |&i| has_binding(&slices[i]) == binding)
-    };
-    for i in visible(false).chain(visible(true)) {
+    let generation = |v: &Visit| slices[v.slice].spec.pool.generation;
+    // Grouped by pool in (driver, pool) order, each pool's slices in the order the scheduler
+    // adds them: those without binding conditions first (it prefers their devices), each kind
+    // in the order given (the sort is stable).
+    visit.sort_by(|x, y| (key(x), x.binding).cmp(&(key(y), y.binding)));
+    // Per pool, the newest generation wins; the others are named in the order given.
+    let (mut kept, mut at) = (0, 0);
+    let mut outdated: Vec<(usize, i64)> = Vec::new();
+    while at < visit.len() {
+        let run = at..run_end(&visit, at, key);
+        at = run.end;
+        let newest = visit[run.clone()].iter().map(generation).max().unwrap_or(0);
+        for j in run {
+            let v = visit[j];
+            if generation(&v) == newest {
+                visit[kept] = v;
+                kept += 1;
+            } else {
+                outdated.push((v.slice, newest));
+            }
+        }
+    }
+    visit.truncate(kept);
+    outdated.sort_unstable();
+    for (i, _) in outdated {
         let s = &slices[i];
-        let key = (s.spec.driver.as_str(), s.spec.pool.name.as_str());
-        let g = s.spec.pool.generation;
-        match pools.get_mut(&key) {
-            None => {
-                pools.insert(
-                    key,
-                    PoolBuild {
-                        generation: g,
-                        slices: vec![i],
-                    },
-                );
-            }
-            Some(p) if g < p.generation => {}
-            Some(p) => {
-                if g > p.generation {
-                    p.generation = g;
-                    p.slices.clear();
-                }
-                p.slices.push(i);
-            }
-        }
+        warnings.push(format!(
+            "ResourceSlice {}: pool {}/{} generation {} is outdated, ignored",
+            slice_label(s, i),
+            s.spec.driver,
+            s.spec.pool.name,
+            s.spec.pool.generation
+        ));
     }
-    for (i, s) in slices.iter().enumerate() {
-        let key = (s.spec.driver.as_str(), s.spec.pool.name.as_str());
-        if let Some(p) = pools.get(&key)
-            && scopes[i] != SliceScope::None
-            && s.spec.pool.generation < p.generation
-        {
-            warnings.push(format!(
-                "ResourceSlice {}: pool {}/{} generation {} is outdated, ignored",
-                slice_label(s, i),
-                key.0,
-                key.1,
-                s.spec.pool.generation
-            ));
-        }
-    }
-    // Pools in (driver, pool) order, those with binding conditions last.
-    let mut keys: Vec<(&str, &str)> = pools.keys().copied().collect();
-    keys.sort_by_key(|k| pools[k].slices.iter().any(|&i| has_binding(&slices[i])));
 
-    let device_total: usize = pools
-        .values()
-        .flat_map(|p| &p.slices)
-        .map(|&i| slices[i].spec.devices.as_ref().map_or(0, Vec::len))
+    let device_total: usize = visit
+        .iter()
+        .map(|v| slices[v.slice].spec.devices.as_ref().map_or(0, Vec::len))
         .sum();
     let mut devices = Vec::with_capacity(device_total);
-    let mut out_pools = Vec::with_capacity(keys.len());
+    let mut out_pools = Vec::new();
     let mut infos = Vec::with_capacity(slices.len());
     let mut counter_sets: Vec<SliceCounters> = Vec::new();
     let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
     let mut known = Known::default();
-    // The device names of one pool at a time, to find a name given twice.
-    let mut names: Vec<(&str, usize)> = Vec::new();
-    for key in &keys {
-        let pb = &pools[key];
-        let first = &slices[pb.slices[0]];
-        let want = first.spec.pool.resource_slice_count;
-        let incomplete = (pb.slices.len() as i64 != want).then(|| {
-            format!(
-                "is incomplete (generation {}: {} of {want} slices present, being updated)",
-                pb.generation,
-                pb.slices.len()
-            )
-        });
-        if let Some(why) = &incomplete {
-            warnings.push(format!("pool {}/{} {why}", key.0, key.1));
-        }
-        let start = devices.len();
-        let pool_devices: usize = pb
-            .slices
-            .iter()
-            .map(|&i| slices[i].spec.devices.as_ref().map_or(0, Vec::len))
-            .sum();
-        names.clear();
-        names.reserve(pool_devices);
-        for &si in &pb.slices {
-            let s = &slices[si];
-            let raw = raw.and_then(|r| r.get(si));
-            let label = slice_label(s, si);
-            let bad = |reason: String| AllocError::InvalidSlice {
-                slice: label.clone(),
-                reason,
-            };
-            let slice_index = infos.len();
-            let per_device = s.spec.per_device_node_selection == Some(true);
-            infos.push(SliceInfo {
-                name: Cow::Borrowed(s.metadata.name.as_deref().unwrap_or_default()),
-                placement: Placement {
-                    node_name: s.spec.node_name.as_deref().map(Cow::Borrowed),
-                    node_selector: s.spec.node_selector.as_ref().map(Cow::Borrowed),
-                },
+    let mut names = PoolNames::new();
+    // Pools in (driver, pool) order, those with binding conditions last.
+    for binding in [false, true] {
+        for run in runs(&visit, key) {
+            let pool_slices = &visit[run];
+            if pool_slices.iter().any(|v| v.binding) != binding {
+                continue;
+            }
+            let pk = key(&pool_slices[0]);
+            let first = &slices[pool_slices[0].slice];
+            let want = first.spec.pool.resource_slice_count;
+            let incomplete = (pool_slices.len() as i64 != want).then(|| {
+                format!(
+                    "is incomplete (generation {}: {} of {want} slices present, being updated)",
+                    first.spec.pool.generation,
+                    pool_slices.len()
+                )
             });
-            let owner = match &s.spec.shared_counters {
-                Some(sets) if !sets.is_empty() => {
-                    let name = s.metadata.name.clone().unwrap_or_default();
-                    // The scheduler keys counters by slice name: the first slice of a name wins.
-                    Some(*counters_by_slice.entry(name.clone()).or_insert_with(|| {
-                        counter_sets.push(SliceCounters {
-                            slice: name,
-                            totals: Vec::new(),
-                        });
-                        counter_sets.len() - 1
-                    }))
-                }
-                _ => None,
-            };
-            if let (Some(o), Some(sets)) = (owner, &s.spec.shared_counters)
-                && counter_sets[o].totals.is_empty()
-            {
-                for set in sets {
-                    for (name, c) in &set.counters {
-                        let q = Quantity::parse(&c.value.0).map_err(|e| {
-                            bad(format!(
-                                "sharedCounters {}: counter {name}: invalid quantity {:?}: {e}",
-                                set.name, c.value.0
-                            ))
-                        })?;
-                        counter_sets[o]
-                            .totals
-                            .push((set.name.clone(), name.clone(), q));
+            if let Some(why) = &incomplete {
+                warnings.push(format!("pool {}/{} {why}", pk.0, pk.1));
+            }
+            let start = devices.len();
+            names.clear();
+            for v in pool_slices {
+                let si = v.slice;
+                let s = &slices[si];
+                let raw = raw.and_then(|r| r.get(si));
+                // The label is made only for an error.
+                let bad = |reason: String| AllocError::InvalidSlice {
+                    slice: slice_label(s, si),
+                    reason,
+                };
+                let slice_index = infos.len();
+                let per_device = s.spec.per_device_node_selection == Some(true);
+                infos.push(SliceInfo {
+                    name: Cow::Borrowed(s.metadata.name.as_deref().unwrap_or_default()),
+                    placement: Placement {
+                        node_name: s.spec.node_name.as_deref().map(Cow::Borrowed),
+                        node_selector: s.spec.node_selector.as_ref().map(Cow::Borrowed),
+                    },
+                });
+                let owner = match &s.spec.shared_counters {
+                    Some(sets) if !sets.is_empty() => {
+                        let name = s.metadata.name.clone().unwrap_or_default();
+                        // The scheduler keys counters by slice name: the first slice of a name wins.
+                        Some(*counters_by_slice.entry(name.clone()).or_insert_with(|| {
+                            counter_sets.push(SliceCounters {
+                                slice: name,
+                                totals: Vec::new(),
+                            });
+                            counter_sets.len() - 1
+                        }))
+                    }
+                    _ => None,
+                };
+                if let (Some(o), Some(sets)) = (owner, &s.spec.shared_counters)
+                    && counter_sets[o].totals.is_empty()
+                {
+                    for set in sets {
+                        for (name, c) in &set.counters {
+                            let q = Quantity::parse(&c.value.0).map_err(|e| {
+                                bad(format!(
+                                    "sharedCounters {}: counter {name}: invalid quantity {:?}: {e}",
+                                    set.name, c.value.0
+                                ))
+                            })?;
+                            counter_sets[o]
+                                .totals
+                                .push((set.name.clone(), name.clone(), q));
+                        }
                     }
                 }
-            }
-            for (j, d) in s.spec.devices.iter().flatten().enumerate() {
-                if d.name.is_empty() {
-                    return Err(bad(format!("device #{j} has no name")));
-                }
-                names.push((d.name.as_str(), names.len()));
-                let source = Source {
-                    slice: s,
-                    device: d,
-                    raw: raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes")),
-                };
-                source
-                    .check(&s.spec.driver, &mut known)
-                    .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
-                let on_node = match (scopes[si], &options.node) {
-                    (SliceScope::PerDevice, Some(node)) => device_on_node(d, node)
-                        .map_err(|e| bad(format!("device {}: {e}", d.name)))?,
-                    _ => true,
-                };
-                let placement = per_device.then(|| {
-                    Box::new(Placement {
-                        node_name: d.node_name.as_deref().map(Cow::Borrowed),
-                        node_selector: d.node_selector.as_ref().map(Cow::Borrowed),
-                    })
-                });
-                let counters = match &d.consumes_counters {
-                    Some(cs) if !cs.is_empty() => {
-                        let mut uses = Vec::new();
-                        for c in cs {
-                            for (name, q) in &c.counters {
-                                let q = Quantity::parse(&q.value.0).map_err(|e| {
+                for (j, d) in s.spec.devices.iter().flatten().enumerate() {
+                    if d.name.is_empty() {
+                        return Err(bad(format!("device #{j} has no name")));
+                    }
+                    names.push(&d.name);
+                    let source = Source {
+                        slice: s,
+                        device: d,
+                        raw: raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes")),
+                    };
+                    source
+                        .check(&s.spec.driver, &mut known)
+                        .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
+                    let on_node = match (v.scope, &options.node) {
+                        (SliceScope::PerDevice, Some(node)) => device_on_node(d, node)
+                            .map_err(|e| bad(format!("device {}: {e}", d.name)))?,
+                        _ => true,
+                    };
+                    let placement = per_device.then(|| {
+                        Box::new(Placement {
+                            node_name: d.node_name.as_deref().map(Cow::Borrowed),
+                            node_selector: d.node_selector.as_ref().map(Cow::Borrowed),
+                        })
+                    });
+                    let counters = match &d.consumes_counters {
+                        Some(cs) if !cs.is_empty() => {
+                            let mut uses = Vec::new();
+                            for c in cs {
+                                for (name, q) in &c.counters {
+                                    let q = Quantity::parse(&q.value.0).map_err(|e| {
                                     bad(format!(
                                         "device {}: consumesCounters {}: counter {name}: invalid quantity {:?}: {e}",
                                         d.name, c.counter_set, q.value.0
                                     ))
                                 })?;
-                                let at = owner.and_then(|o| {
-                                    counter_sets[o]
-                                        .totals
-                                        .iter()
-                                        .position(|(s, n, _)| *s == c.counter_set && n == name)
-                                });
-                                if let Some(at) = at {
-                                    uses.push((at, q));
+                                    let at = owner.and_then(|o| {
+                                        counter_sets[o]
+                                            .totals
+                                            .iter()
+                                            .position(|(s, n, _)| *s == c.counter_set && n == name)
+                                    });
+                                    if let Some(at) = at {
+                                        uses.push((at, q));
+                                    }
                                 }
                             }
+                            Some(Box::new(CounterUse { owner, uses }))
                         }
-                        Some(Box::new(CounterUse { owner, uses }))
-                    }
-                    _ => None,
-                };
-                let binding = d.binding_conditions.is_some();
-                devices.push(Device {
-                    origin: Origin::Slice(source),
-                    attributes: OnceLock::new(),
-                    allow_multiple_allocations: d.allow_multiple_allocations.unwrap_or(false),
-                    on_node,
-                    binding,
-                    // Slices are counted in u32 as the API counts them (resourceSliceCount).
-                    slice: u32::try_from(slice_index).unwrap_or(u32::MAX),
-                    counters,
-                    placement,
-                });
+                        _ => None,
+                    };
+                    let binding = d.binding_conditions.is_some();
+                    devices.push(Device {
+                        origin: Origin::Slice(source),
+                        attributes: OnceLock::new(),
+                        allow_multiple_allocations: d.allow_multiple_allocations.unwrap_or(false),
+                        on_node,
+                        binding,
+                        // Slices are counted in u32 as the API counts them (resourceSliceCount).
+                        slice: u32::try_from(slice_index).unwrap_or(u32::MAX),
+                        counters,
+                        placement,
+                    });
+                }
             }
+            let invalid = names
+                .first_repeat()
+                .map(|dup| format!("duplicate device name {dup}"));
+            out_pools.push(Pool {
+                driver: Cow::Borrowed(pk.0),
+                name: Cow::Borrowed(pk.1),
+                incomplete,
+                invalid,
+                devices: start..devices.len(),
+            });
         }
-        let invalid = first_repeat(&mut names).map(|dup| format!("duplicate device name {dup}"));
-        out_pools.push(Pool {
-            driver: Cow::Borrowed(key.0),
-            name: Cow::Borrowed(key.1),
-            incomplete,
-            invalid,
-            devices: start..devices.len(),
-        });
     }
-    let mut classes: Vec<(String, ClassEntry)> = classes
+    let mut classes: Vec<ClassEntry> = classes
         .iter()
-        .map(|c| {
-            (
-                c.metadata.name.clone().unwrap_or_default(),
-                ClassEntry {
-                    programs: selector_programs(&c.spec.selectors, options.programs.as_deref()),
-                    config: c.spec.config.clone().unwrap_or_default(),
-                    verdicts: OnceLock::new(),
-                },
-            )
+        .map(|c| ClassEntry {
+            name: Cow::Borrowed(c.metadata.name.as_deref().unwrap_or_default()),
+            selectors: c.spec.selectors.as_deref().unwrap_or_default(),
+            programs: OnceLock::new(),
+            config: Cow::Borrowed(c.spec.config.as_deref().unwrap_or_default()),
+            verdicts: OnceLock::new(),
         })
         .collect();
-    by_name_last_wins(&mut classes);
-    let order = (0..out_pools.len()).collect();
+    by_name_last_wins(&mut classes, |c| &c.name);
     Ok(Allocator {
         devices,
         pools: out_pools,
-        order,
+        order: Vec::new(),
         slices: infos,
         index: OnceLock::new(),
         classes,
@@ -715,24 +784,29 @@ pub(super) fn build<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::{by_name_last_wins, first_repeat};
+    use super::{PoolNames, SMALL_POOL, by_name_last_wins, first_repeat};
 
     fn repeat(names: &[&'static str]) -> Option<&'static str> {
         let mut v: Vec<(&str, usize)> = names.iter().copied().zip(0..).collect();
-        first_repeat(&mut v)
+        let sorted = first_repeat(&mut v);
+        // Kept on the stack, the names give the same answer.
+        let mut pool = PoolNames::new();
+        names.iter().for_each(|n| pool.push(n));
+        assert_eq!(pool.first_repeat(), sorted, "{names:?}");
+        sorted
     }
 
     #[test]
     fn one_entry_per_name_the_last_given_as_a_map_keeps() {
         let given = [("b", 1), ("a", 2), ("b", 3), ("c", 4), ("b", 5), ("a", 6)];
         let mut v: Vec<(String, i32)> = given.iter().map(|(n, x)| (n.to_string(), *x)).collect();
-        by_name_last_wins(&mut v);
+        by_name_last_wins(&mut v, |e| &e.0);
         let map: std::collections::BTreeMap<String, i32> =
             given.iter().map(|(n, x)| (n.to_string(), *x)).collect();
         assert_eq!(v, map.into_iter().collect::<Vec<_>>());
         assert_eq!(v, [("a".into(), 6), ("b".into(), 5), ("c".into(), 4)]);
         let mut none: Vec<(String, i32)> = Vec::new();
-        by_name_last_wins(&mut none);
+        by_name_last_wins(&mut none, |e| &e.0);
         assert!(none.is_empty());
     }
 
@@ -745,5 +819,35 @@ mod tests {
         // order would report it.
         assert_eq!(repeat(&["a", "c", "b", "c", "a"]), Some("c"));
         assert_eq!(repeat(&["z", "y", "y", "z"]), Some("y"));
+    }
+
+    /// Small pools (names on the stack) and large ones (in a list) report the same repeat as
+    /// a walk in order, also when the list is reused for another pool.
+    #[test]
+    fn pools_of_any_size_report_the_first_repeat() {
+        let before: Vec<String> = (0..SMALL_POOL + 9).map(|i| format!("x{}", i % 7)).collect();
+        for n in 1..=2 * SMALL_POOL + 3 {
+            for (at, of) in [
+                (None, 0),
+                (Some(n - 1), 0),
+                (Some(n / 2), n / 3),
+                (Some(n - 1), n.saturating_sub(2)),
+            ] {
+                let mut names: Vec<String> = (0..n).map(|i| format!("dev-{i}")).collect();
+                if let Some(at) = at.filter(|&at| at > of) {
+                    names[at] = names[of].clone();
+                }
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                let walk = (1..n)
+                    .find(|&j| refs[..j].contains(&refs[j]))
+                    .map(|j| refs[j]);
+                // The names of a larger pool before, to reuse the list.
+                let mut pool = PoolNames::new();
+                before.iter().for_each(|b| pool.push(b));
+                pool.clear();
+                refs.iter().for_each(|r| pool.push(r));
+                assert_eq!(pool.first_repeat(), walk, "{n} names, {at:?} repeats {of}");
+            }
+        }
     }
 }

@@ -7,8 +7,9 @@ use k8s_openapi::api::resource::v1::{
 use std::sync::Arc;
 
 use super::build::selector_programs;
+use super::one_or_many::OneOrMany;
 use super::{AllocError, Allocator, MAX_REQUESTS};
-use crate::cel::{AttrKey, Program};
+use crate::cel::{AttrKey, Program, hash_words};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -19,10 +20,13 @@ pub(super) enum Mode {
 /// One way to satisfy a request: the request itself (`exactly`) or one sub-request.
 #[derive(Debug, Clone)]
 pub(super) struct Alt {
-    /// `req` or `req/sub`.
-    pub label: String,
-    pub class: String,
-    pub programs: Vec<Arc<Program>>,
+    /// `req` (the request's name, shared) or `req/sub`.
+    pub label: Arc<str>,
+    /// The DeviceClass, by position in the allocator that compiled the claim.
+    pub class: usize,
+    /// The hash of the class's name, to refuse a claim compiled by another allocator.
+    pub class_hash: u64,
+    pub programs: OneOrMany<Arc<Program>>,
     pub mode: Mode,
     pub admin: bool,
     pub tolerations: Vec<DeviceToleration>,
@@ -30,10 +34,10 @@ pub(super) struct Alt {
 
 #[derive(Debug, Clone)]
 pub(super) struct Req {
-    pub name: String,
+    pub name: Arc<str>,
     /// `firstAvailable`: the alternatives are sub-requests.
     pub subrequests: bool,
-    pub alts: Vec<Alt>,
+    pub alts: OneOrMany<Alt>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +67,8 @@ impl Constraint {
 }
 
 /// A validated claim with its CEL compiled, reusable across allocations with the
-/// [`Allocator`] that compiled it.
+/// [`Allocator`] that compiled it. It names its DeviceClasses by their position in that
+/// allocator: another allocator refuses it ([`AllocError::InvalidClaim`]).
 #[derive(Debug, Clone)]
 pub struct CompiledClaim {
     pub(super) requests: Vec<Req>,
@@ -72,7 +77,7 @@ pub struct CompiledClaim {
 }
 
 struct AltSpec<'a> {
-    label: String,
+    label: Arc<str>,
     class: &'a str,
     selectors: &'a Option<Vec<DeviceSelector>>,
     mode: Option<&'a str>,
@@ -100,8 +105,6 @@ impl CompiledClaim {
             )));
         }
         let mut requests = Vec::with_capacity(reqs.len());
-        // One list for every request's alternatives, taken out as each is compiled.
-        let mut specs: Vec<AltSpec> = Vec::new();
         for (i, r) in reqs.iter().enumerate() {
             if r.name.is_empty() {
                 return Err(invalid(format!("request #{i} has no name")));
@@ -109,17 +112,21 @@ impl CompiledClaim {
             if reqs[..i].iter().any(|o| o.name == r.name) {
                 return Err(invalid(format!("request name {:?} is used twice", r.name)));
             }
-            match (&r.exactly, &r.first_available) {
-                (Some(e), None) => specs.push(AltSpec {
-                    label: r.name.clone(),
-                    class: &e.device_class_name,
-                    selectors: &e.selectors,
-                    mode: e.allocation_mode.as_deref(),
-                    count: e.count,
-                    admin: e.admin_access,
-                    capacity: e.capacity.is_some(),
-                    tolerations: &e.tolerations,
-                }),
+            let name: Arc<str> = Arc::from(r.name.as_str());
+            let alts = match (&r.exactly, &r.first_available) {
+                (Some(e), None) => OneOrMany::One(compile_alt(
+                    a,
+                    AltSpec {
+                        label: Arc::clone(&name),
+                        class: &e.device_class_name,
+                        selectors: &e.selectors,
+                        mode: e.allocation_mode.as_deref(),
+                        count: e.count,
+                        admin: e.admin_access,
+                        capacity: e.capacity.is_some(),
+                        tolerations: &e.tolerations,
+                    },
+                )?),
                 (None, Some(subs)) if !subs.is_empty() => {
                     if !a.features.prioritized_list {
                         return Err(AllocError::FeatureDisabled {
@@ -127,6 +134,7 @@ impl CompiledClaim {
                             feature: "firstAvailable (DRAPrioritizedList)".into(),
                         });
                     }
+                    // Every sub-request's name is checked before any is compiled.
                     for (j, s) in subs.iter().enumerate() {
                         if s.name.is_empty() || subs[..j].iter().any(|o| o.name == s.name) {
                             return Err(invalid(format!(
@@ -134,17 +142,24 @@ impl CompiledClaim {
                                 r.name
                             )));
                         }
-                        specs.push(AltSpec {
-                            label: format!("{}/{}", r.name, s.name),
-                            class: &s.device_class_name,
-                            selectors: &s.selectors,
-                            mode: s.allocation_mode.as_deref(),
-                            count: s.count,
-                            admin: None,
-                            capacity: s.capacity.is_some(),
-                            tolerations: &s.tolerations,
-                        });
                     }
+                    let mut alts = OneOrMany::Empty;
+                    for s in subs {
+                        alts.push(compile_alt(
+                            a,
+                            AltSpec {
+                                label: Arc::from(format!("{}/{}", r.name, s.name)),
+                                class: &s.device_class_name,
+                                selectors: &s.selectors,
+                                mode: s.allocation_mode.as_deref(),
+                                count: s.count,
+                                admin: None,
+                                capacity: s.capacity.is_some(),
+                                tolerations: &s.tolerations,
+                            },
+                        )?);
+                    }
+                    alts
                 }
                 (None, Some(_)) => {
                     return Err(invalid(format!(
@@ -165,12 +180,8 @@ impl CompiledClaim {
                     )));
                 }
             };
-            let mut alts = Vec::with_capacity(specs.len());
-            for s in specs.drain(..) {
-                alts.push(compile_alt(a, s)?);
-            }
             requests.push(Req {
-                name: r.name.clone(),
+                name,
                 subrequests: r.first_available.is_some(),
                 alts,
             });
@@ -201,16 +212,19 @@ impl CompiledClaim {
                         Some((r, s)) => (r, Some(s)),
                         None => (n.as_str(), None),
                     };
-                    let ri = requests.iter().position(|r| r.name == rn).ok_or_else(|| {
-                        invalid(format!("constraint #{i}: unknown request {n:?}"))
-                    })?;
+                    let ri = requests
+                        .iter()
+                        .position(|r| *r.name == *rn)
+                        .ok_or_else(|| {
+                            invalid(format!("constraint #{i}: unknown request {n:?}"))
+                        })?;
                     let ai = match sub {
                         None => None,
                         Some(sub) => Some(
                             requests[ri]
                                 .alts
                                 .iter()
-                                .position(|a| a.label == *n)
+                                .position(|a| *a.label == **n)
                                 .filter(|_| requests[ri].subrequests)
                                 .ok_or_else(|| {
                                     invalid(format!(
@@ -253,7 +267,7 @@ impl CompiledClaim {
 fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
     if s.admin.is_some() && !a.features.admin_access {
         return Err(AllocError::FeatureDisabled {
-            request: s.label,
+            request: s.label.to_string(),
             feature: "adminAccess (DRAAdminAccess)".into(),
         });
     }
@@ -261,7 +275,7 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
         // The 1.34 scheduler refuses capacity requests unless DRAConsumableCapacity (alpha) is
         // on; that feature is not modelled.
         return Err(AllocError::FeatureDisabled {
-            request: s.label,
+            request: s.label.to_string(),
             feature: "a capacity request (DRAConsumableCapacity)".into(),
         });
     }
@@ -298,27 +312,25 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
             s.label
         )));
     }
-    match a.class(s.class).map(|c| &c.programs) {
-        None => {
-            return Err(AllocError::ClassNotFound {
-                request: s.label,
-                class: s.class.to_string(),
-            });
-        }
-        Some(Err((expression, error))) => {
-            return Err(AllocError::Cel {
-                request: s.label,
-                class: Some(s.class.to_string()),
-                expression: expression.clone(),
-                error: error.clone(),
-            });
-        }
-        Some(Ok(_)) => {}
+    let Some(class) = a.class_index(s.class) else {
+        return Err(AllocError::ClassNotFound {
+            request: s.label.to_string(),
+            class: s.class.to_string(),
+        });
+    };
+    if let Err((expression, error)) = a.classes[class].programs(a.programs.as_deref()) {
+        return Err(AllocError::Cel {
+            request: s.label.to_string(),
+            class: Some(s.class.to_string()),
+            expression: expression.clone(),
+            error: error.clone(),
+        });
     }
+    let selectors = s.selectors.as_deref().unwrap_or_default();
     let programs =
-        selector_programs(s.selectors, a.programs.as_deref()).map_err(|(expression, error)| {
+        selector_programs(selectors, a.programs.as_deref()).map_err(|(expression, error)| {
             AllocError::Cel {
-                request: s.label.clone(),
+                request: s.label.to_string(),
                 class: None,
                 expression,
                 error,
@@ -326,10 +338,16 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
         })?;
     Ok(Alt {
         label: s.label,
-        class: s.class.to_string(),
+        class,
+        class_hash: class_hash(s.class),
         programs,
         mode,
         admin: s.admin == Some(true),
         tolerations: s.tolerations.clone().unwrap_or_default(),
     })
+}
+
+/// The hash an [`Alt`] keeps of its class's name.
+pub(super) fn class_hash(name: &str) -> u64 {
+    hash_words(name.len() as u64, name.as_bytes())
 }

@@ -63,6 +63,7 @@
 mod build;
 mod claim;
 mod node;
+mod one_or_many;
 mod search;
 
 use std::borrow::Cow;
@@ -71,13 +72,14 @@ use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::core::v1::NodeSelector;
 use k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceClass, DeviceTaint, ResourceClaimSpec, ResourceSlice,
+    DeviceAllocationConfiguration, DeviceClass, DeviceClassConfiguration, DeviceSelector,
+    DeviceTaint, ResourceClaimSpec, ResourceSlice,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::cel::{
     AttrKey, AttributeValue, CelError, DeviceAttributes, DeviceView, FastDevice, FullDevice,
-    Program, ProgramCache, Scalar,
+    ProgramCache, Scalar,
 };
 
 pub use claim::CompiledClaim;
@@ -627,13 +629,36 @@ impl Pool<'_> {
     }
 }
 
-/// A DeviceClass: its compiled selectors, its config, and what its selectors say of each
-/// device, computed on first use and kept, since neither changes while the allocator lives.
+/// A DeviceClass: its selectors, compiled on first use (a claim names few of a cluster's
+/// classes), its config, and what its selectors say of each device, computed on first use and
+/// kept, since neither changes while the allocator lives.
 #[derive(Debug)]
-struct ClassEntry {
-    programs: Result<Vec<Arc<Program>>, (String, CelError)>,
-    config: Vec<k8s_openapi::api::resource::v1::DeviceClassConfiguration>,
+struct ClassEntry<'a> {
+    name: Cow<'a, str>,
+    /// What `programs` is compiled from; empty once an owned allocator has compiled them.
+    selectors: &'a [DeviceSelector],
+    programs: OnceLock<build::Programs>,
+    config: Cow<'a, [DeviceClassConfiguration]>,
     verdicts: OnceLock<Vec<search::Verdict>>,
+}
+
+impl ClassEntry<'_> {
+    /// The compiled selectors, or the first that does not compile.
+    fn programs(&self, cache: Option<&ProgramCache>) -> &build::Programs {
+        self.programs
+            .get_or_init(|| build::selector_programs(self.selectors, cache))
+    }
+
+    fn into_owned(self, cache: Option<&ProgramCache>) -> ClassEntry<'static> {
+        self.programs(cache);
+        ClassEntry {
+            name: Cow::Owned(self.name.into_owned()),
+            selectors: &[],
+            programs: self.programs,
+            config: Cow::Owned(self.config.into_owned()),
+            verdicts: self.verdicts,
+        }
+    }
 }
 
 /// The devices of a node (from ResourceSlices of any drivers) and the DeviceClasses, ready to
@@ -647,14 +672,15 @@ struct ClassEntry {
 pub struct Allocator<'a> {
     devices: Vec<Device<'a>>,
     pools: Vec<Pool<'a>>,
-    /// The order the search visits pools in (indexes into `pools`).
+    /// The order the search visits pools in (indexes into `pools`); empty for the order of
+    /// `pools` ([`Allocator::visit_order`]).
     order: Vec<usize>,
     slices: Vec<build::SliceInfo<'a>>,
     /// Built on first use: only `allocated` lists and [`Allocator::device`] need it. Device
     /// positions sorted by (driver, pool, name, position).
     index: OnceLock<Vec<u32>>,
     /// Sorted by name, one entry per name (the last class given of a name).
-    classes: Vec<(String, ClassEntry)>,
+    classes: Vec<ClassEntry<'a>>,
     features: Features,
     bugs: SchedulerBugs,
     node: Option<Node>,
@@ -672,7 +698,10 @@ impl<'a> Allocator<'a> {
     /// the node, with 1.34's default features. Malformed slices (a device without a name, an
     /// attribute without a value, a bad version or quantity) are errors naming the slice and
     /// device.
-    pub fn new(slices: &'a [ResourceSlice], classes: &[DeviceClass]) -> Result<Self, AllocError> {
+    pub fn new(
+        slices: &'a [ResourceSlice],
+        classes: &'a [DeviceClass],
+    ) -> Result<Self, AllocError> {
         Self::with_options(slices, classes, &Options::default())
     }
 
@@ -681,7 +710,7 @@ impl<'a> Allocator<'a> {
     /// decides it ([`slice_scope`]).
     pub fn with_options(
         slices: &'a [ResourceSlice],
-        classes: &[DeviceClass],
+        classes: &'a [DeviceClass],
         options: &Options,
     ) -> Result<Self, AllocError> {
         build::build(slices, None, classes, options)
@@ -730,7 +759,11 @@ impl<'a> Allocator<'a> {
                 .map(build::SliceInfo::into_owned)
                 .collect(),
             index: self.index,
-            classes: self.classes,
+            classes: self
+                .classes
+                .into_iter()
+                .map(|c| c.into_owned(self.programs.as_deref()))
+                .collect(),
             features: self.features,
             bugs: self.bugs,
             node: self.node,
@@ -769,12 +802,21 @@ impl<'a> Allocator<'a> {
         (key(&self.devices[i]) == want).then_some(i)
     }
 
-    /// The class named `name`.
-    fn class(&self, name: &str) -> Option<&ClassEntry> {
+    /// The position of the class named `name`.
+    fn class_index(&self, name: &str) -> Option<usize> {
         self.classes
-            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .binary_search_by(|c| c.name.as_ref().cmp(name))
             .ok()
-            .map(|i| &self.classes[i].1)
+    }
+
+    /// The name of the class at `class`.
+    fn class_name(&self, class: usize) -> &str {
+        self.classes.get(class).map_or("", |c| &c.name)
+    }
+
+    /// The pools in the order the search visits them.
+    fn visit_order(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.pools.len()).map(|i| self.order.get(i).copied().unwrap_or(i))
     }
 
     /// The node this allocator allocates for (`None`: every slice is taken to be on it).
@@ -794,9 +836,8 @@ impl<'a> Allocator<'a> {
 
     /// The pools the search visits, as `(driver, pool)`, in the order it visits them.
     pub fn pool_order(&self) -> Vec<(&str, &str)> {
-        self.order
-            .iter()
-            .map(|&p| (self.pools[p].driver.as_ref(), self.pools[p].name.as_ref()))
+        self.visit_order()
+            .map(|p| (self.pools[p].driver.as_ref(), self.pools[p].name.as_ref()))
             .collect()
     }
 
@@ -819,7 +860,7 @@ impl<'a> Allocator<'a> {
                 new.push(i);
             }
         }
-        for &i in &self.order {
+        for i in self.visit_order() {
             if !new.contains(&i) {
                 new.push(i);
             }
@@ -839,12 +880,26 @@ impl<'a> Allocator<'a> {
     }
 
     /// Finds the devices for a compiled claim as the scheduler would, never using those in
-    /// `allocated` (devices other claims hold) except for `adminAccess` requests.
+    /// `allocated` (devices other claims hold) except for `adminAccess` requests. A claim
+    /// compiled by another allocator is refused ([`AllocError::InvalidClaim`]).
     pub fn allocate(
         &self,
         claim: &CompiledClaim,
         allocated: &[DeviceId],
     ) -> Result<Allocation, AllocError> {
+        // The classes are kept by position: another allocator's may be others.
+        for alt in claim.requests.iter().flat_map(|r| r.alts.iter()) {
+            if self
+                .classes
+                .get(alt.class)
+                .is_none_or(|c| claim::class_hash(&c.name) != alt.class_hash)
+            {
+                return Err(AllocError::InvalidClaim(format!(
+                    "request {}: the claim was compiled by another allocator",
+                    alt.label
+                )));
+            }
+        }
         // Relaxed: a count for a choice of speed, ordering nothing else.
         let _ = self
             .claims

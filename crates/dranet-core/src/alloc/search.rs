@@ -27,9 +27,10 @@ use k8s_openapi::api::resource::v1::{
 
 use super::claim::{Alt, CompiledClaim, ConstraintKind, Mode};
 use super::node::allocation_node_selector;
+use super::one_or_many::OneOrMany;
 use super::{
     AllocError, Allocation, Allocator, AttrRef, Device, DeviceId, DeviceResult,
-    MAX_ALLOCATED_DEVICES, MAX_SEARCH_STEPS,
+    MAX_ALLOCATED_DEVICES, MAX_REQUESTS, MAX_SEARCH_STEPS,
 };
 use crate::cel::{AttributeValue, Program, Quantity, Semver};
 
@@ -56,25 +57,35 @@ fn verdict(programs: &[Arc<Program>], d: &Device) -> Verdict {
 
 impl Allocator<'_> {
     /// What a class's selectors say of every device, computed once.
-    fn class_verdicts(&self, class: &str) -> &[Verdict] {
-        let Some(entry) = self.class(class) else {
+    fn class_verdicts(&self, class: usize) -> &[Verdict] {
+        let Some(entry) = self.classes.get(class) else {
             return &[];
         };
-        entry.verdicts.get_or_init(|| match &entry.programs {
-            Ok(programs) => self
-                .devices
+        entry.verdicts.get_or_init(|| {
+            self.devices
                 .iter()
-                .map(|d| {
-                    if d.binding {
-                        Verdict::No
-                    } else {
-                        verdict(programs, d)
-                    }
-                })
-                .collect(),
-            Err(_) => vec![Verdict::No; self.devices.len()],
+                .map(|d| class_verdict(self, class, d))
+                .collect()
         })
     }
+}
+
+/// What class `class`'s selectors say of device `d`.
+fn class_verdict(a: &Allocator, class: usize, d: &Device) -> Verdict {
+    match a
+        .classes
+        .get(class)
+        .map(|c| c.programs(a.programs.as_deref()))
+    {
+        Some(Ok(programs)) if !d.binding => verdict(programs, d),
+        _ => Verdict::No,
+    }
+}
+
+/// Whether other claims hold device `d` (`taken` is empty when they hold none).
+#[inline]
+fn held(taken: &[bool], d: usize) -> bool {
+    taken.get(d).copied().unwrap_or(false)
 }
 
 /// One entry of a slot's candidate list.
@@ -119,8 +130,6 @@ struct AltData<'a> {
     hazards_only: OnceCell<Subset>,
     /// ExactCount: candidates in search order.
     cands: Vec<Cand>,
-    /// `suffix[i]`: `Dev` entries at positions `i..`.
-    suffix: Vec<usize>,
     /// Positions of `Err` and `Barrier` entries.
     hazards: Vec<usize>,
     /// All: the devices, in search order.
@@ -129,6 +138,16 @@ struct AltData<'a> {
     num: usize,
     /// The errors of `Cand::Err` entries.
     errors: Vec<AllocError>,
+}
+
+impl AltData<'_> {
+    /// The `Dev` entries of `cands` at positions `at..`: every entry but the hazards, whose
+    /// positions are sorted (and usually none).
+    #[inline]
+    fn devs_from(&self, at: usize) -> usize {
+        let hazards = self.hazards.len() - self.hazards.partition_point(|&h| h < at);
+        self.cands.len().saturating_sub(at) - hazards
+    }
 }
 
 /// Why the search stops.
@@ -203,6 +222,52 @@ enum CState<'a> {
     Taken(Vec<Scalar<'a>>),
 }
 
+/// One bit per device: inline for the devices of a node (up to 256), on the heap beyond.
+enum Bits {
+    Inline([u64; 4]),
+    Heap(Vec<u64>),
+}
+
+impl Bits {
+    fn new(n: usize) -> Bits {
+        if n <= 256 {
+            Bits::Inline([0; 4])
+        } else {
+            Bits::Heap(vec![0; n.div_ceil(64)])
+        }
+    }
+
+    #[inline]
+    fn words(&self) -> &[u64] {
+        match self {
+            Bits::Inline(w) => w,
+            Bits::Heap(w) => w,
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> bool {
+        self.words()
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    #[inline]
+    fn set(&mut self, i: usize, on: bool) {
+        let words = match self {
+            Bits::Inline(w) => &mut w[..],
+            Bits::Heap(w) => &mut w[..],
+        };
+        if let Some(w) = words.get_mut(i / 64) {
+            if on {
+                *w |= 1 << (i % 64);
+            } else {
+                *w &= !(1 << (i % 64));
+            }
+        }
+    }
+}
+
 /// What undoes one added device.
 struct Saved<'a> {
     device: usize,
@@ -236,14 +301,14 @@ fn tolerated(taint: &DeviceTaint, tolerations: &[DeviceToleration]) -> bool {
 struct Search<'a> {
     a: &'a Allocator<'a>,
     claim: &'a CompiledClaim,
-    alts: &'a [Vec<AltData<'a>>],
+    alts: &'a [OneOrMany<AltData<'a>>],
     /// Held by other claims.
     taken: &'a [bool],
     /// Chosen for this claim.
-    used: Vec<bool>,
+    used: Bits,
     chosen: Vec<(usize, usize, usize)>,
     /// The sub-request chosen per request.
-    selected: Vec<usize>,
+    selected: [usize; MAX_REQUESTS],
     states: Vec<CState<'a>>,
     /// Shared counters: what is left after other claims, and what this claim consumes.
     available: Vec<Vec<Quantity>>,
@@ -268,10 +333,14 @@ pub(super) fn run(
     claim: &CompiledClaim,
     allocated: &[DeviceId],
 ) -> Result<Allocation, AllocError> {
-    let mut taken = vec![false; a.devices.len()];
-    for id in allocated {
-        if let Some(i) = a.position(id) {
-            taken[i] = true;
+    // Most claims are decided with nothing held: no list then.
+    let mut taken = Vec::new();
+    if !allocated.is_empty() {
+        taken = vec![false; a.devices.len()];
+        for id in allocated {
+            if let Some(i) = a.position(id) {
+                taken[i] = true;
+            }
         }
     }
     // Validation, as the scheduler does it before searching: the devices of `All` requests
@@ -280,7 +349,7 @@ pub(super) fn run(
     let mut alts = Vec::with_capacity(claim.requests.len());
     let mut min_total = 0usize;
     for req in &claim.requests {
-        let mut per: Vec<AltData> = Vec::with_capacity(req.alts.len());
+        let mut per: OneOrMany<AltData> = OneOrMany::Empty;
         let mut min_req = usize::MAX;
         for (s, alt) in req.alts.iter().enumerate() {
             let data = match (s, per.first()) {
@@ -395,7 +464,7 @@ fn counters_left(a: &Allocator, taken: &[bool]) -> (Vec<Vec<Quantity>>, Vec<Vec<
         .map(|s| s.totals.iter().map(|t| t.2).collect())
         .collect();
     for (i, d) in a.devices.iter().enumerate() {
-        if !taken[i] {
+        if !held(taken, i) {
             continue;
         }
         if let Some(cu) = &d.counters
@@ -417,59 +486,70 @@ fn counters_left(a: &Allocator, taken: &[bool]) -> (Vec<Vec<Quantity>>, Vec<Vec<
 
 /// The candidates of one request or sub-request, in search order.
 fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltData<'a>, AllocError> {
-    let class = a.class_verdicts(&alt.class);
-    let class_name = &alt.class;
-    // An allocator deciding its second claim or more is kept: the devices its selectors read
-    // get their index, whose lookups cost less than reading the slice's map.
-    let index = a.reused();
-    let judge = |d: usize| -> Verdict {
-        let dev = &a.devices[d];
-        match class.get(d) {
-            Some(Verdict::Yes) => {}
-            Some(Verdict::Err(e)) => return Verdict::Err(e.clone()),
-            _ => return Verdict::No,
+    // A kept allocator (deciding its second claim or more) keeps what each class says of
+    // every device, and builds the index of the devices its selectors read: lookups in it cost
+    // less than reading the slice's map. A fresh one asks the class of the devices it judges.
+    let kept = a.reused();
+    let class = if kept {
+        a.class_verdicts(alt.class)
+    } else {
+        &[]
+    };
+    let class_of = |d: usize| -> Verdict {
+        if kept {
+            class.get(d).cloned().unwrap_or(Verdict::No)
+        } else {
+            class_verdict(a, alt.class, &a.devices[d])
         }
-        if index {
+    };
+    // A selector's verdict, and whether an error is the class's.
+    let judge = |d: usize| -> (Verdict, bool) {
+        let dev = &a.devices[d];
+        match class_of(d) {
+            Verdict::Yes => {}
+            e @ Verdict::Err(_) => return (e, true),
+            Verdict::No => return (Verdict::No, false),
+        }
+        if kept {
             dev.attributes();
         }
         match verdict(&alt.programs, dev) {
-            Verdict::Yes if !dev.on_node => Verdict::No,
-            v => v,
+            Verdict::Yes if !dev.on_node => (Verdict::No, false),
+            v => (v, false),
         }
     };
     let runtime_error =
         |d: usize, class_err: bool, (selector, error): (usize, String)| AllocError::CelRuntime {
-            request: alt.label.clone(),
-            class: class_err.then(|| class_name.clone()),
+            request: alt.label.to_string(),
+            class: class_err.then(|| a.class_name(alt.class).to_string()),
             selector,
             device: Box::new(a.devices[d].id()),
             error,
         };
-    let is_class_err = |d: usize| matches!(class.get(d), Some(Verdict::Err(_)));
     let mut data = AltData::default();
     match alt.mode {
         Mode::All => {
-            for &p in &a.order {
+            for p in a.visit_order() {
                 let pool = &a.pools[p];
                 if let Some(why) = pool.incomplete.as_ref() {
                     return Err(AllocError::AllOverUnusablePool {
-                        request: alt.label.clone(),
+                        request: alt.label.to_string(),
                         pool: pool.label(),
                         reason: why.clone(),
                     });
                 }
                 if let Some(why) = pool.invalid.as_ref() {
                     return Err(AllocError::AllOverUnusablePool {
-                        request: alt.label.clone(),
+                        request: alt.label.to_string(),
                         pool: pool.label(),
                         reason: format!("is invalid ({why})"),
                     });
                 }
                 for d in pool.devices.clone() {
                     match judge(d) {
-                        Verdict::Yes => data.all.push(d),
-                        Verdict::No => {}
-                        Verdict::Err(e) => return Err(runtime_error(d, is_class_err(d), *e)),
+                        (Verdict::Yes, _) => data.all.push(d),
+                        (Verdict::No, _) => {}
+                        (Verdict::Err(e), of_class) => return Err(runtime_error(d, of_class, *e)),
                     }
                 }
             }
@@ -477,7 +557,7 @@ fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltDat
         }
         Mode::Exact(n) => {
             data.num = n;
-            for &p in &a.order {
+            for p in a.visit_order() {
                 let pool = &a.pools[p];
                 if pool.invalid.is_some() {
                     data.hazards.push(data.cands.len());
@@ -485,24 +565,19 @@ fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltDat
                 }
                 for d in pool.devices.clone() {
                     // Devices other claims hold are skipped before any selector runs.
-                    if taken[d] && !alt.admin {
+                    if held(taken, d) && !alt.admin {
                         continue;
                     }
                     match judge(d) {
-                        Verdict::Yes => data.cands.push(Cand::Dev(d)),
-                        Verdict::No => {}
-                        Verdict::Err(e) => {
+                        (Verdict::Yes, _) => data.cands.push(Cand::Dev(d)),
+                        (Verdict::No, _) => {}
+                        (Verdict::Err(e), of_class) => {
                             data.hazards.push(data.cands.len());
                             data.cands.push(Cand::Err(d, data.errors.len()));
-                            data.errors.push(runtime_error(d, is_class_err(d), *e));
+                            data.errors.push(runtime_error(d, of_class, *e));
                         }
                     }
                 }
-            }
-            data.suffix = vec![0; data.cands.len() + 1];
-            for i in (0..data.cands.len()).rev() {
-                data.suffix[i] =
-                    data.suffix[i + 1] + usize::from(matches!(data.cands[i], Cand::Dev(_)));
             }
         }
     }
@@ -513,7 +588,7 @@ impl<'a> Search<'a> {
     fn new(
         a: &'a Allocator<'a>,
         claim: &'a CompiledClaim,
-        alts: &'a [Vec<AltData<'a>>],
+        alts: &'a [OneOrMany<AltData<'a>>],
         taken: &'a [bool],
         permutations: bool,
     ) -> Search<'a> {
@@ -531,9 +606,9 @@ impl<'a> Search<'a> {
             claim,
             alts,
             taken,
-            used: vec![false; a.devices.len()],
+            used: Bits::new(a.devices.len()),
             chosen: Vec::new(),
-            selected: vec![0; claim.requests.len()],
+            selected: [0; MAX_REQUESTS],
             states,
             available,
             consumed,
@@ -644,7 +719,7 @@ impl<'a> Search<'a> {
                     Some(&p) => (p, sub.suffix[idx]),
                     None => return Ok(false),
                 },
-                None if idx < data.cands.len() => (idx, data.suffix[idx]),
+                None if idx < data.cands.len() => (idx, data.devs_from(idx)),
                 None => return Ok(false),
             };
             if !self.permutations && remaining < left {
@@ -664,12 +739,12 @@ impl<'a> Search<'a> {
                     }));
                 }
                 Cand::Err(d, e) => {
-                    if !self.used[d] {
+                    if !self.used.get(d) {
                         return Err(Stop::Fatal(data.errors[e].clone()));
                     }
                 }
                 Cand::Dev(d) => {
-                    if self.used[d] {
+                    if self.used.get(d) {
                         continue;
                     }
                     self.tick()?;
@@ -778,7 +853,7 @@ impl<'a> Search<'a> {
                         reason: pool.invalid.clone().unwrap_or_default(),
                     }));
                 }
-                Cand::Err(d, e) if !self.used[d] => {
+                Cand::Err(d, e) if !self.used.get(d) => {
                     return Err(Stop::Fatal(data.errors[e].clone()));
                 }
                 _ => {}
@@ -792,7 +867,7 @@ impl<'a> Search<'a> {
     /// `All` (`must`), a constraint that does not allow it is an error.
     fn add(&mut self, r: usize, s: usize, d: usize, must: bool) -> Result<Option<Saved<'a>>, Stop> {
         let alt = &self.claim.requests[r].alts[s];
-        if self.used[d] || (self.taken[d] && !alt.admin) {
+        if self.used.get(d) || (held(self.taken, d) && !alt.admin) {
             return Ok(None);
         }
         let dev: &'a Device = &self.a.devices[d];
@@ -835,7 +910,7 @@ impl<'a> Search<'a> {
                     self.rejected_by[ci] += 1;
                     if must {
                         return Err(Stop::Fatal(AllocError::ConstraintViolated {
-                            request: alt.label.clone(),
+                            request: alt.label.to_string(),
                             device: dev.id(),
                             constraint: c.label.clone(),
                         }));
@@ -848,14 +923,14 @@ impl<'a> Search<'a> {
         for (ci, next) in changes {
             old.push((ci, std::mem::replace(&mut self.states[ci], next)));
         }
-        self.used[d] = true;
+        self.used.set(d, true);
         self.chosen.push((r, s, d));
         Ok(Some(Saved { device: d, old }))
     }
 
     fn remove(&mut self, saved: Saved<'a>) {
         let d = saved.device;
-        self.used[d] = false;
+        self.used.set(d, false);
         self.chosen.pop();
         for (ci, st) in saved.old {
             self.states[ci] = st;
@@ -1055,7 +1130,7 @@ impl<'a> Search<'a> {
                     };
                     Err(format!(
                         "{who}needs {n} device(s) of class {} matching its selectors{attrs}, {} match and are free{why}",
-                        alt.class,
+                        self.a.class_name(alt.class),
                         v.len()
                     ))
                 }
@@ -1063,12 +1138,12 @@ impl<'a> Search<'a> {
                     let busy = data
                         .all
                         .iter()
-                        .filter(|&&d| !alt.admin && self.taken[d])
+                        .filter(|&&d| !alt.admin && held(self.taken, d))
                         .count();
                     if data.all.is_empty() {
                         Err(format!(
                             "{who}allocationMode All needs at least one device of class {} matching its selectors, none match{}",
-                            alt.class,
+                            self.a.class_name(alt.class),
                             self.why_no_match(alt)
                         ))
                     } else if busy > 0 {
@@ -1101,7 +1176,7 @@ impl<'a> Search<'a> {
                 }
             }
             if why.len() == req.alts.len() {
-                return Some((Some(r), req.name.clone(), why.join("; ")));
+                return Some((Some(r), req.name.to_string(), why.join("; ")));
             }
             possible.push(per);
         }
@@ -1132,7 +1207,7 @@ impl<'a> Search<'a> {
                 None,
                 claim.requests[..upto]
                     .last()
-                    .map(|r| r.name.clone())
+                    .map(|r| r.name.to_string())
                     .unwrap_or_default(),
                 format!(
                     "the requests need {needed} devices together and a device is allocated at most once, but only {have} match them"
@@ -1230,7 +1305,7 @@ impl<'a> Search<'a> {
                     .unwrap_or(0);
                 return Some((
                     None,
-                    claim.requests[first].name.clone(),
+                    claim.requests[first].name.to_string(),
                     format!(
                         "no value of {} is shared by enough matching devices of every request {} covers",
                         c.attribute.domain.clone() + "/" + &c.attribute.name,
@@ -1251,7 +1326,7 @@ impl<'a> Search<'a> {
                 let dev = &a.devices[d];
                 let alt = &self.claim.requests[r].alts[s];
                 DeviceResult {
-                    request: alt.label.clone(),
+                    request: alt.label.to_string(),
                     driver: dev.driver().to_string(),
                     pool: dev.pool().to_string(),
                     device: dev.name().to_string(),
@@ -1294,28 +1369,31 @@ impl<'a> Search<'a> {
     /// every request that uses the class), then the claim's for the requests it names.
     fn config(&self) -> Vec<DeviceAllocationConfiguration> {
         let mut out: Vec<DeviceAllocationConfiguration> = Vec::new();
-        let mut seen: Vec<(&str, usize, usize)> = Vec::new();
+        // The classes with config met so far: (class, its entries in `out`).
+        let mut seen: Vec<(usize, usize, usize)> = Vec::new();
         for (r, req) in self.claim.requests.iter().enumerate() {
             let alt = &req.alts[if req.subrequests { self.selected[r] } else { 0 }];
             if let Some((_, start, end)) = seen.iter().find(|(c, _, _)| *c == alt.class) {
                 for c in &mut out[*start..*end] {
                     c.requests
                         .get_or_insert_with(Vec::new)
-                        .push(alt.label.clone());
+                        .push(alt.label.to_string());
                 }
                 continue;
             }
             let start = out.len();
-            if let Some(class) = self.a.class(&alt.class) {
-                for c in &class.config {
+            if let Some(class) = self.a.classes.get(alt.class) {
+                for c in class.config.iter() {
                     out.push(DeviceAllocationConfiguration {
                         opaque: c.opaque.clone(),
-                        requests: Some(vec![alt.label.clone()]),
+                        requests: Some(vec![alt.label.to_string()]),
                         source: "FromClass".into(),
                     });
                 }
             }
-            seen.push((&alt.class, start, out.len()));
+            if out.len() > start {
+                seen.push((alt.class, start, out.len()));
+            }
         }
         for cc in &self.claim.config {
             let names = cc.requests.as_deref().unwrap_or(&[]);
@@ -1331,11 +1409,15 @@ impl<'a> Search<'a> {
             // One entry per request it names (so a config naming two requests appears twice),
             // as the scheduler writes it.
             for (r, req) in self.claim.requests.iter().enumerate() {
-                if names.contains(&req.name) {
+                if names.iter().any(|n| **n == *req.name) {
                     out.push(entry());
                     continue;
                 }
-                if req.subrequests && names.contains(&req.alts[self.selected[r]].label) {
+                if req.subrequests
+                    && names
+                        .iter()
+                        .any(|n| **n == *req.alts[self.selected[r]].label)
+                {
                     out.push(entry());
                 }
             }
@@ -1370,7 +1452,7 @@ impl<'a> Search<'a> {
                 let who = who(req.subrequests, &alt.label);
                 match alt.mode {
                     Mode::Exact(n) => {
-                        let free = data.suffix.first().copied().unwrap_or(0);
+                        let free = data.devs_from(0);
                         if free < n {
                             let errs = data.errors.len();
                             let note = if errs > 0 {
@@ -1385,7 +1467,7 @@ impl<'a> Search<'a> {
                             };
                             reasons.push(format!(
                                 "{who}needs {n} device(s) of class {} matching its selectors, {free} match and are free{note}{why}",
-                                alt.class
+                                self.a.class_name(alt.class)
                             ));
                         }
                     }
@@ -1393,12 +1475,12 @@ impl<'a> Search<'a> {
                         let busy = data
                             .all
                             .iter()
-                            .filter(|&&d| self.taken[d] && !alt.admin)
+                            .filter(|&&d| held(self.taken, d) && !alt.admin)
                             .count();
                         if data.all.is_empty() {
                             reasons.push(format!(
                                 "{who}allocationMode All needs at least one device of class {} matching its selectors, none match{}",
-                                alt.class,
+                                self.a.class_name(alt.class),
                                 self.why_no_match(alt)
                             ));
                         } else if busy > 0 {
@@ -1412,7 +1494,7 @@ impl<'a> Search<'a> {
             }
             if !reasons.is_empty() && reasons.len() == req.alts.len() {
                 return AllocError::Unsatisfiable {
-                    request: req.name.clone(),
+                    request: req.name.to_string(),
                     reason: reasons.join("; "),
                 };
             }
@@ -1434,7 +1516,7 @@ impl<'a> Search<'a> {
             None => "not enough unused matching devices for all requests of the claim (devices are allocated at most once)".to_string(),
         };
         AllocError::Unsatisfiable {
-            request: req.name.clone(),
+            request: req.name.to_string(),
             reason,
         }
     }
@@ -1491,6 +1573,29 @@ fn next_state<'a>(state: &CState<'a>, v: AttrRef<'a>) -> Option<Option<CState<'a
             let mut t = taken.clone();
             t.extend(vals);
             Some(Some(CState::Taken(t)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bits;
+
+    /// Inline or on the heap, a bit set is read back, and clearing one leaves the others.
+    #[test]
+    fn bits_hold_what_is_set() {
+        for n in [1, 64, 65, 256, 257, 1000] {
+            let mut b = Bits::new(n);
+            let on: Vec<usize> = (0..n).filter(|i| i % 7 == 3 || *i == n - 1).collect();
+            for &i in &on {
+                b.set(i, true);
+            }
+            for i in 0..n {
+                assert_eq!(b.get(i), on.contains(&i), "{n} devices, bit {i}");
+            }
+            b.set(n - 1, false);
+            assert!(!b.get(n - 1), "{n} devices");
+            assert_eq!(b.get(3), n > 3, "{n} devices");
         }
     }
 }
