@@ -204,7 +204,7 @@ impl<'a> Source<'a> {
                 own_caps |= own(name);
                 let text = c.value.0.as_str();
                 if !known.quantities.contains(text) {
-                    Quantity::parse(text)
+                    Quantity::check(text)
                         .map_err(|e| format!("capacity {name}: invalid quantity {text:?}: {e}"))?;
                     known.quantities.keep(text);
                 }
@@ -413,6 +413,9 @@ fn first_repeat<'a>(names: &mut [(&'a str, usize)]) -> Option<&'a str> {
 /// Pools of at most this many devices have their names kept on the stack.
 const SMALL_POOL: usize = 32;
 
+/// Up to this many names, each is compared with those before it rather than sorted.
+const FEW_NAMES: usize = 16;
+
 /// The device names of one pool, in order, to find one given twice: on the stack for a pool
 /// of up to [`SMALL_POOL`] devices (a list on the heap was one more allocation per allocator),
 /// in a list beyond.
@@ -449,13 +452,22 @@ impl<'a> PoolNames<'a> {
         self.more.push((name, at));
     }
 
-    /// [`first_repeat`] of the names pushed.
+    /// [`first_repeat`] of the names pushed: for a few, by comparing each with those before
+    /// it, which costs less than sorting them.
     fn first_repeat(&mut self) -> Option<&'a str> {
-        if self.more.is_empty() {
-            first_repeat(&mut self.small[..self.len])
-        } else {
-            first_repeat(&mut self.more)
+        if !self.more.is_empty() {
+            return first_repeat(&mut self.more);
         }
+        let names = &mut self.small[..self.len];
+        if names.len() > FEW_NAMES {
+            return first_repeat(names);
+        }
+        (1..names.len())
+            .find(|&j| {
+                let b = names[j].0.as_bytes();
+                names[..j].iter().any(|(a, _)| same_bytes(a.as_bytes(), b))
+            })
+            .map(|j| names[j].0)
     }
 }
 
@@ -486,15 +498,18 @@ struct Visit {
 }
 
 /// Where the run of `items` (grouped by `key`) starting at `at` ends.
-fn run_end<T, K: PartialEq>(items: &[T], at: usize, key: impl Fn(&T) -> K) -> usize {
+fn run_end<'k, T>(items: &[T], at: usize, key: impl Fn(&T) -> (&'k str, &'k str)) -> usize {
     let k = key(&items[at]);
-    at + items[at..].iter().take_while(|i| key(i) == k).count()
+    let same = |(a, b): (&str, &str)| {
+        same_bytes(a.as_bytes(), k.0.as_bytes()) && same_bytes(b.as_bytes(), k.1.as_bytes())
+    };
+    at + items[at..].iter().take_while(|i| same(key(i))).count()
 }
 
 /// The runs of `items` (grouped by `key`) of one key each, as ranges of `items`.
-fn runs<'i, T, K: PartialEq>(
+fn runs<'i, 'k, T>(
     items: &'i [T],
-    key: impl Fn(&T) -> K + Copy + 'i,
+    key: impl Fn(&T) -> (&'k str, &'k str) + Copy + 'i,
 ) -> impl Iterator<Item = std::ops::Range<usize>> + 'i {
     let mut at = 0;
     std::iter::from_fn(move || {

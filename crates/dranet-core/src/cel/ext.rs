@@ -37,20 +37,26 @@ enum PreId {
 /// 19 digits (so below `u64::MAX`): versions of this form, the ones devices publish, are
 /// accepted by [`Semver::parse`] without the general parse.
 fn plain_version(s: &str) -> bool {
-    let mut parts = 0;
-    for p in s.split('.') {
-        let b = p.as_bytes();
-        parts += 1;
-        if parts > 3
-            || b.is_empty()
-            || b.len() > 19
-            || (b.len() > 1 && b[0] == b'0')
-            || !b.iter().all(u8::is_ascii_digit)
-        {
+    // One pass over the bytes: a split per part cost more than the rest of the check.
+    let (mut dots, mut len, mut first) = (0, 0usize, 0u8);
+    let part_ok = |len: usize, first: u8| len > 0 && len <= 19 && (len == 1 || first != b'0');
+    for &c in s.as_bytes() {
+        if c == b'.' {
+            if !part_ok(len, first) {
+                return false;
+            }
+            dots += 1;
+            len = 0;
+        } else if c.is_ascii_digit() {
+            if len == 0 {
+                first = c;
+            }
+            len += 1;
+        } else {
             return false;
         }
     }
-    parts == 3
+    dots == 2 && part_ok(len, first)
 }
 
 impl Semver {
@@ -293,6 +299,23 @@ fn pow10(e: u32) -> Option<i128> {
 const NANO: i128 = 1_000_000_000;
 
 impl Quantity {
+    /// Whether [`Quantity::parse`] accepts `s`, its error if not. The form devices publish
+    /// (up to 9 digits and a suffix up to `T` or `Ti`, as `200G` or `288Gi`) is accepted
+    /// without the general parse, which cannot fail on it.
+    pub(crate) fn check(s: &str) -> Result<(), String> {
+        let b = s.as_bytes();
+        let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+        if (1..=9).contains(&digits)
+            && matches!(
+                &b[digits..],
+                b"" | b"k" | b"M" | b"G" | b"T" | b"Ki" | b"Mi" | b"Gi" | b"Ti"
+            )
+        {
+            return Ok(());
+        }
+        Quantity::parse(s).map(|_| ())
+    }
+
     /// Parses the Kubernetes quantity syntax as `resource.ParseQuantity` does: fractions below
     /// a nano unit round up, binary-suffixed values are capped at the int64 maximum.
     pub fn parse(s: &str) -> Result<Quantity, String> {
@@ -566,6 +589,48 @@ mod tests {
             }
         }
         assert!(plain >= 64, "the shortcut was taken {plain} times");
+    }
+
+    /// `Quantity::check` gives `Quantity::parse`'s verdict and error, in and out of its
+    /// shortcut: every suffix after numbers of 0 to 12 digits (zeros and nines at the limits),
+    /// and short strings over the characters of the syntax.
+    #[test]
+    fn quantity_check_agrees_with_parse() {
+        let suffixes = [
+            "", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "m", "n", "u",
+            "K", "g", "e3", "E2", "i", "GiB", "Gi ",
+        ];
+        let mut cases: Vec<String> = Vec::new();
+        for digits in 0..=12 {
+            for d in ['0', '1', '9'] {
+                let num: String = std::iter::repeat_n(d, digits).collect();
+                for s in suffixes {
+                    cases.push(format!("{num}{s}"));
+                    cases.push(format!("-{num}{s}"));
+                    cases.push(format!("{num}.5{s}"));
+                }
+            }
+        }
+        let alphabet = [
+            '0', '1', '9', '.', '-', '+', 'e', 'E', 'i', 'k', 'K', 'M', 'G', 'T',
+        ];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 8) as usize;
+            let mut y = x;
+            let mut v = String::new();
+            for _ in 0..len {
+                v.push(alphabet[(y % alphabet.len() as u64) as usize]);
+                y /= alphabet.len() as u64;
+            }
+            cases.push(v);
+        }
+        for c in &cases {
+            assert_eq!(Quantity::check(c), Quantity::parse(c).map(|_| ()), "{c:?}");
+        }
     }
 
     #[test]
