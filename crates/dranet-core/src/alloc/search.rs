@@ -488,24 +488,44 @@ fn counters_left(a: &Allocator, taken: &[bool]) -> (Vec<Vec<Quantity>>, Vec<Vec<
 fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltData<'a>, AllocError> {
     // A kept allocator (deciding its second claim or more) keeps what each class says of
     // every device, and builds the index of the devices its selectors read: lookups in it cost
-    // less than reading the slice's map. A fresh one asks the class of the devices it judges.
+    // less than reading the slice's map. A fresh one asks the class of the devices it judges,
+    // once per pool when the class reads only the driver, which a pool's devices share.
     let kept = a.reused();
     let class = if kept {
         a.class_verdicts(alt.class)
     } else {
         &[]
     };
-    let class_of = |d: usize| -> Verdict {
+    let class_programs = match a
+        .classes
+        .get(alt.class)
+        .map(|c| c.programs(a.programs.as_deref()))
+    {
+        Some(Ok(p)) if !kept && p.iter().all(|p| p.driver_only()) => Some(p),
+        _ => None,
+    };
+    let pool_class = |p: usize| -> Option<Verdict> {
+        let first = a.pools[p].devices.clone().next()?;
+        class_programs.map(|programs| verdict(programs, &a.devices[first]))
+    };
+    let class_of = |d: usize, pool: &Option<Verdict>| -> Verdict {
         if kept {
             class.get(d).cloned().unwrap_or(Verdict::No)
+        } else if let Some(v) = pool {
+            // As `class_verdict`: a device under binding conditions is never selected.
+            if a.devices[d].binding {
+                Verdict::No
+            } else {
+                v.clone()
+            }
         } else {
             class_verdict(a, alt.class, &a.devices[d])
         }
     };
     // A selector's verdict, and whether an error is the class's.
-    let judge = |d: usize| -> (Verdict, bool) {
+    let judge = |d: usize, pool: &Option<Verdict>| -> (Verdict, bool) {
         let dev = &a.devices[d];
-        match class_of(d) {
+        match class_of(d, pool) {
             Verdict::Yes => {}
             e @ Verdict::Err(_) => return (e, true),
             Verdict::No => return (Verdict::No, false),
@@ -545,8 +565,9 @@ fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltDat
                         reason: format!("is invalid ({why})"),
                     });
                 }
+                let pool_verdict = pool_class(p);
                 for d in pool.devices.clone() {
-                    match judge(d) {
+                    match judge(d, &pool_verdict) {
                         (Verdict::Yes, _) => data.all.push(d),
                         (Verdict::No, _) => {}
                         (Verdict::Err(e), of_class) => return Err(runtime_error(d, of_class, *e)),
@@ -563,12 +584,13 @@ fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltDat
                     data.hazards.push(data.cands.len());
                     data.cands.push(Cand::Barrier(p));
                 }
+                let pool_verdict = pool_class(p);
                 for d in pool.devices.clone() {
                     // Devices other claims hold are skipped before any selector runs.
                     if held(taken, d) && !alt.admin {
                         continue;
                     }
-                    match judge(d) {
+                    match judge(d, &pool_verdict) {
                         (Verdict::Yes, _) => data.cands.push(Cand::Dev(d)),
                         (Verdict::No, _) => {}
                         (Verdict::Err(e), of_class) => {

@@ -352,6 +352,17 @@ impl FastDevice for DeviceView<'_> {
 
 impl Fast {
     /// The selector's result on `dev`, or `None` when the evaluator must decide.
+    /// Whether only `device.driver` is read: the answer is then the same for every device
+    /// of a pool, and never undecided.
+    pub(crate) fn driver_only(&self) -> bool {
+        match self {
+            Fast::Driver(..) => true,
+            Fast::Cmp(..) | Fast::Bool(_) => false,
+            Fast::Not(x) => x.driver_only(),
+            Fast::And(a, b) | Fast::Or(a, b) => a.driver_only() && b.driver_only(),
+        }
+    }
+
     pub(crate) fn eval<D: FastDevice + ?Sized>(&self, dev: &D) -> Option<bool> {
         match self {
             Fast::Driver(s, eq) => Some((dev.driver() == s) == *eq),
@@ -448,6 +459,62 @@ mod tests {
             }
         }
         assert!(decided > 40, "the shortcut decided only {decided} cases");
+    }
+
+    /// A program said to read only the driver decides every device, the same way for every
+    /// device of one driver whatever its attributes; one reading an attribute is not said to.
+    #[test]
+    fn driver_only_programs_answer_per_driver() {
+        let none: [(&str, Quantity); 0] = [];
+        let devices = |driver: &'static str| {
+            [
+                DeviceAttributes::new(driver, [("a", AttributeValue::Int(0))], none).unwrap(),
+                DeviceAttributes::new(driver, [("a", AttributeValue::Bool(true))], none).unwrap(),
+                DeviceAttributes::new(driver, [("b", AttributeValue::Ints(vec![1]))], none)
+                    .unwrap(),
+            ]
+        };
+        for (sel, only) in [
+            (r#"device.driver == "dra.net""#, true),
+            (r#"device.driver != "dra.net""#, true),
+            (r#"!(device.driver == "x")"#, true),
+            (
+                r#"device.driver == "x" || device.driver == "dra.net""#,
+                true,
+            ),
+            (
+                r#"device.driver == "dra.net" && device.driver != "x""#,
+                true,
+            ),
+            (
+                r#"device.driver == "dra.net" && device.attributes["dra.net"].a"#,
+                false,
+            ),
+            (r#"device.attributes["dra.net"].a == 0"#, false),
+            (r#"device.attributes["dra.net"].a"#, false),
+        ] {
+            let p = Program::compile(sel).unwrap();
+            assert_eq!(p.driver_only(), only, "{sel}");
+            if !only {
+                continue;
+            }
+            for driver in ["dra.net", "x", "gpu.example.com"] {
+                let answers: Vec<Option<bool>> = devices(driver)
+                    .iter()
+                    .map(|attrs| {
+                        p.fast.as_ref().unwrap().eval(&DeviceView {
+                            driver,
+                            attributes: attrs,
+                            allow_multiple_allocations: false,
+                        })
+                    })
+                    .collect();
+                assert!(
+                    answers.iter().all(|a| a.is_some() && *a == answers[0]),
+                    "{sel} on {driver}: {answers:?}"
+                );
+            }
+        }
     }
     /// A small deterministic generator (xorshift), so the cases are reproducible.
     struct Gen(u64);
