@@ -247,6 +247,11 @@ pub struct AttrKey {
     /// The name within it.
     pub name: String,
     hash: u64,
+    /// `domain/name`, and whether domain and name have a '/', for lookups in a slice's
+    /// attribute map, which would otherwise work them out on every device.
+    joined: String,
+    domain_slash: bool,
+    name_slash: bool,
 }
 
 impl AttrKey {
@@ -256,7 +261,25 @@ impl AttrKey {
             domain: domain.to_string(),
             name: name.to_string(),
             hash: key_hash(domain, name),
+            joined: format!("{domain}/{name}"),
+            domain_slash: domain.contains('/'),
+            name_slash: name.contains('/'),
         }
+    }
+
+    /// `domain/name`.
+    pub(crate) fn joined(&self) -> &str {
+        &self.joined
+    }
+
+    /// Whether the domain has a '/' (no published name can be in it).
+    pub(crate) fn domain_has_slash(&self) -> bool {
+        self.domain_slash
+    }
+
+    /// Whether the name has a '/' (it cannot be published unqualified).
+    pub(crate) fn name_has_slash(&self) -> bool {
+        self.name_slash
     }
 
     /// The key of a qualified name; an unqualified one is in `driver`'s domain.

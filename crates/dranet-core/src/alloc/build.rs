@@ -58,27 +58,22 @@ pub(super) struct Source<'a> {
     raw: Option<&'a serde_json::Value>,
 }
 
-/// The entry of `map` for the attribute (or capacity) `name` of `domain`, as an index of the
-/// device built by `driver` would find it: published unqualified (in the driver's domain) or
-/// qualified (`domain/name`).
-fn find<'m, V>(
-    map: &'m BTreeMap<String, V>,
-    driver: &str,
-    domain: &str,
-    name: &str,
-) -> Option<&'m V> {
+/// The entry of `map` for the attribute (or capacity) `key`, as an index of the device built
+/// by `driver` would find it: published unqualified (in the driver's domain) or qualified
+/// (`domain/name`).
+fn find<'m, V>(map: &'m BTreeMap<String, V>, driver: &str, key: &AttrKey) -> Option<&'m V> {
     // A name is split at its first '/': a domain with one cannot be found, and neither can an
     // unqualified name with one (it would be a qualified name).
-    if has_slash(domain) {
+    if key.domain_has_slash() {
         return None;
     }
-    if domain == driver
-        && !has_slash(name)
-        && let Some(v) = get(map, name)
+    if !key.name_has_slash()
+        && same_bytes(key.domain.as_bytes(), driver.as_bytes())
+        && let Some(v) = get(map, &key.name)
     {
         return Some(v);
     }
-    qualified(domain, name, |q| get(map, q))
+    get(map, key.joined())
 }
 
 /// `map.get(key)` by a scan that compares lengths first: a device has at most 32 attributes,
@@ -126,12 +121,7 @@ impl<'a> Source<'a> {
 
     /// The attribute with this key as the shortcut compares it.
     pub fn scalar(&self, key: &AttrKey) -> Option<Scalar<'a>> {
-        let a = find(
-            self.device.attributes.as_ref()?,
-            self.driver(),
-            &key.domain,
-            &key.name,
-        )?;
+        let a = find(self.device.attributes.as_ref()?, self.driver(), key)?;
         Some(match (a.bool, a.int, &a.string) {
             (Some(b), None, None) => Scalar::Bool(b),
             (None, Some(i), None) => Scalar::Int(i),
