@@ -170,22 +170,30 @@ impl<'a> Source<'a> {
             for (name, a) in map {
                 own_attrs |= own(name);
                 let raw = self.raw.and_then(|r| r.get(name));
-                let set = usize::from(a.bool.is_some())
-                    + usize::from(a.int.is_some())
-                    + usize::from(a.string.is_some())
-                    + usize::from(a.version.is_some());
-                let simple = set == 1
-                    && raw.is_none_or(|r| r.get("ints").is_none() && r.get("strings").is_none());
-                if !simple {
+                let lists =
+                    raw.is_some_and(|r| r.get("ints").is_some() || r.get("strings").is_some());
+                // Exactly one value and no list beside it (in JSON) is the common case.
+                let version = match (a.bool, a.int, &a.string, &a.version) {
+                    (Some(_), None, None, None)
+                    | (None, Some(_), None, None)
+                    | (None, None, Some(_), None)
+                        if !lists =>
+                    {
+                        continue;
+                    }
+                    (None, None, None, Some(v)) if !lists => v,
                     // The rare cases take the conversion, which says what is wrong.
-                    convert_attr(a, raw, &mut Vec::new())
-                        .map_err(|e| format!("attribute {name}: {e}"))?;
-                } else if let Some(v) = &a.version
-                    && !known.versions.contains(v)
-                {
-                    Semver::check(v)
-                        .map_err(|e| format!("attribute {name}: invalid semver {v:?}: {e}"))?;
-                    known.versions.keep(v);
+                    _ => {
+                        convert_attr(a, raw, &mut Vec::new())
+                            .map_err(|e| format!("attribute {name}: {e}"))?;
+                        continue;
+                    }
+                };
+                if !known.versions.contains(version) {
+                    Semver::check(version).map_err(|e| {
+                        format!("attribute {name}: invalid semver {version:?}: {e}")
+                    })?;
+                    known.versions.keep(version);
                 }
             }
         }
