@@ -145,8 +145,11 @@ impl AltData<'_> {
     /// positions are sorted (and usually none).
     #[inline]
     fn devs_from(&self, at: usize) -> usize {
-        let hazards = self.hazards.len() - self.hazards.partition_point(|&h| h < at);
-        self.cands.len().saturating_sub(at) - hazards
+        let left = self.cands.len().saturating_sub(at);
+        if self.hazards.is_empty() {
+            return left;
+        }
+        left - (self.hazards.len() - self.hazards.partition_point(|&h| h < at))
     }
 }
 
@@ -222,48 +225,42 @@ enum CState<'a> {
     Taken(Vec<Scalar<'a>>),
 }
 
-/// One bit per device: inline for the devices of a node (up to 256), on the heap beyond.
-enum Bits {
-    Inline([u64; 4]),
-    Heap(Vec<u64>),
+/// One bit per device: the first 256 inline (a node's devices), the rest on the heap.
+struct Bits {
+    inline: [u64; 4],
+    heap: Vec<u64>,
 }
 
 impl Bits {
     fn new(n: usize) -> Bits {
-        if n <= 256 {
-            Bits::Inline([0; 4])
-        } else {
-            Bits::Heap(vec![0; n.div_ceil(64)])
-        }
-    }
-
-    #[inline]
-    fn words(&self) -> &[u64] {
-        match self {
-            Bits::Inline(w) => w,
-            Bits::Heap(w) => w,
+        Bits {
+            inline: [0; 4],
+            heap: vec![0; n.saturating_sub(256).div_ceil(64)],
         }
     }
 
     #[inline]
     fn get(&self, i: usize) -> bool {
-        self.words()
-            .get(i / 64)
-            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+        let w = match self.inline.get(i / 64) {
+            Some(w) => *w,
+            None => self.heap.get(i / 64 - 4).copied().unwrap_or(0),
+        };
+        w & (1 << (i % 64)) != 0
     }
 
     #[inline]
     fn set(&mut self, i: usize, on: bool) {
-        let words = match self {
-            Bits::Inline(w) => &mut w[..],
-            Bits::Heap(w) => &mut w[..],
+        let w = match self.inline.get_mut(i / 64) {
+            Some(w) => w,
+            None => match self.heap.get_mut(i / 64 - 4) {
+                Some(w) => w,
+                None => return,
+            },
         };
-        if let Some(w) = words.get_mut(i / 64) {
-            if on {
-                *w |= 1 << (i % 64);
-            } else {
-                *w &= !(1 << (i % 64));
-            }
+        if on {
+            *w |= 1 << (i % 64);
+        } else {
+            *w &= !(1 << (i % 64));
         }
     }
 }
