@@ -514,6 +514,27 @@ impl fmt::Display for Quantity {
 mod tests {
     use super::*;
 
+    /// 20,000 strings of up to `max_len` characters of `alphabet`, from a seeded xorshift so
+    /// the cases are the same every run.
+    fn short_strings(alphabet: &[char], seed: u64, max_len: u64) -> Vec<String> {
+        let mut x = seed;
+        (0..20_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let mut y = x;
+                (0..x % (max_len + 1))
+                    .map(|_| {
+                        let c = alphabet[(y % alphabet.len() as u64) as usize];
+                        y /= alphabet.len() as u64;
+                        c
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// `Semver::check` is `Semver::parse` without making the version: the same verdict and
     /// error on every string of a generated set (the plain shortcut included).
     #[test]
@@ -566,21 +587,11 @@ mod tests {
             }
         }
         // Short strings over the characters that matter.
-        let alphabet = ['0', '1', '9', '.', '-', '+', 'a'];
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let len = (x % 9) as usize;
-            let mut v = String::new();
-            let mut y = x;
-            for _ in 0..len {
-                v.push(alphabet[(y % alphabet.len() as u64) as usize]);
-                y /= alphabet.len() as u64;
-            }
-            cases.push(v);
-        }
+        cases.extend(short_strings(
+            &['0', '1', '9', '.', '-', '+', 'a'],
+            0x9e37_79b9_7f4a_7c15,
+            8,
+        ));
         let mut plain = 0;
         for c in &cases {
             assert_eq!(Semver::check(c), Semver::parse(c).map(|_| ()), "{c:?}");
@@ -611,23 +622,13 @@ mod tests {
                 }
             }
         }
-        let alphabet = [
-            '0', '1', '9', '.', '-', '+', 'e', 'E', 'i', 'k', 'K', 'M', 'G', 'T',
-        ];
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let len = (x % 8) as usize;
-            let mut y = x;
-            let mut v = String::new();
-            for _ in 0..len {
-                v.push(alphabet[(y % alphabet.len() as u64) as usize]);
-                y /= alphabet.len() as u64;
-            }
-            cases.push(v);
-        }
+        cases.extend(short_strings(
+            &[
+                '0', '1', '9', '.', '-', '+', 'e', 'E', 'i', 'k', 'K', 'M', 'G', 'T',
+            ],
+            0x2545_f491_4f6c_dd1d,
+            7,
+        ));
         for c in &cases {
             assert_eq!(Quantity::check(c), Quantity::parse(c).map(|_| ()), "{c:?}");
         }
