@@ -901,15 +901,15 @@ impl Program {
         self.matches_device(device)
     }
 
-    /// [`Program::matches`] on a device that gives its full view ([`DeviceView`], with the
-    /// attribute index) only when the evaluator needs it: the allocator builds a device's index
-    /// only for selectors the shortcut cannot decide.
     /// Whether the program reads nothing of a device but its driver, so that its answer is
     /// the same for every device of a pool (and never an error).
     pub(crate) fn driver_only(&self) -> bool {
         self.fast.as_ref().is_some_and(fast::Fast::driver_only)
     }
 
+    /// [`Program::matches`] on a device that gives its full view ([`DeviceView`], with the
+    /// attribute index) only when the evaluator needs it: the allocator builds a device's index
+    /// only for selectors the shortcut cannot decide.
     pub(crate) fn matches_device<D: FullDevice + ?Sized>(
         &self,
         device: &D,

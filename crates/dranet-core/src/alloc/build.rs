@@ -158,8 +158,8 @@ impl<'a> Source<'a> {
     /// attribute has exactly one value (versions and lists that parse), every capacity is a
     /// quantity, and no two names are one qualified name. `known` holds the versions and
     /// quantities seen valid before, which need no parse again.
-    fn check(&self, driver: &str, known: &mut Known<'a>) -> Result<(), String> {
-        let d = self.device;
+    fn check(&self, known: &mut Known<'a>) -> Result<(), String> {
+        let (d, driver) = (self.device, self.driver());
         // Whether a name is in the driver's domain written qualified: only then can two names
         // be one.
         let own = |name: &str| {
@@ -581,7 +581,7 @@ pub(super) fn build<'a>(
     visit.sort_by(|x, y| (key(x), x.binding).cmp(&(key(y), y.binding)));
     // Per pool, the newest generation wins; the others are named in the order given.
     let (mut kept, mut at) = (0, 0);
-    let mut outdated: Vec<(usize, i64)> = Vec::new();
+    let mut outdated: Vec<usize> = Vec::new();
     while at < visit.len() {
         let run = at..run_end(&visit, at, key);
         at = run.end;
@@ -592,13 +592,13 @@ pub(super) fn build<'a>(
                 visit[kept] = v;
                 kept += 1;
             } else {
-                outdated.push((v.slice, newest));
+                outdated.push(v.slice);
             }
         }
     }
     visit.truncate(kept);
     outdated.sort_unstable();
-    for (i, _) in outdated {
+    for i in outdated {
         let s = &slices[i];
         warnings.push(format!(
             "ResourceSlice {}: pool {}/{} generation {} is outdated, ignored",
@@ -702,7 +702,7 @@ pub(super) fn build<'a>(
                         raw: raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes")),
                     };
                     source
-                        .check(&s.spec.driver, &mut known)
+                        .check(&mut known)
                         .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
                     let on_node = match (v.scope, &options.node) {
                         (SliceScope::PerDevice, Some(node)) => device_on_node(d, node)
@@ -769,12 +769,16 @@ pub(super) fn build<'a>(
     }
     let mut classes: Vec<ClassEntry> = classes
         .iter()
-        .map(|c| ClassEntry {
-            name: Cow::Borrowed(c.metadata.name.as_deref().unwrap_or_default()),
-            selectors: c.spec.selectors.as_deref().unwrap_or_default(),
-            programs: OnceLock::new(),
-            config: Cow::Borrowed(c.spec.config.as_deref().unwrap_or_default()),
-            verdicts: OnceLock::new(),
+        .map(|c| {
+            let name = c.metadata.name.as_deref().unwrap_or_default();
+            ClassEntry {
+                name: Cow::Borrowed(name),
+                hash: super::claim::class_hash(name),
+                selectors: c.spec.selectors.as_deref().unwrap_or_default(),
+                programs: OnceLock::new(),
+                config: Cow::Borrowed(c.spec.config.as_deref().unwrap_or_default()),
+                verdicts: OnceLock::new(),
+            }
         })
         .collect();
     by_name_last_wins(&mut classes, |c| &c.name);

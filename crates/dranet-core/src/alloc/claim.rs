@@ -339,7 +339,7 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
     Ok(Alt {
         label: s.label,
         class,
-        class_hash: class_hash(s.class),
+        class_hash: a.classes[class].hash,
         programs,
         mode,
         admin: s.admin == Some(true),

@@ -635,6 +635,8 @@ impl Pool<'_> {
 #[derive(Debug)]
 struct ClassEntry<'a> {
     name: Cow<'a, str>,
+    /// [`claim::class_hash`] of the name, which a compiled claim keeps to be recognised.
+    hash: u64,
     /// What `programs` is compiled from; empty once an owned allocator has compiled them.
     selectors: &'a [DeviceSelector],
     programs: OnceLock<build::Programs>,
@@ -653,6 +655,7 @@ impl ClassEntry<'_> {
         self.programs(cache);
         ClassEntry {
             name: Cow::Owned(self.name.into_owned()),
+            hash: self.hash,
             selectors: &[],
             programs: self.programs,
             config: Cow::Owned(self.config.into_owned()),
@@ -892,7 +895,7 @@ impl<'a> Allocator<'a> {
             if self
                 .classes
                 .get(alt.class)
-                .is_none_or(|c| claim::class_hash(&c.name) != alt.class_hash)
+                .is_none_or(|c| c.hash != alt.class_hash)
             {
                 return Err(AllocError::InvalidClaim(format!(
                     "request {}: the claim was compiled by another allocator",

@@ -62,22 +62,29 @@ impl Allocator<'_> {
             return &[];
         };
         entry.verdicts.get_or_init(|| {
+            let programs = self.class_programs(class);
             self.devices
                 .iter()
-                .map(|d| class_verdict(self, class, d))
+                .map(|d| class_verdict(programs, d))
                 .collect()
         })
     }
+
+    /// A class's compiled selectors, `None` when they do not compile.
+    fn class_programs(&self, class: usize) -> Option<&[Arc<Program>]> {
+        let c = self.classes.get(class)?;
+        c.programs(self.programs.as_deref())
+            .as_ref()
+            .ok()
+            .map(|p| &p[..])
+    }
 }
 
-/// What class `class`'s selectors say of device `d`.
-fn class_verdict(a: &Allocator, class: usize, d: &Device) -> Verdict {
-    match a
-        .classes
-        .get(class)
-        .map(|c| c.programs(a.programs.as_deref()))
-    {
-        Some(Ok(programs)) if !d.binding => verdict(programs, d),
+/// What a class's compiled selectors say of device `d` (`None`: they do not compile, and the
+/// class selects nothing).
+fn class_verdict(programs: Option<&[Arc<Program>]>, d: &Device) -> Verdict {
+    match programs {
+        Some(p) if !d.binding => verdict(p, d),
         _ => Verdict::No,
     }
 }
@@ -493,30 +500,21 @@ fn prepare<'a>(a: &'a Allocator<'a>, alt: &Alt, taken: &[bool]) -> Result<AltDat
     } else {
         &[]
     };
-    let class_programs = match a
-        .classes
-        .get(alt.class)
-        .map(|c| c.programs(a.programs.as_deref()))
-    {
-        Some(Ok(p)) if !kept && p.iter().all(|p| p.driver_only()) => Some(p),
-        _ => None,
-    };
+    let programs = a.class_programs(alt.class);
+    let per_pool = !kept && programs.is_some_and(|p| p.iter().all(|p| p.driver_only()));
     let pool_class = |p: usize| -> Option<Verdict> {
         let first = a.pools[p].devices.clone().next()?;
-        class_programs.map(|programs| verdict(programs, &a.devices[first]))
+        // The pool's answer, whatever the binding conditions of the device asked.
+        Some(verdict(programs.filter(|_| per_pool)?, &a.devices[first]))
     };
     let class_of = |d: usize, pool: &Option<Verdict>| -> Verdict {
-        if kept {
-            class.get(d).cloned().unwrap_or(Verdict::No)
-        } else if let Some(v) = pool {
+        let dev = &a.devices[d];
+        match pool {
+            _ if kept => class.get(d).cloned().unwrap_or(Verdict::No),
             // As `class_verdict`: a device under binding conditions is never selected.
-            if a.devices[d].binding {
-                Verdict::No
-            } else {
-                v.clone()
-            }
-        } else {
-            class_verdict(a, alt.class, &a.devices[d])
+            Some(_) if dev.binding => Verdict::No,
+            Some(v) => v.clone(),
+            None => class_verdict(programs, dev),
         }
     };
     // A selector's verdict, and whether an error is the class's.
@@ -1327,7 +1325,7 @@ impl<'a> Search<'a> {
                     claim.requests[first].name.to_string(),
                     format!(
                         "no value of {} is shared by enough matching devices of every request {} covers",
-                        c.attribute.domain.clone() + "/" + &c.attribute.name,
+                        c.attribute.joined(),
                         c.label
                     ),
                 ));

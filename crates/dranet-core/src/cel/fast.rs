@@ -351,7 +351,6 @@ impl FastDevice for DeviceView<'_> {
 }
 
 impl Fast {
-    /// The selector's result on `dev`, or `None` when the evaluator must decide.
     /// Whether only `device.driver` is read: the answer is then the same for every device
     /// of a pool, and never undecided.
     pub(crate) fn driver_only(&self) -> bool {
@@ -363,6 +362,7 @@ impl Fast {
         }
     }
 
+    /// The selector's result on `dev`, or `None` when the evaluator must decide.
     pub(crate) fn eval<D: FastDevice + ?Sized>(&self, dev: &D) -> Option<bool> {
         match self {
             Fast::Driver(s, eq) => Some((dev.driver() == s) == *eq),
