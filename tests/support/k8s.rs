@@ -5,7 +5,8 @@
 //! [`Kit::start`] brings the cluster up (the kit installs what it lacks) and [`Kit`]'s drop takes
 //! it down again, wiping its state; a test that cannot run (not root, no kit) gets `None` and a
 //! `SKIP:` line on stderr. One cluster per machine: the tests of one binary share it through
-//! [`Kit::start`]'s lock.
+//! [`Kit::start`]'s lock, and test binaries of other checkouts on the same machine wait for it on
+//! the file lock `/tmp/dranet-k8s-kit.lock`.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -23,6 +24,9 @@ pub struct Kit {
     /// What `kit.sh env` exports (KUBECONFIG, DRANET_K8S_*).
     pub env: HashMap<String, String>,
     _lock: MutexGuard<'static, ()>,
+    /// Held while the cluster is up: other processes' tests wait on it (fields drop in order, so
+    /// the cluster is down before it is released).
+    _machine_lock: std::fs::File,
 }
 
 /// The owner of `/proc/self` is the process's effective user.
@@ -55,6 +59,17 @@ impl Kit {
             return None;
         };
         let lock = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+        let machine_lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open("/tmp/dranet-k8s-kit.lock")
+            .expect("open /tmp/dranet-k8s-kit.lock");
+        let waited = Instant::now();
+        machine_lock.lock().expect("lock /tmp/dranet-k8s-kit.lock");
+        if waited.elapsed() > Duration::from_secs(1) {
+            eprintln!("waited {:.1?} for another test's cluster", waited.elapsed());
+        }
         let t = Instant::now();
         let up = Command::new(&script)
             .arg("up")
@@ -84,6 +99,7 @@ impl Kit {
             script,
             env,
             _lock: lock,
+            _machine_lock: machine_lock,
         })
     }
 
