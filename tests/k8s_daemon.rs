@@ -1,4 +1,5 @@
-//! `dranet run` as the DRA driver of a real Kubernetes v1.34.9 node (the kit in `../shared/k8s/`:
+//! `dranet run` as the DRA driver of a real Kubernetes node, v1.34.9 and v1.36.3 (one test each;
+//! the kit in `../shared/k8s/`:
 //! stock API server, scheduler, controller-manager and kubelet, containerd 1.7 with NRI on).
 //!
 //! Discovery sees the host (through `--sysfs /sys` and netlink) plus the Azure ND GB300 v6
@@ -29,78 +30,12 @@ use std::time::{Duration, Instant};
 
 use dranet_core::Discover;
 use support::k8s::{Daemon, Kit, wait_for};
+use support::links::{VETH_FILTER, Veths, host_link, ip};
+
+kit_tests!(dranet_run_on_a_real_node, "dranet run on a real node");
 
 const LIMIT: Duration = Duration::from_secs(90);
 const VETH: &str = "drt0";
-/// Publishes the usual devices plus the test's veths (the default filter drops veths).
-const FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || device.attributes["dra.net"].type != "veth" || device.attributes["dra.net"].ifName.startsWith("drt")"#;
-
-fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Veth pairs made by the test, deleted when dropped (wherever their ends are).
-struct Veths(Vec<String>);
-
-impl Veths {
-    fn add(&mut self, name: &str) {
-        let _ = Command::new("ip")
-            .args(["link", "del", name])
-            .stderr(std::process::Stdio::null())
-            .status();
-        let peer = format!("{name}p");
-        ip(&["link", "add", name, "type", "veth", "peer", "name", &peer]);
-        ip(&["link", "set", name, "up"]);
-        ip(&["link", "set", &peer, "up"]);
-        self.0.push(name.to_string());
-    }
-
-    fn del(&mut self, name: &str) {
-        ip(&["link", "del", name]);
-        self.0.retain(|n| n != name);
-    }
-}
-
-impl Drop for Veths {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = Command::new("ip")
-                .args(["link", "del", n])
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-    }
-}
-
-/// What the host knows of a link, for before/after comparison: name, MAC, MTU, admin state,
-/// IPv4 and global IPv6 addresses.
-fn host_link(name: &str) -> Option<serde_json::Value> {
-    let out = Command::new("ip")
-        .args(["-j", "addr", "show", "dev", name])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    let l = v.get(0)?;
-    let addrs: BTreeSet<String> = l["addr_info"]
-        .as_array()?
-        .iter()
-        .filter(|a| a["scope"] != "link")
-        .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
-        .collect();
-    let up = l["flags"].as_array()?.iter().any(|f| f == "UP");
-    Some(serde_json::json!({
-        "name": l["ifname"], "mac": l["address"], "mtu": l["mtu"], "up": up, "addrs": addrs,
-    }))
-}
 
 struct Run<'a> {
     kit: &'a Kit,
@@ -127,7 +62,7 @@ impl Run<'_> {
             .args(["--bind-address", &format!("127.0.0.1:{}", self.port)])
             .arg("--fixture-sysfs")
             .arg(self.fixture.join("sys"))
-            .args(["--cloud-provider-hint", "none", "--filter", FILTER])
+            .args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
             // Rate limiting would spread the test's back-to-back changes over seconds.
             .args(["--inventory-min-poll-interval", "0"])
             .args(["--log", "info,dranet_kubeletplugin=debug"]);
@@ -257,25 +192,21 @@ spec:
     )
 }
 
-#[test]
-fn dranet_run_on_a_real_node() {
-    let Some(kit) = Kit::start("dranet run on a real node") else {
-        return;
-    };
+fn dranet_run_on_a_real_node(kit: &Kit) {
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let fixture = tmp.path().join("fixture");
     dranet_discovery::fixture::azure_nd_gb300_v6(&fixture).unwrap();
     let logs = tmp.path().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
-    let mut veths = Veths(Vec::new());
+    let mut veths = Veths::default();
     veths.add(VETH);
     ip(&["link", "set", VETH, "mtu", "1450"]);
     ip(&["addr", "add", "192.0.2.10/24", "dev", VETH]);
     let before = host_link(VETH).expect("the veth exists");
 
     let run = Run {
-        kit: &kit,
+        kit,
         fixture: fixture.clone(),
         state: tmp.path().join("state"),
         port: free_port(),
@@ -299,11 +230,11 @@ fn dranet_run_on_a_real_node() {
             )
         })
         .unwrap_or_default();
-    eprintln!(
+    kit.say(format_args!(
         "daemon ready {:.0?} after start (polled every 100 ms; its own count: {own} ms); resident memory {} kB",
         t0.elapsed(),
         rss_kb(daemon.child.id())
-    );
+    ));
     assert_eq!(run.get("/healthz").map(|r| r.0), Some(200));
     // `dranet doctor` on this node sees the runtime's NRI socket and the kubelet's directories.
     let doctor = Command::new(env!("CARGO_BIN_EXE_dranet"))
@@ -325,7 +256,7 @@ fn dranet_run_on_a_real_node() {
     .into_iter()
     .map(String::from)
     .collect();
-    let published = slice_devices(&kit);
+    let published = slice_devices(kit);
     assert!(
         expected.is_subset(&published),
         "published {published:?}, want at least {expected:?}"
@@ -354,11 +285,11 @@ fn dranet_run_on_a_real_node() {
         },
         || tail(&daemon.output()),
     );
-    eprintln!(
+    kit.say(format_args!(
         "pod running {:.1?} after start:\n{}",
         started.elapsed(),
         out.trim()
-    );
+    ));
 
     // Exactly the char devices of the RDMA link the scheduler chose.
     let claim = kit.pod_claim("rdma-pod").expect("the pod's claim");
@@ -451,7 +382,7 @@ fn dranet_run_on_a_real_node() {
         wait_for(
             &format!("{name} in the slice"),
             Duration::from_secs(30),
-            || slice_devices(&kit).contains(&name).then_some(()),
+            || slice_devices(kit).contains(&name).then_some(()),
             || tail(&daemon.output()),
         );
         appear.push(t.elapsed());
@@ -460,7 +391,7 @@ fn dranet_run_on_a_real_node() {
         wait_for(
             &format!("{name} gone from the slice"),
             Duration::from_secs(30),
-            || (!slice_devices(&kit).contains(&name)).then_some(()),
+            || (!slice_devices(kit).contains(&name)).then_some(()),
             || tail(&daemon.output()),
         );
         vanish.push(t.elapsed());
@@ -472,25 +403,25 @@ fn dranet_run_on_a_real_node() {
         .filter_map(|l| l.split("latency_ms=").nth(1))
         .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
         .collect();
-    eprintln!(
+    kit.say(format_args!(
         "hot-plug seen through kubectl polling: appear {appear:?}, vanish {vanish:?}; daemon's own hot-plug-to-publish latencies (ms): {inside:?}"
-    );
+    ));
     assert!(
         inside.len() >= 10,
         "each change was published through hot-plug, not a periodic rescan: {inside:?}"
     );
 
-    eprintln!(
+    kit.say(format_args!(
         "resident memory after the pod and hot-plug: {} kB",
         rss_kb(daemon.child.id())
-    );
+    ));
 
     // SIGKILL with the pod running, then a restart: the pod keeps its devices.
     daemon.kill();
     let mut daemon = run.start(2);
     run.wait_ready(&daemon, "/readyz to answer 200 after the restart");
     assert!(
-        slice_devices(&kit).contains(VETH),
+        slice_devices(kit).contains(VETH),
         "the veth in the pod is still published"
     );
     let in_pod = kit.kubectl_ok(&["exec", "rdma-pod", "--", "cat", "/sys/class/net/net1/mtu"]);
