@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use dranet_core::Discover;
 use support::k8s::{Daemon, Kit, wait_for};
-use support::links::{VETH_FILTER, Veths, host_link, ip};
+use support::links::{
+    VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
+};
 
 kit_tests!(dranet_run_on_a_real_node, "dranet run on a real node");
 
@@ -102,18 +104,6 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
-fn slice_devices(kit: &Kit) -> BTreeSet<String> {
-    let list = kit.get_json(&["resourceslices"]);
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|s| s["spec"]["driver"] == "dra.net" && s["spec"]["nodeName"] == kit.node())
-        .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
-        .filter_map(|d| d["name"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// VmRSS of a process, in kB (0 if unreadable).
 fn rss_kb(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -137,59 +127,24 @@ fn tail(s: &str) -> String {
     support::k8s::tail(s, 60)
 }
 
-fn manifests(image: &str) -> String {
-    format!(
-        r#"
+/// A DeviceClass for every dra.net device, and a claim template like the seeds' `1nic-aligned`
+/// (an RDMA NIC on NUMA node 0) plus the veth.
+fn class_and_template() -> String {
+    let class = r#"
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
-metadata: {{name: dranet.net}}
+metadata: {name: dranet.net}
 spec:
   selectors:
-  - cel: {{expression: 'device.driver == "dra.net"'}}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: nic-aligned, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: nic
-        exactly:
-          deviceClassName: dranet.net
-          count: 1
-          selectors:
-          - cel:
-              expression: 'device.attributes["dra.net"]["rdma"] == true && device.attributes["dra.net"]["numaNode"] == 0'
-      - name: eth
-        exactly:
-          deviceClassName: dranet.net
-          selectors:
-          - cel: {{expression: 'device.attributes["dra.net"].ifName == "{VETH}"'}}
-      config:
-      - requests: ["eth"]
-        opaque:
-          driver: dra.net
-          parameters:
-            interface: {{name: net1, addresses: ["10.77.0.2/24"], mtu: 1400}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: rdma-pod, namespace: default}}
-spec:
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  resourceClaims:
-  - {{name: nics, resourceClaimTemplateName: nic-aligned}}
-  containers:
-  - name: c
-    image: {image}
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo END; sleep 100000"]
-    resources:
-      claims: [{{name: nics}}]
-"#
-    )
+  - cel: {expression: 'device.driver == "dra.net"'}
+"#;
+    let template = nic_and_veth_template(
+        "nic-aligned",
+        "dranet.net",
+        r#"device.attributes["dra.net"]["rdma"] == true && device.attributes["dra.net"]["numaNode"] == 0"#,
+        VETH,
+    );
+    format!("{class}---{template}")
 }
 
 fn dranet_run_on_a_real_node(kit: &Kit) {
@@ -256,14 +211,22 @@ fn dranet_run_on_a_real_node(kit: &Kit) {
     .into_iter()
     .map(String::from)
     .collect();
-    let published = slice_devices(kit);
+    let published = kit.node_devices("dra.net");
     assert!(
         expected.is_subset(&published),
         "published {published:?}, want at least {expected:?}"
     );
 
     // A pod with an aligned RDMA NIC and the veth.
-    kit.apply(&manifests(kit.var("DRANET_K8S_BUSYBOX_IMAGE")));
+    kit.apply(&format!(
+        "{}---{}",
+        class_and_template(),
+        nic_pod(
+            "rdma-pod",
+            "nic-aligned",
+            kit.var("DRANET_K8S_BUSYBOX_IMAGE")
+        )
+    ));
     wait_for(
         "pod rdma-pod to be Ready",
         LIMIT,
@@ -330,35 +293,8 @@ fn dranet_run_on_a_real_node(kit: &Kit) {
     let got: BTreeSet<String> = dev_line.split_whitespace().map(str::to_string).collect();
     assert_eq!(got, want, "the container's /dev/infiniband");
 
-    // The veth, configured as claimed.
-    assert!(out.contains("MTU 1400"), "{out}");
-    assert!(
-        out.contains("net1") && out.contains("10.77.0.2/24"),
-        "{out}"
-    );
-    assert!(host_link(VETH).is_none(), "the veth left the host");
-
-    // networkData in the claim's status.
-    let net = wait_for(
-        "networkData in the claim status",
-        LIMIT,
-        || {
-            let c = kit.get_json(&["resourceclaim", &claim]);
-            c["status"]["devices"]
-                .as_array()?
-                .iter()
-                .find(|d| d["device"] == VETH && d["networkData"].is_object())
-                .cloned()
-        },
-        || tail(&daemon.output()),
-    );
-    assert_eq!(net["networkData"]["interfaceName"], "net1");
-    assert!(
-        net["networkData"]["ips"]
-            .as_array()
-            .is_some_and(|ips| ips.iter().any(|i| i == "10.77.0.2/24")),
-        "{net}"
-    );
+    // The veth, configured as claimed, and networkData in the claim's status.
+    check_veth_in_pod(kit, &out, &claim, VETH, LIMIT, || tail(&daemon.output()));
 
     // Metrics under upstream's names.
     let (code, metrics) = run.get("/metrics").expect("/metrics");
@@ -382,7 +318,7 @@ fn dranet_run_on_a_real_node(kit: &Kit) {
         wait_for(
             &format!("{name} in the slice"),
             Duration::from_secs(30),
-            || slice_devices(kit).contains(&name).then_some(()),
+            || kit.node_devices("dra.net").contains(&name).then_some(()),
             || tail(&daemon.output()),
         );
         appear.push(t.elapsed());
@@ -391,7 +327,7 @@ fn dranet_run_on_a_real_node(kit: &Kit) {
         wait_for(
             &format!("{name} gone from the slice"),
             Duration::from_secs(30),
-            || (!slice_devices(kit).contains(&name)).then_some(()),
+            || (!kit.node_devices("dra.net").contains(&name)).then_some(()),
             || tail(&daemon.output()),
         );
         vanish.push(t.elapsed());
@@ -421,7 +357,7 @@ fn dranet_run_on_a_real_node(kit: &Kit) {
     let mut daemon = run.start(2);
     run.wait_ready(&daemon, "/readyz to answer 200 after the restart");
     assert!(
-        slice_devices(kit).contains(VETH),
+        kit.node_devices("dra.net").contains(VETH),
         "the veth in the pod is still published"
     );
     let in_pod = kit.kubectl_ok(&["exec", "rdma-pod", "--", "cat", "/sys/class/net/net1/mtu"]);

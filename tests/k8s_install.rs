@@ -49,9 +49,11 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use support::chart::{documents, helm, root};
+use support::chart::{CHART_KINDS, documents, helm, root};
 use support::k8s::{Kit, tail, wait_for};
-use support::links::{VETH_FILTER, Veths, host_link, ip};
+use support::links::{
+    VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
+};
 
 kit_tests!(installs_with_kubectl_then_helm, "install on a real node");
 
@@ -313,7 +315,7 @@ impl<'a> Node<'a> {
             "the fixture's devices and the veth in the node's slices",
             LIMIT,
             || {
-                let names = slice_devices(kit);
+                let names = kit.node_devices("dra.net");
                 (names.contains("pci-0101-00-00-0") && names.contains(VETH)).then_some(())
             },
             || self.daemon_logs(),
@@ -324,7 +326,11 @@ impl<'a> Node<'a> {
     /// claim's networkData; returns the pod's char devices.
     fn user_pod(&self, pod: &str) -> BTreeSet<String> {
         let kit = self.kit;
-        kit.apply(&user_manifests(pod, kit.var("DRANET_K8S_BUSYBOX_IMAGE")));
+        kit.apply(&format!(
+            "{}---{}",
+            claim_template(),
+            nic_pod(pod, "mlx5-0-and-veth", kit.var("DRANET_K8S_BUSYBOX_IMAGE"))
+        ));
         let out = wait_for(
             &format!("pod {pod}'s output"),
             LIMIT,
@@ -352,32 +358,11 @@ impl<'a> Node<'a> {
             .map(String::from)
             .into();
         assert_eq!(got, want, "the container's /dev/infiniband\n{out}");
-        assert!(out.contains("MTU 1400"), "{out}");
-        assert!(out.contains("10.77.0.2/24"), "{out}");
-        assert!(host_link(VETH).is_none(), "the veth left the host");
-
         // networkData, written by the daemon with its pod's own token.
         let claim = kit.pod_claim(pod).expect("the pod's claim");
-        let net = wait_for(
-            "networkData in the claim's status (1.36: needs resourceclaims/driver associated-node:patch)",
-            Duration::from_secs(60),
-            || {
-                let c = kit.get_json(&["resourceclaim", &claim]);
-                c["status"]["devices"]
-                    .as_array()?
-                    .iter()
-                    .find(|d| d["device"] == VETH && d["networkData"].is_object())
-                    .cloned()
-            },
-            || self.daemon_logs(),
-        );
-        assert_eq!(net["networkData"]["interfaceName"], "net1");
-        assert!(
-            net["networkData"]["ips"]
-                .as_array()
-                .is_some_and(|ips| ips.iter().any(|i| i == "10.77.0.2/24")),
-            "{net}"
-        );
+        check_veth_in_pod(kit, &out, &claim, VETH, Duration::from_secs(60), || {
+            self.daemon_logs()
+        });
         got
     }
 
@@ -414,65 +399,15 @@ fn ctr(kit: &Kit, args: &[&str]) -> Output {
         .expect("run ctr")
 }
 
-fn slice_devices(kit: &Kit) -> BTreeSet<String> {
-    let list = kit.get_json(&["resourceslices"]);
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|s| s["spec"]["driver"] == "dra.net" && s["spec"]["nodeName"] == kit.node())
-        .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
-        .filter_map(|d| d["name"].as_str().map(str::to_string))
-        .collect()
-}
-
-/// A claim template for mlx5_0 and the veth (renamed, addressed, MTU set), through the shipped
-/// DeviceClass `dranet`, and a pod using it.
-fn user_manifests(pod: &str, image: &str) -> String {
-    format!(
-        r#"
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: mlx5-0-and-veth, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: nic
-        exactly:
-          deviceClassName: dranet
-          selectors:
-          # A selector that reads a missing attribute is an error for the whole claim in the
-          # scheduler: this node also publishes netdevs without RDMA.
-          - cel: {{expression: '"rdmaDevice" in device.attributes["dra.net"] && device.attributes["dra.net"].rdmaDevice == "mlx5_0"'}}
-      - name: eth
-        exactly:
-          deviceClassName: dranet
-          selectors:
-          - cel: {{expression: 'device.attributes["dra.net"].ifName == "{VETH}"'}}
-      config:
-      - requests: ["eth"]
-        opaque:
-          driver: dra.net
-          parameters:
-            interface: {{name: net1, addresses: ["10.77.0.2/24"], mtu: 1400}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: {pod}, namespace: default}}
-spec:
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  resourceClaims:
-  - {{name: nics, resourceClaimTemplateName: mlx5-0-and-veth}}
-  containers:
-  - name: c
-    image: {image}
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo END; sleep 100000"]
-    resources:
-      claims: [{{name: nics}}]
-"#
+/// A claim template for mlx5_0 and the veth, through the shipped DeviceClass `dranet`.
+fn claim_template() -> String {
+    // A selector that reads a missing attribute is an error for the whole claim in the
+    // scheduler: this node also publishes netdevs without RDMA.
+    nic_and_veth_template(
+        "mlx5-0-and-veth",
+        "dranet",
+        r#""rdmaDevice" in device.attributes["dra.net"] && device.attributes["dra.net"].rdmaDevice == "mlx5_0""#,
+        VETH,
     )
 }
 
@@ -752,7 +687,7 @@ fn node_as_before(node: &Node, before: &NodeState, what: &str, slices: bool) {
         wait_for(
             &format!("{what}: the node's dra.net slices gone"),
             LIMIT,
-            || slice_devices(kit).is_empty().then_some(()),
+            || kit.node_devices("dra.net").is_empty().then_some(()),
             || kit.kubectl_ok(&["get", "resourceslices", "-o", "wide"]),
         );
         kit.say(format_args!(
@@ -905,15 +840,7 @@ fn helm_install(node: &Node, helm: &Path, before: &NodeState) {
     let kinds: BTreeSet<&str> = objects.iter().map(|o| o.0.as_str()).collect();
     assert_eq!(
         kinds,
-        BTreeSet::from([
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "DaemonSet",
-            "DeviceClass",
-            "ServiceAccount",
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding",
-        ]),
+        BTreeSet::from(CHART_KINDS),
         "the release's objects: {objects:?}"
     );
     run_helm(&[

@@ -15,6 +15,18 @@ pub fn chart() -> PathBuf {
     root().join("deploy/helm/dranet")
 }
 
+/// The kinds of the objects the chart makes with its default values (install.yaml adds the
+/// Namespace).
+pub const CHART_KINDS: [&str; 7] = [
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "DaemonSet",
+    "DeviceClass",
+    "ServiceAccount",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+];
+
 /// The documents of a YAML stream, as JSON values (comments and empty documents dropped).
 pub fn documents(text: &str) -> Vec<serde_json::Value> {
     serde_saphyr::from_str_multiple::<serde_json::Value, Vec<_>>(text)

@@ -321,6 +321,19 @@ impl Kit {
             .any(|c| c["type"] == "Ready" && c["status"] == "True")
     }
 
+    /// The names of the devices `driver` publishes for this node.
+    pub fn node_devices(&self, driver: &str) -> std::collections::BTreeSet<String> {
+        let list = self.get_json(&["resourceslices"]);
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["spec"]["driver"] == driver && s["spec"]["nodeName"] == self.node())
+            .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
+            .filter_map(|d| d["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// The name of the first ResourceClaim of `pod` (from its status).
     pub fn pod_claim(&self, pod: &str) -> Option<String> {
         let p = self.get_json(&["pod", pod]);
