@@ -49,7 +49,10 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use support::chart::{CHART_KINDS, documents, helm, root};
+use support::chart::{
+    CHART_KINDS, GUIDE_HELM_INSTALL, GUIDE_HELM_UNINSTALL, GUIDE_HELM_UPGRADE, documents, helm,
+    root,
+};
 use support::k8s::{Kit, tail, wait_for};
 use support::links::{
     VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
@@ -748,53 +751,43 @@ fn helm_values(node: &Node) -> String {
 
 fn helm_install(node: &Node, helm: &Path, before: &NodeState) {
     let kit = node.kit;
-    let chart = support::chart::chart();
     let values = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(values.path(), helm_values(node)).unwrap();
     let run_helm = |args: &[&str]| {
         let out = kit.command(helm).args(args).output().expect("run helm");
         ok(&format!("helm {args:?}\n{}", node.daemon_context()), &out)
     };
-    let chart = chart.to_str().unwrap();
-    let values = values.path().to_str().unwrap();
+    // A line of the install guide, run from the repository's root.
+    let guide = |line: &str, extra: &[&str]| {
+        let mut words = line.split_whitespace();
+        let mut cmd = match words.next() {
+            Some("helm") => kit.command(helm),
+            Some("kubectl") => kit.command("kubectl"),
+            other => panic!("{line}: not helm or kubectl: {other:?}"),
+        };
+        cmd.args(words).args(extra).current_dir(root());
+        ok(
+            &format!("{line}\n{}", node.daemon_context()),
+            &cmd.output().unwrap(),
+        )
+    };
 
-    // The install guide's commands.
-    kit.kubectl_ok(&["create", "namespace", NS]);
-    kit.kubectl_ok(&[
-        "label",
-        "namespace",
-        NS,
-        "pod-security.kubernetes.io/enforce=privileged",
-    ]);
-    run_helm(&[
-        "install",
-        "dranet",
-        chart,
-        "--namespace",
-        NS,
-        "--wait",
-        "--timeout=2m",
-        "-f",
-        values,
-    ]);
+    // The install guide's commands; the test's values are its patch (see the module docs).
+    for line in GUIDE_HELM_INSTALL {
+        let extra: &[&str] = if line.starts_with("helm ") {
+            &["-f", values.path().to_str().unwrap()]
+        } else {
+            &[]
+        };
+        guide(line, extra);
+    }
     let first = node.daemon_pod(None);
     node.wait_slices();
     let devices = node.user_pod("helm-user");
 
     // An upgrade with a changed value rolls the DaemonSet; the pod keeps its devices.
     let t = Instant::now();
-    run_helm(&[
-        "upgrade",
-        "dranet",
-        chart,
-        "--namespace",
-        NS,
-        "--reuse-values",
-        "--set",
-        "log.level=info\\,dranet_driver=debug",
-        "--wait",
-        "--timeout=2m",
-    ]);
+    guide(GUIDE_HELM_UPGRADE, &[]);
     let second = node.daemon_pod(Some(&first.1));
     kit.say(format_args!(
         "helm upgrade: a new daemon pod Ready {:.1?} after the upgrade began",
@@ -803,10 +796,7 @@ fn helm_install(node: &Node, helm: &Path, before: &NodeState) {
     let ds = kit.get_json(&["daemonset", "-n", NS, "dranet"]);
     let args = &ds["spec"]["template"]["spec"]["containers"][0]["args"];
     assert!(
-        args.as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a == "--log=info,dranet_driver=debug"),
+        args.as_array().unwrap().iter().any(|a| a == "--log=debug"),
         "the upgraded DaemonSet's arguments: {args}"
     );
     let pods = kit.get_json(&["pods", "-n", NS, "-l", DAEMON_SELECTOR]);
@@ -843,14 +833,7 @@ fn helm_install(node: &Node, helm: &Path, before: &NodeState) {
         BTreeSet::from(CHART_KINDS),
         "the release's objects: {objects:?}"
     );
-    run_helm(&[
-        "uninstall",
-        "dranet",
-        "--namespace",
-        NS,
-        "--wait",
-        "--timeout=2m",
-    ]);
+    guide(GUIDE_HELM_UNINSTALL[0], &[]);
     for (kind, name, ns) in &objects {
         let mut args = vec![
             "get",
@@ -869,6 +852,6 @@ fn helm_install(node: &Node, helm: &Path, before: &NodeState) {
             "helm uninstall left {kind} {name}: {left}"
         );
     }
-    kit.kubectl_ok(&["delete", "namespace", NS, "--wait=true"]);
+    guide(GUIDE_HELM_UNINSTALL[1], &[]);
     node_as_before(node, before, "helm uninstall", true);
 }

@@ -27,6 +27,22 @@ pub const CHART_KINDS: [&str; 7] = [
     "ValidatingAdmissionPolicyBinding",
 ];
 
+/// The install guide's helm path (docs/install.md shows these lines), which tests/k8s_install.rs
+/// runs from the repository's root: install (with the test's `-f VALUES` appended to the helm
+/// line), then a change of value, then uninstall.
+pub const GUIDE_HELM_INSTALL: [&str; 3] = [
+    "kubectl create namespace dranet",
+    "kubectl label namespace dranet pod-security.kubernetes.io/enforce=privileged",
+    "helm install dranet deploy/helm/dranet --namespace dranet --wait --timeout=2m",
+];
+/// See [`GUIDE_HELM_INSTALL`].
+pub const GUIDE_HELM_UPGRADE: &str = "helm upgrade dranet deploy/helm/dranet --namespace dranet --reuse-values --set log.level=debug --wait --timeout=2m";
+/// See [`GUIDE_HELM_INSTALL`].
+pub const GUIDE_HELM_UNINSTALL: [&str; 2] = [
+    "helm uninstall dranet --namespace dranet --wait --timeout=2m",
+    "kubectl delete namespace dranet",
+];
+
 /// The documents of a YAML stream, as JSON values (comments and empty documents dropped).
 pub fn documents(text: &str) -> Vec<serde_json::Value> {
     serde_saphyr::from_str_multiple::<serde_json::Value, Vec<_>>(text)
