@@ -369,7 +369,7 @@ impl NetworkDriver {
         &self,
         link: &str,
         e: &dranet_core::EthtoolConfig,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), crate::ethtool::FeatureError> {
         if e.features.is_empty() {
             return Ok(());
         }
