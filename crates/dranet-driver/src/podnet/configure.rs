@@ -66,21 +66,27 @@ impl PodNet {
             m.attributes
                 .push(LinkAttribute::Address(parse_mac(mac).map_err(at("mac"))?));
         }
-        if let Some(v) = iface.gso_max_size {
-            m.attributes
-                .push(LinkAttribute::GsoMaxSize(nonneg(v, "gsoMaxSize")?));
-        }
-        if let Some(v) = iface.gro_max_size {
-            m.attributes
-                .push(LinkAttribute::GroMaxSize(nonneg(v, "groMaxSize")?));
-        }
-        if let Some(v) = iface.gso_ipv4_max_size {
-            m.attributes
-                .push(LinkAttribute::GsoIpv4MaxSize(nonneg(v, "gsoIPv4MaxSize")?));
-        }
-        if let Some(v) = iface.gro_ipv4_max_size {
-            m.attributes
-                .push(LinkAttribute::GroIpv4MaxSize(nonneg(v, "groIPv4MaxSize")?));
+        for (value, what, attr) in [
+            (
+                iface.gso_max_size,
+                "gsoMaxSize",
+                LinkAttribute::GsoMaxSize as fn(u32) -> LinkAttribute,
+            ),
+            (iface.gro_max_size, "groMaxSize", LinkAttribute::GroMaxSize),
+            (
+                iface.gso_ipv4_max_size,
+                "gsoIPv4MaxSize",
+                LinkAttribute::GsoIpv4MaxSize,
+            ),
+            (
+                iface.gro_ipv4_max_size,
+                "groIPv4MaxSize",
+                LinkAttribute::GroIpv4MaxSize,
+            ),
+        ] {
+            if let Some(v) = value {
+                m.attributes.push(attr(nonneg(v, what)?));
+            }
         }
         m.attributes
             .push(LinkAttribute::NetNsFd(pod.as_fd().as_raw_fd()));
@@ -193,12 +199,8 @@ impl PodNet {
             self.step("address")?;
             let step = format!("address {cidr}");
             let (ip, len) = parse_cidr(cidr).map_err(at(step.clone()))?;
-            podr.request(
-                RouteNetlinkMessage::NewAddress(address_message(pod_index, ip, len)),
-                NLM_F_CREATE | NLM_F_EXCL,
-            )
-            .await
-            .map_err(at(step))?;
+            let msg = address_message(pod_index, ip, len);
+            create(podr, RouteNetlinkMessage::NewAddress(msg), step).await?;
         }
 
         self.step("up")?;
@@ -225,12 +227,7 @@ impl PodNet {
                 format!("route {} via {}", r.destination, r.gateway)
             };
             let msg = route_message(pod_index, r).map_err(at(step.clone()))?;
-            podr.request(
-                RouteNetlinkMessage::NewRoute(msg),
-                NLM_F_CREATE | NLM_F_EXCL,
-            )
-            .await
-            .map_err(at(step))?;
+            create(podr, RouteNetlinkMessage::NewRoute(msg), step).await?;
         }
 
         for r in &cfg.rules {
@@ -244,9 +241,7 @@ impl PodNet {
             );
             let msg = rule_message(r).map_err(at(step.clone()))?;
             let raw = RawMessage::new(&RouteNetlinkMessage::NewRule(msg.clone()));
-            podr.request(RouteNetlinkMessage::NewRule(msg), NLM_F_CREATE | NLM_F_EXCL)
-                .await
-                .map_err(at(step))?;
+            create(podr, RouteNetlinkMessage::NewRule(msg), step).await?;
             entry.pod_rules.push(raw);
         }
 
@@ -257,12 +252,8 @@ impl PodNet {
                 at(step.clone())(io::Error::new(io::ErrorKind::InvalidInput, format!("{e}")))
             })?;
             let mac = parse_mac(&n.hardware_addr).map_err(at(step.clone()))?;
-            podr.request(
-                RouteNetlinkMessage::NewNeighbour(neighbour_message(pod_index, ip, mac)),
-                NLM_F_CREATE | NLM_F_EXCL,
-            )
-            .await
-            .map_err(at(step))?;
+            let msg = neighbour_message(pod_index, ip, mac);
+            create(podr, RouteNetlinkMessage::NewNeighbour(msg), step).await?;
         }
 
         self.step("done")?;
@@ -273,6 +264,15 @@ impl PodNet {
             .unwrap_or(link);
         Ok((link, addresses))
     }
+}
+
+/// Adds `msg` in the pod. One that exists already is an error: the pod's is not ours to take
+/// over, nor to remove at detach.
+async fn create(podr: &Rtnl, msg: RouteNetlinkMessage, step: String) -> StepResult<()> {
+    podr.request(msg, NLM_F_CREATE | NLM_F_EXCL)
+        .await
+        .map(drop)
+        .map_err(at(step))
 }
 
 fn nonneg(v: i32, what: &str) -> StepResult<u32> {

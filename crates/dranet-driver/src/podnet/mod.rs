@@ -3,8 +3,8 @@
 //! [`PodNet::attach`] records the link's host state (name, MTU, MAC, GSO/GRO sizes, addresses,
 //! routes of every table, the rules selecting those tables, permanent neighbours, admin state)
 //! in a [`Journal`] *before* the first change, then moves the link into the pod's network
-//! namespace and configures it there from a [`NetworkConfig`]. Any failure rolls back what was
-//! done. [`PodNet::detach`] moves the link back and replays the recorded state;
+//! namespace and configures it there from a [`NetworkConfig`](dranet_core::NetworkConfig). Any
+//! failure rolls back what was done. [`PodNet::detach`] moves the link back and replays the recorded state;
 //! [`PodNet::recover`] does the same at start for every journal entry whose pod is gone, so a
 //! daemon killed in the middle of either leaves nothing behind.
 //!
@@ -42,7 +42,7 @@
 //! ```
 //!
 //! The work is one file per operation: [`attach`](PodNet::attach) checks the request and records
-//! the host's state, `configure` applies the [`NetworkConfig`] in the pod step by step,
+//! the host's state, `configure` applies the `NetworkConfig` in the pod step by step,
 //! [`detach`](PodNet::detach) and [`recover`](PodNet::recover) give the host its link back, and
 //! `messages` builds the rtnetlink messages they send.
 
