@@ -1,7 +1,8 @@
 //! Configuring a link in the pod, one step at a time: the move into its namespace (with its
 //! name, MTU, MAC and GSO/GRO sizes in the same request), its RDMA device, sysctls, VRF,
-//! addresses, up, ethtool, then routes, rules and neighbours. Each step records in the journal
-//! what detach must undo before it does it.
+//! addresses, up, ethtool, then routes, rules and neighbours. What detach must undo besides the
+//! host's recorded state (the pod's rules, a VRF we created, an RDMA device moved in exclusive
+//! mode) is noted in the journal entry as it is done.
 
 use std::collections::BTreeMap;
 use std::io;
