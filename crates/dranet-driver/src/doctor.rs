@@ -365,15 +365,11 @@ fn uplink(links: &[LinkState], out: &mut Vec<Finding>) {
 
 /// The link state discovery would use for the tree at `sysfs`: `links.json` beside a fixture,
 /// netlink otherwise.
-pub fn links_for(sysfs: &Path) -> Result<Vec<LinkState>, String> {
+pub fn links_for(sysfs: &Path) -> dranet_discovery::Result<Vec<LinkState>> {
     let fixture = sysfs.parent().map(|p| p.join("links.json"));
     match fixture.filter(|p| p.is_file()) {
-        Some(path) => dranet_discovery::FixtureLinks { path }
-            .links()
-            .map_err(|e| e.to_string()),
-        None => dranet_discovery::NetlinkLinks
-            .links()
-            .map_err(|e| e.to_string()),
+        Some(path) => dranet_discovery::FixtureLinks { path }.links(),
+        None => dranet_discovery::NetlinkLinks.links(),
     }
 }
 

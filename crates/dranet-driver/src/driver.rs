@@ -304,7 +304,7 @@ impl NetworkDriver {
             claim: cref.clone(),
             reason,
         };
-        let pods = claim::pods_of(&claim.claim).map_err(fail)?;
+        let pods = claim::pods_of(&claim.claim).map_err(|e| fail(e.to_string()))?;
         let mut inv = self.inventory();
         let mut rescanned = false;
         let mut devices = Vec::with_capacity(claim.results.len());
@@ -323,7 +323,7 @@ impl NetworkDriver {
             let base = claim::cloud_config(&*self.cloud, dev);
             let config = claim::config_for(claim, r, base)
                 .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
-            claim::check_device(&config, dev, &inv).map_err(fail)?;
+            claim::check_device(&config, dev, &inv).map_err(|e| fail(e.to_string()))?;
             if let (Some(nd), Some(e)) = (&dev.netdev, &config.ethtool) {
                 self.check_ethtool(&nd.name, e)
                     .map_err(|e| fail(format!("device {} ({}): {e}", r.device, nd.name)))?;
@@ -369,7 +369,7 @@ impl NetworkDriver {
         &self,
         link: &str,
         e: &dranet_core::EthtoolConfig,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), crate::ethtool::FeatureError> {
         if e.features.is_empty() {
             return Ok(());
         }
