@@ -13,13 +13,13 @@
 //! never trusted blindly; see [`CheckpointPolicy`].
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use dranet_util::{AtomicWrite, AtomicWriteStep};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -547,32 +547,25 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<BTreeMap<String, CheckpointEn
 }
 
 fn write_file(path: &Path, claims: &BTreeMap<String, CheckpointEntry>) -> Result<()> {
-    let tmp = tmp_path(path);
-    let bytes = encode(claims);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| Error::io("create checkpoint temporary file", &tmp, e))?;
-    // A temporary file left by an older version may have another mode; the claims' state is
-    // for root only, whatever the umask.
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io("set checkpoint permissions", &tmp, e))?;
-    f.write_all(&bytes)
-        .map_err(|e| Error::io("write checkpoint", &tmp, e))?;
-    f.sync_all()
-        .map_err(|e| Error::io("fsync checkpoint", &tmp, e))?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(|e| Error::io("rename checkpoint into place", path, e))?;
-    // The rename itself is only durable once the directory entry is.
-    if let Some(dir) = path.parent() {
-        let d = File::open(dir).map_err(|e| Error::io("open checkpoint directory", dir, e))?;
-        d.sync_all()
-            .map_err(|e| Error::io("fsync checkpoint directory", dir, e))?;
-    }
-    Ok(())
+    AtomicWrite::new(path)
+        .temp(tmp_path(path))
+        // A temporary file left by an older version may have another mode; the claims' state is
+        // for root only, whatever the umask.
+        .exact_mode(0o600)
+        .write(&encode(claims))
+        .map_err(|e| {
+            let (step, at, source) = e.into_parts();
+            let action = match step {
+                AtomicWriteStep::CreateTemp => "create checkpoint temporary file",
+                AtomicWriteStep::SetMode => "set checkpoint permissions",
+                AtomicWriteStep::Write => "write checkpoint",
+                AtomicWriteStep::SyncFile => "fsync checkpoint",
+                AtomicWriteStep::Rename => "rename checkpoint into place",
+                AtomicWriteStep::OpenDir => "open checkpoint directory",
+                AtomicWriteStep::SyncDir => "fsync checkpoint directory",
+            };
+            Error::io(action, at, source)
+        })
 }
 
 /// CRC-32 (IEEE 802.3, reflected), table driven.

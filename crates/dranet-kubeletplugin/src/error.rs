@@ -148,23 +148,6 @@ pub enum Error {
     },
 }
 
-/// The error and all its sources as one line, `error: cause: cause`, leaving out a cause whose
-/// text the line already holds (errors that print their source themselves). This is what the
-/// kubelet gets as a claim's error string.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = s.source();
-    }
-    line
-}
-
 impl Error {
     /// The HTTP status code when the API server answered with an error.
     pub fn api_code(&self) -> Option<u16> {
@@ -224,6 +207,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dranet_util::error_chain;
 
     #[test]
     fn the_chain_keeps_every_cause_once() {

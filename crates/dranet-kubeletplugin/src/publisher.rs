@@ -25,8 +25,8 @@ use crate::api::KubeApi;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
-pub use dranet_core::Backoff;
 pub use dranet_core::slice::MAX_DEVICES_PER_SLICE;
+use dranet_util::Backoff;
 
 /// How long one sync pass (list and writes) may take before it is abandoned and retried.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
@@ -631,7 +631,7 @@ pub(crate) async fn run<A: KubeApi>(
                         || e.api_code() == Some(422) =>
                 {
                     metrics.slice_sync(false, 0, start.elapsed());
-                    let error = crate::error::error_chain(&e);
+                    let error = dranet_util::error_chain(&e);
                     tracing::error!(%error, "cannot publish these devices; waiting for a corrected device list");
                     state.send_replace(PublishState::Refused { error });
                     break;
@@ -643,7 +643,7 @@ pub(crate) async fn run<A: KubeApi>(
                     } else {
                         cfg.backoff.delay(attempt)
                     };
-                    let error = crate::error::error_chain(&e);
+                    let error = dranet_util::error_chain(&e);
                     tracing::warn!(%error, retry_in = ?delay, "publishing ResourceSlices failed");
                     attempt = attempt.saturating_add(1);
                     state.send_replace(PublishState::Retrying {

@@ -120,7 +120,6 @@ impl AtomicWrite {
 
 /// The step of an [`AtomicWrite`] that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum AtomicWriteStep {
     /// Creating or opening the temporary file.
     CreateTemp,
