@@ -292,9 +292,9 @@ impl Checkpoint {
                     let n = claims.len();
                     (claims, LoadOutcome::Loaded(n))
                 }
-                Err(reason) => match policy {
+                Err(source) => match policy {
                     CheckpointPolicy::Refuse => {
-                        return Err(Error::CheckpointCorrupt { path, reason });
+                        return Err(Error::CheckpointCorrupt { path, source });
                     }
                     CheckpointPolicy::Quarantine => {
                         // Nanoseconds, so two quarantines in one second keep both files.
@@ -309,6 +309,7 @@ impl Checkpoint {
                         ));
                         fs::rename(&path, &moved_to)
                             .map_err(|e| Error::io("move corrupt checkpoint aside", &path, e))?;
+                        let reason = source.to_string();
                         tracing::error!(
                             path = %path.display(),
                             moved_to = %moved_to.display(),
@@ -461,9 +462,9 @@ fn lock_path(path: &Path) -> PathBuf {
 /// an error for the call that needed it, never silently replaced.
 fn read_claims(path: &Path) -> Result<Claims> {
     match fs::read(path) {
-        Ok(bytes) => decode(&bytes).map_err(|reason| Error::CheckpointCorrupt {
+        Ok(bytes) => decode(&bytes).map_err(|source| Error::CheckpointCorrupt {
             path: path.to_path_buf(),
-            reason,
+            source,
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Claims::new()),
         Err(e) => Err(Error::io("read checkpoint", path, e)),
@@ -490,57 +491,129 @@ struct BodyRef<'a> {
     claims: &'a BTreeMap<String, CheckpointEntry>,
 }
 
+/// Why checkpoint bytes cannot be trusted, said precisely.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CheckpointDefect {
+    /// No newline ends the header.
+    #[error("no header line (file truncated?)")]
+    NoHeader,
+    /// The header line is not UTF-8.
+    #[error("header is not UTF-8")]
+    HeaderNotUtf8,
+    /// The header does not start with the format's magic word.
+    #[error("header {header:?} does not start with {:?}", MAGIC)]
+    Magic {
+        /// The header line.
+        header: String,
+    },
+    /// A format version this code does not read.
+    #[error("unsupported checkpoint version {found:?}, want {:?}", VERSION)]
+    Version {
+        /// The version the header names, if any.
+        found: Option<String>,
+    },
+    /// The header lacks a readable `crc32=` field.
+    #[error("header {header:?} has no valid crc32= field")]
+    NoChecksum {
+        /// The header line.
+        header: String,
+    },
+    /// The header lacks a readable `len=` field.
+    #[error("header {header:?} has no valid len= field")]
+    NoLength {
+        /// The header line.
+        header: String,
+    },
+    /// The body is not as long as the header says.
+    #[error("body is {actual} bytes, header says {expected} (torn write?)")]
+    Length {
+        /// Length in the header.
+        expected: usize,
+        /// Length of the body.
+        actual: usize,
+    },
+    /// The body's CRC-32 is not the header's.
+    #[error(
+        "checksum mismatch: header says {expected:08x}, body has {actual:08x} (edited or corrupted)"
+    )]
+    Checksum {
+        /// CRC-32 in the header.
+        expected: u32,
+        /// CRC-32 of the body.
+        actual: u32,
+    },
+    /// The body is not the checkpoint's JSON.
+    #[error("body is not a valid checkpoint: {0}")]
+    Body(#[source] Arc<serde_json::Error>),
+    /// An entry is filed under another claim UID than its own.
+    #[error("entry keyed {key:?} is for claim UID {uid:?}")]
+    KeyMismatch {
+        /// The key.
+        key: String,
+        /// The entry's claim UID.
+        uid: String,
+    },
+}
+
 /// Decodes checkpoint bytes, saying precisely what is wrong when they do not check out.
-pub fn decode(bytes: &[u8]) -> std::result::Result<BTreeMap<String, CheckpointEntry>, String> {
+pub fn decode(
+    bytes: &[u8],
+) -> std::result::Result<BTreeMap<String, CheckpointEntry>, CheckpointDefect> {
     let nl = bytes
         .iter()
         .position(|&b| b == b'\n')
-        .ok_or_else(|| "no header line (file truncated?)".to_string())?;
-    let header =
-        std::str::from_utf8(&bytes[..nl]).map_err(|_| "header is not UTF-8".to_string())?;
+        .ok_or(CheckpointDefect::NoHeader)?;
+    let header = std::str::from_utf8(&bytes[..nl]).map_err(|_| CheckpointDefect::HeaderNotUtf8)?;
     let body = &bytes[nl + 1..];
     let mut parts = header.split(' ');
     if parts.next() != Some(MAGIC) {
-        return Err(format!("header {header:?} does not start with {MAGIC:?}"));
+        return Err(CheckpointDefect::Magic {
+            header: header.into(),
+        });
     }
     match parts.next() {
         Some(VERSION) => {}
         other => {
-            return Err(format!(
-                "unsupported checkpoint version {other:?}, want {VERSION:?}"
-            ));
+            return Err(CheckpointDefect::Version {
+                found: other.map(str::to_string),
+            });
         }
     }
     let crc = parts
         .next()
         .and_then(|p| p.strip_prefix("crc32="))
         .and_then(|h| u32::from_str_radix(h, 16).ok())
-        .ok_or_else(|| format!("header {header:?} has no valid crc32= field"))?;
+        .ok_or_else(|| CheckpointDefect::NoChecksum {
+            header: header.into(),
+        })?;
     let len = parts
         .next()
         .and_then(|p| p.strip_prefix("len="))
         .and_then(|n| n.parse::<usize>().ok())
-        .ok_or_else(|| format!("header {header:?} has no valid len= field"))?;
+        .ok_or_else(|| CheckpointDefect::NoLength {
+            header: header.into(),
+        })?;
     if body.len() != len {
-        return Err(format!(
-            "body is {} bytes, header says {len} (torn write?)",
-            body.len()
-        ));
+        return Err(CheckpointDefect::Length {
+            expected: len,
+            actual: body.len(),
+        });
     }
     let actual = crc32(body);
     if actual != crc {
-        return Err(format!(
-            "checksum mismatch: header says {crc:08x}, body has {actual:08x} (edited or corrupted)"
-        ));
+        return Err(CheckpointDefect::Checksum {
+            expected: crc,
+            actual,
+        });
     }
     let parsed: Body =
-        serde_json::from_slice(body).map_err(|e| format!("body is not a valid checkpoint: {e}"))?;
+        serde_json::from_slice(body).map_err(|e| CheckpointDefect::Body(Arc::new(e)))?;
     for (uid, entry) in &parsed.claims {
         if uid != &entry.claim.uid {
-            return Err(format!(
-                "entry keyed {uid:?} is for claim UID {:?}",
-                entry.claim.uid
-            ));
+            return Err(CheckpointDefect::KeyMismatch {
+                key: uid.clone(),
+                uid: entry.claim.uid.clone(),
+            });
         }
     }
     Ok(parsed.claims)
@@ -724,7 +797,7 @@ mod tests {
         }
         let mut claims = BTreeMap::new();
         claims.insert("x".to_string(), entry("y", Phase::Prepared));
-        let err = decode(&encode(&claims)).unwrap_err();
+        let err = decode(&encode(&claims)).unwrap_err().to_string();
         assert!(err.contains("keyed \"x\""), "{err}");
     }
 

@@ -36,14 +36,15 @@ pub enum Error {
 
     /// The checkpoint file is torn, edited or unreadable, so what it says cannot be trusted.
     #[error(
-        "checkpoint {path} cannot be trusted: {reason}; inspect it, then move it away to start \
+        "checkpoint {path} cannot be trusted: {source}; inspect it, then move it away to start \
          with no record of prepared claims (or build the plugin with CheckpointPolicy::Quarantine)"
     )]
     CheckpointCorrupt {
         /// The checkpoint path.
         path: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        source: crate::CheckpointDefect,
     },
 
     /// The API server answered with an error status.
@@ -180,9 +181,9 @@ impl Error {
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
-            Error::CheckpointCorrupt { path, reason } => Error::CheckpointCorrupt {
+            Error::CheckpointCorrupt { path, source } => Error::CheckpointCorrupt {
                 path: path.clone(),
-                reason: reason.clone(),
+                source: source.clone(),
             },
             _ => Error::Task("checkpoint write"),
         }

@@ -159,7 +159,7 @@ mod quantity;
 mod socket;
 
 pub use api::{KubeApi, KubeClient, NodeEvent, NodeEvents};
-pub use checkpoint::{CheckpointPolicy, LoadOutcome};
+pub use checkpoint::{CheckpointDefect, CheckpointPolicy, LoadOutcome};
 /// Retry timing of the publisher ([`KubeletPluginBuilder::retry_backoff`]); shared with the other
 /// dranet crates.
 pub use dranet_util::Backoff;
