@@ -1,16 +1,9 @@
-//! Crash-safe record of prepared claims.
-//!
-//! The file is one header line and a JSON body:
-//!
-//! ```text
-//! dranet-kubeletplugin-checkpoint v1 crc32=1c291ca3 len=57
-//! {"claims":{...}}
-//! ```
+//! Crash-safe record of prepared claims: [`Checkpoint`], mirrored to a file on every change.
 //!
 //! Writes go to a temporary file that is fsynced and then renamed over the old one (and the
-//! directory fsynced), so a crash leaves either the old or the new file. The CRC and length catch
-//! what rename cannot: a file truncated by a broken disk or edited by hand. Such a file is reported,
-//! never trusted blindly; see [`CheckpointPolicy`].
+//! directory fsynced), so a crash leaves either the old or the new file. The CRC and length of
+//! the file's format (see [`encode`]) catch what rename cannot: a file truncated by a broken disk
+//! or edited by hand. Such a file is reported, never trusted blindly; see [`CheckpointPolicy`].
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -20,16 +13,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use dranet_util::{AtomicWrite, AtomicWriteStep};
-use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use crate::driver::{ClaimRef, Prepared};
 use crate::error::{Error, Result};
 use crate::flock;
 use crate::metrics::{Metrics, NoMetrics};
 
-const MAGIC: &str = "dranet-kubeletplugin-checkpoint";
-const VERSION: &str = "v1";
+mod format;
+
+pub use format::{CheckpointDefect, CheckpointEntry, Phase, decode, encode};
 
 /// What to do when the checkpoint file exists but fails its checks at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,33 +32,6 @@ pub enum CheckpointPolicy {
     /// Move the file aside (`<name>.corrupt-<unix seconds>`), log it, and start empty; unprepare
     /// then calls the driver with [`crate::PrepareState::Unknown`] for claims it knows nothing about.
     Quarantine,
-}
-
-/// How far prepare got for a claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Phase {
-    /// The driver was called but has not returned successfully.
-    Preparing,
-    /// The driver returned; the entry holds its result.
-    Prepared,
-}
-
-/// One claim in the checkpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckpointEntry {
-    /// The claim.
-    pub claim: ClaimRef,
-    /// How far prepare got.
-    pub phase: Phase,
-    /// The driver's result, once [`Phase::Prepared`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prepared: Option<Prepared>,
-}
-
-#[derive(Serialize, Deserialize, Default)]
-struct Body {
-    claims: BTreeMap<String, CheckpointEntry>,
 }
 
 /// What [`Checkpoint::open`] found.
@@ -471,154 +436,6 @@ fn read_claims(path: &Path) -> Result<Claims> {
     }
 }
 
-/// Encodes the claims as the checkpoint file's bytes.
-pub fn encode(claims: &BTreeMap<String, CheckpointEntry>) -> Vec<u8> {
-    // Serializing plain data into a Vec cannot fail; fall back to an empty body rather than panic.
-    let body =
-        serde_json::to_vec(&BodyRef { claims }).unwrap_or_else(|_| b"{\"claims\":{}}".to_vec());
-    let mut out = format!(
-        "{MAGIC} {VERSION} crc32={:08x} len={}\n",
-        crc32(&body),
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(&body);
-    out
-}
-
-#[derive(Serialize)]
-struct BodyRef<'a> {
-    claims: &'a BTreeMap<String, CheckpointEntry>,
-}
-
-/// Why checkpoint bytes cannot be trusted, said precisely.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum CheckpointDefect {
-    /// No newline ends the header.
-    #[error("no header line (file truncated?)")]
-    NoHeader,
-    /// The header line is not UTF-8.
-    #[error("header is not UTF-8")]
-    HeaderNotUtf8,
-    /// The header does not start with the format's magic word.
-    #[error("header {header:?} does not start with {:?}", MAGIC)]
-    Magic {
-        /// The header line.
-        header: String,
-    },
-    /// A format version this code does not read.
-    #[error("unsupported checkpoint version {found:?}, want {:?}", VERSION)]
-    Version {
-        /// The version the header names, if any.
-        found: Option<String>,
-    },
-    /// The header lacks a readable `crc32=` field.
-    #[error("header {header:?} has no valid crc32= field")]
-    NoChecksum {
-        /// The header line.
-        header: String,
-    },
-    /// The header lacks a readable `len=` field.
-    #[error("header {header:?} has no valid len= field")]
-    NoLength {
-        /// The header line.
-        header: String,
-    },
-    /// The body is not as long as the header says.
-    #[error("body is {actual} bytes, header says {expected} (torn write?)")]
-    Length {
-        /// Length in the header.
-        expected: usize,
-        /// Length of the body.
-        actual: usize,
-    },
-    /// The body's CRC-32 is not the header's.
-    #[error(
-        "checksum mismatch: header says {expected:08x}, body has {actual:08x} (edited or corrupted)"
-    )]
-    Checksum {
-        /// CRC-32 in the header.
-        expected: u32,
-        /// CRC-32 of the body.
-        actual: u32,
-    },
-    /// The body is not the checkpoint's JSON.
-    #[error("body is not a valid checkpoint: {0}")]
-    Body(#[source] Arc<serde_json::Error>),
-    /// An entry is filed under another claim UID than its own.
-    #[error("entry keyed {key:?} is for claim UID {uid:?}")]
-    KeyMismatch {
-        /// The key.
-        key: String,
-        /// The entry's claim UID.
-        uid: String,
-    },
-}
-
-/// Decodes checkpoint bytes, saying precisely what is wrong when they do not check out.
-pub fn decode(
-    bytes: &[u8],
-) -> std::result::Result<BTreeMap<String, CheckpointEntry>, CheckpointDefect> {
-    let nl = bytes
-        .iter()
-        .position(|&b| b == b'\n')
-        .ok_or(CheckpointDefect::NoHeader)?;
-    let header = std::str::from_utf8(&bytes[..nl]).map_err(|_| CheckpointDefect::HeaderNotUtf8)?;
-    let body = &bytes[nl + 1..];
-    let mut parts = header.split(' ');
-    if parts.next() != Some(MAGIC) {
-        return Err(CheckpointDefect::Magic {
-            header: header.into(),
-        });
-    }
-    match parts.next() {
-        Some(VERSION) => {}
-        other => {
-            return Err(CheckpointDefect::Version {
-                found: other.map(str::to_string),
-            });
-        }
-    }
-    let crc = parts
-        .next()
-        .and_then(|p| p.strip_prefix("crc32="))
-        .and_then(|h| u32::from_str_radix(h, 16).ok())
-        .ok_or_else(|| CheckpointDefect::NoChecksum {
-            header: header.into(),
-        })?;
-    let len = parts
-        .next()
-        .and_then(|p| p.strip_prefix("len="))
-        .and_then(|n| n.parse::<usize>().ok())
-        .ok_or_else(|| CheckpointDefect::NoLength {
-            header: header.into(),
-        })?;
-    if body.len() != len {
-        return Err(CheckpointDefect::Length {
-            expected: len,
-            actual: body.len(),
-        });
-    }
-    let actual = crc32(body);
-    if actual != crc {
-        return Err(CheckpointDefect::Checksum {
-            expected: crc,
-            actual,
-        });
-    }
-    let parsed: Body =
-        serde_json::from_slice(body).map_err(|e| CheckpointDefect::Body(Arc::new(e)))?;
-    for (uid, entry) in &parsed.claims {
-        if uid != &entry.claim.uid {
-            return Err(CheckpointDefect::KeyMismatch {
-                key: uid.clone(),
-                uid: entry.claim.uid.clone(),
-            });
-        }
-    }
-    Ok(parsed.claims)
-}
-
 fn write_file(path: &Path, claims: &BTreeMap<String, CheckpointEntry>) -> Result<()> {
     AtomicWrite::new(path)
         .temp(tmp_path(path))
@@ -641,34 +458,6 @@ fn write_file(path: &Path, claims: &BTreeMap<String, CheckpointEntry>) -> Result
         })
 }
 
-/// CRC-32 (IEEE 802.3, reflected), table driven.
-fn crc32(data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut table = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-                k += 1;
-            }
-            table[i] = c;
-            i += 1;
-        }
-        table
-    };
-    let mut crc = !0u32;
-    for &b in data {
-        crc = TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
-}
-
 /// Creates `dir` and its missing parents with mode 0700 (before the umask, which can only
 /// remove bits); directories that exist keep theirs.
 pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -681,9 +470,9 @@ pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::PreparedDevice;
+    use crate::driver::{ClaimRef, Prepared, PreparedDevice};
 
-    fn entry(uid: &str, phase: Phase) -> CheckpointEntry {
+    pub(super) fn entry(uid: &str, phase: Phase) -> CheckpointEntry {
         CheckpointEntry {
             claim: ClaimRef {
                 namespace: "ns".into(),
@@ -702,11 +491,6 @@ mod tests {
                 state: Some(serde_json::json!({"netns": "/proc/1/ns/net"})),
             }),
         }
-    }
-
-    #[test]
-    fn crc32_matches_the_standard_check_value() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
     }
 
     #[tokio::test]
@@ -783,40 +567,6 @@ mod tests {
         assert_ne!(moved[0], moved[1]);
         assert_eq!(fs::read_to_string(&moved[0]).unwrap(), "first torn file");
         assert_eq!(fs::read_to_string(&moved[1]).unwrap(), "second torn file");
-    }
-
-    #[test]
-    fn garbage_is_rejected_not_panicked_on() {
-        for bad in [
-            &b""[..],
-            b"\n",
-            b"hello\n{}",
-            b"dranet-kubeletplugin-checkpoint v9 crc32=0 len=0\n",
-        ] {
-            assert!(decode(bad).is_err(), "{bad:?}");
-        }
-        let mut claims = BTreeMap::new();
-        claims.insert("x".to_string(), entry("y", Phase::Prepared));
-        let err = decode(&encode(&claims)).unwrap_err().to_string();
-        assert!(err.contains("keyed \"x\""), "{err}");
-    }
-
-    #[test]
-    fn every_truncation_and_every_changed_byte_is_detected() {
-        let mut claims = BTreeMap::new();
-        for uid in ["a", "b"] {
-            claims.insert(uid.to_string(), entry(uid, Phase::Prepared));
-        }
-        let good = encode(&claims);
-        assert_eq!(decode(&good).unwrap(), claims);
-        for len in 0..good.len() {
-            assert!(decode(&good[..len]).is_err(), "truncated to {len} bytes");
-        }
-        for i in 0..good.len() {
-            let mut bad = good.clone();
-            bad[i] ^= 0x01;
-            assert!(decode(&bad).is_err(), "byte {i} changed");
-        }
     }
 
     #[derive(Default)]
