@@ -6,16 +6,20 @@ use std::marker::PhantomData;
 
 use crate::error::{Error, Result};
 
-/// One framing: the header's length, the payload length it announces, and what a record is.
+/// One framing: its header, where the header holds the payload length, the largest payload a
+/// peer may announce, and what a record is.
 pub trait Framing {
     /// Length of the header.
     const HEADER_LEN: usize;
+    /// Offset in the header of the big-endian `u32` payload length.
+    const LEN_AT: usize;
+    /// Largest payload a peer may announce; more means a corrupt or foreign stream.
+    const MAX_PAYLOAD: u32;
     /// What one record decodes to.
     type Record;
-    /// The payload length `header` (exactly [`Framing::HEADER_LEN`] bytes) announces, or the
-    /// error for a length the protocol forbids.
-    fn payload_len(header: &[u8]) -> Result<usize>;
-    /// The record made of `header` and its `payload`.
+    /// The error for `header` announcing `len` bytes, more than [`Framing::MAX_PAYLOAD`].
+    fn too_large(header: &[u8], len: u32) -> Error;
+    /// The record made of `header` (exactly [`Framing::HEADER_LEN`] bytes) and its `payload`.
     fn record(header: &[u8], payload: Vec<u8>) -> Self::Record;
 }
 
@@ -64,13 +68,17 @@ impl<F: Framing> Decoder<F> {
     }
 
     /// The next complete record, `Ok(None)` if more bytes are needed, or the framing's error for
-    /// a header no peer sends.
+    /// a header announcing more than a peer may send.
     pub fn next_record(&mut self) -> Result<Option<F::Record>> {
         let avail = self.buf.avail();
         let Some(header) = avail.get(..F::HEADER_LEN) else {
             return Ok(None);
         };
-        let total = F::HEADER_LEN + F::payload_len(header)?;
+        let len = be_u32(header, F::LEN_AT);
+        if len > F::MAX_PAYLOAD {
+            return Err(F::too_large(header, len));
+        }
+        let total = F::HEADER_LEN + len as usize;
         if avail.len() < total {
             return Ok(None);
         }

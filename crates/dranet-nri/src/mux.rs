@@ -91,18 +91,16 @@ pub struct Frames;
 
 impl Framing for Frames {
     const HEADER_LEN: usize = HEADER_LEN;
+    const LEN_AT: usize = 4;
+    const MAX_PAYLOAD: u32 = MAX_INCOMING_PAYLOAD;
     type Record = Frame;
 
-    fn payload_len(header: &[u8]) -> Result<usize> {
-        let len = be_u32(header, 4);
-        if len > MAX_INCOMING_PAYLOAD {
-            return Err(Error::FrameTooLarge {
-                conn_id: be_u32(header, 0),
-                len,
-                max: MAX_INCOMING_PAYLOAD,
-            });
+    fn too_large(header: &[u8], len: u32) -> Error {
+        Error::FrameTooLarge {
+            conn_id: be_u32(header, 0),
+            len,
+            max: MAX_INCOMING_PAYLOAD,
         }
-        Ok(len as usize)
     }
 
     fn record(header: &[u8], payload: Vec<u8>) -> Frame {

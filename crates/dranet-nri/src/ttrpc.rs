@@ -92,18 +92,16 @@ pub struct Messages;
 
 impl Framing for Messages {
     const HEADER_LEN: usize = HEADER_LEN;
+    const LEN_AT: usize = 0;
+    const MAX_PAYLOAD: u32 = MAX_MESSAGE_LEN;
     type Record = Message;
 
-    fn payload_len(header: &[u8]) -> Result<usize> {
-        let len = be_u32(header, 0);
-        if len > MAX_MESSAGE_LEN {
-            return Err(Error::MessageTooLarge {
-                stream_id: be_u32(header, 4),
-                len,
-                max: MAX_MESSAGE_LEN,
-            });
+    fn too_large(header: &[u8], len: u32) -> Error {
+        Error::MessageTooLarge {
+            stream_id: be_u32(header, 4),
+            len,
+            max: MAX_MESSAGE_LEN,
         }
-        Ok(len as usize)
     }
 
     fn record(header: &[u8], body: Vec<u8>) -> Message {
