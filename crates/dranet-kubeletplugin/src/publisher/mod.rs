@@ -1,7 +1,7 @@
 //! Publishing the driver's devices as ResourceSlices.
 //!
 //! The pool is named after the node; its slices are named `<node>-<driver>-<index>` and hold at most
-//! [`MAX_DEVICES_PER_SLICE`] devices each, as `dranet_core::slice::NodePool` builds them. [`plan`]
+//! [`MAX_DEVICES_PER_SLICE`] devices each, as `dranet_core::slice::NodePool` builds them. [`plan()`]
 //! compares the desired slices with what the API server has and returns the fewest writes that get
 //! there; the plugin keeps doing that, triggered by device changes, watch events on our slices and
 //! a periodic resync, retrying with backoff.
