@@ -48,7 +48,7 @@ pub struct DoctorInput {
     /// The runtime's NRI socket.
     pub nri_socket: PathBuf,
     /// The kubelet's root directory.
-    pub kubelet_dir: PathBuf,
+    pub kubelet_root_dir: PathBuf,
     /// `/proc/self/mountinfo`'s text (to check `/run/netns` propagation); `None` skips it.
     pub mountinfo: Option<String>,
     /// The RDMA namespace mode, or why it could not be read; `None` skips the check.
@@ -127,7 +127,7 @@ fn runtime(input: &DoctorInput, out: &mut Vec<Finding>) {
 
 fn kubelet(input: &DoctorInput, out: &mut Vec<Finding>) {
     for d in ["plugins_registry", "plugins"] {
-        let p = input.kubelet_dir.join(d);
+        let p = input.kubelet_root_dir.join(d);
         if p.is_dir() {
             out.push(finding(
                 Status::Ok,

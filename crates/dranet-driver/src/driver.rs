@@ -59,7 +59,7 @@ pub fn status_writer<A: KubeApi + Clone>(api: A) -> StatusWriter {
         Box::pin(async move {
             api.apply_claim_status(&ns, &name, &devices)
                 .await
-                .map_err(|e| dranet_kubeletplugin::error_chain(&e))
+                .map_err(|e| dranet_util::error_chain(&e))
         })
     })
 }
@@ -649,7 +649,7 @@ impl NetworkDriver {
             let (ns, name) = (c.namespace.clone(), c.name.clone());
             let writer = writer.clone();
             tokio::spawn(async move {
-                let backoff = dranet_core::Backoff::new(
+                let backoff = dranet_util::Backoff::new(
                     std::time::Duration::from_millis(200),
                     std::time::Duration::from_secs(10),
                 );
