@@ -256,7 +256,7 @@ impl<'a> Node<'a> {
     }
 
     fn state(&self) -> NodeState {
-        let kubelet = self.kit.kubelet_dir();
+        let kubelet = self.kit.kubelet_root_dir();
         let links = ip(&["-j", "link", "show"]);
         let links: serde_json::Value = serde_json::from_str(&links).unwrap();
         NodeState {
