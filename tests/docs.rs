@@ -41,6 +41,17 @@ fn documents() -> Vec<PathBuf> {
     docs
 }
 
+/// A document's path relative to the repository, and its text.
+fn read(doc: &Path) -> (String, String) {
+    let text = std::fs::read_to_string(doc).unwrap_or_else(|e| panic!("{}: {e}", doc.display()));
+    let rel = doc
+        .strip_prefix(repo())
+        .unwrap_or(doc)
+        .display()
+        .to_string();
+    (rel, text)
+}
+
 /// One shown command: where, the command line, the lines of its shown output.
 struct Shown {
     /// 0-based line of the `$ dranet` line.
@@ -178,12 +189,7 @@ fn every_command_the_docs_show_gives_the_output_they_show() {
     let mut ran = 0;
     let mut failures = Vec::new();
     for doc in documents() {
-        let text = std::fs::read_to_string(&doc).expect("read doc");
-        let rel = doc
-            .strip_prefix(repo())
-            .unwrap_or(&doc)
-            .display()
-            .to_string();
+        let (rel, text) = read(&doc);
         let mut replacements: Vec<(usize, usize, Vec<String>)> = Vec::new();
         for s in shown(&text) {
             if let Some(why) = skipped(&s.command) {
@@ -424,12 +430,7 @@ fn every_relative_link_of_the_docs_resolves() {
     let mut checked = 0;
     let mut dead = Vec::new();
     for doc in documents() {
-        let text = std::fs::read_to_string(&doc).expect("read doc");
-        let rel = doc
-            .strip_prefix(repo())
-            .unwrap_or(&doc)
-            .display()
-            .to_string();
+        let (rel, text) = read(&doc);
         for (line, prose) in prose(&text) {
             for target in link_targets(&prose) {
                 checked += 1;
