@@ -2,7 +2,7 @@
 //! with its default values (plus the Namespace), every object of it and of the chart rendered with
 //! each `ci/*-values.yaml` parses into its Kubernetes type and loses no field doing so, each value
 //! takes effect, `helm lint --strict` is clean, a typo in values is an error from helm, and the
-//! DaemonSet keeps the properties the install guide promises (not privileged, its capabilities,
+//! DaemonSet keeps the properties docs/security.md promises (not privileged, its capabilities,
 //! its probes, only the host paths the daemon uses, no blanket toleration, the admission policy
 //! bound to its service account).
 //!
