@@ -22,7 +22,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::DeviceClass;
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
-use support::chart::{CHART_KINDS, chart, documents, helm, root, template};
+use support::chart::{
+    CHART_KINDS, GUIDE_HELM_INSTALL, GUIDE_HELM_UNINSTALL, GUIDE_HELM_UPGRADE, chart, documents,
+    helm, root, template,
+};
 
 fn read(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -575,6 +578,31 @@ fn rbac_and_admission_policy_bind_the_daemons_service_account() {
         bspec.validation_actions.as_deref(),
         Some(&["Deny".to_string()][..])
     );
+}
+
+#[test]
+fn the_install_guide_shows_the_helm_commands_the_real_node_runs() {
+    let guide = std::fs::read_to_string(root().join("docs/install.md")).unwrap();
+    // Lines of the guide's shell blocks.
+    let mut shown = BTreeSet::new();
+    let mut in_sh = false;
+    for l in guide.lines() {
+        if l.starts_with("```") {
+            in_sh = l == "```sh";
+        } else if in_sh {
+            shown.insert(l.trim());
+        }
+    }
+    for line in GUIDE_HELM_INSTALL
+        .iter()
+        .chain([&GUIDE_HELM_UPGRADE])
+        .chain(GUIDE_HELM_UNINSTALL.iter())
+    {
+        assert!(
+            shown.contains(line),
+            "docs/install.md does not show `{line}` (tests/k8s_install.rs runs it)"
+        );
+    }
 }
 
 #[test]
