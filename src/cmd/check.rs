@@ -1,6 +1,6 @@
 //! `dranet check`: which devices a claim would get on a node, and how its GPUs and NICs relate.
 //!
-//! Runs the allocation the scheduler would ([`dranet_core::alloc`]) over the node's
+//! Runs the allocation the scheduler would ([`dranet_alloc`]) over the node's
 //! ResourceSlices: dranet's own from `--sysfs` (discovered like `dranet inventory` does) and/or
 //! any driver's from `--slices` files (`kubectl get resourceslices -o yaml`). Then, for every GPU
 //! × NIC pair of the allocation, the topology relation: exact (PIX/PXB/PHB/NODE/SYS) when the
@@ -9,7 +9,7 @@
 //! with no NIC of the claim on its NUMA node is warned about: that is the pairing that cost the
 //! seeds' users half their NCCL bandwidth.
 //!
-//! The report itself is [`dranet_core::report`]'s, so an embedder gets the same one; this file
+//! The report itself is [`dranet_alloc::report`]'s, so an embedder gets the same one; this file
 //! holds the flags, the loading of files and sysfs, and the printing. It depends only on
 //! library crates so it can be tested on its own.
 
@@ -17,8 +17,8 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dranet_core::alloc::{AllocError, Allocator};
-use dranet_core::report::{self, Claim, ClaimReport, Host, Input, Note, Report, Verdict};
+use dranet_alloc::report::{self, Claim, ClaimReport, Host, Input, Note, Report, Verdict};
+use dranet_alloc::{AllocError, Allocator};
 use dranet_core::{Discover, Relation};
 use dranet_kubeletplugin::api::KubeClient;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};

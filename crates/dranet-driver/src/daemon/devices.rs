@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
+use dranet_alloc::cel::{DeviceAttributes, DeviceView, Program, Quantity};
 use dranet_core::attributes::{AttributeValue, names};
-use dranet_core::cel::{DeviceAttributes, DeviceView, Program, Quantity};
 use dranet_core::slice::PublishedDevice;
 use dranet_core::{DRIVER_NAME, Inventory, NetworkDevice};
 use dranet_kubeletplugin::{DeviceHealthReport, Health};
@@ -21,7 +21,7 @@ pub const DEFAULT_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) ||
 pub fn keeps(filter: &Program, d: &PublishedDevice) -> Result<bool, String> {
     let attrs = d.attributes.iter().map(|(k, v)| (k.as_str(), v.clone()));
     let none: [(&str, Quantity); 0] = [];
-    let attributes = DeviceAttributes::new(DRIVER_NAME, attrs, none)?;
+    let attributes = DeviceAttributes::new(DRIVER_NAME, attrs, none).map_err(|e| e.to_string())?;
     let view = DeviceView {
         driver: DRIVER_NAME,
         attributes: &attributes,
