@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{CelError, Program};
+use super::error::CelError;
+use super::program::Program;
 
 /// A bounded cache of compiled selector expressions, least recently used out first.
 ///
@@ -45,7 +46,7 @@ struct Slot {
     used: u64,
 }
 
-/// The word hash of attribute names ([`super::hash_words`]) for expressions. A lookup hashes the
+/// The word hash of attribute names ([`super::hash::hash_words`]) for expressions. A lookup hashes the
 /// whole expression on every allocation's path (a claim's and its classes' selectors), where
 /// SipHash was a tenth of deciding a claim on a small node. Not keyed: the cache holds at most
 /// its capacity of expressions, so keys made to collide cost a scan of those, never a wrong
@@ -59,7 +60,7 @@ impl Hasher for WordHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        self.0 = super::hash_words(self.0, bytes);
+        self.0 = super::hash::hash_words(self.0, bytes);
     }
 }
 

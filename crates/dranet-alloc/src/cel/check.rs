@@ -4,7 +4,7 @@
 //! chosen by assignability with type parameters, and the same error messages.
 
 use super::ast::{Comprehension, Expr, Id, Kind, Lit};
-use super::decls::{self, Env, Func};
+use super::decls::{self, EnvType, Func};
 use super::parse::Issue;
 use super::types::{
     self as t, Mapping, Type, is_assignable, is_assignable_list, most_general, substitute,
@@ -30,7 +30,7 @@ pub(crate) struct Checked {
 }
 
 struct Checker<'p> {
-    env: Env,
+    env: EnvType,
     positions: &'p [u32],
     types: Vec<Option<Type>>,
     refs: Vec<Ref>,
@@ -47,7 +47,7 @@ struct Checker<'p> {
 
 /// The fields of `device`: `driver`, `attributes`, `capacity`, and `allowMultipleAllocations`
 /// where `env` declares it.
-fn device_field(name: &str, env: Env) -> Option<(&'static str, Type)> {
+fn device_field(name: &str, env: EnvType) -> Option<(&'static str, Type)> {
     Some(match name {
         "driver" => ("driver", Type::String),
         "attributes" => (
@@ -101,7 +101,7 @@ fn dotted(e: &Expr) -> Option<String> {
 
 /// Type-checks a parsed expression in `env`, rewriting namespaced calls (`sets.contains(...)`)
 /// and qualified identifiers into their resolved form.
-pub(crate) fn check(e: &mut Expr, positions: &[u32], env: Env) -> Result<Checked, Vec<Issue>> {
+pub(crate) fn check(e: &mut Expr, positions: &[u32], env: EnvType) -> Result<Checked, Vec<Issue>> {
     let n = positions.len();
     let mut c = Checker {
         env,
@@ -184,7 +184,7 @@ impl Checker<'_> {
 
     /// Checks `e`; deep trees continue on a fresh stack segment (see `with_stack`).
     fn check(&mut self, e: &mut Expr) {
-        super::with_stack(|| self.check_node(e))
+        super::stack::with_stack(|| self.check_node(e))
     }
 
     fn check_node(&mut self, e: &mut Expr) {

@@ -2,7 +2,7 @@
 //! overloads as cel-go declares them: CEL's standard definitions, optional types, cel-go's
 //! strings (version 2), lists (version 3), sets and two-variable comprehension extensions,
 //! and the Kubernetes quantity, semver (version 1), IP, CIDR, URL, regex, lists and format
-//! libraries. The API server checks a new selector in an older environment ([`Env::New`]),
+//! libraries. The API server checks a new selector in an older environment ([`EnvType::New`]),
 //! which lacks the declarations introduced in 1.34.
 
 use super::funcs::{self as f, Imp};
@@ -134,7 +134,7 @@ const LISTS_V3: u8 = 34;
 /// Which of the API server's two CEL environments a selector is compiled in (the
 /// `environment.Type` of Kubernetes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Env {
+pub(crate) enum EnvType {
     /// `NewExpressions`: what a new ResourceClaim, ResourceClaimTemplate or DeviceClass is
     /// checked against: the base environment at [`NEW_EXPRESSIONS_MINOR`], feature gates at
     /// their 1.34 defaults.
@@ -144,12 +144,12 @@ pub(crate) enum Env {
     Stored,
 }
 
-impl Env {
+impl EnvType {
     /// Whether this environment declares `f`.
     pub(crate) fn declares(self, f: &Func) -> bool {
         match self {
-            Env::New => f.since <= NEW_EXPRESSIONS_MINOR,
-            Env::Stored => true,
+            EnvType::New => f.since <= NEW_EXPRESSIONS_MINOR,
+            EnvType::Stored => true,
         }
     }
 
@@ -162,7 +162,7 @@ impl Env {
     /// DRAConsumableCapacity feature gate (alpha, off by default in 1.34) for a new selector;
     /// the stored environment ignores the gate and declares the newest `device` type.
     pub(crate) fn has_allow_multiple_allocations(self) -> bool {
-        self == Env::Stored
+        self == EnvType::Stored
     }
 }
 
@@ -218,7 +218,7 @@ macro_rules! comparable {
 macro_rules! funcs {
     ($($name:literal => $ovs:expr $(, single $s:expr)? $(, since $v:expr)?;)*) => {
         /// The function named `name`, if the scheduler's (stored) environment declares it; see
-        /// [`Env::lookup`] for the environment of a new selector.
+        /// [`EnvType::lookup`] for the environment of a new selector.
         pub(crate) fn lookup(name: &str) -> Option<&'static Func> {
             match name {
                 $($name => {

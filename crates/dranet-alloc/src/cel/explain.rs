@@ -5,9 +5,11 @@
 
 use std::collections::BTreeSet;
 
+use dranet_core::AttributeValue;
+
 use super::ast::{Expr, Kind, Lit};
+use super::attrs::DeviceAttributes;
 use super::check::Ref;
-use super::{AttributeValue, DeviceAttributes, Program};
 
 /// The kind of an attribute value, as a user writes it in a claim.
 fn kind(v: &AttributeValue) -> &'static str {
@@ -108,7 +110,7 @@ pub(crate) fn attribute_of<'e>(e: &'e Expr, refs: &[Ref]) -> Option<(&'e str, &'
 
 impl Walker<'_> {
     fn walk(&mut self, e: &Expr) {
-        super::with_stack(|| self.walk_node(e));
+        super::stack::with_stack(|| self.walk_node(e));
     }
 
     fn walk_node(&mut self, e: &Expr) {
@@ -199,20 +201,19 @@ pub(crate) fn compile_hint(expr: &Expr) -> Option<String> {
     w.hints.into_iter().next()
 }
 
-impl Program {
-    /// Why this selector matches none of `devices`, when the selector shows it: an attribute
-    /// compared with a literal of a type the attribute never has on them, or a qualified
-    /// attribute name used as a domain. Empty when there is nothing to say.
-    pub fn explain_no_match(&self, devices: &[&DeviceAttributes]) -> Vec<String> {
-        let Ok(checked) = self.checked() else {
-            return Vec::new();
-        };
-        let mut w = Walker {
-            refs: &checked.refs,
-            devices,
-            hints: BTreeSet::new(),
-        };
-        w.walk(&checked.expr);
-        w.hints.into_iter().collect()
-    }
+/// Why a selector (its checked tree) matches none of `devices`, when the selector shows it: an
+/// attribute compared with a literal of a type the attribute never has on them, or a qualified
+/// attribute name used as a domain. Empty when there is nothing to say.
+pub(crate) fn no_match_hints(
+    expr: &Expr,
+    refs: &[Ref],
+    devices: &[&DeviceAttributes],
+) -> Vec<String> {
+    let mut w = Walker {
+        refs,
+        devices,
+        hints: BTreeSet::new(),
+    };
+    w.walk(expr);
+    w.hints.into_iter().collect()
 }

@@ -13,10 +13,11 @@
 use std::sync::Arc;
 
 use super::ast::{Expr, Kind, Lit};
+use super::attrs::AttrKey;
 use super::check::Ref;
+use super::device::{FastDevice, Scalar};
 use super::explain::attribute_of;
 use super::parse::{RESERVED, balanced, is_space};
-use super::{AttrKey, AttributeValue, DeviceView};
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Fast {
@@ -309,47 +310,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A scalar attribute as the shortcut compares it; `Other` for any other type (a version, a
-/// list), which the evaluator decides.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Scalar<'s> {
-    Bool(bool),
-    Int(i64),
-    Str(&'s str),
-    Other,
-}
-
-impl<'s> Scalar<'s> {
-    /// The scalar of an indexed value.
-    pub(crate) fn of(v: &'s AttributeValue) -> Scalar<'s> {
-        match v {
-            AttributeValue::Bool(b) => Scalar::Bool(*b),
-            AttributeValue::Int(i) => Scalar::Int(*i),
-            AttributeValue::String(s) => Scalar::Str(s),
-            _ => Scalar::Other,
-        }
-    }
-}
-
-/// What the shortcut reads of a device: its driver and attributes by key. The allocator reads
-/// them straight from the ResourceSlice's device, so a selector of a common shape needs no
-/// attribute index; [`DeviceView`] reads them from its index.
-pub(crate) trait FastDevice {
-    /// The driver that publishes the device.
-    fn driver(&self) -> &str;
-    /// The attribute with this key, `None` when the device has none.
-    fn scalar(&self, key: &AttrKey) -> Option<Scalar<'_>>;
-}
-
-impl FastDevice for DeviceView<'_> {
-    fn driver(&self) -> &str {
-        self.driver
-    }
-    fn scalar(&self, key: &AttrKey) -> Option<Scalar<'_>> {
-        self.attributes.get_key(key).map(Scalar::of)
-    }
-}
-
 impl Fast {
     /// Whether only `device.driver` is read: the answer is then the same for every device
     /// of a pool, and never undecided.
@@ -395,8 +355,10 @@ impl Fast {
 
 #[cfg(test)]
 mod tests {
-    use super::super::decls::Env;
-    use super::super::{DeviceAttributes, Program, Quantity, Semver};
+    use dranet_core::AttributeValue;
+
+    use super::super::decls::EnvType;
+    use super::super::{DeviceAttributes, DeviceView, Program, Quantity, Semver};
     use super::*;
 
     /// Wherever the shortcut decides, it decides as the evaluator does; where the evaluator
@@ -681,7 +643,7 @@ mod tests {
             let src = selector(&mut g, 3);
             total += 1;
             let rec = recognize(&src);
-            for env in [Env::New, Env::Stored] {
+            for env in [EnvType::New, EnvType::Stored] {
                 let general = Program::check(&src, env);
                 let Some(f) = &rec else { continue };
                 let (_, plan) = general
@@ -693,7 +655,7 @@ mod tests {
             }
             recognised += 1;
             let fast = Program::compile(&src).unwrap();
-            let slow = Program::check(&src, Env::New).unwrap().0;
+            let slow = Program::check(&src, EnvType::New).unwrap().0;
             assert_eq!(fast.estimated_cost(), slow.cost, "{src:?}");
             for (attrs, driver) in devices.iter().flat_map(|a| [(a, "dra.net"), (a, "x")]) {
                 let view = DeviceView {

@@ -10,11 +10,12 @@
 //!   expression is compiled then; an error there is "program instantiation failed".
 
 use super::ast::{Expr, Kind, Lit};
+use super::attrs::DeviceAttributes;
 use super::check::Ref;
+use super::device::DeviceView;
 use super::eval::Eval;
 use super::parse::Issue;
 use super::types::{OPTIONAL, Type};
-use super::{DeviceAttributes, DeviceView};
 
 /// Runs the validators over a checked tree; `types` and `positions` are indexed by node id.
 pub(crate) fn validate(root: &Expr, types: &[Type], refs: &[Ref], positions: &[u32]) -> Vec<Issue> {
@@ -93,7 +94,7 @@ impl Validator<'_> {
     /// Visits every node; `in_format` is set below a `format` call, whose list literals are
     /// exempt from the one-element-type rule.
     fn walk(&mut self, e: &Expr, in_format: bool) {
-        super::with_stack(|| self.walk_node(e, in_format));
+        super::stack::with_stack(|| self.walk_node(e, in_format));
     }
 
     fn walk_node(&mut self, e: &Expr, in_format: bool) {
@@ -250,10 +251,10 @@ impl Validator<'_> {
         f: &str,
         elems: &'e [Expr],
     ) -> Result<(), (Option<&'e Expr>, String)> {
-        let clauses = super::format::parse_format(f).map_err(|m| (None, m))?;
+        let clauses = super::funcs::format::parse_format(f).map_err(|m| (None, m))?;
         let mut seen = 0usize;
         for piece in clauses {
-            let super::format::Piece::Clause(verb, _) = piece else {
+            let super::funcs::format::Piece::Clause(verb, _) = piece else {
                 continue;
             };
             let Some(arg) = elems.get(seen) else {
@@ -391,7 +392,7 @@ impl Folder<'_> {
 
     /// Whether `e` is a constant once planned; the first planning error aborts.
     fn fold(&mut self, e: &Expr) -> Result<bool, Issue> {
-        super::with_stack(|| self.fold_node(e))
+        super::stack::with_stack(|| self.fold_node(e))
     }
 
     fn fold_node(&mut self, e: &Expr) -> Result<bool, Issue> {

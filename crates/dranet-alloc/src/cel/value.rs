@@ -2,7 +2,7 @@
 //! Kubernetes types), ordering, map lookup with numeric keys, and the type of a value.
 //!
 //! Strings borrow from the program or the device where they can, and the device's attribute
-//! maps are views over [`DeviceAttributes`](super::DeviceAttributes), never built per device.
+//! maps are views over [`DeviceAttributes`](super::attrs::DeviceAttributes), never built per device.
 
 use std::cmp::Ordering;
 use std::fmt;

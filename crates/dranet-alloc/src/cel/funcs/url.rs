@@ -1,7 +1,11 @@
 //! URLs as the Kubernetes URL library reads them: Go's `url.ParseRequestURI` decides validity,
 //! `url.Parse` (which also splits off a `#fragment`) gives the parts.
 
-use super::value::Url;
+use std::rc::Rc;
+
+use super::{nso, string_arg};
+use crate::cel::activation::Activation;
+use crate::cel::value::{Error, Map, R, Url, Value};
 
 fn is_scheme_char(c: u8, first: bool) -> bool {
     c.is_ascii_alphabetic() || (!first && (c.is_ascii_digit() || matches!(c, b'+' | b'-' | b'.')))
@@ -251,4 +255,53 @@ pub(crate) fn hostname(host: &str) -> String {
 
 pub(crate) fn port(host: &str) -> String {
     split_host_port(host).1.to_string()
+}
+
+fn url_arg(v: &Value<'_>) -> R<Rc<Url>> {
+    match v {
+        Value::Url(u) => Ok(u.clone()),
+        _ => nso(),
+    }
+}
+
+pub(crate) fn url<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    let s = string_arg(&a[0])?;
+    super::url::parse_request_uri(&s)
+        .map(|u| Value::Url(Rc::new(u)))
+        .map_err(|e| {
+            Error::msg(format!(
+                "URL parse error during conversion from string: {e}"
+            ))
+        })
+}
+pub(crate) fn is_url<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    Ok(Value::Bool(
+        super::url::parse_request_uri(&string_arg(&a[0])?).is_ok(),
+    ))
+}
+pub(crate) fn url_scheme<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    Ok(Value::string(url_arg(&a[0])?.scheme.clone()))
+}
+pub(crate) fn url_host<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    Ok(Value::string(url_arg(&a[0])?.host.clone()))
+}
+pub(crate) fn url_hostname<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    Ok(Value::string(super::url::hostname(&url_arg(&a[0])?.host)))
+}
+pub(crate) fn url_port<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    Ok(Value::string(super::url::port(&url_arg(&a[0])?.host)))
+}
+pub(crate) fn url_escaped_path<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    Ok(Value::string(url_arg(&a[0])?.escaped_path.clone()))
+}
+pub(crate) fn url_query<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    let u = url_arg(&a[0])?;
+    let mut m = Map::default();
+    for (k, vs) in &u.query {
+        m.insert(
+            Value::string(k.clone()),
+            Value::list(vs.iter().map(|v| Value::string(v.clone())).collect()),
+        );
+    }
+    Ok(Value::Map(Rc::new(m)))
 }

@@ -1,8 +1,11 @@
 //! The Kubernetes format library's named formats and cel-go's `string.format()`.
 
-use super::eval::Env;
-use super::funcs::{duration_string, timestamp_string};
-use super::value::{Value, format_double};
+use std::rc::Rc;
+
+use super::time::{duration_string, timestamp_string};
+use super::{nso, string_arg};
+use crate::cel::activation::Activation;
+use crate::cel::value::{Error, R, Value, format_double};
 
 /// The named formats `format.named()` knows, by the name CEL uses.
 pub(crate) const NAMES: [&str; 13] = [
@@ -161,7 +164,7 @@ fn is_date(s: &str) -> bool {
     b.len() == 10
         && b[4] == b'-'
         && b[7] == b'-'
-        && super::funcs::parse_timestamp(&format!("{s}T00:00:00Z")).is_some()
+        && super::time::parse_timestamp(&format!("{s}T00:00:00Z")).is_some()
 }
 
 /// Validation errors of `s` in the named format; empty when it is valid.
@@ -182,7 +185,7 @@ pub(crate) fn validate(name: &str, s: &str) -> Vec<String> {
         "uuid" if !is_uuid(s) => vec!["does not match the UUID format".into()],
         "byte" if !is_base64(s) => vec!["invalid base64".into()],
         "date" if !is_date(s) => vec!["invalid date".into()],
-        "datetime" if super::funcs::parse_timestamp(s).is_none() => {
+        "datetime" if super::time::parse_timestamp(s).is_none() => {
             vec!["invalid datetime".into()]
         }
         _ => Vec::new(),
@@ -209,7 +212,7 @@ fn quote_go(s: &str) -> String {
 }
 
 /// `%s` of one value.
-fn format_string(env: &Env<'_>, v: &Value<'_>) -> Result<String, String> {
+fn format_string(env: &Activation<'_>, v: &Value<'_>) -> Result<String, String> {
     Ok(match v {
         Value::List(l) => {
             let mut parts = Vec::new();
@@ -261,7 +264,7 @@ fn format_string(env: &Env<'_>, v: &Value<'_>) -> Result<String, String> {
 }
 
 /// How a list element or map value is formatted inside `%s`.
-fn clause_for(env: &Env<'_>, v: &Value<'_>) -> Result<String, String> {
+fn clause_for(env: &Activation<'_>, v: &Value<'_>) -> Result<String, String> {
     match v {
         Value::Int(_) | Value::Uint(_) => format_decimal(v),
         Value::Double(d) => Ok(format!("{d:.6}")),
@@ -403,7 +406,7 @@ pub(crate) fn parse_format(f: &str) -> Result<Vec<Piece>, String> {
 }
 
 /// `string.format(list)` as cel-go's strings extension (version 2) formats.
-pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Result<String, String> {
+fn render(env: &Activation<'_>, f: &str, args: &[Value<'_>]) -> Result<String, String> {
     let mut out = String::new();
     let mut next = 0usize;
     for piece in parse_format(f)? {
@@ -476,4 +479,66 @@ pub(crate) fn string_format(env: &Env<'_>, f: &str, args: &[Value<'_>]) -> Resul
         out.push_str(&s);
     }
     Ok(out)
+}
+
+pub(crate) fn format_named<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    let s = string_arg(&a[0])?;
+    Ok(Value::Optional(
+        NAMES
+            .iter()
+            .find(|n| **n == s)
+            .map(|n| Rc::new(Value::Format(n))),
+    ))
+}
+
+pub(crate) fn format_validate<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    let Value::Format(name) = &a[0] else {
+        return nso();
+    };
+    let s = string_arg(&a[1])?;
+    let errs = validate(name, &s);
+    Ok(if errs.is_empty() {
+        Value::Optional(None)
+    } else {
+        Value::Optional(Some(Rc::new(Value::list(
+            errs.into_iter().map(Value::string).collect(),
+        ))))
+    })
+}
+
+/// `string.format(list)`.
+pub(crate) fn string_format<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    let f = string_arg(&a[0])?;
+    let Value::List(args) = &a[1] else {
+        return nso();
+    };
+    render(env, &f, args).map(Value::string).map_err(Error::msg)
+}
+
+macro_rules! named_formats {
+    ($($f:ident => $name:literal),* $(,)?) => {
+        $(
+            /// `format.<name>()`.
+            #[allow(non_snake_case)] // named after the Kubernetes format they return
+            pub(crate) fn $f<'a>(_: &Activation<'a>, _: &mut [Value<'a>]) -> R<Value<'a>> {
+                Ok(Value::Format($name))
+            }
+        )*
+    };
+}
+
+named_formats! {
+    format_dns1123Label => "dns1123Label",
+    format_dns1123Subdomain => "dns1123Subdomain",
+    format_dns1035Label => "dns1035Label",
+    format_qualifiedName => "qualifiedName",
+    format_dns1123LabelPrefix => "dns1123LabelPrefix",
+    format_dns1123SubdomainPrefix => "dns1123SubdomainPrefix",
+    format_dns1035LabelPrefix => "dns1035LabelPrefix",
+    format_labelValue => "labelValue",
+    format_uri => "uri",
+    format_uuid => "uuid",
+    format_byte => "byte",
+    format_date => "date",
+    format_datetime => "datetime",
 }
