@@ -3,397 +3,24 @@
 //! the order given.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use k8s_openapi::api::core::v1::NodeSelector;
-use k8s_openapi::api::resource::v1::{DeviceClass, DeviceSelector, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
 
-use super::node::{SliceScope, device_on_node, slice_scope};
-use super::one_or_many::OneOrMany;
-use super::{AllocError, Allocator, ClassEntry, Device, Options, Origin, Pool};
-use crate::cel::{
-    AttrKey, AttributeValue, CelError, DeviceAttributes, Given, NameArena, Program, ProgramCache,
-    Quantity, Scalar, Semver, same_bytes,
-};
-
-/// Where a slice's (or, with `perDeviceNodeSelection`, a device's) devices can be used.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Placement<'a> {
-    pub node_name: Option<Cow<'a, str>>,
-    pub node_selector: Option<Cow<'a, NodeSelector>>,
-}
-
-impl Placement<'_> {
-    pub fn into_owned(self) -> Placement<'static> {
-        Placement {
-            node_name: self.node_name.map(|n| Cow::Owned(n.into_owned())),
-            node_selector: self.node_selector.map(|n| Cow::Owned(n.into_owned())),
-        }
-    }
-}
-
-/// What the search needs of a slice beyond its devices.
-#[derive(Debug, Clone)]
-pub(crate) struct SliceInfo<'a> {
-    pub name: Cow<'a, str>,
-    pub placement: Placement<'a>,
-}
-
-impl SliceInfo<'_> {
-    pub fn into_owned(self) -> SliceInfo<'static> {
-        SliceInfo {
-            name: Cow::Owned(self.name.into_owned()),
-            placement: self.placement.into_owned(),
-        }
-    }
-}
-
-/// A device as its ResourceSlice gives it, with its attributes' JSON (for the list types the
-/// v1.34 structs cannot carry), read by the selector shortcut and indexed on first need.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Source<'a> {
-    slice: &'a ResourceSlice,
-    device: &'a k8s_openapi::api::resource::v1::Device,
-    raw: Option<&'a serde_json::Value>,
-}
-
-/// The entry of `map` for the attribute (or capacity) `key`, as an index of the device built
-/// by `driver` would find it: published unqualified (in the driver's domain) or qualified
-/// (`domain/name`).
-fn find<'m, V>(map: &'m BTreeMap<String, V>, driver: &str, key: &AttrKey) -> Option<&'m V> {
-    // A name is split at its first '/': a domain with one cannot be found, and neither can an
-    // unqualified name with one (it would be a qualified name).
-    if key.domain_has_slash() {
-        return None;
-    }
-    if !key.name_has_slash()
-        && same_bytes(key.domain.as_bytes(), driver.as_bytes())
-        && let Some(v) = get(map, &key.name)
-    {
-        return Some(v);
-    }
-    get(map, key.joined())
-}
-
-/// `map.get(key)` by a scan that compares lengths first: a device has at most 32 attributes,
-/// most names differ from the one looked for in length, and the tree's search calls `memcmp`
-/// for every name it passes, which made a lookup cost twice as much.
-fn get<'m, V>(map: &'m BTreeMap<String, V>, key: &str) -> Option<&'m V> {
-    map.iter()
-        .find(|(k, _)| same_bytes(k.as_bytes(), key.as_bytes()))
-        .map(|(_, v)| v)
-}
-
-/// `f(domain/name)`, the name joined without an allocation when it is as long as the API
-/// allows (63 + 1 + 32 bytes) or shorter.
-fn qualified<R>(domain: &str, name: &str, f: impl FnOnce(&str) -> R) -> R {
-    let mut buf = [0u8; 128];
-    let n = domain.len() + 1 + name.len();
-    if n <= buf.len() {
-        buf[..domain.len()].copy_from_slice(domain.as_bytes());
-        buf[domain.len()] = b'/';
-        buf[domain.len() + 1..n].copy_from_slice(name.as_bytes());
-        // SAFETY: `buf[..n]` is two `str`s joined by an ASCII byte, which is UTF-8 (checking
-        // it again showed in the cold path's profile).
-        f(unsafe { std::str::from_utf8_unchecked(&buf[..n]) })
-    } else {
-        f(&format!("{domain}/{name}"))
-    }
-}
-
-impl<'a> Source<'a> {
-    pub fn driver(&self) -> &'a str {
-        &self.slice.spec.driver
-    }
-
-    pub fn pool(&self) -> &'a str {
-        &self.slice.spec.pool.name
-    }
-
-    pub fn name(&self) -> &'a str {
-        &self.device.name
-    }
-
-    pub fn taints(&self) -> &'a [k8s_openapi::api::resource::v1::DeviceTaint] {
-        self.device.taints.as_deref().unwrap_or_default()
-    }
-
-    /// The attribute with this key as the shortcut compares it.
-    pub fn scalar(&self, key: &AttrKey) -> Option<Scalar<'a>> {
-        let a = find(self.device.attributes.as_ref()?, self.driver(), key)?;
-        Some(match (a.bool, a.int, &a.string) {
-            (Some(b), None, None) => Scalar::Bool(b),
-            (None, Some(i), None) => Scalar::Int(i),
-            (None, None, Some(s)) => Scalar::Str(s),
-            // A version, a list (only in the JSON), or (refused at build) several values.
-            _ => Scalar::Other,
-        })
-    }
-
-    /// The device's attribute index. Every error names what is wrong.
-    pub(crate) fn index(&self) -> Result<DeviceAttributes, String> {
-        let d = self.device;
-        let mut attrs: Vec<(&str, Given)> =
-            Vec::with_capacity(d.attributes.as_ref().map_or(0, BTreeMap::len));
-        let mut caps: Vec<(&str, Quantity)> = Vec::new();
-        let mut versions = Vec::new();
-        for (name, a) in d.attributes.iter().flatten() {
-            let v = convert_attr(a, self.raw.and_then(|r| r.get(name)), &mut versions)
-                .map_err(|e| format!("attribute {name}: {e}"))?;
-            attrs.push((name.as_str(), v));
-        }
-        for (name, c) in d.capacity.iter().flatten() {
-            let q = Quantity::parse(&c.value.0)
-                .map_err(|e| format!("capacity {name}: invalid quantity {:?}: {e}", c.value.0))?;
-            caps.push((name.as_str(), q));
-        }
-        let mut arena = NameArena::new();
-        let mut index = arena
-            .index(self.driver(), &mut attrs, &caps)
-            .map_err(|e| e.to_string())?;
-        index.set_names(&arena.finish());
-        Ok(index)
-    }
-
-    /// Checks what [`Source::index`] would refuse, without building the index: every
-    /// attribute has exactly one value (versions and lists that parse), every capacity is a
-    /// quantity, and no two names are one qualified name. `known` holds the versions and
-    /// quantities seen valid before, which need no parse again.
-    fn check(&self, known: &mut Known<'a>) -> Result<(), String> {
-        let (d, driver) = (self.device, self.driver());
-        // Whether a name is in the driver's domain written qualified: only then can two names
-        // be one.
-        let own = |name: &str| {
-            name.as_bytes().get(driver.len()) == Some(&b'/') && name.starts_with(driver)
-        };
-        let (mut own_attrs, mut own_caps) = (false, false);
-        if let Some(map) = &d.attributes {
-            for (name, a) in map {
-                own_attrs |= own(name);
-                let raw = self.raw.and_then(|r| r.get(name));
-                let lists =
-                    raw.is_some_and(|r| r.get("ints").is_some() || r.get("strings").is_some());
-                // Exactly one value and no list beside it (in JSON) is the common case.
-                let version = match (a.bool, a.int, &a.string, &a.version) {
-                    (Some(_), None, None, None)
-                    | (None, Some(_), None, None)
-                    | (None, None, Some(_), None)
-                        if !lists =>
-                    {
-                        continue;
-                    }
-                    (None, None, None, Some(v)) if !lists => v,
-                    // The rare cases take the conversion, which says what is wrong.
-                    _ => {
-                        convert_attr(a, raw, &mut Vec::new())
-                            .map_err(|e| format!("attribute {name}: {e}"))?;
-                        continue;
-                    }
-                };
-                if !known.versions.contains(version) {
-                    Semver::check(version).map_err(|e| {
-                        format!("attribute {name}: invalid semver {version:?}: {e}")
-                    })?;
-                    known.versions.keep(version);
-                }
-            }
-        }
-        if let Some(map) = &d.capacity {
-            for (name, c) in map {
-                own_caps |= own(name);
-                let text = c.value.0.as_str();
-                if !known.quantities.contains(text) {
-                    Quantity::check(text)
-                        .map_err(|e| format!("capacity {name}: invalid quantity {text:?}: {e}"))?;
-                    known.quantities.keep(text);
-                }
-            }
-        }
-        // After the values, as the index finds repeats after converting them.
-        if let Some(map) = d.attributes.as_ref().filter(|_| own_attrs)
-            && let Some(dup) = repeated(map, driver)
-        {
-            return Err(format!("attribute {dup} is given twice"));
-        }
-        if let Some(map) = d.capacity.as_ref().filter(|_| own_caps)
-            && let Some(dup) = repeated(map, driver)
-        {
-            return Err(format!("capacity {dup} is given twice"));
-        }
-        Ok(())
-    }
-}
-
-/// Whether `s` has a '/': a loop over the few bytes of a name costs less than the general
-/// search `str::contains` makes, and runs for every lookup on the cold path.
-fn has_slash(s: &str) -> bool {
-    s.bytes().any(|b| b == b'/')
-}
-
-/// `driver/name` for the first name of `map` that is the qualified form of another of its
-/// names (`dra.net/rdma` beside `rdma`, published by `dra.net`): the two are one attribute.
-/// Only the names after `driver/` in the map's order can be, so the others are not looked at.
-fn repeated<V>(map: &BTreeMap<String, V>, driver: &str) -> Option<String> {
-    use std::ops::Bound;
-    qualified(driver, "", |prefix| {
-        map.range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-            .map(|(name, _)| name)
-            .take_while(|name| name.starts_with(prefix))
-            .map(|name| &name[prefix.len()..])
-            .find(|rest| !has_slash(rest) && map.contains_key(*rest))
-            .map(|rest| format!("{driver}/{rest}"))
-    })
-}
-
-/// Versions and quantities already found valid while checking an allocator's devices.
-#[derive(Default)]
-struct Known<'a> {
-    versions: Few<'a>,
-    quantities: Few<'a>,
-}
-
-/// Up to [`VERSIONS_KEPT`] strings, on the stack: a list on the heap was one more allocation
-/// per allocator for the two or three a node's devices publish.
-#[derive(Default)]
-struct Few<'a> {
-    items: [&'a str; VERSIONS_KEPT],
-    len: usize,
-}
-
-impl<'a> Few<'a> {
-    fn contains(&self, s: &str) -> bool {
-        self.items[..self.len].contains(&s)
-    }
-
-    /// Keeps `s` if there is room (one not kept is checked again when seen again).
-    fn keep(&mut self, s: &'a str) {
-        if let Some(slot) = self.items.get_mut(self.len) {
-            *slot = s;
-            self.len += 1;
-        }
-    }
-}
-
-/// A slice's shared counters (partitionable devices): counter sets by name, each counter's
-/// total. Keyed by slice name, as the scheduler keys them.
-#[derive(Debug, Clone)]
-pub(crate) struct SliceCounters {
-    pub slice: String,
-    /// Every counter of every set: the set, the counter, the total.
-    pub totals: Vec<(String, String, Quantity)>,
-}
-
-/// What one device consumes from its slice's counters: (index into
-/// [`SliceCounters::totals`], amount). Consumption of counters the slice does not declare is
-/// dropped: the scheduler never checks it.
-#[derive(Debug, Clone)]
-pub(crate) struct CounterUse {
-    pub owner: Option<usize>,
-    pub uses: Vec<(usize, Quantity)>,
-}
+use crate::allocator::{Allocator, ClassEntry, Pool, class_hash};
+use crate::cel::{ProgramCache, Quantity, same_bytes};
+use crate::device::{Device, Origin};
+use crate::error::AllocError;
+use crate::features::{Features, SchedulerBugs};
+use crate::node::{Node, SliceScope, device_on_node, slice_scope};
+use crate::source::{CounterUse, Known, Placement, SliceCounters, SliceInfo, Source};
 
 fn slice_label(s: &ResourceSlice, i: usize) -> String {
     s.metadata
         .name
         .clone()
         .unwrap_or_else(|| format!("#{i} (unnamed)"))
-}
-
-/// Most distinct versions (and quantities) remembered while checking an allocator's devices or
-/// indexing one: a node's devices publish a few (driver, firmware, compute capability), each on
-/// many devices.
-const VERSIONS_KEPT: usize = 16;
-
-/// Converts one API attribute; `raw` is the attribute's JSON, for list types the v1.34 structs
-/// cannot carry. `versions` holds versions parsed before: one seen again is shared, not parsed
-/// again (a parse was a tenth of building an allocator).
-fn convert_attr<'s>(
-    a: &'s k8s_openapi::api::resource::v1::DeviceAttribute,
-    raw: Option<&serde_json::Value>,
-    versions: &mut Vec<Semver>,
-) -> Result<Given<'s>, String> {
-    // No intermediate list: this runs for every attribute of every device on the cold path.
-    let mut out: Option<Given<'s>> = None;
-    let mut set = |v: Given<'s>| -> Result<(), String> {
-        match out.replace(v) {
-            None => Ok(()),
-            Some(_) => Err("more than one value type is set".into()),
-        }
-    };
-    if let Some(b) = a.bool {
-        set(Given::Value(AttributeValue::Bool(b)))?;
-    }
-    if let Some(i) = a.int {
-        set(Given::Value(AttributeValue::Int(i)))?;
-    }
-    if let Some(s) = &a.string {
-        // Made a String only if a selector or constraint reads it.
-        set(Given::Str(s))?;
-    }
-    if let Some(v) = &a.version {
-        let parsed = match versions.iter().find(|k| k.as_str() == v) {
-            Some(known) => known.clone(),
-            None => {
-                let new = Semver::parse(v).map_err(|e| format!("invalid semver {v:?}: {e}"))?;
-                if versions.len() < VERSIONS_KEPT {
-                    versions.push(new.clone());
-                }
-                new
-            }
-        };
-        set(Given::Value(AttributeValue::Version(parsed)))?;
-    }
-    if let Some(raw) = raw {
-        if let Some(list) = raw.get("ints") {
-            let v: Vec<i64> = serde_json::from_value(list.clone())
-                .map_err(|e| format!("ints must be a list of integers: {e}"))?;
-            set(Given::Value(AttributeValue::Ints(v)))?;
-        }
-        if let Some(list) = raw.get("strings") {
-            let v: Vec<String> = serde_json::from_value(list.clone())
-                .map_err(|e| format!("strings must be a list of strings: {e}"))?;
-            set(Given::Value(AttributeValue::Strings(v)))?;
-        }
-    }
-    out.ok_or_else(|| "no value (expected one of bool, int, string, version, ints, strings)".into())
-}
-
-/// A selector list compiled, or the expression (empty for a selector without `cel`) that
-/// does not compile and why.
-pub(crate) type Programs = Result<OneOrMany<Arc<Program>>, (String, CelError)>;
-
-/// Compiles a selector list; the error names the expression (empty when a selector has no
-/// `cel`). Claims and classes are compiled as the API server admits them, cost limit included
-/// ([`Program::compile`]): one it would refuse to store never reaches the scheduler, so
-/// allocating it would answer a question no cluster asks. For every selector it admits, the
-/// program is the scheduler's.
-pub(crate) fn selector_programs(
-    selectors: &[DeviceSelector],
-    cache: Option<&ProgramCache>,
-) -> Programs {
-    let mut out = OneOrMany::Empty;
-    for s in selectors {
-        match &s.cel {
-            Some(c) => {
-                let program = match cache {
-                    Some(cache) => cache.compile(&c.expression),
-                    None => Program::compile(&c.expression).map(Arc::new),
-                };
-                out.push(program.map_err(|e| (c.expression.clone(), e))?)
-            }
-            None => {
-                return Err((
-                    String::new(),
-                    CelError::Syntax {
-                        position: 0,
-                        message: "selector has no cel expression".into(),
-                    },
-                ));
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// The first name (in the order given) that repeats an earlier one. Sorting finds repeats in
@@ -520,6 +147,77 @@ fn runs<'i, 'k, T>(
         at = run_end(items, at, key);
         Some(start..at)
     })
+}
+
+/// How to build an [`Allocator`].
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The node to allocate for: only slices and devices it can reach are used, and the
+    /// allocation's node selector names it. `None` takes every slice given to be on the node
+    /// (a node's own slices, as `dranet check` reads them).
+    pub node: Option<Node>,
+    /// The scheduler's feature gates.
+    pub features: Features,
+    /// The scheduler's bugs to reproduce (none by default).
+    pub bugs: SchedulerBugs,
+    /// Compiled selectors to reuse across allocators, as the scheduler keeps its CEL cache;
+    /// `None` compiles every DeviceClass and claim selector anew.
+    pub programs: Option<Arc<ProgramCache>>,
+}
+
+impl<'a> Allocator<'a> {
+    /// Builds the device set from ResourceSlices and the classes, every slice taken to be on
+    /// the node, with 1.34's default features. Malformed slices (a device without a name, an
+    /// attribute without a value, a bad version or quantity) are errors naming the slice and
+    /// device.
+    pub fn new(
+        slices: &'a [ResourceSlice],
+        classes: &'a [DeviceClass],
+    ) -> Result<Self, AllocError> {
+        Self::with_options(slices, classes, &Options::default())
+    }
+
+    /// Like [`Allocator::new`], for a given node and feature set: only the slices (and, with
+    /// `perDeviceNodeSelection`, the devices) the node can reach are used, as the scheduler
+    /// decides it ([`slice_scope`]).
+    pub fn with_options(
+        slices: &'a [ResourceSlice],
+        classes: &'a [DeviceClass],
+        options: &Options,
+    ) -> Result<Self, AllocError> {
+        build(slices, None, classes, options)
+    }
+
+    /// Like [`Allocator::new`] from the slices' JSON (or YAML turned into JSON), so list-valued
+    /// attributes (`ints`, `strings`), which the v1.34 structs drop, are kept. The allocator
+    /// owns what it needs: every device's attributes are indexed up front.
+    pub fn from_json(
+        slices: &[serde_json::Value],
+        classes: &[DeviceClass],
+    ) -> Result<Allocator<'static>, AllocError> {
+        Allocator::from_json_with_options(slices, classes, &Options::default())
+    }
+
+    /// [`Allocator::from_json`] for a given node and feature set.
+    pub fn from_json_with_options(
+        slices: &[serde_json::Value],
+        classes: &[DeviceClass],
+        options: &Options,
+    ) -> Result<Allocator<'static>, AllocError> {
+        let mut parsed = Vec::with_capacity(slices.len());
+        for (i, v) in slices.iter().enumerate() {
+            let s: ResourceSlice =
+                serde_json::from_value(v.clone()).map_err(|e| AllocError::InvalidSlice {
+                    slice: v["metadata"]["name"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("#{i}")),
+                    reason: e.to_string(),
+                })?;
+            parsed.push(s);
+        }
+        Ok(build(&parsed, Some(slices), classes, options)?.into_owned())
+    }
 }
 
 /// Builds an allocator over `slices`; `raw` is their JSON, in the same order, when they were
@@ -775,11 +473,11 @@ pub(crate) fn build<'a>(
             let name = c.metadata.name.as_deref().unwrap_or_default();
             ClassEntry {
                 name: Cow::Borrowed(name),
-                hash: super::claim::class_hash(name),
+                hash: class_hash(name),
                 selectors: c.spec.selectors.as_deref().unwrap_or_default(),
                 programs: OnceLock::new(),
                 config: Cow::Borrowed(c.spec.config.as_deref().unwrap_or_default()),
-                verdicts: OnceLock::new(),
+                matches: OnceLock::new(),
             }
         })
         .collect();

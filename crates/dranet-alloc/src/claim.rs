@@ -6,10 +6,12 @@ use k8s_openapi::api::resource::v1::{
 
 use std::sync::Arc;
 
-use super::build::selector_programs;
-use super::one_or_many::OneOrMany;
-use super::{AllocError, Allocator, MAX_REQUESTS};
-use crate::cel::{AttrKey, Program, hash_words};
+use crate::allocator::Allocator;
+use crate::cel::{AttrKey, Program};
+use crate::error::AllocError;
+use crate::limits::MAX_REQUESTS;
+use crate::one_or_many::OneOrMany;
+use crate::selectors::selector_programs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -347,7 +349,9 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
     })
 }
 
-/// The hash an [`Alt`] keeps of its class's name.
-pub(crate) fn class_hash(name: &str) -> u64 {
-    hash_words(name.len() as u64, name.as_bytes())
+impl Allocator<'_> {
+    /// Validates a claim and compiles its selectors (and its classes') once.
+    pub fn compile(&self, claim: &ResourceClaimSpec) -> Result<CompiledClaim, AllocError> {
+        CompiledClaim::new(self, claim)
+    }
 }

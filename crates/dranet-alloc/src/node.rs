@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
 
-use super::build::Placement;
-use super::{AllocError, Features};
+use crate::error::AllocError;
+use crate::features::Features;
+use crate::source::Placement;
 
 /// A node as the scheduler matches it against slices: its name and labels.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
