@@ -10,6 +10,7 @@ use crate::cel::types::{self as t, Type};
 
 impl Coster<'_> {
     /// A node's size for the library estimators: computed, else declared, else unknown.
+    #[inline]
     fn library_size(n: &Node<'_>) -> Size {
         n.size.or(n.declared).unwrap_or(UNKNOWN)
     }
@@ -178,6 +179,7 @@ impl Coster<'_> {
 }
 
 /// A list call's cost: `factor` per element of `size`, the call, and the new list.
+#[inline]
 fn allocating_list_call(factor: f64, size: Size) -> Option<CallEstimate> {
     let cost = size
         .factor(factor)
