@@ -65,17 +65,18 @@ mod validate;
 mod value;
 
 pub use activation::MAX_EVAL_STEPS;
-pub use attrs::{AttrKey, AttrValue, AttributesError, DeviceAttributes, split_qualified};
+pub use attrs::{AttrKey, AttributesError, DeviceAttributes, split_qualified};
 pub use cache::{CacheStats, ProgramCache};
 pub use cost::{CostEstimate, MAX_SELECTOR_COST};
 pub use device::DeviceView;
-/// The value type of `device.attributes`: the one attribute type of this crate.
+/// The value type of `device.attributes`: dranet-core's attribute value, the one attribute type
+/// of the dranet crates.
 pub use dranet_core::AttributeValue;
+/// The value types of the Kubernetes quantity and semver libraries, from dranet-core.
 pub use dranet_core::{Quantity, Semver};
 pub use error::{CelError, MAX_EXPRESSION_LEN};
 pub use program::Program;
 
 pub(crate) use attrs::{Given, NameArena};
-pub(crate) use device::FullDevice;
-pub(crate) use device::{FastDevice, Scalar};
+pub(crate) use device::{FastDevice, FullDevice, Scalar};
 pub(crate) use hash::{hash_words, same_bytes};

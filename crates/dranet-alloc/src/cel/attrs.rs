@@ -11,11 +11,6 @@ pub(crate) use arena::{Given, NameArena};
 
 use super::hash::{key_hash, same_bytes};
 
-/// The former name of [`AttributeValue`], kept so existing callers build; new code uses
-/// [`AttributeValue`].
-#[doc(hidden)]
-pub type AttrValue = AttributeValue;
-
 /// Why a device's attributes and capacities cannot be indexed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AttributesError {
