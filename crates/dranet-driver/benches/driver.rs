@@ -277,7 +277,7 @@ fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path
 }
 
 fn daemon_rescan(c: &mut Criterion) {
-    use dranet_core::cel::Program;
+    use dranet_alloc::cel::Program;
     use dranet_core::slice::published_devices;
     use dranet_driver::daemon::devices::{DEFAULT_FILTER, health, select};
     use std::collections::{BTreeMap, BTreeSet};
