@@ -291,13 +291,26 @@ pub fn move_device(name: &str, from: &Netns, to: &Netns) -> Result<()> {
             && e != 0
         {
             return Err(Error::Rdma(format!(
-                "move {name} to {}: {}",
+                "move {name} to {}: {}{}",
                 to.path().display(),
-                io::Error::from_raw_os_error(-e)
+                io::Error::from_raw_os_error(-e),
+                refusal_hint(-e)
             )));
         }
     }
     Ok(())
+}
+
+/// What the kernel means by refusing a move with `errno`.
+fn refusal_hint(errno: i32) -> &'static str {
+    if errno == nix::errno::Errno::EOPNOTSUPP as i32 {
+        // ib_device_set_netns_put(): the fd and the device were fine; the mode or the driver
+        // (no disassociate_ucontext, as in soft-RoCE and siw) is not.
+        " (the kernel moves an RDMA device only in exclusive netns mode, and only if its \
+         driver can detach its users: software RDMA such as rxe and siw never can)"
+    } else {
+        ""
+    }
 }
 
 #[cfg(test)]
