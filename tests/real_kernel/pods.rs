@@ -737,6 +737,7 @@ async fn bench(
     t0: Instant,
 ) {
     let mut rows = Vec::new();
+    let mut missed = Vec::new();
     for nics in [0usize, 1, 4, 8] {
         let devices: Vec<String> = (1..=nics)
             .map(|i| device_with(api, "ifName", &format!("bench{i}")))
@@ -761,13 +762,20 @@ async fn bench(
             cri_ms.push(t.elapsed().as_secs_f64() * 1e3);
             if nics > 0 {
                 let pod = format!("default/{name}");
-                let hook = dranet
-                    .lines("pod devices attached")
-                    .iter()
-                    .find(|v| v["fields"]["pod"] == pod.as_str())
-                    .and_then(|v| v["fields"]["duration_ms"].as_f64())
-                    .unwrap_or_else(|| panic!("no attach line for {pod}"));
-                hook_ms.push(hook);
+                match hook_duration(dranet, &pod).await {
+                    Some(ms) => hook_ms.push(ms),
+                    None => {
+                        let (_, nri) = sh("grep -i nri /run/containerd.log | tail -5");
+                        say(
+                            t0,
+                            &format!(
+                                "{name}: started, but dranet logged no attach for it; containerd says:\n{nri}dranet says:\n{}",
+                                dranet.tail()
+                            ),
+                        );
+                        missed.push(name.clone());
+                    }
+                }
             }
             cri.delete_sandbox(&sandbox).await.expect("delete sandbox");
             if let Some(c) = claim {
@@ -799,4 +807,24 @@ async fn bench(
             rows.join("\n")
         ),
     );
+    assert!(
+        missed.is_empty(),
+        "pods started without dranet's attach: {missed:?}"
+    );
+}
+
+/// dranet's own time in RunPodSandbox for `pod` (its log line; written right after the hook).
+async fn hook_duration(dranet: &Dranet, pod: &str) -> Option<f64> {
+    for _ in 0..50 {
+        let found = dranet
+            .lines("pod devices attached")
+            .iter()
+            .find(|v| v["fields"]["pod"] == pod)
+            .and_then(|v| v["fields"]["duration_ms"].as_f64());
+        if found.is_some() {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
 }
