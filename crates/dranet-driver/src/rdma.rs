@@ -5,8 +5,10 @@
 //! needs only the `/dev/infiniband` char devices. In `exclusive` mode a device is visible in one
 //! namespace only and must move with its NIC. There is no crate for this protocol: the messages
 //! are built here from the kernel's uapi numbers (`include/uapi/rdma/rdma_netlink.h`), and the
-//! encoding is unit-tested against them; this crate's CI host has no RDMA device, so the moves
-//! themselves run only on RDMA hardware or soft-RoCE.
+//! encoding is unit-tested against them. The CI host has no RDMA device; the real-kernel test's
+//! soft-RoCE guest (`tests/real_kernel.rs`) sends a real move, which Debian's 6.1 kernel refuses
+//! for `rxe` with `EOPNOTSUPP` (software RDMA cannot change namespace), so a move that succeeds
+//! runs only on hardware whose driver supports it (mlx5 and the like).
 
 use std::io;
 
