@@ -392,7 +392,7 @@ fn start_containerd(t0: Instant) -> Child {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    must(&format!("ctr -n k8s.io images import /opt/images/pod.tar"));
+    must("ctr -n k8s.io images import /opt/images/pod.tar");
     say(
         t0,
         &format!(
@@ -425,7 +425,7 @@ async fn scenario(t0: Instant) {
         ),
     )
     .expect("kubeconfig");
-    let _containerd = start_containerd(t0);
+    let mut containerd = start_containerd(t0);
     let cri = Cri::connect(Path::new(CRI_SOCKET), Path::new("/run/podlogs"))
         .await
         .expect("CRI");
@@ -724,6 +724,8 @@ async fn scenario(t0: Instant) {
 
     bench(&api, &kubelet, &cri, &dranet, t0).await;
     dranet.stop();
+    let _ = containerd.kill();
+    let _ = containerd.wait();
 }
 
 /// RunPodSandbox for claims of 1, 4 and 8 NICs (macvlans moved into the pod, named as on the
