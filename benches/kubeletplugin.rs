@@ -91,7 +91,7 @@ fn prepare_round_trip(c: &mut Criterion) {
         let plugin = KubeletPlugin::builder(Echo, api.client().unwrap().field_manager(DRIVER))
             .driver_name(DRIVER)
             .node_name(NODE)
-            .kubelet_dir(dir.path())
+            .kubelet_root_dir(dir.path())
             .start()
             .await
             .unwrap();
@@ -146,7 +146,7 @@ fn prepare_many(c: &mut Criterion) {
             let mut b = KubeletPlugin::builder(Echo, api.client().unwrap().field_manager(DRIVER))
                 .driver_name(DRIVER)
                 .node_name(NODE)
-                .kubelet_dir(dir.path());
+                .kubelet_root_dir(dir.path());
             if rolling {
                 b = b.rolling_update("0a6f3c1e-5a1b-4c2d-8e3f-123456789abc");
             }

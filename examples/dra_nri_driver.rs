@@ -126,8 +126,8 @@ struct Args {
     fake: bool,
     #[arg(long, env = "NODE_NAME", default_value = "node-1")]
     node: String,
-    #[arg(long, default_value = dranet_kubeletplugin::DEFAULT_KUBELET_DIR)]
-    kubelet_dir: PathBuf,
+    #[arg(long, default_value = dranet_kubeletplugin::DEFAULT_KUBELET_ROOT_DIR)]
+    kubelet_root_dir: PathBuf,
     #[arg(long, default_value = dranet_nri::DEFAULT_SOCKET_PATH)]
     nri_socket: PathBuf,
 }
@@ -147,7 +147,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let plugin = KubeletPlugin::builder(Arc::clone(&accel), api)
             .driver_name(DRIVER)
             .node_name(&args.node)
-            .kubelet_dir(&args.kubelet_dir)
+            .kubelet_root_dir(&args.kubelet_root_dir)
             .start()
             .await?;
         plugin.publish(devices)?;
@@ -173,7 +173,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let plugin = KubeletPlugin::builder(Arc::clone(&accel), api.client()?.field_manager(DRIVER))
         .driver_name(DRIVER)
         .node_name(&args.node)
-        .kubelet_dir(dir.path())
+        .kubelet_root_dir(dir.path())
         .start()
         .await?;
     plugin.publish(devices)?;

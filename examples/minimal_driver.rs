@@ -5,7 +5,7 @@
 //! On a node (as root, with a kubeconfig; NODE_NAME is the kubelet's node name):
 //!
 //! ```text
-//! minimal_driver --node "$NODE_NAME" [--kubelet-dir /var/lib/kubelet] [--cdi-dir /var/run/cdi]
+//! minimal_driver --node "$NODE_NAME" [--kubelet-root-dir /var/lib/kubelet] [--cdi-dir /var/run/cdi]
 //! ```
 //!
 //! `RUST_LOG` sets the log level (default `info`).
@@ -14,7 +14,7 @@
 //! the kubelet once:
 //!
 //! ```text
-//! cargo run --example minimal_driver -- --fake-apiserver --kubelet-dir /tmp/kubelet --run-for 2
+//! cargo run --example minimal_driver -- --fake-apiserver --kubelet-root-dir /tmp/kubelet --run-for 2
 //! ```
 
 use std::path::PathBuf;
@@ -79,10 +79,10 @@ struct Args {
     driver: String,
     #[arg(long, env = "NODE_NAME", default_value = "node-1")]
     node: String,
-    #[arg(long, default_value = dranet_kubeletplugin::DEFAULT_KUBELET_DIR)]
-    kubelet_dir: PathBuf,
+    #[arg(long, default_value = dranet_kubeletplugin::DEFAULT_KUBELET_ROOT_DIR)]
+    kubelet_root_dir: PathBuf,
     /// Where the container runtime reads CDI specs (default /var/run/cdi; with
-    /// --fake-apiserver, <kubelet-dir>/cdi).
+    /// --fake-apiserver, <kubelet-root-dir>/cdi).
     #[arg(long)]
     cdi_dir: Option<PathBuf>,
     /// This pod's UID (downward API `metadata.uid`): lets a DaemonSet update with `maxSurge: 1`.
@@ -141,7 +141,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let cdi_dir = args.cdi_dir.clone().unwrap_or_else(|| {
         if fake.is_some() {
-            args.kubelet_dir.join("cdi")
+            args.kubelet_root_dir.join("cdi")
         } else {
             PathBuf::from("/var/run/cdi")
         }
@@ -152,7 +152,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut builder = KubeletPlugin::builder(driver, api.clone())
         .driver_name(&args.driver)
         .node_name(&args.node)
-        .kubelet_dir(&args.kubelet_dir);
+        .kubelet_root_dir(&args.kubelet_root_dir);
     if let Some(uid) = &args.pod_uid {
         builder = builder.rolling_update(uid);
     }

@@ -1,5 +1,5 @@
 //! `deploy/`: every manifest parses into its Kubernetes type, `install.yaml` is exactly the base
-//! it is generated from, and the DaemonSet keeps the properties the README promises (not
+//! it is generated from, and the DaemonSet keeps the properties docs/security.md promises (not
 //! privileged, its capabilities, its probes, the host paths the daemon uses).
 
 use std::path::{Path, PathBuf};

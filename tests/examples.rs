@@ -21,7 +21,7 @@ fn minimal_driver_serves_prepares_publishes_and_cleans_up_without_a_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let kubelet = dir.path().join("kubelet");
     let out = Command::new(bin)
-        .args(["--fake-apiserver", "--run-for", "0", "--kubelet-dir"])
+        .args(["--fake-apiserver", "--run-for", "0", "--kubelet-root-dir"])
         .arg(&kubelet)
         .env_remove("POD_UID")
         .env_remove("NODE_NAME")

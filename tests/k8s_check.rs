@@ -201,7 +201,7 @@ fn check_reads_slices_and_classes_from_a_real_cluster() {
             ("check-node-a", "pci-0000-00-00-0")
         ]
     );
-    // The table: the README shows its verdict line.
+    // The table: docs/check.md shows its verdict line.
     let out = check(
         kit.command(bin),
         &["--name", "gpu-nic-numa0", "--kubeconfig", &kubeconfig],

@@ -120,7 +120,7 @@ impl Run<'_> {
             .args(["--hostname-override", self.kit.node()])
             .args(["--kubeconfig", self.kit.var("KUBECONFIG")])
             .arg("--kubelet-root-dir")
-            .arg(self.kit.kubelet_dir())
+            .arg(self.kit.kubelet_root_dir())
             .args(["--nri-socket", self.kit.var("DRANET_K8S_NRI_SOCKET")])
             .arg("--state-dir")
             .arg(&self.state)
@@ -309,7 +309,7 @@ fn dranet_run_on_a_real_node() {
     let doctor = Command::new(env!("CARGO_BIN_EXE_dranet"))
         .args(["doctor", "--nri-socket", kit.var("DRANET_K8S_NRI_SOCKET")])
         .arg("--kubelet-root-dir")
-        .arg(kit.kubelet_dir())
+        .arg(kit.kubelet_root_dir())
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&doctor.stdout);
@@ -510,7 +510,7 @@ fn dranet_run_on_a_real_node() {
     assert_eq!(after, before, "the host's veth after the pod");
 
     // SIGTERM: exit 0, sockets removed.
-    let reg_dir = kit.kubelet_dir().join("plugins_registry");
+    let reg_dir = kit.kubelet_root_dir().join("plugins_registry");
     let ours = |dir: &Path| {
         std::fs::read_dir(dir)
             .into_iter()
@@ -528,7 +528,7 @@ fn dranet_run_on_a_real_node() {
         tail(&daemon.output())
     );
     assert_eq!(ours(&reg_dir), 0, "registration socket removed");
-    let dra_sock = kit.kubelet_dir().join("plugins/dra.net/dra.sock");
+    let dra_sock = kit.kubelet_root_dir().join("plugins/dra.net/dra.sock");
     assert!(!dra_sock.exists(), "{} removed", dra_sock.display());
     let _ = kit.kubectl(&["delete", "resourceclaimtemplate", "nic-aligned"]);
     let _ = kit.kubectl(&["delete", "deviceclass", "dranet.net"]);

@@ -25,8 +25,8 @@ fn example_binary() -> Option<PathBuf> {
 
 fn start_driver(kit: &Kit, bin: &PathBuf, log: PathBuf) -> Daemon {
     let mut cmd = kit.command(bin);
-    cmd.args(["--node", kit.node(), "--kubelet-dir"])
-        .arg(kit.kubelet_dir())
+    cmd.args(["--node", kit.node(), "--kubelet-root-dir"])
+        .arg(kit.kubelet_root_dir())
         .arg("--cdi-dir")
         .arg(kit.var("DRANET_K8S_CDI_DIR"))
         .env("RUST_LOG", "info,dranet_kubeletplugin=debug")

@@ -29,7 +29,7 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "PATH", default_value = dranet_nri::DEFAULT_SOCKET_PATH, env = "DRANET_NRI_SOCKET")]
     nri_socket: PathBuf,
     /// The kubelet's --root-dir.
-    #[arg(long, value_name = "DIR", default_value = dranet_kubeletplugin::DEFAULT_KUBELET_DIR, env = "DRANET_KUBELET_ROOT_DIR")]
+    #[arg(long, value_name = "DIR", default_value = dranet_kubeletplugin::DEFAULT_KUBELET_ROOT_DIR, env = "DRANET_KUBELET_ROOT_DIR")]
     kubelet_root_dir: PathBuf,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
@@ -49,7 +49,7 @@ pub fn run(a: &DoctorArgs) -> Result<(), CliError> {
         links,
         host,
         nri_socket: a.nri_socket.clone(),
-        kubelet_dir: a.kubelet_root_dir.clone(),
+        kubelet_root_dir: a.kubelet_root_dir.clone(),
         mountinfo: host
             .then(|| std::fs::read_to_string("/proc/self/mountinfo").ok())
             .flatten(),

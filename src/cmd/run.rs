@@ -47,7 +47,7 @@ pub struct RunArgs {
     #[arg(
         long,
         value_name = "DIR",
-        default_value = dranet_kubeletplugin::DEFAULT_KUBELET_DIR,
+        default_value = dranet_kubeletplugin::DEFAULT_KUBELET_ROOT_DIR,
         env = "DRANET_KUBELET_ROOT_DIR"
     )]
     kubelet_root_dir: PathBuf,
@@ -165,7 +165,7 @@ impl RunArgs {
             None => self.state_dir.clone(),
         };
         let mut c = DaemonConfig::new(node);
-        c.kubelet_dir = self.kubelet_root_dir.clone();
+        c.kubelet_root_dir = self.kubelet_root_dir.clone();
         c.state_dir = state_dir;
         c.nri_socket = self.nri_socket.clone();
         c.bind_address = bind_address;

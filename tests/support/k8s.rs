@@ -122,7 +122,7 @@ impl Kit {
     }
 
     /// The kubelet's root directory.
-    pub fn kubelet_dir(&self) -> PathBuf {
+    pub fn kubelet_root_dir(&self) -> PathBuf {
         PathBuf::from(self.var("DRANET_K8S_KUBELET_ROOT_DIR"))
     }
 

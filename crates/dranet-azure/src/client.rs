@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use dranet_util::{Backoff, error_chain};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
@@ -19,16 +20,28 @@ pub const DEFAULT_API_VERSION: &str = "2025-11-11";
 /// Largest IMDS answer read; more is an error.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
+/// The error of an HTTP request, with its own causes.
+type HttpError = Box<dyn std::error::Error + Send + Sync>;
+
 /// What went wrong talking to IMDS.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The request could not be made or answered (connect, reset, timeout).
-    #[error("IMDS {url}: {reason}")]
+    /// The request could not be made or answered (connect, reset).
+    #[error("IMDS {url}: {}", error_chain(.source.as_ref()))]
     Http {
         /// The URL.
         url: String,
-        /// Why.
-        reason: String,
+        /// The HTTP client's error.
+        #[source]
+        source: HttpError,
+    },
+    /// No answer within the request's timeout.
+    #[error("IMDS {url}: no answer within {after:?}")]
+    Timeout {
+        /// The URL.
+        url: String,
+        /// The timeout.
+        after: Duration,
     },
     /// IMDS answered with an error status.
     #[error("IMDS {url}: HTTP {status}: {body}")]
@@ -41,12 +54,19 @@ pub enum Error {
         body: String,
     },
     /// A document that is not the JSON IMDS documents.
-    #[error("IMDS {what} document: {reason}")]
+    #[error("IMDS {what} document: {source}")]
     Json {
         /// Which document.
         what: &'static str,
-        /// What is wrong.
-        reason: String,
+        /// The parser's complaint.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A document that is JSON but not an object.
+    #[error("IMDS {what} document: expected a JSON object")]
+    NotAnObject {
+        /// Which document.
+        what: &'static str,
     },
     /// An answer larger than [`MAX_BODY_BYTES`] (not retried: the next one would be too).
     #[error("IMDS {url}: answer larger than {limit} bytes (IMDS documents are a few KB)")]
@@ -65,6 +85,7 @@ pub enum Error {
         /// The time spent.
         after: Duration,
         /// The last error.
+        #[source]
         last: Box<Error>,
     },
 }
@@ -73,7 +94,7 @@ impl Error {
     /// Worth retrying: connection trouble, throttling (429), IMDS busy (410, 5xx).
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Http { .. } => true,
+            Error::Http { .. } | Error::Timeout { .. } => true,
             Error::Status { status, .. } => matches!(status, 410 | 429 | 500..=599),
             _ => false,
         }
@@ -105,6 +126,12 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// The wait between attempts: `initial_backoff`, doubled after each failure up to
+    /// `max_backoff`.
+    pub fn backoff(&self) -> Backoff {
+        Backoff::new(self.initial_backoff, self.max_backoff)
+    }
+
     /// One attempt, no retry.
     pub fn once() -> Self {
         Self {
@@ -145,9 +172,9 @@ impl ImdsClient {
     }
 
     async fn get_once(&self, url: &str, timeout: Duration) -> Result<Bytes> {
-        let http = |reason: String| Error::Http {
+        let http = |e: HttpError| Error::Http {
             url: url.to_string(),
-            reason,
+            source: e,
         };
         let uri: hyper::Uri = url
             .parse()
@@ -164,12 +191,9 @@ impl ImdsClient {
         let req = hyper::Request::get(uri)
             .header("Metadata", "true")
             .body(Empty::new())
-            .map_err(|e| http(e.to_string()))?;
+            .map_err(|e| http(e.into()))?;
         let fut = async {
-            let resp = client
-                .request(req)
-                .await
-                .map_err(|e| http(error_chain(&e)))?;
+            let resp = client.request(req).await.map_err(|e| http(e.into()))?;
             let status = resp.status().as_u16();
             // The real documents are a few KB; a metadata endpoint that streams more must not
             // take the node daemon's memory with it.
@@ -183,15 +207,19 @@ impl ImdsClient {
                             limit: MAX_BODY_BYTES,
                         }
                     } else {
-                        http(e.to_string())
+                        http(e)
                     }
                 })?
                 .to_bytes();
             Ok::<_, Error>((status, body))
         };
-        let (status, body) = tokio::time::timeout(timeout, fut)
-            .await
-            .map_err(|_| http(format!("no answer within {timeout:?}")))??;
+        let (status, body) =
+            tokio::time::timeout(timeout, fut)
+                .await
+                .map_err(|_| Error::Timeout {
+                    url: url.to_string(),
+                    after: timeout,
+                })??;
         if status != 200 {
             return Err(Error::Status {
                 url: url.to_string(),
@@ -239,8 +267,10 @@ impl ImdsClient {
     /// GETs with retries on transient errors, within `policy.budget`.
     pub async fn get_retrying(&self, path: &str, policy: RetryPolicy) -> Result<Bytes> {
         let start = Instant::now();
-        let mut backoff = policy.initial_backoff;
+        let backoff = policy.backoff();
+        let mut attempt = 0u32;
         loop {
+            let wait = backoff.delay(attempt);
             let left = policy.budget.saturating_sub(start.elapsed());
             let timeout = if policy.budget.is_zero() {
                 self.request_timeout
@@ -249,10 +279,10 @@ impl ImdsClient {
             };
             match self.get(path, timeout).await {
                 Ok(b) => return Ok(b),
-                Err(e) if e.is_transient() && start.elapsed() + backoff < policy.budget => {
-                    tracing::debug!("IMDS {path}: {e}; retrying in {backoff:?}");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(policy.max_backoff);
+                Err(e) if e.is_transient() && start.elapsed() + wait < policy.budget => {
+                    tracing::debug!("IMDS {path}: {e}; retrying in {wait:?}");
+                    tokio::time::sleep(wait).await;
+                    attempt = attempt.saturating_add(1);
                 }
                 Err(e) if e.is_transient() && !policy.budget.is_zero() => {
                     return Err(Error::GaveUp {
@@ -283,15 +313,4 @@ impl ImdsClient {
         };
         Ok((AzureInstance { compute, network }, warnings))
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }

@@ -110,13 +110,13 @@ pub struct Subnet {
 }
 
 fn json<T: serde::de::DeserializeOwned>(what: &'static str, body: &[u8]) -> Result<T> {
-    let err = |reason: String| Error::Json { what, reason };
-    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| err(e.to_string()))?;
+    let err = |source| Error::Json { what, source };
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(err)?;
     // serde would also accept an array for a struct; IMDS documents are objects.
     if !v.is_object() {
-        return Err(err("expected a JSON object".into()));
+        return Err(Error::NotAnObject { what });
     }
-    serde_json::from_value(v).map_err(|e| err(e.to_string()))
+    serde_json::from_value(v).map_err(err)
 }
 
 /// Parses the compute document.

@@ -80,7 +80,6 @@ pub use k8s_openapi;
 
 pub mod alloc;
 pub mod attributes;
-pub mod backoff;
 pub mod cel;
 pub mod cloud;
 mod config;
@@ -97,7 +96,6 @@ pub mod slice;
 pub mod topology;
 
 pub use attributes::{AttributeOptions, AttributeValue, Attributes, DRIVER_NAME};
-pub use backoff::Backoff;
 pub use cloud::{CloudProvider, DeviceIdentifiers, NoCloud};
 pub use config::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,

@@ -138,48 +138,125 @@ pub fn validate_device(d: &Device) -> Result<(), String> {
     Ok(())
 }
 
-/// The name of slice `index` of a node's pool: `<node>-<driver>-<index>`.
-pub fn slice_name(node: &str, driver: &str, index: usize) -> String {
-    format!("{node}-{driver}-{index}")
+/// One node's pool of one driver's devices (pool name = node name) and how it is cut into
+/// ResourceSlices: slice `i` is named `<node>-<driver>-<i>` and holds at most
+/// [`NodePool::max_devices_per_slice`] devices, and a node with no devices still gets one empty
+/// slice, so the scheduler sees the pool.
+///
+/// The one builder of these slices, for any driver: [`resource_slices`] (what `dranet inventory`
+/// previews) and `dranet-kubeletplugin`'s publisher both build with it. Owner references are the
+/// publisher's to add: they need the Node's UID.
+#[derive(Debug, Clone, Copy)]
+pub struct NodePool<'a> {
+    node: &'a str,
+    driver: &'a str,
+    max_devices_per_slice: usize,
 }
 
-/// The ResourceSlices of one node's pool (pool name = node name), at most
-/// [`MAX_DEVICES_PER_SLICE`] devices each, as API JSON. A node with no devices still gets one
-/// empty slice, so the scheduler sees the pool. Owner references are the publisher's to add: they
-/// need the Node's UID.
+impl<'a> NodePool<'a> {
+    /// The pool of `driver`'s devices on `node`, [`MAX_DEVICES_PER_SLICE`] devices per slice.
+    pub fn new(node: &'a str, driver: &'a str) -> Self {
+        Self {
+            node,
+            driver,
+            max_devices_per_slice: MAX_DEVICES_PER_SLICE,
+        }
+    }
+
+    /// The same pool with at most `max` devices per slice; `None` unless `max` is
+    /// 1..=[`MAX_DEVICES_PER_SLICE`].
+    pub fn with_max_devices_per_slice(self, max: usize) -> Option<Self> {
+        (1..=MAX_DEVICES_PER_SLICE).contains(&max).then_some(Self {
+            max_devices_per_slice: max,
+            ..self
+        })
+    }
+
+    /// Most devices in one slice of this pool.
+    pub fn max_devices_per_slice(&self) -> usize {
+        self.max_devices_per_slice
+    }
+
+    /// The name of slice `index`: `<node>-<driver>-<index>`.
+    pub fn slice_name(&self, index: usize) -> String {
+        format!("{}-{}-{index}", self.node, self.driver)
+    }
+
+    /// The index of the slice named `name`, if it is one of this pool's names (`-01` is not:
+    /// it is not how this pool names slice 1).
+    pub fn slice_index(&self, name: &str) -> Option<usize> {
+        name.strip_prefix(self.node)?
+            .strip_prefix('-')?
+            .strip_prefix(self.driver)?
+            .strip_prefix('-')?
+            .parse::<usize>()
+            .ok()
+            .filter(|i| self.slice_name(*i) == name)
+    }
+
+    /// `devices` cut into the pool's slices, in order: one empty slice when there are none.
+    pub fn chunks<'d, T>(&self, devices: &'d [T]) -> Vec<&'d [T]> {
+        if devices.is_empty() {
+            vec![&[]]
+        } else {
+            devices.chunks(self.max_devices_per_slice).collect()
+        }
+    }
+
+    /// The spec of one slice of the pool at `generation`, of `slice_count` slices in all.
+    pub fn spec(
+        &self,
+        generation: i64,
+        slice_count: usize,
+        devices: Vec<Device>,
+    ) -> ResourceSliceSpec {
+        ResourceSliceSpec {
+            driver: self.driver.to_string(),
+            node_name: Some(self.node.to_string()),
+            pool: ResourcePool {
+                name: self.node.to_string(),
+                generation,
+                resource_slice_count: i64::try_from(slice_count).unwrap_or(i64::MAX),
+            },
+            devices: Some(devices),
+            ..ResourceSliceSpec::default()
+        }
+    }
+
+    /// Slice `index` of the pool at `generation`, of `slice_count` slices in all: its name and
+    /// [`NodePool::spec`].
+    pub fn slice(
+        &self,
+        index: usize,
+        generation: i64,
+        slice_count: usize,
+        devices: Vec<Device>,
+    ) -> ResourceSlice {
+        ResourceSlice {
+            metadata: ObjectMeta {
+                name: Some(self.slice_name(index)),
+                ..ObjectMeta::default()
+            },
+            spec: self.spec(generation, slice_count, devices),
+        }
+    }
+}
+
+/// The ResourceSlices of one node's pool ([`NodePool`]) as API JSON: list-valued attributes
+/// included, which the `k8s-openapi` v1.34 types cannot carry.
 pub fn resource_slices(
     node: &str,
     driver: &str,
     devices: &[PublishedDevice],
     generation: i64,
 ) -> Vec<serde_json::Value> {
-    let chunks: Vec<&[PublishedDevice]> = if devices.is_empty() {
-        vec![&[]]
-    } else {
-        devices.chunks(MAX_DEVICES_PER_SLICE).collect()
-    };
-    let count = chunks.len() as i64;
+    let pool = NodePool::new(node, driver);
+    let chunks = pool.chunks(devices);
     chunks
         .iter()
         .enumerate()
         .map(|(i, chunk)| {
-            let slice = ResourceSlice {
-                metadata: ObjectMeta {
-                    name: Some(slice_name(node, driver, i)),
-                    ..ObjectMeta::default()
-                },
-                spec: ResourceSliceSpec {
-                    driver: driver.to_string(),
-                    node_name: Some(node.to_string()),
-                    pool: ResourcePool {
-                        name: node.to_string(),
-                        generation,
-                        resource_slice_count: count,
-                    },
-                    devices: Some(Vec::new()),
-                    ..ResourceSliceSpec::default()
-                },
-            };
+            let slice = pool.slice(i, generation, chunks.len(), Vec::new());
             let mut v = serde_json::to_value(&slice).unwrap_or_default();
             v["spec"]["devices"] = chunk.iter().map(PublishedDevice::to_json).collect();
             v
@@ -275,6 +352,27 @@ mod tests {
             serde_json::json!({"ints": [0, 1]})
         );
         assert_eq!(resource_slices("n", "dra.net", &[], 1).len(), 1);
+    }
+
+    #[test]
+    fn a_pool_knows_its_own_slice_names_only() {
+        let pool = NodePool::new("node-a", "dra.net");
+        assert_eq!(pool.slice_index("node-a-dra.net-12"), Some(12));
+        for foreign in [
+            "node-a-dra.net-012",
+            "node-a-dra.net-",
+            "node-a-dra.net-x",
+            "node-a-dra.netx-1",
+            "node-ab-dra.net-1",
+        ] {
+            assert_eq!(pool.slice_index(foreign), None, "{foreign}");
+        }
+        assert!(pool.with_max_devices_per_slice(0).is_none());
+        assert!(pool.with_max_devices_per_slice(129).is_none());
+        let small = pool.with_max_devices_per_slice(2).unwrap();
+        assert_eq!(small.chunks(&[1, 2, 3]), vec![&[1, 2][..], &[3][..]]);
+        let empty: &[u8] = &[];
+        assert_eq!(small.chunks(empty), vec![empty]);
     }
 
     #[test]

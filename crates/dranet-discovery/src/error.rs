@@ -12,21 +12,33 @@ pub enum Error {
         /// What was read.
         path: PathBuf,
         /// Why it failed.
+        #[source]
         source: std::io::Error,
     },
     /// libudev failed (enumeration or monitor).
     #[error("udev: {0}")]
-    Udev(std::io::Error),
-    /// Netlink failed.
+    Udev(#[source] std::io::Error),
+    /// Link state could not be read: netlink, or the thread or task that talks to it, failed.
+    #[error("netlink: {action}: {source}")]
+    Netlink {
+        /// What was being done, e.g. "dump links".
+        action: &'static str,
+        /// The failure.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Link state cannot be had at all: the crate was built without netlink, or the thread
+    /// reading it died.
     #[error("netlink: {0}")]
-    Netlink(String),
+    NetlinkUnavailable(&'static str),
     /// A link-state fixture file is malformed.
-    #[error("{}: {reason}", path.display())]
+    #[error("{}: {source}", path.display())]
     Fixture {
         /// The file.
         path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
+        /// The parser's complaint.
+        #[source]
+        source: serde_json::Error,
     },
 }
 

@@ -79,8 +79,8 @@ impl dranet_core::LinkSource for Links {
             #[cfg(feature = "netlink")]
             Links::Netlink(n) => n.links(),
             Links::Fixture(f) => f.links(),
-            Links::Unavailable => Err(Error::Netlink(
-                "dranet-discovery was built without its netlink feature".into(),
+            Links::Unavailable => Err(Error::NetlinkUnavailable(
+                "dranet-discovery was built without its netlink feature",
             )),
         }
     }

@@ -50,20 +50,23 @@ impl LinkSource for NetlinkLinks {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_io()
                         .build()
-                        .map_err(|e| Error::Netlink(format!("runtime: {e}")))?;
+                        .map_err(|e| nl("runtime", e))?;
                     rt.block_on(dump())
                 })
-                .map_err(|e| Error::Netlink(format!("start the netlink thread: {e}")))?;
+                .map_err(|e| nl("start the netlink thread", e))?;
             dump_thread
                 .join()
-                .map_err(|_| Error::Netlink("the netlink thread panicked".into()))?
+                .map_err(|_| Error::NetlinkUnavailable("the netlink thread panicked"))?
         })
     }
 }
 
-#[cfg(feature = "netlink")]
-fn nl(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Netlink(format!("{what}: {e}"))
+/// A netlink failure while doing `action`.
+pub(crate) fn nl(action: &'static str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::Netlink {
+        action,
+        source: Box::new(e),
+    }
 }
 
 #[cfg(feature = "netlink")]
@@ -269,9 +272,9 @@ impl LinkSource for FixtureLinks {
             path: self.path.clone(),
             source,
         })?;
-        let f: LinksFile = serde_json::from_str(&text).map_err(|e| Error::Fixture {
+        let f: LinksFile = serde_json::from_str(&text).map_err(|source| Error::Fixture {
             path: self.path.clone(),
-            reason: e.to_string(),
+            source,
         })?;
         Ok(f.links)
     }

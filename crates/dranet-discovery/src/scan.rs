@@ -90,7 +90,7 @@ where
     pub async fn discover_async(self: std::sync::Arc<Self>) -> Result<Inventory> {
         tokio::task::spawn_blocking(move || self.discover())
             .await
-            .map_err(|e| Error::Netlink(format!("discovery task: {e}")))?
+            .map_err(|e| crate::links::nl("discovery task", e))?
     }
 }
 
@@ -104,7 +104,7 @@ impl<E: Enumerate, L: LinkSource> Discover for Discovery<E, L> {
         let links = self
             .links
             .links()
-            .map_err(|e| Error::Netlink(format!("link state unavailable: {e}")))?;
+            .map_err(|e| crate::links::nl("link state unavailable", e))?;
         let mut scan = Scan {
             fs: &self.sysfs,
             warnings: Vec::new(),

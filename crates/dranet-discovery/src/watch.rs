@@ -20,6 +20,7 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::LinkAttribute;
 use tokio::sync::mpsc;
 
+use crate::links::nl;
 use crate::monitor::Monitor;
 use crate::{Error, Result};
 
@@ -94,11 +95,11 @@ impl Watcher {
                         let _ = opened_tx.send(Err(e));
                     }
                 })
-                .map_err(|e| Error::Netlink(format!("start the uevent thread: {e}")))?;
+                .map_err(|e| nl("start the uevent thread", e))?;
         }
         opened_rx
             .recv()
-            .map_err(|_| Error::Netlink("the uevent thread ended at start".into()))??;
+            .map_err(|_| Error::NetlinkUnavailable("the uevent thread ended at start"))??;
         let (conn, _handle, messages) = rtnetlink::new_multicast_connection(&[
             MulticastGroup::Link,
             MulticastGroup::Ipv4Ifaddr,
@@ -108,7 +109,7 @@ impl Watcher {
         ])
         .map_err(|e| {
             stop.store(true, Ordering::Relaxed);
-            Error::Netlink(format!("subscribe to link events: {e}"))
+            nl("subscribe to link events", e)
         })?;
         let stop_nl = stop.clone();
         std::thread::Builder::new()
@@ -130,7 +131,7 @@ impl Watcher {
                     netlink_events(messages, tx, stop_nl).await;
                 });
             })
-            .map_err(|e| Error::Netlink(format!("start the netlink thread: {e}")))?;
+            .map_err(|e| nl("start the netlink thread", e))?;
         Ok(Self { rx, stop })
     }
 

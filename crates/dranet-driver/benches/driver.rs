@@ -153,13 +153,13 @@ fn bench(c: &mut Criterion) {
     let _in_runtime = rt.enter();
     let api = rt.block_on(FakeApiServer::start()).expect("api");
     api.add_node(NODE);
-    let kubelet_dir = tempfile::tempdir().expect("tempdir");
+    let kubelet_root_dir = tempfile::tempdir().expect("tempdir");
     let plugin = rt
         .block_on(
             KubeletPlugin::builder(d.clone(), api.client().expect("client"))
                 .driver_name("dra.net")
                 .node_name(NODE)
-                .kubelet_dir(kubelet_dir.path())
+                .kubelet_root_dir(kubelet_root_dir.path())
                 .start(),
         )
         .expect("plugin");

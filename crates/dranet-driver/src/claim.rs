@@ -18,7 +18,8 @@
 //! its addresses, and one request its own interface name.
 
 use dranet_core::{
-    CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, RdmaLink, SriovRole,
+    CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, PciAddress,
+    RdmaLink, SriovRole,
 };
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
@@ -37,16 +38,97 @@ pub struct PodRef {
     pub uid: String,
 }
 
+/// Why a claim's consumers cannot have its devices ([`pods_of`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConsumerError {
+    /// `status.reservedFor` is empty.
+    #[error("it is not reserved for any pod (status.reservedFor is empty)")]
+    NotReserved,
+    /// A consumer that is not a pod.
+    #[error("it is reserved for {resource} {name:?}: only pods can consume {DRIVER_NAME} devices")]
+    NotAPod {
+        /// Its resource, with its API group when it has one (`deployments.apps`).
+        resource: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+/// A `dra.net` configuration that cannot be used ([`parse_parameters`], [`config_for`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Opaque parameters that are not a `NetworkConfig`: an unknown key, a wrong type.
+    #[error(transparent)]
+    Parse(serde_json::Error),
+    /// A configuration whose values are wrong (the error names the field).
+    #[error(transparent)]
+    Invalid(dranet_core::Error),
+    /// One config entry of the claim or its DeviceClass, for the request it applies to.
+    #[error("opaque config of driver {DRIVER_NAME} for request {request:?}: {source}")]
+    Entry {
+        /// The device's request.
+        request: String,
+        /// What is wrong with the entry.
+        #[source]
+        source: Box<ConfigError>,
+    },
+}
+
+/// A configuration the device as discovered cannot take ([`check_device`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceMismatch {
+    /// Network settings for a device without a network interface.
+    #[error(
+        "device {device} has no network interface (an RDMA-only device): its config may not set \
+         interface, routes, rules, neighbors or ethtool"
+    )]
+    NoNetdev {
+        /// The DRA device.
+        device: String,
+    },
+    /// Network settings for a device whose netdev carries a software RDMA link
+    /// ([`software_rdma`]): the netdev stays on the host.
+    #[error(
+        "device {device} is the software RDMA link {link} on {netdev}: the kernel deletes it when \
+         {netdev} leaves the host namespace, so a pod gets its RDMA char devices and {netdev} \
+         stays on the host; its config may not set interface, routes, rules, neighbors or ethtool"
+    )]
+    SoftwareRdma {
+        /// The DRA device.
+        device: String,
+        /// The software RDMA link (`rxe0`).
+        link: String,
+        /// Its netdev.
+        netdev: String,
+    },
+    /// A VF's MTU above its PF's.
+    #[error(
+        "interface.mtu {mtu} of {device} ({netdev}) is above the MTU {pf_mtu} of its SR-IOV PF {pf}"
+    )]
+    MtuAbovePf {
+        /// The MTU asked for.
+        mtu: i32,
+        /// The DRA device.
+        device: String,
+        /// Its network interface.
+        netdev: String,
+        /// The PF's MTU.
+        pf_mtu: u32,
+        /// The PF.
+        pf: PciAddress,
+    },
+}
+
 /// The pods a claim is reserved for. Only pods may consume `dra.net` devices: anything else in
 /// `status.reservedFor`, or nothing there, is an error saying so.
-pub fn pods_of(claim: &ResourceClaim) -> Result<Vec<PodRef>, String> {
+pub fn pods_of(claim: &ResourceClaim) -> Result<Vec<PodRef>, ConsumerError> {
     let consumers = claim
         .status
         .as_ref()
         .and_then(|s| s.reserved_for.as_deref())
         .unwrap_or_default();
     if consumers.is_empty() {
-        return Err("it is not reserved for any pod (status.reservedFor is empty)".into());
+        return Err(ConsumerError::NotReserved);
     }
     consumers
         .iter()
@@ -58,15 +140,15 @@ pub fn pods_of(claim: &ResourceClaim) -> Result<Vec<PodRef>, String> {
                     uid: c.uid.clone(),
                 })
             } else {
-                let what = if group.is_empty() {
+                let resource = if group.is_empty() {
                     c.resource.clone()
                 } else {
                     format!("{}.{group}", c.resource)
                 };
-                Err(format!(
-                    "it is reserved for {what} {:?}: only pods can consume {DRIVER_NAME} devices",
-                    c.name
-                ))
+                Err(ConsumerError::NotAPod {
+                    resource,
+                    name: c.name.clone(),
+                })
             }
         })
         .collect()
@@ -74,10 +156,10 @@ pub fn pods_of(claim: &ResourceClaim) -> Result<Vec<PodRef>, String> {
 
 /// Parses the opaque parameters of one config entry: a bare `NetworkConfig`, strict (an unknown
 /// key is an error naming it), validated.
-pub fn parse_parameters(parameters: &serde_json::Value) -> Result<NetworkConfig, String> {
+pub fn parse_parameters(parameters: &serde_json::Value) -> Result<NetworkConfig, ConfigError> {
     let config: NetworkConfig =
-        serde_json::from_value(parameters.clone()).map_err(|e| e.to_string())?;
-    config.validate().map_err(|e| e.to_string())?;
+        serde_json::from_value(parameters.clone()).map_err(ConfigError::Parse)?;
+    config.validate().map_err(ConfigError::Invalid)?;
     Ok(config)
 }
 
@@ -88,21 +170,19 @@ pub fn config_for(
     claim: &ClaimToPrepare,
     result: &DeviceRequestAllocationResult,
     cloud_base: Option<NetworkConfig>,
-) -> Result<NetworkConfig, String> {
+) -> Result<NetworkConfig, ConfigError> {
     let mut config = cloud_base.unwrap_or_default();
     for opaque in claim.config_for(result) {
         if opaque.driver != DRIVER_NAME {
             continue;
         }
-        let entry = parse_parameters(&opaque.parameters.0).map_err(|e| {
-            format!(
-                "opaque config of driver {DRIVER_NAME} for request {:?}: {e}",
-                result.request
-            )
+        let entry = parse_parameters(&opaque.parameters.0).map_err(|e| ConfigError::Entry {
+            request: result.request.clone(),
+            source: Box::new(e),
         })?;
         config = entry.merged_over(&config);
     }
-    config.validate().map_err(|e| e.to_string())?;
+    config.validate().map_err(ConfigError::Invalid)?;
     Ok(config)
 }
 
@@ -146,24 +226,21 @@ pub fn check_device(
     config: &NetworkConfig,
     dev: &NetworkDevice,
     inventory: &Inventory,
-) -> Result<(), String> {
+) -> Result<(), DeviceMismatch> {
     if let (Some(link), Some(netdev)) = (software_rdma(dev), &dev.netdev)
         && wants_netdev(config)
     {
-        return Err(format!(
-            "device {} is the software RDMA link {} on {}: the kernel deletes it when {} leaves \
-             the host namespace, so a pod gets its RDMA char devices and {} stays on the host; \
-             its config may not set interface, routes, rules, neighbors or ethtool",
-            dev.name, link.name, netdev.name, netdev.name, netdev.name
-        ));
+        return Err(DeviceMismatch::SoftwareRdma {
+            device: dev.name.clone(),
+            link: link.name.clone(),
+            netdev: netdev.name.clone(),
+        });
     }
     let Some(netdev) = &dev.netdev else {
         if wants_netdev(config) {
-            return Err(format!(
-                "device {} has no network interface (an RDMA-only device): its config may not set \
-                 interface, routes, rules, neighbors or ethtool",
-                dev.name
-            ));
+            return Err(DeviceMismatch::NoNetdev {
+                device: dev.name.clone(),
+            });
         }
         return Ok(());
     };
@@ -176,10 +253,13 @@ pub fn check_device(
             .find_map(|d| d.netdev.as_ref().and_then(|n| n.mtu))
         && i64::from(mtu) > i64::from(pf_mtu)
     {
-        return Err(format!(
-            "interface.mtu {mtu} of {} ({}) is above the MTU {pf_mtu} of its SR-IOV PF {pf}",
-            dev.name, netdev.name
-        ));
+        return Err(DeviceMismatch::MtuAbovePf {
+            mtu,
+            device: dev.name.clone(),
+            netdev: netdev.name.clone(),
+            pf_mtu,
+            pf,
+        });
     }
     Ok(())
 }
@@ -281,7 +361,9 @@ mod tests {
             Some(&["nic"]),
             serde_json::json!({"interface": {"nmae": "net1"}}),
         )]);
-        let e = config_for(&c, &result("nic"), None).unwrap_err();
+        let e = config_for(&c, &result("nic"), None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("nmae") && e.contains("\"nic\""), "{e}");
         let c = claim(vec![entry(
             "FromClass",
@@ -289,6 +371,11 @@ mod tests {
             serde_json::json!({"routes": [{"destination": "10.0.0.0/8", "gateway": "x"}]}),
         )]);
         let e = config_for(&c, &result("nic"), None).unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::Entry { request, source } if request == "nic" && matches!(**source, ConfigError::Invalid(_))),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("routes[0].gateway"), "{e}");
         // Another driver's config is not ours to parse.
         let mut other = entry("FromClaim", None, serde_json::json!({"anything": 1}));
@@ -329,13 +416,16 @@ mod tests {
         .unwrap();
         assert_eq!(pods.len(), 2);
         assert_eq!(pods[1].uid, "uid-b");
-        let e = pods_of(&reserved(vec![(Some("apps"), "deployments", "d")])).unwrap_err();
+        let e = pods_of(&reserved(vec![(Some("apps"), "deployments", "d")]))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("deployments.apps") && e.contains("only pods"),
             "{e}"
         );
         let e = pods_of(&reserved(vec![])).unwrap_err();
-        assert!(e.contains("not reserved for any pod"), "{e}");
+        assert_eq!(e, ConsumerError::NotReserved);
+        assert!(e.to_string().contains("not reserved for any pod"), "{e}");
         assert!(pods_of(&ResourceClaim::default()).is_err());
     }
 }

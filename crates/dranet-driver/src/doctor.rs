@@ -48,7 +48,7 @@ pub struct DoctorInput {
     /// The runtime's NRI socket.
     pub nri_socket: PathBuf,
     /// The kubelet's root directory.
-    pub kubelet_dir: PathBuf,
+    pub kubelet_root_dir: PathBuf,
     /// `/proc/self/mountinfo`'s text (to check `/run/netns` propagation); `None` skips it.
     pub mountinfo: Option<String>,
     /// The RDMA namespace mode, or why it could not be read; `None` skips the check.
@@ -127,7 +127,7 @@ fn runtime(input: &DoctorInput, out: &mut Vec<Finding>) {
 
 fn kubelet(input: &DoctorInput, out: &mut Vec<Finding>) {
     for d in ["plugins_registry", "plugins"] {
-        let p = input.kubelet_dir.join(d);
+        let p = input.kubelet_root_dir.join(d);
         if p.is_dir() {
             out.push(finding(
                 Status::Ok,
@@ -365,15 +365,11 @@ fn uplink(links: &[LinkState], out: &mut Vec<Finding>) {
 
 /// The link state discovery would use for the tree at `sysfs`: `links.json` beside a fixture,
 /// netlink otherwise.
-pub fn links_for(sysfs: &Path) -> Result<Vec<LinkState>, String> {
+pub fn links_for(sysfs: &Path) -> dranet_discovery::Result<Vec<LinkState>> {
     let fixture = sysfs.parent().map(|p| p.join("links.json"));
     match fixture.filter(|p| p.is_file()) {
-        Some(path) => dranet_discovery::FixtureLinks { path }
-            .links()
-            .map_err(|e| e.to_string()),
-        None => dranet_discovery::NetlinkLinks
-            .links()
-            .map_err(|e| e.to_string()),
+        Some(path) => dranet_discovery::FixtureLinks { path }.links(),
+        None => dranet_discovery::NetlinkLinks.links(),
     }
 }
 

@@ -59,7 +59,7 @@ pub fn status_writer<A: KubeApi + Clone>(api: A) -> StatusWriter {
         Box::pin(async move {
             api.apply_claim_status(&ns, &name, &devices)
                 .await
-                .map_err(|e| dranet_kubeletplugin::error_chain(&e))
+                .map_err(|e| dranet_util::error_chain(&e))
         })
     })
 }
@@ -304,7 +304,7 @@ impl NetworkDriver {
             claim: cref.clone(),
             reason,
         };
-        let pods = claim::pods_of(&claim.claim).map_err(fail)?;
+        let pods = claim::pods_of(&claim.claim).map_err(|e| fail(e.to_string()))?;
         let mut inv = self.inventory();
         let mut rescanned = false;
         let mut devices = Vec::with_capacity(claim.results.len());
@@ -323,7 +323,7 @@ impl NetworkDriver {
             let base = claim::cloud_config(&*self.cloud, dev);
             let config = claim::config_for(claim, r, base)
                 .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
-            claim::check_device(&config, dev, &inv).map_err(fail)?;
+            claim::check_device(&config, dev, &inv).map_err(|e| fail(e.to_string()))?;
             let netdev = claim::pod_netdev(dev);
             if let (Some(nd), Some(e)) = (netdev, &config.ethtool) {
                 self.check_ethtool(nd, e)
@@ -370,7 +370,7 @@ impl NetworkDriver {
         &self,
         link: &str,
         e: &dranet_core::EthtoolConfig,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), crate::ethtool::FeatureError> {
         if e.features.is_empty() {
             return Ok(());
         }
@@ -650,7 +650,7 @@ impl NetworkDriver {
             let (ns, name) = (c.namespace.clone(), c.name.clone());
             let writer = writer.clone();
             tokio::spawn(async move {
-                let backoff = dranet_core::Backoff::new(
+                let backoff = dranet_util::Backoff::new(
                     std::time::Duration::from_millis(200),
                     std::time::Duration::from_secs(10),
                 );

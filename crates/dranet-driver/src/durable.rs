@@ -1,11 +1,13 @@
 //! Small JSON records kept in a directory, each written so that a crash leaves either the old or
-//! the new file: temporary file (0600), fsync, rename, fsync of the directory. The attach journal
-//! and the driver's store share this.
+//! the new file ([`dranet_util::AtomicWrite`]: temporary file created 0600, fsync, rename, fsync
+//! of the directory). The attach journal and the driver's store share this.
 
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+
+use dranet_util::AtomicWrite;
 
 /// Creates `dir` (and its parents) with mode 0700.
 pub(crate) fn create_dir(dir: &Path) -> io::Result<()> {
@@ -17,19 +19,10 @@ pub(crate) fn create_dir(dir: &Path) -> io::Result<()> {
 
 /// Writes `data` to `dir/name` durably.
 pub(crate) fn write(dir: &Path, name: &str, data: &[u8]) -> io::Result<()> {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, dir.join(name))?;
-    fs::File::open(dir).and_then(|d| d.sync_all())
+    // The callers name the record in their errors: the OS error is enough here.
+    AtomicWrite::new(dir.join(name))
+        .write(data)
+        .map_err(dranet_util::AtomicWriteError::into_io_error)
 }
 
 /// Removes `dir/name`; a missing file is not an error.

@@ -9,6 +9,8 @@
 //! - [`ethtool`]: features and private flags over generic netlink.
 //! - [`rdma`]: the RDMA subsystem's namespace mode and moving RDMA devices between namespaces
 //!   (RDMA netlink).
+//! - [`netlink`]: the framing both speak: messages, attributes, one request's answer, generic
+//!   netlink families.
 
 #![warn(missing_docs)]
 
@@ -21,6 +23,7 @@ pub mod doctor;
 pub mod driver;
 mod durable;
 pub mod ethtool;
+pub mod netlink;
 pub mod netns;
 pub mod podnet;
 pub mod rdma;
@@ -130,12 +133,26 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// RDMA netlink.
-    #[error("rdma netlink: {0}")]
-    Rdma(String),
-    /// Ethtool netlink.
-    #[error("ethtool: {0}")]
-    Ethtool(String),
+    /// An RDMA netlink request failed.
+    #[error("rdma netlink: {operation}: {source}")]
+    Rdma {
+        /// What it was doing, with the device and namespaces.
+        operation: rdma::Operation,
+        /// The kernel's error (its errno), the socket's, or why the answer was not understood.
+        #[source]
+        source: io::Error,
+    },
+    /// An ethtool netlink request failed, or the device did not take a setting.
+    #[error("ethtool: {device}: {operation}: {source}")]
+    Ethtool {
+        /// The network interface.
+        device: String,
+        /// What it was doing.
+        operation: ethtool::Operation,
+        /// The kernel's error (its errno), the socket's, or what the device refused.
+        #[source]
+        source: io::Error,
+    },
 }
 
 /// `Result` with this crate's [`Error`].

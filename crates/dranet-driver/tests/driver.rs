@@ -473,7 +473,7 @@ fn status_says_what_the_pod_got() {
     assert_eq!(s.conditions.unwrap()[0].reason, "NetworkDeviceReady");
 }
 
-/// The README's example (`examples/azure_aks/nic-config.yaml`) merges as it says.
+/// The example of docs/claims.md (`examples/azure_aks/nic-config.yaml`) merges as it says.
 #[test]
 fn the_documented_config_example_merges_as_documented() {
     use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
@@ -525,18 +525,18 @@ fn the_documented_config_example_merges_as_documented() {
     assert_eq!(dests, ["10.10.0.0/16", "10.20.0.0/16"]);
 }
 
-/// The README's `NetworkConfig` example is valid as written.
+/// The `NetworkConfig` example of docs/claims.md is valid as written.
 #[test]
-fn the_readme_network_config_example_parses() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+fn the_documented_network_config_example_parses() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/claims.md"))
             .unwrap();
-    let block = readme
+    let block = doc
         .split("```yaml\n")
         .skip(1)
         .filter_map(|b| b.split("```").next())
         .find(|b| b.contains("privateFlags"))
-        .expect("the README has the NetworkConfig example");
+        .expect("docs/claims.md has the NetworkConfig example");
     let v: serde_json::Value = serde_saphyr::from_str(block).unwrap();
     let params = &v["config"][0]["opaque"]["parameters"];
     let json = serde_json::to_value(params).unwrap();

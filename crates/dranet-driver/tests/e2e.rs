@@ -114,7 +114,7 @@ fn driver_child() {
         let plugin = KubeletPlugin::builder(driver.clone(), api)
             .driver_name(DRIVER)
             .node_name(NODE)
-            .kubelet_dir(&kubelet)
+            .kubelet_root_dir(&kubelet)
             .start()
             .await
             .unwrap();
@@ -274,12 +274,12 @@ fn driver_against_real_containerd() {
     let host: Ns = host_with_veth("e2e");
     let host_before = host.dump();
     let state = tempfile::tempdir().unwrap();
-    let kubelet_dir = tempfile::tempdir().unwrap();
+    let kubelet_root_dir = tempfile::tempdir().unwrap();
     let env = vec![
         ("DRANET_E2E_STATE", state.path().display().to_string()),
         (
             "DRANET_E2E_KUBELET",
-            kubelet_dir.path().display().to_string(),
+            kubelet_root_dir.path().display().to_string(),
         ),
         ("DRANET_E2E_NRI", lab.nri_socket().display().to_string()),
         ("DRANET_E2E_API", api.url()),

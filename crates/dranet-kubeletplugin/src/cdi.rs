@@ -23,10 +23,9 @@
 //! # Ok(()) }
 //! ```
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use dranet_util::{AtomicWrite, AtomicWriteStep, temp_path};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -202,7 +201,7 @@ impl CdiWriter {
     pub fn remove_claim(&self, claim_uid: &str) -> Result<()> {
         check_name_part("claim UID", claim_uid)?;
         let path = self.spec_path(claim_uid);
-        for p in [tmp_path(&path), path] {
+        for p in [temp_path(&path), path] {
             match std::fs::remove_file(&p) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -230,31 +229,25 @@ fn check_name_part(what: &str, s: &str) -> Result<()> {
     }
 }
 
-fn tmp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp"))
-}
-
+/// Writes a spec durably; runtimes read specs as any user, so they are world-readable (0644 less
+/// the umask).
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io("create CDI directory", dir, e))?;
-    let tmp = tmp_path(path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
+    AtomicWrite::new(path)
         .mode(0o644)
-        .open(&tmp)
-        .map_err(|e| Error::io("write CDI spec", &tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|()| f.sync_all())
-        .map_err(|e| Error::io("write CDI spec", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("rename CDI spec", path, e))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io("sync CDI directory", dir, e))
+        .write(bytes)
+        .map_err(|e| {
+            let (step, at, source) = e.into_parts();
+            let action = match step {
+                AtomicWriteStep::CreateTemp
+                | AtomicWriteStep::SetMode
+                | AtomicWriteStep::Write
+                | AtomicWriteStep::SyncFile => "write CDI spec",
+                AtomicWriteStep::Rename => "rename CDI spec",
+                AtomicWriteStep::OpenDir | AtomicWriteStep::SyncDir => "sync CDI directory",
+            };
+            Error::io(action, at, source)
+        })
 }
 
 #[cfg(test)]
@@ -287,7 +280,7 @@ mod tests {
         assert_eq!(spec.devices[1].name, "uid-1-fpga1");
         assert_eq!(spec.devices[1].container_edits.env, ["FPGA=1"]);
         // An interrupted write leaves a temporary file; removal takes it too, and is idempotent.
-        std::fs::write(tmp_path(&cdi.spec_path("uid-1")), b"{").unwrap();
+        std::fs::write(temp_path(&cdi.spec_path("uid-1")), b"{").unwrap();
         cdi.remove_claim("uid-1").unwrap();
         cdi.remove_claim("uid-1").unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);

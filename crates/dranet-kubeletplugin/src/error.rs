@@ -36,14 +36,15 @@ pub enum Error {
 
     /// The checkpoint file is torn, edited or unreadable, so what it says cannot be trusted.
     #[error(
-        "checkpoint {path} cannot be trusted: {reason}; inspect it, then move it away to start \
+        "checkpoint {path} cannot be trusted: {source}; inspect it, then move it away to start \
          with no record of prepared claims (or build the plugin with CheckpointPolicy::Quarantine)"
     )]
     CheckpointCorrupt {
         /// The checkpoint path.
         path: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        source: crate::CheckpointDefect,
     },
 
     /// The API server answered with an error status.
@@ -148,23 +149,6 @@ pub enum Error {
     },
 }
 
-/// The error and all its sources as one line, `error: cause: cause`, leaving out a cause whose
-/// text the line already holds (errors that print their source themselves). This is what the
-/// kubelet gets as a claim's error string.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = s.source();
-    }
-    line
-}
-
 impl Error {
     /// The HTTP status code when the API server answered with an error.
     pub fn api_code(&self) -> Option<u16> {
@@ -197,9 +181,9 @@ impl Error {
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
-            Error::CheckpointCorrupt { path, reason } => Error::CheckpointCorrupt {
+            Error::CheckpointCorrupt { path, source } => Error::CheckpointCorrupt {
                 path: path.clone(),
-                reason: reason.clone(),
+                source: source.clone(),
             },
             _ => Error::Task("checkpoint write"),
         }
@@ -224,6 +208,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dranet_util::error_chain;
 
     #[test]
     fn the_chain_keeps_every_cause_once() {

@@ -121,7 +121,7 @@ macro_rules! dra_service {
                             },
                             Err(e) => {
                                 failed += 1;
-                                let error = crate::error::error_chain(&e);
+                                let error = dranet_util::error_chain(&e);
                                 tracing::warn!(claim_uid = %uid, %error, "prepare failed");
                                 pb::NodePrepareResourceResponse { devices: Vec::new(), error }
                             }
@@ -150,7 +150,7 @@ macro_rules! dra_service {
                             Ok(()) => String::new(),
                             Err(e) => {
                                 failed += 1;
-                                let error = crate::error::error_chain(&e);
+                                let error = dranet_util::error_chain(&e);
                                 tracing::warn!(claim_uid = %uid, %error, "unprepare failed");
                                 error
                             }

@@ -103,7 +103,7 @@
 //! # Deploying a driver
 //!
 //! Run it as a DaemonSet with the kubelet's directory (`/var/lib/kubelet`, or what
-//! [`KubeletPluginBuilder::kubelet_dir`] says) mounted at the same path, the node name from the downward
+//! [`KubeletPluginBuilder::kubelet_root_dir`] says) mounted at the same path, the node name from the downward
 //! API (`spec.nodeName`), and a service account allowed to:
 //!
 //! | API group | resource | verbs |
@@ -159,15 +159,20 @@ mod quantity;
 mod socket;
 
 pub use api::{KubeApi, KubeClient, NodeEvent, NodeEvents};
-pub use checkpoint::{CheckpointPolicy, LoadOutcome};
+pub use checkpoint::{CheckpointDefect, CheckpointPolicy, LoadOutcome};
+/// Retry timing of the publisher ([`KubeletPluginBuilder::retry_backoff`]); shared with the other
+/// dranet crates.
+pub use dranet_util::Backoff;
+/// An error and its causes as one line: what the kubelet gets as a claim's error string.
+pub use dranet_util::error_chain;
 pub use driver::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, PrepareState, Prepared,
     PreparedDevice,
 };
-pub use error::{Error, Result, error_chain};
+pub use error::{Error, Result};
 pub use grpc::RegistrationState;
 pub use health::{DeviceHealthReport, Health, HealthReporter};
 pub use metrics::{Method, Metrics, NoMetrics};
 pub use node::{MAX_CLAIMS_IN_FLIGHT, MAX_STATE_DEPTH};
-pub use plugin::{DEFAULT_KUBELET_DIR, KubeletPlugin, KubeletPluginBuilder};
-pub use publisher::{Backoff, PublishState};
+pub use plugin::{DEFAULT_KUBELET_ROOT_DIR, KubeletPlugin, KubeletPluginBuilder};
+pub use publisher::PublishState;

@@ -19,11 +19,12 @@ use crate::health::HealthReporter;
 use crate::metrics::{Metrics, NoMetrics};
 use crate::node::NodeService;
 use crate::proto::{self, service_names};
-use crate::publisher::{self, Backoff, MAX_DEVICES_PER_SLICE, PublishState, PublisherConfig};
+use crate::publisher::{self, MAX_DEVICES_PER_SLICE, PublishState, PublisherConfig};
 use crate::socket::{self, SocketGuard};
+use dranet_util::Backoff;
 
 /// The kubelet's default root directory.
-pub const DEFAULT_KUBELET_DIR: &str = "/var/lib/kubelet";
+pub const DEFAULT_KUBELET_ROOT_DIR: &str = "/var/lib/kubelet";
 
 /// Configures and starts a plugin: [`KubeletPlugin::builder`], then the driver and node names
 /// (required), adjustments, and [`KubeletPluginBuilder::start`].
@@ -33,7 +34,7 @@ pub struct KubeletPluginBuilder<D, A> {
     api: A,
     driver_name: String,
     node_name: String,
-    kubelet_dir: PathBuf,
+    kubelet_root_dir: PathBuf,
     checkpoint_path: Option<PathBuf>,
     checkpoint_policy: CheckpointPolicy,
     metrics: Arc<dyn Metrics>,
@@ -56,7 +57,7 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             api,
             driver_name: String::new(),
             node_name: String::new(),
-            kubelet_dir: PathBuf::from(DEFAULT_KUBELET_DIR),
+            kubelet_root_dir: PathBuf::from(DEFAULT_KUBELET_ROOT_DIR),
             checkpoint_path: None,
             checkpoint_policy: CheckpointPolicy::default(),
             metrics: Arc::new(NoMetrics),
@@ -83,10 +84,10 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
         self
     }
 
-    /// The kubelet root directory (default [`DEFAULT_KUBELET_DIR`]); sockets go into its
+    /// The kubelet root directory (default [`DEFAULT_KUBELET_ROOT_DIR`]); sockets go into its
     /// `plugins_registry/` and `plugins/<driver>/`.
-    pub fn kubelet_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.kubelet_dir = dir.into();
+    pub fn kubelet_root_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.kubelet_root_dir = dir.into();
         self
     }
 
@@ -169,7 +170,7 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
 
     fn validate(&self) -> Result<()> {
         if let Some(uid) = &self.rolling_update
-            && !is_uuid(uid)
+            && !socket::is_uuid(uid)
         {
             return Err(Error::Config(format!(
                 "rolling update pod UID {uid:?} is not a UID like 0a6f3c1e-5a1b-4c2d-8e3f-123456789abc \
@@ -216,8 +217,11 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
     /// endpoint that is not served yet) and starts serving. Must be called inside a Tokio runtime.
     pub async fn start(self) -> Result<KubeletPlugin> {
         self.validate()?;
-        let plugin_dir = self.kubelet_dir.join("plugins").join(&self.driver_name);
-        let registry_dir = self.kubelet_dir.join("plugins_registry");
+        let plugin_dir = self
+            .kubelet_root_dir
+            .join("plugins")
+            .join(&self.driver_name);
+        let registry_dir = self.kubelet_root_dir.join("plugins_registry");
         let instance = self
             .rolling_update
             .as_ref()
@@ -383,7 +387,7 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
                     if !*shutdown.borrow() {
                         let reason = match &r {
                             Ok(()) => "it ended".to_string(),
-                            Err(e) => crate::error::error_chain(e),
+                            Err(e) => dranet_util::error_chain(e),
                         };
                         tracing::error!(task = name, %reason, "a plugin task stopped while the plugin runs");
                         died.send_replace(Some((name, reason)));
@@ -492,16 +496,6 @@ async fn registration_watchdog(
 async fn wait_for(mut shutdown: watch::Receiver<bool>) {
     // An error means the sender is gone, which also means stop.
     let _ = shutdown.wait_for(|stop| *stop).await;
-}
-
-/// 8-4-4-4-12 hex digits, the form of Kubernetes UIDs.
-pub(crate) fn is_uuid(s: &str) -> bool {
-    let groups: Vec<&str> = s.split('-').collect();
-    groups.len() == 5
-        && groups
-            .iter()
-            .zip([8, 4, 4, 4, 12])
-            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 fn check_dns_subdomain(what: &str, value: &str, max: usize) -> Result<()> {

@@ -97,6 +97,17 @@ pub(crate) fn bind(path: &Path) -> Result<(UnixListener, SocketGuard)> {
     ))
 }
 
+/// 8-4-4-4-12 hex digits, the form of Kubernetes UIDs: a rolling-update instance's pod UID, which
+/// goes into its socket names.
+pub(crate) fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Rolling updates: removes the sockets of this driver's instances that died without cleaning up
 /// (their pod UID is in the name, so a new instance never binds over them). A socket something
 /// still answers on is an instance that runs, and stays.
@@ -107,16 +118,14 @@ pub(crate) fn remove_dead_instances(registry_dir: &Path, plugin_dir: &Path, driv
             // start with ours, so the middle must be exactly a UID.
             name.strip_prefix(driver)
                 .and_then(|r| r.strip_suffix("-reg.sock"))
-                .is_some_and(|mid| {
-                    mid.is_empty() || mid.strip_prefix('-').is_some_and(crate::plugin::is_uuid)
-                })
+                .is_some_and(|mid| mid.is_empty() || mid.strip_prefix('-').is_some_and(is_uuid))
         } else {
             // The plugin directory is this driver's alone.
             name == "dra.sock"
                 || name
                     .strip_prefix("dra-")
                     .and_then(|r| r.strip_suffix(".sock"))
-                    .is_some_and(crate::plugin::is_uuid)
+                    .is_some_and(is_uuid)
         }
     };
     for dir in [registry_dir, plugin_dir] {

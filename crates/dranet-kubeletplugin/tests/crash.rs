@@ -113,7 +113,7 @@ async fn crash_helper_process() {
     let mut builder = KubeletPlugin::builder(driver, api)
         .driver_name(DRIVER)
         .node_name(NODE)
-        .kubelet_dir(dir.join("kubelet"));
+        .kubelet_root_dir(dir.join("kubelet"));
     if let Some(n) = std::env::var(ENV_BLOCK_WRITE)
         .ok()
         .and_then(|n| n.parse().ok())

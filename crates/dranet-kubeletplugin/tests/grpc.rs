@@ -599,7 +599,7 @@ mod fake_apiserver {
         )
         .driver_name(DRIVER)
         .node_name(NODE)
-        .kubelet_dir(h.dir.path())
+        .kubelet_root_dir(h.dir.path())
         .checkpoint_path(h.dir.path().join("other-checkpoint"))
         .start()
         .await;
@@ -623,7 +623,7 @@ mod fake_apiserver {
         )
         .driver_name(DRIVER)
         .node_name(NODE)
-        .kubelet_dir(h.dir.path())
+        .kubelet_root_dir(h.dir.path())
         .start()
         .await
         .unwrap();
@@ -642,7 +642,7 @@ mod fake_apiserver {
         )
         .driver_name("Bad_Driver")
         .node_name(NODE)
-        .kubelet_dir(dir.path())
+        .kubelet_root_dir(dir.path())
         .start()
         .await
         .unwrap_err();
@@ -653,7 +653,7 @@ mod fake_apiserver {
         )
         .driver_name(DRIVER)
         .node_name(NODE)
-        .kubelet_dir(dir.path())
+        .kubelet_root_dir(dir.path())
         .max_devices_per_slice(500)
         .start()
         .await
@@ -678,7 +678,7 @@ mod fake_apiserver {
         )
         .driver_name(DRIVER)
         .node_name(NODE)
-        .kubelet_dir(dir.path())
+        .kubelet_root_dir(dir.path())
         .start()
         .await
         .unwrap_err();
@@ -690,7 +690,7 @@ mod fake_apiserver {
             KubeletPlugin::builder(driver.clone(), api.client().unwrap().field_manager(DRIVER))
                 .driver_name(DRIVER)
                 .node_name(NODE)
-                .kubelet_dir(dir.path())
+                .kubelet_root_dir(dir.path())
                 .checkpoint_policy(dranet_kubeletplugin::CheckpointPolicy::Quarantine)
                 .start()
                 .await

@@ -43,7 +43,7 @@ async fn a_prepare_state_the_checkpoint_cannot_read_back_fails_that_claim_only()
         KubeletPlugin::builder(driver.clone(), api.client().unwrap())
             .driver_name(DRIVER)
             .node_name(NODE)
-            .kubelet_dir(dir.path())
+            .kubelet_root_dir(dir.path())
             .start()
             .await
             .unwrap()

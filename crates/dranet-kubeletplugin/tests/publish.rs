@@ -259,7 +259,7 @@ async fn fake_apiserver_missing_node_is_retried() {
         .driver_name(DRIVER)
         .node_name("late-node"),
     )
-    .kubelet_dir(dir.path())
+    .kubelet_root_dir(dir.path())
     .start()
     .await
     .unwrap();
@@ -533,7 +533,7 @@ async fn fake_apiserver_canonical_quantities_are_not_a_change_after_a_restart() 
     )
     .driver_name(DRIVER)
     .node_name(NODE)
-    .kubelet_dir(h.dir.path());
+    .kubelet_root_dir(h.dir.path());
     let plugin = fast(again).start().await.unwrap();
     plugin.publish(d).unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;

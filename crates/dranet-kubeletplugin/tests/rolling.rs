@@ -24,7 +24,7 @@ async fn instance(
         KubeletPlugin::builder(driver.clone(), api.client().unwrap().field_manager(DRIVER))
             .driver_name(DRIVER)
             .node_name(NODE)
-            .kubelet_dir(dir)
+            .kubelet_root_dir(dir)
             .rolling_update(pod_uid)
             .retry_backoff(Backoff {
                 initial: Duration::from_millis(20),
@@ -186,7 +186,7 @@ mod fake_apiserver {
         )
         .driver_name(DRIVER)
         .node_name(NODE)
-        .kubelet_dir(dir.path())
+        .kubelet_root_dir(dir.path())
         .rolling_update("my-pod")
         .start()
         .await

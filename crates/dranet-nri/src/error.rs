@@ -91,6 +91,27 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// The plugin socket handed over by the runtime (`NRI_PLUGIN_SOCKET`) could not be checked or
+    /// set up.
+    #[error("NRI_PLUGIN_SOCKET={value:?}: {action}: {source}")]
+    InheritedSocketIo {
+        /// The variable's value.
+        value: String,
+        /// What was being done.
+        action: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The host device node a container device should mirror cannot be read.
+    #[error("invalid input: stat of host device {}: {source}", path.display())]
+    HostDevice {
+        /// The host path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A value handed to this crate (device, env key, mount, …) is not valid.
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -115,22 +136,6 @@ impl From<HandlerError> for Error {
 /// chain; the runtime gets the whole chain as the call's error. `dranet-kubeletplugin` uses the
 /// same type for its driver's handlers.
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The error and all its sources as one line, `error: cause: cause`, leaving out a cause whose
-/// text the line already holds.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = s.source();
-    }
-    line
-}
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

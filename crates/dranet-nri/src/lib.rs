@@ -91,6 +91,7 @@ mod events;
 #[cfg(feature = "fake")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fake")))]
 pub mod fake;
+mod framing;
 #[doc(hidden)]
 pub mod mux;
 mod plugin;
@@ -112,12 +113,17 @@ pub(crate) mod proto {
 }
 
 pub use adjust::ContainerAdjustment;
-pub use error::{Error, HandlerError, Result, error_chain};
+/// Retry timing of the runner's reconnects ([`RunnerBuilder::backoff`]); shared with the other
+/// dranet crates.
+pub use dranet_util::Backoff;
+/// A handler error and its causes as one line: what the runtime gets.
+pub use dranet_util::error_chain;
+pub use error::{Error, HandlerError, Result};
 pub use events::{Event, EventMask};
 pub use plugin::NriPlugin;
 pub use runner::{
-    Backoff, ConnectionState, DEFAULT_SOCKET_PATH, ENV_PLUGIN_IDX, ENV_PLUGIN_NAME,
-    ENV_PLUGIN_SOCKET, Runner, RunnerBuilder,
+    ConnectionState, DEFAULT_SOCKET_PATH, ENV_PLUGIN_IDX, ENV_PLUGIN_NAME, ENV_PLUGIN_SOCKET,
+    Runner, RunnerBuilder,
 };
 pub use service::{PLUGIN_SERVICE, RUNTIME_SERVICE};
 pub use types::{

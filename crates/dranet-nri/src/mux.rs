@@ -10,6 +10,7 @@
 //! write a whole ttrpc message per frame) up to [`MAX_INCOMING_PAYLOAD`].
 
 use crate::error::{Error, Result};
+use crate::framing::{Decoder, Framing, be_u32};
 use crate::ttrpc::{Message, MessageDecoder};
 
 /// Length of a frame header.
@@ -84,119 +85,47 @@ pub struct Frame {
     pub payload: Vec<u8>,
 }
 
-/// A byte stream's unread bytes: appended at the end, consumed from the front, compacted so a
-/// long-lived connection does not keep consumed bytes around. Shared by the mux and ttrpc decoders.
-#[derive(Debug, Default)]
-pub(crate) struct StreamBuf {
-    buf: Vec<u8>,
-    start: usize,
-}
+/// The mux framing: an 8-byte header (connection id, payload length) before each payload.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Frames;
 
-impl StreamBuf {
-    pub(crate) fn push(&mut self, bytes: &[u8]) {
-        if self.start > 0 && self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-        } else if self.start > 64 * 1024 {
-            self.buf.drain(..self.start);
-            self.start = 0;
+impl Framing for Frames {
+    const HEADER_LEN: usize = HEADER_LEN;
+    const LEN_AT: usize = 4;
+    const MAX_PAYLOAD: u32 = MAX_INCOMING_PAYLOAD;
+    type Record = Frame;
+
+    fn too_large(header: &[u8], len: u32) -> Error {
+        Error::FrameTooLarge {
+            conn_id: be_u32(header, 0),
+            len,
+            max: MAX_INCOMING_PAYLOAD,
         }
-        self.buf.extend_from_slice(bytes);
     }
 
-    /// The bytes not consumed yet.
-    pub(crate) fn avail(&self) -> &[u8] {
-        &self.buf[self.start..]
-    }
-
-    /// Marks `n` bytes of [`StreamBuf::avail`] as consumed.
-    pub(crate) fn consume(&mut self, n: usize) {
-        self.start += n;
-    }
-
-    /// The next length-prefixed record: an `H`-byte header, then the payload whose length
-    /// `payload_len` reads from the header (its error, for a length the protocol forbids, is
-    /// returned as is). `None` until the whole record is here; the record is consumed when
-    /// returned. Both the mux and ttrpc framings are records of this kind.
-    pub(crate) fn next_record<const H: usize>(
-        &mut self,
-        payload_len: impl FnOnce(&[u8; H]) -> Result<usize>,
-    ) -> Result<Option<([u8; H], Vec<u8>)>> {
-        let avail = self.avail();
-        let Some(hdr) = avail.first_chunk::<H>() else {
-            return Ok(None);
-        };
-        let total = H + payload_len(hdr)?;
-        if avail.len() < total {
-            return Ok(None);
+    fn record(header: &[u8], payload: Vec<u8>) -> Frame {
+        Frame {
+            conn_id: be_u32(header, 0),
+            payload,
         }
-        let record = (*hdr, avail[H..total].to_vec());
-        self.consume(total);
-        Ok(Some(record))
     }
 }
 
 /// Incremental mux frame decoder: push bytes as they arrive, pop whole frames.
 ///
 /// Errors are final: after one, the stream has lost sync and the connection must be dropped.
-#[derive(Debug, Default)]
-pub struct FrameDecoder {
-    buf: StreamBuf,
-    largest: usize,
-}
+pub type FrameDecoder = Decoder<Frames>;
 
 impl FrameDecoder {
-    /// An empty decoder.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Appends bytes read from the socket.
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.push(bytes);
-    }
-
-    /// Bytes received but not yet returned as a frame.
-    pub fn pending(&self) -> usize {
-        self.buf.avail().len()
-    }
-
     /// The next complete frame, `Ok(None)` if more bytes are needed, or an error for a header no
     /// NRI peer sends.
     pub fn next_frame(&mut self) -> Result<Option<Frame>> {
-        let conn_id = |h: &[u8; HEADER_LEN]| u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-        let record = self.buf.next_record::<HEADER_LEN>(|h| {
-            let len = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
-            if len > MAX_INCOMING_PAYLOAD {
-                return Err(Error::FrameTooLarge {
-                    conn_id: conn_id(h),
-                    len,
-                    max: MAX_INCOMING_PAYLOAD,
-                });
-            }
-            Ok(len as usize)
-        })?;
-        let Some((hdr, payload)) = record else {
-            return Ok(None);
-        };
-        self.largest = self.largest.max(HEADER_LEN + payload.len());
-        Ok(Some(Frame {
-            conn_id: conn_id(&hdr),
-            payload,
-        }))
+        self.next_record()
     }
 
     /// Length (header included) of the largest frame decoded so far.
     pub fn largest_frame(&self) -> usize {
-        self.largest
-    }
-
-    /// Call at end of stream: an error if a partial frame is left over.
-    pub fn finish(&self) -> Result<()> {
-        match self.pending() {
-            0 => Ok(()),
-            n => Err(Error::Truncated(n)),
-        }
+        self.largest()
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dranet_util::Backoff;
 use prost::Message as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -32,36 +33,6 @@ pub const ENV_PLUGIN_NAME: &str = "NRI_PLUGIN_NAME";
 pub const ENV_PLUGIN_IDX: &str = "NRI_PLUGIN_IDX";
 /// Set by a runtime that launched the plugin: the number of an inherited, connected socket.
 pub const ENV_PLUGIN_SOCKET: &str = "NRI_PLUGIN_SOCKET";
-
-/// Reconnection timing: `initial`, doubled after each failed attempt, never above `max`. The
-/// same shape as `dranet_core::Backoff` (this crate does not depend on dranet-core, so that an
-/// NRI plugin does not compile the Kubernetes API types).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    /// First delay after a failure.
-    pub initial: Duration,
-    /// Longest delay.
-    pub max: Duration,
-}
-
-impl Backoff {
-    /// A backoff from `initial` up to `max` (`max` is raised to `initial` if smaller).
-    pub const fn new(initial: Duration, max: Duration) -> Self {
-        let max = if max.as_nanos() < initial.as_nanos() {
-            initial
-        } else {
-            max
-        };
-        Self { initial, max }
-    }
-
-    /// The delay before retry number `attempt` (0-based).
-    pub fn delay(&self, attempt: u32) -> Duration {
-        self.initial
-            .saturating_mul(1u32 << attempt.min(20))
-            .min(self.max)
-    }
-}
 
 /// Where the runner's connection to the runtime stands; see [`Runner::watch_connection`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,8 +230,15 @@ fn inherited_socket(value: &str) -> Result<std::os::unix::net::UnixStream> {
     }
     // Check the descriptor before claiming it: owning a closed or foreign fd would close
     // someone else's file later.
-    let md = std::fs::metadata(format!("/proc/self/fd/{fd}"))
-        .map_err(|e| bad(format!("no such open descriptor ({e})")))?;
+    let io = |action| {
+        move |source| Error::InheritedSocketIo {
+            value: value.to_owned(),
+            action,
+            source,
+        }
+    };
+    let md =
+        std::fs::metadata(format!("/proc/self/fd/{fd}")).map_err(io("no such open descriptor"))?;
     if !md.file_type().is_socket() {
         return Err(bad("descriptor is not a socket".into()));
     }
@@ -269,7 +247,7 @@ fn inherited_socket(value: &str) -> Result<std::os::unix::net::UnixStream> {
     let stream = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
     stream
         .set_nonblocking(true)
-        .map_err(|e| bad(format!("setting non-blocking: {e}")))?;
+        .map_err(io("setting non-blocking"))?;
     Ok(stream)
 }
 
@@ -370,7 +348,7 @@ impl<P: NriPlugin> Runner<P> {
             self.state.send_replace(ConnectionState::Disconnected {
                 error: match &result {
                     Ok(()) => "the runtime closed the connection".into(),
-                    Err(e) => crate::error::error_chain(e),
+                    Err(e) => dranet_util::error_chain(e),
                 },
             });
             if !self.reconnect {

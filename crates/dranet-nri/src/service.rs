@@ -47,12 +47,14 @@ pub(crate) const MAX_SYNC_ITEMS: usize = 100_000;
 
 fn failure(err: &Error) -> Response {
     let code = match err {
-        Error::Decode { .. } | Error::InvalidInput(_) => code::INVALID_ARGUMENT,
+        Error::Decode { .. } | Error::InvalidInput(_) | Error::HostDevice { .. } => {
+            code::INVALID_ARGUMENT
+        }
         _ => code::UNKNOWN,
     };
     Response::Err {
         code,
-        message: crate::error::error_chain(err),
+        message: dranet_util::error_chain(err),
     }
 }
 

@@ -1,10 +1,10 @@
 //! ttrpc framing: a 10-byte big-endian header (`u32` length, `u32` stream id, `u8` type, `u8` flags)
 //! before a protobuf `Request` or `Response` envelope. Only unary calls exist in NRI.
 
-use crate::mux::StreamBuf;
 use prost::Message as _;
 
 use crate::error::{Error, Result};
+use crate::framing::{Decoder, Framing, be_u32};
 use crate::proto::ttrpc as pb;
 
 /// Length of a ttrpc message header.
@@ -86,51 +86,44 @@ impl Message {
     }
 }
 
+/// The ttrpc framing: a 10-byte header (length, stream id, type, flags) before each body.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Messages;
+
+impl Framing for Messages {
+    const HEADER_LEN: usize = HEADER_LEN;
+    const LEN_AT: usize = 0;
+    const MAX_PAYLOAD: u32 = MAX_MESSAGE_LEN;
+    type Record = Message;
+
+    fn too_large(header: &[u8], len: u32) -> Error {
+        Error::MessageTooLarge {
+            stream_id: be_u32(header, 4),
+            len,
+            max: MAX_MESSAGE_LEN,
+        }
+    }
+
+    fn record(header: &[u8], body: Vec<u8>) -> Message {
+        Message {
+            stream_id: be_u32(header, 4),
+            kind: MessageType::from_byte(header[8]),
+            flags: header[9],
+            body,
+        }
+    }
+}
+
 /// Incremental ttrpc message decoder for one channel's byte stream.
 ///
 /// Errors are final: after one, the stream has lost sync and the connection must be dropped.
-#[derive(Debug, Default)]
-pub struct MessageDecoder {
-    buf: StreamBuf,
-}
+pub type MessageDecoder = Decoder<Messages>;
 
 impl MessageDecoder {
-    /// An empty decoder.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Appends the next bytes of the channel's stream.
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.push(bytes);
-    }
-
-    /// Bytes received but not yet returned as a message.
-    pub fn pending(&self) -> usize {
-        self.buf.avail().len()
-    }
-
     /// The next complete message, `Ok(None)` if more bytes are needed, or an error for a header
     /// announcing more than ttrpc allows.
     pub fn next_message(&mut self) -> Result<Option<Message>> {
-        let stream_id = |h: &[u8; HEADER_LEN]| u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
-        let record = self.buf.next_record::<HEADER_LEN>(|h| {
-            let len = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-            if len > MAX_MESSAGE_LEN {
-                return Err(Error::MessageTooLarge {
-                    stream_id: stream_id(h),
-                    len,
-                    max: MAX_MESSAGE_LEN,
-                });
-            }
-            Ok(len as usize)
-        })?;
-        Ok(record.map(|(hdr, body)| Message {
-            stream_id: stream_id(&hdr),
-            kind: MessageType::from_byte(hdr[8]),
-            flags: hdr[9],
-            body,
-        }))
+        self.next_record()
     }
 }
 

@@ -16,18 +16,30 @@ use dranet_kubeletplugin::{DeviceHealthReport, Health};
 /// teams and Open vSwitch ports. Discovery already leaves out the ports of bridges and bonds.
 pub const DEFAULT_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || !(device.attributes["dra.net"].type in ["veth", "bridge", "ifb", "bond", "team", "openvswitch"])"#;
 
-/// Whether `filter` keeps `d`. An evaluation error is returned, naming nothing: the caller
-/// names the device.
-pub fn keeps(filter: &Program, d: &PublishedDevice) -> Result<bool, String> {
+/// Why `--filter` could not decide on a device ([`keeps`]); it names nothing, the caller names
+/// the device.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    /// The device's attributes cannot be shown to the expression (two names for one attribute).
+    #[error("{0}")]
+    Attributes(String),
+    /// The expression failed on the device.
+    #[error(transparent)]
+    Eval(dranet_core::cel::CelError),
+}
+
+/// Whether `filter` keeps `d`.
+pub fn keeps(filter: &Program, d: &PublishedDevice) -> Result<bool, FilterError> {
     let attrs = d.attributes.iter().map(|(k, v)| (k.as_str(), v.clone()));
     let none: [(&str, Quantity); 0] = [];
-    let attributes = DeviceAttributes::new(DRIVER_NAME, attrs, none)?;
+    let attributes =
+        DeviceAttributes::new(DRIVER_NAME, attrs, none).map_err(FilterError::Attributes)?;
     let view = DeviceView {
         driver: DRIVER_NAME,
         attributes: &attributes,
         allow_multiple_allocations: false,
     };
-    filter.matches(&view).map_err(|e| e.to_string())
+    filter.matches(&view).map_err(FilterError::Eval)
 }
 
 /// The devices to publish, by name, and a warning for each device the filter could not decide

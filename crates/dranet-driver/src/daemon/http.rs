@@ -1,7 +1,7 @@
 //! The daemon's HTTP endpoint: `/metrics`, `/healthz`, `/readyz` (GET only, HTTP/1.1).
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{AddrParseError, SocketAddr};
 use std::sync::Arc;
 
 use http_body_util::Full;
@@ -17,16 +17,29 @@ pub type Answer = (u16, &'static str, String);
 /// Maps a path to its answer; `None` is 404.
 pub type Handler = Arc<dyn Fn(&str) -> Option<Answer> + Send + Sync>;
 
+/// A `--bind-address` that is not an address and port.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not an address and port such as :9177 or 127.0.0.1:9177")]
+pub struct BindAddressError {
+    /// What was given.
+    pub value: String,
+    /// Why it does not parse.
+    #[source]
+    pub source: AddrParseError,
+}
+
 /// Parses `--bind-address` as upstream takes it: `:9177` (all addresses), `0.0.0.0:9177`,
 /// `127.0.0.1:9177`, `[::1]:9177`.
-pub fn parse_bind_address(s: &str) -> Result<SocketAddr, String> {
+pub fn parse_bind_address(s: &str) -> Result<SocketAddr, BindAddressError> {
     let full = if let Some(port) = s.strip_prefix(':') {
         format!("[::]:{port}")
     } else {
         s.to_string()
     };
-    full.parse()
-        .map_err(|_| format!("{s:?} is not an address and port such as :9177 or 127.0.0.1:9177"))
+    full.parse().map_err(|source| BindAddressError {
+        value: s.to_string(),
+        source,
+    })
 }
 
 /// Binds `addr` (falling back from `[::]` to `0.0.0.0` on hosts without IPv6).
@@ -113,7 +126,8 @@ mod tests {
         assert_eq!(parse_bind_address("[::1]:1").unwrap().port(), 1);
         for bad in ["9177", "localhost:9177", ":x", ""] {
             let e = parse_bind_address(bad).unwrap_err();
-            assert!(e.contains("not an address"), "{bad}: {e}");
+            assert_eq!(e.value, bad);
+            assert!(e.to_string().contains("not an address"), "{bad}: {e}");
         }
     }
 }

@@ -77,7 +77,7 @@ pub struct DaemonConfig {
     /// The node's name: the pool, the slices' `nodeName`.
     pub node_name: String,
     /// The kubelet's `--root-dir`.
-    pub kubelet_dir: PathBuf,
+    pub kubelet_root_dir: PathBuf,
     /// Where the driver keeps prepared claims and the attach journal.
     pub state_dir: PathBuf,
     /// The runtime's NRI socket.
@@ -104,7 +104,7 @@ impl std::fmt::Debug for DaemonConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DaemonConfig")
             .field("node_name", &self.node_name)
-            .field("kubelet_dir", &self.kubelet_dir)
+            .field("kubelet_root_dir", &self.kubelet_root_dir)
             .field("state_dir", &self.state_dir)
             .field("nri_socket", &self.nri_socket)
             .field("bind_address", &self.bind_address)
@@ -120,7 +120,7 @@ impl DaemonConfig {
     pub fn new(node_name: impl Into<String>) -> Self {
         Self {
             node_name: node_name.into(),
-            kubelet_dir: PathBuf::from(dranet_kubeletplugin::DEFAULT_KUBELET_DIR),
+            kubelet_root_dir: PathBuf::from(dranet_kubeletplugin::DEFAULT_KUBELET_ROOT_DIR),
             state_dir: PathBuf::from("/var/run/dranet"),
             nri_socket: PathBuf::from(dranet_nri::DEFAULT_SOCKET_PATH),
             nri_index: 10,
@@ -338,7 +338,7 @@ impl Daemon {
         let plugin = KubeletPlugin::builder(hooks.clone(), api)
             .driver_name(DRIVER_NAME)
             .node_name(&config.node_name)
-            .kubelet_dir(&config.kubelet_dir)
+            .kubelet_root_dir(&config.kubelet_root_dir)
             .metrics(metrics.clone())
             .health(health.clone())
             .start()

@@ -166,7 +166,7 @@ impl Harness {
             KubeletPlugin::builder(driver.clone(), api.client().unwrap().field_manager(DRIVER))
                 .driver_name(DRIVER)
                 .node_name(NODE)
-                .kubelet_dir(dir.path());
+                .kubelet_root_dir(dir.path());
         let plugin = f(builder).start().await.unwrap();
         let kubelet = FakeKubelet::connect(plugin.registration_socket())
             .await

@@ -1,35 +1,27 @@
-//! Crash-safe record of prepared claims.
-//!
-//! The file is one header line and a JSON body:
-//!
-//! ```text
-//! dranet-kubeletplugin-checkpoint v1 crc32=1c291ca3 len=57
-//! {"claims":{...}}
-//! ```
+//! Crash-safe record of prepared claims: [`Checkpoint`], mirrored to a file on every change.
 //!
 //! Writes go to a temporary file that is fsynced and then renamed over the old one (and the
-//! directory fsynced), so a crash leaves either the old or the new file. The CRC and length catch
-//! what rename cannot: a file truncated by a broken disk or edited by hand. Such a file is reported,
-//! never trusted blindly; see [`CheckpointPolicy`].
+//! directory fsynced), so a crash leaves either the old or the new file. The CRC and length of
+//! the file's format (see [`encode`]) catch what rename cannot: a file truncated by a broken disk
+//! or edited by hand. Such a file is reported, never trusted blindly; see [`CheckpointPolicy`].
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
+use dranet_util::{AtomicWrite, AtomicWriteStep};
 use tokio::sync::oneshot;
 
-use crate::driver::{ClaimRef, Prepared};
 use crate::error::{Error, Result};
 use crate::flock;
 use crate::metrics::{Metrics, NoMetrics};
 
-const MAGIC: &str = "dranet-kubeletplugin-checkpoint";
-const VERSION: &str = "v1";
+mod format;
+
+pub use format::{CheckpointDefect, CheckpointEntry, Phase, decode, encode};
 
 /// What to do when the checkpoint file exists but fails its checks at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,33 +32,6 @@ pub enum CheckpointPolicy {
     /// Move the file aside (`<name>.corrupt-<unix seconds>`), log it, and start empty; unprepare
     /// then calls the driver with [`crate::PrepareState::Unknown`] for claims it knows nothing about.
     Quarantine,
-}
-
-/// How far prepare got for a claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Phase {
-    /// The driver was called but has not returned successfully.
-    Preparing,
-    /// The driver returned; the entry holds its result.
-    Prepared,
-}
-
-/// One claim in the checkpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckpointEntry {
-    /// The claim.
-    pub claim: ClaimRef,
-    /// How far prepare got.
-    pub phase: Phase,
-    /// The driver's result, once [`Phase::Prepared`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prepared: Option<Prepared>,
-}
-
-#[derive(Serialize, Deserialize, Default)]
-struct Body {
-    claims: BTreeMap<String, CheckpointEntry>,
 }
 
 /// What [`Checkpoint::open`] found.
@@ -292,9 +257,9 @@ impl Checkpoint {
                     let n = claims.len();
                     (claims, LoadOutcome::Loaded(n))
                 }
-                Err(reason) => match policy {
+                Err(source) => match policy {
                     CheckpointPolicy::Refuse => {
-                        return Err(Error::CheckpointCorrupt { path, reason });
+                        return Err(Error::CheckpointCorrupt { path, source });
                     }
                     CheckpointPolicy::Quarantine => {
                         // Nanoseconds, so two quarantines in one second keep both files.
@@ -309,6 +274,7 @@ impl Checkpoint {
                         ));
                         fs::rename(&path, &moved_to)
                             .map_err(|e| Error::io("move corrupt checkpoint aside", &path, e))?;
+                        let reason = source.to_string();
                         tracing::error!(
                             path = %path.display(),
                             moved_to = %moved_to.display(),
@@ -461,146 +427,35 @@ fn lock_path(path: &Path) -> PathBuf {
 /// an error for the call that needed it, never silently replaced.
 fn read_claims(path: &Path) -> Result<Claims> {
     match fs::read(path) {
-        Ok(bytes) => decode(&bytes).map_err(|reason| Error::CheckpointCorrupt {
+        Ok(bytes) => decode(&bytes).map_err(|source| Error::CheckpointCorrupt {
             path: path.to_path_buf(),
-            reason,
+            source,
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Claims::new()),
         Err(e) => Err(Error::io("read checkpoint", path, e)),
     }
 }
 
-/// Encodes the claims as the checkpoint file's bytes.
-pub fn encode(claims: &BTreeMap<String, CheckpointEntry>) -> Vec<u8> {
-    // Serializing plain data into a Vec cannot fail; fall back to an empty body rather than panic.
-    let body =
-        serde_json::to_vec(&BodyRef { claims }).unwrap_or_else(|_| b"{\"claims\":{}}".to_vec());
-    let mut out = format!(
-        "{MAGIC} {VERSION} crc32={:08x} len={}\n",
-        crc32(&body),
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(&body);
-    out
-}
-
-#[derive(Serialize)]
-struct BodyRef<'a> {
-    claims: &'a BTreeMap<String, CheckpointEntry>,
-}
-
-/// Decodes checkpoint bytes, saying precisely what is wrong when they do not check out.
-pub fn decode(bytes: &[u8]) -> std::result::Result<BTreeMap<String, CheckpointEntry>, String> {
-    let nl = bytes
-        .iter()
-        .position(|&b| b == b'\n')
-        .ok_or_else(|| "no header line (file truncated?)".to_string())?;
-    let header =
-        std::str::from_utf8(&bytes[..nl]).map_err(|_| "header is not UTF-8".to_string())?;
-    let body = &bytes[nl + 1..];
-    let mut parts = header.split(' ');
-    if parts.next() != Some(MAGIC) {
-        return Err(format!("header {header:?} does not start with {MAGIC:?}"));
-    }
-    match parts.next() {
-        Some(VERSION) => {}
-        other => {
-            return Err(format!(
-                "unsupported checkpoint version {other:?}, want {VERSION:?}"
-            ));
-        }
-    }
-    let crc = parts
-        .next()
-        .and_then(|p| p.strip_prefix("crc32="))
-        .and_then(|h| u32::from_str_radix(h, 16).ok())
-        .ok_or_else(|| format!("header {header:?} has no valid crc32= field"))?;
-    let len = parts
-        .next()
-        .and_then(|p| p.strip_prefix("len="))
-        .and_then(|n| n.parse::<usize>().ok())
-        .ok_or_else(|| format!("header {header:?} has no valid len= field"))?;
-    if body.len() != len {
-        return Err(format!(
-            "body is {} bytes, header says {len} (torn write?)",
-            body.len()
-        ));
-    }
-    let actual = crc32(body);
-    if actual != crc {
-        return Err(format!(
-            "checksum mismatch: header says {crc:08x}, body has {actual:08x} (edited or corrupted)"
-        ));
-    }
-    let parsed: Body =
-        serde_json::from_slice(body).map_err(|e| format!("body is not a valid checkpoint: {e}"))?;
-    for (uid, entry) in &parsed.claims {
-        if uid != &entry.claim.uid {
-            return Err(format!(
-                "entry keyed {uid:?} is for claim UID {:?}",
-                entry.claim.uid
-            ));
-        }
-    }
-    Ok(parsed.claims)
-}
-
 fn write_file(path: &Path, claims: &BTreeMap<String, CheckpointEntry>) -> Result<()> {
-    let tmp = tmp_path(path);
-    let bytes = encode(claims);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| Error::io("create checkpoint temporary file", &tmp, e))?;
-    // A temporary file left by an older version may have another mode; the claims' state is
-    // for root only, whatever the umask.
-    f.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io("set checkpoint permissions", &tmp, e))?;
-    f.write_all(&bytes)
-        .map_err(|e| Error::io("write checkpoint", &tmp, e))?;
-    f.sync_all()
-        .map_err(|e| Error::io("fsync checkpoint", &tmp, e))?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(|e| Error::io("rename checkpoint into place", path, e))?;
-    // The rename itself is only durable once the directory entry is.
-    if let Some(dir) = path.parent() {
-        let d = File::open(dir).map_err(|e| Error::io("open checkpoint directory", dir, e))?;
-        d.sync_all()
-            .map_err(|e| Error::io("fsync checkpoint directory", dir, e))?;
-    }
-    Ok(())
-}
-
-/// CRC-32 (IEEE 802.3, reflected), table driven.
-fn crc32(data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut table = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-                k += 1;
-            }
-            table[i] = c;
-            i += 1;
-        }
-        table
-    };
-    let mut crc = !0u32;
-    for &b in data {
-        crc = TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
+    AtomicWrite::new(path)
+        .temp(tmp_path(path))
+        // A temporary file left by an older version may have another mode; the claims' state is
+        // for root only, whatever the umask.
+        .exact_mode(0o600)
+        .write(&encode(claims))
+        .map_err(|e| {
+            let (step, at, source) = e.into_parts();
+            let action = match step {
+                AtomicWriteStep::CreateTemp => "create checkpoint temporary file",
+                AtomicWriteStep::SetMode => "set checkpoint permissions",
+                AtomicWriteStep::Write => "write checkpoint",
+                AtomicWriteStep::SyncFile => "fsync checkpoint",
+                AtomicWriteStep::Rename => "rename checkpoint into place",
+                AtomicWriteStep::OpenDir => "open checkpoint directory",
+                AtomicWriteStep::SyncDir => "fsync checkpoint directory",
+            };
+            Error::io(action, at, source)
+        })
 }
 
 /// Creates `dir` and its missing parents with mode 0700 (before the umask, which can only
@@ -615,9 +470,9 @@ pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::PreparedDevice;
+    use crate::driver::{ClaimRef, Prepared, PreparedDevice};
 
-    fn entry(uid: &str, phase: Phase) -> CheckpointEntry {
+    pub(super) fn entry(uid: &str, phase: Phase) -> CheckpointEntry {
         CheckpointEntry {
             claim: ClaimRef {
                 namespace: "ns".into(),
@@ -636,11 +491,6 @@ mod tests {
                 state: Some(serde_json::json!({"netns": "/proc/1/ns/net"})),
             }),
         }
-    }
-
-    #[test]
-    fn crc32_matches_the_standard_check_value() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
     }
 
     #[tokio::test]
@@ -717,40 +567,6 @@ mod tests {
         assert_ne!(moved[0], moved[1]);
         assert_eq!(fs::read_to_string(&moved[0]).unwrap(), "first torn file");
         assert_eq!(fs::read_to_string(&moved[1]).unwrap(), "second torn file");
-    }
-
-    #[test]
-    fn garbage_is_rejected_not_panicked_on() {
-        for bad in [
-            &b""[..],
-            b"\n",
-            b"hello\n{}",
-            b"dranet-kubeletplugin-checkpoint v9 crc32=0 len=0\n",
-        ] {
-            assert!(decode(bad).is_err(), "{bad:?}");
-        }
-        let mut claims = BTreeMap::new();
-        claims.insert("x".to_string(), entry("y", Phase::Prepared));
-        let err = decode(&encode(&claims)).unwrap_err();
-        assert!(err.contains("keyed \"x\""), "{err}");
-    }
-
-    #[test]
-    fn every_truncation_and_every_changed_byte_is_detected() {
-        let mut claims = BTreeMap::new();
-        for uid in ["a", "b"] {
-            claims.insert(uid.to_string(), entry(uid, Phase::Prepared));
-        }
-        let good = encode(&claims);
-        assert_eq!(decode(&good).unwrap(), claims);
-        for len in 0..good.len() {
-            assert!(decode(&good[..len]).is_err(), "truncated to {len} bytes");
-        }
-        for i in 0..good.len() {
-            let mut bad = good.clone();
-            bad[i] ^= 0x01;
-            assert!(decode(&bad).is_err(), "byte {i} changed");
-        }
     }
 
     #[derive(Default)]

@@ -1,0 +1,290 @@
+//! Configuring a link in the pod, one step at a time: the move into its namespace (with its
+//! name, MTU, MAC and GSO/GRO sizes in the same request), its RDMA device, sysctls, VRF,
+//! addresses, up, ethtool, then routes, rules and neighbours. What detach must undo besides the
+//! host's recorded state (the pod's rules, a VRF we created, an RDMA device moved in exclusive
+//! mode) is noted in the journal entry as it is done.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::Path;
+
+use dranet_core::NetworkConfig;
+use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::packet_route::link::{
+    InfoData, InfoKind, InfoVrf, LinkAttribute, LinkInfo, LinkMessage,
+};
+
+use super::journal::Entry;
+use super::messages::{
+    address_message, l3mdev_rules, neighbour_message, parse_cidr, parse_mac, route_message,
+    rule_message, set_up,
+};
+use super::{EEXIST, PodNet, RawMessage, StepResult, at, is_errno, state};
+use crate::Error;
+use crate::netns::{Netns, Rtnl};
+
+/// What goes to the pod besides the link's netlink configuration: ethtool settings (kernel
+/// feature names) and the RDMA device.
+#[derive(Debug, Default)]
+pub(super) struct Extras {
+    pub(super) features: BTreeMap<String, bool>,
+    pub(super) private_flags: BTreeMap<String, bool>,
+    pub(super) rdma_device: Option<String>,
+}
+
+impl PodNet {
+    /// Moves the link into `pod` and applies `cfg` there, recording in `entry` what detach must
+    /// undo; the link as the pod has it, and the addresses it got.
+    pub(super) async fn configure(
+        &self,
+        host: &Rtnl,
+        pod: &Netns,
+        podr: &Rtnl,
+        entry: &mut Entry,
+        cfg: &NetworkConfig,
+        eth: &Extras,
+    ) -> StepResult<(LinkMessage, Vec<String>)> {
+        let rdma_device = eth.rdma_device.as_deref();
+        let (features, private_flags) = (&eth.features, &eth.private_flags);
+        let index = entry.host.index;
+        let iface = &cfg.interface;
+
+        // One request: the kernel closes the link (down) as part of the move, then applies the
+        // name in the pod and the rest. An explicit down first would cost a second RCU grace
+        // period (milliseconds) for nothing.
+        self.step("move")?;
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        m.attributes
+            .push(LinkAttribute::IfName(entry.pod_name.clone()));
+        if let Some(mtu) = iface.mtu {
+            m.attributes.push(LinkAttribute::Mtu(nonneg(mtu, "mtu")?));
+        }
+        if let Some(mac) = &iface.hardware_addr {
+            m.attributes
+                .push(LinkAttribute::Address(parse_mac(mac).map_err(at("mac"))?));
+        }
+        for (value, what, attr) in [
+            (
+                iface.gso_max_size,
+                "gsoMaxSize",
+                LinkAttribute::GsoMaxSize as fn(u32) -> LinkAttribute,
+            ),
+            (iface.gro_max_size, "groMaxSize", LinkAttribute::GroMaxSize),
+            (
+                iface.gso_ipv4_max_size,
+                "gsoIPv4MaxSize",
+                LinkAttribute::GsoIpv4MaxSize,
+            ),
+            (
+                iface.gro_ipv4_max_size,
+                "groIPv4MaxSize",
+                LinkAttribute::GroIpv4MaxSize,
+            ),
+        ] {
+            if let Some(v) = value {
+                m.attributes.push(attr(nonneg(v, what)?));
+            }
+        }
+        m.attributes
+            .push(LinkAttribute::NetNsFd(pod.as_fd().as_raw_fd()));
+        host.request(RouteNetlinkMessage::SetLink(m), 0)
+            .await
+            .map_err(at(format!("move into the pod as {}", entry.pod_name)))?;
+        let link = podr
+            .link_by_name(&entry.pod_name)
+            .await
+            .map_err(at("find the link in the pod"))?
+            .ok_or_else(|| {
+                at("find the link in the pod")(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "moved, but not in the pod namespace",
+                ))
+            })?;
+        let pod_index = link.header.index;
+        entry.pod_index = Some(pod_index);
+
+        if let Some(dev) = rdma_device {
+            self.step("rdma")?;
+            let rdma_err = |e: Error| at(format!("rdma device {dev}"))(io::Error::other(e));
+            if crate::rdma::netns_mode().map_err(rdma_err)? == crate::rdma::NetnsMode::Exclusive {
+                // Recorded before the move, so a crash right after it is undone too.
+                entry.rdma_device = Some(dev.to_string());
+                self.journal
+                    .write(entry)
+                    .map_err(|e| at("journal")(io::Error::other(e.to_string())))?;
+                crate::rdma::move_device(dev, &self.host, pod).map_err(rdma_err)?;
+            }
+        }
+
+        self.step("sysctl")?;
+        let name = entry.pod_name.clone();
+        let mut sysctls: Vec<(String, String)> = Vec::new();
+        if let Some(v) = iface.arp_ignore {
+            sysctls.push((format!("ipv4/conf/{name}/arp_ignore"), v.to_string()));
+        }
+        if let Some(v) = iface.arp_announce {
+            sysctls.push((format!("ipv4/conf/{name}/arp_announce"), v.to_string()));
+        }
+        if let Some(f) = iface.forwarding {
+            let v = if f { "1" } else { "0" };
+            sysctls.push((format!("ipv4/conf/{name}/forwarding"), v.into()));
+            sysctls.push((format!("ipv6/conf/{name}/forwarding"), v.into()));
+        }
+        if !sysctls.is_empty() {
+            pod.run(|| {
+                for (k, v) in &sysctls {
+                    std::fs::write(Path::new("/proc/sys/net").join(k), v)
+                        .map_err(|e| at(format!("sysctl {k}={v}"))(e))?;
+                }
+                Ok(())
+            })
+            .map_err(|e| at("sysctl")(io::Error::other(e.to_string())))??;
+        }
+
+        if let Some(vrf) = &iface.vrf {
+            self.step("vrf")?;
+            let table = vrf.table.unwrap_or(0);
+            let mut v = LinkMessage::default();
+            v.attributes.push(LinkAttribute::IfName(vrf.name.clone()));
+            v.attributes.push(LinkAttribute::LinkInfo(vec![
+                LinkInfo::Kind(InfoKind::Vrf),
+                LinkInfo::Data(InfoData::Vrf(vec![InfoVrf::TableId(table)])),
+            ]));
+            let vrf_step = format!("vrf {} table {table}", vrf.name);
+            let had_l3mdev = !l3mdev_rules(podr)
+                .await
+                .map_err(at(vrf_step.clone()))?
+                .is_empty();
+            match podr
+                .request(RouteNetlinkMessage::NewLink(v), NLM_F_CREATE | NLM_F_EXCL)
+                .await
+            {
+                Ok(_) => {
+                    entry.pod_vrf = Some(vrf.name.clone());
+                    entry.pod_l3mdev_rules = !had_l3mdev;
+                }
+                // A VRF the pod already has (another of its NICs) is joined, not owned.
+                Err(e) if is_errno(&e, EEXIST) => {}
+                Err(e) => return Err(at(vrf_step)(e)),
+            }
+            let vrf_link = podr
+                .link_by_name(&vrf.name)
+                .await
+                .map_err(at(vrf_step.clone()))?
+                .ok_or_else(|| at(vrf_step.clone())(io::Error::other("created but not found")))?;
+            podr.request(
+                RouteNetlinkMessage::SetLink(set_up(vrf_link.header.index, true)),
+                0,
+            )
+            .await
+            .map_err(at(vrf_step.clone()))?;
+            let mut m = LinkMessage::default();
+            m.header.index = pod_index;
+            m.attributes
+                .push(LinkAttribute::Controller(vrf_link.header.index));
+            podr.request(RouteNetlinkMessage::SetLink(m), 0)
+                .await
+                .map_err(at(vrf_step))?;
+        }
+
+        let addresses = if iface.addresses.is_empty() {
+            state::global_addresses(&entry.host)
+        } else {
+            iface.addresses.clone()
+        };
+        for cidr in &addresses {
+            self.step("address")?;
+            let step = format!("address {cidr}");
+            let (ip, len) = parse_cidr(cidr).map_err(at(step.clone()))?;
+            let msg = address_message(pod_index, ip, len);
+            create(podr, RouteNetlinkMessage::NewAddress(msg), step).await?;
+        }
+
+        self.step("up")?;
+        podr.request(RouteNetlinkMessage::SetLink(set_up(pod_index, true)), 0)
+            .await
+            .map_err(at("set up"))?;
+
+        if !features.is_empty() || !private_flags.is_empty() {
+            self.step("ethtool")?;
+            let ethtool_err = |e: Error| at("ethtool")(io::Error::other(e));
+            crate::ethtool::set_features(pod, &entry.pod_name, features).map_err(ethtool_err)?;
+            crate::ethtool::set_private_flags(pod, &entry.pod_name, private_flags)
+                .map_err(ethtool_err)?;
+        }
+
+        // Link-scope routes first: gateways of the others are reached through them.
+        let mut routes: Vec<_> = cfg.routes.iter().collect();
+        routes.sort_by_key(|r| !r.gateway.is_empty());
+        for r in routes {
+            self.step("route")?;
+            let step = if r.gateway.is_empty() {
+                format!("route {}", r.destination)
+            } else {
+                format!("route {} via {}", r.destination, r.gateway)
+            };
+            let msg = route_message(pod_index, r).map_err(at(step.clone()))?;
+            create(podr, RouteNetlinkMessage::NewRoute(msg), step).await?;
+        }
+
+        for r in &cfg.rules {
+            self.step("rule")?;
+            let step = format!(
+                "rule priority {} from {} to {} table {}",
+                r.priority,
+                or_all(&r.source),
+                or_all(&r.destination),
+                r.table
+            );
+            let msg = rule_message(r).map_err(at(step.clone()))?;
+            let raw = RawMessage::new(&RouteNetlinkMessage::NewRule(msg.clone()));
+            create(podr, RouteNetlinkMessage::NewRule(msg), step).await?;
+            entry.pod_rules.push(raw);
+        }
+
+        for n in &cfg.neighbors {
+            self.step("neighbour")?;
+            let step = format!("neighbour {} lladdr {}", n.destination, n.hardware_addr);
+            let ip: IpAddr = n.destination.parse().map_err(|e| {
+                at(step.clone())(io::Error::new(io::ErrorKind::InvalidInput, format!("{e}")))
+            })?;
+            let mac = parse_mac(&n.hardware_addr).map_err(at(step.clone()))?;
+            let msg = neighbour_message(pod_index, ip, mac);
+            create(podr, RouteNetlinkMessage::NewNeighbour(msg), step).await?;
+        }
+
+        self.step("done")?;
+        let link = podr
+            .link_by_index(pod_index)
+            .await
+            .map_err(at("read the link in the pod"))?
+            .unwrap_or(link);
+        Ok((link, addresses))
+    }
+}
+
+/// Adds `msg` in the pod. One that exists already is an error: the pod's is not ours to take
+/// over, nor to remove at detach.
+async fn create(podr: &Rtnl, msg: RouteNetlinkMessage, step: String) -> StepResult<()> {
+    podr.request(msg, NLM_F_CREATE | NLM_F_EXCL)
+        .await
+        .map(drop)
+        .map_err(at(step))
+}
+
+fn nonneg(v: i32, what: &str) -> StepResult<u32> {
+    u32::try_from(v).map_err(|_| {
+        at(what.to_string())(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} {v} is negative"),
+        ))
+    })
+}
+
+fn or_all(s: &str) -> &str {
+    if s.is_empty() { "all" } else { s }
+}

@@ -1,0 +1,347 @@
+//! The requests the fake answers: the paths, verbs and checks of the real API server for what the
+//! plugin uses.
+
+use std::convert::Infallible;
+
+use futures::StreamExt;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use serde_json::{Value, json};
+
+use super::claim_status::apply_claim_status;
+use super::http::{
+    Body, found_or_404, json_response, list_item, not_found, parse_selector, query, reason_for,
+    selected, status,
+};
+use super::stored::{as_stored, validate};
+use super::watch::watch;
+use super::{Shared, bump, emit, next_uid};
+
+pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    {
+        let mut st = shared.lock();
+        if st.down {
+            return status(503, "ServiceUnavailable", "the fake API server is down");
+        }
+        if let Some(f) = st
+            .faults
+            .iter_mut()
+            .find(|f| f.method == method && f.remaining > 0)
+        {
+            f.remaining -= 1;
+            let code = f.code;
+            st.faults.retain(|f| f.remaining > 0);
+            return status(code, reason_for(code), format!("injected failure {code}"));
+        }
+    }
+    let path = req.uri().path().to_string();
+    let q = query(&req);
+    let content_type = req
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return status(400, "BadRequest", format!("reading body: {e}")),
+    };
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (&method, parts.as_slice()) {
+        (&Method::GET, ["api", "v1", "nodes"])
+            if q.get("watch").is_some_and(|w| w == "true" || w == "1") =>
+        {
+            let Some(name) = q
+                .get("fieldSelector")
+                .and_then(|f| f.strip_prefix("metadata.name="))
+                .map(str::to_string)
+            else {
+                return status(
+                    400,
+                    "BadRequest",
+                    "the fake serves Node watches by metadata.name only",
+                );
+            };
+            // Subscribe before reading the current state: nothing can fall between them.
+            let rx = shared.node_events.subscribe();
+            let current = shared.lock().nodes.get(&name).cloned();
+            let line = |kind: &str, n: &Node| {
+                let mut bytes =
+                    serde_json::to_vec(&json!({"type": kind, "object": n})).unwrap_or_default();
+                bytes.push(b'\n');
+                Ok::<_, Infallible>(Frame::data(Bytes::from(bytes)))
+            };
+            let first: Vec<_> = current.iter().map(|n| line("ADDED", n)).collect();
+            let live = tokio_stream::wrappers::BroadcastStream::new(rx).filter_map(move |r| {
+                let out = r
+                    .ok()
+                    .filter(|(_, n)| n.metadata.name.as_deref() == Some(name.as_str()))
+                    .map(|(kind, n)| line(kind, &n));
+                async move { out }
+            });
+            let stream = futures::stream::iter(first).chain(live);
+            let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+        (&Method::GET, ["api", "v1", "nodes", name]) => {
+            let st = shared.lock();
+            match st.nodes.get(*name) {
+                Some(n) => json_response(
+                    StatusCode::OK,
+                    &serde_json::to_value(n).unwrap_or(Value::Null),
+                ),
+                None => status(404, "NotFound", format!("nodes \"{name}\" not found")),
+            }
+        }
+        (
+            &Method::GET,
+            [
+                "apis",
+                "resource.k8s.io",
+                "v1",
+                "namespaces",
+                ns,
+                "resourceclaims",
+                name,
+            ],
+        ) => {
+            let delay = shared.lock().claim_delay;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let st = shared.lock();
+            found_or_404(
+                st.claims.get(&(ns.to_string(), name.to_string())),
+                "resourceclaims.resource.k8s.io",
+                name,
+            )
+        }
+        (
+            &Method::PATCH,
+            [
+                "apis",
+                "resource.k8s.io",
+                "v1",
+                "namespaces",
+                ns,
+                "resourceclaims",
+                name,
+                "status",
+            ],
+        ) => apply_claim_status(shared, ns, name, &q, &content_type, &body),
+        (&Method::GET, ["apis", "resource.k8s.io", "v1", "resourceslices"]) => {
+            let sel = match parse_selector(q.get("fieldSelector")) {
+                Ok(s) => s,
+                Err(e) => return status(400, "BadRequest", e),
+            };
+            if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+                return watch(shared, &q, sel);
+            }
+            let st = shared.lock();
+            let items: Vec<Value> = st
+                .slices
+                .values()
+                .filter(|s| selected(s, &sel))
+                .map(list_item)
+                .collect();
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+                    "metadata": {"resourceVersion": st.rv.to_string()}, "items": items,
+                }),
+            )
+        }
+        (&Method::GET, ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
+            let st = shared.lock();
+            found_or_404(st.slices.get(*name), "resourceslices.resource.k8s.io", name)
+        }
+        (&Method::POST, ["apis", "resource.k8s.io", "v1", "resourceslices"]) => {
+            let mut slice: ResourceSlice = match serde_json::from_slice(&body) {
+                Ok(s) => s,
+                Err(e) => return status(400, "BadRequest", format!("decoding ResourceSlice: {e}")),
+            };
+            if slice
+                .metadata
+                .resource_version
+                .as_deref()
+                .is_some_and(|v| !v.is_empty())
+            {
+                return status(
+                    400,
+                    "BadRequest",
+                    "resourceVersion should not be set on objects to be created",
+                );
+            }
+            let gates = shared.lock().feature_gates.clone();
+            if let Err(e) = as_stored(&mut slice, &gates) {
+                return status(400, "BadRequest", e);
+            }
+            if let Err(e) = validate(&slice) {
+                return status(422, "Invalid", format!("ResourceSlice is invalid: {e}"));
+            }
+            let mut st = shared.lock();
+            let name = match (
+                slice.metadata.name.clone(),
+                slice.metadata.generate_name.clone(),
+            ) {
+                (Some(n), _) if !n.is_empty() => n,
+                (_, Some(prefix)) => format!("{prefix}{:05}", st.uid_seq + 1),
+                _ => return status(422, "Invalid", "metadata.name: Required value"),
+            };
+            if st.slices.contains_key(&name) {
+                return status(
+                    409,
+                    "AlreadyExists",
+                    format!("resourceslices.resource.k8s.io \"{name}\" already exists"),
+                );
+            }
+            let rv = bump(&mut st);
+            slice.metadata.name = Some(name.clone());
+            slice.metadata.uid = Some(next_uid(&mut st, "slice"));
+            slice.metadata.resource_version = Some(rv.to_string());
+            slice.metadata.generation = Some(1);
+            if let Some(m) = q.get("fieldManager") {
+                st.field_managers.push(m.clone());
+            }
+            st.slices.insert(name, slice.clone());
+            st.counts.creates += 1;
+            emit(shared, &mut st, "ADDED", &slice);
+            json_response(
+                StatusCode::CREATED,
+                &serde_json::to_value(&slice).unwrap_or(Value::Null),
+            )
+        }
+        (&Method::PUT, ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
+            let mut slice: ResourceSlice = match serde_json::from_slice(&body) {
+                Ok(s) => s,
+                Err(e) => return status(400, "BadRequest", format!("decoding ResourceSlice: {e}")),
+            };
+            if slice.metadata.name.as_deref() != Some(*name) {
+                return status(
+                    400,
+                    "BadRequest",
+                    "the name of the object does not match the name on the URL",
+                );
+            }
+            let gates = shared.lock().feature_gates.clone();
+            if let Err(e) = as_stored(&mut slice, &gates) {
+                return status(400, "BadRequest", e);
+            }
+            if let Err(e) = validate(&slice) {
+                return status(
+                    422,
+                    "Invalid",
+                    format!("ResourceSlice {name} is invalid: {e}"),
+                );
+            }
+            let mut st = shared.lock();
+            let Some(current) = st.slices.get(*name).cloned() else {
+                return not_found("resourceslices.resource.k8s.io", name);
+            };
+            let Some(rv) = slice
+                .metadata
+                .resource_version
+                .clone()
+                .filter(|v| !v.is_empty())
+            else {
+                return status(
+                    422,
+                    "Invalid",
+                    "metadata.resourceVersion: Invalid value: 0: must be specified for an update",
+                );
+            };
+            if Some(&rv) != current.metadata.resource_version.as_ref() {
+                return status(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on resourceslices.resource.k8s.io \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                    ),
+                );
+            }
+            let new_rv = bump(&mut st);
+            slice.metadata.uid = current.metadata.uid.clone();
+            slice.metadata.resource_version = Some(new_rv.to_string());
+            slice.metadata.generation = Some(current.metadata.generation.unwrap_or(1) + 1);
+            if let Some(m) = q.get("fieldManager") {
+                st.field_managers.push(m.clone());
+            }
+            st.slices.insert(name.to_string(), slice.clone());
+            st.counts.updates += 1;
+            emit(shared, &mut st, "MODIFIED", &slice);
+            json_response(
+                StatusCode::OK,
+                &serde_json::to_value(&slice).unwrap_or(Value::Null),
+            )
+        }
+        (&Method::DELETE, ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
+            let opts: Value = if body.is_empty() {
+                Value::Null
+            } else {
+                match serde_json::from_slice(&body) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return status(400, "BadRequest", format!("decoding DeleteOptions: {e}"));
+                    }
+                }
+            };
+            let mut st = shared.lock();
+            let Some(current) = st.slices.get(*name).cloned() else {
+                return not_found("resourceslices.resource.k8s.io", name);
+            };
+            let pre = &opts["preconditions"];
+            if let Some(uid) = pre["uid"].as_str()
+                && Some(uid) != current.metadata.uid.as_deref()
+            {
+                return status(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        current.metadata.uid.clone().unwrap_or_default()
+                    ),
+                );
+            }
+            if let Some(rv) = pre["resourceVersion"].as_str()
+                && Some(rv) != current.metadata.resource_version.as_deref()
+            {
+                return status(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        current
+                            .metadata
+                            .resource_version
+                            .clone()
+                            .unwrap_or_default()
+                    ),
+                );
+            }
+            st.slices.remove(*name);
+            let rv = bump(&mut st);
+            let mut gone = current;
+            gone.metadata.resource_version = Some(rv.to_string());
+            st.counts.deletes += 1;
+            emit(shared, &mut st, "DELETED", &gone);
+            json_response(
+                StatusCode::OK,
+                &serde_json::to_value(&gone).unwrap_or(Value::Null),
+            )
+        }
+        _ => status(
+            404,
+            "NotFound",
+            format!("the fake API server does not serve {method} {path}"),
+        ),
+    }
+}

@@ -1,0 +1,21 @@
+//! `dranet-util`: the small pieces of plumbing every dranet crate shares, in one place.
+//!
+//! - [`Backoff`]: retry timing, doubling from an initial delay up to a cap.
+//! - [`error_chain`]: an error and its causes as one line, `error: cause: cause`.
+//! - [`AtomicWrite`]: a file replaced so that a crash leaves either the old or the new content
+//!   (temporary file in the same directory, fsync, rename, fsync of the directory).
+//!
+//! It depends on the standard library only. That is the point of a crate of its own: the
+//! crates that share these pieces include `dranet-nri`, an NRI plugin library that must not
+//! compile the Kubernetes API types `dranet-core` brings, so the pieces cannot live in
+//! `dranet-core`; and a copy in each crate drifts.
+
+#![warn(missing_docs)]
+
+mod atomic;
+mod backoff;
+mod chain;
+
+pub use atomic::{AtomicWrite, AtomicWriteError, AtomicWriteStep, temp_path};
+pub use backoff::Backoff;
+pub use chain::error_chain;
