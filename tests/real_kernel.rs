@@ -216,25 +216,11 @@ fn build_initrd(kit: &Kit, dir: &Path) -> PathBuf {
         .arg(&dranet)
         .status();
     add_binary(&root, &dranet, "dranet");
-    for (i, m) in module_order(kit, MODULES).iter().enumerate() {
-        let name = m.file_name().expect("module name").to_string_lossy();
-        std::fs::copy(m, root.join("mods").join(format!("{i:02}-{name}"))).expect("module");
-    }
+    add_modules(kit, &root, MODULES);
     let init = root.join("init");
     std::fs::write(&init, include_str!("real_kernel/init.sh")).expect("init");
     run(Command::new("chmod").arg("+x").arg(&init));
-    let initrd = dir.join("initrd.cpio");
-    let list = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "cd {} && find . | /bin/busybox cpio -o -H newc > {}",
-            root.display(),
-            initrd.display()
-        ))
-        .status()
-        .expect("cpio");
-    assert!(list.success(), "building the initrd failed");
-    initrd
+    pack(&root, dir)
 }
 
 /// The qemu command line: the layout of the module docs.
@@ -658,10 +644,7 @@ fn build_pods_initrd(kit: &Kit, dir: &Path) -> PathBuf {
     ] {
         std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).expect("applet");
     }
-    for (i, m) in module_order(kit, POD_MODULES).iter().enumerate() {
-        let name = m.file_name().expect("module name").to_string_lossy();
-        std::fs::copy(m, root.join("mods").join(format!("{i:02}-{name}"))).expect("module");
-    }
+    add_modules(kit, &root, POD_MODULES);
     stripped(
         Path::new(env!("CARGO_BIN_EXE_dranet")),
         &root.join("t/dranet"),
@@ -677,6 +660,11 @@ fn build_pods_initrd(kit: &Kit, dir: &Path) -> PathBuf {
         std::fs::write(root.join(name), text).expect("init script");
         run(Command::new("chmod").arg("+x").arg(root.join(name)));
     }
+    pack(&root, dir)
+}
+
+/// `root` as the newc cpio archive `dir/initrd.cpio`.
+fn pack(root: &Path, dir: &Path) -> PathBuf {
     let initrd = dir.join("initrd.cpio");
     let ok = Command::new("sh")
         .arg("-c")
@@ -689,6 +677,14 @@ fn build_pods_initrd(kit: &Kit, dir: &Path) -> PathBuf {
         .expect("cpio");
     assert!(ok.success(), "building the initrd failed");
     initrd
+}
+
+/// `modules` and what they depend on into `root/mods`, named so that a glob loads them in order.
+fn add_modules(kit: &Kit, root: &Path, modules: &[&str]) {
+    for (i, m) in module_order(kit, modules).iter().enumerate() {
+        let name = m.file_name().expect("module name").to_string_lossy();
+        std::fs::copy(m, root.join("mods").join(format!("{i:02}-{name}"))).expect("module");
+    }
 }
 
 /// Pods over soft-RoCE with `dranet run` as the node's DRA driver, on Debian's 6.1 kernel: a real

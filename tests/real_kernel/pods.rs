@@ -311,41 +311,38 @@ async fn pingpong(cri: &Cri, a: (&Pod, &str), b: (&Pod, &str), server_ip: &str) 
     const ITERS: u64 = 200;
     const SIZE: u64 = 4096;
     let (n, s) = (ITERS.to_string(), SIZE.to_string());
-    let server_cmd = [
-        "ibv_rc_pingpong",
-        "-d",
-        a.1,
-        "-g",
-        "0",
-        "-n",
-        &n,
-        "-s",
-        &s,
-        "-c",
-    ];
-    let client_cmd = [
-        "ibv_rc_pingpong",
-        "-d",
-        b.1,
-        "-g",
-        "0",
-        "-n",
-        &n,
-        "-s",
-        &s,
-        "-c",
-        server_ip,
-    ];
+    // The same options on both sides; the client names the server.
+    let cmd = |dev: &str, server: Option<&str>| -> Vec<String> {
+        let mut c: Vec<String> = [
+            "ibv_rc_pingpong",
+            "-d",
+            dev,
+            "-g",
+            "0",
+            "-n",
+            &n,
+            "-s",
+            &s,
+            "-c",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        c.extend(server.map(String::from));
+        c
+    };
+    let server_cmd = cmd(a.1, None);
+    let client_cmd = cmd(b.1, Some(server_ip));
     let srv = {
         let cri = cri.clone();
         let pod = a.0.clone();
-        let cmd: Vec<String> = server_cmd.iter().map(|s| s.to_string()).collect();
         tokio::spawn(async move {
-            let c: Vec<&str> = cmd.iter().map(String::as_str).collect();
+            let c: Vec<&str> = server_cmd.iter().map(String::as_str).collect();
             cri.exec(&pod, &c, 120).await
         })
     };
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    let client_cmd: Vec<&str> = client_cmd.iter().map(String::as_str).collect();
     let cli = cri.exec(b.0, &client_cmd, 120).await.expect("client exec");
     let srv = srv.await.expect("server task").expect("server exec");
     let want = 2 * ITERS * SIZE;
