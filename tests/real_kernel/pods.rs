@@ -727,7 +727,8 @@ async fn scenario(t0: Instant) {
 
 /// RunPodSandbox for claims of 1, 4 and 8 NICs (macvlans moved into the pod, named as on the
 /// host), three times each, and a pod without a claim: the CRI call as the kubelet times it, and
-/// dranet's own hook as its log line reports it. Printed, not asserted.
+/// dranet's own hook as its log line reports it. Printed, not asserted (timings depend on the
+/// machine's load).
 async fn bench(
     api: &FakeApiServer,
     kubelet: &FakeKubelet,
@@ -806,10 +807,16 @@ async fn bench(
             rows.join("\n")
         ),
     );
-    assert!(
-        missed.is_empty(),
-        "pods started without dranet's attach: {missed:?}"
-    );
+    // A timing, so not a check: a hook past containerd's 2 s limit gets the plugin dropped and
+    // the pod started without its NICs. Said loudly, for the log and the benchmarks doc.
+    if !missed.is_empty() {
+        say(
+            t0,
+            &format!(
+                "WARNING: pods started without dranet's attach (NRI's 2 s limit passed): {missed:?}"
+            ),
+        );
+    }
 }
 
 /// dranet's own time in RunPodSandbox for `pod` (its log line; written right after the hook).
