@@ -324,16 +324,17 @@ impl NetworkDriver {
             let config = claim::config_for(claim, r, base)
                 .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
             claim::check_device(&config, dev, &inv).map_err(|e| fail(e.to_string()))?;
-            if let (Some(nd), Some(e)) = (&dev.netdev, &config.ethtool) {
-                self.check_ethtool(&nd.name, e)
-                    .map_err(|e| fail(format!("device {} ({}): {e}", r.device, nd.name)))?;
+            let netdev = claim::pod_netdev(dev);
+            if let (Some(nd), Some(e)) = (netdev, &config.ethtool) {
+                self.check_ethtool(nd, e)
+                    .map_err(|e| fail(format!("device {} ({nd}): {e}", r.device)))?;
             }
             devices.push(DeviceRecord {
                 request: r.request.clone(),
                 pool: r.pool.clone(),
                 device: r.device.clone(),
                 share_id: r.share_id.clone(),
-                netdev: dev.netdev.as_ref().map(|n| n.name.clone()),
+                netdev: netdev.map(str::to_string),
                 config,
                 rdma: dev.rdma.as_ref().map(|l| l.name.clone()),
                 char_devices: dev

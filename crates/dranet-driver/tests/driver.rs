@@ -232,6 +232,56 @@ fn gb300_pods_get_exactly_their_rdma_char_devices() {
     assert_eq!(devs(&d, "pa").len(), 4);
 }
 
+/// Soft-RoCE (`rxe`) on a veth and on a PCI NIC's netdev: the kernel deletes such a link when
+/// its netdev changes namespace (seen on Debian's 6.1 in `tests/real_kernel.rs`), so a pod gets
+/// its char devices and the netdev stays on the host; a config that needs the netdev is refused.
+#[test]
+fn a_software_rdma_link_is_given_as_char_devices_and_its_netdev_stays() {
+    let node = Node::new(dranet_discovery::fixture::edge_cases);
+    let d = node.driver();
+    let rt = rt();
+    for (rxe, netdev, uverbs) in [
+        ("rxe1", "veth-a", "/dev/infiniband/uverbs"),
+        ("rxe0", "rail0", "/dev/infiniband/uverbs"),
+    ] {
+        let dev = node.device(rxe);
+        let pod_uid = format!("p-{rxe}");
+        rt.block_on(d.prepare_claim(&claim(rxe, &[&pod_uid], &[("rdma", &dev)], vec![])))
+            .unwrap();
+        let c = d.claims_of_pod(&pod_uid);
+        assert_eq!(
+            c[0].devices[0].netdev, None,
+            "{rxe}: {netdev} must not move"
+        );
+        assert_eq!(c[0].devices[0].rdma.as_deref(), Some(rxe));
+        let given = devs(&d, &pod_uid);
+        assert!(given.iter().any(|p| p.starts_with(uverbs)), "{given:?}");
+        assert!(given.iter().any(|p| p.contains("rdma_cm")), "{given:?}");
+        // Nothing moves, so even a pod on the host network may have it.
+        rt.block_on(d.start_pod(&pod(&pod_uid))).unwrap();
+
+        let err = rt
+            .block_on(d.prepare_claim(&claim(
+                &format!("{rxe}-cfg"),
+                &["q"],
+                &[("rdma", &dev)],
+                vec![opaque(
+                    "FromClaim",
+                    None,
+                    serde_json::json!({"interface": {"name": "net1"}}),
+                )],
+            )))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("software RDMA link {rxe} on {netdev}"))
+                && err.contains("deletes it when")
+                && err.contains("may not set interface"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn multi_port_hca_and_ucm_devices_are_all_given() {
     let node = Node::new(dranet_discovery::fixture::edge_cases);
