@@ -102,6 +102,10 @@ pub struct HostLink {
     pub parent_dev: Option<String>,
     /// Link kind (`veth`, `macvlan`, `ipoib`, …), none for a physical NIC.
     pub kind: Option<String>,
+    /// The index of the link it hangs off (`IFLA_LINK`: a veth's peer, a macvlan's lower
+    /// device), part of a virtual link's identity.
+    #[serde(default)]
+    pub peer_index: Option<u32>,
     /// Administratively up.
     pub up: bool,
     /// GSO max size.
@@ -140,6 +144,7 @@ pub(crate) async fn capture(rtnl: &Rtnl, link: &LinkMessage) -> io::Result<HostL
         perm_mac: None,
         parent_dev: None,
         kind: None,
+        peer_index: None,
         up: link.header.flags.contains(LinkFlags::Up),
         gso_max_size: None,
         gro_max_size: None,
@@ -160,6 +165,7 @@ pub(crate) async fn capture(rtnl: &Rtnl, link: &LinkMessage) -> io::Result<HostL
                 h.perm_mac = Some(m.clone())
             }
             LinkAttribute::ParentDevName(p) => h.parent_dev = Some(p.clone()),
+            LinkAttribute::Link(i) => h.peer_index = Some(*i),
             LinkAttribute::GsoMaxSize(v) => h.gso_max_size = Some(*v),
             LinkAttribute::GroMaxSize(v) => h.gro_max_size = Some(*v),
             LinkAttribute::GsoIpv4MaxSize(v) => h.gso_ipv4_max_size = Some(*v),
