@@ -29,7 +29,10 @@ pub mod podnet;
 pub mod rdma;
 pub mod store;
 
-pub use driver::{NetworkDriver, NetworkDriverBuilder, Rescan, StatusWriter, status_writer};
+pub use driver::{
+    ClaimReader, NetworkDriver, NetworkDriverBuilder, Rescan, StatusWriter, Synchronized,
+    claim_reader, status_writer,
+};
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
