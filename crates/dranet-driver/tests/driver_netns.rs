@@ -371,3 +371,54 @@ async fn an_unreadable_journal_entry_does_not_block_stopping_a_pod() {
     // And Synchronize goes on too.
     d.synchronize_pods(&[]).await.unwrap();
 }
+
+/// A device attached to a live pod is never taken by another sandbox, whatever the driver's
+/// records say (here: the claim prepared again, for another pod, while the first still runs).
+/// The refused pod's error and Event say so in its owner's terms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_in_a_live_pod_is_never_taken_by_another() {
+    if !can_run("a_device_in_a_live_pod_is_never_taken_by_another") {
+        return;
+    }
+    let node = Node::new("inuse-h", &[]);
+    let host_before = node.host.dump();
+    let pa = Ns::new("inuse-pa");
+    let pb = Ns::new("inuse-pb");
+    let (writer, events) = sink();
+    let hooks = Instrumented::new(
+        Arc::new(node.driver()),
+        Arc::new(DaemonMetrics::new()),
+        Some(writer),
+        "node-a",
+    );
+    let cfg = serde_json::json!({"interface": {"name": "net1"}});
+    hooks
+        .driver()
+        .prepare_claim(&claim("nic", "pa", "v0", cfg.clone()))
+        .await
+        .unwrap();
+    hooks.run_pod_sandbox(&pod("pa", &pa)).await.unwrap();
+    let in_a = pa.dump();
+    hooks
+        .driver()
+        .prepare_claim(&claim("nic", "pb", "v0", cfg))
+        .await
+        .unwrap();
+    let err = hooks
+        .run_pod_sandbox(&pod("pb", &pb))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("in use by another pod"), "{err}");
+    assert_no_host_details(&err, &["v0", "v0p"]);
+    assert_eq!(pa.dump(), in_a, "pod a keeps its link");
+    assert!(!pb.try_ip(&["link", "show", "net1"]));
+    wait_for_events(&events, 1).await;
+    let msg = events.lock().unwrap()[0]
+        .message
+        .clone()
+        .unwrap_or_default();
+    assert!(msg.contains("in use by another pod"), "{msg}");
+    hooks.stop_pod_sandbox(&pod("pa", &pa)).await.unwrap();
+    assert_eq!(node.host.dump(), host_before);
+}

@@ -272,12 +272,14 @@ impl NriPlugin for Instrumented {
         let _g = self.enter();
         let t = Instant::now();
         let (claims, devices) = self.pod_devices(pod);
+        // The journal, not the claims, knows what the sandbox holds (its claim may be gone or
+        // prepared again for another pod): the driver always looks.
+        self.driver.stop_pod(pod).await;
         if claims.is_empty() {
             self.metrics
                 .nri_request("StopPodSandbox", NOOP, t.elapsed());
             return Ok(());
         }
-        self.driver.stop_pod(pod).await;
         self.metrics
             .nri_request("StopPodSandbox", SUCCESS, t.elapsed());
         self.metrics.pod_devices("detach", true, t.elapsed());
