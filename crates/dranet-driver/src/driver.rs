@@ -570,13 +570,7 @@ impl NetworkDriver {
                         tracing::warn!(pod = %who, claim = %format!("{}/{}", c.namespace, c.name), device = %d.device, link, netns = %ns.display(), error = %e, "attach failed");
                         result = Err(Error::Pod {
                             pod: who.clone(),
-                            reason: format!(
-                                "claim {}/{} device {}: {}",
-                                c.namespace,
-                                c.name,
-                                d.device,
-                                e.user_message()
-                            ),
+                            reason: device_failure(c, d, &e),
                         });
                         break;
                     }
@@ -612,13 +606,7 @@ impl NetworkDriver {
             tracing::warn!(pod = %pod, claim = %format!("{}/{}", c.namespace, c.name), device = %d.device, rdma = ?d.rdma, error = %e, "moving an RDMA-only device into the pod failed");
             Error::RdmaAttach {
                 pod: pod.clone(),
-                reason: format!(
-                    "claim {}/{} device {}: {}",
-                    c.namespace,
-                    c.name,
-                    d.device,
-                    e.user_message()
-                ),
+                reason: device_failure(c, d, &e),
             }
         };
         let mut pod_ns = None;
@@ -918,6 +906,17 @@ impl NetworkDriver {
             });
         }
     }
+}
+
+/// What a pod's owner is told when one device of a claim could not be given to the pod.
+fn device_failure(c: &ClaimRecord, d: &DeviceRecord, e: &Error) -> String {
+    format!(
+        "claim {}/{} device {}: {}",
+        c.namespace,
+        c.name,
+        d.device,
+        e.user_message()
+    )
 }
 
 fn jiff_now() -> dranet_kubeletplugin::k8s_openapi::jiff::Timestamp {

@@ -2,23 +2,23 @@
 //! applies, what is refused and why, and exactly which RDMA char devices each pod's containers
 //! get. Moving links into pods is covered as root by `podnet.rs` and `e2e.rs`.
 
+mod support;
+
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use dranet_core::{CharDeviceKind, Discover, Inventory};
-use dranet_driver::claim::DRIVER_NAME;
 use dranet_driver::netns::Netns;
 use dranet_driver::podnet::{Attached, PodNet};
 use dranet_driver::rdma::NetnsMode;
-use dranet_driver::{NetworkDriver, Rescan};
+use dranet_driver::{ClaimReader, NetworkDriver, Rescan};
+use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
-    ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
+    DeviceAllocationConfiguration, ResourceClaimConsumerReference,
 };
-use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare};
 use dranet_nri::PodSandbox;
+use support::claims::{claim, opaque};
 
 struct Node {
     _dir: tempfile::TempDir,
@@ -46,6 +46,15 @@ impl Node {
     }
 
     fn driver(&self) -> NetworkDriver {
+        self.build(None)
+    }
+
+    /// A driver that reads claims through `reader`.
+    fn driver_reading(&self, reader: ClaimReader) -> NetworkDriver {
+        self.build(Some(reader))
+    }
+
+    fn build(&self, reader: Option<ClaimReader>) -> NetworkDriver {
         let sysfs = self.sysfs.clone();
         let scans = self.scans.clone();
         let rescan: Rescan = Arc::new(move || {
@@ -56,10 +65,12 @@ impl Node {
         });
         let podnet =
             PodNet::new(Netns::current().unwrap(), self.state.path().join("podnet")).unwrap();
-        NetworkDriver::builder(podnet, self.state.path().join("driver"), rescan)
-            .rdma_mode(NetnsMode::Shared)
-            .build()
-            .unwrap()
+        let mut b = NetworkDriver::builder(podnet, self.state.path().join("driver"), rescan)
+            .rdma_mode(NetnsMode::Shared);
+        if let Some(r) = reader {
+            b = b.claim_reader(r);
+        }
+        b.build().unwrap()
     }
 
     /// The published name of the device with this RDMA link or interface.
@@ -73,63 +84,6 @@ impl Node {
             })
             .map(|d| d.name.clone())
             .unwrap_or_else(|| panic!("no device {rdma_or_netdev} in {:?}", inv.devices))
-    }
-}
-
-fn claim(
-    name: &str,
-    pods: &[&str],
-    devices: &[(&str, &str)],
-    config: Vec<DeviceAllocationConfiguration>,
-) -> ClaimToPrepare {
-    let reserved = pods
-        .iter()
-        .map(|p| ResourceClaimConsumerReference {
-            api_group: None,
-            resource: "pods".into(),
-            name: format!("pod-{p}"),
-            uid: p.to_string(),
-        })
-        .collect();
-    ClaimToPrepare {
-        claim_ref: ClaimRef {
-            namespace: "ml".into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-        },
-        claim: ResourceClaim {
-            status: Some(ResourceClaimStatus {
-                reserved_for: Some(reserved),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        results: devices
-            .iter()
-            .map(|(req, dev)| DeviceRequestAllocationResult {
-                request: req.to_string(),
-                driver: DRIVER_NAME.into(),
-                pool: "node-a".into(),
-                device: dev.to_string(),
-                ..Default::default()
-            })
-            .collect(),
-        config,
-    }
-}
-
-fn opaque(
-    source: &str,
-    requests: Option<&[&str]>,
-    v: serde_json::Value,
-) -> DeviceAllocationConfiguration {
-    DeviceAllocationConfiguration {
-        source: source.into(),
-        requests: requests.map(|r| r.iter().map(|s| s.to_string()).collect()),
-        opaque: Some(OpaqueDeviceConfiguration {
-            driver: DRIVER_NAME.into(),
-            parameters: RawExtension(v),
-        }),
     }
 }
 
@@ -651,45 +605,15 @@ fn a_netdev_claim_reserved_for_two_pods_is_refused_at_prepare() {
 /// the late pod its devices too.
 #[test]
 fn a_pod_added_to_a_claim_after_prepare_gets_an_error_or_its_shared_devices() {
-    use dranet_driver::driver::ClaimReader;
     let node = Node::new(|d| dranet_discovery::fixture::sriov_node(d, 2));
     let vf = node.device("ens1f0v0");
-    // What the API server holds: the claims as they are now.
-    let now: Arc<std::sync::Mutex<Vec<ClaimToPrepare>>> = Arc::default();
-    let reads = Arc::new(AtomicUsize::new(0));
-    let (held, count) = (now.clone(), reads.clone());
-    let reader: ClaimReader = Arc::new(move |ns: String, name: String| {
-        count.fetch_add(1, Ordering::SeqCst);
-        let found = held
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|c| c.claim_ref.namespace == ns && c.claim_ref.name == name)
-            .map(|c| c.claim.clone());
-        Box::pin(async move { found.ok_or_else(|| format!("claim {ns}/{name} not found")) })
-    });
-    let d = {
-        let sysfs = node.sysfs.clone();
-        let rescan: Rescan = Arc::new(move || {
-            dranet_discovery::host(&sysfs, Default::default())
-                .discover()
-                .map_err(|e| e.to_string())
-        });
-        let podnet =
-            PodNet::new(Netns::current().unwrap(), node.state.path().join("podnet")).unwrap();
-        NetworkDriver::builder(podnet, node.state.path().join("driver"), rescan)
-            .rdma_mode(NetnsMode::Shared)
-            .claim_reader(reader)
-            .build()
-            .unwrap()
-    };
+    let api = FakeClaims::default();
+    let d = node.driver_reading(api.reader());
     let rt = rt();
     rt.block_on(d.prepare_claim(&claim("nic", &["pa"], &[("nic", &vf)], vec![])))
         .unwrap();
     // Later the scheduler adds pod b to the claim.
-    now.lock()
-        .unwrap()
-        .push(claim("nic", &["pa", "pb"], &[("nic", &vf)], vec![]));
+    api.put(claim("nic", &["pa", "pb"], &[("nic", &vf)], vec![]));
     let e = rt
         .block_on(d.start_pod(&pod("pb")))
         .unwrap_err()
@@ -702,49 +626,50 @@ fn a_pod_added_to_a_claim_after_prepare_gets_an_error_or_its_shared_devices() {
     // A pod of the namespace that is not a consumer starts as before; one of another namespace
     // costs no read.
     rt.block_on(d.start_pod(&pod("pc"))).unwrap();
-    let before = reads.load(Ordering::SeqCst);
+    let before = api.reads.load(Ordering::SeqCst);
     let mut elsewhere = pod("pd");
     elsewhere.namespace = "other".into();
     rt.block_on(d.start_pod(&elsewhere)).unwrap();
-    assert_eq!(reads.load(Ordering::SeqCst), before);
+    assert_eq!(api.reads.load(Ordering::SeqCst), before);
 
     // RDMA-only, shared: the late pod gets the devices.
     let gb = Node::new(dranet_discovery::fixture::azure_nd_gb300_v6);
     let mlx0 = gb.device("mlx5_0");
-    let now2: Arc<std::sync::Mutex<Vec<ClaimToPrepare>>> = Arc::default();
-    let held = now2.clone();
-    let reader: ClaimReader = Arc::new(move |ns: String, name: String| {
-        let found = held
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|c| c.claim_ref.namespace == ns && c.claim_ref.name == name)
-            .map(|c| c.claim.clone());
-        Box::pin(async move { found.ok_or_else(|| format!("claim {ns}/{name} not found")) })
-    });
-    let d = {
-        let sysfs = gb.sysfs.clone();
-        let rescan: Rescan = Arc::new(move || {
-            dranet_discovery::host(&sysfs, Default::default())
-                .discover()
-                .map_err(|e| e.to_string())
-        });
-        let podnet =
-            PodNet::new(Netns::current().unwrap(), gb.state.path().join("podnet")).unwrap();
-        NetworkDriver::builder(podnet, gb.state.path().join("driver"), rescan)
-            .rdma_mode(NetnsMode::Shared)
-            .claim_reader(reader)
-            .build()
-            .unwrap()
-    };
+    let api = FakeClaims::default();
+    let d = gb.driver_reading(api.reader());
     rt.block_on(d.prepare_claim(&claim("ib", &["pa"], &[("rdma", &mlx0)], vec![])))
         .unwrap();
-    now2.lock()
-        .unwrap()
-        .push(claim("ib", &["pa", "pb"], &[("rdma", &mlx0)], vec![]));
+    api.put(claim("ib", &["pa", "pb"], &[("rdma", &mlx0)], vec![]));
     assert!(devs(&d, "pb").is_empty());
     rt.block_on(d.start_pod(&pod("pb"))).unwrap();
     assert_eq!(devs(&d, "pb"), devs(&d, "pa"));
+}
+
+/// Claims as the API server holds them now, read through a [`ClaimReader`] that counts reads.
+#[derive(Default)]
+struct FakeClaims {
+    claims: Arc<Mutex<Vec<ClaimToPrepare>>>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl FakeClaims {
+    fn put(&self, c: ClaimToPrepare) {
+        self.claims.lock().unwrap().push(c);
+    }
+
+    fn reader(&self) -> ClaimReader {
+        let (held, count) = (self.claims.clone(), self.reads.clone());
+        Arc::new(move |ns: String, name: String| {
+            count.fetch_add(1, Ordering::SeqCst);
+            let found = held
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|c| c.claim_ref.namespace == ns && c.claim_ref.name == name)
+                .map(|c| c.claim.clone());
+            Box::pin(async move { found.ok_or_else(|| format!("claim {ns}/{name} not found")) })
+        })
+    }
 }
 
 /// Everything the kernel or this driver would refuse at every sandbox start is refused at

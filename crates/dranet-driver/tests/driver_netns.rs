@@ -7,22 +7,16 @@ mod support;
 use std::sync::{Arc, Mutex};
 
 use dranet_core::{Inventory, Netdev, NetworkDevice};
-use dranet_driver::claim::DRIVER_NAME;
 use dranet_driver::daemon::metrics::DaemonMetrics;
 use dranet_driver::daemon::{EventWriter, Instrumented};
 use dranet_driver::netns::Netns;
 use dranet_driver::podnet::PodNet;
 use dranet_driver::rdma::NetnsMode;
 use dranet_driver::{NetworkDriver, Rescan};
+use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::Event;
-use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
-    ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
-};
-use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare};
 use dranet_nri::{Namespace, NriPlugin, PodSandbox};
-use support::{Ns, can_run, host_with_veth};
+use support::{Ns, can_run, claims, host_with_veth};
 
 /// A veth end as a netdev device, published as `dev-<name>` so that messages can be checked for
 /// the host's link name apart from the device's.
@@ -91,41 +85,14 @@ impl Node {
     }
 }
 
+/// Claim `name` of the link's device for one pod, with one config entry.
 fn claim(name: &str, pod: &str, link: &str, config: serde_json::Value) -> ClaimToPrepare {
-    ClaimToPrepare {
-        claim_ref: ClaimRef {
-            namespace: "ml".into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-        },
-        claim: ResourceClaim {
-            status: Some(ResourceClaimStatus {
-                reserved_for: Some(vec![ResourceClaimConsumerReference {
-                    api_group: None,
-                    resource: "pods".into(),
-                    name: format!("pod-{pod}"),
-                    uid: pod.into(),
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        results: vec![DeviceRequestAllocationResult {
-            request: "nic".into(),
-            driver: DRIVER_NAME.into(),
-            pool: "node-a".into(),
-            device: format!("dev-{link}"),
-            ..Default::default()
-        }],
-        config: vec![DeviceAllocationConfiguration {
-            source: "FromClaim".into(),
-            requests: None,
-            opaque: Some(OpaqueDeviceConfiguration {
-                driver: DRIVER_NAME.into(),
-                parameters: RawExtension(config),
-            }),
-        }],
-    }
+    claims::claim(
+        name,
+        &[pod],
+        &[("nic", &format!("dev-{link}"))],
+        vec![claims::opaque("FromClaim", None, config)],
+    )
 }
 
 fn pod(uid: &str, netns: &Ns) -> PodSandbox {
@@ -142,14 +109,21 @@ fn pod(uid: &str, netns: &Ns) -> PodSandbox {
     }
 }
 
-fn sink() -> (EventWriter, Arc<Mutex<Vec<Event>>>) {
+/// The daemon's hooks around the node's driver, with the Events they record.
+fn hooks(node: &Node) -> (Instrumented, Arc<Mutex<Vec<Event>>>) {
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
-    let s = events.clone();
+    let sink = events.clone();
     let writer: EventWriter = Arc::new(move |ev| {
-        s.lock().unwrap().push(ev);
+        sink.lock().unwrap().push(ev);
         Box::pin(async { Ok(()) })
     });
-    (writer, events)
+    let hooks = Instrumented::new(
+        Arc::new(node.driver()),
+        Arc::new(DaemonMetrics::new()),
+        Some(writer),
+        "node-a",
+    );
+    (hooks, events)
 }
 
 async fn wait_for_events(events: &Mutex<Vec<Event>>, n: usize) {
@@ -197,13 +171,7 @@ async fn pods_started_while_disconnected_get_their_links_at_synchronize() {
     let host_before = node.host.dump();
     let pa = Ns::new("sync-pa");
     let pb = Ns::new("sync-pb");
-    let (writer, events) = sink();
-    let hooks = Instrumented::new(
-        Arc::new(node.driver()),
-        Arc::new(DaemonMetrics::new()),
-        Some(writer),
-        "node-a",
-    );
+    let (hooks, events) = hooks(&node);
     let d = hooks.driver().clone();
     d.prepare_claim(&claim(
         "nic-a",
@@ -266,13 +234,7 @@ async fn attach_errors_say_what_is_wrong_without_host_details() {
     let node = Node::new("msg-h", &[]);
     let host_before = node.host.dump();
     let p = Ns::new("msg-p");
-    let (writer, events) = sink();
-    let hooks = Instrumented::new(
-        Arc::new(node.driver()),
-        Arc::new(DaemonMetrics::new()),
-        Some(writer),
-        "node-a",
-    );
+    let (hooks, events) = hooks(&node);
     hooks
         .driver()
         .prepare_claim(&claim(
@@ -384,13 +346,7 @@ async fn a_device_in_a_live_pod_is_never_taken_by_another() {
     let host_before = node.host.dump();
     let pa = Ns::new("inuse-pa");
     let pb = Ns::new("inuse-pb");
-    let (writer, events) = sink();
-    let hooks = Instrumented::new(
-        Arc::new(node.driver()),
-        Arc::new(DaemonMetrics::new()),
-        Some(writer),
-        "node-a",
-    );
+    let (hooks, events) = hooks(&node);
     let cfg = serde_json::json!({"interface": {"name": "net1"}});
     hooks
         .driver()

@@ -10,21 +10,10 @@
 //!   make a link of the same name, index and MAC, but not one whose peer is the host's.
 
 use rtnetlink::packet_route::link::{LinkAttribute, LinkInfo, LinkMessage};
-use serde::{Deserialize, Serialize};
 
 use super::journal::Entry;
-use super::state::HostLink;
+use super::state::{HostLink, Peer};
 use crate::netns::link_name;
-
-/// The link a virtual link hangs off (`IFLA_LINK`) as one namespace sees it: its index there and,
-/// when it is in another namespace, that namespace's id in this one (`IFLA_LINK_NETNSID`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Peer {
-    /// Its index, in its own namespace.
-    pub index: u32,
-    /// The id its namespace has in the observer's, when it is another namespace.
-    pub netnsid: Option<i32>,
-}
 
 /// The link's kind (`veth`, `macvlan`, `ipoib`), none for a physical NIC.
 pub(super) fn kind(l: &LinkMessage) -> Option<String> {

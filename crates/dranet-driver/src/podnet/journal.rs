@@ -16,8 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::identity::Peer;
-use super::state::{HostLink, RawMessage};
+use super::state::{HostLink, Peer, RawMessage};
 use crate::durable;
 use crate::netns::NetnsId;
 use crate::{Error, Result};

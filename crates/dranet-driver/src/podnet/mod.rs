@@ -71,11 +71,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use attach::{AttachRequest, Attached};
-pub use identity::Peer;
 pub use journal::{Entry, JOURNAL_VERSION, Journal, Phase};
 pub use messages::{format_mac, parse_cidr, parse_mac};
 pub use restore::Recovery;
-pub use state::{HostLink, RawMessage};
+pub use state::{HostLink, Peer, RawMessage};
 pub use validate::{ConfigRefusal, check_config, check_link};
 
 use crate::Result;

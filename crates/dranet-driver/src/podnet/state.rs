@@ -85,6 +85,16 @@ fn summarize(msg: &RouteNetlinkMessage) -> String {
     }
 }
 
+/// The link a virtual link hangs off (`IFLA_LINK`) as one namespace sees it: its index there and,
+/// when it is in another namespace, that namespace's id in this one (`IFLA_LINK_NETNSID`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    /// Its index, in its own namespace.
+    pub index: u32,
+    /// The id its namespace has in the observer's, when it is another namespace.
+    pub netnsid: Option<i32>,
+}
+
 /// A link as it was on the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostLink {
