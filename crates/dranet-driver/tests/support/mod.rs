@@ -130,7 +130,10 @@ impl Ns {
         let mut addrs = self.json(&["addr", "show"]);
         // A new address is flagged tentative until a kernel work item clears it, DAD or not (it
         // is off here): a transient a loaded machine catches, like NO-CARRIER above.
-        strip(&mut addrs, &["operstate", "link_netnsid", "stats", "tentative"]);
+        strip(
+            &mut addrs,
+            &["operstate", "link_netnsid", "stats", "tentative"],
+        );
         let parts = [
             ("links", links),
             ("addresses", addrs),
