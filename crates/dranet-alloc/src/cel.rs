@@ -63,6 +63,7 @@ mod stack;
 mod types;
 mod validate;
 mod value;
+mod version;
 
 pub use activation::MAX_EVAL_STEPS;
 pub use attrs::{AttrKey, AttributesError, DeviceAttributes, split_qualified};
@@ -76,6 +77,7 @@ pub use dranet_core::AttributeValue;
 pub use dranet_core::{Quantity, Semver};
 pub use error::{CelError, MAX_EXPRESSION_LEN};
 pub use program::Program;
+pub use version::{KubeVersion, UnsupportedVersion};
 
 pub(crate) use attrs::{Given, NameArena};
 pub(crate) use device::{FastDevice, FullDevice, Scalar};
