@@ -130,7 +130,7 @@ fn versions(o: &mut Out) {
             format!("dyn({A}.ifName).exists(c, c == \"e\")"),
             format!("[{A}.ifName].exists(n, n == \"eth0\")"),
             format!("{A}.exists(k, k == \"ifName\")"),
-            format!("device.attributes.exists(d, d == \"dra.net\")"),
+            "device.attributes.exists(d, d == \"dra.net\")".to_string(),
         ],
     );
 }
