@@ -103,23 +103,6 @@ fn recorded_path(version: KubeVersion) -> PathBuf {
     fixtures::root().join("testdata/cel").join(name)
 }
 
-/// The version of the kit's running cluster (`kit.sh env` prints the one it was started with).
-fn running_version(kit: &std::path::Path) -> KubeVersion {
-    let out = std::process::Command::new(kit)
-        .arg("env")
-        .output()
-        .expect("run kit.sh env");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("export KUBE_VERSION="))
-        .map(|v| {
-            v.trim_matches(['"', '\''])
-                .parse()
-                .expect("the kit's KUBE_VERSION")
-        })
-        .unwrap_or(KubeVersion::V1_34)
-}
-
 /// The API server's verdict on one selector: `None` admitted, else its message.
 type Verdict = Option<String>;
 
@@ -220,7 +203,7 @@ fn new_selectors_are_checked_in_the_api_servers_create_environment(version: Kube
     // The live check needs the kit running this version.
     let kit = fixtures::kit_script()
         .filter(|k| fixtures::kit_running(k))
-        .filter(|k| running_version(k) == version);
+        .filter(|k| fixtures::kit_version(k) == version);
     if std::env::var("DRANET_CEL_ADMISSION_REGEN").is_ok_and(|v| v == "1") {
         if let Some(kit) = &kit {
             let live = fixtures::create_claims_dry_run(kit, "admission", &all)
