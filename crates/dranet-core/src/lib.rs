@@ -39,6 +39,7 @@ pub mod cloud;
 mod config;
 mod device;
 mod error;
+pub mod health;
 pub mod names;
 mod netdev;
 mod numa;

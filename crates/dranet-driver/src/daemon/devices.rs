@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use dranet_alloc::cel::{DeviceAttributes, DeviceView, Program, Quantity};
 use dranet_core::attributes::{AttributeValue, names};
+use dranet_core::health::Fault;
 use dranet_core::slice::PublishedDevice;
 use dranet_core::{DRIVER_NAME, Inventory, NetworkDevice};
 use dranet_kubeletplugin::{DeviceHealthReport, Health};
@@ -106,41 +107,25 @@ pub fn rdma_count(devices: &BTreeMap<String, PublishedDevice>) -> usize {
         .count()
 }
 
-/// Operational states that mean the link carries no traffic.
-const LINK_DOWN: [&str; 4] = ["down", "lowerlayerdown", "notpresent", "dormant"];
-
-/// The health of one scanned device: its netdev's operational state, then its RDMA ports.
+/// The health of one scanned device: its netdev's operational state, then its RDMA ports (the
+/// judgment that also taints the published device: [`dranet_core::health::Fault`]).
 pub fn device_health(d: &NetworkDevice) -> (Health, String) {
-    if let Some(n) = &d.netdev
-        && let Some(st) = n.operstate.as_deref()
-        && LINK_DOWN.contains(&st)
-    {
-        return (Health::Unhealthy, format!("link {} is {st}", n.name));
+    match Fault::of(d) {
+        Some(f) => (Health::Unhealthy, f.to_string()),
+        None => (Health::Healthy, "link up".into()),
     }
-    if let Some(r) = &d.rdma {
-        let states: Vec<(u32, &str)> = r
-            .ports
-            .iter()
-            .filter_map(|p| p.state.as_deref().map(|s| (p.number, s)))
-            .collect();
-        if !states.is_empty() && !states.iter().any(|(_, s)| s.contains("ACTIVE")) {
-            let (port, st) = states[0];
-            return (
-                Health::Unhealthy,
-                format!("RDMA link {} port {port} is {st}", r.name),
-            );
-        }
-    }
-    (Health::Healthy, "link up".into())
 }
 
 /// Health reports for the kubelet: every published device, and every device published before
-/// that is gone now (unhealthy until it returns). `known` remembers what was ever published.
+/// that is gone now (unhealthy until it returns). `known` remembers what was ever published;
+/// `in_pods` is the state of the netdevs in pods' namespaces, by device (what the host's scan
+/// cannot see).
 pub fn health(
     pool: &str,
     inv: &Inventory,
     published: &BTreeMap<String, PublishedDevice>,
     in_use: &BTreeMap<String, String>,
+    in_pods: &BTreeMap<String, Option<Fault>>,
     known: &mut BTreeSet<String>,
     valid_for: Duration,
 ) -> Vec<DeviceHealthReport> {
@@ -149,18 +134,23 @@ pub fn health(
     known
         .iter()
         .map(|name| {
-            let (health, message) = match (inv.device(name), in_use.get(name)) {
+            let in_pod = in_pods.get(name).and_then(Option::as_ref);
+            let (health, message) = match (inv.device(name), in_use.get(name), in_pod) {
+                (_, Some(claim), Some(f)) => (
+                    Health::Unhealthy,
+                    format!("{f}, in the pod of claim {claim}"),
+                ),
                 // A netdev moved into a pod is not visible here: its RDMA ports still are.
-                (Some(d), Some(claim)) if d.netdev.is_none() => match device_health(d) {
+                (Some(d), Some(claim), None) if d.netdev.is_none() => match device_health(d) {
                     (Health::Healthy, _) => (Health::Healthy, format!("in use by claim {claim}")),
                     other => other,
                 },
-                (Some(d), _) => device_health(d),
-                (None, Some(claim)) => (
+                (Some(d), _, _) => device_health(d),
+                (None, Some(claim), None) => (
                     Health::Healthy,
                     format!("in use by claim {claim}, in its pod's network namespace"),
                 ),
-                (None, None) => (Health::Unhealthy, "gone from the node".into()),
+                (None, None, _) => (Health::Unhealthy, "gone from the node".into()),
             };
             DeviceHealthReport {
                 pool: pool.to_string(),
@@ -194,6 +184,7 @@ mod tests {
         PublishedDevice {
             name: name.into(),
             attributes,
+            fault: None,
         }
     }
 
@@ -297,6 +288,7 @@ mod tests {
                 inv,
                 published,
                 &none,
+                &BTreeMap::new(),
                 &mut known,
                 Duration::from_secs(60),
             );
@@ -310,5 +302,38 @@ mod tests {
             (Health::Unhealthy, "gone from the node".to_string())
         );
         assert_eq!(check(&present, &listed).0, Health::Healthy);
+    }
+
+    #[test]
+    fn a_netdev_down_in_its_pod_is_unhealthy_and_healthy_again_when_up() {
+        let mut known = BTreeSet::new();
+        let listed = BTreeMap::from([("a".to_string(), published("a", None))]);
+        let in_use = BTreeMap::from([("a".to_string(), "ns/c".to_string())]);
+        // The netdev is in the pod: the host's scan does not see it.
+        let inv = Inventory::default();
+        let mut check = |in_pods: BTreeMap<String, Option<Fault>>| {
+            let r = health(
+                "n",
+                &inv,
+                &listed,
+                &in_use,
+                &in_pods,
+                &mut known,
+                Duration::from_secs(60),
+            );
+            (r[0].health, r[0].message.clone())
+        };
+        let down = BTreeMap::from([("a".to_string(), Fault::of_link("net1", "down"))]);
+        assert_eq!(
+            check(down),
+            (
+                Health::Unhealthy,
+                "link net1 is down, in the pod of claim ns/c".to_string()
+            )
+        );
+        let up = BTreeMap::from([("a".to_string(), None)]);
+        assert_eq!(check(up).0, Health::Healthy);
+        // Not readable (the pod is going away): what the claim says, as before.
+        assert_eq!(check(BTreeMap::new()).0, Health::Healthy);
     }
 }

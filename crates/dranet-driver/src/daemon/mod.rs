@@ -251,6 +251,8 @@ pub struct Daemon {
     awaiting_publish: Option<Instant>,
     /// What [`IN_USE_FILE`] holds.
     saved_in_use: BTreeMap<String, PublishedDevice>,
+    /// The state of the netdevs in pods at the last rescan, by device.
+    pod_links: BTreeMap<String, Option<dranet_core::health::Fault>>,
 }
 
 /// The published description of each device in use, kept across restarts: after one, the scan
@@ -399,6 +401,7 @@ impl Daemon {
             excluded: BTreeSet::new(),
             awaiting_publish: None,
             saved_in_use: BTreeMap::new(),
+            pod_links: BTreeMap::new(),
         };
         d.saved_in_use = load_in_use(&d.config.state_dir);
         d.published = d.saved_in_use.clone();
@@ -488,6 +491,7 @@ impl Daemon {
             inv,
             &self.published,
             &in_use,
+            &self.pod_links,
             &mut self.known,
             self.config.poll.max_interval * 3,
         );
@@ -500,6 +504,7 @@ impl Daemon {
     async fn rescan(&mut self, trigger: &str, since: Option<Instant>) {
         let t = Instant::now();
         let inv = scan(&self.rescan).await;
+        self.pod_links = self.hooks.driver().pod_link_faults().await;
         self.metrics.scan(trigger, inv.is_ok(), t.elapsed());
         match inv {
             Ok(inv) => match self.publish(&inv) {

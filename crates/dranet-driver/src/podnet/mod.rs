@@ -58,6 +58,7 @@
 
 mod attach;
 mod configure;
+mod health;
 mod identity;
 mod journal;
 mod locks;
