@@ -90,7 +90,7 @@ impl Ns {
         .to_string()
     }
 
-    fn json(&self, args: &[&str]) -> Value {
+    pub fn json(&self, args: &[&str]) -> Value {
         let mut all = vec!["-j"];
         all.extend_from_slice(args);
         let out = self.ip(&all);
