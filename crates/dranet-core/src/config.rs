@@ -334,6 +334,102 @@ impl NetworkConfig {
     }
 }
 
+fn refuse(field: &str, reason: &str) -> Error {
+    Error::InvalidConfig {
+        field: field.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl NetworkConfig {
+    /// The interface's type (`Passthrough` when unset).
+    pub fn interface_type(&self) -> InterfaceType {
+        self.interface.r#type.unwrap_or_default()
+    }
+
+    /// The addressing in effect: `addressing`, else `DHCP` for the deprecated `dhcp: true`,
+    /// else `Static`.
+    pub fn addressing(&self) -> Addressing {
+        match (self.interface.addressing, self.interface.dhcp) {
+            (Some(a), _) => a,
+            (None, Some(true)) => Addressing::Dhcp,
+            (None, _) => Addressing::Static,
+        }
+    }
+
+    /// The sharing rules of the module docs; the error names the field.
+    fn validate_type(&self) -> Result<()> {
+        let iface = &self.interface;
+        let ty = self.interface_type();
+        if iface.dhcp.is_some() && iface.addressing.is_some() {
+            return Err(refuse(
+                "interface.dhcp",
+                "is deprecated and cannot be set with interface.addressing; keep only \
+                 addressing",
+            ));
+        }
+        if iface.ipvlan.is_some() && ty != InterfaceType::Ipvlan {
+            return Err(refuse(
+                "interface.ipvlan",
+                &format!("applies to type IPVLAN only, not {}", ty.as_str()),
+            ));
+        }
+        let addressing = self.addressing();
+        if addressing == Addressing::Unnumbered {
+            if !ty.is_child() {
+                return Err(refuse(
+                    "interface.addressing",
+                    "Unnumbered is for a child interface only (type IPVLAN or Macvlan)",
+                ));
+            }
+            if !iface.addresses.is_empty() {
+                return Err(refuse(
+                    "interface.addresses",
+                    "an Unnumbered interface gets no addresses; remove them or use Static",
+                ));
+            }
+        }
+        if !ty.is_child() {
+            return Ok(());
+        }
+        let child = |field: &str, what: &str| {
+            refuse(
+                field,
+                &format!("cannot be set for type {}: {what}", ty.as_str()),
+            )
+        };
+        if iface.hardware_addr.is_some() {
+            return Err(child(
+                "interface.hardwareAddr",
+                "a child's MAC is its parent's (IPVLAN) or the kernel's choice (Macvlan)",
+            ));
+        }
+        if iface.vrf.is_some() {
+            return Err(child(
+                "interface.vrf",
+                "not supported for a child interface",
+            ));
+        }
+        if self.ethtool.is_some() {
+            return Err(child(
+                "ethtool",
+                "offloads belong to the parent NIC, which every pod sharing it uses",
+            ));
+        }
+        if addressing == Addressing::Static && iface.addresses.is_empty() {
+            return Err(refuse(
+                "interface.addresses",
+                &format!(
+                    "a {} child never gets the host's addresses: give it addresses, or set \
+                     interface.addressing: Unnumbered",
+                    ty.as_str()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

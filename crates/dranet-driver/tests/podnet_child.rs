@@ -298,15 +298,7 @@ async fn child_crash_helper() {
     ) else {
         return; // only meaningful as the child of the crash test
     };
-    let hook: StepHook = Arc::new(move |s: &str| {
-        if s == at {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &std::process::id().to_string()])
-                .status();
-            std::thread::sleep(Duration::from_secs(10));
-        }
-        Ok(())
-    });
+    let hook = support::killing_hook(at);
     let pn = PodNet::new(Netns::open(&host).unwrap(), &journal)
         .unwrap()
         .step_hook(hook);
@@ -339,26 +331,12 @@ async fn a_daemon_killed_mid_create_leaves_no_orphan_child_after_restart() {
             .await
             .unwrap();
         let (host_before, pod_before, other_before) = (h.dump(), p.dump(), other.dump());
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "child_crash_helper",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env("DRANET_T_HOST", h.path())
-            .env("DRANET_T_POD", p.path())
-            .env("DRANET_T_JOURNAL", journal.path())
-            .env("DRANET_T_CRASH_AT", step)
-            .output()
-            .unwrap();
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            out.status.signal(),
-            Some(9),
-            "{step}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        support::rerun_until_killed(
+            "child_crash_helper",
+            &h.path(),
+            &p.path(),
+            journal.path(),
+            step,
         );
         assert!(
             p.try_ip(&["link", "show", "net1"]),

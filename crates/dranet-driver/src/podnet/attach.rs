@@ -123,13 +123,7 @@ impl PodNet {
         }
         self.validate(req.link, req.config)?;
 
-        let pod = Netns::open(req.pod_netns)?;
-        let pod_id = pod.id()?;
-        if self.host_ids.contains(&pod_id) {
-            return Err(Error::HostNetns {
-                netns: req.pod_netns.to_path_buf(),
-            });
-        }
+        let (pod, pod_id) = self.open_pod(req.pod_netns)?;
         let host = self.host.rtnl().await?;
         let podr = pod.rtnl().await?;
         let link = host
@@ -258,6 +252,18 @@ impl PodNet {
             source: e.source,
             rollback,
         })
+    }
+
+    /// Opens the pod's namespace and its identity, refusing the host's own.
+    pub(super) fn open_pod(&self, path: &Path) -> Result<(Netns, crate::netns::NetnsId)> {
+        let pod = Netns::open(path)?;
+        let pod_id = pod.id()?;
+        if self.host_ids.contains(&pod_id) {
+            return Err(Error::HostNetns {
+                netns: path.to_path_buf(),
+            });
+        }
+        Ok((pod, pod_id))
     }
 
     /// The answer to a retry of a completed attach: the link as the pod has it, if it is still

@@ -33,6 +33,7 @@ use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage}
 
 use super::attach::{AttachRequest, Attached};
 use super::child_journal::{CHILD_JOURNAL_VERSION, ChildEntry};
+use super::configure::{create, nonneg};
 use super::journal::{Journal, Phase};
 use super::messages::{address_message, neighbour_message, parse_cidr, parse_mac, rule_message};
 use super::messages::{route_message, set_up};
@@ -75,13 +76,7 @@ impl PodNet {
             self.remove_child_entry(&e).await?;
         }
 
-        let pod = Netns::open(req.pod_netns)?;
-        let pod_id = pod.id()?;
-        if self.host_ids.contains(&pod_id) {
-            return Err(Error::HostNetns {
-                netns: req.pod_netns.to_path_buf(),
-            });
-        }
+        let (pod, pod_id) = self.open_pod(req.pod_netns)?;
         let host = self.host.rtnl().await?;
         let podr = pod.rtnl().await?;
         let step_err = |step: &str, source: io::Error| Error::Attach {
@@ -599,22 +594,6 @@ fn attached(e: &ChildEntry, l: &LinkMessage, addresses: Vec<String>) -> Attached
             _ => None,
         }),
     }
-}
-
-async fn create(podr: &Rtnl, msg: RouteNetlinkMessage, step: String) -> StepResult<()> {
-    podr.request(msg, NLM_F_CREATE | NLM_F_EXCL)
-        .await
-        .map(drop)
-        .map_err(at(step))
-}
-
-fn nonneg(v: i32, what: &str) -> StepResult<u32> {
-    u32::try_from(v).map_err(|_| {
-        at(what.to_string())(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{what} {v} is negative"),
-        ))
-    })
 }
 
 fn or_none(s: &str) -> &str {
