@@ -48,6 +48,7 @@ pub mod pciids;
 mod quantity;
 mod rdma;
 mod semver;
+pub mod share;
 pub mod slice;
 pub mod topology;
 
