@@ -47,6 +47,9 @@ type Asks = fn(&NetworkConfig) -> bool;
 const NOT_YET: &[(&str, Asks)] = &[
     ("profile", |c| !c.profile.is_empty()),
     ("interface.dhcp", |c| c.interface.dhcp == Some(true)),
+    ("interface.addressing: DHCP", |c| {
+        c.interface.addressing == Some(dranet_core::Addressing::Dhcp)
+    }),
     ("interface.disableEbpfPrograms", |c| {
         c.interface.disable_ebpf_programs == Some(true)
     }),
