@@ -181,6 +181,8 @@ pub fn config_for(
             source: Box::new(e),
         })?;
         config = entry.merged_over(&config);
+        // Merging only adds identities: past a limit now, past it at the end.
+        config.check_limits().map_err(ConfigError::Invalid)?;
     }
     config.validate().map_err(ConfigError::Invalid)?;
     Ok(config)
