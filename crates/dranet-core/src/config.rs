@@ -353,9 +353,7 @@ impl NetworkConfig {
                 (r.destination.as_str(), r.table)
             }),
             rules: last_of_each(&base.rules, &self.rules, |r| r),
-            neighbors: last_of_each(&base.neighbors, &self.neighbors, |n| {
-                n.destination.as_str()
-            }),
+            neighbors: last_of_each(&base.neighbors, &self.neighbors, |n| n.destination.as_str()),
             ethtool,
         }
     }
@@ -520,7 +518,12 @@ mod tests {
             ],
             ..Default::default()
         };
-        assert!(c.check_limits().unwrap_err().to_string().contains("neighbors"));
+        assert!(
+            c.check_limits()
+                .unwrap_err()
+                .to_string()
+                .contains("neighbors")
+        );
         let c = NetworkConfig {
             rules: vec![RuleConfig::default(); limits::RULES + 1],
             ..Default::default()

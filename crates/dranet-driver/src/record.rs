@@ -247,6 +247,14 @@ impl ClaimRecord {
                 max: MAX_RECORD_BYTES,
             });
         }
+        // The version first: another version's record may have another shape.
+        if let Some(found) = state.get("version").and_then(serde_json::Value::as_u64)
+            && found != u64::from(RECORD_VERSION)
+        {
+            return Err(RecordError::Version {
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+            });
+        }
         let wire: Wire = serde_json::from_slice(&bytes).map_err(RecordError::Json)?;
         if wire.version != RECORD_VERSION {
             return Err(RecordError::Version {
@@ -258,14 +266,15 @@ impl ClaimRecord {
             .devices
             .into_iter()
             .map(|d| {
-                let config = configs
-                    .get(d.config)
-                    .cloned()
-                    .ok_or_else(|| RecordError::ConfigIndex {
-                        device: d.device.clone(),
-                        index: d.config,
-                        count: configs.len(),
-                    })?;
+                let config =
+                    configs
+                        .get(d.config)
+                        .cloned()
+                        .ok_or_else(|| RecordError::ConfigIndex {
+                            device: d.device.clone(),
+                            index: d.config,
+                            count: configs.len(),
+                        })?;
                 Ok(DeviceRecord {
                     request: d.request,
                     pool: d.pool,
@@ -346,9 +355,10 @@ pub fn device_records(
             )
         })?;
         let base = claim::cloud_config(cloud, dev);
-        let config = claim::config_for(claim, r, base)
+        let config =
+            claim::config_for(claim, r, base).map_err(|e| format!("device {}: {e}", r.device))?;
+        claim::check_device(&config, dev, inventory)
             .map_err(|e| format!("device {}: {e}", r.device))?;
-        claim::check_device(&config, dev, inventory).map_err(|e| e.to_string())?;
         let config = match out.iter().find(|d| *d.config == config) {
             Some(same) => same.config.clone(),
             None => Arc::new(config),
@@ -396,11 +406,7 @@ mod tests {
                 device: format!("pci-0000-0{i}-00-0"),
                 share_id: None,
                 netdev: Some(format!("eth{i}")),
-                config: if shared {
-                    first.clone()
-                } else {
-                    Arc::new(c)
-                },
+                config: if shared { first.clone() } else { Arc::new(c) },
                 rdma: None,
                 char_devices: vec![],
             })
@@ -441,7 +447,10 @@ mod tests {
         let back = ClaimRecord::from_state(Some(&state)).unwrap();
         assert_eq!(back, r);
         // Shared in memory too.
-        assert!(Arc::ptr_eq(&back.devices[0].config, &back.devices[2].config));
+        assert!(Arc::ptr_eq(
+            &back.devices[0].config,
+            &back.devices[2].config
+        ));
         // Three distinct configurations take three times the room.
         let other = record(
             [
@@ -451,7 +460,9 @@ mod tests {
             ],
             false,
         );
-        let three = serde_json::to_vec(&other.to_state().unwrap()).unwrap().len();
+        let three = serde_json::to_vec(&other.to_state().unwrap())
+            .unwrap()
+            .len();
         assert!(three > 2 * one, "{one} vs {three}");
     }
 
@@ -484,7 +495,10 @@ mod tests {
             "{e}"
         );
         let msg = e.to_string();
-        assert!(msg.contains("1048576") && msg.contains("fewer routes"), "{msg}");
+        assert!(
+            msg.contains("1048576") && msg.contains("fewer routes"),
+            "{msg}"
+        );
         // The same record read back (another version wrote it) is refused, not trusted.
         let state = serde_json::json!({
             "version": RECORD_VERSION, "namespace": "ns", "name": "c", "uid": "u",

@@ -43,6 +43,11 @@ pub struct PodRecord {
     /// RDMA devices without a netdev moved into its namespace (exclusive RDMA netns mode).
     #[serde(default)]
     pub rdma_moved: Vec<String>,
+    /// UIDs of claims this pod was added to (`reservedFor`) after they were prepared. The
+    /// checkpoint's record of a claim is the kubelet's and names the pods of prepare time; a
+    /// restarted daemon adds this pod back to those claims from here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_claims: Vec<String>,
 }
 
 /// The store: `pods/<sandbox-id>.json` under one directory.
@@ -150,6 +155,7 @@ mod tests {
             pod: "ns/p".into(),
             netns: Some("/var/run/netns/x".into()),
             rdma_moved: vec!["mlx5_0".into()],
+            late_claims: vec!["c1".into()],
         }
     }
 

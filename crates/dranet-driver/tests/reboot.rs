@@ -101,11 +101,12 @@ impl Node {
             None => Netns::current().unwrap(),
         };
         let podnet = PodNet::new(host, self.state.path().join("podnet")).unwrap();
-        let driver = NetworkDriver::builder(podnet, self.state.path().join("driver"), self.rescan())
-            .rdma_mode(NetnsMode::Shared)
-            .boot_id(Some(boot_id.into()))
-            .build()
-            .unwrap();
+        let driver =
+            NetworkDriver::builder(podnet, self.state.path().join("driver"), self.rescan())
+                .rdma_mode(NetnsMode::Shared)
+                .boot_id(Some(boot_id.into()))
+                .build()
+                .unwrap();
         let driver = Arc::new(driver);
         let plugin = KubeletPlugin::builder(driver.clone(), self.api.client().unwrap())
             .driver_name("dra.net")

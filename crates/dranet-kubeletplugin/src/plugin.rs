@@ -262,7 +262,10 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             .collect();
         let restored = prepared.len();
         driver.restore_prepared(prepared).await;
-        tracing::debug!(claims = restored, "prepared claims handed back to the driver");
+        tracing::debug!(
+            claims = restored,
+            "prepared claims handed back to the driver"
+        );
 
         let api = Arc::new(self.api);
         let mut node = NodeService::new(
