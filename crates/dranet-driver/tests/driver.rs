@@ -698,12 +698,24 @@ fn a_pod_added_to_a_claim_after_prepare_gets_an_error_or_its_shared_devices() {
     let mlx0 = gb.device("mlx5_0");
     let api = FakeClaims::default();
     let d = gb.driver_reading(api.reader());
-    rt.block_on(d.prepare_claim(&claim("ib", &["pa"], &[("rdma", &mlx0)], vec![])))
-        .unwrap();
+    let ib = claim("ib", &["pa"], &[("rdma", &mlx0)], vec![]);
+    let ib_prepared = rt.block_on(d.prepare_claim(&ib)).unwrap();
     api.put(claim("ib", &["pa", "pb"], &[("rdma", &mlx0)], vec![]));
     assert!(devs(&d, "pb").is_empty());
     rt.block_on(d.start_pod(&pod("pb"))).unwrap();
-    assert_eq!(devs(&d, "pb"), devs(&d, "pa"));
+    let want = devs(&d, "pa");
+    assert_eq!(devs(&d, "pb"), want);
+
+    // A restarted daemon gets back the checkpoint's record, which names the pods of prepare
+    // time; the late pod's sandbox record says it joined, and its new containers still get
+    // the devices.
+    drop(d);
+    let d = gb.driver_reading(api.reader());
+    d.restore_claims(vec![dranet_kubeletplugin::PreparedClaim {
+        claim_ref: ib.claim_ref.clone(),
+        prepared: ib_prepared,
+    }]);
+    assert_eq!(devs(&d, "pb"), want);
 }
 
 /// Claims as the API server holds them now, read through a [`ClaimReader`] that counts reads.
