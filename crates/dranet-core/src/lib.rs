@@ -56,7 +56,7 @@ pub use attributes::{AttributeOptions, AttributeValue, Attributes, DRIVER_NAME};
 pub use cloud::{CloudProvider, DeviceIdentifiers, NoCloud};
 pub use config::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
-    VrfConfig,
+    VrfConfig, limits,
 };
 pub use device::{Discover, Excluded, GpuNicMatrix, Inventory, LinkSource, NetworkDevice};
 pub use error::{Error, Result};

@@ -202,6 +202,8 @@ pub fn config_for(
             source: Box::new(e),
         })?;
         config = entry.merged_over(&config);
+        // Merging only adds identities: past a limit now, past it at the end.
+        config.check_limits().map_err(ConfigError::Invalid)?;
     }
     crate::podnet::check_config(&config).map_err(ConfigError::Refused)?;
     Ok(config)

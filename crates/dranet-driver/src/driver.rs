@@ -23,15 +23,18 @@ use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
 };
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use dranet_kubeletplugin::{
-    ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeApi, Prepared, PreparedDevice,
+    ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeApi, Prepared, PreparedClaim,
+    PreparedDevice,
 };
 use dranet_nri::{Container, ContainerAdjustment, LinuxDevice, NriPlugin, PodSandbox};
 use futures::future::BoxFuture;
 
+use crate::claim::PodRef;
 use crate::claim::{self, DRIVER_NAME};
 use crate::podnet::{AttachRequest, Attached, PodNet};
 use crate::rdma::NetnsMode;
-use crate::store::{ClaimRecord, DeviceRecord, PodRecord, STORE_VERSION, Store};
+use crate::record::{self, ClaimRecord, DeviceRecord};
+use crate::store::{PodRecord, STORE_VERSION, Store};
 use crate::{Error, Result};
 
 /// How often a claim status write is tried before it is left (the status is informational; the
@@ -106,6 +109,7 @@ pub struct NetworkDriverBuilder {
     status: Option<StatusWriter>,
     claims: Option<ClaimReader>,
     rdma_mode: Option<NetnsMode>,
+    boot_id: Option<Option<String>>,
 }
 
 impl std::fmt::Debug for NetworkDriverBuilder {
@@ -148,8 +152,19 @@ impl NetworkDriverBuilder {
         self
     }
 
-    /// Opens the store, loads what earlier runs recorded and takes the first inventory
-    /// (blocking: call it before starting the plugins, or from a blocking task).
+    /// The boot the driver runs in, instead of the kernel's
+    /// `/proc/sys/kernel/random/boot_id` (tests simulate a reboot with it; see
+    /// [`crate::record`]). `None`: no boot is known, and every restored record is checked.
+    #[must_use]
+    pub fn boot_id(mut self, id: Option<String>) -> Self {
+        self.boot_id = Some(id);
+        self
+    }
+
+    /// Opens the store of pod sandboxes, loads what earlier runs of this boot recorded and takes
+    /// the first inventory (blocking: call it before starting the plugins, or from a blocking
+    /// task). The prepared claims come back from the kubelet plugin's checkpoint
+    /// ([`NetworkDriver::restore_claims`]).
     pub fn build(self) -> Result<NetworkDriver> {
         let store = Store::open(&self.state_dir)?;
         let inventory = (self.rescan)().map_err(|reason| Error::Claim {
@@ -157,9 +172,6 @@ impl NetworkDriverBuilder {
             reason: format!("discovery: {reason}"),
         })?;
         let mut state = State::default();
-        for c in store.claims()? {
-            state.insert_claim(c);
-        }
         for p in store.pods()? {
             state.pods.insert(p.sandbox_id.clone(), p);
         }
@@ -173,6 +185,8 @@ impl NetworkDriverBuilder {
         Ok(NetworkDriver {
             podnet: self.podnet,
             store,
+            quarantine: self.state_dir.join("quarantine"),
+            boot_id: self.boot_id.unwrap_or_else(record::boot_id),
             rescan: self.rescan,
             cloud: self.cloud,
             status: self.status,
@@ -186,38 +200,73 @@ impl NetworkDriverBuilder {
     }
 }
 
+/// A claim the checkpoint holds as prepared whose record cannot be read: its pods fail to start
+/// with this reason until the claim is unprepared.
+#[derive(Debug)]
+struct Unusable {
+    namespace: String,
+    name: String,
+    pods: Vec<PodRef>,
+    reason: String,
+}
+
 #[derive(Default)]
 struct State {
     claims: HashMap<String, Arc<ClaimRecord>>,
-    /// Pod UID → the UIDs of its claims.
+    unusable: HashMap<String, Arc<Unusable>>,
+    /// Pod UID → the UIDs of its claims (usable or not).
     by_pod: HashMap<String, Vec<String>>,
     /// Sandbox ID → what we did to it.
     pods: HashMap<String, PodRecord>,
 }
 
 impl State {
-    fn insert_claim(&mut self, c: ClaimRecord) {
+    fn insert_claim(&mut self, c: ClaimRecord) -> Arc<ClaimRecord> {
         self.remove_claim(&c.uid);
-        for p in &c.pods {
+        self.index(&c.uid, &c.pods);
+        let c = Arc::new(c);
+        self.claims.insert(c.uid.clone(), c.clone());
+        c
+    }
+
+    fn insert_unusable(&mut self, uid: &str, u: Unusable) {
+        self.remove_claim(uid);
+        self.index(uid, &u.pods);
+        self.unusable.insert(uid.to_string(), Arc::new(u));
+    }
+
+    fn index(&mut self, uid: &str, pods: &[PodRef]) {
+        for p in pods {
             self.by_pod
                 .entry(p.uid.clone())
                 .or_default()
-                .push(c.uid.clone());
+                .push(uid.to_string());
         }
-        self.claims.insert(c.uid.clone(), Arc::new(c));
     }
 
     fn remove_claim(&mut self, uid: &str) {
-        if let Some(old) = self.claims.remove(uid) {
-            for p in &old.pods {
-                if let Some(v) = self.by_pod.get_mut(&p.uid) {
-                    v.retain(|c| c != uid);
-                    if v.is_empty() {
-                        self.by_pod.remove(&p.uid);
-                    }
+        let pods = match (self.claims.remove(uid), self.unusable.remove(uid)) {
+            (Some(c), _) => c.pods.clone(),
+            (None, Some(u)) => u.pods.clone(),
+            (None, None) => return,
+        };
+        for p in &pods {
+            if let Some(v) = self.by_pod.get_mut(&p.uid) {
+                v.retain(|c| c != uid);
+                if v.is_empty() {
+                    self.by_pod.remove(&p.uid);
                 }
             }
         }
+    }
+
+    fn unusable_of(&self, pod_uid: &str) -> Vec<Arc<Unusable>> {
+        self.by_pod
+            .get(pod_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| self.unusable.get(c).cloned())
+            .collect()
     }
 
     fn claims_of(&self, pod_uid: &str) -> Vec<Arc<ClaimRecord>> {
@@ -234,6 +283,10 @@ impl State {
 pub struct NetworkDriver {
     podnet: PodNet,
     store: Store,
+    /// Where unreadable claim records from the checkpoint are copied for an operator.
+    quarantine: PathBuf,
+    /// The boot this driver runs in ([`crate::record`]).
+    boot_id: Option<String>,
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
     status: Option<StatusWriter>,
@@ -278,6 +331,7 @@ impl NetworkDriver {
             status: None,
             claims: None,
             rdma_mode: None,
+            boot_id: None,
         }
     }
 
@@ -350,6 +404,9 @@ impl NetworkDriver {
     /// (a network interface; an RDMA device in exclusive mode) reserved for more than one pod.
     /// Claims of RDMA-only devices may be shared by pods in the kernel's shared RDMA mode, where
     /// every namespace sees the device.
+    ///
+    /// The claim's record is the returned [`Prepared::state`], for the kubelet plugin's
+    /// checkpoint (see [`crate::record`]).
     pub async fn prepare_claim(&self, claim: &ClaimToPrepare) -> Result<Prepared> {
         let cref = claim.claim_ref.to_string();
         let fail = |reason: String| Error::Claim {
@@ -358,60 +415,42 @@ impl NetworkDriver {
         };
         let pods = claim::pods_of(&claim.claim).map_err(|e| fail(e.to_string()))?;
         let mut inv = self.inventory();
-        let mut rescanned = false;
-        let mut devices = Vec::with_capacity(claim.results.len());
-        for r in &claim.results {
-            if inv.device(&r.device).is_none() && !rescanned {
-                rescanned = true;
-                inv = self.rescan().await.map_err(|e| {
-                    tracing::warn!(claim = %cref, error = %e, "rescan at prepare failed");
-                    fail(
-                        "the node's devices could not be scanned (see the dranet log on the node)"
-                            .into(),
-                    )
-                })?;
-            }
-            let dev = inv.device(&r.device).ok_or_else(|| {
-                fail(format!(
-                    "device {} (pool {}) is not on this node: it may have been unplugged or \
-                     renamed since it was allocated",
-                    r.device, r.pool
-                ))
+        if claim
+            .results
+            .iter()
+            .any(|r| inv.device(&r.device).is_none())
+        {
+            inv = self.rescan().await.map_err(|e| {
+                tracing::warn!(claim = %cref, error = %e, "rescan at prepare failed");
+                fail(
+                    "the node's devices could not be scanned (see the dranet log on the node)"
+                        .into(),
+                )
             })?;
-            let base = claim::cloud_config(&*self.cloud, dev);
-            let config = claim::config_for(claim, r, base)
-                .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
-            claim::check_device(&config, dev, &inv)
-                .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
-            let ty = config.interface_type();
-            if ty.is_child() && dev.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive {
+        }
+        // Parsing, merging and checking what the claim's author wrote is CPU work that grows with
+        // it: off the async workers, which serve every other claim and pod meanwhile.
+        let devices = {
+            let (c, inv, cloud) = (claim.clone(), inv.clone(), self.cloud.clone());
+            off_workers(&cref, move || record::device_records(&c, &inv, &*cloud))
+                .await?
+                .map_err(fail)?
+        };
+        for d in &devices {
+            let ty = d.config.interface_type();
+            if ty.is_child() && d.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive {
                 return Err(fail(format!(
                     "device {}: interface type {} is not supported with exclusive RDMA mode; \
                      use shared RDMA mode",
-                    r.device,
+                    d.device,
                     ty.as_str()
                 )));
             }
-            let netdev = claim::pod_netdev(dev);
-            if let Some(nd) = netdev {
-                self.check_on_host(nd, &config)
+            if let Some(nd) = &d.netdev {
+                self.check_on_host(nd, &d.config)
                     .await
-                    .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
+                    .map_err(|e| fail(format!("device {}: {e}", d.device)))?;
             }
-            devices.push(DeviceRecord {
-                request: r.request.clone(),
-                pool: r.pool.clone(),
-                device: r.device.clone(),
-                share_id: r.share_id.clone(),
-                netdev: netdev.map(str::to_string),
-                config,
-                rdma: dev.rdma.as_ref().map(|l| l.name.clone()),
-                char_devices: dev
-                    .rdma
-                    .as_ref()
-                    .map(|l| l.char_devices.clone())
-                    .unwrap_or_default(),
-            });
         }
         if pods.len() > 1
             && let Some(d) = devices.iter().find(|d| self.moves_into_pod(d))
@@ -427,17 +466,19 @@ impl NetworkDriver {
             )));
         }
         let record = ClaimRecord {
-            version: STORE_VERSION,
+            boot_id: self.boot_id.clone(),
             namespace: claim.claim_ref.namespace.clone(),
             name: claim.claim_ref.name.clone(),
             uid: claim.claim_ref.uid.clone(),
             pods,
             devices,
         };
-        self.store.put_claim(&record).map_err(|e| {
-            tracing::error!(claim = %cref, error = %e, "could not record the prepared claim");
-            fail(e.user_message())
-        })?;
+        let (record, state) = off_workers(&cref, move || {
+            let state = record.to_state();
+            (record, state)
+        })
+        .await?;
+        let state = state.map_err(|e| fail(e.to_string()))?;
         lock(&self.state).insert_claim(record);
         Ok(Prepared {
             devices: claim
@@ -445,8 +486,157 @@ impl NetworkDriver {
                 .iter()
                 .map(|r| PreparedDevice::for_result(r, Vec::new()))
                 .collect(),
-            state: None,
+            state: Some(state),
         })
+    }
+
+    /// What [`Driver::restore_prepared`] does: takes back the claims the kubelet plugin's
+    /// checkpoint holds as prepared (see [`crate::record`]). A record of this boot is used as it
+    /// stands; one of an earlier boot is checked against the inventory now (a device not there
+    /// yet is checked again at its pod's sandbox start); one that cannot be read is copied into
+    /// `<state dir>/quarantine/` and fails its pods' sandboxes with the reason. Never fails: the
+    /// daemon starts whatever the checkpoint holds. CPU work proportional to the records.
+    pub fn restore_claims(&self, claims: Vec<PreparedClaim>) {
+        let inv = self.inventory();
+        let boot = self.boot_id.as_deref();
+        let (mut this_boot, mut checked, mut unchecked, mut unusable) = (0, 0, 0, 0);
+        for c in claims {
+            let state = c.prepared.state.as_ref();
+            let read = ClaimRecord::from_state(state).and_then(|r| {
+                if r.uid == c.claim_ref.uid {
+                    Ok(r)
+                } else {
+                    Err(record::RecordError::Uid { found: r.uid })
+                }
+            });
+            let r = match read {
+                Ok(r) => r,
+                Err(e) => {
+                    let who = c.claim_ref.to_string();
+                    let kept = self.quarantine_record(&c.claim_ref.uid, state);
+                    tracing::error!(claim = %who, error = %e, kept = ?kept, "the checkpoint's record of a prepared claim cannot be read; its pods will not start until it is prepared again");
+                    lock(&self.state).insert_unusable(
+                        &c.claim_ref.uid,
+                        Unusable {
+                            namespace: c.claim_ref.namespace,
+                            name: c.claim_ref.name,
+                            pods: record::pods_of_unreadable(state),
+                            reason: format!(
+                                "the node cannot read what was prepared for it ({e}): delete \
+                                 the pod so that the claim is prepared again"
+                            ),
+                        },
+                    );
+                    unusable += 1;
+                    continue;
+                }
+            };
+            let r = if r.of_boot(boot) {
+                this_boot += 1;
+                r
+            } else {
+                match r.revalidate(&inv, boot) {
+                    Ok(now) => {
+                        checked += 1;
+                        now
+                    }
+                    Err(reason) => {
+                        tracing::warn!(claim = %c.claim_ref, %reason, "a claim prepared before the node restarted does not match the node now; checked again when its pod starts");
+                        unchecked += 1;
+                        r
+                    }
+                }
+            };
+            lock(&self.state).insert_claim(r);
+        }
+        // Pods that joined a claim after its prepare, known to this boot's pod records.
+        let mut st = lock(&self.state);
+        let late: Vec<(String, PodRef)> = st
+            .pods
+            .values()
+            .flat_map(|p| {
+                let name = p.pod.rsplit('/').next().unwrap_or(&p.pod).to_string();
+                p.late_claims.iter().map(move |c| {
+                    (
+                        c.clone(),
+                        PodRef {
+                            name: name.clone(),
+                            uid: p.uid.clone(),
+                        },
+                    )
+                })
+            })
+            .collect();
+        for (uid, pod) in late {
+            if let Some(c) = st.claims.get(&uid)
+                && !c.pods.iter().any(|p| p.uid == pod.uid)
+            {
+                let mut c = (**c).clone();
+                c.pods.push(pod);
+                st.insert_claim(c);
+            }
+        }
+        drop(st);
+        tracing::info!(
+            this_boot,
+            earlier_boot_checked = checked,
+            earlier_boot_unchecked = unchecked,
+            unusable,
+            "prepared claims taken back from the checkpoint"
+        );
+    }
+
+    /// Copies an unreadable record aside for an operator; where it went, if it could be kept.
+    fn quarantine_record(&self, uid: &str, state: Option<&serde_json::Value>) -> Option<PathBuf> {
+        let state = state?;
+        let file = format!("{uid}.json");
+        if crate::podnet::Journal::check_key(uid).is_err() {
+            return None;
+        }
+        let data = serde_json::to_vec(state).ok()?;
+        crate::durable::create_dir(&self.quarantine)
+            .and_then(|()| crate::durable::write(&self.quarantine, &file, &data))
+            .map_err(|e| tracing::warn!(uid, error = %e, "could not keep the unreadable record"))
+            .ok()?;
+        Some(self.quarantine.join(file))
+    }
+
+    /// The claims of a sandbox's pod as they can be used now. A claim whose record could not be
+    /// read is an error; one prepared in an earlier boot is checked against the node first
+    /// (rescanned once when a device is missing) and used as the node has it now, or is an error
+    /// naming what is missing: a pod never starts silently without a device it was given.
+    async fn sandbox_claims(&self, pod: &PodSandbox) -> Result<Vec<Arc<ClaimRecord>>> {
+        let (claims, unusable) = {
+            let st = lock(&self.state);
+            (st.claims_of(&pod.uid), st.unusable_of(&pod.uid))
+        };
+        if let Some(u) = unusable.first() {
+            return Err(Error::Pod {
+                pod: pod.qualified_name(),
+                reason: format!("claim {}/{}: {}", u.namespace, u.name, u.reason),
+            });
+        }
+        let boot = self.boot_id.as_deref();
+        let mut out = Vec::with_capacity(claims.len());
+        let mut rescanned = false;
+        for c in claims {
+            if c.of_boot(boot) {
+                out.push(c);
+                continue;
+            }
+            let mut checked = c.revalidate(&self.inventory(), boot);
+            if checked.is_err() && !rescanned {
+                rescanned = true;
+                checked = c.revalidate(&*self.rescan().await?, boot);
+            }
+            let now = checked.map_err(|reason| Error::Pod {
+                pod: pod.qualified_name(),
+                reason: format!("claim {}/{}: {reason}", c.namespace, c.name),
+            })?;
+            tracing::info!(claim = %format!("{}/{}", c.namespace, c.name), "a claim prepared before the node restarted matches the node now");
+            out.push(lock(&self.state).insert_claim(now));
+        }
+        Ok(out)
     }
 
     /// Whether a device moves into its pod's network namespace (and so serves one pod).
@@ -512,9 +702,9 @@ impl NetworkDriver {
         Ok(())
     }
 
-    /// What [`Driver::unprepare`] does: forgets the claim. Idempotent.
+    /// What [`Driver::unprepare`] does: forgets the claim (its record goes with the
+    /// checkpoint's entry). Idempotent.
     pub fn unprepare_claim(&self, uid: &str) -> Result<()> {
-        self.store.remove_claim(uid)?;
         lock(&self.state).remove_claim(uid);
         Ok(())
     }
@@ -522,8 +712,10 @@ impl NetworkDriver {
     /// What RunPodSandbox does, with this crate's error. The error says what is wrong in the
     /// pod owner's terms ([`Error::user_message`]); the host's details go to the log.
     pub async fn start_pod(&self, pod: &PodSandbox) -> Result<()> {
-        let mut claims = self.claims_of_pod(&pod.uid);
-        claims.extend(self.late_claims(pod).await?);
+        let mut claims = self.sandbox_claims(pod).await?;
+        let late = self.late_claims(pod).await?;
+        let late_uids: Vec<String> = late.iter().map(|c| c.uid.clone()).collect();
+        claims.extend(late);
         if claims.is_empty() {
             return Ok(());
         }
@@ -552,10 +744,20 @@ impl NetworkDriver {
             pod: who.clone(),
             netns: netns.clone(),
             rdma_moved: Vec::new(),
+            late_claims: late_uids,
         };
         // Kept in memory; written to the store only when an RDMA-only device moves into the
-        // pod: for netdevs the attach journal already keeps the pod's namespace, durably, before
-        // anything moves.
+        // pod, or the pod joined a claim after its prepare: for netdevs the attach journal
+        // already keeps the pod's namespace, durably, before anything moves.
+        if !record.late_claims.is_empty()
+            && let Err(e) = self.store.put_pod(&record)
+        {
+            tracing::error!(pod = %who, error = %e, "could not record the claims this pod joined after their prepare");
+            return Err(Error::Pod {
+                pod: who,
+                reason: e.user_message(),
+            });
+        }
         lock(&self.state)
             .pods
             .insert(pod.id.clone(), record.clone());
@@ -688,7 +890,14 @@ impl NetworkDriver {
             return Vec::new();
         };
         let mut out: BTreeMap<&str, &CharDevice> = BTreeMap::new();
-        for c in claims.iter().filter_map(|c| st.claims.get(c)) {
+        // A record of an earlier boot names that boot's char devices: only once checked (at
+        // the sandbox's start) are they this boot's.
+        let boot = self.boot_id.as_deref();
+        for c in claims
+            .iter()
+            .filter_map(|c| st.claims.get(c))
+            .filter(|c| c.of_boot(boot))
+        {
             for d in &c.devices {
                 for cd in &d.char_devices {
                     out.entry(cd.path.as_str()).or_insert(cd);
@@ -811,6 +1020,7 @@ impl NetworkDriver {
                     pod: pod.qualified_name(),
                     netns: pod.netns_path().map(PathBuf::from),
                     rdma_moved: Vec::new(),
+                    late_claims: Vec::new(),
                 };
                 if let Err(e) = self.store.put_pod(&r) {
                     tracing::warn!(pod = %r.pod, error = %e, "could not record the pod; it is kept in memory");
@@ -899,13 +1109,6 @@ impl NetworkDriver {
             }
             let mut shared = (*c).clone();
             shared.pods.push(late);
-            self.store.put_claim(&shared).map_err(|e| {
-                tracing::error!(claim = %format!("{}/{}", c.namespace, c.name), error = %e, "could not record the claim's new pod");
-                Error::Pod {
-                    pod: pod.qualified_name(),
-                    reason: format!("claim {}/{}: {}", c.namespace, c.name, e.user_message()),
-                }
-            })?;
             tracing::info!(claim = %format!("{}/{}", c.namespace, c.name), pod = %pod.qualified_name(), "pod added to a shared claim after it was prepared: it gets the claim's devices");
             lock(&self.state).insert_claim(shared);
             out.extend(
@@ -962,6 +1165,19 @@ fn device_failure(c: &ClaimRecord, d: &DeviceRecord, e: &Error) -> String {
         d.device,
         e.user_message()
     )
+}
+
+/// Runs CPU work of a claim's prepare on the blocking pool.
+async fn off_workers<T: Send + 'static>(
+    claim: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Claim {
+            claim: claim.to_string(),
+            reason: format!("the prepare task failed: {e}"),
+        })
 }
 
 fn jiff_now() -> dranet_kubeletplugin::k8s_openapi::jiff::Timestamp {
@@ -1044,6 +1260,11 @@ impl Driver for NetworkDriver {
 
     async fn unprepare(&self, claim: ClaimToUnprepare) -> std::result::Result<(), HandlerError> {
         Ok(self.unprepare_claim(&claim.claim_ref.uid)?)
+    }
+
+    /// Inline: it runs once, before the plugin serves anything.
+    async fn restore_prepared(&self, claims: Vec<PreparedClaim>) {
+        self.restore_claims(claims);
     }
 }
 

@@ -27,6 +27,7 @@ pub mod netlink;
 pub mod netns;
 pub mod podnet;
 pub mod rdma;
+pub mod record;
 pub mod store;
 
 pub use driver::{

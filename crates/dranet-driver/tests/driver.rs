@@ -119,16 +119,15 @@ fn gb300_pods_get_exactly_their_rdma_char_devices() {
     let mlx2 = node.device("mlx5_2");
     assert_eq!(mlx0, "pci-0101-00-00-0");
     let rt = rt();
-    let prepared = rt
-        .block_on(d.prepare_claim(&claim("one", &["pa"], &[("rdma", &mlx0)], vec![])))
-        .unwrap();
+    let one = claim("one", &["pa"], &[("rdma", &mlx0)], vec![]);
+    let prepared = rt.block_on(d.prepare_claim(&one)).unwrap();
     assert_eq!(prepared.devices.len(), 1);
     assert!(
         prepared.devices[0].cdi_device_ids.is_empty(),
         "the work is in the NRI hooks, not CDI"
     );
-    rt.block_on(d.prepare_claim(&claim("two", &["pb"], &[("rdma", &mlx2)], vec![])))
-        .unwrap();
+    let two = claim("two", &["pb"], &[("rdma", &mlx2)], vec![]);
+    let two_prepared = rt.block_on(d.prepare_claim(&two)).unwrap();
     assert_eq!(
         devs(&d, "pa"),
         [
@@ -174,9 +173,20 @@ fn gb300_pods_get_exactly_their_rdma_char_devices() {
     assert_eq!(both.len(), 7, "{both:?}");
     assert_eq!(both.iter().filter(|p| p.contains("rdma_cm")).count(), 1);
 
-    // A restarted daemon knows what was prepared.
+    // A restarted daemon knows what was prepared: the kubelet plugin hands back its checkpoint.
     drop(d);
     let d = node.driver();
+    assert!(devs(&d, "pb").is_empty());
+    d.restore_claims(vec![
+        dranet_kubeletplugin::PreparedClaim {
+            claim_ref: one.claim_ref.clone(),
+            prepared,
+        },
+        dranet_kubeletplugin::PreparedClaim {
+            claim_ref: two.claim_ref.clone(),
+            prepared: two_prepared,
+        },
+    ]);
     assert_eq!(devs(&d, "pb").len(), 4);
     // Unprepare forgets; twice, or for a claim never seen, is fine.
     d.unprepare_claim("uid-two").unwrap();
@@ -688,12 +698,24 @@ fn a_pod_added_to_a_claim_after_prepare_gets_an_error_or_its_shared_devices() {
     let mlx0 = gb.device("mlx5_0");
     let api = FakeClaims::default();
     let d = gb.driver_reading(api.reader());
-    rt.block_on(d.prepare_claim(&claim("ib", &["pa"], &[("rdma", &mlx0)], vec![])))
-        .unwrap();
+    let ib = claim("ib", &["pa"], &[("rdma", &mlx0)], vec![]);
+    let ib_prepared = rt.block_on(d.prepare_claim(&ib)).unwrap();
     api.put(claim("ib", &["pa", "pb"], &[("rdma", &mlx0)], vec![]));
     assert!(devs(&d, "pb").is_empty());
     rt.block_on(d.start_pod(&pod("pb"))).unwrap();
-    assert_eq!(devs(&d, "pb"), devs(&d, "pa"));
+    let want = devs(&d, "pa");
+    assert_eq!(devs(&d, "pb"), want);
+
+    // A restarted daemon gets back the checkpoint's record, which names the pods of prepare
+    // time; the late pod's sandbox record says it joined, and its new containers still get
+    // the devices.
+    drop(d);
+    let d = gb.driver_reading(api.reader());
+    d.restore_claims(vec![dranet_kubeletplugin::PreparedClaim {
+        claim_ref: ib.claim_ref.clone(),
+        prepared: ib_prepared,
+    }]);
+    assert_eq!(devs(&d, "pb"), want);
 }
 
 /// Claims as the API server holds them now, read through a [`ClaimReader`] that counts reads.
