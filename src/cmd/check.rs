@@ -182,12 +182,8 @@ pub enum CheckError {
 
 /// The allocator's complaint about a slice (`device nic0: attribute dra.net/fw: invalid
 /// semver`), at the field it names when it names one.
-fn slice_error(
-    d: &super::load::Doc,
-    slice: &serde_json::Value,
-    reason: &str,
-) -> super::load::InputError {
-    let devices = slice["spec"]["devices"].as_array().map(Vec::as_slice);
+fn slice_error(d: &super::load::Doc, reason: &str) -> super::load::InputError {
+    let devices = d.value["spec"]["devices"].as_array().map(Vec::as_slice);
     let found = devices
         .unwrap_or_default()
         .iter()
@@ -214,6 +210,25 @@ fn slice_error(
     }
 }
 
+/// What is wrong with a ResourceSlice document (in the v1 shape), every error at its field.
+/// Slices are what a (maybe newer) API server returns: types are checked, fields this build
+/// does not know are not errors. What the allocator refuses (a bad semver, quantity or
+/// counter) is an input error of the document too, reported with the others.
+fn check_slice(d: &super::load::Doc) -> Result<(), Vec<super::load::InputError>> {
+    let typed: ResourceSlice = d.decode("", &d.value, false)?;
+    let built = Allocator::with_json(
+        std::slice::from_ref(&typed),
+        std::slice::from_ref(&d.value),
+        &[],
+        &dranet_alloc::Options::default(),
+    );
+    match built {
+        Ok(_) => Ok(()),
+        Err(AllocError::InvalidSlice { reason, .. }) => Err(vec![slice_error(d, &reason)]),
+        Err(e) => Err(vec![d.error("", e.to_string())]),
+    }
+}
+
 /// A document of a kind that does not belong in this file.
 fn wrong_kind(d: &super::load::Doc, expected: &str) -> super::load::InputError {
     match d.kind() {
@@ -231,7 +246,7 @@ fn read_class(
     classes: &mut Vec<DeviceClass>,
     errors: &mut Vec<super::load::InputError>,
 ) {
-    match d.decode("", d.value.clone(), true) {
+    match d.decode("", &d.value, true) {
         Ok(c) => classes.push(c),
         Err(e) => errors.extend(e),
     }
@@ -277,29 +292,25 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     // Every document of every file is read and every bad one reported before anything is
     // checked (or a cluster asked): an answer computed without a bad slice or class would be
     // about other devices.
+    let t0 = std::time::Instant::now();
     let mut errors = Vec::new();
     let mut file_slices = Vec::new();
     let mut classes = Vec::new();
     for path in &args.slices {
-        for d in super::load::documents(path, &mut errors) {
+        let docs = super::load::documents(path, &mut errors);
+        eprintln!("PHASE documents {:?}", t0.elapsed());
+        for mut d in docs {
             match d.kind() {
-                // Slices are what a (maybe newer) API server returns: types are checked, fields
-                // this build does not know are not errors.
-                "ResourceSlice" => match slice_to_v1(d.value.clone()) {
-                    Ok(v) => match d.decode::<ResourceSlice>("", v.clone(), false) {
-                        // What the allocator refuses (a bad semver, quantity or counter) is an
-                        // input error of this document too, reported with the others.
-                        Ok(_) => match Allocator::from_json(std::slice::from_ref(&v), &[]) {
-                            Err(AllocError::InvalidSlice { reason, .. }) => {
-                                errors.push(slice_error(&d, &v, &reason))
-                            }
-                            Err(e) => errors.push(d.error("", e.to_string())),
-                            Ok(_) => file_slices.push(v),
-                        },
+                "ResourceSlice" => {
+                    if let Err(reason) = slice_to_v1(&mut d.value) {
+                        errors.push(d.error("apiVersion", reason));
+                        continue;
+                    }
+                    match check_slice(&d) {
+                        Ok(()) => file_slices.push(d.value),
                         Err(e) => errors.extend(e),
-                    },
-                    Err(reason) => errors.push(d.error("apiVersion", reason)),
-                },
+                    }
+                }
                 "DeviceClass" => read_class(&d, &mut classes, &mut errors),
                 _ => errors.push(wrong_kind(&d, "ResourceSlice or DeviceClass")),
             }
@@ -313,6 +324,7 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
             }
         }
     }
+    eprintln!("PHASE slices checked {:?}", t0.elapsed());
     let claims = read_claims(args, &mut classes, &mut errors);
     if !errors.is_empty() {
         return Err(CheckError::Input(super::load::InputErrors(errors)));
@@ -360,7 +372,9 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
         }
         input.node = Some(n.clone());
     }
-    Ok(report::check(input, &claims)?)
+    let r = report::check(input, &claims)?;
+    eprintln!("PHASE report {:?}", t0.elapsed());
+    Ok(r)
 }
 
 /// The ResourceSlices (as v1 JSON) and DeviceClasses of the cluster of `--kubeconfig` or
@@ -423,7 +437,7 @@ fn read_claims(
         }
         let spec = claim_spec_to_v1(&d.value, spec_value)
             .map_err(|reason| vec![d.error("apiVersion", reason)])
-            .and_then(|v| d.decode::<ResourceClaimSpec>(at, v, true));
+            .and_then(|v| d.decode::<ResourceClaimSpec>(at, &v, true));
         match spec {
             Ok(spec) => claims.push(Claim {
                 name: d.name().to_string(),
@@ -507,8 +521,8 @@ fn claim_spec_to_v1(
 
 /// A ResourceSlice of any served version in the v1 shape: v1beta1 devices hold their
 /// attributes and capacity under `basic`.
-pub(super) fn slice_to_v1(mut slice: serde_json::Value) -> Result<serde_json::Value, String> {
-    if api_version(&slice)? == "resource.k8s.io/v1beta1"
+pub(super) fn slice_to_v1(slice: &mut serde_json::Value) -> Result<(), String> {
+    if api_version(slice)? == "resource.k8s.io/v1beta1"
         && let Some(devices) = slice["spec"]["devices"].as_array_mut()
     {
         for d in devices.iter_mut().filter_map(|d| d.as_object_mut()) {
@@ -518,7 +532,7 @@ pub(super) fn slice_to_v1(mut slice: serde_json::Value) -> Result<serde_json::Va
         }
     }
     slice["apiVersion"] = "resource.k8s.io/v1".into();
-    Ok(slice)
+    Ok(())
 }
 
 /// The node the `--sysfs` tree is: the node checked (`--node`), else `$NODE_NAME`, else the one
@@ -673,7 +687,9 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
     if args.node_name.is_some() {
         eprintln!("dranet: warning: --node-name is deprecated for check; use --node");
     }
+    let t1 = std::time::Instant::now();
     let report = check(args)?;
+    eprintln!("PHASE check returned {:?}", t1.elapsed());
     let cluster = args.cluster();
     let notes: Vec<String> = report.notes.iter().map(|n| note_text(n, cluster)).collect();
     let stdout = std::io::stdout();
@@ -691,7 +707,11 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
             writeln!(out, "{text}").map_err(io)?;
         }
     }
-    match verdict_error(&report, args.fail_on) {
+    eprintln!("PHASE printed {:?}", t1.elapsed());
+    let v = verdict_error(&report, args.fail_on);
+    drop(report);
+    eprintln!("PHASE dropped {:?}", t1.elapsed());
+    match v {
         Some(e) => Err(e),
         None => Ok(()),
     }
