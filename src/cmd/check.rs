@@ -292,14 +292,11 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     // Every document of every file is read and every bad one reported before anything is
     // checked (or a cluster asked): an answer computed without a bad slice or class would be
     // about other devices.
-    let t0 = std::time::Instant::now();
     let mut errors = Vec::new();
     let mut file_slices = Vec::new();
     let mut classes = Vec::new();
     for path in &args.slices {
-        let docs = super::load::documents(path, &mut errors);
-        eprintln!("PHASE documents {:?}", t0.elapsed());
-        for mut d in docs {
+        for mut d in super::load::documents(path, &mut errors) {
             match d.kind() {
                 "ResourceSlice" => {
                     if let Err(reason) = slice_to_v1(&mut d.value) {
@@ -324,7 +321,6 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
             }
         }
     }
-    eprintln!("PHASE slices checked {:?}", t0.elapsed());
     let claims = read_claims(args, &mut classes, &mut errors);
     if !errors.is_empty() {
         return Err(CheckError::Input(super::load::InputErrors(errors)));
@@ -372,9 +368,7 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
         }
         input.node = Some(n.clone());
     }
-    let r = report::check(input, &claims)?;
-    eprintln!("PHASE report {:?}", t0.elapsed());
-    Ok(r)
+    Ok(report::check(input, &claims)?)
 }
 
 /// The ResourceSlices (as v1 JSON) and DeviceClasses of the cluster of `--kubeconfig` or
@@ -687,9 +681,7 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
     if args.node_name.is_some() {
         eprintln!("dranet: warning: --node-name is deprecated for check; use --node");
     }
-    let t1 = std::time::Instant::now();
     let report = check(args)?;
-    eprintln!("PHASE check returned {:?}", t1.elapsed());
     let cluster = args.cluster();
     let notes: Vec<String> = report.notes.iter().map(|n| note_text(n, cluster)).collect();
     let stdout = std::io::stdout();
@@ -707,11 +699,7 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
             writeln!(out, "{text}").map_err(io)?;
         }
     }
-    eprintln!("PHASE printed {:?}", t1.elapsed());
-    let v = verdict_error(&report, args.fail_on);
-    drop(report);
-    eprintln!("PHASE dropped {:?}", t1.elapsed());
-    match v {
+    match verdict_error(&report, args.fail_on) {
         Some(e) => Err(e),
         None => Ok(()),
     }
@@ -965,7 +953,9 @@ mod tests {
         );
         assert_eq!(
             report::summarize(&r),
-            ["ResourceClaimTemplate 1nic-aligned: fits on none of 2 nodes"]
+            [
+                "ResourceClaimTemplate 1nic-aligned: fits on none of 2 nodes; 1 of them: request nic: DeviceClass dranet.net selects none of the node's devices"
+            ]
         );
         // With the NICs on the GPUs' node too, it fits there and only there.
         a.slices

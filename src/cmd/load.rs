@@ -671,7 +671,9 @@ pub fn documents(path: &Path, errors: &mut Vec<InputError>) -> Vec<Doc> {
             let list = v["kind"].as_str().is_some_and(|k| k.ends_with("List"));
             match v {
                 // The items are moved out, not copied: a cluster's list is megabytes.
-                serde_json::Value::Object(mut m) if list && m.get("items").is_some_and(|i| i.is_array()) => {
+                serde_json::Value::Object(mut m)
+                    if list && m.get("items").is_some_and(|i| i.is_array()) =>
+                {
                     if let Some(serde_json::Value::Array(items)) = m.remove("items") {
                         out.extend(
                             items

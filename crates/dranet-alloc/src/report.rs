@@ -62,8 +62,8 @@ mod summary;
 
 pub use nodes::node_order;
 pub use summary::{
-    ClaimSummary, ClaimVerdict, FailOn, Failure, ReasonGroup, VerdictCount, per_claim,
-    summaries, summarize, verdict_error,
+    ClaimSummary, ClaimVerdict, FailOn, Failure, ReasonGroup, VerdictCount, per_claim, summaries,
+    summarize, verdict_error,
 };
 
 /// The standard NUMA node attribute.

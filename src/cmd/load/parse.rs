@@ -27,7 +27,8 @@ pub(super) fn documents(text: &str) -> Vec<(Chunk<'_>, Result<Vec<Value>, serde_
     split(text)
         .into_iter()
         .map(|chunk| {
-            let values = serde_saphyr::from_str_multiple_with_options(chunk.text, options(chunk.text));
+            let values =
+                serde_saphyr::from_str_multiple_with_options(chunk.text, options(chunk.text));
             (chunk, values)
         })
         .collect()
@@ -165,7 +166,10 @@ mod tests {
     fn json_is_read_as_json_each_value_at_its_line() {
         let text = "\n{\"a\": 1}\n\n[1,\n 2] {\"b\":\n\"x\"}\n";
         let docs = json(text).unwrap();
-        let got: Vec<(u64, Value)> = docs.iter().map(|(c, v)| (c.first_line, v.clone())).collect();
+        let got: Vec<(u64, Value)> = docs
+            .iter()
+            .map(|(c, v)| (c.first_line, v.clone()))
+            .collect();
         assert_eq!(
             got,
             [

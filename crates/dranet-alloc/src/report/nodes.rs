@@ -96,7 +96,9 @@ mod tests {
         names.sort_by(|a, b| node_order(a, b));
         assert_eq!(
             names,
-            ["cpu-3", "g", "gpu-", "gpu-1", "gpu-1-b", "gpu-1a", "gpu-02", "gpu-2", "gpu-10"]
+            [
+                "cpu-3", "g", "gpu-", "gpu-1", "gpu-1-b", "gpu-1a", "gpu-02", "gpu-2", "gpu-10"
+            ]
         );
         assert_eq!(node_order("a-007", "a-7"), "a-007".cmp("a-7"));
         assert_eq!(node_order("x", "x"), Ordering::Equal);

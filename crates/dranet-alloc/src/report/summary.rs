@@ -172,7 +172,10 @@ fn node_list<'a>(nodes: impl Iterator<Item = &'a str>, count: usize) -> String {
     if count <= NAMED && named.len() == count {
         return named.join(", ");
     }
-    format!("{count} nodes ({}, …)", named[..named.len().min(NAMED)].join(", "))
+    format!(
+        "{count} nodes ({}, …)",
+        named[..named.len().min(NAMED)].join(", ")
+    )
 }
 
 /// One line per claim: where it fits and how, in the order of the report, e.g.
