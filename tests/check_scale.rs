@@ -119,6 +119,46 @@ fn a_thousand_nodes_from_kubectl_json_each_get_their_answer() {
         BTreeMap::from([("does-not-fit", 140), ("fits", 860)])
     );
 
+    // The table: the counts and reasons first, then one row per node, then the verdict.
+    let (code, out, err) = check(&slices, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..8],
+        [
+            "ResourceClaimTemplate 1nic-aligned on 1000 nodes:",
+            "  fits            860",
+            "  fits unaligned  0",
+            "  does not fit    140",
+            "  invalid         0",
+            "  why, by number of nodes:",
+            "       100  does not fit: request nic: DeviceClass dranet.net selects none of the node's devices",
+            "        40  does not fit: request nic: selector #0 matches none of the node's devices of DeviceClass dranet.net: device.attributes[\"dra.net\"][\"rdmaDevice\"] == \"mlx5_0\"",
+        ],
+        "{out}"
+    );
+    let rows: Vec<&str> = lines
+        .iter()
+        .copied()
+        .skip_while(|l| !l.starts_with("NODE "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(rows.len(), 1000);
+    let row = |i: usize| rows[i].split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(row(0), "aks-gb300-0 fits gpu-0,pci-0101-00-00-0 -");
+    assert_eq!(
+        row(3),
+        "aks-gb300-3 does not fit - request nic: DeviceClass dranet.net selects none of the node's devices"
+    );
+    assert_eq!(row(999), "aks-gb300-999 fits gpu-0,pci-0101-00-00-0 -");
+    assert_eq!(
+        lines.last().copied(),
+        Some(
+            "  ResourceClaimTemplate 1nic-aligned: fits on 860 nodes (aks-gb300-0, aks-gb300-1, aks-gb300-2, …); does not fit on 140 other node(s)"
+        )
+    );
+
     // One node still picked by --node: one that does not fit, so the exit code says so.
     let (code, out, err) = check(&slices, &["-o", "json", "--node", "aks-gb300-13"]);
     assert_eq!(code, Some(2), "{err}");

@@ -25,6 +25,8 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSli
 // The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
 use k8s_openapi::serde::Serialize;
 
+mod many;
+
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CheckFormat {
@@ -556,6 +558,13 @@ pub fn render_table(r: &Report, notes: &[String], out: &mut dyn Write) -> std::i
     for n in notes {
         writeln!(out, "note: {n}")?;
     }
+    if many::is_many(r) {
+        if !notes.is_empty() {
+            writeln!(out)?;
+        }
+        many::render(r, out)?;
+        return render_verdicts(r, out);
+    }
     let mut legend = false;
     for (i, c) in r.claims.iter().enumerate() {
         if i > 0 || !notes.is_empty() {
@@ -666,6 +675,11 @@ pub fn render_table(r: &Report, notes: &[String], out: &mut dyn Write) -> std::i
             writeln!(out, "  {rel:<5}= {what}")?;
         }
     }
+    render_verdicts(r, out)
+}
+
+/// The table's last lines: one per claim, where it fits and how.
+fn render_verdicts(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let summary = report::summarize(r);
     if !summary.is_empty() {
         writeln!(out, "\nVerdict:")?;
