@@ -159,7 +159,7 @@ fn groups<'a>(reports: impl Iterator<Item = &'a &'a ClaimReport>) -> Vec<ReasonG
         out[i].nodes.extend(c.node.clone());
     }
     // Stable: groups of one size stay in the order first met.
-    out.sort_by(|a, b| b.count.cmp(&a.count));
+    out.sort_by_key(|g| std::cmp::Reverse(g.count));
     out
 }
 
