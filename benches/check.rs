@@ -4,7 +4,6 @@
 //! reading and checking the file, every node's allocation, the table printed.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -13,20 +12,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 mod cluster;
 
 fn check(slices: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dranet"))
-        .args([
-            "check",
-            "examples/azure_aks/gb300/templates.yaml",
-            "--name",
-            "1nic-aligned",
-            "--slices",
-        ])
-        .arg(slices)
-        .args(["--classes", "examples/azure_aks/deviceclasses.yaml"])
-        .env_remove("NODE_NAME")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run dranet");
+    let out = cluster::check_1nic_aligned(slices, &[]);
     assert!(
         out.status.success(),
         "{}",

@@ -6,10 +6,9 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use serde_json::Value;
-use support::cluster::{gb300_slices, list_json, node};
+use support::cluster::{check_1nic_aligned, gb300_slices, list_json, node};
 
 /// Nodes whose NIC slice is missing.
 fn without_nics(i: usize) -> bool {
@@ -44,21 +43,7 @@ fn cluster_file(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 fn check(slices: &std::path::Path, extra: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dranet"))
-        .args([
-            "check",
-            "examples/azure_aks/gb300/templates.yaml",
-            "--name",
-            "1nic-aligned",
-            "--slices",
-        ])
-        .arg(slices)
-        .args(["--classes", "examples/azure_aks/deviceclasses.yaml"])
-        .args(extra)
-        .env_remove("NODE_NAME")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run dranet");
+    let out = check_1nic_aligned(slices, extra);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -66,3 +66,23 @@ pub fn list_json(slices: Vec<Value>) -> String {
     k8s_openapi::serde::Serialize::serialize(&list, &mut ser).expect("a JSON value serializes");
     String::from_utf8(out).expect("JSON is UTF-8")
 }
+
+/// `dranet check` of the GB300 template `1nic-aligned` on the slices of `slices` (the AKS
+/// example's DeviceClasses), with `extra` flags, as an operator runs it.
+pub fn check_1nic_aligned(slices: &Path, extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_dranet"))
+        .args([
+            "check",
+            "examples/azure_aks/gb300/templates.yaml",
+            "--name",
+            "1nic-aligned",
+            "--slices",
+        ])
+        .arg(slices)
+        .args(["--classes", "examples/azure_aks/deviceclasses.yaml"])
+        .args(extra)
+        .env_remove("NODE_NAME")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run dranet")
+}
