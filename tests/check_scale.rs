@@ -151,4 +151,14 @@ fn a_thousand_nodes_from_kubectl_json_each_get_their_answer() {
     assert_eq!(report["claims"].as_array().map(Vec::len), Some(1));
     assert_eq!(report["claims"][0]["node"], "aks-gb300-13");
     assert_eq!(report["claims"][0]["verdict"], "does-not-fit");
+
+    // A node that is not there: the message names a few nodes, not all 1,000.
+    let (code, _, err) = check(&slices, &["--node", "aks-gb300-1000"]);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("--node aks-gb300-1000: no slice is on that node (nodes: aks-gb300-0, aks-gb300-1, aks-gb300-10, ")
+            && err.contains(", … 990 more)")
+            && err.len() < 400,
+        "{err}"
+    );
 }

@@ -362,10 +362,17 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     if let Some(n) = args.node() {
         let nodes = input.nodes();
         if !nodes.is_empty() && !nodes.contains(n) {
+            // A cluster's thousand names would bury the message: the first few, and how many.
+            const NAMED: usize = 10;
+            let named: Vec<String> = nodes.iter().take(NAMED).cloned().collect();
+            let more = match nodes.len().saturating_sub(NAMED) {
+                0 => String::new(),
+                m => format!(", … {m} more"),
+            };
             return Err(CheckError::Usage(format!(
-                "{} {n}: no slice is on that node (nodes: {})",
+                "{} {n}: no slice is on that node (nodes: {}{more})",
                 args.node_flag(),
-                nodes.into_iter().collect::<Vec<_>>().join(", ")
+                named.join(", ")
             )));
         }
         input.node = Some(n.clone());
