@@ -44,6 +44,7 @@ fn full_config() -> NetworkConfig {
             hardware_addr: Some("02:00:00:00:00:aa".into()),
             arp_ignore: Some(1),
             arp_announce: Some(2),
+            accept_ra: Some(2),
             ..Default::default()
         },
         routes: vec![
@@ -157,6 +158,8 @@ async fn a_veth_end_is_configured_in_the_pod_and_the_host_gets_everything_back()
     );
     assert_eq!(p.read_sysctl("net/ipv4/conf/net1/arp_ignore"), "1");
     assert_eq!(p.read_sysctl("net/ipv4/conf/net1/arp_announce"), "2");
+    // The kernel resets accept_ra on the move (a new namespace's default is 1).
+    assert_eq!(p.read_sysctl("net/ipv6/conf/net1/accept_ra"), "2");
     let f = features(&p, "net1");
     assert!(
         !f.is_on("tx-tcp-segmentation") && !f.is_on("tx-tcp6-segmentation"),

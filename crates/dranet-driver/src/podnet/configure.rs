@@ -152,6 +152,10 @@ impl PodNet {
         if let Some(v) = iface.arp_announce {
             sysctls.push((format!("ipv4/conf/{name}/arp_announce"), v.to_string()));
         }
+        // The move resets it to the pod namespace's default, so it is set after.
+        if let Some(v) = iface.accept_ra {
+            sysctls.push((format!("ipv6/conf/{name}/accept_ra"), v.to_string()));
+        }
         if let Some(f) = iface.forwarding {
             let v = if f { "1" } else { "0" };
             sysctls.push((format!("ipv4/conf/{name}/forwarding"), v.into()));
