@@ -39,27 +39,10 @@ pub struct InterfaceConfig {
     /// Name inside the pod.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// How the device reaches the pod: moved into it (unset, `Passthrough`) or as an IPVLAN
-    /// child of it (`IPVLAN`). An empty string is unset, as upstream reads it.
-    #[serde(
-        default,
-        rename = "type",
-        deserialize_with = "empty_is_none",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub r#type: Option<InterfaceType>,
-    /// Where the addresses come from: `Static` (unset: `addresses`), `DHCP` or `Unnumbered`
-    /// (none, an IPVLAN child only). [`InterfaceConfig::effective_addressing`] folds in `dhcp`.
-    #[serde(
-        default,
-        deserialize_with = "empty_is_none",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub addressing: Option<AddressingMode>,
     /// Addresses in CIDR form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
-    /// Obtain addresses by DHCP: upstream's older spelling of `addressing: DHCP`.
+    /// Obtain addresses by DHCP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<bool>,
     /// MTU.
@@ -115,101 +98,6 @@ pub struct InterfaceConfig {
     /// Put the interface in a VRF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vrf: Option<VrfConfig>,
-    /// The IPVLAN child's mode and flag (`type: IPVLAN` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ipvlan: Option<IpvlanConfig>,
-}
-
-impl InterfaceConfig {
-    /// The type asked for, `Passthrough` when unset.
-    pub fn effective_type(&self) -> InterfaceType {
-        self.r#type.unwrap_or_default()
-    }
-
-    /// How the addresses are obtained: `addressing`, else `DHCP` for `dhcp: true`, else
-    /// `Static`.
-    pub fn effective_addressing(&self) -> AddressingMode {
-        match (self.addressing, self.dhcp) {
-            (Some(a), _) => a,
-            (None, Some(true)) => AddressingMode::Dhcp,
-            (None, _) => AddressingMode::Static,
-        }
-    }
-}
-
-/// How an allocated device reaches the pod (`interface.type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub enum InterfaceType {
-    /// The device itself moves into the pod's network namespace.
-    #[default]
-    Passthrough,
-    /// The device stays on the host; the pod gets an IPVLAN child of it.
-    #[serde(rename = "IPVLAN")]
-    Ipvlan,
-}
-
-/// Where an interface's addresses come from (`interface.addressing`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub enum AddressingMode {
-    /// From `addresses` (or the host's, moved with the device).
-    #[default]
-    Static,
-    /// A DHCPv4 lease, obtained on the host before the move.
-    #[serde(rename = "DHCP")]
-    Dhcp,
-    /// None at all: the interface only comes up (an IPVLAN child).
-    Unnumbered,
-}
-
-/// An IPVLAN child's settings (`interface.ipvlan`); unset fields take upstream's defaults.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct IpvlanConfig {
-    /// Its mode (`L2` when unset).
-    #[serde(
-        default,
-        deserialize_with = "empty_is_none",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub mode: Option<IpvlanMode>,
-    /// Its flag (`Bridge` when unset).
-    #[serde(
-        default,
-        deserialize_with = "empty_is_none",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub flag: Option<IpvlanFlag>,
-}
-
-/// An IPVLAN mode: upstream offers L2 only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub enum IpvlanMode {
-    /// The children answer ARP/NDP themselves (`IPVLAN_MODE_L2`).
-    #[default]
-    L2,
-}
-
-/// An IPVLAN flag: upstream offers bridge only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub enum IpvlanFlag {
-    /// Children of one parent reach each other inside the host (`IPVLAN_F_BRIDGE`, 0).
-    #[default]
-    Bridge,
-}
-
-/// Reads an optional enum whose empty string means unset (Go's zero value, which upstream's
-/// claims may carry).
-fn empty_is_none<'de, D, T>(d: D) -> std::result::Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    use serde::de::IntoDeserializer;
-    match Option::<String>::deserialize(d)? {
-        None => Ok(None),
-        Some(s) if s.is_empty() => Ok(None),
-        Some(s) => T::deserialize(s.into_deserializer()).map(Some),
-    }
 }
 
 /// A VRF.
@@ -361,84 +249,13 @@ impl NetworkConfig {
         for (i, n) in self.neighbors.iter().enumerate() {
             check_ip(&format!("neighbors[{i}].destination"), &n.destination)?;
         }
-        let iface = &self.interface;
-        if let Some(v) = iface.accept_ra
+        if let Some(v) = self.interface.accept_ra
             && !(0..=2).contains(&v)
         {
             return Err(Error::InvalidConfig {
                 field: "interface.acceptRA".into(),
                 reason: format!("{v} is not 0, 1 or 2"),
             });
-        }
-        if let (Some(dhcp), Some(a)) = (iface.dhcp, iface.addressing)
-            && dhcp != (a == AddressingMode::Dhcp)
-        {
-            return Err(Error::InvalidConfig {
-                field: "interface.dhcp".into(),
-                reason: format!(
-                    "{dhcp} contradicts interface.addressing {:?}; set addressing only",
-                    a
-                ),
-            });
-        }
-        Ok(())
-    }
-
-    /// Checks the configuration a device gets (every entry merged, see
-    /// [`merged_over`](Self::merged_over)): [`validate`](Self::validate), and the rules between
-    /// fields that separate entries may set (a DeviceClass the IPVLAN mode, a claim the type).
-    pub fn validate_final(&self) -> Result<()> {
-        self.validate()?;
-        let iface = &self.interface;
-        let bad = |field: &str, reason: String| {
-            Err(Error::InvalidConfig {
-                field: field.into(),
-                reason,
-            })
-        };
-        let ipvlan = iface.effective_type() == InterfaceType::Ipvlan;
-        match iface.effective_addressing() {
-            AddressingMode::Static => {}
-            a @ (AddressingMode::Dhcp | AddressingMode::Unnumbered)
-                if !iface.addresses.is_empty() =>
-            {
-                let a = if a == AddressingMode::Dhcp {
-                    "DHCP"
-                } else {
-                    "Unnumbered"
-                };
-                return bad(
-                    "interface.addresses",
-                    format!("addressing {a} takes no addresses; set one or the other"),
-                );
-            }
-            AddressingMode::Unnumbered if !ipvlan => {
-                return bad(
-                    "interface.addressing",
-                    "Unnumbered is for an IPVLAN child (interface.type: IPVLAN) only".into(),
-                );
-            }
-            AddressingMode::Dhcp if ipvlan => {
-                return bad(
-                    "interface.addressing",
-                    "DHCP cannot address an IPVLAN child: the client runs on the parent, on \
-                     the host"
-                        .into(),
-                );
-            }
-            AddressingMode::Dhcp | AddressingMode::Unnumbered => {}
-        }
-        if iface.ipvlan.is_some() && !ipvlan {
-            return bad(
-                "interface.ipvlan",
-                "applies to interface.type IPVLAN only".into(),
-            );
-        }
-        if ipvlan && iface.hardware_addr.is_some() {
-            return bad(
-                "interface.hardwareAddr",
-                "an IPVLAN child has its parent's hardware address".into(),
-            );
         }
         Ok(())
     }
@@ -466,8 +283,6 @@ impl NetworkConfig {
         let (t, b) = (&self.interface, &base.interface);
         let interface = InterfaceConfig {
             name: pick_s(&t.name, &b.name),
-            r#type: pick(&t.r#type, &b.r#type),
-            addressing: pick(&t.addressing, &b.addressing),
             addresses: dedup_last([b.addresses.clone(), t.addresses.clone()].concat(), |a| {
                 a.clone()
             }),
@@ -484,13 +299,6 @@ impl NetworkConfig {
             arp_announce: pick(&t.arp_announce, &b.arp_announce),
             accept_ra: pick(&t.accept_ra, &b.accept_ra),
             vrf: pick(&t.vrf, &b.vrf),
-            ipvlan: match (&t.ipvlan, &b.ipvlan) {
-                (Some(t), Some(b)) => Some(IpvlanConfig {
-                    mode: t.mode.or(b.mode),
-                    flag: t.flag.or(b.flag),
-                }),
-                (t, b) => pick(t, b),
-            },
         };
         let ethtool = match (&self.ethtool, &base.ethtool) {
             (Some(t), Some(b)) => {
@@ -540,6 +348,16 @@ mod tests {
     }
 
     #[test]
+    fn accept_ra_parses_and_is_checked() {
+        let c: NetworkConfig = serde_json::from_str(r#"{"interface":{"acceptRA":2}}"#).unwrap();
+        assert_eq!(c.interface.accept_ra, Some(2));
+        c.validate().unwrap();
+        let c: NetworkConfig = serde_json::from_str(r#"{"interface":{"acceptRA":3}}"#).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("interface.acceptRA"), "{e}");
+    }
+
+    #[test]
     fn validation_names_the_field() {
         let mut c = NetworkConfig::default();
         c.routes.push(RouteConfig {
@@ -567,99 +385,6 @@ mod tests {
                 .to_string()
                 .contains("interface.addresses[0]")
         );
-    }
-
-    #[test]
-    fn upstream_fields_since_1_4_parse_and_are_checked() {
-        let j = r#"{"interface":{"type":"IPVLAN","addressing":"Unnumbered","acceptRA":2,
-                    "ipvlan":{"mode":"L2","flag":"Bridge"}}}"#;
-        let c: NetworkConfig = serde_json::from_str(j).unwrap();
-        assert_eq!(c.interface.r#type, Some(InterfaceType::Ipvlan));
-        assert_eq!(c.interface.addressing, Some(AddressingMode::Unnumbered));
-        assert_eq!(c.interface.accept_ra, Some(2));
-        assert_eq!(
-            c.interface.ipvlan,
-            Some(IpvlanConfig {
-                mode: Some(IpvlanMode::L2),
-                flag: Some(IpvlanFlag::Bridge)
-            })
-        );
-        c.validate_final().unwrap();
-        let back: NetworkConfig =
-            serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
-        assert_eq!(back, c);
-        // An empty string is unset, as upstream reads it.
-        let c: NetworkConfig =
-            serde_json::from_str(r#"{"interface":{"type":"","addressing":""}}"#).unwrap();
-        assert_eq!((c.interface.r#type, c.interface.addressing), (None, None));
-        // Unknown values name the known ones.
-        let e = serde_json::from_str::<NetworkConfig>(r#"{"interface":{"type":"MACVLAN"}}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("Passthrough") && e.contains("IPVLAN"), "{e}");
-        let e = serde_json::from_str::<NetworkConfig>(r#"{"interface":{"addressing":"Auto"}}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("Static") && e.contains("Unnumbered"), "{e}");
-        // `dhcp: true` is `addressing: DHCP`.
-        let c: NetworkConfig = serde_json::from_str(r#"{"interface":{"dhcp":true}}"#).unwrap();
-        assert_eq!(c.interface.effective_addressing(), AddressingMode::Dhcp);
-        assert_eq!(
-            InterfaceConfig::default().effective_addressing(),
-            AddressingMode::Static
-        );
-        let bad = |j: &str, field: &str| {
-            let c: NetworkConfig = serde_json::from_str(j).unwrap();
-            let e = c
-                .validate()
-                .and_then(|()| c.validate_final())
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(field), "{j}: {e}");
-        };
-        bad(r#"{"interface":{"acceptRA":3}}"#, "interface.acceptRA");
-        bad(
-            r#"{"interface":{"dhcp":true,"addressing":"Static"}}"#,
-            "interface.dhcp",
-        );
-        bad(
-            r#"{"interface":{"addressing":"DHCP","addresses":["10.0.0.1/24"]}}"#,
-            "interface.addresses",
-        );
-        bad(
-            r#"{"interface":{"addressing":"Unnumbered"}}"#,
-            "interface.addressing",
-        );
-        bad(
-            r#"{"interface":{"ipvlan":{"mode":"L2"}}}"#,
-            "interface.ipvlan",
-        );
-        bad(
-            r#"{"interface":{"type":"IPVLAN","hardwareAddr":"02:00:00:00:00:01"}}"#,
-            "interface.hardwareAddr",
-        );
-        bad(
-            r#"{"interface":{"type":"IPVLAN","addressing":"DHCP"}}"#,
-            "interface.addressing",
-        );
-        // A partial entry (a DeviceClass giving the IPVLAN mode, the claim the type) is fine on
-        // its own; the merged configuration is what must be whole.
-        let class: NetworkConfig =
-            serde_json::from_str(r#"{"interface":{"ipvlan":{"flag":"Bridge"}}}"#).unwrap();
-        class.validate().unwrap();
-        let claim: NetworkConfig = serde_json::from_str(
-            r#"{"interface":{"type":"IPVLAN","ipvlan":{"mode":"L2"}}}"#,
-        )
-        .unwrap();
-        let m = claim.merged_over(&class);
-        assert_eq!(
-            m.interface.ipvlan,
-            Some(IpvlanConfig {
-                mode: Some(IpvlanMode::L2),
-                flag: Some(IpvlanFlag::Bridge)
-            })
-        );
-        m.validate_final().unwrap();
     }
 
     #[test]

@@ -53,8 +53,8 @@ pub mod topology;
 pub use attributes::{AttributeOptions, AttributeValue, Attributes, DRIVER_NAME};
 pub use cloud::{CloudProvider, DeviceIdentifiers, NoCloud};
 pub use config::{
-    AddressingMode, EthtoolConfig, InterfaceConfig, InterfaceType, IpvlanConfig, IpvlanFlag,
-    IpvlanMode, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig, VrfConfig,
+    EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
+    VrfConfig,
 };
 pub use device::{Discover, Excluded, GpuNicMatrix, Inventory, LinkSource, NetworkDevice};
 pub use error::{Error, Result};

@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use dranet_core::{InterfaceType, NetworkConfig};
+use dranet_core::NetworkConfig;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 
 use super::messages::{parse_cidr, parse_mac};
@@ -50,10 +50,6 @@ const NOT_YET: &[(&str, Asks)] = &[
     ("interface.disableEbpfPrograms", |c| {
         c.interface.disable_ebpf_programs == Some(true)
     }),
-    // NIC sharing: `addressing: Unnumbered` and `ipvlan` need this type (validate_final).
-    ("interface.type: IPVLAN", |c| {
-        c.interface.r#type == Some(InterfaceType::Ipvlan)
-    }),
 ];
 
 /// The kernel's `IFNAMSIZ` less its terminating NUL.
@@ -68,7 +64,7 @@ pub fn check_config(c: &NetworkConfig) -> Result<(), ConfigRefusal> {
     if let Some((field, _)) = NOT_YET.iter().find(|(_, asks)| asks(c)) {
         return Err(ConfigRefusal::NotSupported { field });
     }
-    c.validate_final().map_err(|e| match e {
+    c.validate().map_err(|e| match e {
         dranet_core::Error::InvalidConfig { field, reason } => invalid(field, reason),
         other => invalid("config", other.to_string()),
     })?;
@@ -340,16 +336,6 @@ mod tests {
         check_config(&with(|c| c.interface.dhcp = Some(false))).unwrap();
         assert!(check_config(&with(|c| c.profile = "x".into())).is_err());
         assert!(check_config(&with(|c| c.interface.disable_ebpf_programs = Some(true))).is_err());
-        let e = check_config(&with(|c| {
-            c.interface.r#type = Some(InterfaceType::Ipvlan);
-            c.interface.addressing = Some(dranet_core::AddressingMode::Unnumbered);
-        }))
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "interface.type: IPVLAN: not supported yet by dranet-rs; remove it from the config"
-        );
-        check_config(&with(|c| c.interface.r#type = Some(InterfaceType::Passthrough))).unwrap();
     }
 
     #[test]
