@@ -86,9 +86,63 @@ pub struct RunArgs {
     /// on a machine without the hardware (pods get their RDMA char devices; nothing else is done).
     #[arg(long, value_name = "DIR", env = "DRANET_FIXTURE_SYSFS")]
     fixture_sysfs: Option<PathBuf>,
+    /// Upstream's feature gates, `Name=bool,…`: `DRAListTypeAttributes` publishes
+    /// resource.kubernetes.io/numaNode as a list (the API server needs it too);
+    /// `PersistentResourceSliceAttributes` is how dranet-rs always behaves (true only).
+    #[arg(
+        long,
+        value_name = "GATES",
+        default_value = "",
+        env = "DRANET_FEATURE_GATES"
+    )]
+    feature_gates: String,
     /// Log lines as text or JSON.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "DRANET_LOG_FORMAT")]
     pub log_format: LogFormat,
+}
+
+/// Upstream's feature gates this daemon knows.
+const FEATURE_GATES: &[&str] = &["DRAListTypeAttributes", "PersistentResourceSliceAttributes"];
+
+/// What `--feature-gates` turns on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `DRAListTypeAttributes`: numaNode as a list.
+    pub list_type_attributes: bool,
+}
+
+/// Parses `--feature-gates` as Kubernetes components do (`A=true,B=false`, Go's booleans); an
+/// unknown gate is an error naming the known ones.
+pub fn parse_feature_gates(s: &str) -> Result<FeatureGates, String> {
+    let mut g = FeatureGates::default();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?} is not Name=true or Name=false"))?;
+        let on = match value.trim() {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+            "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+            v => return Err(format!("{name}: {v:?} is not true or false")),
+        };
+        match name.trim() {
+            "DRAListTypeAttributes" => g.list_type_attributes = on,
+            "PersistentResourceSliceAttributes" if on => {}
+            "PersistentResourceSliceAttributes" => {
+                return Err(
+                    "PersistentResourceSliceAttributes=false: dranet-rs always keeps \
+                            the attributes of allocated devices in its slices; drop the gate"
+                        .into(),
+                );
+            }
+            other => {
+                return Err(format!(
+                    "unknown feature gate {other:?} (known: {})",
+                    FEATURE_GATES.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(g)
 }
 
 /// Go-style durations as upstream takes them: `500ms`, `2s`, `1m`, `1m30s`, `1h`.
@@ -164,7 +218,10 @@ impl RunArgs {
                 .ok_or_else(|| usage(format!("--db-path {}: has no directory", p.display())))?,
             None => self.state_dir.clone(),
         };
+        let gates = parse_feature_gates(&self.feature_gates)
+            .map_err(|e| usage(format!("--feature-gates: {e}")))?;
         let mut c = DaemonConfig::new(node);
+        c.attributes.numa_node_list = gates.list_type_attributes;
         c.kubelet_root_dir = self.kubelet_root_dir.clone();
         c.state_dir = state_dir;
         c.nri_socket = self.nri_socket.clone();
@@ -269,8 +326,33 @@ async fn signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{FeatureGates, parse_duration, parse_feature_gates};
     use std::time::Duration;
+
+    #[test]
+    fn feature_gates_as_upstream_daemonsets_pass_them() {
+        assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
+        let g = parse_feature_gates(
+            "DRAListTypeAttributes=true, PersistentResourceSliceAttributes=true",
+        )
+        .unwrap();
+        assert!(g.list_type_attributes);
+        assert!(
+            !parse_feature_gates("DRAListTypeAttributes=false")
+                .unwrap()
+                .list_type_attributes
+        );
+        let e = parse_feature_gates("DRAListTypeAttributes=true,Foo=true").unwrap_err();
+        assert!(
+            e.contains("\"Foo\"")
+                && e.contains("DRAListTypeAttributes, PersistentResourceSliceAttributes"),
+            "{e}"
+        );
+        assert!(parse_feature_gates("DRAListTypeAttributes").is_err());
+        assert!(parse_feature_gates("DRAListTypeAttributes=yes").is_err());
+        let e = parse_feature_gates("PersistentResourceSliceAttributes=false").unwrap_err();
+        assert!(e.contains("drop the gate"), "{e}");
+    }
 
     #[test]
     fn durations_as_go_writes_them() {

@@ -101,6 +101,10 @@ pub struct InterfaceConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub arp_announce: Option<i32>,
+    /// `accept_ra` sysctl (IPv6): 0 ignores router advertisements, 1 accepts them unless the
+    /// interface forwards, 2 accepts them also then.
+    #[serde(default, rename = "acceptRA", skip_serializing_if = "Option::is_none")]
+    pub accept_ra: Option<i32>,
     /// Put the interface in a VRF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vrf: Option<VrfConfig>,
@@ -317,6 +321,14 @@ impl NetworkConfig {
         for (i, n) in self.neighbors.iter().enumerate() {
             check_ip(&format!("neighbors[{i}].destination"), &n.destination)?;
         }
+        if let Some(v) = self.interface.accept_ra
+            && !(0..=2).contains(&v)
+        {
+            return Err(Error::InvalidConfig {
+                field: "interface.acceptRA".into(),
+                reason: format!("{v} is not 0, 1 or 2"),
+            });
+        }
         self.validate_type()
     }
 
@@ -348,6 +360,7 @@ impl NetworkConfig {
             forwarding: pick(&t.forwarding, &b.forwarding),
             arp_ignore: pick(&t.arp_ignore, &b.arp_ignore),
             arp_announce: pick(&t.arp_announce, &b.arp_announce),
+            accept_ra: pick(&t.accept_ra, &b.accept_ra),
             vrf: pick(&t.vrf, &b.vrf),
             ipvlan: match (t.ipvlan, b.ipvlan) {
                 (Some(t), Some(b)) => Some(IpvlanConfig {
@@ -512,6 +525,16 @@ mod tests {
         assert_eq!(back, c);
         let err = serde_json::from_str::<NetworkConfig>(r#"{"interfce":{}}"#).unwrap_err();
         assert!(err.to_string().contains("interfce"));
+    }
+
+    #[test]
+    fn accept_ra_parses_and_is_checked() {
+        let c: NetworkConfig = serde_json::from_str(r#"{"interface":{"acceptRA":2}}"#).unwrap();
+        assert_eq!(c.interface.accept_ra, Some(2));
+        c.validate().unwrap();
+        let c: NetworkConfig = serde_json::from_str(r#"{"interface":{"acceptRA":3}}"#).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("interface.acceptRA"), "{e}");
     }
 
     #[test]

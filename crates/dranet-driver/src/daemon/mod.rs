@@ -19,6 +19,7 @@ pub mod devices;
 mod hooks;
 pub mod http;
 pub mod metrics;
+mod process;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

@@ -61,6 +61,7 @@
 //! the pod's namespace exists.
 
 mod attach;
+mod carry;
 mod child;
 mod child_journal;
 mod configure;
@@ -132,6 +133,8 @@ fn is_errno(e: &io::Error, errno: i32) -> bool {
 
 const EEXIST: i32 = 17;
 const ENOENT: i32 = 2;
+const ENETUNREACH: i32 = 101;
+const EHOSTUNREACH: i32 = 113;
 const ESRCH: i32 = 3;
 
 impl PodNet {
