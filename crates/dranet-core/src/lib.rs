@@ -12,6 +12,7 @@
 //! - [`NetworkConfig`]: per-device network configuration (upstream's claim format), validated
 //!   and merged over a cloud's.
 //! - [`CloudProvider`]: what a cloud adds (attributes, per-NIC config); [`NoCloud`] by default.
+//!   [`ProfileProvider`]: named profiles a claim asks for, resolved and released by a provider.
 //! - [`Discover`] and [`LinkSource`]: the seams discovery implements (real host or fixtures).
 //!
 //! - [`alloc`]: which devices the scheduler would give a claim, with [`cel`] for its selectors.
@@ -96,7 +97,10 @@ pub mod slice;
 pub mod topology;
 
 pub use attributes::{AttributeOptions, AttributeValue, Attributes, DRIVER_NAME};
-pub use cloud::{CloudProvider, DeviceIdentifiers, NoCloud};
+pub use cloud::{
+    BoxFuture, CloudProvider, DeviceIdentifiers, NoCloud, ProfileError, ProfileProvider,
+    ProfileRequest,
+};
 pub use config::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
     VrfConfig,

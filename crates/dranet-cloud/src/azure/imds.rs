@@ -8,7 +8,7 @@ use dranet_core::{
 };
 use serde::Deserialize;
 
-use crate::{Error, Result};
+use crate::http::{Result, json_object};
 
 /// Attribute names (fully qualified in the `azure.dra.net` domain).
 pub mod attr {
@@ -109,24 +109,14 @@ pub struct Subnet {
     pub prefix: String,
 }
 
-fn json<T: serde::de::DeserializeOwned>(what: &'static str, body: &[u8]) -> Result<T> {
-    let err = |source| Error::Json { what, source };
-    let v: serde_json::Value = serde_json::from_slice(body).map_err(err)?;
-    // serde would also accept an array for a struct; IMDS documents are objects.
-    if !v.is_object() {
-        return Err(Error::NotAnObject { what });
-    }
-    serde_json::from_value(v).map_err(err)
-}
-
 /// Parses the compute document.
 pub fn parse_compute(body: &[u8]) -> Result<Compute> {
-    json("compute", body)
+    json_object("Azure IMDS compute document", body)
 }
 
 /// Parses the network document.
 pub fn parse_network(body: &[u8]) -> Result<Network> {
-    json("network", body)
+    json_object("Azure IMDS network document", body)
 }
 
 /// What IMDS said about this VM.
