@@ -58,7 +58,8 @@ impl AlibabaInstance {
     }
 }
 
-/// The PCI functions behind `<sysfs>/class/infiniband/erdma*`.
+/// The PCI functions of `<sysfs>/class/infiniband/erdma*`: each link resolves to
+/// `…/<pci address>/infiniband/erdma_N`.
 pub fn erdma_functions(sysfs: &Path) -> BTreeSet<String> {
     let dir = sysfs.join("class/infiniband");
     std::fs::read_dir(&dir)
@@ -66,8 +67,17 @@ pub fn erdma_functions(sysfs: &Path) -> BTreeSet<String> {
         .flatten()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("erdma"))
-        .filter_map(|e| std::fs::read_link(e.path().join("device")).ok())
-        .filter_map(|t| Some(t.file_name()?.to_string_lossy().into_owned()))
+        .filter_map(|e| std::fs::canonicalize(e.path()).ok())
+        .filter_map(|p| {
+            let pci = p
+                .parent()?
+                .parent()?
+                .file_name()?
+                .to_string_lossy()
+                .into_owned();
+            pci.parse::<dranet_core::PciAddress>().ok()?;
+            Some(pci)
+        })
         .collect()
 }
 

@@ -38,6 +38,16 @@ pub enum Error {
         /// The timeout.
         after: Duration,
     },
+    /// A request that cannot be made from what it was given (a path with characters a URL
+    /// cannot carry).
+    #[error("{url}: cannot make the request: {}", error_chain(.source.as_ref()))]
+    Request {
+        /// The URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: HttpError,
+    },
     /// An error status.
     #[error("{url}: HTTP {status}: {body}")]
     Status {
@@ -193,7 +203,10 @@ impl Endpoint {
     pub async fn send(&self, req: &Request, timeout: Duration) -> Result<Response> {
         let url = self.url(&req.path);
         let fut = async {
-            let request = self.build(req).map_err(|e| http(&url, e))?;
+            let request = self.build(req).map_err(|source| Error::Request {
+                url: url.clone(),
+                source,
+            })?;
             match &self.target {
                 Target::Tcp { host, port, .. } => {
                     let sock = tokio::net::TcpStream::connect((host.as_str(), *port))

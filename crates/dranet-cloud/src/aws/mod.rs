@@ -117,12 +117,17 @@ impl AwsInstance {
     }
 }
 
-/// The MACs of the `macs/` listing (`0e:…:01/` lines).
+/// The MACs of the `macs/` listing (`0e:…:01/` lines); anything else in it is skipped.
 fn macs(listing: &str) -> impl Iterator<Item = &str> {
     listing
         .lines()
         .map(|l| l.trim().trim_end_matches('/'))
-        .filter(|l| !l.is_empty() && !l.contains('/') && !l.contains(".."))
+        .filter(|m| {
+            m.len() == 17
+                && m.split(':').count() == 6
+                && m.split(':')
+                    .all(|o| o.len() == 2 && o.bytes().all(|b| b.is_ascii_hexdigit()))
+        })
         .take(MAX_INTERFACES)
 }
 
@@ -140,6 +145,8 @@ pub async fn read(
     let get = |p: &str| format!("/latest/{p}");
     let mut m = PathMap::default();
     m.insert(path::IDENTITY, s.get(&get(path::IDENTITY)).await?.text());
+    // A document that is not the identity fails here, before the interfaces are asked for.
+    AwsInstance::from_paths(&m, sysfs)?;
     if let Some(r) = s.get_optional(&get(path::PLACEMENT_GROUP)).await? {
         m.insert(path::PLACEMENT_GROUP, r.text());
     }
