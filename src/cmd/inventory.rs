@@ -55,7 +55,7 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
     let opts = AttributeOptions {
         numa_node_list: a.numa_node_list,
     };
-    let cloud = a.cloud.provider(&a.source.sysfs)?;
+    let cloud = a.cloud.provider(&a.source.sysfs, &inv)?;
     let (devices, warnings) = published_devices(&inv, opts, cloud.as_ref());
     for w in &warnings {
         tracing::warn!("{w}");

@@ -88,6 +88,47 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// `cloud`'s provider from a metadata document saved on the node (the
+    /// `--<cloud>-metadata-file` flags), for a node whose sysfs is at `sysfs`:
+    ///
+    /// - azure: IMDS's instance document, or its `compute` part;
+    /// - gce: `instance/?recursive=true&alt=json`;
+    /// - aws, alibaba: a JSON object of IMDS answers by path under `/latest/`
+    ///   ([`crate::PathMap`]);
+    /// - oke: `/opc/v2/host/`.
+    pub fn from_file(
+        cloud: Cloud,
+        body: &[u8],
+        sysfs: &std::path::Path,
+    ) -> Result<(Provider, Vec<String>)> {
+        Ok(match cloud {
+            Cloud::Azure => (
+                Provider::Azure(crate::azure::parse_instance_document(body)?),
+                Vec::new(),
+            ),
+            Cloud::Gce => {
+                let (i, w) = gce::parse_instance_document(body)?;
+                (Provider::Gce(i), w)
+            }
+            Cloud::Aws => {
+                let m = crate::PathMap::parse("AWS metadata file", body)?;
+                let (i, w) = AwsInstance::from_paths(&m, sysfs)?;
+                (Provider::Aws(i), w)
+            }
+            Cloud::Oke => {
+                let (i, w) = oke::parse_host_document(body)?;
+                (Provider::Oke(i), w)
+            }
+            Cloud::Alibaba => {
+                let m = crate::PathMap::parse("Alibaba metadata file", body)?;
+                (
+                    Provider::Alibaba(AlibabaInstance::from_paths(&m, sysfs)?),
+                    Vec::new(),
+                )
+            }
+        })
+    }
+
     /// As the driver takes it.
     pub fn into_cloud_provider(self) -> Arc<dyn CloudProvider> {
         match self {

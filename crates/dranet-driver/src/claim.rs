@@ -16,6 +16,10 @@
 //! specific entry wins, lists are joined (a more specific route to the same destination and table
 //! replaces the less specific one). So a DeviceClass can set `mtu: 9000` for every NIC, a claim
 //! its addresses, and one request its own interface name.
+//!
+//! When the result names a `profile`, the profile provider's configuration for it goes under all
+//! of these (upstream's order: what the claim and the cloud say wins over what the profile
+//! resolves to); see the driver's `profiles` module.
 
 use dranet_core::{
     CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, PciAddress,

@@ -11,13 +11,21 @@
 //! only exists once the sandbox runs, which is after the kubelet's prepare, so the work is done in
 //! the NRI hooks, and the char devices are added there too so that one place decides what a pod
 //! sees.
+//!
+//! A claim's named `profile` is resolved by the profile provider at prepare and released at
+//! unprepare ([`profiles`]).
+
+mod profiles;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use dranet_core::{CharDevice, CloudProvider, Inventory, NoCloud};
+use dranet_core::{
+    CharDevice, CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, NoCloud,
+    ProfileProvider,
+};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
     AllocatedDeviceStatus, NetworkDeviceData,
 };
@@ -70,6 +78,7 @@ pub struct NetworkDriverBuilder {
     state_dir: PathBuf,
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
+    profiles: Option<Arc<dyn ProfileProvider>>,
     status: Option<StatusWriter>,
     rdma_mode: Option<NetnsMode>,
 }
@@ -88,6 +97,14 @@ impl NetworkDriverBuilder {
     #[must_use]
     pub fn cloud(mut self, cloud: Arc<dyn CloudProvider>) -> Self {
         self.cloud = cloud;
+        self
+    }
+
+    /// Resolves claims' named profiles with `provider` (upstream's `--profile-provider`); without
+    /// one, a claim that names a profile is refused.
+    #[must_use]
+    pub fn profiles(mut self, provider: Arc<dyn ProfileProvider>) -> Self {
+        self.profiles = Some(provider);
         self
     }
 
@@ -132,6 +149,8 @@ impl NetworkDriverBuilder {
             store,
             rescan: self.rescan,
             cloud: self.cloud,
+            profiles: self.profiles,
+            profile_lock: tokio::sync::Mutex::new(()),
             status: self.status,
             rdma_mode,
             inventory: RwLock::new(Arc::new(inventory)),
@@ -192,6 +211,10 @@ pub struct NetworkDriver {
     store: Store,
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
+    profiles: Option<Arc<dyn ProfileProvider>>,
+    /// One claim's profiles are asked for or released at a time, so that a release retried in
+    /// the background never crosses a prepare of the same claim.
+    profile_lock: tokio::sync::Mutex<()>,
     status: Option<StatusWriter>,
     rdma_mode: NetnsMode,
     inventory: RwLock<Arc<Inventory>>,
@@ -230,6 +253,7 @@ impl NetworkDriver {
             state_dir: state_dir.into(),
             rescan,
             cloud: Arc::new(NoCloud),
+            profiles: None,
             status: None,
             rdma_mode: None,
         }
@@ -261,6 +285,8 @@ impl NetworkDriver {
                 claim: "(rescan)".into(),
                 reason: format!("discovery: {reason}"),
             })?;
+        let ids: Vec<DeviceIdentifiers> = inv.devices.iter().map(DeviceIdentifiers::of).collect();
+        self.cloud.refresh(&ids).await;
         self.set_inventory(inv);
         Ok(self.inventory())
     }
@@ -308,6 +334,8 @@ impl NetworkDriver {
         let mut inv = self.inventory();
         let mut rescanned = false;
         let mut devices = Vec::with_capacity(claim.results.len());
+        // Devices whose configuration names a profile, checked once it is resolved.
+        let mut profiled = Vec::new();
         for r in &claim.results {
             if inv.device(&r.device).is_none() && !rescanned {
                 rescanned = true;
@@ -323,10 +351,10 @@ impl NetworkDriver {
             let base = claim::cloud_config(&*self.cloud, dev);
             let config = claim::config_for(claim, r, base)
                 .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
-            claim::check_device(&config, dev, &inv).map_err(|e| fail(e.to_string()))?;
-            if let (Some(nd), Some(e)) = (&dev.netdev, &config.ethtool) {
-                self.check_ethtool(&nd.name, e)
-                    .map_err(|e| fail(format!("device {} ({}): {e}", r.device, nd.name)))?;
+            if config.profile.is_empty() {
+                self.check_config(&config, dev, &inv).map_err(fail)?;
+            } else {
+                profiled.push((devices.len(), DeviceIdentifiers::of(dev)));
             }
             devices.push(DeviceRecord {
                 request: r.request.clone(),
@@ -342,6 +370,10 @@ impl NetworkDriver {
                     .map(|l| l.char_devices.clone())
                     .unwrap_or_default(),
             });
+        }
+        if !profiled.is_empty() {
+            self.resolve_profiles(&claim.claim_ref, &mut devices, profiled, &inv)
+                .await?;
         }
         let record = ClaimRecord {
             version: STORE_VERSION,
@@ -363,6 +395,21 @@ impl NetworkDriver {
         })
     }
 
+    /// Checks a device's final configuration against the device as discovered.
+    fn check_config(
+        &self,
+        config: &NetworkConfig,
+        dev: &NetworkDevice,
+        inv: &Inventory,
+    ) -> std::result::Result<(), String> {
+        claim::check_device(config, dev, inv).map_err(|e| e.to_string())?;
+        if let (Some(nd), Some(e)) = (&dev.netdev, &config.ethtool) {
+            self.check_ethtool(&nd.name, e)
+                .map_err(|e| format!("device {} ({}): {e}", dev.name, nd.name))?;
+        }
+        Ok(())
+    }
+
     /// Checks ethtool names against the host link, when it is on the host (the pod attach
     /// checks again against the link it moves).
     fn check_ethtool(
@@ -382,8 +429,11 @@ impl NetworkDriver {
         }
     }
 
-    /// What [`Driver::unprepare`] does: forgets the claim. Idempotent.
-    pub fn unprepare_claim(&self, uid: &str) -> Result<()> {
+    /// What [`Driver::unprepare`] does: releases the claim's profiles (what the provider does
+    /// not release now stays recorded and is released later, see
+    /// [`NetworkDriver::retry_profile_releases`]) and forgets the claim. Idempotent.
+    pub async fn unprepare_claim(&self, uid: &str) -> Result<()> {
+        self.release_profiles(uid).await;
         self.store.remove_claim(uid)?;
         lock(&self.state).remove_claim(uid);
         Ok(())
@@ -746,7 +796,7 @@ impl Driver for NetworkDriver {
     }
 
     async fn unprepare(&self, claim: ClaimToUnprepare) -> std::result::Result<(), HandlerError> {
-        Ok(self.unprepare_claim(&claim.claim_ref.uid)?)
+        Ok(self.unprepare_claim(&claim.claim_ref.uid).await?)
     }
 }
 

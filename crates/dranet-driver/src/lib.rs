@@ -58,6 +58,17 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The profile provider did not resolve a device's profile.
+    #[error("claim {claim}: device {device}: {source}")]
+    Profile {
+        /// `namespace/name`.
+        claim: String,
+        /// The device.
+        device: String,
+        /// The provider's error.
+        #[source]
+        source: Box<dranet_core::ProfileError>,
+    },
     /// A pod the driver cannot give its devices to.
     #[error("pod {pod}: {reason}")]
     Pod {

@@ -1,12 +1,14 @@
 //! What the driver must remember across restarts: each prepared claim (which pods get which
-//! devices, configured how) and each pod sandbox it acted on (its network namespace, which
-//! containerd 1.7 does not send again at StopPodSandbox, and the RDMA devices moved into it).
+//! devices, configured how), each pod sandbox it acted on (its network namespace, which
+//! containerd 1.7 does not send again at StopPodSandbox, and the RDMA devices moved into it), and
+//! each claim's profiles asked of the profile provider (recorded before asking, forgotten once
+//! released, so that no crash leaks what the provider allocated).
 //! One file per record, written durably (see `durable`), so a daemon killed at any point finds on
 //! start exactly what it had recorded.
 
 use std::path::{Path, PathBuf};
 
-use dranet_core::{CharDevice, NetworkConfig};
+use dranet_core::{CharDevice, NetworkConfig, ProfileRequest};
 use serde::{Deserialize, Serialize};
 
 use crate::claim::PodRef;
@@ -85,11 +87,43 @@ pub struct PodRecord {
     pub rdma_moved: Vec<String>,
 }
 
-/// The store: `claims/<uid>.json` and `pods/<sandbox-id>.json` under one directory.
+/// The profiles a claim asked the profile provider for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileRecord {
+    /// [`STORE_VERSION`].
+    pub version: u32,
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The claim's UID.
+    pub uid: String,
+    /// One per device with a profile, as asked.
+    pub leases: Vec<ProfileLease>,
+    /// Set once the claim is unprepared (or its prepare failed): what is left here is owed to
+    /// the provider, and released again until it is.
+    #[serde(default)]
+    pub releasing: bool,
+}
+
+/// One device's profile, as asked of the provider (and as released).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileLease {
+    /// The device's name.
+    pub device: String,
+    /// The request the provider was sent.
+    pub request: ProfileRequest,
+}
+
+/// The store: `claims/<uid>.json`, `pods/<sandbox-id>.json` and `profiles/<uid>.json` under one
+/// directory.
 #[derive(Debug, Clone)]
 pub struct Store {
     claims: PathBuf,
     pods: PathBuf,
+    profiles: PathBuf,
 }
 
 fn check_name(name: &str) -> Result<()> {
@@ -103,8 +137,9 @@ impl Store {
         let s = Self {
             claims: dir.join("claims"),
             pods: dir.join("pods"),
+            profiles: dir.join("profiles"),
         };
-        for d in [&s.claims, &s.pods] {
+        for d in [&s.claims, &s.pods, &s.profiles] {
             durable::create_dir(d).map_err(|e| Error::Store {
                 path: d.clone(),
                 reason: e.to_string(),
@@ -133,6 +168,28 @@ impl Store {
         })
     }
 
+    /// The record at `p`, if there is one; an unreadable one is an error naming its file.
+    fn read<T: serde::de::DeserializeOwned>(
+        p: &Path,
+        version: impl Fn(&T) -> u32,
+    ) -> Result<Option<T>> {
+        let err = |reason: String| Error::Store {
+            path: p.to_path_buf(),
+            reason,
+        };
+        let Some(data) = durable::read(p, MAX_RECORD_BYTES).map_err(|e| err(e.to_string()))? else {
+            return Ok(None);
+        };
+        let v: T = serde_json::from_slice(&data).map_err(|e| err(e.to_string()))?;
+        if version(&v) != STORE_VERSION {
+            return Err(err(format!(
+                "record version {} (this dranet reads {STORE_VERSION})",
+                version(&v)
+            )));
+        }
+        Ok(Some(v))
+    }
+
     /// Every record in `dir`. An unreadable one is an error naming its file: it may be the only
     /// record of a device given to a pod.
     fn all<T: serde::de::DeserializeOwned>(
@@ -145,22 +202,7 @@ impl Store {
         })?;
         let mut out = Vec::new();
         for p in paths {
-            let err = |reason: String| Error::Store {
-                path: p.clone(),
-                reason,
-            };
-            let Some(data) = durable::read(&p, MAX_RECORD_BYTES).map_err(|e| err(e.to_string()))?
-            else {
-                continue;
-            };
-            let v: T = serde_json::from_slice(&data).map_err(|e| err(e.to_string()))?;
-            if version(&v) != STORE_VERSION {
-                return Err(err(format!(
-                    "record version {} (this dranet reads {STORE_VERSION})",
-                    version(&v)
-                )));
-            }
-            out.push(v);
+            out.extend(Self::read(&p, &version)?);
         }
         Ok(out)
     }
@@ -193,6 +235,30 @@ impl Store {
     /// Every recorded pod sandbox.
     pub fn pods(&self) -> Result<Vec<PodRecord>> {
         Self::all(&self.pods, |p: &PodRecord| p.version)
+    }
+
+    /// One claim's recorded profiles, if any.
+    pub fn profile(&self, uid: &str) -> Result<Option<ProfileRecord>> {
+        check_name(uid)?;
+        Self::read(
+            &self.profiles.join(format!("{uid}.json")),
+            |p: &ProfileRecord| p.version,
+        )
+    }
+
+    /// Records a claim's profiles (replacing an earlier record of them).
+    pub fn put_profiles(&self, p: &ProfileRecord) -> Result<()> {
+        Self::write(&self.profiles, &p.uid, p)
+    }
+
+    /// Forgets a claim's profiles.
+    pub fn remove_profiles(&self, uid: &str) -> Result<()> {
+        Self::remove(&self.profiles, uid)
+    }
+
+    /// Every claim's recorded profiles.
+    pub fn profiles(&self) -> Result<Vec<ProfileRecord>> {
+        Self::all(&self.profiles, |p: &ProfileRecord| p.version)
     }
 }
 

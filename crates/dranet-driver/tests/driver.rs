@@ -225,9 +225,9 @@ fn gb300_pods_get_exactly_their_rdma_char_devices() {
     let d = node.driver();
     assert_eq!(devs(&d, "pb").len(), 4);
     // Unprepare forgets; twice, or for a claim never seen, is fine.
-    d.unprepare_claim("uid-two").unwrap();
-    d.unprepare_claim("uid-two").unwrap();
-    d.unprepare_claim("never-prepared").unwrap();
+    rt.block_on(d.unprepare_claim("uid-two")).unwrap();
+    rt.block_on(d.unprepare_claim("uid-two")).unwrap();
+    rt.block_on(d.unprepare_claim("never-prepared")).unwrap();
     assert!(devs(&d, "pb").is_empty());
     assert_eq!(devs(&d, "pa").len(), 4);
 }

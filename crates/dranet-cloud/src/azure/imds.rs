@@ -119,6 +119,27 @@ pub fn parse_network(body: &[u8]) -> Result<Network> {
     json_object("Azure IMDS network document", body)
 }
 
+/// An IMDS document saved on the node (`curl -H Metadata:true
+/// "http://169.254.169.254/metadata/instance?api-version=2021-02-01"`): the whole instance document
+/// (`compute` and `network`), or its `compute` part alone.
+pub fn parse_instance_document(body: &[u8]) -> Result<AzureInstance> {
+    let v: serde_json::Value = json_object("Azure IMDS instance document", body)?;
+    let part = |k: &str| serde_json::to_vec(&v[k]).unwrap_or_default();
+    if v.get("compute").is_none() {
+        return Ok(AzureInstance {
+            compute: parse_compute(body)?,
+            network: Network::default(),
+        });
+    }
+    Ok(AzureInstance {
+        compute: parse_compute(&part("compute"))?,
+        network: match v.get("network") {
+            Some(_) => parse_network(&part("network"))?,
+            None => Network::default(),
+        },
+    })
+}
+
 /// What IMDS said about this VM.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AzureInstance {

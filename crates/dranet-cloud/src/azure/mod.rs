@@ -19,5 +19,5 @@ pub use client::{DEFAULT_API_VERSION, DEFAULT_ENDPOINT, ImdsClient};
 pub use detect::{Detection, Detector, Hint};
 pub use imds::{
     AzureInstance, Compute, Interface, IpAddress, Ipv4, Ipv6, Network, ROUTING_TABLE_BASE, Subnet,
-    attr, parse_compute, parse_network, routing_table,
+    attr, parse_compute, parse_instance_document, parse_network, routing_table,
 };
