@@ -25,8 +25,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use dranet_core::{
-    Attributes, BoxFuture, CloudProvider, DeviceIdentifiers, NetworkConfig, ProfileError,
-    ProfileProvider, ProfileRequest,
+    Attributes, BoxFuture, CloudProvider, DRIVER_NAME, DeviceIdentifiers, NetworkConfig,
+    ProfileError, ProfileProvider, ProfileRequest,
 };
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -173,7 +173,17 @@ impl Webhook {
                 what: "webhook GetDeviceAttributes answer",
                 source,
             })?;
-        Ok(attrs.unwrap_or_default())
+        // `dra.net/x` is the driver's own `x`: published under the one name, so that the
+        // webhook's value replaces discovery's instead of standing beside it.
+        let own = format!("{DRIVER_NAME}/");
+        Ok(attrs
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| match k.strip_prefix(&own) {
+                Some(short) => (short.to_string(), v),
+                None => (k, v),
+            })
+            .collect())
     }
 
     /// `POST /GetDeviceConfig` for one device; `None` for an empty configuration.

@@ -65,8 +65,9 @@ async fn upstreams_protocol_over_tcp_and_a_unix_socket() {
         w.refresh(&devices).await;
         let a = w.device_attributes(&devices[0]);
         assert_eq!(
-            a["dra.net/webhook_attr"],
-            AttributeValue::String("python".into())
+            a["webhook_attr"],
+            AttributeValue::String("python".into()),
+            "the driver's own domain, unqualified as discovery's attributes"
         );
         assert_eq!(
             w.device_config(&devices[0]).map(|c| c.interface.mtu),
