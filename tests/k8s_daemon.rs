@@ -28,79 +28,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dranet_core::Discover;
-use support::k8s::{Daemon, Kit, wait_for};
+use support::k8s::{
+    Daemon, Kit, Veths, free_port, host_link, http_get, ip, slice_devices, wait_for,
+};
 
 const LIMIT: Duration = Duration::from_secs(90);
 const VETH: &str = "drt0";
 /// Publishes the usual devices plus the test's veths (the default filter drops veths).
 const FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || device.attributes["dra.net"].type != "veth" || device.attributes["dra.net"].ifName.startsWith("drt")"#;
-
-fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Veth pairs made by the test, deleted when dropped (wherever their ends are).
-struct Veths(Vec<String>);
-
-impl Veths {
-    fn add(&mut self, name: &str) {
-        let _ = Command::new("ip")
-            .args(["link", "del", name])
-            .stderr(std::process::Stdio::null())
-            .status();
-        let peer = format!("{name}p");
-        ip(&["link", "add", name, "type", "veth", "peer", "name", &peer]);
-        ip(&["link", "set", name, "up"]);
-        ip(&["link", "set", &peer, "up"]);
-        self.0.push(name.to_string());
-    }
-
-    fn del(&mut self, name: &str) {
-        ip(&["link", "del", name]);
-        self.0.retain(|n| n != name);
-    }
-}
-
-impl Drop for Veths {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = Command::new("ip")
-                .args(["link", "del", n])
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-    }
-}
-
-/// What the host knows of a link, for before/after comparison: name, MAC, MTU, admin state,
-/// IPv4 and global IPv6 addresses.
-fn host_link(name: &str) -> Option<serde_json::Value> {
-    let out = Command::new("ip")
-        .args(["-j", "addr", "show", "dev", name])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    let l = v.get(0)?;
-    let addrs: BTreeSet<String> = l["addr_info"]
-        .as_array()?
-        .iter()
-        .filter(|a| a["scope"] != "link")
-        .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
-        .collect();
-    let up = l["flags"].as_array()?.iter().any(|f| f == "UP");
-    Some(serde_json::json!({
-        "name": l["ifname"], "mac": l["address"], "mtu": l["mtu"], "up": up, "addrs": addrs,
-    }))
-}
 
 struct Run<'a> {
     kit: &'a Kit,
@@ -154,31 +89,6 @@ impl Run<'_> {
     }
 }
 
-/// A minimal HTTP/1.0 GET on loopback (no client crate needed).
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
-    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((code, body))
-}
-
-fn slice_devices(kit: &Kit) -> BTreeSet<String> {
-    let list = kit.get_json(&["resourceslices"]);
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|s| s["spec"]["driver"] == "dra.net" && s["spec"]["nodeName"] == kit.node())
-        .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
-        .filter_map(|d| d["name"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// VmRSS of a process, in kB (0 if unreadable).
 fn rss_kb(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -189,13 +99,6 @@ fn rss_kb(pid: u32) -> u64 {
                 .and_then(|v| v.split_whitespace().next()?.parse().ok())
         })
         .unwrap_or(0)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn tail(s: &str) -> String {

@@ -9,7 +9,7 @@
 //! the file lock `/tmp/dranet-k8s-kit.lock`.
 #![allow(dead_code)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -311,4 +311,115 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Runs `ip` (iproute2), which must succeed; returns stdout.
+pub fn ip(args: &[&str]) -> String {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Veth pairs made by the test, deleted when dropped (wherever their ends are).
+pub struct Veths(pub Vec<String>);
+
+impl Veths {
+    /// Makes the veth `name` (peer `<name>p`), both up; an old one of that name goes first.
+    pub fn add(&mut self, name: &str) {
+        let _ = Command::new("ip")
+            .args(["link", "del", name])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let peer = format!("{name}p");
+        ip(&["link", "add", name, "type", "veth", "peer", "name", &peer]);
+        ip(&["link", "set", name, "up"]);
+        ip(&["link", "set", &peer, "up"]);
+        self.0.push(name.to_string());
+    }
+
+    /// Deletes the veth `name`.
+    pub fn del(&mut self, name: &str) {
+        ip(&["link", "del", name]);
+        self.0.retain(|n| n != name);
+    }
+}
+
+impl Drop for Veths {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = Command::new("ip")
+                .args(["link", "del", n])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// What the host knows of a link, for before/after comparison: name, MAC, MTU, admin state,
+/// IPv4 and global IPv6 addresses.
+pub fn host_link(name: &str) -> Option<serde_json::Value> {
+    let out = Command::new("ip")
+        .args(["-j", "addr", "show", "dev", name])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let l = v.get(0)?;
+    let addrs: BTreeSet<String> = l["addr_info"]
+        .as_array()?
+        .iter()
+        .filter(|a| a["scope"] != "link")
+        .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
+        .collect();
+    let up = l["flags"].as_array()?.iter().any(|f| f == "UP");
+    Some(serde_json::json!({
+        "name": l["ifname"], "mac": l["address"], "mtu": l["mtu"], "up": up, "addrs": addrs,
+    }))
+}
+
+/// A minimal HTTP/1.0 GET on loopback (no client crate needed).
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((code, body))
+}
+
+/// The devices of this node's `dra.net` ResourceSlices, as the API server holds them.
+pub fn slice_device_list(kit: &Kit) -> Vec<serde_json::Value> {
+    let list = kit.get_json(&["resourceslices"]);
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["spec"]["driver"] == "dra.net" && s["spec"]["nodeName"] == kit.node())
+        .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+/// The names of this node's published `dra.net` devices.
+pub fn slice_devices(kit: &Kit) -> BTreeSet<String> {
+    slice_device_list(kit)
+        .iter()
+        .filter_map(|d| d["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// A TCP port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
