@@ -14,7 +14,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dranet_core::alloc::Allocator;
+use dranet_alloc::Allocator;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
 use serde_json::{Value, json};
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Side-by-side speed of dranet_core::alloc and the Kubernetes 1.34.9 scheduler's allocator
+# Side-by-side speed of dranet_alloc's allocator and the Kubernetes 1.34.9 scheduler's allocator
 # (allocbench from the k8s kit) on identical inputs, per claim (issue 18).
 #
 #   scripts/alloc-side-by-side.sh [GO_ITERATIONS]     (default 300)
@@ -19,7 +19,7 @@ KIT=${DRANET_K8S_KIT:-$PWD/../shared/k8s/kit.sh}
 [ -x "$KIT" ] || { echo "alloc-side-by-side: no k8s kit at $KIT (set DRANET_K8S_KIT)" >&2; exit 2; }
 TARGET=${CARGO_TARGET_DIR:-$PWD/target}
 # shellcheck disable=SC2086
-cargo bench -p dranet-core --bench alloc_side_by_side -- ${BENCH_ARGS:---warm-up-time 1 --measurement-time 3} >&2
+cargo bench -p dranet-alloc --bench alloc_side_by_side -- ${BENCH_ARGS:---warm-up-time 1 --measurement-time 3} >&2
 MANIFEST=$TARGET/tmp/alloc-side-by-side/manifest.tsv
 median_us() { jq '.median.point_estimate / 1000' "$TARGET/criterion/$1/$2/new/estimates.json"; }
 printf '| case | claim | scheduler cold | ours cold | ratio | scheduler cold-cel | ours cold-cel | ratio | scheduler warm | ours warm | ratio |\n'

@@ -508,6 +508,35 @@ fn check_names_the_sysfs_node_like_inventory_does() {
     );
 }
 
+/// `--node` is the node checked and, with `--sysfs`, the node the tree is; the deprecated
+/// `--node-name` still works, says so on stderr, and is not in `--help`.
+#[test]
+fn check_node_is_the_sysfs_node_and_node_name_is_a_deprecated_spelling() {
+    let (ok, by_node, err) = check_gb300("1nic-aligned", &["--node", "aks-gb300-0"]);
+    assert!(ok, "{err}");
+    assert!(
+        by_node.contains("1nic-aligned on node aks-gb300-0: fits"),
+        "{by_node}"
+    );
+    assert!(!err.contains("deprecated"), "{err}");
+    let (ok, by_node_name, err) = check_gb300("1nic-aligned", &["--node-name", "aks-gb300-0"]);
+    assert!(ok, "{err}");
+    assert_eq!(by_node_name, by_node);
+    assert!(
+        err.contains("--node-name is deprecated for check; use --node"),
+        "{err}"
+    );
+    let (_, _, err) = check_gb300(
+        "1nic-aligned",
+        &["--node", "aks-gb300-0", "--node-name", "aks-gb300-0"],
+    );
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (ok, help, err) = dranet(&["check", "--help"]);
+    assert!(ok, "{err}");
+    assert!(help.contains("--node <NODE>"), "{help}");
+    assert!(!help.contains("--node-name"), "{help}");
+}
+
 #[test]
 fn run_refuses_bad_flags_at_start_naming_the_flag() {
     let cases: [(&[&str], &str); 5] = [

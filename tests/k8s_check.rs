@@ -1,5 +1,5 @@
-//! `dranet check --kubeconfig` / `--from-cluster` against a real Kubernetes v1.34.9 API server
-//! (the kit in `../shared/k8s/`): ResourceSlices of two nodes and DeviceClasses created in the
+//! `dranet check --kubeconfig` / `--from-cluster` against a real Kubernetes API server (v1.34.9
+//! and v1.36.3, one test each; the kit in `../shared/k8s/`): ResourceSlices of two nodes and DeviceClasses created in the
 //! cluster, the claim template from a file, the verdict per node. Needs root and the kit;
 //! skipped with a message otherwise. The flag errors need no cluster.
 
@@ -8,6 +8,11 @@ mod support;
 use std::process::{Command, Output, Stdio};
 
 use support::k8s::Kit;
+
+kit_tests!(
+    check_reads_slices_and_classes_from_a_real_cluster,
+    "dranet check --kubeconfig"
+);
 
 /// The cluster's DeviceClasses: one per driver, as a GPU driver and dranet install them.
 const CLASSES: &str = r#"
@@ -123,12 +128,19 @@ fn check(mut cmd: Command, args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run dranet");
-    child
+    let written = child
         .stdin
         .take()
         .expect("stdin")
-        .write_all(templates().as_bytes())
-        .expect("write the templates");
+        .write_all(templates().as_bytes());
+    // A flag error ends dranet before it reads its input: the pipe is closed then.
+    if let Err(e) = written {
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::BrokenPipe,
+            "write the templates: {e}"
+        );
+    }
     child.wait_with_output().expect("dranet check")
 }
 
@@ -160,11 +172,7 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-#[test]
-fn check_reads_slices_and_classes_from_a_real_cluster() {
-    let Some(kit) = Kit::start("dranet check --kubeconfig") else {
-        return;
-    };
+fn check_reads_slices_and_classes_from_a_real_cluster(kit: &Kit) {
     let bin = env!("CARGO_BIN_EXE_dranet");
     let kubeconfig = kit.var("KUBECONFIG").to_string();
     // Node a has a NIC on each NUMA node; node b only on NUMA 1. Neither is the kit's kubelet's
@@ -201,7 +209,7 @@ fn check_reads_slices_and_classes_from_a_real_cluster() {
             ("check-node-a", "pci-0000-00-00-0")
         ]
     );
-    // The table: the README shows its verdict line.
+    // The table: docs/check.md shows its verdict line.
     let out = check(
         kit.command(bin),
         &["--name", "gpu-nic-numa0", "--kubeconfig", &kubeconfig],

@@ -1,4 +1,5 @@
-//! `dranet run` as the DRA driver of a real Kubernetes v1.34.9 node (the kit in `../shared/k8s/`:
+//! `dranet run` as the DRA driver of a real Kubernetes node, v1.34.9 and v1.36.3 (one test each;
+//! the kit in `../shared/k8s/`:
 //! stock API server, scheduler, controller-manager and kubelet, containerd 1.7 with NRI on).
 //!
 //! Discovery sees the host (through `--sysfs /sys` and netlink) plus the Azure ND GB300 v6
@@ -28,14 +29,15 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dranet_core::Discover;
-use support::k8s::{
-    Daemon, Kit, Veths, free_port, host_link, http_get, ip, slice_devices, wait_for,
+use support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
+use support::links::{
+    VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
 };
+
+kit_tests!(dranet_run_on_a_real_node, "dranet run on a real node");
 
 const LIMIT: Duration = Duration::from_secs(90);
 const VETH: &str = "drt0";
-/// Publishes the usual devices plus the test's veths (the default filter drops veths).
-const FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || device.attributes["dra.net"].type != "veth" || device.attributes["dra.net"].ifName.startsWith("drt")"#;
 
 struct Run<'a> {
     kit: &'a Kit,
@@ -62,7 +64,7 @@ impl Run<'_> {
             .args(["--bind-address", &format!("127.0.0.1:{}", self.port)])
             .arg("--fixture-sysfs")
             .arg(self.fixture.join("sys"))
-            .args(["--cloud-provider-hint", "none", "--filter", FILTER])
+            .args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
             // Rate limiting would spread the test's back-to-back changes over seconds.
             .args(["--inventory-min-poll-interval", "0"])
             .args(["--log", "info,dranet_kubeletplugin=debug"]);
@@ -105,80 +107,41 @@ fn tail(s: &str) -> String {
     support::k8s::tail(s, 60)
 }
 
-fn manifests(image: &str) -> String {
-    format!(
-        r#"
+/// A DeviceClass for every dra.net device, and a claim template like the seeds' `1nic-aligned`
+/// (an RDMA NIC on NUMA node 0) plus the veth.
+fn class_and_template() -> String {
+    let class = r#"
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
-metadata: {{name: dranet.net}}
+metadata: {name: dranet.net}
 spec:
   selectors:
-  - cel: {{expression: 'device.driver == "dra.net"'}}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: nic-aligned, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: nic
-        exactly:
-          deviceClassName: dranet.net
-          count: 1
-          selectors:
-          - cel:
-              expression: 'device.attributes["dra.net"]["rdma"] == true && device.attributes["dra.net"]["numaNode"] == 0'
-      - name: eth
-        exactly:
-          deviceClassName: dranet.net
-          selectors:
-          - cel: {{expression: 'device.attributes["dra.net"].ifName == "{VETH}"'}}
-      config:
-      - requests: ["eth"]
-        opaque:
-          driver: dra.net
-          parameters:
-            interface: {{name: net1, addresses: ["10.77.0.2/24"], mtu: 1400}}
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: rdma-pod, namespace: default}}
-spec:
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  resourceClaims:
-  - {{name: nics, resourceClaimTemplateName: nic-aligned}}
-  containers:
-  - name: c
-    image: {image}
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo END; sleep 100000"]
-    resources:
-      claims: [{{name: nics}}]
-"#
-    )
+  - cel: {expression: 'device.driver == "dra.net"'}
+"#;
+    let template = nic_and_veth_template(
+        "nic-aligned",
+        "dranet.net",
+        r#"device.attributes["dra.net"]["rdma"] == true && device.attributes["dra.net"]["numaNode"] == 0"#,
+        VETH,
+    );
+    format!("{class}---{template}")
 }
 
-#[test]
-fn dranet_run_on_a_real_node() {
-    let Some(kit) = Kit::start("dranet run on a real node") else {
-        return;
-    };
+fn dranet_run_on_a_real_node(kit: &Kit) {
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let fixture = tmp.path().join("fixture");
     dranet_discovery::fixture::azure_nd_gb300_v6(&fixture).unwrap();
     let logs = tmp.path().join("logs");
     std::fs::create_dir_all(&logs).unwrap();
-    let mut veths = Veths(Vec::new());
+    let mut veths = Veths::default();
     veths.add(VETH);
     ip(&["link", "set", VETH, "mtu", "1450"]);
     ip(&["addr", "add", "192.0.2.10/24", "dev", VETH]);
     let before = host_link(VETH).expect("the veth exists");
 
     let run = Run {
-        kit: &kit,
+        kit,
         fixture: fixture.clone(),
         state: tmp.path().join("state"),
         port: free_port(),
@@ -202,11 +165,11 @@ fn dranet_run_on_a_real_node() {
             )
         })
         .unwrap_or_default();
-    eprintln!(
+    kit.say(format_args!(
         "daemon ready {:.0?} after start (polled every 100 ms; its own count: {own} ms); resident memory {} kB",
         t0.elapsed(),
         rss_kb(daemon.child.id())
-    );
+    ));
     assert_eq!(run.get("/healthz").map(|r| r.0), Some(200));
     // `dranet doctor` on this node sees the runtime's NRI socket and the kubelet's directories.
     let doctor = Command::new(env!("CARGO_BIN_EXE_dranet"))
@@ -228,14 +191,22 @@ fn dranet_run_on_a_real_node() {
     .into_iter()
     .map(String::from)
     .collect();
-    let published = slice_devices(&kit);
+    let published = kit.node_devices("dra.net");
     assert!(
         expected.is_subset(&published),
         "published {published:?}, want at least {expected:?}"
     );
 
     // A pod with an aligned RDMA NIC and the veth.
-    kit.apply(&manifests(kit.var("DRANET_K8S_BUSYBOX_IMAGE")));
+    kit.apply(&format!(
+        "{}---{}",
+        class_and_template(),
+        nic_pod(
+            "rdma-pod",
+            "nic-aligned",
+            kit.var("DRANET_K8S_BUSYBOX_IMAGE")
+        )
+    ));
     wait_for(
         "pod rdma-pod to be Ready",
         LIMIT,
@@ -257,11 +228,11 @@ fn dranet_run_on_a_real_node() {
         },
         || tail(&daemon.output()),
     );
-    eprintln!(
+    kit.say(format_args!(
         "pod running {:.1?} after start:\n{}",
         started.elapsed(),
         out.trim()
-    );
+    ));
 
     // Exactly the char devices of the RDMA link the scheduler chose.
     let claim = kit.pod_claim("rdma-pod").expect("the pod's claim");
@@ -302,35 +273,8 @@ fn dranet_run_on_a_real_node() {
     let got: BTreeSet<String> = dev_line.split_whitespace().map(str::to_string).collect();
     assert_eq!(got, want, "the container's /dev/infiniband");
 
-    // The veth, configured as claimed.
-    assert!(out.contains("MTU 1400"), "{out}");
-    assert!(
-        out.contains("net1") && out.contains("10.77.0.2/24"),
-        "{out}"
-    );
-    assert!(host_link(VETH).is_none(), "the veth left the host");
-
-    // networkData in the claim's status.
-    let net = wait_for(
-        "networkData in the claim status",
-        LIMIT,
-        || {
-            let c = kit.get_json(&["resourceclaim", &claim]);
-            c["status"]["devices"]
-                .as_array()?
-                .iter()
-                .find(|d| d["device"] == VETH && d["networkData"].is_object())
-                .cloned()
-        },
-        || tail(&daemon.output()),
-    );
-    assert_eq!(net["networkData"]["interfaceName"], "net1");
-    assert!(
-        net["networkData"]["ips"]
-            .as_array()
-            .is_some_and(|ips| ips.iter().any(|i| i == "10.77.0.2/24")),
-        "{net}"
-    );
+    // The veth, configured as claimed, and networkData in the claim's status.
+    check_veth_in_pod(kit, &out, &claim, VETH, LIMIT, || tail(&daemon.output()));
 
     // Metrics under upstream's names.
     let (code, metrics) = run.get("/metrics").expect("/metrics");
@@ -354,7 +298,7 @@ fn dranet_run_on_a_real_node() {
         wait_for(
             &format!("{name} in the slice"),
             Duration::from_secs(30),
-            || slice_devices(&kit).contains(&name).then_some(()),
+            || kit.node_devices("dra.net").contains(&name).then_some(()),
             || tail(&daemon.output()),
         );
         appear.push(t.elapsed());
@@ -363,7 +307,7 @@ fn dranet_run_on_a_real_node() {
         wait_for(
             &format!("{name} gone from the slice"),
             Duration::from_secs(30),
-            || (!slice_devices(&kit).contains(&name)).then_some(()),
+            || (!kit.node_devices("dra.net").contains(&name)).then_some(()),
             || tail(&daemon.output()),
         );
         vanish.push(t.elapsed());
@@ -375,25 +319,25 @@ fn dranet_run_on_a_real_node() {
         .filter_map(|l| l.split("latency_ms=").nth(1))
         .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
         .collect();
-    eprintln!(
+    kit.say(format_args!(
         "hot-plug seen through kubectl polling: appear {appear:?}, vanish {vanish:?}; daemon's own hot-plug-to-publish latencies (ms): {inside:?}"
-    );
+    ));
     assert!(
         inside.len() >= 10,
         "each change was published through hot-plug, not a periodic rescan: {inside:?}"
     );
 
-    eprintln!(
+    kit.say(format_args!(
         "resident memory after the pod and hot-plug: {} kB",
         rss_kb(daemon.child.id())
-    );
+    ));
 
     // SIGKILL with the pod running, then a restart: the pod keeps its devices.
     daemon.kill();
     let mut daemon = run.start(2);
     run.wait_ready(&daemon, "/readyz to answer 200 after the restart");
     assert!(
-        slice_devices(&kit).contains(VETH),
+        kit.node_devices("dra.net").contains(VETH),
         "the veth in the pod is still published"
     );
     let in_pod = kit.kubectl_ok(&["exec", "rdma-pod", "--", "cat", "/sys/class/net/net1/mtu"]);

@@ -1,4 +1,5 @@
-//! `examples/minimal_driver.rs` as the DRA driver of a real Kubernetes v1.34.9 node: the stock
+//! `examples/minimal_driver.rs` as the DRA driver of a real Kubernetes node (v1.34.9 and v1.36.3,
+//! one test each): the stock
 //! kubelet registers it, the scheduler allocates its devices, the kubelet prepares and unprepares
 //! claims through it, and a driver killed with SIGKILL comes back and still unprepares what it
 //! had prepared. Needs root and the kit (`../shared/k8s/`); skipped with a message otherwise.
@@ -9,6 +10,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use support::k8s::{Daemon, Kit, tail, wait_for};
+
+kit_tests!(
+    the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_driver,
+    "real kubelet test"
+);
 
 const DRIVER: &str = "minimal.example.com";
 const LIMIT: Duration = Duration::from_secs(60);
@@ -61,19 +67,12 @@ fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
 
-#[test]
-fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_driver() {
-    let Some(bin) = example_binary() else {
-        eprintln!("SKIP: examples/minimal_driver was not built (run `cargo test`)");
-        return;
-    };
-    let Some(kit) = Kit::start("real kubelet test") else {
-        return;
-    };
+fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_driver(kit: &Kit) {
+    let bin = example_binary().expect("examples/minimal_driver is built (by `cargo test`)");
     let started = Instant::now();
     let logs = tempfile::tempdir().unwrap();
     let cdi_dir = PathBuf::from(kit.var("DRANET_K8S_CDI_DIR"));
-    let mut driver = start_driver(&kit, &bin, logs.path().join("driver-1.log"));
+    let mut driver = start_driver(kit, &bin, logs.path().join("driver-1.log"));
 
     // 1. The kubelet registers the driver: GetInfo on the registration socket (with grpc-go's
     //    percent-encoded authority), then NotifyRegistrationStatus(registered).
@@ -94,7 +93,7 @@ fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_drive
             )
         },
     );
-    eprintln!("registered after {:.1?}", started.elapsed());
+    kit.say(format_args!("registered after {:.1?}", started.elapsed()));
 
     // 2. Its slice appears, owned by the Node.
     let node_uid = kit.get_json(&["node", kit.node()])["metadata"]["uid"]
@@ -163,11 +162,11 @@ spec:
         },
         || driver.output(),
     );
-    eprintln!(
+    kit.say(format_args!(
         "pod running after {:.1?}: {}",
         started.elapsed(),
         logs_a.trim()
-    );
+    ));
     let claim_a = kit
         .pod_claim("minimal-a")
         .expect("pod minimal-a has a claim");
@@ -213,7 +212,7 @@ spec:
         .pod_claim("minimal-b")
         .expect("pod minimal-b has a claim");
     driver.kill();
-    let mut driver = start_driver(&kit, &bin, logs.path().join("driver-2.log"));
+    let mut driver = start_driver(kit, &bin, logs.path().join("driver-2.log"));
     wait_for(
         "the kubelet to register the restarted driver",
         LIMIT,
@@ -251,5 +250,4 @@ spec:
         "driver did not exit cleanly on SIGTERM: {status:?}\n{}",
         driver.output()
     );
-    eprintln!("real kubelet test done in {:.1?}", started.elapsed());
 }

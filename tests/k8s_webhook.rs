@@ -1,15 +1,15 @@
-//! Upstream's `python_webhook` scenario on a real Kubernetes v1.34.9 node (the kit in
-//! `../shared/k8s/`): `dranet run --cloud-provider-hint webhook --profile-provider webhook
+//! Upstream's `python_webhook` scenario on a real Kubernetes node, v1.34.9 and v1.36.3 (the kit
+//! in `../shared/k8s/`): `dranet run --cloud-provider-hint webhook --profile-provider webhook
 //! --webhook-url http://127.0.0.1:PORT` as the node's DRA driver, and an operator's webhook
 //! written in Python (`http.server`, as upstream's test has it: HTTP/1.0 answers that end when the
 //! connection closes).
 //!
-//! - the webhook gives the veth `drw0` the attribute `dra.net/webhook_attr: python` and an MTU of
+//! - the webhook gives the veth `drtw0` the attribute `dra.net/webhook_attr: python` and an MTU of
 //!   1450 (`GetDeviceConfig`), and resolves the profile `python-profile` to `10.200.200.200/24`
 //!   (`GetProfileConfig`);
-//! - the published slice carries the attribute on `drw0` only;
+//! - the published slice carries the attribute on `drtw0` only;
 //! - a claim that selects on it and names the profile is allocated by the real scheduler and
-//!   prepared by the real kubelet; the pod sees `drw0` with the profile's address and the
+//!   prepared by the real kubelet; the pod sees `drtw0` with the profile's address and the
 //!   webhook's MTU;
 //! - deleting the pod releases the profile (`ReleaseProfileConfig` with the claim's UID and the
 //!   device) and gives the host its veth back as it was.
@@ -22,14 +22,16 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use support::k8s::{
-    Daemon, Kit, Veths, free_port, host_link, http_get, slice_device_list, wait_for,
-};
+use support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
+use support::links::{VETH_FILTER, Veths, host_link};
+
+kit_tests!(
+    upstreams_python_webhook_scenario,
+    "the python webhook scenario on a real node"
+);
 
 const LIMIT: Duration = Duration::from_secs(90);
-const VETH: &str = "drw0";
-/// Publishes the usual devices plus the test's veths (the default filter drops veths).
-const FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || device.attributes["dra.net"].type != "veth" || device.attributes["dra.net"].ifName.startsWith("drw")"#;
+const VETH: &str = "drtw0";
 
 /// The operator's webhook: upstream's protocol, one line of JSON per POST in a log file.
 const WEBHOOK: &str = r#"
@@ -150,15 +152,11 @@ spec:
     )
 }
 
-#[test]
-fn upstreams_python_webhook_scenario_on_a_real_node() {
-    let Some(kit) = Kit::start("the python webhook scenario on a real node") else {
-        return;
-    };
+fn upstreams_python_webhook_scenario(kit: &Kit) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut veths = Veths(Vec::new());
+    let mut veths = Veths::default();
     veths.add(VETH);
-    veths.add("drw1");
+    veths.add("drtw1");
     let before = host_link(VETH).expect("the veth exists");
 
     // The operator's webhook.
@@ -195,7 +193,7 @@ fn upstreams_python_webhook_scenario_on_a_real_node() {
         .arg("--state-dir")
         .arg(tmp.path().join("state"))
         .args(["--bind-address", &format!("127.0.0.1:{port}")])
-        .args(["--filter", FILTER])
+        .args(["--filter", VETH_FILTER])
         .args(["--inventory-min-poll-interval", "0"])
         .args([
             "--cloud-provider-hint=webhook",
@@ -212,7 +210,7 @@ fn upstreams_python_webhook_scenario_on_a_real_node() {
         || tail(&daemon),
     );
 
-    // The slice carries the webhook's attribute on drw0, and only there.
+    // The slice carries the webhook's attribute on drtw0, and only there.
     let attr = |d: &serde_json::Value| {
         let a = &d["attributes"];
         a["webhook_attr"]["string"]
@@ -221,10 +219,10 @@ fn upstreams_python_webhook_scenario_on_a_real_node() {
             .map(str::to_string)
     };
     let devices = wait_for(
-        "drw0 with dra.net/webhook_attr in the slice",
+        "drtw0 with dra.net/webhook_attr in the slice",
         LIMIT,
         || {
-            let list = slice_device_list(&kit);
+            let list = kit.node_device_list("dra.net");
             list.iter()
                 .any(|d| d["name"] == VETH && attr(d).as_deref() == Some("python"))
                 .then_some(list)
@@ -233,9 +231,9 @@ fn upstreams_python_webhook_scenario_on_a_real_node() {
     );
     let other = devices
         .iter()
-        .find(|d| d["name"] == "drw1")
-        .expect("drw1 published");
-    assert_eq!(attr(other), None, "the attribute is drw0's only");
+        .find(|d| d["name"] == "drtw1")
+        .expect("drtw1 published");
+    assert_eq!(attr(other), None, "the attribute is drtw0's only");
 
     // A pod whose claim selects on the attribute and names the profile.
     kit.apply(&manifests(kit.var("DRANET_K8S_BUSYBOX_IMAGE")));

@@ -17,12 +17,28 @@
 //! plus a display function (the "GPU", class 03) on the switch, `veth0` with soft-RoCE `rxe0`, a
 //! bridge `cni0` with a veth port and an `ifb0`. The kernel hostname is `(none)`.
 //!
+//! A second guest boots the same kernel on a Debian root filesystem (`.ci/qemu-rootfs.sh`) and
+//! runs pods over soft-RoCE with `dranet run` as the node's DRA driver (issue 37): see
+//! [`pods_use_exactly_the_rdma_devices_dranet_gave_them`] and `real_kernel/pods.rs`.
+//!
 //! Needs `.ci/qemu-guest.sh` (qemu with igb emulation, busybox, Debian's 6.1 kernel under
-//! `$DRANET_QEMU_DIR`, default `/var/cache/dranet-qemu`); skips with a message without it.
+//! `$DRANET_QEMU_DIR`, default `/var/cache/dranet-qemu`) and, for the pods, `.ci/qemu-rootfs.sh`;
+//! skips with a message without them.
+
+#[path = "real_kernel/cri.rs"]
+mod cri;
+#[path = "real_kernel/pods.rs"]
+mod pods;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// One guest at a time: two TCG guests on a 2-core machine would each take twice as long.
+static QEMU: Mutex<()> = Mutex::new(());
 
 /// Modules the guest loads (their dependencies are added from `modules.dep`).
 const MODULES: &[&str] = &[
@@ -40,7 +56,25 @@ const MODULES: &[&str] = &[
     "ifb",
 ];
 
+/// Modules of the pods guest, on top of what its root filesystem needs.
+const POD_MODULES: &[&str] = &[
+    "crc32_generic",
+    "crc32c_generic",
+    "virtio_pci",
+    "virtio_blk",
+    "virtio_net",
+    "ext4",
+    "overlay",
+    "veth",
+    "macvlan",
+    "bridge",
+    "rdma_rxe",
+    "rdma_ucm",
+    "ib_umad",
+];
+
 struct Kit {
+    dir: PathBuf,
     kimg: PathBuf,
     version: String,
 }
@@ -70,7 +104,7 @@ fn kit() -> Result<Kit, String> {
             return Err(format!("no {tool}"));
         }
     }
-    Ok(Kit { kimg, version })
+    Ok(Kit { dir, kimg, version })
 }
 
 fn run(cmd: &mut Command) {
@@ -110,7 +144,7 @@ fn add_binary(root: &Path, bin: &Path, name: &str) {
 }
 
 /// The modules to load, dependencies first, from the kernel's `modules.dep`.
-fn module_order(kit: &Kit) -> Vec<PathBuf> {
+fn module_order(kit: &Kit, modules: &[&str]) -> Vec<PathBuf> {
     let base = kit.kimg.join("lib/modules").join(&kit.version);
     let dep = std::fs::read_to_string(base.join("modules.dep")).expect("modules.dep");
     let deps: BTreeMap<String, Vec<String>> = dep
@@ -142,7 +176,7 @@ fn module_order(kit: &Kit) -> Vec<PathBuf> {
         out.push(m.to_string());
     }
     let mut order = Vec::new();
-    for m in MODULES {
+    for m in modules {
         match by_name(m) {
             Some(path) => visit(&path, &deps, &mut order),
             None => eprintln!("real_kernel: module {m} is built in or absent"),
@@ -182,25 +216,11 @@ fn build_initrd(kit: &Kit, dir: &Path) -> PathBuf {
         .arg(&dranet)
         .status();
     add_binary(&root, &dranet, "dranet");
-    for (i, m) in module_order(kit).iter().enumerate() {
-        let name = m.file_name().expect("module name").to_string_lossy();
-        std::fs::copy(m, root.join("mods").join(format!("{i:02}-{name}"))).expect("module");
-    }
+    add_modules(kit, &root, MODULES);
     let init = root.join("init");
     std::fs::write(&init, include_str!("real_kernel/init.sh")).expect("init");
     run(Command::new("chmod").arg("+x").arg(&init));
-    let initrd = dir.join("initrd.cpio");
-    let list = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "cd {} && find . | /bin/busybox cpio -o -H newc > {}",
-            root.display(),
-            initrd.display()
-        ))
-        .status()
-        .expect("cpio");
-    assert!(list.success(), "building the initrd failed");
-    initrd
+    pack(&root, dir)
 }
 
 /// The qemu command line: the layout of the module docs.
@@ -305,6 +325,7 @@ fn inventory_and_topo_match_the_kernel_on_a_real_guest() {
             return;
         }
     };
+    let _one = QEMU.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().expect("tempdir");
     let initrd = build_initrd(&kit, tmp.path());
     let started = std::time::Instant::now();
@@ -585,4 +606,157 @@ fn compare(
     compared.push(format!("topo GPU0 row: {}", relations.join(", ")));
 
     println!("real_kernel: compared\n  {}", compared.join("\n  "));
+}
+
+/// The guest side of [`pods_use_exactly_the_rdma_devices_dranet_gave_them`]: runs only in the
+/// guest, where its `/init` sets [`pods::GUEST_ENV`].
+#[test]
+fn guest_pods() {
+    if std::env::var_os(pods::GUEST_ENV).is_some() {
+        pods::run();
+    }
+}
+
+/// A stripped copy of `bin` (the guest keeps its programs in RAM until they are copied).
+fn stripped(bin: &Path, to: &Path) {
+    std::fs::copy(bin, to).expect("copy program");
+    let _ = Command::new("strip").arg("--strip-debug").arg(to).status();
+}
+
+/// The initramfs of the pods guest: busybox to mount the root filesystem, the modules, and this
+/// run's programs (`dranet`, this test binary, the root's init) for `boot.sh` to copy there.
+fn build_pods_initrd(kit: &Kit, dir: &Path) -> PathBuf {
+    let root = dir.join("root");
+    for d in ["bin", "proc", "sys", "dev", "mods", "t"] {
+        std::fs::create_dir_all(root.join(d)).expect("initrd dir");
+    }
+    std::fs::copy("/bin/busybox", root.join("bin/busybox")).expect("busybox");
+    for applet in [
+        "sh",
+        "mount",
+        "insmod",
+        "sleep",
+        "mkdir",
+        "cp",
+        "echo",
+        "switch_root",
+        "poweroff",
+    ] {
+        std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).expect("applet");
+    }
+    add_modules(kit, &root, POD_MODULES);
+    stripped(
+        Path::new(env!("CARGO_BIN_EXE_dranet")),
+        &root.join("t/dranet"),
+    );
+    stripped(
+        &std::env::current_exe().expect("this test binary"),
+        &root.join("t/real_kernel"),
+    );
+    for (name, text) in [
+        ("init", include_str!("real_kernel/boot.sh")),
+        ("t/pods-init.sh", include_str!("real_kernel/pods-init.sh")),
+    ] {
+        std::fs::write(root.join(name), text).expect("init script");
+        run(Command::new("chmod").arg("+x").arg(root.join(name)));
+    }
+    pack(&root, dir)
+}
+
+/// `root` as the newc cpio archive `dir/initrd.cpio`.
+fn pack(root: &Path, dir: &Path) -> PathBuf {
+    let initrd = dir.join("initrd.cpio");
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "cd {} && find . | /bin/busybox cpio -o -H newc > {}",
+            root.display(),
+            initrd.display()
+        ))
+        .status()
+        .expect("cpio");
+    assert!(ok.success(), "building the initrd failed");
+    initrd
+}
+
+/// `modules` and what they depend on into `root/mods`, named so that a glob loads them in order.
+fn add_modules(kit: &Kit, root: &Path, modules: &[&str]) {
+    for (i, m) in module_order(kit, modules).iter().enumerate() {
+        let name = m.file_name().expect("module name").to_string_lossy();
+        std::fs::copy(m, root.join("mods").join(format!("{i:02}-{name}"))).expect("module");
+    }
+}
+
+/// Pods over soft-RoCE with `dranet run` as the node's DRA driver, on Debian's 6.1 kernel: a real
+/// containerd with NRI, the kubelet's calls made by the fake kubelet, `dranet run`'s discovery of
+/// the guest's sysfs. What is checked, and what the kernel allows, is in `real_kernel/pods.rs`;
+/// the guest's findings are printed as `guest:` lines.
+#[test]
+fn pods_use_exactly_the_rdma_devices_dranet_gave_them() {
+    let kit = match kit() {
+        Ok(k) if k.dir.join("rootfs.ext4").exists() => k,
+        Ok(k) => {
+            eprintln!(
+                "SKIP pods_use_exactly_the_rdma_devices_dranet_gave_them: no {}; run .ci/qemu-rootfs.sh as root",
+                k.dir.join("rootfs.ext4").display()
+            );
+            return;
+        }
+        Err(why) => {
+            eprintln!(
+                "SKIP pods_use_exactly_the_rdma_devices_dranet_gave_them: {why}; run .ci/qemu-guest.sh as root"
+            );
+            return;
+        }
+    };
+    let _one = QEMU.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let initrd = build_pods_initrd(&kit, tmp.path());
+    let vmlinuz = kit.kimg.join(format!("boot/vmlinuz-{}", kit.version));
+    let drive = format!(
+        "file={},if=virtio,format=raw,snapshot=on",
+        kit.dir.join("rootfs.ext4").display()
+    );
+    let started = Instant::now();
+    let mut child = Command::new("timeout")
+        .arg("900")
+        .arg("qemu-system-x86_64")
+        .args("-accel tcg -machine q35 -smp 2 -m 2048 -nodefaults -no-reboot -display none -serial stdio".split(' '))
+        .args(["-drive", &drive])
+        // Two NICs on one segment (a qemu hub), for the two soft-RoCE links.
+        .args("-netdev hubport,id=h0,hubid=0 -device virtio-net-pci,netdev=h0,mac=52:54:00:00:01:01".split(' '))
+        .args("-netdev hubport,id=h1,hubid=0 -device virtio-net-pci,netdev=h1,mac=52:54:00:00:01:02".split(' '))
+        .arg("-kernel")
+        .arg(&vmlinuz)
+        .arg("-initrd")
+        .arg(&initrd)
+        // No AppArmor: containerd would want apparmor_parser to load its profile.
+        .args(["-append", "console=ttyS0 panic=-1 quiet apparmor=0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start qemu");
+    // The guest's findings go to the log as they come (straight to stderr: libtest would hold
+    // them back until the end).
+    let mut console = String::new();
+    for line in BufReader::new(child.stdout.take().expect("console")).lines() {
+        let line = line.unwrap_or_default().replace('\r', "");
+        if line.starts_with("guest: ") || line.starts_with("GUEST:") {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+        console.push_str(&line);
+        console.push('\n');
+    }
+    let _ = child.wait();
+    let took = started.elapsed();
+    let _ = writeln!(
+        std::io::stderr(),
+        "real_kernel: the pods guest ran for {:.0} s",
+        took.as_secs_f64()
+    );
+    assert!(
+        console.contains("=== EXIT 0"),
+        "the pods guest failed (after {took:?}):\n{console}"
+    );
 }

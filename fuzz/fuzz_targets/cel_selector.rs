@@ -2,7 +2,7 @@
 //! are fine (bad syntax, a missing attribute); panics and stack overflows are not.
 #![no_main]
 
-use dranet_core::cel::{AttributeValue, DeviceAttributes, DeviceView, Program, Quantity};
+use dranet_alloc::cel::{AttributeValue, DeviceAttributes, DeviceView, Program, Quantity};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

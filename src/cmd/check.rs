@@ -1,6 +1,6 @@
 //! `dranet check`: which devices a claim would get on a node, and how its GPUs and NICs relate.
 //!
-//! Runs the allocation the scheduler would ([`dranet_core::alloc`]) over the node's
+//! Runs the allocation the scheduler would ([`dranet_alloc`]) over the node's
 //! ResourceSlices: dranet's own from `--sysfs` (discovered like `dranet inventory` does) and/or
 //! any driver's from `--slices` files (`kubectl get resourceslices -o yaml`). Then, for every GPU
 //! × NIC pair of the allocation, the topology relation: exact (PIX/PXB/PHB/NODE/SYS) when the
@@ -9,7 +9,7 @@
 //! with no NIC of the claim on its NUMA node is warned about: that is the pairing that cost the
 //! seeds' users half their NCCL bandwidth.
 //!
-//! The report itself is [`dranet_core::report`]'s, so an embedder gets the same one; this file
+//! The report itself is [`dranet_alloc::report`]'s, so an embedder gets the same one; this file
 //! holds the flags, the loading of files and sysfs, and the printing. It depends only on
 //! library crates so it can be tested on its own.
 
@@ -17,8 +17,8 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dranet_core::alloc::{AllocError, Allocator};
-use dranet_core::report::{self, Claim, ClaimReport, Host, Input, Note, Report, Verdict};
+use dranet_alloc::report::{self, Claim, ClaimReport, Host, Input, Note, Report, Verdict};
+use dranet_alloc::{AllocError, Allocator};
 use dranet_core::{Discover, Relation};
 use dranet_kubeletplugin::api::KubeClient;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
@@ -84,15 +84,17 @@ pub struct CheckArgs {
     /// `dranet.net` selects driver `dra.net`.
     #[arg(long = "classes", value_name = "CLASSES.yaml")]
     pub classes: Vec<PathBuf>,
-    /// Node (and pool) name for the devices discovered with `--sysfs` (default: $NODE_NAME, else
-    /// the one node the `--slices` name, else the hostname). The `dra.net` slices of that node in
-    /// `--slices` are replaced by what `--sysfs` shows: one device, one identity.
-    #[arg(long, value_name = "NODE")]
-    pub node_name: Option<String>,
-    /// Check on this node only (default: on every node the slices name, each on its own, as the
-    /// scheduler allocates a claim from one node).
+    /// The node to check (default: every node the slices name, each on its own, as the scheduler
+    /// allocates a claim from one node). With `--sysfs`, the tree is this node (default:
+    /// $NODE_NAME, else the one node the slices name, else the hostname), and that node's
+    /// `dra.net` slices in `--slices` are replaced by what the tree shows: one device, one
+    /// identity.
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Deprecated spelling of `--node` (it named the node of the `--sysfs` tree, which is the
+    /// node checked).
+    #[arg(long, value_name = "NODE", hide = true, conflicts_with = "node")]
+    pub node_name: Option<String>,
     /// Read the ResourceSlices and DeviceClasses of the cluster this kubeconfig names (its
     /// current context) instead of files, and check each of its nodes. The claim still comes
     /// from CLAIM.yaml; classes in `--classes` or beside the claim override the cluster's of the
@@ -119,6 +121,20 @@ impl CheckArgs {
     /// Whether the slices and classes come from a cluster.
     fn cluster(&self) -> bool {
         self.kubeconfig.is_some() || self.from_cluster
+    }
+
+    /// `--node`, or its deprecated spelling `--node-name`.
+    fn node(&self) -> Option<&String> {
+        self.node.as_ref().or(self.node_name.as_ref())
+    }
+
+    /// The flag the node came from, for messages.
+    fn node_flag(&self) -> &'static str {
+        if self.node.is_none() && self.node_name.is_some() {
+            "--node-name"
+        } else {
+            "--node"
+        }
     }
 }
 
@@ -333,11 +349,12 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
         None if classes.is_empty() => None,
         None => Some(classes),
     };
-    if let Some(n) = &args.node {
+    if let Some(n) = args.node() {
         let nodes = input.nodes();
         if !nodes.is_empty() && !nodes.contains(n) {
             return Err(CheckError::Usage(format!(
-                "--node {n}: no slice is on that node (nodes: {})",
+                "{} {n}: no slice is on that node (nodes: {})",
+                args.node_flag(),
                 nodes.into_iter().collect::<Vec<_>>().join(", ")
             )));
         }
@@ -504,23 +521,18 @@ pub(super) fn slice_to_v1(mut slice: serde_json::Value) -> Result<serde_json::Va
     Ok(slice)
 }
 
-/// The node the `--sysfs` tree is: `--node-name`, `$NODE_NAME`, `--node`, the one node the
-/// slices name, or the hostname.
+/// The node the `--sysfs` tree is: the node checked (`--node`), else `$NODE_NAME`, else the one
+/// node the slices name, else the hostname.
 fn sysfs_node_name(args: &CheckArgs, slice_nodes: &BTreeSet<String>) -> Result<String, CheckError> {
-    let explicit =
-        args.node_name.is_some() || std::env::var("NODE_NAME").is_ok_and(|s| !s.is_empty());
     let usage = |e: super::CliError| CheckError::Usage(e.to_string());
-    if explicit {
-        return super::node_name(&args.node_name, "--node-name").map_err(usage);
-    }
-    if let Some(n) = &args.node {
-        return super::node_name(&Some(n.clone()), "--node").map_err(usage);
+    if args.node().is_some() || std::env::var("NODE_NAME").is_ok_and(|s| !s.is_empty()) {
+        return super::node_name(&args.node().cloned(), args.node_flag()).map_err(usage);
     }
     match slice_nodes.len() {
-        0 => super::node_name(&None, "--node-name").map_err(usage),
+        0 => super::node_name(&None, "--node").map_err(usage),
         1 => Ok(slice_nodes.iter().next().cloned().unwrap_or_default()),
         _ => Err(CheckError::Usage(format!(
-            "--sysfs describes one node and {} name several ({}): say which with --node-name",
+            "--sysfs describes one node and {} name several ({}): say which with --node",
             if args.cluster() {
                 "the cluster's slices"
             } else {
@@ -658,6 +670,9 @@ pub fn render_table(r: &Report, notes: &[String], out: &mut dyn Write) -> std::i
 
 /// Runs `dranet check`: prints the report and fails when a claim cannot be allocated.
 pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
+    if args.node_name.is_some() {
+        eprintln!("dranet: warning: --node-name is deprecated for check; use --node");
+    }
     let report = check(args)?;
     let cluster = args.cluster();
     let notes: Vec<String> = report.notes.iter().map(|n| note_text(n, cluster)).collect();
@@ -992,7 +1007,15 @@ spec:
         );
         // Several nodes in the slices: the tree's node must be named.
         a.slices.push(two_nodes(tmp.path()));
-        assert!(matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("--node-name")));
+        assert!(matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("--node")));
+        // Named, it is also the one node checked; the deprecated spelling still works.
+        a.node = Some("aks-gb300-0".into());
+        let r = check(&a).unwrap();
+        assert_eq!(r.claims.len(), 1, "one node");
+        assert_eq!(r.claims[0].node.as_deref(), Some("aks-gb300-0"));
+        a.node = None;
+        a.node_name = Some("aks-gb300-0".into());
+        assert_eq!(check(&a).unwrap().claims.len(), 1, "one node");
     }
 
     #[test]

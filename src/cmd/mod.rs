@@ -32,7 +32,7 @@ pub struct SourceArgs {
     pub pci_ids: Option<PathBuf>,
     /// The host's uplink interfaces, comma-separated: never published, nor their PCI functions.
     /// Turns detection off (default: the interfaces of the lowest-metric default route of the
-    /// main table, per address family; see the README's "Which interfaces are the uplink").
+    /// main table, per address family; see docs/attributes.md, "Which interfaces are the uplink").
     #[arg(
         long,
         value_name = "IF,...",

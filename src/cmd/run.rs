@@ -158,7 +158,7 @@ impl RunArgs {
         let filter = if self.filter.trim().is_empty() {
             None
         } else {
-            Some(dranet_core::cel::Program::compile(&self.filter).map_err(|e| {
+            Some(dranet_alloc::cel::Program::compile(&self.filter).map_err(|e| {
                 let hint = if self.filter.contains("attributes[\"dra.net/") {
                     "; write upstream's attributes[\"dra.net/type\"].StringValue as device.attributes[\"dra.net\"].type"
                 } else {

@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use dranet_core::alloc::Allocator;
-use dranet_core::report::{DeviceRow, relation_from_placement};
+use dranet_alloc::Allocator;
+use dranet_alloc::report::{DeviceRow, relation_from_placement};
 use dranet_core::{Inventory, Relation};
 
 use super::{CliError, SourceArgs};
@@ -119,7 +119,7 @@ fn gpu_rows(inv: &Inventory, slices: &[serde_json::Value]) -> Result<Vec<GpuRow>
         ]
         .iter()
         .find_map(|n| match d.attribute(n) {
-            Some(dranet_core::cel::AttributeValue::String(s)) => Some(s.clone()),
+            Some(dranet_alloc::cel::AttributeValue::String(s)) => Some(s.clone()),
             _ => None,
         });
         rows.push(GpuRow {

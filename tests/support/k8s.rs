@@ -1,15 +1,18 @@
-//! A real single-node Kubernetes v1.34.9 cluster for end-to-end tests: the kit in
-//! `../shared/k8s/` next to the repository (stock kube-apiserver, scheduler, controller-manager
-//! and kubelet, its own containerd with NRI and CDI). `DRANET_K8S_KIT` names another `kit.sh`.
+//! A real single-node Kubernetes cluster for end-to-end tests, in each version the kit runs
+//! ([`VERSIONS`]: v1.34.9 and v1.36.3): the kit in `../shared/k8s/` next to the repository (stock
+//! kube-apiserver, scheduler, controller-manager and kubelet, its own containerd with NRI and
+//! CDI). `DRANET_K8S_KIT` names another `kit.sh`.
 //!
-//! [`Kit::start`] brings the cluster up (the kit installs what it lacks) and [`Kit`]'s drop takes
-//! it down again, wiping its state; a test that cannot run (not root, no kit) gets `None` and a
-//! `SKIP:` line on stderr. One cluster per machine: the tests of one binary share it through
-//! [`Kit::start`]'s lock, and test binaries of other checkouts on the same machine wait for it on
-//! the file lock `/tmp/dranet-k8s-kit.lock`.
+//! [`kit_tests!`](crate::kit_tests) declares one test per version, each bringing up that version's
+//! cluster ([`Kit::start`]) and taking it down again when done ([`Kit`]'s drop wipes its state), so
+//! a failure names its version in the test's name (`NAME::kubernetes_1_36`); [`Kit::say`] prefixes
+//! the version to a test's own log lines. A test that cannot run (not root, no kit) prints a
+//! `SKIP` line naming it and passes. One cluster per machine: the tests of one binary take turns
+//! through [`Kit::start`]'s lock, and test binaries of other checkouts on the same machine wait for
+//! it on the file lock `/tmp/dranet-k8s-kit.lock`.
 #![allow(dead_code)]
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -18,9 +21,70 @@ use std::time::{Duration, Instant};
 
 static ONE_CLUSTER: Mutex<()> = Mutex::new(());
 
+/// A Kubernetes version the kit runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    /// What `KUBE_VERSION` selects it by.
+    pub kit: &'static str,
+    /// The API server's `gitVersion`.
+    pub full: &'static str,
+}
+
+/// Kubernetes v1.34.9, the kit's default.
+pub const V1_34: Version = Version {
+    kit: "1.34",
+    full: "v1.34.9",
+};
+/// Kubernetes v1.36.3 (`KUBE_VERSION=1.36`).
+pub const V1_36: Version = Version {
+    kit: "1.36",
+    full: "v1.36.3",
+};
+/// Every version the real-cluster tests run on, oldest first.
+pub const VERSIONS: [Version; 2] = [V1_34, V1_36];
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Kubernetes {}", self.full)
+    }
+}
+
+/// One `#[test]` per version of [`VERSIONS`] for `fn NAME(kit: &Kit)`, in a module of that name:
+/// `NAME::kubernetes_1_34` and `NAME::kubernetes_1_36`. Each brings up its version's cluster and
+/// runs `NAME` on it (`cargo test NAME::kubernetes_1_36` runs one). `WHAT` names the test in the
+/// log.
+#[macro_export]
+macro_rules! kit_tests {
+    ($name:ident, $what:expr) => {
+        mod $name {
+            #[test]
+            fn kubernetes_1_34() {
+                $crate::support::k8s::run($what, $crate::support::k8s::V1_34, super::$name);
+            }
+            #[test]
+            fn kubernetes_1_36() {
+                $crate::support::k8s::run($what, $crate::support::k8s::V1_36, super::$name);
+            }
+        }
+    };
+}
+
+/// Brings up `version`'s cluster and runs `body` on it (nothing, after a `SKIP` line, when the
+/// kit cannot run here).
+pub fn run(what: &str, version: Version, body: fn(&Kit)) {
+    let Some(kit) = Kit::start(what, version) else {
+        return;
+    };
+    let t = Instant::now();
+    body(&kit);
+    kit.say(format_args!("{what}: done in {:.1?}", t.elapsed()));
+}
+
 /// A running kit cluster; taken down when dropped.
 pub struct Kit {
     script: PathBuf,
+    /// The version running.
+    pub version: Version,
     /// What `kit.sh env` exports (KUBECONFIG, DRANET_K8S_*).
     pub env: HashMap<String, String>,
     _lock: MutexGuard<'static, ()>,
@@ -45,16 +109,18 @@ pub fn kit_script() -> Option<PathBuf> {
 }
 
 impl Kit {
-    /// Starts the cluster, or says why this test is skipped and returns `None`.
-    pub fn start(test: &str) -> Option<Kit> {
+    /// Starts `version`'s cluster, or says why `test` is skipped and returns `None`.
+    pub fn start(test: &str, version: Version) -> Option<Kit> {
         if !is_root() {
-            eprintln!("SKIP {test}: needs root (the kubelet and containerd run as root)");
+            eprintln!(
+                "SKIP {test} on {version}: needs root (the kubelet and containerd run as root)"
+            );
             return None;
         }
         let Some(script) = kit_script() else {
             eprintln!(
-                "SKIP {test}: no Kubernetes kit at ../shared/k8s/kit.sh next to the repository \
-                 (set DRANET_K8S_KIT)"
+                "SKIP {test} on {version}: no Kubernetes kit at ../shared/k8s/kit.sh next to the \
+                 repository (set DRANET_K8S_KIT)"
             );
             return None;
         };
@@ -68,39 +134,96 @@ impl Kit {
         let waited = Instant::now();
         machine_lock.lock().expect("lock /tmp/dranet-k8s-kit.lock");
         if waited.elapsed() > Duration::from_secs(1) {
-            eprintln!("waited {:.1?} for another test's cluster", waited.elapsed());
+            eprintln!(
+                "[{version}] waited {:.1?} for another test's cluster",
+                waited.elapsed()
+            );
         }
+        let mut kit = Kit {
+            script,
+            version,
+            env: HashMap::new(),
+            _lock: lock,
+            _machine_lock: machine_lock,
+        };
+        kit.up();
+        // A cluster left running (a killed test) keeps the version it was started with: `up`
+        // leaves running pieces alone. Then start over.
+        let running = kit.server_version();
+        if running != version.full {
+            kit.say(format_args!("{running} was running: down, and up again"));
+            kit.down();
+            kit.up();
+            let running = kit.server_version();
+            assert_eq!(
+                running, version.full,
+                "[{version}] the API server's version"
+            );
+        }
+        Some(kit)
+    }
+
+    /// `kit.sh up` of this version, then its environment.
+    fn up(&mut self) {
         let t = Instant::now();
-        let up = Command::new(&script)
+        let up = Command::new(&self.script)
             .arg("up")
+            .env("KUBE_VERSION", self.version.kit)
             .output()
             .expect("run kit.sh up");
         assert!(
             up.status.success(),
-            "kit.sh up failed:\n{}\n{}",
+            "[{}] kit.sh up failed:\n{}\n{}",
+            self.version,
             String::from_utf8_lossy(&up.stdout),
             String::from_utf8_lossy(&up.stderr)
         );
-        eprintln!("kit up in {:.1?}", t.elapsed());
-        let out = Command::new(&script)
+        self.say(format_args!("kit up in {:.1?}", t.elapsed()));
+        let out = Command::new(&self.script)
             .arg("env")
             .output()
             .expect("run kit.sh env");
-        let mut env = HashMap::new();
+        self.env.clear();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let Some(kv) = line.strip_prefix("export ") else {
                 continue;
             };
             if let Some((k, v)) = kv.split_once('=') {
-                env.insert(k.to_string(), v.trim_matches(['"', '\'']).to_string());
+                self.env
+                    .insert(k.to_string(), v.trim_matches(['"', '\'']).to_string());
             }
         }
-        Some(Kit {
-            script,
-            env,
-            _lock: lock,
-            _machine_lock: machine_lock,
-        })
+    }
+
+    /// `kit.sh down`, saying how long it took or why it failed.
+    fn down(&self) {
+        let t = Instant::now();
+        match Command::new(&self.script).arg("down").output() {
+            Ok(o) if o.status.success() => {
+                self.say(format_args!("kit down in {:.1?}", t.elapsed()))
+            }
+            Ok(o) => self.say(format_args!(
+                "kit.sh down failed:\n{}\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )),
+            Err(e) => self.say(format_args!("kit.sh down: {e}")),
+        }
+    }
+
+    /// The API server's `gitVersion`.
+    pub fn server_version(&self) -> String {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.kubectl_ok(&["version", "-o", "json"])).expect("JSON");
+        v["serverVersion"]["gitVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// A line of the test's log, prefixed with the version.
+    pub fn say(&self, msg: impl std::fmt::Display) {
+        eprintln!("[{}] {msg}", self.version);
     }
 
     /// A variable of `kit.sh env`.
@@ -146,7 +269,8 @@ impl Kit {
         let out = self.kubectl(args);
         assert!(
             out.status.success(),
-            "kubectl {args:?} failed: {}{}",
+            "[{}] kubectl {args:?} failed: {}{}",
+            self.version,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -173,7 +297,8 @@ impl Kit {
         let out = child.wait_with_output().expect("kubectl apply");
         assert!(
             out.status.success(),
-            "kubectl apply failed: {}\n{yaml}",
+            "[{}] kubectl apply failed: {}\n{yaml}",
+            self.version,
             String::from_utf8_lossy(&out.stderr)
         );
     }
@@ -196,6 +321,26 @@ impl Kit {
             .any(|c| c["type"] == "Ready" && c["status"] == "True")
     }
 
+    /// The devices `driver` publishes for this node, as the API server holds them.
+    pub fn node_device_list(&self, driver: &str) -> Vec<serde_json::Value> {
+        let list = self.get_json(&["resourceslices"]);
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["spec"]["driver"] == driver && s["spec"]["nodeName"] == self.node())
+            .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
+            .collect()
+    }
+
+    /// The names of the devices `driver` publishes for this node.
+    pub fn node_devices(&self, driver: &str) -> std::collections::BTreeSet<String> {
+        self.node_device_list(driver)
+            .iter()
+            .filter_map(|d| d["name"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// The name of the first ResourceClaim of `pod` (from its status).
     pub fn pod_claim(&self, pod: &str) -> Option<String> {
         let p = self.get_json(&["pod", pod]);
@@ -215,16 +360,7 @@ impl Kit {
 
 impl Drop for Kit {
     fn drop(&mut self) {
-        let t = Instant::now();
-        match Command::new(&self.script).arg("down").output() {
-            Ok(o) if o.status.success() => eprintln!("kit down in {:.1?}", t.elapsed()),
-            Ok(o) => eprintln!(
-                "kit.sh down failed:\n{}\n{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-            Err(e) => eprintln!("kit.sh down: {e}"),
-        }
+        self.down();
     }
 }
 
@@ -313,79 +449,9 @@ impl Drop for Daemon {
     }
 }
 
-/// Runs `ip` (iproute2), which must succeed; returns stdout.
-pub fn ip(args: &[&str]) -> String {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Veth pairs made by the test, deleted when dropped (wherever their ends are).
-pub struct Veths(pub Vec<String>);
-
-impl Veths {
-    /// Makes the veth `name` (peer `<name>p`), both up; an old one of that name goes first.
-    pub fn add(&mut self, name: &str) {
-        let _ = Command::new("ip")
-            .args(["link", "del", name])
-            .stderr(std::process::Stdio::null())
-            .status();
-        let peer = format!("{name}p");
-        ip(&["link", "add", name, "type", "veth", "peer", "name", &peer]);
-        ip(&["link", "set", name, "up"]);
-        ip(&["link", "set", &peer, "up"]);
-        self.0.push(name.to_string());
-    }
-
-    /// Deletes the veth `name`.
-    pub fn del(&mut self, name: &str) {
-        ip(&["link", "del", name]);
-        self.0.retain(|n| n != name);
-    }
-}
-
-impl Drop for Veths {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = Command::new("ip")
-                .args(["link", "del", n])
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
-    }
-}
-
-/// What the host knows of a link, for before/after comparison: name, MAC, MTU, admin state,
-/// IPv4 and global IPv6 addresses.
-pub fn host_link(name: &str) -> Option<serde_json::Value> {
-    let out = Command::new("ip")
-        .args(["-j", "addr", "show", "dev", name])
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    let l = v.get(0)?;
-    let addrs: BTreeSet<String> = l["addr_info"]
-        .as_array()?
-        .iter()
-        .filter(|a| a["scope"] != "link")
-        .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
-        .collect();
-    let up = l["flags"].as_array()?.iter().any(|f| f == "UP");
-    Some(serde_json::json!({
-        "name": l["ifname"], "mac": l["address"], "mtu": l["mtu"], "up": up, "addrs": addrs,
-    }))
-}
-
 /// A minimal HTTP/1.0 GET on loopback (no client crate needed).
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
@@ -396,27 +462,7 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
-/// The devices of this node's `dra.net` ResourceSlices, as the API server holds them.
-pub fn slice_device_list(kit: &Kit) -> Vec<serde_json::Value> {
-    let list = kit.get_json(&["resourceslices"]);
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|s| s["spec"]["driver"] == "dra.net" && s["spec"]["nodeName"] == kit.node())
-        .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
-        .collect()
-}
-
-/// The names of this node's published `dra.net` devices.
-pub fn slice_devices(kit: &Kit) -> BTreeSet<String> {
-    slice_device_list(kit)
-        .iter()
-        .filter_map(|d| d["name"].as_str().map(str::to_string))
-        .collect()
-}
-
-/// A TCP port nothing listens on now.
+/// A TCP port on loopback that nothing listens on now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

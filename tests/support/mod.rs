@@ -1,2 +1,4 @@
 //! Support code shared by the integration tests.
+pub mod chart;
 pub mod k8s;
+pub mod links;

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cel::Semver;
+use crate::Semver;
 use crate::{NetworkDevice, NumaTopology, SriovRole};
 
 /// The driver name, and the domain of its unqualified attributes.
@@ -323,8 +323,25 @@ fn rank(name: &str) -> usize {
     })
 }
 
+/// Why an attribute (or capacity) name is not valid in the DRA API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AttributeNameError {
+    /// The name (after the domain) is not a C identifier.
+    #[error("the name is not a C identifier")]
+    NotCIdentifier,
+    /// The name (after the domain) is longer than [`MAX_ID_LEN`].
+    #[error("the name is longer than {MAX_ID_LEN} characters")]
+    NameTooLong,
+    /// The domain is not a DNS subdomain.
+    #[error("the domain is not a DNS subdomain")]
+    DomainNotDnsSubdomain,
+    /// The domain is longer than [`MAX_DOMAIN_LEN`].
+    #[error("the domain is longer than {MAX_DOMAIN_LEN} characters")]
+    DomainTooLong,
+}
+
 /// Why an attribute name is not valid in the DRA API, if it is not.
-pub fn check_attribute_name(name: &str) -> Result<(), String> {
+pub fn check_attribute_name(name: &str) -> Result<(), AttributeNameError> {
     let (domain, id) = match name.split_once('/') {
         Some((d, i)) => (Some(d), i),
         None => (None, name),
@@ -333,10 +350,10 @@ pub fn check_attribute_name(name: &str) -> Result<(), String> {
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         && !id.as_bytes()[0].is_ascii_digit();
     if !c_ident {
-        return Err("the name is not a C identifier".into());
+        return Err(AttributeNameError::NotCIdentifier);
     }
     if id.len() > MAX_ID_LEN {
-        return Err(format!("the name is longer than {MAX_ID_LEN} characters"));
+        return Err(AttributeNameError::NameTooLong);
     }
     if let Some(d) = domain {
         let ok = !d.is_empty()
@@ -348,12 +365,10 @@ pub fn check_attribute_name(name: &str) -> Result<(), String> {
                     && !l.ends_with('-')
             });
         if !ok {
-            return Err("the domain is not a DNS subdomain".into());
+            return Err(AttributeNameError::DomainNotDnsSubdomain);
         }
         if d.len() > MAX_DOMAIN_LEN {
-            return Err(format!(
-                "the domain is longer than {MAX_DOMAIN_LEN} characters"
-            ));
+            return Err(AttributeNameError::DomainTooLong);
         }
     }
     Ok(())

@@ -37,26 +37,40 @@ pub fn is_dns1123_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// Why a name is not a DNS-1123 subdomain; the message says what is wrong, for one that also
+/// names the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SubdomainError {
+    /// The name is empty.
+    #[error("is empty")]
+    Empty,
+    /// The name is longer than 253 characters.
+    #[error("is longer than 253 characters")]
+    TooLong,
+    /// A part is empty, has a character other than `[a-z0-9-]`, or starts or ends with `-`.
+    #[error(
+        "is not a DNS subdomain (lowercase letters, digits, '-' and '.', each part starting and \
+         ending with a letter or digit)"
+    )]
+    BadLabel,
+}
+
 /// Checks a DNS-1123 subdomain, the form of Kubernetes object names (Node, ResourceSlice):
 /// at most 253 characters, dot-separated labels of `[a-z0-9-]` that start and end with an
-/// alphanumeric. The error says what is wrong, for a message that also names the value.
-pub fn check_dns1123_subdomain(s: &str) -> Result<(), String> {
+/// alphanumeric.
+pub fn check_dns1123_subdomain(s: &str) -> Result<(), SubdomainError> {
     if s.is_empty() {
-        return Err("is empty".into());
+        return Err(SubdomainError::Empty);
     }
     if s.len() > 253 {
-        return Err("is longer than 253 characters".into());
+        return Err(SubdomainError::TooLong);
     }
     for label in s.split('.') {
         let ok_chars = label
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if label.is_empty() || !ok_chars || label.starts_with('-') || label.ends_with('-') {
-            return Err(
-                "is not a DNS subdomain (lowercase letters, digits, '-' and '.', each part \
-                 starting and ending with a letter or digit)"
-                    .into(),
-            );
+            return Err(SubdomainError::BadLabel);
         }
     }
     Ok(())

@@ -6,7 +6,10 @@ use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSlice, Resour
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use crate::attributes::{AttributeOptions, Attributes, device_attributes, enforce_limits};
+use crate::attributes::{
+    AttributeNameError, AttributeOptions, Attributes, MAX_ATTRIBUTES_PER_DEVICE, MAX_VALUE_LEN,
+    check_attribute_name, device_attributes, enforce_limits,
+};
 use crate::{CloudProvider, DeviceIdentifiers, Inventory};
 
 /// Most devices the API accepts in one ResourceSlice; larger pools are split.
@@ -74,13 +77,79 @@ pub fn published_devices(
     (devices, warnings)
 }
 
+/// Why the API server would refuse a device of a ResourceSlice ([`validate_device`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    /// The device name is not a DNS label.
+    #[error(
+        "device name {device:?} is not a DNS label (lowercase letters, digits and '-', at most 63)"
+    )]
+    NameNotDnsLabel {
+        /// The device name.
+        device: String,
+    },
+    /// More attributes and capacities than [`MAX_ATTRIBUTES_PER_DEVICE`].
+    #[error(
+        "device {device:?} has {attributes} attributes and {capacities} capacities; at most \
+         {MAX_ATTRIBUTES_PER_DEVICE} together"
+    )]
+    TooManyAttributes {
+        /// The device name.
+        device: String,
+        /// How many attributes it has.
+        attributes: usize,
+        /// How many capacities it has.
+        capacities: usize,
+    },
+    /// An attribute name the API does not accept.
+    #[error("device {device:?} attribute {attribute:?}: {error}")]
+    AttributeName {
+        /// The device name.
+        device: String,
+        /// The attribute name.
+        attribute: String,
+        /// What is wrong with it.
+        #[source]
+        error: AttributeNameError,
+    },
+    /// An attribute with no value or with more than one.
+    #[error(
+        "device {device:?} attribute {attribute:?} must have exactly one of bool, int, string, version"
+    )]
+    NotOneValue {
+        /// The device name.
+        device: String,
+        /// The attribute name.
+        attribute: String,
+    },
+    /// A string or version value longer than [`MAX_VALUE_LEN`].
+    #[error("device {device:?} attribute {attribute:?} is {len} bytes, more than {MAX_VALUE_LEN}")]
+    ValueTooLong {
+        /// The device name.
+        device: String,
+        /// The attribute name.
+        attribute: String,
+        /// The value's length in bytes.
+        len: usize,
+    },
+    /// A capacity name the API does not accept.
+    #[error("device {device:?} capacity {capacity:?}: {error}")]
+    CapacityName {
+        /// The device name.
+        device: String,
+        /// The capacity name.
+        capacity: String,
+        /// What is wrong with it.
+        #[source]
+        error: AttributeNameError,
+    },
+}
+
 /// Why the API server would refuse this device in a `resource.k8s.io/v1` ResourceSlice, if it
 /// would: the name must be a DNS label; attributes and capacities together at most
-/// [`MAX_ATTRIBUTES_PER_DEVICE`](crate::attributes::MAX_ATTRIBUTES_PER_DEVICE), with valid
-/// (optionally domain-qualified) names; each attribute exactly one value; strings and versions at
-/// most [`MAX_VALUE_LEN`](crate::attributes::MAX_VALUE_LEN) bytes.
-pub fn validate_device(d: &Device) -> Result<(), String> {
-    use crate::attributes::{MAX_ATTRIBUTES_PER_DEVICE, MAX_VALUE_LEN, check_attribute_name};
+/// [`MAX_ATTRIBUTES_PER_DEVICE`], with valid (optionally domain-qualified) names; each attribute
+/// exactly one value; strings and versions at most [`MAX_VALUE_LEN`] bytes.
+pub fn validate_device(d: &Device) -> Result<(), DeviceError> {
     let label = !d.name.is_empty()
         && d.name.len() <= 63
         && d.name
@@ -89,23 +158,25 @@ pub fn validate_device(d: &Device) -> Result<(), String> {
         && !d.name.starts_with('-')
         && !d.name.ends_with('-');
     if !label {
-        return Err(format!(
-            "device name {:?} is not a DNS label (lowercase letters, digits and '-', at most 63)",
-            d.name
-        ));
+        return Err(DeviceError::NameNotDnsLabel {
+            device: d.name.clone(),
+        });
     }
     let attrs = d.attributes.as_ref().map_or(0, BTreeMap::len);
     let caps = d.capacity.as_ref().map_or(0, BTreeMap::len);
     if attrs + caps > MAX_ATTRIBUTES_PER_DEVICE {
-        return Err(format!(
-            "device {:?} has {attrs} attributes and {caps} capacities; at most \
-             {MAX_ATTRIBUTES_PER_DEVICE} together",
-            d.name
-        ));
+        return Err(DeviceError::TooManyAttributes {
+            device: d.name.clone(),
+            attributes: attrs,
+            capacities: caps,
+        });
     }
     for (name, a) in d.attributes.iter().flatten() {
-        check_attribute_name(name)
-            .map_err(|why| format!("device {:?} attribute {name:?}: {why}", d.name))?;
+        check_attribute_name(name).map_err(|error| DeviceError::AttributeName {
+            device: d.name.clone(),
+            attribute: name.clone(),
+            error,
+        })?;
         let set = [
             a.bool.is_some(),
             a.int.is_some(),
@@ -116,24 +187,27 @@ pub fn validate_device(d: &Device) -> Result<(), String> {
         .filter(|x| **x)
         .count();
         if set != 1 {
-            return Err(format!(
-                "device {:?} attribute {name:?} must have exactly one of bool, int, string, version",
-                d.name
-            ));
+            return Err(DeviceError::NotOneValue {
+                device: d.name.clone(),
+                attribute: name.clone(),
+            });
         }
         for v in [&a.string, &a.version].into_iter().flatten() {
             if v.len() > MAX_VALUE_LEN {
-                return Err(format!(
-                    "device {:?} attribute {name:?} is {} bytes, more than {MAX_VALUE_LEN}",
-                    d.name,
-                    v.len()
-                ));
+                return Err(DeviceError::ValueTooLong {
+                    device: d.name.clone(),
+                    attribute: name.clone(),
+                    len: v.len(),
+                });
             }
         }
     }
     for name in d.capacity.iter().flat_map(|c| c.keys()) {
-        check_attribute_name(name)
-            .map_err(|why| format!("device {:?} capacity {name:?}: {why}", d.name))?;
+        check_attribute_name(name).map_err(|error| DeviceError::CapacityName {
+            device: d.name.clone(),
+            capacity: name.clone(),
+            error,
+        })?;
     }
     Ok(())
 }
@@ -280,7 +354,7 @@ mod validate_tests {
     fn what_the_api_server_refuses_is_named() {
         assert!(validate_device(&dev("pci-0101-00-00-0")).is_ok());
         for bad in ["", "Eth0", "eth_0", "-x", &"a".repeat(64)] {
-            let e = validate_device(&dev(bad)).unwrap_err();
+            let e = validate_device(&dev(bad)).unwrap_err().to_string();
             assert!(e.contains("DNS label"), "{e}");
         }
         let mut d = dev("x");
@@ -297,7 +371,12 @@ mod validate_tests {
                 })
                 .collect(),
         );
-        assert!(validate_device(&d).unwrap_err().contains("at most 32"));
+        assert!(
+            validate_device(&d)
+                .unwrap_err()
+                .to_string()
+                .contains("at most 32")
+        );
         let mut d = dev("x");
         d.attributes = Some(
             [(
@@ -309,9 +388,19 @@ mod validate_tests {
             )]
             .into(),
         );
-        assert!(validate_device(&d).unwrap_err().contains("65 bytes"));
+        assert!(
+            validate_device(&d)
+                .unwrap_err()
+                .to_string()
+                .contains("65 bytes")
+        );
         d.attributes = Some([("9bad".to_string(), DeviceAttribute::default())].into());
-        assert!(validate_device(&d).unwrap_err().contains("\"9bad\""));
+        assert!(
+            validate_device(&d)
+                .unwrap_err()
+                .to_string()
+                .contains("\"9bad\"")
+        );
     }
 }
 

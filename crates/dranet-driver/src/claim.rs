@@ -23,7 +23,7 @@
 
 use dranet_core::{
     CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, PciAddress,
-    SriovRole,
+    RdmaLink, SriovRole,
 };
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
@@ -89,6 +89,21 @@ pub enum DeviceMismatch {
     NoNetdev {
         /// The DRA device.
         device: String,
+    },
+    /// Network settings for a device whose netdev carries a software RDMA link
+    /// ([`software_rdma`]): the netdev stays on the host.
+    #[error(
+        "device {device} is the software RDMA link {link} on {netdev}: the kernel deletes it when \
+         {netdev} leaves the host namespace, so a pod gets its RDMA char devices and {netdev} \
+         stays on the host; its config may not set interface, routes, rules, neighbors or ethtool"
+    )]
+    SoftwareRdma {
+        /// The DRA device.
+        device: String,
+        /// The software RDMA link (`rxe0`).
+        link: String,
+        /// Its netdev.
+        netdev: String,
     },
     /// A VF's MTU above its PF's.
     #[error(
@@ -189,13 +204,42 @@ pub fn wants_netdev(c: &NetworkConfig) -> bool {
         || c.ethtool.is_some()
 }
 
-/// Checks a configuration against the device as discovered: an IB-only device takes no network
-/// settings; a VF's MTU may not exceed its PF's.
+/// The device's software RDMA link (soft-RoCE `rxe`, `siw`): an RDMA link with no PCI function
+/// of its own, bound to the device's netdev. The kernel deletes such a link when its netdev
+/// changes namespace, and cannot move the link itself, so a pod gets it as an RDMA-only device:
+/// its char devices, the netdev left in the host namespace where the link lives.
+pub fn software_rdma(dev: &NetworkDevice) -> Option<&RdmaLink> {
+    let link = dev.rdma.as_ref()?;
+    let netdev = dev.netdev.as_ref()?;
+    (link.pci.is_none() && link.parent_netdev.as_deref() == Some(netdev.name.as_str()))
+        .then_some(link)
+}
+
+/// The netdev a pod of this device gets: none for an IB-only device or a software RDMA link's.
+pub fn pod_netdev(dev: &NetworkDevice) -> Option<&str> {
+    if software_rdma(dev).is_some() {
+        return None;
+    }
+    dev.netdev.as_ref().map(|n| n.name.as_str())
+}
+
+/// Checks a configuration against the device as discovered: an IB-only device, or one whose
+/// netdev carries a software RDMA link, takes no network settings; a VF's MTU may not exceed its
+/// PF's.
 pub fn check_device(
     config: &NetworkConfig,
     dev: &NetworkDevice,
     inventory: &Inventory,
 ) -> Result<(), DeviceMismatch> {
+    if let (Some(link), Some(netdev)) = (software_rdma(dev), &dev.netdev)
+        && wants_netdev(config)
+    {
+        return Err(DeviceMismatch::SoftwareRdma {
+            device: dev.name.clone(),
+            link: link.name.clone(),
+            netdev: netdev.name.clone(),
+        });
+    }
     let Some(netdev) = &dev.netdev else {
         if wants_netdev(config) {
             return Err(DeviceMismatch::NoNetdev {

@@ -351,6 +351,7 @@ impl NetworkDriver {
             let base = claim::cloud_config(&*self.cloud, dev);
             let config = claim::config_for(claim, r, base)
                 .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
+            let netdev = claim::pod_netdev(dev);
             if config.profile.is_empty() {
                 self.check_config(&config, dev, &inv).map_err(fail)?;
             } else {
@@ -361,7 +362,7 @@ impl NetworkDriver {
                 pool: r.pool.clone(),
                 device: r.device.clone(),
                 share_id: r.share_id.clone(),
-                netdev: dev.netdev.as_ref().map(|n| n.name.clone()),
+                netdev: netdev.map(str::to_string),
                 config,
                 rdma: dev.rdma.as_ref().map(|l| l.name.clone()),
                 char_devices: dev
@@ -403,9 +404,9 @@ impl NetworkDriver {
         inv: &Inventory,
     ) -> std::result::Result<(), String> {
         claim::check_device(config, dev, inv).map_err(|e| e.to_string())?;
-        if let (Some(nd), Some(e)) = (&dev.netdev, &config.ethtool) {
-            self.check_ethtool(&nd.name, e)
-                .map_err(|e| format!("device {} ({}): {e}", dev.name, nd.name))?;
+        if let (Some(nd), Some(e)) = (claim::pod_netdev(dev), &config.ethtool) {
+            self.check_ethtool(nd, e)
+                .map_err(|e| format!("device {} ({nd}): {e}", dev.name))?;
         }
         Ok(())
     }

@@ -5,8 +5,10 @@
 //! needs only the `/dev/infiniband` char devices. In `exclusive` mode a device is visible in one
 //! namespace only and must move with its NIC. There is no crate for this protocol: its numbers are
 //! the kernel's uapi (`include/uapi/rdma/rdma_netlink.h`), the framing is [`crate::netlink`]'s,
-//! and the messages are unit-tested against both; this crate's CI host has no RDMA device, so the moves
-//! themselves run only on RDMA hardware or soft-RoCE.
+//! and the messages are unit-tested against both. The CI host has no RDMA device; the real-kernel
+//! test's soft-RoCE guest (`tests/real_kernel.rs`) sends a real move, which Debian's 6.1 kernel
+//! refuses for `rxe` with `EOPNOTSUPP` (software RDMA cannot change namespace), so a move that
+//! succeeds runs only on hardware whose driver supports it (mlx5 and the like).
 
 use std::fmt;
 use std::io;
@@ -181,8 +183,25 @@ pub fn move_device(name: &str, from: &Netns, to: &Netns) -> Result<()> {
         ],
     )
     .map_err(err)?;
-    from.run(|| transact(NETLINK_RDMA, &req))?.map_err(err)?;
+    from.run(|| transact(NETLINK_RDMA, &req))?
+        .map_err(|e| err(explain_refusal(e)))?;
     Ok(())
+}
+
+/// The kernel's refusal of a move, with what it means when the errno alone does not say.
+fn explain_refusal(e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(nix::errno::Errno::EOPNOTSUPP as i32) {
+        // ib_device_set_netns_put(): the fd and the device were fine; the mode or the driver
+        // (no disassociate_ucontext, as in soft-RoCE and siw) is not.
+        return io::Error::new(
+            e.kind(),
+            format!(
+                "{e} (the kernel moves an RDMA device only in exclusive netns mode, and only if \
+                 its driver can detach its users: software RDMA such as rxe and siw never can)"
+            ),
+        );
+    }
+    e
 }
 
 #[cfg(test)]

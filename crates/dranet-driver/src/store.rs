@@ -51,7 +51,8 @@ pub struct DeviceRecord {
     /// The allocation's share ID, if shared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_id: Option<String>,
-    /// The host interface that moves into the pod, if the device has one.
+    /// The host interface that moves into the pod: none for an IB-only device, nor for a
+    /// software RDMA link's netdev ([`crate::claim::software_rdma`]).
     pub netdev: Option<String>,
     /// Its merged, validated configuration.
     pub config: NetworkConfig,

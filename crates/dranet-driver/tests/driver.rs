@@ -232,6 +232,56 @@ fn gb300_pods_get_exactly_their_rdma_char_devices() {
     assert_eq!(devs(&d, "pa").len(), 4);
 }
 
+/// Soft-RoCE (`rxe`) on a veth and on a PCI NIC's netdev: the kernel deletes such a link when
+/// its netdev changes namespace (seen on Debian's 6.1 in `tests/real_kernel.rs`), so a pod gets
+/// its char devices and the netdev stays on the host; a config that needs the netdev is refused.
+#[test]
+fn a_software_rdma_link_is_given_as_char_devices_and_its_netdev_stays() {
+    let node = Node::new(dranet_discovery::fixture::edge_cases);
+    let d = node.driver();
+    let rt = rt();
+    for (rxe, netdev, uverbs) in [
+        ("rxe1", "veth-a", "/dev/infiniband/uverbs"),
+        ("rxe0", "rail0", "/dev/infiniband/uverbs"),
+    ] {
+        let dev = node.device(rxe);
+        let pod_uid = format!("p-{rxe}");
+        rt.block_on(d.prepare_claim(&claim(rxe, &[&pod_uid], &[("rdma", &dev)], vec![])))
+            .unwrap();
+        let c = d.claims_of_pod(&pod_uid);
+        assert_eq!(
+            c[0].devices[0].netdev, None,
+            "{rxe}: {netdev} must not move"
+        );
+        assert_eq!(c[0].devices[0].rdma.as_deref(), Some(rxe));
+        let given = devs(&d, &pod_uid);
+        assert!(given.iter().any(|p| p.starts_with(uverbs)), "{given:?}");
+        assert!(given.iter().any(|p| p.contains("rdma_cm")), "{given:?}");
+        // Nothing moves, so even a pod on the host network may have it.
+        rt.block_on(d.start_pod(&pod(&pod_uid))).unwrap();
+
+        let err = rt
+            .block_on(d.prepare_claim(&claim(
+                &format!("{rxe}-cfg"),
+                &["q"],
+                &[("rdma", &dev)],
+                vec![opaque(
+                    "FromClaim",
+                    None,
+                    serde_json::json!({"interface": {"name": "net1"}}),
+                )],
+            )))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("software RDMA link {rxe} on {netdev}"))
+                && err.contains("deletes it when")
+                && err.contains("may not set interface"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn multi_port_hca_and_ucm_devices_are_all_given() {
     let node = Node::new(dranet_discovery::fixture::edge_cases);
@@ -423,7 +473,7 @@ fn status_says_what_the_pod_got() {
     assert_eq!(s.conditions.unwrap()[0].reason, "NetworkDeviceReady");
 }
 
-/// The README's example (`examples/azure_aks/nic-config.yaml`) merges as it says.
+/// The example of docs/claims.md (`examples/azure_aks/nic-config.yaml`) merges as it says.
 #[test]
 fn the_documented_config_example_merges_as_documented() {
     use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
@@ -475,18 +525,18 @@ fn the_documented_config_example_merges_as_documented() {
     assert_eq!(dests, ["10.10.0.0/16", "10.20.0.0/16"]);
 }
 
-/// The README's `NetworkConfig` example is valid as written.
+/// The `NetworkConfig` example of docs/claims.md is valid as written.
 #[test]
-fn the_readme_network_config_example_parses() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+fn the_documented_network_config_example_parses() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/claims.md"))
             .unwrap();
-    let block = readme
+    let block = doc
         .split("```yaml\n")
         .skip(1)
         .filter_map(|b| b.split("```").next())
         .find(|b| b.contains("privateFlags"))
-        .expect("the README has the NetworkConfig example");
+        .expect("docs/claims.md has the NetworkConfig example");
     let v: serde_json::Value = serde_saphyr::from_str(block).unwrap();
     let params = &v["config"][0]["opaque"]["parameters"];
     let json = serde_json::to_value(params).unwrap();

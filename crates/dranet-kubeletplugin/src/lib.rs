@@ -155,7 +155,6 @@ mod plugin;
 pub mod proto;
 #[doc(hidden)]
 pub mod publisher;
-mod quantity;
 mod socket;
 
 pub use api::{KubeApi, KubeClient, NodeEvent, NodeEvents};

@@ -503,7 +503,7 @@ fn check_dns_subdomain(what: &str, value: &str, max: usize) -> Result<()> {
     if value.len() > max {
         return bad(&format!("is longer than {max} characters"));
     }
-    dranet_core::names::check_dns1123_subdomain(value).or_else(|why| bad(&why))
+    dranet_core::names::check_dns1123_subdomain(value).or_else(|why| bad(&why.to_string()))
 }
 
 /// A running plugin. Dropping it stops serving; [`KubeletPlugin::shutdown`] also waits for that and
@@ -552,7 +552,8 @@ impl KubeletPlugin {
     pub fn publish(&self, devices: Vec<Device>) -> Result<()> {
         let mut seen = std::collections::HashSet::with_capacity(devices.len());
         for d in &devices {
-            dranet_core::slice::validate_device(d).map_err(Error::InvalidRequest)?;
+            dranet_core::slice::validate_device(d)
+                .map_err(|e| Error::InvalidRequest(e.to_string()))?;
             if !seen.insert(d.name.as_str()) {
                 return Err(Error::InvalidRequest(format!(
                     "device {:?} is listed twice",

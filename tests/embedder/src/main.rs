@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use dranet_core::Discover;
+use dranet_alloc::cel::{DeviceAttributes, DeviceView, Program};
+use dranet_core::{AttributeValue, Discover, Quantity};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::Device;
 use dranet_kubeletplugin::{
     ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeClient, KubeletPlugin, Prepared,
@@ -52,6 +53,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{} devices", d.discover()?.devices.len());
         return Ok(());
     }
+    // The scheduler's answer for a selector of the FPGA's class, before publishing it.
+    let selector = Program::compile(r#"device.attributes["fpga.example.com"].lanes >= 8"#)?;
+    let attributes = DeviceAttributes::new(
+        "fpga.example.com",
+        [("lanes", AttributeValue::Int(16))],
+        [("memory", Quantity::parse("16Gi")?)],
+    )?;
+    let selected = selector.matches(&DeviceView {
+        driver: "fpga.example.com",
+        attributes: &attributes,
+        allow_multiple_allocations: false,
+    })?;
+    println!("selected: {selected}");
     let fpga = Arc::new(Fpga);
     let plugin = KubeletPlugin::builder(Arc::clone(&fpga), KubeClient::infer().await?)
         .driver_name("fpga.example.com")

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
+use dranet_alloc::cel::{DeviceAttributes, DeviceView, Program, Quantity};
 use dranet_core::attributes::{AttributeValue, names};
-use dranet_core::cel::{DeviceAttributes, DeviceView, Program, Quantity};
 use dranet_core::slice::PublishedDevice;
 use dranet_core::{DRIVER_NAME, Inventory, NetworkDevice};
 use dranet_kubeletplugin::{DeviceHealthReport, Health};
@@ -21,11 +21,11 @@ pub const DEFAULT_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) ||
 #[derive(Debug, thiserror::Error)]
 pub enum FilterError {
     /// The device's attributes cannot be shown to the expression (two names for one attribute).
-    #[error("{0}")]
-    Attributes(String),
+    #[error(transparent)]
+    Attributes(dranet_alloc::cel::AttributesError),
     /// The expression failed on the device.
     #[error(transparent)]
-    Eval(dranet_core::cel::CelError),
+    Eval(dranet_alloc::cel::CelError),
 }
 
 /// Whether `filter` keeps `d`.

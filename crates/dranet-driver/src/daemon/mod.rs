@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use dranet_core::cel::Program;
+use dranet_alloc::cel::Program;
 use dranet_core::slice::{PublishedDevice, published_devices};
 use dranet_core::{
     AttributeOptions, CloudProvider, DRIVER_NAME, DeviceIdentifiers, Inventory, NoCloud,

@@ -97,7 +97,7 @@ fn same_capacity(
     a.len() == b.len()
         && a.iter().zip(b).all(|((ka, va), (kb, vb))| {
             ka == kb
-                && crate::quantity::same(&va.value.0, &vb.value.0)
+                && dranet_core::Quantity::same_canonical(&va.value.0, &vb.value.0)
                 && va.request_policy == vb.request_policy
         })
 }

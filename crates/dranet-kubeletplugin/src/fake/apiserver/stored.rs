@@ -13,9 +13,10 @@ pub(super) fn as_stored(
 ) -> std::result::Result<(), String> {
     let on = |g: &str| gates.contains(g);
     let canonical = |q: &mut k8s_openapi::apimachinery::pkg::api::resource::Quantity| {
-        crate::quantity::canonical(&q.0)
+        dranet_core::Quantity::canonical(&q.0)
+            .map(std::borrow::Cow::into_owned)
             .map(|c| q.0 = c)
-            .ok_or_else(|| format!("quantities must match the regular expression: {:?}", q.0))
+            .map_err(|_| format!("quantities must match the regular expression: {:?}", q.0))
     };
     if !on("DRAPartitionableDevices") {
         slice.spec.shared_counters = None;

@@ -1,0 +1,352 @@
+//! Timestamps and durations: `timestamp()`, `duration()`, their text forms and accessors, with
+//! time zones given as offsets.
+
+use super::{conversion_error, nso};
+use crate::cel::activation::Activation;
+use crate::cel::value::{Error, R, Value};
+
+const MIN_UNIX: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
+const MAX_UNIX: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+
+pub(crate) fn ts_add<'a>(s: i64, n: u32, offset: i32, d_nanos: i128) -> R<Value<'a>> {
+    let total = i128::from(s) * 1_000_000_000 + i128::from(n) + d_nanos;
+    let secs = total.div_euclid(1_000_000_000);
+    let nanos = total.rem_euclid(1_000_000_000) as u32;
+    let secs = i64::try_from(secs).map_err(|_| Error::msg("timestamp overflow"))?;
+    if !(MIN_UNIX..=MAX_UNIX).contains(&secs) {
+        return Err(Error::msg("timestamp overflow"));
+    }
+    Ok(Value::Timestamp(secs, nanos, offset))
+}
+
+/// Days since the epoch to (year, month 1-12, day 1-31).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// RFC 3339 with nanoseconds as Go prints a time: in the offset it was written with, `Z` for UTC.
+pub(crate) fn timestamp_string(s: i64, n: u32, offset: i32) -> String {
+    let local = s + i64::from(offset);
+    let (y, mo, d) = civil(local.div_euclid(86_400));
+    let sod = local.rem_euclid(86_400);
+    let mut out = format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    );
+    if n > 0 {
+        let frac = format!("{n:09}");
+        out.push('.');
+        out.push_str(frac.trim_end_matches('0'));
+    }
+    if offset == 0 {
+        out.push('Z');
+    } else {
+        let sign = if offset < 0 { '-' } else { '+' };
+        let a = offset.unsigned_abs();
+        out.push_str(&format!("{sign}{:02}:{:02}", a / 3600, a % 3600 / 60));
+    }
+    out
+}
+
+/// RFC 3339 as Go's `time.Parse(time.RFC3339, s)` accepts it: seconds and nanoseconds since
+/// the epoch, and the offset east of UTC it was written with.
+pub(crate) fn parse_timestamp(s: &str) -> Option<(i64, u32, i32)> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut i = 19;
+    let mut nanos: u32 = 0;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        let mut j = start;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j == start || j - start > 9 {
+            return None;
+        }
+        let frac = &s[start..j];
+        nanos = format!("{frac:0<9}").parse().ok()?;
+        i = j;
+    }
+    let offset: i64 = match b.get(i) {
+        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
+        Some(sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
+            let oh = num(i + 1..i + 3)?;
+            let om = num(i + 4..i + 6)?;
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            let o = oh * 3600 + om * 60;
+            if *sign == b'-' { -o } else { o }
+        }
+        _ => return None,
+    };
+    let dim = [
+        31,
+        if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 {
+            29
+        } else {
+            28
+        },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&mo)
+        || d < 1
+        || d > dim[(mo - 1) as usize]
+        || h > 23
+        || mi > 59
+        || se > 59
+    {
+        return None;
+    }
+    let days = days_from_civil(y, mo as u32, d as u32);
+    Some((
+        days * 86_400 + h * 3600 + mi * 60 + se - offset,
+        nanos,
+        i32::try_from(offset).ok()?,
+    ))
+}
+
+pub(crate) fn to_timestamp<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    let (s, n, o) = match &a[0] {
+        Value::Timestamp(s, n, o) => (*s, *n, *o),
+        Value::Int(i) => (*i, 0, 0),
+        Value::Str(t) => match parse_timestamp(t) {
+            Some(v) => v,
+            None => return conversion_error("string", "google.protobuf.Timestamp"),
+        },
+        _ => return nso(),
+    };
+    if !(MIN_UNIX..=MAX_UNIX).contains(&s) {
+        return Err(Error::msg("timestamp overflow"));
+    }
+    Ok(Value::Timestamp(s, n, o))
+}
+
+/// Go's `time.ParseDuration`.
+pub(crate) fn parse_duration(s: &str) -> Option<i64> {
+    let (neg, mut rest) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: u128 = 0;
+    while !rest.is_empty() {
+        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let int_part = &rest[..int_len];
+        rest = &rest[int_len..];
+        let mut frac_part = "";
+        if let Some(r) = rest.strip_prefix('.') {
+            let fl = r.bytes().take_while(u8::is_ascii_digit).count();
+            frac_part = &r[..fl];
+            rest = &r[fl..];
+        }
+        if int_part.is_empty() && frac_part.is_empty() {
+            return None;
+        }
+        let unit_len = rest
+            .char_indices()
+            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
+            .map(|(i, _)| i)
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let scale: u128 = match unit {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        let v: u128 = if int_part.is_empty() {
+            0
+        } else {
+            int_part.parse().ok()?
+        };
+        let mut part = v.checked_mul(scale)?;
+        if !frac_part.is_empty() {
+            let mut f: u128 = 0;
+            let mut div: u128 = 1;
+            for c in frac_part.bytes().take(30) {
+                f = f * 10 + u128::from(c - b'0');
+                div *= 10;
+            }
+            part += f * scale / div;
+        }
+        total = total.checked_add(part)?;
+        if total > 1 << 63 {
+            return None;
+        }
+    }
+    if neg {
+        i64::try_from(-(total as i128)).ok()
+    } else {
+        i64::try_from(total).ok()
+    }
+}
+
+pub(crate) fn duration_string(d: i64) -> String {
+    let secs = d as f64 / 1e9;
+    // strconv.FormatFloat(secs, 'f', -1, 64): shortest digits, no exponent.
+    let s = format!("{secs}");
+    format!("{s}s")
+}
+
+pub(crate) fn to_duration<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    Ok(Value::Duration(match &a[0] {
+        Value::Duration(d) => *d,
+        // Declared, but cel-go's int has no conversion to a duration: always this error.
+        Value::Int(_) => return conversion_error("int", "google.protobuf.Duration"),
+        Value::Str(s) => match parse_duration(s) {
+            Some(d) => d,
+            None => return conversion_error("string", "google.protobuf.Duration"),
+        },
+        _ => return nso(),
+    }))
+}
+
+/// A time zone argument: `UTC`, or a fixed offset `+HH:MM` / `-HH:MM`. Named zones need the
+/// IANA database, which this pure-logic crate does not read.
+fn zone_offset(tz: &str) -> R<i64> {
+    if tz.is_empty() || tz == "UTC" {
+        return Ok(0);
+    }
+    let b = tz.as_bytes();
+    if b.len() == 6 && matches!(b[0], b'+' | b'-') && b[3] == b':' {
+        let h: i64 = tz[1..3]
+            .parse()
+            .map_err(|_| Error::msg(format!("unknown time zone {tz}")))?;
+        let m: i64 = tz[4..6]
+            .parse()
+            .map_err(|_| Error::msg(format!("unknown time zone {tz}")))?;
+        if m > 59 {
+            return Err(Error::msg(format!("unknown time zone {tz}")));
+        }
+        let o = h * 3600 + m * 60;
+        return Ok(if b[0] == b'-' { -o } else { o });
+    }
+    Err(Error::msg(format!("unknown time zone {tz}")))
+}
+
+fn time_part<'a>(a: &[Value<'a>], which: u8) -> R<Value<'a>> {
+    let (s, n) = match &a[0] {
+        Value::Timestamp(s, n, _) => (*s, *n),
+        Value::Duration(d) => {
+            return Ok(Value::Int(match which {
+                4 => d / 3_600_000_000_000,
+                5 => d / 60_000_000_000,
+                6 => d / 1_000_000_000,
+                7 => d / 1_000_000,
+                _ => return nso(),
+            }));
+        }
+        _ => return nso(),
+    };
+    let off = match a.get(1) {
+        Some(Value::Str(tz)) => zone_offset(tz)?,
+        Some(_) => return nso(),
+        None => 0,
+    };
+    let t = s + off;
+    let days = t.div_euclid(86_400);
+    let sod = t.rem_euclid(86_400);
+    let (y, mo, d) = civil(days);
+    Ok(Value::Int(match which {
+        0 => y,
+        1 => i64::from(mo) - 1,
+        2 => days - days_from_civil(y, 1, 1),
+        3 => i64::from(d) - 1,
+        8 => i64::from(d),
+        9 => (days + 4).rem_euclid(7),
+        4 => sod / 3600,
+        5 => sod % 3600 / 60,
+        6 => sod % 60,
+        7 => i64::from(n / 1_000_000),
+        _ => return nso(),
+    }))
+}
+
+pub(crate) fn get_full_year<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 0)
+}
+pub(crate) fn get_month<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 1)
+}
+pub(crate) fn get_day_of_year<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 2)
+}
+pub(crate) fn get_day_of_month<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 3)
+}
+pub(crate) fn get_date<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 8)
+}
+pub(crate) fn get_day_of_week<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 9)
+}
+pub(crate) fn get_hours<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 4)
+}
+pub(crate) fn get_minutes<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 5)
+}
+pub(crate) fn get_seconds<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 6)
+}
+pub(crate) fn get_milliseconds<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(a, 7)
+}

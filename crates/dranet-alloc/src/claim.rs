@@ -1,0 +1,357 @@
+//! A claim checked and compiled once: its requests and sub-requests, constraints and config.
+
+use k8s_openapi::api::resource::v1::{
+    DeviceClaimConfiguration, DeviceSelector, DeviceToleration, ResourceClaimSpec,
+};
+
+use std::sync::Arc;
+
+use crate::allocator::Allocator;
+use crate::cel::{AttrKey, Program};
+use crate::error::AllocError;
+use crate::limits::MAX_REQUESTS;
+use crate::one_or_many::OneOrMany;
+use crate::selectors::selector_programs;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Exact(usize),
+    All,
+}
+
+/// One way to satisfy a request: the request itself (`exactly`) or one sub-request.
+#[derive(Debug, Clone)]
+pub(crate) struct Alt {
+    /// `req` (the request's name, shared) or `req/sub`.
+    pub label: Arc<str>,
+    /// The DeviceClass, by position in the allocator that compiled the claim.
+    pub class: usize,
+    /// The hash of the class's name, to refuse a claim compiled by another allocator.
+    pub class_hash: u64,
+    pub programs: OneOrMany<Arc<Program>>,
+    pub mode: Mode,
+    pub admin: bool,
+    pub tolerations: Vec<DeviceToleration>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Req {
+    pub name: Arc<str>,
+    /// `firstAvailable`: the alternatives are sub-requests.
+    pub subrequests: bool,
+    pub alts: OneOrMany<Alt>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConstraintKind {
+    Match,
+    Distinct,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Constraint {
+    pub kind: ConstraintKind,
+    pub attribute: AttrKey,
+    /// Which (request, alternative) it covers; `None` = every request.
+    pub scope: Option<Vec<(usize, Option<usize>)>>,
+    pub label: String,
+}
+
+impl Constraint {
+    pub fn applies(&self, req: usize, alt: usize, has_subs: bool) -> bool {
+        match &self.scope {
+            None => true,
+            Some(s) => s
+                .iter()
+                .any(|(r, a)| *r == req && (a.is_none() || (has_subs && *a == Some(alt)))),
+        }
+    }
+}
+
+/// A validated claim with its CEL compiled, reusable across allocations with the
+/// [`Allocator`] that compiled it. It names its DeviceClasses by their position in that
+/// allocator: another allocator refuses it ([`AllocError::InvalidClaim`]).
+#[derive(Debug, Clone)]
+pub struct CompiledClaim {
+    pub(crate) requests: Vec<Req>,
+    pub(crate) constraints: Vec<Constraint>,
+    pub(crate) config: Vec<DeviceClaimConfiguration>,
+}
+
+struct AltSpec<'a> {
+    label: Arc<str>,
+    class: &'a str,
+    selectors: &'a Option<Vec<DeviceSelector>>,
+    mode: Option<&'a str>,
+    count: Option<i64>,
+    admin: Option<bool>,
+    capacity: bool,
+    tolerations: &'a Option<Vec<DeviceToleration>>,
+}
+
+impl CompiledClaim {
+    pub(crate) fn new(a: &Allocator, claim: &ResourceClaimSpec) -> Result<Self, AllocError> {
+        let invalid = |m: String| AllocError::InvalidClaim(m);
+        let Some(devices) = &claim.devices else {
+            return Ok(CompiledClaim {
+                requests: Vec::new(),
+                constraints: Vec::new(),
+                config: Vec::new(),
+            });
+        };
+        let reqs = devices.requests.as_deref().unwrap_or(&[]);
+        if reqs.len() > MAX_REQUESTS {
+            return Err(invalid(format!(
+                "{} requests, at most {MAX_REQUESTS} are allowed",
+                reqs.len()
+            )));
+        }
+        let mut requests = Vec::with_capacity(reqs.len());
+        for (i, r) in reqs.iter().enumerate() {
+            if r.name.is_empty() {
+                return Err(invalid(format!("request #{i} has no name")));
+            }
+            if reqs[..i].iter().any(|o| o.name == r.name) {
+                return Err(invalid(format!("request name {:?} is used twice", r.name)));
+            }
+            let name: Arc<str> = Arc::from(r.name.as_str());
+            let alts = match (&r.exactly, &r.first_available) {
+                (Some(e), None) => OneOrMany::One(compile_alt(
+                    a,
+                    AltSpec {
+                        label: Arc::clone(&name),
+                        class: &e.device_class_name,
+                        selectors: &e.selectors,
+                        mode: e.allocation_mode.as_deref(),
+                        count: e.count,
+                        admin: e.admin_access,
+                        capacity: e.capacity.is_some(),
+                        tolerations: &e.tolerations,
+                    },
+                )?),
+                (None, Some(subs)) if !subs.is_empty() => {
+                    if !a.features.prioritized_list {
+                        return Err(AllocError::FeatureDisabled {
+                            request: r.name.clone(),
+                            feature: "firstAvailable (DRAPrioritizedList)".into(),
+                        });
+                    }
+                    // Every sub-request's name is checked before any is compiled.
+                    for (j, s) in subs.iter().enumerate() {
+                        if s.name.is_empty() || subs[..j].iter().any(|o| o.name == s.name) {
+                            return Err(invalid(format!(
+                                "request {}: sub-request #{j} has an empty or repeated name",
+                                r.name
+                            )));
+                        }
+                    }
+                    let mut alts = OneOrMany::Empty;
+                    for s in subs {
+                        alts.push(compile_alt(
+                            a,
+                            AltSpec {
+                                label: Arc::from(format!("{}/{}", r.name, s.name)),
+                                class: &s.device_class_name,
+                                selectors: &s.selectors,
+                                mode: s.allocation_mode.as_deref(),
+                                count: s.count,
+                                admin: None,
+                                capacity: s.capacity.is_some(),
+                                tolerations: &s.tolerations,
+                            },
+                        )?);
+                    }
+                    alts
+                }
+                (None, Some(_)) => {
+                    return Err(invalid(format!(
+                        "request {}: firstAvailable is empty",
+                        r.name
+                    )));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(invalid(format!(
+                        "request {}: exactly and firstAvailable are both set",
+                        r.name
+                    )));
+                }
+                (None, None) => {
+                    return Err(invalid(format!(
+                        "request {}: one of exactly or firstAvailable is required",
+                        r.name
+                    )));
+                }
+            };
+            requests.push(Req {
+                name,
+                subrequests: r.first_available.is_some(),
+                alts,
+            });
+        }
+        let mut constraints = Vec::new();
+        for (i, c) in devices.constraints.iter().flatten().enumerate() {
+            let (kind, attribute) = match (&c.match_attribute, &c.distinct_attribute) {
+                (Some(m), None) => (ConstraintKind::Match, m.clone()),
+                (None, Some(d)) => (ConstraintKind::Distinct, d.clone()),
+                _ => {
+                    return Err(invalid(format!(
+                        "constraint #{i}: exactly one of matchAttribute or distinctAttribute is required"
+                    )));
+                }
+            };
+            if !attribute.contains('/') {
+                return Err(invalid(format!(
+                    "constraint #{i}: attribute {attribute:?} must be fully qualified (domain/name)"
+                )));
+            }
+            let names = c.requests.as_deref().unwrap_or(&[]);
+            let scope = if names.is_empty() {
+                None
+            } else {
+                let mut s = Vec::new();
+                for n in names {
+                    let (rn, sub) = match n.split_once('/') {
+                        Some((r, s)) => (r, Some(s)),
+                        None => (n.as_str(), None),
+                    };
+                    let ri = requests
+                        .iter()
+                        .position(|r| *r.name == *rn)
+                        .ok_or_else(|| {
+                            invalid(format!("constraint #{i}: unknown request {n:?}"))
+                        })?;
+                    let ai = match sub {
+                        None => None,
+                        Some(sub) => Some(
+                            requests[ri]
+                                .alts
+                                .iter()
+                                .position(|a| *a.label == **n)
+                                .filter(|_| requests[ri].subrequests)
+                                .ok_or_else(|| {
+                                    invalid(format!(
+                                        "constraint #{i}: request {rn} has no sub-request {sub:?}"
+                                    ))
+                                })?,
+                        ),
+                    };
+                    s.push((ri, ai));
+                }
+                Some(s)
+            };
+            let what = match kind {
+                ConstraintKind::Match => "matchAttribute",
+                ConstraintKind::Distinct => "distinctAttribute",
+            };
+            let label = if names.is_empty() {
+                format!("constraint #{i} ({what} {attribute}, all requests)")
+            } else {
+                format!(
+                    "constraint #{i} ({what} {attribute}, requests {})",
+                    names.join(", ")
+                )
+            };
+            constraints.push(Constraint {
+                kind,
+                attribute: AttrKey::qualified(&attribute, ""),
+                scope,
+                label,
+            });
+        }
+        Ok(CompiledClaim {
+            requests,
+            constraints,
+            config: devices.config.clone().unwrap_or_default(),
+        })
+    }
+}
+
+fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
+    if s.admin.is_some() && !a.features.admin_access {
+        return Err(AllocError::FeatureDisabled {
+            request: s.label.to_string(),
+            feature: "adminAccess (DRAAdminAccess)".into(),
+        });
+    }
+    if s.capacity {
+        // The 1.34 scheduler refuses capacity requests unless DRAConsumableCapacity (alpha) is
+        // on; that feature is not modelled.
+        return Err(AllocError::FeatureDisabled {
+            request: s.label.to_string(),
+            feature: "a capacity request (DRAConsumableCapacity)".into(),
+        });
+    }
+    let mode = match s.mode.unwrap_or("ExactCount") {
+        "ExactCount" => {
+            let n = s.count.unwrap_or(1);
+            if n < 1 {
+                return Err(AllocError::InvalidClaim(format!(
+                    "request {}: count {n} must be at least 1",
+                    s.label
+                )));
+            }
+            Mode::Exact(usize::try_from(n).unwrap_or(usize::MAX))
+        }
+        "All" => {
+            if s.count.is_some() {
+                return Err(AllocError::InvalidClaim(format!(
+                    "request {}: count must not be set with allocationMode All",
+                    s.label
+                )));
+            }
+            Mode::All
+        }
+        other => {
+            return Err(AllocError::InvalidClaim(format!(
+                "request {}: allocationMode {other:?} is neither ExactCount nor All",
+                s.label
+            )));
+        }
+    };
+    if s.class.is_empty() {
+        return Err(AllocError::InvalidClaim(format!(
+            "request {}: deviceClassName is required",
+            s.label
+        )));
+    }
+    let Some(class) = a.class_index(s.class) else {
+        return Err(AllocError::ClassNotFound {
+            request: s.label.to_string(),
+            class: s.class.to_string(),
+        });
+    };
+    if let Err((expression, error)) = a.classes[class].programs(a.programs.as_deref()) {
+        return Err(AllocError::Cel {
+            request: s.label.to_string(),
+            class: Some(s.class.to_string()),
+            expression: expression.clone(),
+            error: error.clone(),
+        });
+    }
+    let selectors = s.selectors.as_deref().unwrap_or_default();
+    let programs =
+        selector_programs(selectors, a.programs.as_deref()).map_err(|(expression, error)| {
+            AllocError::Cel {
+                request: s.label.to_string(),
+                class: None,
+                expression,
+                error,
+            }
+        })?;
+    Ok(Alt {
+        label: s.label,
+        class,
+        class_hash: a.classes[class].hash,
+        programs,
+        mode,
+        admin: s.admin == Some(true),
+        tolerations: s.tolerations.clone().unwrap_or_default(),
+    })
+}
+
+impl Allocator<'_> {
+    /// Validates a claim and compiles its selectors (and its classes') once.
+    pub fn compile(&self, claim: &ResourceClaimSpec) -> Result<CompiledClaim, AllocError> {
+        CompiledClaim::new(self, claim)
+    }
+}

@@ -1,0 +1,759 @@
+//! The allocation report: which devices a claim gets on each node, and how its GPUs and NICs
+//! relate — what `dranet check` prints, for any embedder.
+//!
+//! [`check`] runs the allocation the scheduler would ([`crate::Allocator`]) over ResourceSlices of
+//! any drivers, one node at a time (the scheduler allocates a claim from one node's devices, so
+//! devices of different nodes are never paired). For every GPU × NIC pair of an allocation it
+//! gives the topology relation: exact (PIX/PXB/PHB/NODE/SYS) when the node's PCI tree is known
+//! ([`Host`]), else bounded by the standard attributes (same `resource.kubernetes.io/pcieRoot` ⇒
+//! PHB or closer, same NUMA node ⇒ NODE, else SYS). A GPU with no NIC of the claim on its NUMA
+//! node makes the placement [`Verdict::FitsUnaligned`], with one warning per NUMA node of such
+//! GPUs and, for the node types the seeds measured, the bandwidth it costs ([`measured`]).
+//!
+//! [`summarize`] gives one line per claim over its nodes, and [`verdict_error`] the worst outcome
+//! (what `dranet check` turns into its exit code).
+//!
+//! ```
+//! use dranet_alloc::report::{self, Claim, Input, Verdict};
+//! use serde_json::json;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Two nodes' slices, as `kubectl get resourceslices -o json` lists them.
+//! let slice = |node: &str, numa: i64| json!({
+//!     "metadata": {"name": format!("{node}-dra.net-0")},
+//!     "spec": {
+//!         "driver": "dra.net", "nodeName": node,
+//!         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+//!         "devices": [{"name": "pci-0000-0c-00-0", "attributes": {"dra.net/numaNode": {"int": numa}}}]
+//!     }
+//! });
+//! let claim = Claim {
+//!     name: "nic-numa1".into(),
+//!     kind: "ResourceClaimTemplate".into(),
+//!     spec: serde_json::from_value(json!({"devices": {"requests": [{"name": "nic", "exactly": {
+//!         "deviceClassName": "dranet.net",
+//!         "selectors": [{"cel": {"expression": "device.attributes['dra.net'].numaNode == 1"}}]
+//!     }}]}}))?,
+//! };
+//! let input = Input { slices: vec![slice("a", 0), slice("b", 1)], ..Input::default() };
+//! // No classes given: one per driver, and `dranet.net` for dra.net.
+//! let r = report::check(input, &[claim])?;
+//! let per_node: Vec<_> = r.claims.iter().map(|c| (c.node.as_deref(), c.verdict)).collect();
+//! assert_eq!(per_node, [(Some("a"), Verdict::DoesNotFit), (Some("b"), Verdict::Fits)]);
+//! assert_eq!(
+//!     report::summarize(&r),
+//!     ["ResourceClaimTemplate nic-numa1: fits on b; does not fit on 1 other node(s)"]
+//! );
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
+use serde::Serialize;
+
+use crate::{AllocError, Allocator, Device, DeviceId};
+use dranet_core::{AttributeValue, DRIVER_NAME, Inventory, PciDevice, Relation};
+
+/// The standard NUMA node attribute.
+const STD_NUMA: &str = "resource.kubernetes.io/numaNode";
+/// The standard PCIe root attribute.
+const STD_ROOT: &str = "resource.kubernetes.io/pcieRoot";
+/// The standard PCI bus id attribute.
+const STD_BUS: &str = "resource.kubernetes.io/pciBusID";
+
+/// The outcome of a claim on one node. Ordered best first, so the best of several nodes is the
+/// minimum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Allocated, every GPU with a NIC of the claim on its NUMA node (or no GPU).
+    Fits,
+    /// Allocated, but some GPU has no NIC of the claim on its NUMA node.
+    FitsUnaligned,
+    /// The node does not have the devices (the scheduler tries another node).
+    DoesNotFit,
+    /// The claim is wrong whatever the node (a CEL error, an unknown class): the scheduler fails
+    /// the pod.
+    Invalid,
+}
+
+impl Verdict {
+    /// As the report prints it: `fits`, `fits unaligned`, `does not fit`, `invalid`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fits => "fits",
+            Verdict::FitsUnaligned => "fits unaligned",
+            Verdict::DoesNotFit => "does not fit",
+            Verdict::Invalid => "invalid",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One allocated device with the attributes that matter for placement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceRow {
+    /// Request (or `request/sub-request`).
+    pub request: String,
+    /// Driver.
+    pub driver: String,
+    /// Pool.
+    pub pool: String,
+    /// Device name.
+    pub device: String,
+    /// A short label: the RDMA device or interface for NICs, the PCI bus id for others.
+    pub label: Option<String>,
+    /// NUMA node, from `resource.kubernetes.io/numaNode` or the driver's `numaNode`.
+    pub numa_node: Option<i64>,
+    /// `resource.kubernetes.io/pcieRoot`.
+    pub pcie_root: Option<String>,
+    /// Whether it is a NIC (driver `dra.net`) rather than a GPU or other accelerator.
+    pub nic: bool,
+}
+
+impl DeviceRow {
+    /// The row of an allocator's device allocated for `request`.
+    pub fn new(d: &Device, request: &str) -> DeviceRow {
+        let nic = d.driver() == DRIVER_NAME;
+        let own = |n: &str| format!("{}/{n}", d.driver());
+        DeviceRow {
+            request: request.to_string(),
+            driver: d.driver().to_string(),
+            pool: d.pool().to_string(),
+            device: d.name().to_string(),
+            label: if nic {
+                str_attr(d, &[&own("rdmaDevice"), &own("ifName"), &own("pciAddress")])
+            } else {
+                str_attr(d, &[STD_BUS, &own("pciBusID")])
+            },
+            numa_node: int_attr(d, &[STD_NUMA, &own("numaNode")]),
+            pcie_root: str_attr(d, &[STD_ROOT]),
+            nic,
+        }
+    }
+
+    fn id(&self) -> DeviceId {
+        DeviceId {
+            driver: self.driver.clone(),
+            pool: self.pool.clone(),
+            device: self.device.clone(),
+        }
+    }
+}
+
+/// Where a [`PairRow`]'s relation comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RelationSource {
+    /// Exact, from the node's PCI tree ([`Host::inventory`]).
+    Sysfs,
+    /// Bounded by the slices' attributes (they cannot tell PCIe switches apart).
+    Attributes,
+}
+
+/// How one GPU and one NIC of the claim are connected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PairRow {
+    /// GPU device name.
+    pub gpu: String,
+    /// NIC device name.
+    pub nic: String,
+    /// The relation, when it can be told.
+    pub relation: Option<Relation>,
+    /// Same NUMA node, when both are known.
+    pub same_numa: Option<bool>,
+    /// Exact from the PCI tree, or bounded by attributes.
+    pub source: RelationSource,
+}
+
+/// The check of one claim on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimReport {
+    /// Claim or template name.
+    pub name: String,
+    /// `ResourceClaimTemplate` or `ResourceClaim`.
+    pub kind: String,
+    /// The node it was allocated for (`None`: the slices name no node).
+    pub node: Option<String>,
+    /// The outcome.
+    pub verdict: Verdict,
+    /// The chosen devices (empty when it cannot be allocated).
+    pub devices: Vec<DeviceRow>,
+    /// Every GPU × NIC pair.
+    pub topology: Vec<PairRow>,
+    /// Placement warnings: one per NUMA node of GPUs with no NIC of the claim on it.
+    pub warnings: Vec<String>,
+    /// Why the claim cannot be allocated.
+    pub error: Option<String>,
+}
+
+/// Something about the inputs a reader of the report should know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// The host's own dra.net devices ([`Host::slices`]) replaced the dra.net slices of its node
+    /// among [`Input::slices`]: one device, one identity.
+    HostSlicesReplaced {
+        /// The host's node.
+        node: String,
+        /// How many slices were dropped.
+        slices: usize,
+    },
+    /// No DeviceClasses were given ([`Input::classes`] is `None`): one per driver was made
+    /// ([`default_classes`]).
+    DefaultClasses {
+        /// Their names.
+        names: Vec<String>,
+    },
+    /// The host's GPUs give topology only: no slice of another driver publishes them.
+    GpusForTopologyOnly {
+        /// How many GPUs the host has.
+        gpus: usize,
+    },
+    /// What the allocator said about the slices (outdated pools, features not simulated).
+    Allocator(String),
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Note::HostSlicesReplaced { node, slices } => write!(
+                f,
+                "node {node}: dra.net devices from the host; its {slices} dra.net slice(s) given are not used"
+            ),
+            Note::DefaultClasses { names } => write!(
+                f,
+                "no DeviceClasses: using one DeviceClass per driver ({})",
+                names.join(", ")
+            ),
+            Note::GpusForTopologyOnly { gpus } => write!(
+                f,
+                "the host's {gpus} GPU(s) give topology only: GPUs are published by their own DRA driver, whose slices are needed to allocate them"
+            ),
+            Note::Allocator(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Serialize for Note {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// One per claim and node checked, claims in the given order, nodes by name.
+    pub claims: Vec<ClaimReport>,
+    /// About the inputs.
+    pub notes: Vec<Note>,
+}
+
+/// A claim to check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// Claim or template name.
+    pub name: String,
+    /// `ResourceClaimTemplate` or `ResourceClaim` (as the report names it).
+    pub kind: String,
+    /// The claim's spec (a template's `spec.spec`).
+    pub spec: ResourceClaimSpec,
+}
+
+/// The node whose PCI tree is known (discovered from its sysfs).
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// Its node name: the pool of its dra.net slices.
+    pub node: String,
+    /// What discovery found: the NICs and the GPUs, for exact relations.
+    pub inventory: Inventory,
+    /// Its dra.net ResourceSlices (`slice::resource_slices` of its published devices).
+    pub slices: Vec<serde_json::Value>,
+}
+
+/// What to check claims against.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    /// ResourceSlices of any drivers and nodes, as `resource.k8s.io/v1` JSON (list-valued
+    /// attributes are kept, which the typed slices drop).
+    pub slices: Vec<serde_json::Value>,
+    /// The DeviceClasses (a cluster's); `None`: one per driver ([`default_classes`]), for
+    /// slices read without their classes.
+    pub classes: Option<Vec<DeviceClass>>,
+    /// The node whose PCI tree is known, if any.
+    pub host: Option<Host>,
+    /// Check on this node only; `None`: on every node of [`Input::nodes`], each on its own.
+    pub node: Option<String>,
+}
+
+impl Input {
+    /// The nodes the slices name (`spec.nodeName`), and the host's.
+    pub fn nodes(&self) -> BTreeSet<String> {
+        let mut nodes = slice_nodes(&self.slices);
+        nodes.extend(self.host.as_ref().map(|h| h.node.clone()));
+        nodes
+    }
+}
+
+/// The nodes ResourceSlices name in `spec.nodeName`.
+pub fn slice_nodes(slices: &[serde_json::Value]) -> BTreeSet<String> {
+    slices
+        .iter()
+        .filter_map(|s| s["spec"]["nodeName"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// One DeviceClass per driver, named after it and selecting it; for `dra.net` also
+/// `dranet.net`, the class name the examples use.
+pub fn default_classes(drivers: &BTreeSet<String>) -> Vec<DeviceClass> {
+    let mut names: Vec<(String, String)> = drivers.iter().map(|d| (d.clone(), d.clone())).collect();
+    if drivers.contains(DRIVER_NAME) {
+        names.push(("dranet.net".into(), DRIVER_NAME.into()));
+    }
+    names
+        .into_iter()
+        .filter_map(|(name, driver)| {
+            let expr = format!("device.driver == {}", serde_json::Value::String(driver));
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {"selectors": [{"cel": {"expression": expr}}]}
+            }))
+            .ok()
+        })
+        .collect()
+}
+
+fn int_attr(d: &Device, names: &[&str]) -> Option<i64> {
+    names.iter().find_map(|n| match d.attribute(n)? {
+        AttributeValue::Int(i) => Some(*i),
+        AttributeValue::Ints(v) => v.first().copied(),
+        _ => None,
+    })
+}
+
+fn str_attr(d: &Device, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|n| match d.attribute(n)? {
+        AttributeValue::String(s) => Some(s.clone()),
+        _ => None,
+    })
+}
+
+/// The relation of a GPU and a NIC told from their attributes: an upper bound, since attributes
+/// cannot tell PCIe switches apart. Same `pcieRoot` ⇒ PHB, same NUMA node ⇒ NODE, different
+/// NUMA nodes ⇒ SYS; `None` when neither is known.
+pub fn relation_from_attributes(gpu: &DeviceRow, nic: &DeviceRow) -> Option<Relation> {
+    relation_from_placement(
+        (gpu.pcie_root.as_deref(), gpu.numa_node),
+        (nic.pcie_root.as_deref(), nic.numa_node),
+    )
+}
+
+/// [`relation_from_attributes`] of two devices given as (`pcieRoot`, NUMA node).
+pub fn relation_from_placement(
+    a: (Option<&str>, Option<i64>),
+    b: (Option<&str>, Option<i64>),
+) -> Option<Relation> {
+    if a.0.is_some() && a.0 == b.0 {
+        return Some(Relation::Phb);
+    }
+    match (a.1, b.1) {
+        (Some(x), Some(y)) if x == y => Some(Relation::Node),
+        (Some(_), Some(_)) => Some(Relation::Sys),
+        _ => None,
+    }
+}
+
+/// The PCI function of a row in the host's tree: NICs by DRA device name, GPUs by their
+/// `pciBusID` attribute.
+fn host_pci<'a>(inv: &'a Inventory, r: &DeviceRow, a: &Allocator) -> Option<&'a PciDevice> {
+    if r.nic {
+        return inv.device(&r.device)?.pci.as_ref();
+    }
+    let bus = str_attr(a.device(&r.id())?, &[STD_BUS])?;
+    inv.gpus.iter().find(|g| g.address.to_string() == bus)
+}
+
+/// What the seeds measured aligned against unaligned on a GPU model (NCCL all-reduce bus
+/// bandwidth on Azure ND nodes), as a hint of what a cross-NUMA placement costs; `None` for
+/// models not measured.
+pub fn measured(model: &str) -> Option<&'static str> {
+    if model.contains("GB300") {
+        Some("measured on ND GB300 v6: about 25 GB/s per NIC unaligned against 56 GB/s aligned")
+    } else if model.contains("MI300X") {
+        Some(
+            "measured on ND MI300X v5: 6.1 GB/s unaligned against 42.5 GB/s with 4 NICs on the GPUs' NUMA node",
+        )
+    } else {
+        None
+    }
+}
+
+/// Every GPU × NIC pair of an allocation's rows with its relation (exact when `inv`, the
+/// node's PCI tree, is given), and the warnings: one per NUMA node whose GPUs have no NIC of
+/// the claim on it while some NIC is elsewhere.
+pub fn topology(
+    rows: &[DeviceRow],
+    a: &Allocator,
+    inv: Option<&Inventory>,
+) -> (Vec<PairRow>, Vec<String>) {
+    let gpus: Vec<&DeviceRow> = rows.iter().filter(|r| !r.nic).collect();
+    let nics: Vec<&DeviceRow> = rows.iter().filter(|r| r.nic).collect();
+    let mut pairs = Vec::new();
+    for g in &gpus {
+        for n in &nics {
+            let exact = inv.and_then(|inv| {
+                Some(dranet_core::topology::relation(
+                    host_pci(inv, g, a)?,
+                    host_pci(inv, n, a)?,
+                ))
+            });
+            let same_numa = match (g.numa_node, n.numa_node) {
+                (Some(x), Some(y)) => Some(x == y),
+                _ => None,
+            };
+            pairs.push(PairRow {
+                gpu: g.device.clone(),
+                nic: n.device.clone(),
+                relation: exact.or_else(|| relation_from_attributes(g, n)),
+                same_numa,
+                source: if exact.is_some() {
+                    RelationSource::Sysfs
+                } else {
+                    RelationSource::Attributes
+                },
+            });
+        }
+    }
+    let mut warnings = Vec::new();
+    if nics.is_empty() {
+        return (pairs, warnings);
+    }
+    // One line per NUMA node of stranded GPUs, not one per GPU: four GPUs on the wrong side are
+    // one mistake.
+    let mut stranded: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
+    for g in &gpus {
+        let Some(gn) = g.numa_node else { continue };
+        let local = nics.iter().any(|n| n.numa_node == Some(gn));
+        let far = nics.iter().any(|n| n.numa_node.is_some_and(|nn| nn != gn));
+        if !local && far {
+            stranded.entry(gn).or_default().push(&g.device);
+        }
+    }
+    let model = gpus.iter().find_map(|g| {
+        str_attr(
+            a.device(&g.id())?,
+            &["productName", "gpu.amd.com/productName"],
+        )
+    });
+    let cost = model
+        .as_deref()
+        .and_then(measured)
+        .map(|m| format!(" ({m})"))
+        .unwrap_or_default();
+    for (gn, gs) in stranded {
+        let far: Vec<String> = nics
+            .iter()
+            .filter_map(|n| Some((n, n.numa_node?)))
+            .filter(|(_, nn)| *nn != gn)
+            .map(|(n, nn)| format!("{} (NUMA {nn})", n.label.as_deref().unwrap_or(&n.device)))
+            .collect();
+        let who = if gs.len() == 1 {
+            format!("GPU {} is", gs[0])
+        } else {
+            format!("GPUs {} are", gs.join(", "))
+        };
+        warnings.push(format!(
+            "{who} on NUMA node {gn} but the claim's NICs {} are on other NUMA nodes: traffic crosses the inter-socket link and GPUDirect RDMA is unlikely{cost}",
+            far.join(", "),
+        ));
+    }
+    (pairs, warnings)
+}
+
+/// Checks each claim on each node, as the scheduler allocates a claim from one node's devices.
+///
+/// The host's dra.net slices replace the dra.net slices of its node in [`Input::slices`] (one
+/// device, one identity). Errors are about the inputs (a slice that cannot be used); a claim
+/// that cannot be allocated is a [`ClaimReport`] with its [`ClaimReport::error`].
+pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
+    let Input {
+        mut slices,
+        classes,
+        host,
+        node,
+    } = input;
+    let mut notes = Vec::new();
+    if let Some(h) = &host {
+        let before = slices.len();
+        slices
+            .retain(|s| !(s["spec"]["driver"] == DRIVER_NAME && s["spec"]["nodeName"] == *h.node));
+        if slices.len() < before {
+            notes.push(Note::HostSlicesReplaced {
+                node: h.node.clone(),
+                slices: before - slices.len(),
+            });
+        }
+        slices.extend(h.slices.iter().cloned());
+    }
+    let classes = match classes {
+        Some(c) => c,
+        None => {
+            let drivers: BTreeSet<String> = slices
+                .iter()
+                .filter_map(|s| s["spec"]["driver"].as_str().map(str::to_string))
+                .collect();
+            let classes = default_classes(&drivers);
+            notes.push(Note::DefaultClasses {
+                names: classes
+                    .iter()
+                    .filter_map(|c| c.metadata.name.clone())
+                    .collect(),
+            });
+            classes
+        }
+    };
+    if let Some(h) = &host
+        && !h.inventory.gpus.is_empty()
+        && !slices.iter().any(|s| s["spec"]["driver"] != DRIVER_NAME)
+    {
+        notes.push(Note::GpusForTopologyOnly {
+            gpus: h.inventory.gpus.len(),
+        });
+    }
+    let nodes: Vec<Option<String>> = match node {
+        Some(n) => vec![Some(n)],
+        None => {
+            let mut all = slice_nodes(&slices);
+            all.extend(host.as_ref().map(|h| h.node.clone()));
+            if all.is_empty() {
+                vec![None]
+            } else {
+                all.into_iter().map(Some).collect()
+            }
+        }
+    };
+    let mut allocators = Vec::with_capacity(nodes.len());
+    // Every node's allocator sees the same classes and claims: compile their selectors once.
+    let programs = Some(std::sync::Arc::new(crate::cel::ProgramCache::default()));
+    for node in nodes {
+        let options = crate::Options {
+            node: node.as_deref().map(crate::Node::new),
+            programs: programs.clone(),
+            ..Default::default()
+        };
+        let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
+        for w in alloc.warnings() {
+            let note = Note::Allocator(w.clone());
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+        allocators.push((node, alloc));
+    }
+    let mut reports = Vec::new();
+    for claim in claims {
+        for (node, alloc) in &allocators {
+            // The PCI tree is the host's, for its node only.
+            let inv = host
+                .as_ref()
+                .filter(|h| node.as_deref() == Some(h.node.as_str()))
+                .map(|h| &h.inventory);
+            reports.push(check_one(claim, node.clone(), alloc, inv));
+        }
+    }
+    Ok(Report {
+        claims: reports,
+        notes,
+    })
+}
+
+/// One claim on one node's allocator.
+fn check_one(
+    claim: &Claim,
+    node: Option<String>,
+    alloc: &Allocator,
+    inv: Option<&Inventory>,
+) -> ClaimReport {
+    let mut report = ClaimReport {
+        name: claim.name.clone(),
+        kind: claim.kind.clone(),
+        node,
+        verdict: Verdict::Fits,
+        devices: Vec::new(),
+        topology: Vec::new(),
+        warnings: Vec::new(),
+        error: None,
+    };
+    match alloc.allocate_spec(&claim.spec, &[]) {
+        Ok(a) => {
+            report.devices = a
+                .results
+                .iter()
+                .filter_map(|r| {
+                    let id = DeviceId {
+                        driver: r.driver.clone(),
+                        pool: r.pool.clone(),
+                        device: r.device.clone(),
+                    };
+                    Some(DeviceRow::new(alloc.device(&id)?, &r.request))
+                })
+                .collect();
+            let (pairs, warnings) = topology(&report.devices, alloc, inv);
+            report.topology = pairs;
+            if !warnings.is_empty() {
+                report.verdict = Verdict::FitsUnaligned;
+            }
+            report.warnings = warnings;
+        }
+        Err(e) => {
+            report.verdict = if e.is_unsatisfiable() {
+                Verdict::DoesNotFit
+            } else {
+                Verdict::Invalid
+            };
+            report.error = Some(e.to_string());
+        }
+    }
+    report
+}
+
+/// One claim over the nodes it was checked on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimVerdict<'a> {
+    /// Its first report (for the name and kind).
+    pub claim: &'a ClaimReport,
+    /// Its reports, one per node, in report order.
+    pub reports: Vec<&'a ClaimReport>,
+    /// The best verdict over its nodes.
+    pub best: Verdict,
+}
+
+/// Each claim once, in report order, with its reports (one per node) and its best verdict.
+pub fn per_claim(r: &Report) -> Vec<ClaimVerdict<'_>> {
+    let mut out: Vec<ClaimVerdict<'_>> = Vec::new();
+    for c in &r.claims {
+        match out
+            .iter_mut()
+            .find(|v| v.claim.kind == c.kind && v.claim.name == c.name)
+        {
+            Some(v) => {
+                v.reports.push(c);
+                v.best = v.best.min(c.verdict);
+            }
+            None => out.push(ClaimVerdict {
+                claim: c,
+                reports: vec![c],
+                best: c.verdict,
+            }),
+        }
+    }
+    out
+}
+
+/// One line per claim: where it fits and how, in the order of the report, e.g.
+/// `ResourceClaimTemplate x: fits on node-a; does not fit on 1 other node(s)`.
+pub fn summarize(r: &Report) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for ClaimVerdict {
+        claim: c,
+        reports: of,
+        best,
+    } in per_claim(r)
+    {
+        let on = |v: Verdict| -> Vec<String> {
+            of.iter()
+                .filter(|x| x.verdict == v)
+                .filter_map(|x| x.node.clone())
+                .collect()
+        };
+        let line = match best {
+            Verdict::Invalid => "invalid (the scheduler would fail the pod)".to_string(),
+            Verdict::DoesNotFit if of.len() > 1 => format!("fits on none of {} nodes", of.len()),
+            Verdict::DoesNotFit => "does not fit".to_string(),
+            _ => {
+                let mut parts = Vec::new();
+                for v in [Verdict::Fits, Verdict::FitsUnaligned] {
+                    let nodes = on(v);
+                    if !nodes.is_empty() {
+                        parts.push(format!("{} on {}", v.as_str(), nodes.join(", ")));
+                    } else if of.len() == 1 && of[0].verdict == v {
+                        parts.push(v.as_str().to_string());
+                    }
+                }
+                let none = on(Verdict::DoesNotFit).len();
+                if none > 0 {
+                    parts.push(format!("does not fit on {none} other node(s)"));
+                }
+                parts.join("; ")
+            }
+        };
+        out.push(format!("{} {}: {line}", c.kind, c.name));
+    }
+    out
+}
+
+/// Which outcome counts as a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailOn {
+    /// A claim that fits on no node or is invalid.
+    #[default]
+    Error,
+    /// Also a claim that fits only unaligned.
+    Warning,
+}
+
+/// The worst outcome of a report: the claims with that best verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// [`Verdict::Invalid`], [`Verdict::DoesNotFit`] (on every node) or
+    /// [`Verdict::FitsUnaligned`] (with [`FailOn::Warning`]).
+    pub verdict: Verdict,
+    /// The claims, by name.
+    pub claims: Vec<String>,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.verdict {
+            Verdict::Invalid => "invalid",
+            Verdict::DoesNotFit => "fit on no node",
+            Verdict::FitsUnaligned => "fit only unaligned",
+            Verdict::Fits => "fit",
+        };
+        write!(
+            f,
+            "{} claim(s) {what}: {}",
+            self.claims.len(),
+            self.claims.join(", ")
+        )
+    }
+}
+
+/// The failure of a report, if any: the worst claim wins (invalid, then fits on no node, then,
+/// with [`FailOn::Warning`], fits only unaligned).
+pub fn verdict_error(r: &Report, fail_on: FailOn) -> Option<Failure> {
+    let mut by: BTreeMap<Verdict, Vec<String>> = BTreeMap::new();
+    for v in per_claim(r) {
+        by.entry(v.best).or_default().push(v.claim.name.clone());
+    }
+    let mut worst = [Verdict::Invalid, Verdict::DoesNotFit].to_vec();
+    if fail_on == FailOn::Warning {
+        worst.push(Verdict::FitsUnaligned);
+    }
+    worst.into_iter().find_map(|verdict| {
+        Some(Failure {
+            verdict,
+            claims: by.remove(&verdict)?,
+        })
+    })
+}

@@ -1,0 +1,556 @@
+//! The CEL corpus against the scheduler: every selector of `generate.rs` is evaluated by our
+//! engine on one device and compared with what the Kubernetes 1.34.9 scheduler's allocator
+//! (`allocbench`) said about the same selector on the same device: allocated, not allocated,
+//! compile error or runtime error.
+//!
+//! - Always: against the outcomes recorded in `testdata/cel/corpus.jsonl`.
+//! - When the Kubernetes kit is next to the repository (`../shared/k8s/kit.sh`, or
+//!   `DRANET_K8S_KIT`): also against allocbench itself, run live.
+//! - `DRANET_CEL_CORPUS_REGEN=1 cargo test -p dranet-alloc --test cel_corpus` rewrites the
+//!   recorded file from allocbench (needs the kit).
+//!
+//! A selector on which the outcome differs fails the test, naming the selector and both
+//! messages. Message differences where the outcome agrees are counted and listed, not failed:
+//! the outcome is what a user's pod depends on.
+
+#[path = "../fixtures/mod.rs"]
+mod fixtures;
+mod generate;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use dranet_alloc::cel::{
+    AttributeValue, CelError, DeviceAttributes, DeviceView, Program, Quantity,
+};
+use serde_json::{Value, json};
+
+const DRIVER: &str = "dra.net";
+
+/// The device every selector is evaluated on: (name, value) as the ResourceSlice carries them.
+fn attributes() -> Vec<(&'static str, Value)> {
+    vec![
+        ("numaNode", json!({"int": 1})),
+        ("mtu", json!({"int": 9000})),
+        ("neg", json!({"int": -5})),
+        ("ifName", json!({"string": "eth0"})),
+        ("pciAddress", json!({"string": "0000:17:00.0"})),
+        ("empty", json!({"string": ""})),
+        ("ip", json!({"string": "10.1.2.3"})),
+        ("ipv4", json!({"string": "10.1.2.3/24"})),
+        ("ipv6", json!({"string": "fd00::1"})),
+        (
+            "url",
+            json!({"string": "https://example.com:8443/path?q=1"}),
+        ),
+        ("mac", json!({"string": "0c:42:a1:00:00:01"})),
+        ("rdma", json!({"bool": true})),
+        ("ibOnly", json!({"bool": false})),
+        ("firmware", json!({"version": "28.39.1002-rc.1+build5"})),
+        ("dra.net/qualifiedHere", json!({"string": "yes"})),
+        (
+            "resource.kubernetes.io/pcieRoot",
+            json!({"string": "pci0000:16"}),
+        ),
+        (
+            "resource.kubernetes.io/pciBusID",
+            json!({"string": "0000:17:00.0"}),
+        ),
+        ("gpu.example.com/model", json!({"string": "H100"})),
+        (
+            "gpu.example.com/driverVersion",
+            json!({"version": "550.54.15"}),
+        ),
+    ]
+}
+
+fn capacity() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("memory", "80Gi"),
+        ("bandwidth", "400G"),
+        ("fraction", "1500m"),
+        ("gpu.example.com/slots", "8"),
+    ]
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Allocated,
+    NotAllocated,
+    CompileError,
+    RuntimeError,
+    Other,
+}
+
+impl Outcome {
+    fn name(&self) -> &'static str {
+        match self {
+            Outcome::Allocated => "allocated",
+            Outcome::NotAllocated => "not allocated",
+            Outcome::CompileError => "compile error",
+            Outcome::RuntimeError => "runtime error",
+            Outcome::Other => "other error",
+        }
+    }
+    fn parse(s: &str) -> Outcome {
+        match s {
+            "allocated" => Outcome::Allocated,
+            "not allocated" => Outcome::NotAllocated,
+            "compile error" => Outcome::CompileError,
+            "runtime error" => Outcome::RuntimeError,
+            _ => Outcome::Other,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Result_ {
+    outcome: Outcome,
+    message: String,
+}
+
+fn recorded_path() -> PathBuf {
+    fixtures::root().join("testdata/cel/corpus.jsonl")
+}
+
+/// Our engine's outcome, as the scheduler decides: a compile error refuses the claim, a runtime
+/// error fails it, otherwise the device is allocated when the selector is true.
+fn ours(selector: &str, view: &DeviceView<'_>) -> Result_ {
+    // A panic is a bug to report against the selector, not a reason to stop comparing.
+    std::panic::catch_unwind(|| ours_unguarded(selector, view)).unwrap_or_else(|_| Result_ {
+        outcome: Outcome::Other,
+        message: "panicked".into(),
+    })
+}
+
+fn ours_unguarded(selector: &str, view: &DeviceView<'_>) -> Result_ {
+    match Program::compile_for_scheduler(selector) {
+        Err(e) => Result_ {
+            outcome: Outcome::CompileError,
+            message: e.to_string(),
+        },
+        Ok(p) => match p.matches(view) {
+            Ok(true) => Result_ {
+                outcome: Outcome::Allocated,
+                message: String::new(),
+            },
+            Ok(false) => Result_ {
+                outcome: Outcome::NotAllocated,
+                message: String::new(),
+            },
+            Err(CelError::Runtime(m)) => Result_ {
+                outcome: Outcome::RuntimeError,
+                message: m,
+            },
+            Err(e) => Result_ {
+                outcome: Outcome::RuntimeError,
+                message: e.to_string(),
+            },
+        },
+    }
+}
+
+fn device_attributes() -> DeviceAttributes {
+    let attrs: Vec<(&str, AttributeValue)> = attributes()
+        .into_iter()
+        .map(|(n, v)| {
+            let v: AttributeValue = serde_json::from_value(v).expect("attribute of the fixture");
+            (n, v)
+        })
+        .collect();
+    let caps: Vec<(&str, Quantity)> = capacity()
+        .into_iter()
+        .map(|(n, q)| (n, Quantity::parse(q).expect("quantity of the fixture")))
+        .collect();
+    DeviceAttributes::new(DRIVER, attrs, caps).expect("fixture device")
+}
+
+/// The allocbench input: the device's slice, a class selecting everything, one claim per
+/// selector (`c<index>`).
+fn allocbench_input(cases: &[generate::Case]) -> String {
+    let attrs: serde_json::Map<String, Value> = attributes()
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+    let caps: serde_json::Map<String, Value> = capacity()
+        .into_iter()
+        .map(|(n, q)| (n.to_string(), json!({ "value": q })))
+        .collect();
+    let mut docs = vec![
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+               "metadata": {"name": "corpus"},
+               "spec": {"driver": DRIVER, "nodeName": "corpus-node",
+                        "pool": {"name": "corpus-node", "generation": 1, "resourceSliceCount": 1},
+                        "devices": [{"name": "dev", "attributes": attrs, "capacity": caps}]}}),
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+               "metadata": {"name": "any"}, "spec": {}}),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        docs.push(
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": format!("c{i}"), "namespace": "corpus"},
+            "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+                "deviceClassName": "any",
+                "selectors": [{"cel": {"expression": c.selector}}]}}]}}}),
+        );
+    }
+    docs.iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// Runs allocbench on all cases at once (`-mode separate`: each claim alone).
+fn allocbench(kit: &Path, cases: &[generate::Case]) -> Vec<Result_> {
+    let dir = std::env::temp_dir().join(format!("dranet-cel-corpus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let input = dir.join("input.yaml");
+    std::fs::write(&input, allocbench_input(cases)).expect("write input");
+    let out = Command::new(kit)
+        .args(["allocbench", "-mode", "separate", "-pretty=false", "-f"])
+        .arg(&input)
+        .output()
+        .expect("run kit.sh allocbench");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "allocbench output is not JSON ({e}); stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let claims = v["claims"].as_array().expect("claims in allocbench output");
+    let by_name: HashMap<&str, &Value> = claims
+        .iter()
+        .filter_map(|c| Some((c["name"].as_str()?, c)))
+        .collect();
+    (0..cases.len())
+        .map(|i| {
+            let c = by_name
+                .get(format!("corpus/c{i}").as_str())
+                .unwrap_or_else(|| panic!("allocbench has no result for claim c{i}"));
+            classify(c)
+        })
+        .collect()
+}
+
+fn classify(claim: &Value) -> Result_ {
+    if claim["allocated"].as_bool() == Some(true) {
+        return Result_ {
+            outcome: Outcome::Allocated,
+            message: String::new(),
+        };
+    }
+    let err = claim["error"].as_str().unwrap_or_default();
+    for (marker, outcome) in [
+        ("CEL compile error: ", Outcome::CompileError),
+        ("CEL runtime error: ", Outcome::RuntimeError),
+    ] {
+        if let Some(i) = err.find(marker) {
+            return Result_ {
+                outcome,
+                message: err[i + marker.len()..].to_string(),
+            };
+        }
+    }
+    if err.starts_with("cannot allocate") {
+        return Result_ {
+            outcome: Outcome::NotAllocated,
+            message: String::new(),
+        };
+    }
+    Result_ {
+        outcome: Outcome::Other,
+        message: err.to_string(),
+    }
+}
+
+fn load_recorded() -> HashMap<String, Result_> {
+    let text = std::fs::read_to_string(recorded_path()).unwrap_or_default();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("a JSON line of corpus.jsonl");
+            (
+                v["selector"].as_str().unwrap_or_default().to_string(),
+                Result_ {
+                    outcome: Outcome::parse(v["outcome"].as_str().unwrap_or_default()),
+                    message: v["message"].as_str().unwrap_or_default().to_string(),
+                },
+            )
+        })
+        .collect()
+}
+
+fn write_recorded(cases: &[generate::Case], results: &[Result_]) {
+    let mut out = String::new();
+    for (c, r) in cases.iter().zip(results) {
+        let line = json!({"family": c.family, "function": c.function, "selector": c.selector,
+                          "outcome": r.outcome.name(), "message": r.message});
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    std::fs::create_dir_all(recorded_path().parent().expect("testdata/cel")).expect("mkdir");
+    std::fs::write(recorded_path(), out).expect("write corpus.jsonl");
+}
+
+fn short(s: &str) -> String {
+    let one_line = s.replace('\n', "⏎");
+    if one_line.chars().count() > 300 {
+        format!("{}…", one_line.chars().take(300).collect::<String>())
+    } else {
+        one_line
+    }
+}
+
+/// Agreement per family: (agree, total), outcomes and messages.
+#[derive(Default)]
+struct Tally {
+    outcome_agree: usize,
+    message_agree: usize,
+    total: usize,
+    known: usize,
+}
+
+/// Selectors where we knowingly answer differently from the scheduler, each with the reason.
+/// The test fails if one of them starts to agree (then it belongs out of this list).
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "google.protobuf.Int64Value{value: 1} == 1",
+        "protobuf message construction: no message types are declared in our environment; a \
+         device selector has no use for protobuf wrapper messages",
+    ),
+    (
+        r#"timestamp("2024-03-05T10:20:30Z").getHours("America/New_York") == 5"#,
+        "named time zones need the IANA time-zone database, which a library without I/O does \
+         not carry; UTC and fixed offsets (\"+05:30\") work, a named zone is a runtime error \
+         that names it",
+    ),
+    (
+        // The 10,248-byte string literal of the corpus; matched by prefix below.
+        "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "over 10 KiB: the API server refuses a selector expression longer than 10 KiB when the \
+         claim is created (field validation, which allocbench does not run); we refuse it as \
+         the API server does",
+    ),
+];
+
+/// The reason a selector is a known difference, if it is one.
+fn known_difference(selector: &str) -> Option<&'static str> {
+    KNOWN_DIFFERENCES.iter().find_map(|(s, why)| {
+        let hit = if s.starts_with("\"aaaa") {
+            selector.starts_with(s) && selector.len() > 10 * 1024
+        } else {
+            selector == *s
+        };
+        hit.then_some(*why)
+    })
+}
+
+/// Compares two columns of outcomes; `ours` says whether the second is our engine's (then the
+/// known differences are excused, and must still differ).
+fn compare(
+    ours_side: bool,
+    what: &str,
+    cases: &[generate::Case],
+    theirs: &[Result_],
+    ours: &[Result_],
+) -> (String, Vec<String>) {
+    let mut tallies: BTreeMap<&str, Tally> = BTreeMap::new();
+    let mut failures = Vec::new();
+    for ((c, t), o) in cases.iter().zip(theirs).zip(ours) {
+        let tally = tallies.entry(c.family).or_default();
+        tally.total += 1;
+        let known = known_difference(&c.selector).filter(|_| ours_side);
+        if t.outcome == o.outcome {
+            tally.outcome_agree += 1;
+            if t.message == o.message {
+                tally.message_agree += 1;
+            }
+            if known.is_some() {
+                failures.push(format!(
+                    "[{}/{}] {}\n    listed as a known difference but now agrees ({}): \
+                     remove it from KNOWN_DIFFERENCES",
+                    c.family,
+                    c.function,
+                    short(&c.selector),
+                    t.outcome.name()
+                ));
+            }
+        } else if known.is_some() {
+            tally.known += 1;
+        } else {
+            failures.push(format!(
+                "[{}/{}] {}\n    scheduler: {}{}\n    ours:      {}{}",
+                c.family,
+                c.function,
+                short(&c.selector),
+                t.outcome.name(),
+                if t.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", short(&t.message))
+                },
+                o.outcome.name(),
+                if o.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", short(&o.message))
+                },
+            ));
+        }
+    }
+    let mut report = format!("CEL corpus vs {what}:\n");
+    let (mut a, mut m, mut n) = (0, 0, 0);
+    for (family, t) in &tallies {
+        let _ = writeln!(
+            report,
+            "  {family:<11} outcome {:>4} of {:>4} ({:>5.1} %), message {:>4}, known differences {}",
+            t.outcome_agree,
+            t.total,
+            100.0 * t.outcome_agree as f64 / t.total.max(1) as f64,
+            t.message_agree,
+            t.known
+        );
+        a += t.outcome_agree;
+        m += t.message_agree;
+        n += t.total;
+    }
+    let _ = writeln!(
+        report,
+        "  {:<11} outcome {a:>4} of {n:>4} ({:>5.1} %), message {m:>4}",
+        "all",
+        100.0 * a as f64 / n.max(1) as f64
+    );
+    (report, failures)
+}
+
+#[test]
+fn corpus_agrees_with_the_scheduler() {
+    let cases = generate::cases();
+    assert!(
+        cases.len() >= 1000,
+        "the corpus has only {} selectors",
+        cases.len()
+    );
+    let kit = fixtures::kit_script();
+    if std::env::var_os("DRANET_CEL_CORPUS_REGEN").is_some() {
+        let kit = kit
+            .as_deref()
+            .expect("DRANET_CEL_CORPUS_REGEN needs the kit (../shared/k8s/kit.sh)");
+        let results = allocbench(kit, &cases);
+        write_recorded(&cases, &results);
+        eprintln!(
+            "wrote {} outcomes to {}",
+            results.len(),
+            recorded_path().display()
+        );
+    }
+    let recorded = load_recorded();
+    let missing: Vec<&str> = cases
+        .iter()
+        .filter(|c| !recorded.contains_key(&c.selector))
+        .map(|c| c.selector.as_str())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} selectors have no recorded outcome (regenerate: DRANET_CEL_CORPUS_REGEN=1 cargo test \
+         -p dranet-alloc --test cel_corpus), first: {}",
+        missing.len(),
+        short(missing[0])
+    );
+    let theirs: Vec<Result_> = cases
+        .iter()
+        .map(|c| recorded[&c.selector].clone())
+        .collect();
+
+    let attrs = device_attributes();
+    let view = DeviceView {
+        driver: DRIVER,
+        attributes: &attrs,
+        allow_multiple_allocations: false,
+    };
+    let mine: Vec<Result_> = cases.iter().map(|c| ours(&c.selector, &view)).collect();
+
+    let (report, mut failures) =
+        compare(true, "recorded scheduler outcomes", &cases, &theirs, &mine);
+    eprintln!("{report}");
+    match kit {
+        Some(kit) => {
+            let live = allocbench(&kit, &cases);
+            let (drift_report, drift) =
+                compare(false, "live allocbench (recorded)", &cases, &live, &theirs);
+            if !drift.is_empty() {
+                eprintln!("{drift_report}");
+                failures.push(format!(
+                    "{} recorded outcomes differ from live allocbench; regenerate \
+                     (DRANET_CEL_CORPUS_REGEN=1). First:\n{}",
+                    drift.len(),
+                    drift[0]
+                ));
+            }
+            let (live_report, live_failures) =
+                compare(true, "live allocbench", &cases, &live, &mine);
+            eprintln!("{live_report}");
+            if failures.is_empty() {
+                failures = live_failures;
+            }
+        }
+        None => eprintln!(
+            "note: no Kubernetes kit at ../shared/k8s/kit.sh: compared with the recorded \
+             outcomes only"
+        ),
+    }
+    assert!(
+        failures.is_empty(),
+        "{} selectors where our outcome differs from the scheduler's:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// A tool for whoever extends the engine: asks the scheduler's allocator (live) and our engine
+/// about the selectors in the file `DRANET_CEL_PROBE` (one per line) and prints both answers.
+#[test]
+#[ignore = "a probe for development; needs DRANET_CEL_PROBE and the kit"]
+fn probe() {
+    let Some(file) = std::env::var_os("DRANET_CEL_PROBE") else {
+        eprintln!("SKIP: set DRANET_CEL_PROBE to a file of selectors, one per line");
+        return;
+    };
+    let Some(kit) = fixtures::kit_script() else {
+        eprintln!("SKIP: the Kubernetes kit (../shared/k8s/kit.sh) is not there");
+        return;
+    };
+    let text = std::fs::read_to_string(&file).expect("read the probe file");
+    let cases: Vec<generate::Case> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| generate::Case {
+            family: "probe",
+            function: String::new(),
+            selector: l.to_string(),
+        })
+        .collect();
+    let theirs = allocbench(&kit, &cases);
+    let attrs = device_attributes();
+    let view = DeviceView {
+        driver: DRIVER,
+        attributes: &attrs,
+        allow_multiple_allocations: false,
+    };
+    for (c, t) in cases.iter().zip(&theirs) {
+        let o = ours(&c.selector, &view);
+        let mark = if o.outcome == t.outcome { "  " } else { "!!" };
+        println!(
+            "{mark} {}\n     scheduler: {} {}\n     ours:      {} {}",
+            c.selector,
+            t.outcome.name(),
+            short(&t.message),
+            o.outcome.name(),
+            short(&o.message)
+        );
+    }
+}

@@ -1,0 +1,331 @@
+//! The allocation report through the library API, on the seeds' fixture slices and templates:
+//! what `dranet check` prints, for an embedder.
+
+mod fixtures;
+
+use dranet_alloc::report::{
+    self, Claim, FailOn, Host, Input, Note, RelationSource, Report, Verdict,
+};
+use dranet_core::Relation;
+use fixtures::{docs, parse_docs, root};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+
+fn classes() -> Vec<DeviceClass> {
+    docs("examples/azure_aks/deviceclasses.yaml")
+        .into_iter()
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect()
+}
+
+fn template(file: &str, name: &str) -> Claim {
+    let t = docs(file)
+        .into_iter()
+        .map(|v| serde_json::from_value::<ResourceClaimTemplate>(v).unwrap())
+        .find(|t| t.metadata.name.as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("template {name} not in {file}"));
+    Claim {
+        name: name.into(),
+        kind: "ResourceClaimTemplate".into(),
+        spec: t.spec.spec,
+    }
+}
+
+fn gb300(name: &str) -> Claim {
+    template("examples/azure_aks/gb300/templates.yaml", name)
+}
+
+fn mi300x(name: &str) -> Claim {
+    template("examples/azure_aks/mi300x/templates.yaml", name)
+}
+
+/// The fixture node's GPU and dra.net slices.
+fn node_slices(node: &str) -> Vec<serde_json::Value> {
+    let mut s = docs(&format!("testdata/slices/{node}-gpu.yaml"));
+    s.extend(docs(&format!("testdata/slices/{node}-dranet.yaml")));
+    s
+}
+
+fn input(slices: Vec<serde_json::Value>) -> Input {
+    Input {
+        slices,
+        classes: Some(classes()),
+        ..Input::default()
+    }
+}
+
+/// The GB300 node's dra.net slices renamed to another node: GPUs on `aks-gb300-0`, NICs on
+/// `aks-gb300-1`, as `kubectl get resourceslices` lists them on a two-node cluster.
+fn nics_on_other_node() -> Vec<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(root().join("testdata/slices/azure-nd-gb300-v6-dranet.yaml"))
+            .unwrap();
+    parse_docs(&text.replace("aks-gb300-0", "aks-gb300-1"))
+}
+
+fn verdicts(r: &Report) -> Vec<(Option<&str>, Verdict)> {
+    r.claims
+        .iter()
+        .map(|c| (c.node.as_deref(), c.verdict))
+        .collect()
+}
+
+#[test]
+fn devices_of_two_nodes_are_never_paired() {
+    let mut slices = docs("testdata/slices/azure-nd-gb300-v6-gpu.yaml");
+    slices.extend(nics_on_other_node());
+    let r = report::check(input(slices.clone()), &[gb300("1nic-aligned")]).unwrap();
+    // GPUs on one node, NICs on the other: the claim needs both, so it fits on neither.
+    assert_eq!(
+        verdicts(&r),
+        [
+            (Some("aks-gb300-0"), Verdict::DoesNotFit),
+            (Some("aks-gb300-1"), Verdict::DoesNotFit)
+        ]
+    );
+    for c in &r.claims {
+        assert!(c.devices.is_empty() && c.topology.is_empty(), "{c:?}");
+        assert!(c.error.as_deref().is_some_and(|e| !e.is_empty()));
+    }
+    assert_eq!(
+        report::summarize(&r),
+        ["ResourceClaimTemplate 1nic-aligned: fits on none of 2 nodes"]
+    );
+    let f = report::verdict_error(&r, FailOn::Error).unwrap();
+    assert_eq!(f.verdict, Verdict::DoesNotFit);
+    assert_eq!(f.to_string(), "1 claim(s) fit on no node: 1nic-aligned");
+
+    // The NICs on the GPUs' node too: it fits there, every device of that node's pools.
+    slices.extend(docs("testdata/slices/azure-nd-gb300-v6-dranet.yaml"));
+    let r = report::check(input(slices.clone()), &[gb300("1nic-aligned")]).unwrap();
+    assert_eq!(
+        verdicts(&r),
+        [
+            (Some("aks-gb300-0"), Verdict::Fits),
+            (Some("aks-gb300-1"), Verdict::DoesNotFit)
+        ]
+    );
+    assert!(
+        r.claims[0].devices.iter().all(|d| d.pool == "aks-gb300-0"),
+        "{:?}",
+        r.claims[0].devices
+    );
+    assert_eq!(
+        report::summarize(&r),
+        [
+            "ResourceClaimTemplate 1nic-aligned: fits on aks-gb300-0; does not fit on 1 other node(s)"
+        ]
+    );
+    assert_eq!(report::verdict_error(&r, FailOn::Warning), None);
+
+    // One node asked for: only that one is checked.
+    let mut one = input(slices);
+    one.node = Some("aks-gb300-1".into());
+    assert_eq!(
+        one.nodes().into_iter().collect::<Vec<_>>(),
+        ["aks-gb300-0", "aks-gb300-1"]
+    );
+    let r = report::check(one, &[gb300("1nic-aligned")]).unwrap();
+    assert_eq!(verdicts(&r), [(Some("aks-gb300-1"), Verdict::DoesNotFit)]);
+}
+
+#[test]
+fn a_sys_placement_fits_unaligned_with_the_measured_cost() {
+    let r = report::check(
+        input(node_slices("azure-nd-gb300-v6")),
+        &[gb300("1nic-aligned"), gb300("1nic-unaligned")],
+    )
+    .unwrap();
+    let aligned = &r.claims[0];
+    assert_eq!(aligned.verdict, Verdict::Fits);
+    assert_eq!(aligned.topology[0].relation, Some(Relation::Node));
+    assert!(aligned.warnings.is_empty());
+
+    let c = &r.claims[1];
+    assert_eq!(c.verdict, Verdict::FitsUnaligned, "{c:?}");
+    let gpu = c.devices.iter().find(|d| !d.nic).unwrap();
+    let nic = c.devices.iter().find(|d| d.nic).unwrap();
+    assert_eq!((gpu.numa_node, nic.numa_node), (Some(0), Some(1)));
+    assert_eq!(nic.label.as_deref(), Some("mlx5_2"));
+    assert_eq!(c.topology.len(), 1);
+    assert_eq!(c.topology[0].relation, Some(Relation::Sys));
+    assert_eq!(c.topology[0].same_numa, Some(false));
+    assert_eq!(c.topology[0].source, RelationSource::Attributes);
+    assert_eq!(c.warnings.len(), 1);
+    assert!(
+        c.warnings[0]
+            .starts_with("GPU gpu-0 is on NUMA node 0 but the claim's NICs mlx5_2 (NUMA 1)"),
+        "{:?}",
+        c.warnings
+    );
+    assert!(
+        c.warnings[0].ends_with(&format!("({})", report::measured("NVIDIA GB300").unwrap())),
+        "{:?}",
+        c.warnings
+    );
+    assert!(c.warnings[0].contains("56 GB/s"), "{:?}", c.warnings);
+
+    assert_eq!(
+        report::summarize(&r),
+        [
+            "ResourceClaimTemplate 1nic-aligned: fits on aks-gb300-0",
+            "ResourceClaimTemplate 1nic-unaligned: fits unaligned on aks-gb300-0"
+        ]
+    );
+    // Unaligned is a failure only when asked.
+    assert_eq!(report::verdict_error(&r, FailOn::Error), None);
+    let f = report::verdict_error(&r, FailOn::Warning).unwrap();
+    assert_eq!(f.verdict, Verdict::FitsUnaligned);
+    assert_eq!(f.claims, ["1nic-unaligned"]);
+}
+
+#[test]
+fn stranded_gpus_are_one_warning_per_numa_node() {
+    let r = report::check(
+        input(node_slices("azure-nd-mi300x-v5")),
+        &[
+            mi300x("4nic-same-numa"),
+            mi300x("4nic-cross-numa"),
+            mi300x("8nic-all"),
+        ],
+    )
+    .unwrap();
+    let by = |n: &str| r.claims.iter().find(|c| c.name == n).unwrap();
+    assert_eq!(by("4nic-same-numa").verdict, Verdict::Fits);
+    let cross = by("4nic-cross-numa");
+    assert_eq!(cross.verdict, Verdict::FitsUnaligned);
+    assert_eq!(cross.warnings.len(), 1, "{:?}", cross.warnings);
+    assert!(
+        cross.warnings[0].starts_with("GPUs gpu-0, gpu-1, gpu-2, gpu-3 are on NUMA node 0"),
+        "{:?}",
+        cross.warnings
+    );
+    assert!(
+        cross.warnings[0].contains("42.5 GB/s"),
+        "{:?}",
+        cross.warnings
+    );
+    // Every GPU has a local NIC among the 8: aligned, although half the pairs cross NUMA.
+    let all = by("8nic-all");
+    assert_eq!(all.verdict, Verdict::Fits);
+    assert_eq!(all.topology.len(), 64);
+    let sys = all
+        .topology
+        .iter()
+        .filter(|p| p.relation == Some(Relation::Sys))
+        .count();
+    assert_eq!(sys, 32);
+}
+
+/// A claim for `count` NICs on NUMA node 0 (the GB300 node has 2).
+fn numa0_nics(name: &str, count: i64) -> Claim {
+    Claim {
+        name: name.into(),
+        kind: "ResourceClaim".into(),
+        spec: serde_json::from_value(serde_json::json!({"devices": {"requests": [{
+            "name": "nic",
+            "exactly": {
+                "deviceClassName": "dranet.net",
+                "count": count,
+                "selectors": [{"cel": {"expression": "device.attributes[\"dra.net\"].numaNode == 0"}}]
+            }
+        }]}}))
+        .unwrap(),
+    }
+}
+
+#[test]
+fn a_cel_error_is_invalid_and_outranks_a_misfit() {
+    let r = report::check(
+        input(node_slices("azure-nd-gb300-v6")),
+        &[numa0_nics("four-numa0", 4), gb300("ib-same-fabric")],
+    )
+    .unwrap();
+    assert_eq!(
+        verdicts(&r),
+        [
+            (Some("aks-gb300-0"), Verdict::DoesNotFit),
+            (Some("aks-gb300-0"), Verdict::Invalid)
+        ]
+    );
+    // The scheduler's error for the claim: a selector reading an attribute the device lacks.
+    assert!(
+        r.claims[1]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("no such key")),
+        "{:?}",
+        r.claims[1].error
+    );
+    let f = report::verdict_error(&r, FailOn::Error).unwrap();
+    assert_eq!(f.verdict, Verdict::Invalid);
+    assert_eq!(f.to_string(), "1 claim(s) invalid: ib-same-fabric");
+    assert_eq!(
+        report::summarize(&r),
+        [
+            "ResourceClaim four-numa0: does not fit",
+            "ResourceClaimTemplate ib-same-fabric: invalid (the scheduler would fail the pod)"
+        ]
+    );
+}
+
+#[test]
+fn the_hosts_devices_replace_its_nodes_dranet_slices() {
+    // A claim for 4 NUMA-0 NICs on a node with 2: the host's slices and the same node's slices
+    // among the inputs must not add up to 4.
+    let claim = numa0_nics("four-numa0", 4);
+    let two = numa0_nics("two-numa0", 2);
+    let host = Host {
+        node: "aks-gb300-0".into(),
+        inventory: Default::default(),
+        slices: docs("testdata/slices/azure-nd-gb300-v6-dranet.yaml"),
+    };
+    let mut i = input(node_slices("azure-nd-gb300-v6"));
+    i.host = Some(host);
+    let r = report::check(i, &[claim, two]).unwrap();
+    assert_eq!(
+        verdicts(&r),
+        [
+            (Some("aks-gb300-0"), Verdict::DoesNotFit),
+            (Some("aks-gb300-0"), Verdict::Fits)
+        ]
+    );
+    assert!(
+        r.notes.contains(&Note::HostSlicesReplaced {
+            node: "aks-gb300-0".into(),
+            slices: 1
+        }),
+        "{:?}",
+        r.notes
+    );
+}
+
+#[test]
+fn without_classes_each_driver_gets_one_and_the_json_keeps_its_shape() {
+    let r = report::check(
+        Input {
+            slices: node_slices("bm-mi300x-8"),
+            ..Input::default()
+        },
+        &[mi300x("gpu1-same-pcie-root")],
+    )
+    .unwrap();
+    assert_eq!(
+        r.notes[0],
+        Note::DefaultClasses {
+            names: vec!["dra.net".into(), "gpu.amd.com".into(), "dranet.net".into()]
+        }
+    );
+    let c = &r.claims[0];
+    assert_eq!(c.verdict, Verdict::Fits, "{:?}", c.error);
+    // Same pcieRoot attribute: PHB or closer is all attributes can tell.
+    assert_eq!(c.topology[0].relation, Some(Relation::Phb));
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["claims"][0]["verdict"], "fits");
+    assert_eq!(json["claims"][0]["topology"][0]["source"], "attributes");
+    assert_eq!(json["claims"][0]["topology"][0]["relation"], "PHB");
+    assert_eq!(
+        json["claims"][0]["devices"][1]["numaNode"],
+        c.devices[1].numa_node.unwrap()
+    );
+    assert_eq!(json["notes"][0], r.notes[0].to_string());
+}
