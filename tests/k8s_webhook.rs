@@ -23,7 +23,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
-use support::links::{VETH_FILTER, Veths, host_link};
+use support::links::{VETH_FILTER, Veths, claim_pod, host_link};
 
 kit_tests!(
     upstreams_python_webhook_scenario,
@@ -104,7 +104,8 @@ fn posts(log: &Path) -> Vec<(String, serde_json::Value)> {
         .collect()
 }
 
-fn manifests(image: &str) -> String {
+/// The DeviceClass and the claim template; the pod is [`claim_pod`].
+fn manifests() -> String {
     format!(
         r#"
 apiVersion: resource.k8s.io/v1
@@ -132,22 +133,6 @@ spec:
           driver: dra.net
           parameters:
             profile: python-profile
----
-apiVersion: v1
-kind: Pod
-metadata: {{name: pod-python-webhook, namespace: default}}
-spec:
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  resourceClaims:
-  - {{name: veth, resourceClaimTemplateName: python-claim}}
-  containers:
-  - name: c
-    image: {image}
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "echo MTU $(cat /sys/class/net/{VETH}/mtu); ip -o -4 addr show dev {VETH}; echo END; sleep 100000"]
-    resources:
-      claims: [{{name: veth}}]
 "#
     )
 }
@@ -236,7 +221,15 @@ fn upstreams_python_webhook_scenario(kit: &Kit) {
     assert_eq!(attr(other), None, "the attribute is drtw0's only");
 
     // A pod whose claim selects on the attribute and names the profile.
-    kit.apply(&manifests(kit.var("DRANET_K8S_BUSYBOX_IMAGE")));
+    kit.apply(&manifests());
+    kit.apply(&claim_pod(
+        "pod-python-webhook",
+        "python-claim",
+        kit.var("DRANET_K8S_BUSYBOX_IMAGE"),
+        &format!(
+            "echo MTU $(cat /sys/class/net/{VETH}/mtu); ip -o -4 addr show dev {VETH}; echo END; sleep 100000"
+        ),
+    ));
     wait_for(
         "pod-python-webhook to be Ready",
         LIMIT,

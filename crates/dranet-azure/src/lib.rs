@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub use dranet_cloud::azure::*;
+pub use dranet_cloud::detect::azure::{Detection, Detector, Hint};
 pub use dranet_cloud::dmi::AZURE_ASSET_TAG;
 pub use dranet_cloud::{Error, MAX_BODY_BYTES, Result, RetryPolicy};
 

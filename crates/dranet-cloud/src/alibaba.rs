@@ -125,14 +125,7 @@ impl CloudProvider for AlibabaInstance {
     }
 
     fn node_attributes(&self) -> Attributes {
-        let mut a = Attributes::new();
-        if !self.instance_type.is_empty() {
-            a.insert(
-                attr::INSTANCE_TYPE.into(),
-                AttributeValue::String(self.instance_type.clone()),
-            );
-        }
-        a
+        crate::attrs::strings([(attr::INSTANCE_TYPE, self.instance_type.as_str())])
     }
 
     fn device_attributes(&self, id: &DeviceIdentifiers) -> Attributes {

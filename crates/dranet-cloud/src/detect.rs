@@ -20,6 +20,8 @@ use crate::oke::{self, OkeInstance};
 use crate::retry::RetryPolicy;
 use crate::webhook::Webhook;
 
+pub mod azure;
+
 /// What the operator said (`--cloud-provider-hint`; upstream's values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hint {

@@ -181,17 +181,14 @@ impl CloudProvider for GceInstance {
     }
 
     fn node_attributes(&self) -> Attributes {
-        let mut a = Attributes::new();
-        let s = |v: &str| AttributeValue::String(v.to_string());
-        if !self.machine_type.is_empty() {
-            a.insert(attr::MACHINE_TYPE.into(), s(&self.machine_type));
-        }
-        if let Some(p) = &self.placement {
-            a.insert(attr::BLOCK.into(), s(&p.block));
-            a.insert(attr::SUB_BLOCK.into(), s(&p.sub_block));
-            a.insert(attr::HOST.into(), s(&p.host));
-        }
-        a
+        let p = self.placement.as_ref();
+        let part = |f: fn(&Placement) -> &str| p.map_or("", f);
+        crate::attrs::strings([
+            (attr::MACHINE_TYPE, self.machine_type.as_str()),
+            (attr::BLOCK, part(|p| &p.block)),
+            (attr::SUB_BLOCK, part(|p| &p.sub_block)),
+            (attr::HOST, part(|p| &p.host)),
+        ])
     }
 
     fn device_attributes(&self, id: &DeviceIdentifiers) -> Attributes {

@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod alibaba;
+mod attrs;
 pub mod aws;
 pub mod azure;
 mod client;

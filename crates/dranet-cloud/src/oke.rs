@@ -5,7 +5,7 @@
 //! network: HPC island, network block, local block, rack, and on GB200/GB300 shapes the GPU
 //! memory fabric. Upstream's attributes, node-wide: OCI gives no per-NIC topology.
 
-use dranet_core::{AttributeValue, Attributes, CloudProvider};
+use dranet_core::{Attributes, CloudProvider};
 use serde::Deserialize;
 
 use crate::client::MetadataClient;
@@ -142,17 +142,13 @@ impl CloudProvider for OkeInstance {
     }
 
     fn node_attributes(&self) -> Attributes {
-        [
-            (attr::HPC_ISLAND_ID, &self.hpc_island_id),
+        crate::attrs::strings([
+            (attr::HPC_ISLAND_ID, self.hpc_island_id.as_str()),
             (attr::NETWORK_BLOCK_ID, &self.network_block_id),
             (attr::LOCAL_BLOCK_ID, &self.local_block_id),
             (attr::RACK_ID, &self.rack_id),
             (attr::GPU_MEMORY_FABRIC_ID, &self.gpu_memory_fabric_id),
-        ]
-        .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (k.to_string(), AttributeValue::String(v.clone())))
-        .collect()
+        ])
     }
 }
 

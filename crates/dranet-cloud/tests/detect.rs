@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use dranet_cloud::detect::{Hint, Provider};
+use dranet_cloud::detect::{Detection, Hint, Provider};
 use dranet_cloud::dmi::Cloud;
 use dranet_cloud::fake::{FakeServer, Reply, Script, clouds};
 use support::{detector, doc, sysfs};
@@ -48,6 +48,23 @@ fn provider_cloud(p: &Provider) -> Option<Cloud> {
     })
 }
 
+/// Auto-detection on a node of `cloud` whose DMI says `dmi` (`None`: unreadable), its service a
+/// fake; it must find `cloud`, without a warning.
+async fn detect_on(cloud: Cloud, dmi: Option<Cloud>) -> (FakeServer, Detection) {
+    let fake = FakeServer::start(script(cloud)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sys = sysfs(dir.path(), dmi.map(Some), |_| Ok(()));
+    let d = detector(&fake.endpoint, &sys, Hint::Auto).detect().await;
+    assert!(d.warnings.is_empty(), "{cloud}: {:?}", d.warnings);
+    assert_eq!(
+        d.provider.as_ref().and_then(provider_cloud),
+        Some(cloud),
+        "{cloud}: {}",
+        d.how
+    );
+    (fake, d)
+}
+
 #[tokio::test]
 async fn off_every_cloud_nothing_is_asked() {
     // A metadata address that would hang every request: detection must not wait on it.
@@ -68,17 +85,7 @@ async fn off_every_cloud_nothing_is_asked() {
 #[tokio::test]
 async fn on_each_cloud_only_its_own_service_is_asked() {
     for cloud in Cloud::ALL {
-        let fake = FakeServer::start(script(cloud)).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let sys = sysfs(dir.path(), Some(Some(cloud)), |_| Ok(()));
-        let d = detector(&fake.endpoint, &sys, Hint::Auto).detect().await;
-        assert!(d.warnings.is_empty(), "{cloud}: {:?}", d.warnings);
-        assert_eq!(
-            d.provider.as_ref().and_then(provider_cloud),
-            Some(cloud),
-            "{cloud}: {}",
-            d.how
-        );
+        let (fake, _) = detect_on(cloud, Some(cloud)).await;
         // Every request was this cloud's: no other cloud's probe went out.
         let prefix = match cloud {
             Cloud::Azure => "/metadata/instance/",
@@ -98,17 +105,7 @@ async fn on_each_cloud_only_its_own_service_is_asked() {
 async fn without_dmi_the_cloud_that_answers_the_probes_is_found() {
     for cloud in Cloud::ALL {
         // All clouds share the address; only the one that is there answers its own probe.
-        let fake = FakeServer::start(script(cloud)).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let sys = sysfs(dir.path(), None, |_| Ok(()));
-        let d = detector(&fake.endpoint, &sys, Hint::Auto).detect().await;
-        assert!(d.warnings.is_empty(), "{cloud}: {:?}", d.warnings);
-        assert_eq!(
-            d.provider.as_ref().and_then(provider_cloud),
-            Some(cloud),
-            "{cloud}: {}",
-            d.how
-        );
+        let (_, d) = detect_on(cloud, None).await;
         assert!(d.how.contains(&format!("{cloud} answered")), "{}", d.how);
     }
     // Silence: one bounded round of probes, no cloud, no warning.

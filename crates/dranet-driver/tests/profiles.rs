@@ -215,26 +215,19 @@ fn claim(devices: &[&str], parameters: serde_json::Value) -> ClaimToPrepare {
     }
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn a_profile_is_resolved_under_the_claims_config_and_released_at_unprepare() {
+#[tokio::test]
+async fn a_profile_is_resolved_under_the_claims_config_and_released_at_unprepare() {
     let node = Node::new();
     let p = FakeProfiles::answering(
         json!({"interface": {"addresses": ["10.200.200.200/24"], "mtu": 1400}, "routes": [{"destination": "10.0.0.0/8", "gateway": "10.200.200.1"}]}),
     );
     let d = node.driver(Some(p.clone()));
     let vf = node.device("ens1f0v0");
-    let rt = rt();
-    rt.block_on(d.prepare_claim(&claim(
+    d.prepare_claim(&claim(
         &[&vf],
         json!({"profile": "python-profile", "interface": {"mtu": 1450}}),
-    )))
+    ))
+    .await
     .unwrap();
     // Asked once, with the claim's configuration over the cloud's.
     let asked = p.asked();
@@ -252,10 +245,11 @@ fn a_profile_is_resolved_under_the_claims_config_and_released_at_unprepare() {
     assert_eq!(got.routes[0].gateway, "10.1.0.1", "the cloud's route wins");
     assert_eq!(node.recorded_profiles(), ["uid-ipam.json"]);
     // Prepared again (a kubelet restart): the provider is not asked twice.
-    rt.block_on(d.prepare_claim(&claim(
+    d.prepare_claim(&claim(
         &[&vf],
         json!({"profile": "python-profile", "interface": {"mtu": 1450}}),
-    )))
+    ))
+    .await
     .unwrap();
     assert_eq!(p.asked().len(), 1);
     assert_eq!(
@@ -266,33 +260,32 @@ fn a_profile_is_resolved_under_the_claims_config_and_released_at_unprepare() {
         ["10.200.200.200/24"]
     );
     // Unprepare releases what was asked, once; the record goes.
-    rt.block_on(d.unprepare_claim("uid-ipam")).unwrap();
-    rt.block_on(d.unprepare_claim("uid-ipam")).unwrap();
+    d.unprepare_claim("uid-ipam").await.unwrap();
+    d.unprepare_claim("uid-ipam").await.unwrap();
     assert_eq!(p.released(), asked);
     assert!(node.recorded_profiles().is_empty());
 }
 
-#[test]
-fn a_crash_between_prepare_and_unprepare_does_not_leak_the_profile() {
+#[tokio::test]
+async fn a_crash_between_prepare_and_unprepare_does_not_leak_the_profile() {
     let node = Node::new();
     let vf = node.device("ens1f0v0");
     let params = json!({"profile": "p"});
     let first = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
-    rt().block_on(
-        node.driver(Some(first.clone()))
-            .prepare_claim(&claim(&[&vf], params.clone())),
-    )
-    .unwrap();
+    node.driver(Some(first.clone()))
+        .prepare_claim(&claim(&[&vf], params.clone()))
+        .await
+        .unwrap();
     // The daemon dies; the next one unprepares.
     let second = FakeProfiles::answering(json!({}));
     let d = node.driver(Some(second.clone()));
-    rt().block_on(d.unprepare_claim("uid-ipam")).unwrap();
+    d.unprepare_claim("uid-ipam").await.unwrap();
     assert_eq!(second.released(), first.asked());
     assert!(second.asked().is_empty());
 }
 
-#[test]
-fn a_crash_while_the_provider_is_asked_does_not_leak_the_profile() {
+#[tokio::test]
+async fn a_crash_while_the_provider_is_asked_does_not_leak_the_profile() {
     let node = Node::new();
     let vf = node.device("ens1f0v0");
     let hanging = Arc::new(FakeProfiles {
@@ -301,46 +294,46 @@ fn a_crash_while_the_provider_is_asked_does_not_leak_the_profile() {
     });
     let d = node.driver(Some(hanging.clone()));
     // The daemon dies while the provider holds the request (the future is dropped).
-    let r = rt().block_on(async {
-        tokio::time::timeout(
-            Duration::from_millis(200),
-            d.prepare_claim(&claim(&[&vf], json!({"profile": "p"}))),
-        )
-        .await
-    });
+    let r = tokio::time::timeout(
+        Duration::from_millis(200),
+        d.prepare_claim(&claim(&[&vf], json!({"profile": "p"}))),
+    )
+    .await;
     assert!(r.is_err(), "still asking");
     assert_eq!(hanging.asked().len(), 1);
     drop(d);
     let next = FakeProfiles::answering(json!({}));
-    rt().block_on(node.driver(Some(next.clone())).unprepare_claim("uid-ipam"))
+    node.driver(Some(next.clone()))
+        .unprepare_claim("uid-ipam")
+        .await
         .unwrap();
     assert_eq!(next.released(), hanging.asked(), "released from the record");
 }
 
-#[test]
-fn a_release_the_provider_refuses_is_owed_and_retried() {
+#[tokio::test]
+async fn a_release_the_provider_refuses_is_owed_and_retried() {
     let node = Node::new();
     let vf = node.device("ens1f0v0");
     let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
     *p.refuse_releases.lock().unwrap() = 2;
     let d = node.driver(Some(p.clone()));
-    let rt = rt();
-    rt.block_on(d.prepare_claim(&claim(&[&vf], json!({"profile": "p"}))))
+    d.prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
+        .await
         .unwrap();
     // Unprepare succeeds (the pod may go); the release is owed.
-    rt.block_on(d.unprepare_claim("uid-ipam")).unwrap();
+    d.unprepare_claim("uid-ipam").await.unwrap();
     assert!(d.claims_of_pod("p").is_empty());
     assert_eq!(node.recorded_profiles(), ["uid-ipam.json"]);
-    assert_eq!(rt.block_on(d.retry_profile_releases()), 1, "refused again");
+    assert_eq!(d.retry_profile_releases().await, 1, "refused again");
     // After a restart too.
     let d = node.driver(Some(p.clone()));
-    assert_eq!(rt.block_on(d.retry_profile_releases()), 0);
+    assert_eq!(d.retry_profile_releases().await, 0);
     assert_eq!(p.released().len(), 1);
     assert!(node.recorded_profiles().is_empty());
 }
 
-#[test]
-fn a_failed_profile_releases_what_was_asked_and_fails_the_claim() {
+#[tokio::test]
+async fn a_failed_profile_releases_what_was_asked_and_fails_the_claim() {
     let node = Node::new();
     let (a, b) = (node.device("ens1f0v0"), node.device("ens1f0v1"));
     let p = Arc::new(FakeProfiles {
@@ -349,8 +342,9 @@ fn a_failed_profile_releases_what_was_asked_and_fails_the_claim() {
         ..FakeProfiles::default()
     });
     let d = node.driver(Some(p.clone()));
-    let e = rt()
-        .block_on(d.prepare_claim(&claim(&[&a, &b], json!({"profile": "p"}))))
+    let e = d
+        .prepare_claim(&claim(&[&a, &b], json!({"profile": "p"})))
+        .await
         .unwrap_err()
         .to_string();
     assert!(
@@ -364,29 +358,29 @@ fn a_failed_profile_releases_what_was_asked_and_fails_the_claim() {
     assert!(d.claims_of_pod("p").is_empty());
 }
 
-#[test]
-fn a_profile_answer_that_is_not_valid_is_refused_and_released() {
+#[tokio::test]
+async fn a_profile_answer_that_is_not_valid_is_refused_and_released() {
     let node = Node::new();
     let vf = node.device("ens1f0v0");
     let p = FakeProfiles::answering(json!({"interface": {"addresses": ["not-an-address"]}}));
     let d = node.driver(Some(p.clone()));
-    let e = rt()
-        .block_on(d.prepare_claim(&claim(&[&vf], json!({"profile": "p"}))))
+    let e = d
+        .prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
+        .await
         .unwrap_err()
         .to_string();
     assert!(e.contains("interface.addresses[0]"), "{e}");
     assert_eq!(p.released().len(), 1);
 }
 
-#[test]
-fn without_a_profile_provider_a_profile_is_refused() {
+#[tokio::test]
+async fn without_a_profile_provider_a_profile_is_refused() {
     let node = Node::new();
     let vf = node.device("ens1f0v0");
-    let e = rt()
-        .block_on(
-            node.driver(None)
-                .prepare_claim(&claim(&[&vf], json!({"profile": "python-profile"}))),
-        )
+    let e = node
+        .driver(None)
+        .prepare_claim(&claim(&[&vf], json!({"profile": "python-profile"})))
+        .await
         .unwrap_err()
         .to_string();
     assert!(

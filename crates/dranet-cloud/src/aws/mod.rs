@@ -174,20 +174,13 @@ impl CloudProvider for AwsInstance {
     }
 
     fn node_attributes(&self) -> Attributes {
-        let mut a = Attributes::new();
-        if !self.instance_type.is_empty() {
-            a.insert(
-                attr::INSTANCE_TYPE.into(),
-                AttributeValue::String(self.instance_type.clone()),
-            );
-        }
-        if let Some(g) = &self.placement_group {
-            a.insert(
-                attr::PLACEMENT_GROUP_NAME.into(),
-                AttributeValue::String(g.clone()),
-            );
-        }
-        a
+        crate::attrs::strings([
+            (attr::INSTANCE_TYPE, self.instance_type.as_str()),
+            (
+                attr::PLACEMENT_GROUP_NAME,
+                self.placement_group.as_deref().unwrap_or_default(),
+            ),
+        ])
     }
 
     fn device_attributes(&self, id: &DeviceIdentifiers) -> Attributes {

@@ -3,8 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use dranet_core::{
-    AttributeValue, Attributes, CloudProvider, DeviceIdentifiers, NetworkConfig, RouteConfig,
-    RuleConfig,
+    Attributes, CloudProvider, DeviceIdentifiers, NetworkConfig, RouteConfig, RuleConfig,
 };
 use serde::Deserialize;
 
@@ -190,19 +189,15 @@ impl CloudProvider for AzureInstance {
 
     fn node_attributes(&self) -> Attributes {
         let c = &self.compute;
-        [
-            (attr::PLACEMENT_GROUP_ID, &c.placement_group_id),
+        crate::attrs::strings([
+            (attr::PLACEMENT_GROUP_ID, c.placement_group_id.as_str()),
             (attr::VM_SIZE, &c.vm_size),
             (attr::INTERCONNECT_GROUP_ID, &c.interconnect_group_id),
             (attr::INTERCONNECT_SUBGROUP_ID, &c.interconnect_subgroup_id),
             (attr::LOCATION, &c.location),
             (attr::ZONE, &c.zone),
             (attr::VM_SCALE_SET_NAME, &c.vm_scale_set_name),
-        ]
-        .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (k.to_string(), AttributeValue::String(v.clone())))
-        .collect()
+        ])
     }
 
     fn device_config(&self, id: &DeviceIdentifiers) -> Option<NetworkConfig> {

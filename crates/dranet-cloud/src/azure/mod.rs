@@ -11,12 +11,14 @@
 //!   (100 + its index in IMDS) with a default route via the subnet gateway and a source rule, and
 //!   the same for IPv6 when both IMDS and the host route IPv6 through the NIC.
 
+//!
+//! Detection is [`crate::detect`]'s; [`crate::detect::azure`] has it with Azure as the only
+//! candidate.
+
 mod client;
-mod detect;
 mod imds;
 
 pub use client::{DEFAULT_API_VERSION, DEFAULT_ENDPOINT, ImdsClient};
-pub use detect::{Detection, Detector, Hint};
 pub use imds::{
     AzureInstance, Compute, Interface, IpAddress, Ipv4, Ipv6, Network, ROUTING_TABLE_BASE, Subnet,
     attr, parse_compute, parse_instance_document, parse_network, routing_table,

@@ -83,23 +83,12 @@ impl FakeServer {
     pub async fn start(
         script: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static,
     ) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = Arc::new(tokio::net::TcpListener::bind("127.0.0.1:0").await?);
         let endpoint = format!("http://{}", listener.local_addr()?);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let script: Arc<Script> = Arc::new(script);
-        let s = seen.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                tokio::spawn(serve(sock, s.clone(), script.clone()));
-            }
-        });
-        Ok(Self {
-            endpoint,
-            seen,
-            task,
-            socket: None,
-            _rt: None,
-        })
+        Ok(Self::serving(endpoint, None, Arc::new(script), move || {
+            let l = listener.clone();
+            async move { l.accept().await.map(|(s, _)| s) }
+        }))
     }
 
     /// Starts on a unix socket at `path` on the current tokio runtime.
@@ -107,22 +96,45 @@ impl FakeServer {
         path: &Path,
         script: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static,
     ) -> std::io::Result<Self> {
-        let listener = tokio::net::UnixListener::bind(path)?;
+        let listener = Arc::new(tokio::net::UnixListener::bind(path)?);
+        let endpoint = format!("unix://{}", path.display());
+        Ok(Self::serving(
+            endpoint,
+            Some(path.to_path_buf()),
+            Arc::new(script),
+            move || {
+                let l = listener.clone();
+                async move { l.accept().await.map(|(s, _)| s) }
+            },
+        ))
+    }
+
+    /// Serves each connection `accept` gives with `script`, until dropped.
+    fn serving<S, F, Fut>(
+        endpoint: String,
+        socket: Option<PathBuf>,
+        script: Arc<Script>,
+        accept: F,
+    ) -> Self
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        F: Fn() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = std::io::Result<S>> + Send,
+    {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let script: Arc<Script> = Arc::new(script);
         let s = seen.clone();
         let task = tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
+            while let Ok(sock) = accept().await {
                 tokio::spawn(serve(sock, s.clone(), script.clone()));
             }
         });
-        Ok(Self {
-            endpoint: format!("unix://{}", path.display()),
+        Self {
+            endpoint,
             seen,
             task,
-            socket: Some(path.to_path_buf()),
+            socket,
             _rt: None,
-        })
+        }
     }
 
     /// Starts on 127.0.0.1 on a runtime of its own, for synchronous tests.

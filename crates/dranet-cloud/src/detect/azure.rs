@@ -1,10 +1,10 @@
-//! Are we on Azure? The crate's detection ([`crate::detect`]) with Azure as the only candidate.
+//! Are we on Azure? The crate's detection with Azure as the only candidate (`dranet-azure`'s
+//! `Detector`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::client::ImdsClient;
-use super::imds::AzureInstance;
+use crate::azure::{AzureInstance, ImdsClient};
 use crate::detect::{self, Clients, Provider};
 use crate::dmi::Cloud;
 use crate::retry::RetryPolicy;
