@@ -79,29 +79,22 @@ impl NetworkDriver {
             releasing: false,
         };
         // Recorded before the provider is asked: from here on a crash still knows to release.
-        self.store.put_profiles(&record)?;
+        self.store.put_profiles(&record).map_err(|e| {
+            tracing::error!(claim = %cref, error = %e, "could not record the claim's profiles");
+            fail(e.user_message())
+        })?;
         for (i, request) in ask {
-            let answer = provider
-                .get_profile_config(&request)
-                .await
-                .map_err(|source| Error::Profile {
+            let answer = match provider.get_profile_config(&request).await {
+                Ok(profile) => self
+                    .profile_config(&devices[i], &profile, inv)
+                    .await
+                    .map_err(&fail),
+                Err(source) => Err(Error::Profile {
                     claim: cref.clone(),
                     device: devices[i].device.clone(),
                     source: Box::new(source),
-                })
-                .and_then(|profile| {
-                    let config = devices[i].config.merged_over(&profile);
-                    config.validate().map_err(|e| {
-                        fail(format!(
-                            "device {} with profile {:?}: {e}",
-                            devices[i].device, config.profile
-                        ))
-                    })?;
-                    if let Some(dev) = inv.device(&devices[i].device) {
-                        self.check_config(&config, dev, inv).map_err(&fail)?;
-                    }
-                    Ok(config)
-                });
+                }),
+            };
             match answer {
                 Ok(config) => devices[i].config = config,
                 Err(e) => {
@@ -112,6 +105,24 @@ impl NetworkDriver {
             }
         }
         Ok(())
+    }
+
+    /// The configuration of device `d` with its profile's `profile` under it, checked against the
+    /// device as discovered and its interface on the host.
+    async fn profile_config(
+        &self,
+        d: &DeviceRecord,
+        profile: &dranet_core::NetworkConfig,
+        inv: &Inventory,
+    ) -> std::result::Result<dranet_core::NetworkConfig, String> {
+        let config = d.config.merged_over(profile);
+        let with =
+            |e: String| format!("device {} with profile {:?}: {e}", d.device, config.profile);
+        config.validate().map_err(|e| with(e.to_string()))?;
+        if let Some(dev) = inv.device(&d.device) {
+            self.check_config(&config, dev, inv).await.map_err(with)?;
+        }
+        Ok(config)
     }
 
     /// Releases the profiles of claim `uid`, if it has any. Never fails: what the provider does
