@@ -195,6 +195,12 @@ impl Error {
             Error::Claim { reason, .. }
             | Error::Pod { reason, .. }
             | Error::RdmaAttach { reason, .. } => reason.clone(),
+            // The device's name is published in the slice (`rdmaDevice`) and the kernel's answer
+            // names no host path: both tell the claim's owner why, e.g. soft-RoCE in exclusive mode.
+            Error::Rdma {
+                operation: rdma::Operation::Move { device, .. },
+                source,
+            } => format!("its RDMA device {device} could not be moved into the pod: {source}"),
             Error::Rdma { .. } => {
                 format!("its RDMA device could not be moved into the pod ({SEE_LOG})")
             }
@@ -250,3 +256,37 @@ impl Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_rdma_move_tells_the_pod_owner_the_device_and_why_but_no_host_path() {
+        let e = Error::Rdma {
+            operation: rdma::Operation::Move {
+                device: "rxe0".into(),
+                from: "/proc/1/ns/net".into(),
+                to: "/var/run/netns/cni-1234".into(),
+            },
+            source: rdma::explain_refusal(io::Error::from_raw_os_error(
+                nix::errno::Errno::EOPNOTSUPP as i32,
+            )),
+        };
+        let m = e.user_message();
+        assert!(m.contains("rxe0"), "{m}");
+        assert!(m.contains("exclusive netns mode"), "{m}");
+        assert!(
+            !m.contains("/var/run/netns") && !m.contains("/proc/1"),
+            "{m}"
+        );
+        // Other RDMA failures name nothing of the host.
+        let e = Error::Rdma {
+            operation: rdma::Operation::ListDevices {
+                netns: "/var/run/netns/cni-1234".into(),
+            },
+            source: io::Error::from_raw_os_error(nix::errno::Errno::EPERM as i32),
+        };
+        assert!(!e.user_message().contains("cni-1234"));
+    }
+}
