@@ -313,7 +313,7 @@ async fn an_unsupported_api_version_falls_back_to_the_newest_listed() {
 
 #[tokio::test]
 async fn a_silent_imds_gives_up_within_the_budget() {
-    // How long it takes is measured in benches/azure.rs; here: it ends, retried, with the reason.
+    // How long it takes is measured in benches/clouds.rs; here: it ends, retried, with the reason.
     let (d, seen) = detect_with(|_, _| Reply::Hang, Hint::Azure).await;
     assert!(d.provider.is_none());
     assert!(seen.len() >= 2, "retried: {seen:?}");
