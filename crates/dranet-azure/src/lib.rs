@@ -4,7 +4,7 @@
 //!
 //! VMs in different Azure placement groups do not share an InfiniBand fabric, and nothing in node
 //! labels says so. IMDS is read once at start and [`AzureInstance`] implements
-//! [`dranet_core::CloudProvider`] with what it learned:
+//! `dranet_core::CloudProvider` with what it learned:
 //!
 //! - node-wide attributes on every device: `azure.dra.net/placementGroupId`, `vmSize`,
 //!   `interconnectGroupId`, `interconnectSubgroupId` (as upstream dranet), plus `location`, `zone`

@@ -13,7 +13,7 @@
 //! sees.
 //!
 //! A claim's named `profile` is resolved by the profile provider at prepare and released at
-//! unprepare ([`profiles`]).
+//! unprepare (see [`NetworkDriver::release_profiles`]).
 
 mod profiles;
 

@@ -4,6 +4,8 @@
 //! while. The provider is a fake in memory (the webhook itself is tested in dranet-cloud and on a
 //! real node in `tests/k8s_webhook.rs`).
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,11 +13,8 @@ use dranet_core::{
     Attributes, BoxFuture, CloudProvider, DeviceIdentifiers, Discover, NetworkConfig, ProfileError,
     ProfileProvider, ProfileRequest,
 };
+use dranet_driver::NetworkDriver;
 use dranet_driver::claim::DRIVER_NAME;
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::PodNet;
-use dranet_driver::rdma::NetnsMode;
-use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
     DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
     ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
@@ -132,16 +131,7 @@ impl Node {
 
     /// A driver on this node's state, with `profiles` (as after a restart when called again).
     fn driver(&self, profiles: Option<Arc<FakeProfiles>>) -> NetworkDriver {
-        let sysfs = self.sysfs.clone();
-        let rescan: Rescan = Arc::new(move || {
-            dranet_discovery::host(&sysfs, Default::default())
-                .discover()
-                .map_err(|e| e.to_string())
-        });
-        let podnet =
-            PodNet::new(Netns::current().unwrap(), self.state.path().join("podnet")).unwrap();
-        let mut b = NetworkDriver::builder(podnet, self.state.path().join("driver"), rescan)
-            .rdma_mode(NetnsMode::Shared)
+        let mut b = support::driver_builder(&self.sysfs, self.state.path(), Default::default())
             .cloud(Arc::new(FakeCloud));
         if let Some(p) = profiles {
             b = b.profiles(p);
