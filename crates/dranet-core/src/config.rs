@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::interface_type::{Addressing, InterfaceType, IpvlanConfig};
 use crate::{Error, Result};
 
 /// The configuration of one device in a pod.
@@ -39,10 +40,17 @@ pub struct InterfaceConfig {
     /// Name inside the pod.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// How the device reaches the pod (`Passthrough` when unset); see
+    /// [`interface_type`](crate::interface_type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#type: Option<InterfaceType>,
+    /// How it gets addresses (`Static` when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addressing: Option<Addressing>,
     /// Addresses in CIDR form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
-    /// Obtain addresses by DHCP.
+    /// Obtain addresses by DHCP (deprecated: `addressing: DHCP`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<bool>,
     /// MTU.
@@ -94,6 +102,9 @@ pub struct InterfaceConfig {
     /// Put the interface in a VRF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vrf: Option<VrfConfig>,
+    /// IPVLAN child settings (`type: IPVLAN` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipvlan: Option<IpvlanConfig>,
 }
 
 /// A VRF.
@@ -245,7 +256,7 @@ impl NetworkConfig {
         for (i, n) in self.neighbors.iter().enumerate() {
             check_ip(&format!("neighbors[{i}].destination"), &n.destination)?;
         }
-        Ok(())
+        self.validate_type()
     }
 
     /// Lays this (a claim's own) configuration over `base` (a cloud provider's): set scalars of
@@ -271,6 +282,8 @@ impl NetworkConfig {
         let (t, b) = (&self.interface, &base.interface);
         let interface = InterfaceConfig {
             name: pick_s(&t.name, &b.name),
+            r#type: pick(&t.r#type, &b.r#type),
+            addressing: pick(&t.addressing, &b.addressing),
             addresses: dedup_last([b.addresses.clone(), t.addresses.clone()].concat(), |a| {
                 a.clone()
             }),
@@ -286,6 +299,13 @@ impl NetworkConfig {
             arp_ignore: pick(&t.arp_ignore, &b.arp_ignore),
             arp_announce: pick(&t.arp_announce, &b.arp_announce),
             vrf: pick(&t.vrf, &b.vrf),
+            ipvlan: match (t.ipvlan, b.ipvlan) {
+                (Some(t), Some(b)) => Some(IpvlanConfig {
+                    mode: t.mode.or(b.mode),
+                    flag: t.flag.or(b.flag),
+                }),
+                (t, b) => t.or(b),
+            },
         };
         let ethtool = match (&self.ethtool, &base.ethtool) {
             (Some(t), Some(b)) => {
@@ -311,6 +331,102 @@ impl NetworkConfig {
             ),
             ethtool,
         }
+    }
+}
+
+fn refuse(field: &str, reason: &str) -> Error {
+    Error::InvalidConfig {
+        field: field.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl NetworkConfig {
+    /// The interface's type (`Passthrough` when unset).
+    pub fn interface_type(&self) -> InterfaceType {
+        self.interface.r#type.unwrap_or_default()
+    }
+
+    /// The addressing in effect: `addressing`, else `DHCP` for the deprecated `dhcp: true`,
+    /// else `Static`.
+    pub fn addressing(&self) -> Addressing {
+        match (self.interface.addressing, self.interface.dhcp) {
+            (Some(a), _) => a,
+            (None, Some(true)) => Addressing::Dhcp,
+            (None, _) => Addressing::Static,
+        }
+    }
+
+    /// The sharing rules of the module docs; the error names the field.
+    fn validate_type(&self) -> Result<()> {
+        let iface = &self.interface;
+        let ty = self.interface_type();
+        if iface.dhcp.is_some() && iface.addressing.is_some() {
+            return Err(refuse(
+                "interface.dhcp",
+                "is deprecated and cannot be set with interface.addressing; keep only \
+                 addressing",
+            ));
+        }
+        if iface.ipvlan.is_some() && ty != InterfaceType::Ipvlan {
+            return Err(refuse(
+                "interface.ipvlan",
+                &format!("applies to type IPVLAN only, not {}", ty.as_str()),
+            ));
+        }
+        let addressing = self.addressing();
+        if addressing == Addressing::Unnumbered {
+            if !ty.is_child() {
+                return Err(refuse(
+                    "interface.addressing",
+                    "Unnumbered is for a child interface only (type IPVLAN or Macvlan)",
+                ));
+            }
+            if !iface.addresses.is_empty() {
+                return Err(refuse(
+                    "interface.addresses",
+                    "an Unnumbered interface gets no addresses; remove them or use Static",
+                ));
+            }
+        }
+        if !ty.is_child() {
+            return Ok(());
+        }
+        let child = |field: &str, what: &str| {
+            refuse(
+                field,
+                &format!("cannot be set for type {}: {what}", ty.as_str()),
+            )
+        };
+        if iface.hardware_addr.is_some() {
+            return Err(child(
+                "interface.hardwareAddr",
+                "a child's MAC is its parent's (IPVLAN) or the kernel's choice (Macvlan)",
+            ));
+        }
+        if iface.vrf.is_some() {
+            return Err(child(
+                "interface.vrf",
+                "not supported for a child interface",
+            ));
+        }
+        if self.ethtool.is_some() {
+            return Err(child(
+                "ethtool",
+                "offloads belong to the parent NIC, which every pod sharing it uses",
+            ));
+        }
+        if addressing == Addressing::Static && iface.addresses.is_empty() {
+            return Err(refuse(
+                "interface.addresses",
+                &format!(
+                    "a {} child never gets the host's addresses: give it addresses, or set \
+                     interface.addressing: Unnumbered",
+                    ty.as_str()
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

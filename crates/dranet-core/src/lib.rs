@@ -40,6 +40,7 @@ pub mod cloud;
 mod config;
 mod device;
 mod error;
+pub mod interface_type;
 pub mod names;
 mod netdev;
 mod numa;
@@ -48,6 +49,7 @@ pub mod pciids;
 mod quantity;
 mod rdma;
 mod semver;
+pub mod share;
 pub mod slice;
 pub mod topology;
 
@@ -62,6 +64,7 @@ pub use config::{
 };
 pub use device::{Discover, Excluded, GpuNicMatrix, Inventory, LinkSource, NetworkDevice};
 pub use error::{Error, Result};
+pub use interface_type::{Addressing, InterfaceType, IpvlanConfig, IpvlanFlag, IpvlanMode};
 pub use netdev::{DefaultRoute, IpFamily, LinkState, MAIN_TABLE, Netdev, arphrd_name, uplinks};
 pub use numa::{NumaNode, NumaTopology};
 pub use pci::{PASSTHROUGH_DRIVERS, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, SriovRole};

@@ -481,6 +481,13 @@ impl NetworkDriver {
         inv: &Inventory,
     ) -> std::result::Result<(), String> {
         claim::check_device(config, dev, inv).map_err(|e| e.to_string())?;
+        let ty = config.interface_type();
+        if ty.is_child() && dev.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive {
+            return Err(format!(
+                "interface type {} is not supported with exclusive RDMA mode; use shared RDMA mode",
+                ty.as_str()
+            ));
+        }
         if let Some(nd) = claim::pod_netdev(dev) {
             self.check_on_host(nd, config).await?;
         }
@@ -489,7 +496,9 @@ impl NetworkDriver {
 
     /// Whether a device moves into its pod's network namespace (and so serves one pod).
     fn moves_into_pod(&self, d: &DeviceRecord) -> bool {
-        d.netdev.is_some() || (d.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive)
+        // A child type leaves the netdev on the host: each pod gets a child of its own.
+        (d.netdev.is_some() && !d.config.interface_type().is_child())
+            || (d.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive)
     }
 
     fn why_one_pod(&self, d: &DeviceRecord) -> &'static str {
@@ -643,7 +652,12 @@ impl NetworkDriver {
         if let Err(e) = result {
             // Give back what was done, newest first; the failure is what the runtime reports.
             for (key, _) in attached.iter().rev() {
-                if let Err(x) = self.podnet.detach(key).await {
+                // One of the two has it: the link journal, or the children journal (per pod).
+                let undone = match self.podnet.detach(key).await {
+                    Ok(()) => self.podnet.detach_child(key, &pod.id).await,
+                    Err(x) => Err(x),
+                };
+                if let Err(x) = undone {
                     tracing::error!(pod = %who, key, error = %x, "rolling back an attach failed; recovery retries");
                 }
             }
@@ -757,6 +771,10 @@ impl NetworkDriver {
                 tracing::error!(pod = %pod.qualified_name(), key, error = %e, "could not give the host its link back; recovery retries");
             }
         }
+        // Its children of shared NICs, each deleted on its own; other pods' stay.
+        if let Err(e) = self.podnet.detach_children_of(&pod.id).await {
+            tracing::error!(pod = %pod.qualified_name(), error = %e, "could not delete the pod's children; recovery retries");
+        }
     }
 
     /// What RemovePodSandbox does: forgets the sandbox.
@@ -780,8 +798,17 @@ impl NetworkDriver {
             .podnet
             .recover(|e| live_ids.contains(e.owner.as_str()))
             .await?;
-        self.restores_owed
-            .store(recovery.failed.len(), Ordering::Relaxed);
+        let (children_removed, children_failed) = self
+            .podnet
+            .recover_children(|owner| live_ids.contains(owner))
+            .await?;
+        if !children_removed.is_empty() || !children_failed.is_empty() {
+            tracing::info!(removed = ?children_removed, failed = children_failed.len(), "children of pods that went away");
+        }
+        self.restores_owed.store(
+            recovery.failed.len() + children_failed.len(),
+            Ordering::Relaxed,
+        );
         if !recovery.restored.is_empty() || !recovery.failed.is_empty() {
             tracing::info!(restored = ?recovery.restored, gone = ?recovery.gone, failed = recovery.failed.len(), "links of pods that went away");
         }
@@ -802,6 +829,13 @@ impl NetworkDriver {
             .entries()?
             .into_iter()
             .map(|e| (e.key, e.owner))
+            .chain(
+                self.podnet
+                    .children()
+                    .entries()?
+                    .into_iter()
+                    .map(|e| (e.key, e.owner)),
+            )
             .collect();
         let mut owed: Vec<&PodSandbox> = Vec::new();
         for pod in live {

@@ -4,7 +4,7 @@
 
 /// One selector of the corpus.
 pub struct Case {
-    /// `dra`, `standard`, `kubernetes`, `extensions` or `limits`.
+    /// `dra`, `standard`, `kubernetes`, `extensions`, `limits` or `versions`.
     pub family: &'static str,
     /// The function or feature it exercises.
     pub function: String,
@@ -67,7 +67,72 @@ pub fn cases() -> Vec<Case> {
     kubernetes(&mut o);
     extensions(&mut o);
     limits(&mut o);
+    versions(&mut o);
     o.0
+}
+
+/// What differs between the Kubernetes versions: DRA's `includes` (declared by the 1.36
+/// scheduler; its equality, its 48-value limit, its receivers), and iterating an attribute
+/// (declared `any`, which no version's checker ranges over).
+fn versions(o: &mut Out) {
+    let f = "versions";
+    o.all(
+        f,
+        "includes",
+        &[
+            format!("{A}.ifName.includes(\"eth0\")"),
+            format!("{A}.ifName.includes(\"eth1\")"),
+            format!("{A}.numaNode.includes(1)"),
+            format!("{A}.numaNode.includes(1.0)"),
+            format!("{A}.numaNode.includes(1u)"),
+            format!("{A}.numaNode.includes(\"1\")"),
+            format!("{A}.rdma.includes(true)"),
+            format!("{A}.firmware.includes(semver(\"28.39.1002-rc.1+build5\"))"),
+            format!("{A}.missing.includes(1)"),
+            format!("{A}.includes(\"ifName\")"),
+            format!("{K}.pcieRoot.includes(\"pci0000:16\")"),
+            format!("!{A}.mtu.includes(1500)"),
+            format!("[{A}.ifName, \"eth1\"].includes(\"eth1\")"),
+            "[1, 2].includes(2)".into(),
+            "[1, 2].includes(2.0)".into(),
+            "[1, 2].includes(3)".into(),
+            "[1, 2].includes(\"a\")".into(),
+            "[[1]].includes([1])".into(),
+            "[1, \"a\"].includes(\"a\")".into(),
+            "{\"a\": 1}.includes(\"a\")".into(),
+            "{\"a\": 1}.includes({\"a\": 1})".into(),
+            "null.includes(null)".into(),
+            "\"abc\".includes(\"b\")".into(),
+            "dyn(1).includes(1) && [1].includes(dyn(1))".into(),
+            "lists.range(48).includes(47)".into(),
+            "lists.range(49).includes(48)".into(),
+            "lists.range(49).includes(0)".into(),
+            "lists.range(49).includes(47)".into(),
+            "lists.range(200).includes(150)".into(),
+            "[].includes(1)".into(),
+            "[1].includes()".into(),
+            "includes([1], 1)".into(),
+            "[1].includes(1, 2)".into(),
+            "cel.bind(l, [1, 2], l.includes(2))".into(),
+            format!("[1, 2].map(x, x * 2).includes({A}.numaNode * 2)"),
+        ],
+    );
+    o.all(
+        f,
+        "attribute ranges",
+        &[
+            format!("{A}.ifName.exists(c, c == \"e\")"),
+            format!("{A}.numaNode.all(x, x > 0)"),
+            format!("{A}.ifName.map(c, c).size() == 4"),
+            format!("{A}.ifName.exists_one(c, true)"),
+            format!("{A}.ifName.filter(c, true).size() > 0"),
+            format!("{A}.ifName.all(i, c, true)"),
+            format!("dyn({A}.ifName).exists(c, c == \"e\")"),
+            format!("[{A}.ifName].exists(n, n == \"eth0\")"),
+            format!("{A}.exists(k, k == \"ifName\")"),
+            "device.attributes.exists(d, d == \"dra.net\")".to_string(),
+        ],
+    );
 }
 
 fn dra(o: &mut Out) {

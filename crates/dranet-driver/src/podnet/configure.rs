@@ -292,14 +292,14 @@ impl PodNet {
 
 /// Adds `msg` in the pod. One that exists already is an error: the pod's is not ours to take
 /// over, nor to remove at detach.
-async fn create(podr: &Rtnl, msg: RouteNetlinkMessage, step: String) -> StepResult<()> {
+pub(super) async fn create(podr: &Rtnl, msg: RouteNetlinkMessage, step: String) -> StepResult<()> {
     podr.request(msg, NLM_F_CREATE | NLM_F_EXCL)
         .await
         .map(drop)
         .map_err(at(step))
 }
 
-fn nonneg(v: i32, what: &str) -> StepResult<u32> {
+pub(super) fn nonneg(v: i32, what: &str) -> StepResult<u32> {
     u32::try_from(v).map_err(|_| {
         at(what.to_string())(io::Error::new(
             io::ErrorKind::InvalidInput,

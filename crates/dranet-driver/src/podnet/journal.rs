@@ -192,7 +192,7 @@ fn read_entry(path: &Path) -> Result<Option<Entry>> {
 }
 
 /// Moves an unreadable entry aside, as the kubelet plugin's checkpoint does.
-fn quarantine(path: &Path, reason: &str) -> Result<Option<Entry>> {
+pub(super) fn quarantine<T>(path: &Path, reason: &str) -> Result<Option<T>> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();

@@ -46,6 +46,9 @@ type Asks = fn(&NetworkConfig) -> bool;
 /// of whether a config asks for it. Implementing one is deleting its line.
 const NOT_YET: &[(&str, Asks)] = &[
     ("interface.dhcp", |c| c.interface.dhcp == Some(true)),
+    ("interface.addressing: DHCP", |c| {
+        c.interface.addressing == Some(dranet_core::Addressing::Dhcp)
+    }),
     ("interface.disableEbpfPrograms", |c| {
         c.interface.disable_ebpf_programs == Some(true)
     }),

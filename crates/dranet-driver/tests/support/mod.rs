@@ -113,7 +113,7 @@ impl Ns {
         .to_string()
     }
 
-    fn json(&self, args: &[&str]) -> Value {
+    pub fn json(&self, args: &[&str]) -> Value {
         let mut all = vec!["-j"];
         all.extend_from_slice(args);
         let out = self.ip(&all);
@@ -310,4 +310,44 @@ fn busy_link(h: &Ns, dev: &str) {
         "nud",
         "permanent",
     ]);
+}
+
+/// A step hook that SIGKILLs this process at step `at`: the crash tests re-run their own test
+/// binary as a child with it (see [`rerun_until_killed`]).
+pub fn killing_hook(at: String) -> dranet_driver::podnet::StepHook {
+    std::sync::Arc::new(move |s: &str| {
+        if s == at {
+            let _ = Command::new("kill")
+                .args(["-9", &std::process::id().to_string()])
+                .status();
+            std::thread::sleep(std::time::Duration::from_secs(10));
+        }
+        Ok(())
+    })
+}
+
+/// Re-runs this test binary's `test` alone with the crash environment (host and pod namespace,
+/// journal, step) and checks it died by SIGKILL.
+pub fn rerun_until_killed(
+    test: &str,
+    host: &std::path::Path,
+    pod: &std::path::Path,
+    journal: &std::path::Path,
+    step: &str,
+) {
+    use std::os::unix::process::ExitStatusExt;
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env("DRANET_T_HOST", host)
+        .env("DRANET_T_POD", pod)
+        .env("DRANET_T_JOURNAL", journal)
+        .env("DRANET_T_CRASH_AT", step)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "{test} should die by SIGKILL at {step}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
