@@ -266,7 +266,7 @@ fn discover(sysfs: &Path, node: &str, cloud: &super::CloudArgs) -> Result<Host, 
             reason: e.to_string(),
         })?;
     let cloud = cloud
-        .provider(sysfs)
+        .provider(sysfs, &inv)
         .map_err(|e| CheckError::Usage(e.to_string()))?;
     let (devices, _) = dranet_core::slice::published_devices(
         &inv,
@@ -769,12 +769,7 @@ mod tests {
             kubeconfig: None,
             from_cluster: false,
             fail_on: FailOn::Error,
-            cloud: crate::cmd::CloudArgs {
-                cloud_provider_hint: None,
-                azure_imds_endpoint: dranet_azure::DEFAULT_ENDPOINT.into(),
-                azure_imds_api_version: dranet_azure::DEFAULT_API_VERSION.into(),
-                azure_imds_file: None,
-            },
+            cloud: crate::cmd::CloudArgs::default(),
             output: CheckFormat::Table,
         }
     }

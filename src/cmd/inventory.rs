@@ -60,7 +60,7 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
     let opts = AttributeOptions {
         numa_node_list: a.numa_node_list,
     };
-    let cloud = a.cloud.provider(&a.source.sysfs)?;
+    let cloud = a.cloud.provider(&a.source.sysfs, &inv)?;
     let (devices, warnings) = published_devices(&inv, opts, cloud.as_ref());
     let (devices, filtered) = apply_filter(&a.filter, devices)?;
     let mut inv = inv;

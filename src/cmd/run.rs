@@ -19,6 +19,18 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--profile-provider` values (upstream's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProfileProviderArg {
+    /// The cloud provider's own profiles: the webhook's when it is the cloud provider and
+    /// serves profiles; none otherwise (no cloud resolves profiles natively).
+    Cloud,
+    /// The webhook at `--webhook-url`; it must serve profiles.
+    Webhook,
+    /// None: a claim that names a profile is refused.
+    None,
+}
+
 /// Arguments of `dranet run`. Upstream dranet's flag names where the meaning is the same.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -26,6 +38,10 @@ pub struct RunArgs {
     source: SourceArgs,
     #[command(flatten)]
     cloud: CloudArgs,
+    /// Who resolves a claim's named `profile` (an address from an IPAM, …): cloud, webhook or
+    /// none.
+    #[arg(long, value_enum, default_value_t = ProfileProviderArg::Cloud, env = "DRANET_PROFILE_PROVIDER")]
+    profile_provider: ProfileProviderArg,
     /// Kubeconfig file (default: in-cluster service account, else $KUBECONFIG or ~/.kube/config).
     #[arg(long, value_name = "FILE", env = "DRANET_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
@@ -283,8 +299,18 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     let node = super::node_name(&a.hostname_override, "--hostname-override")?;
     let mut config = a.config(node)?;
     let rescan = a.rescan()?;
-    // Cloud detection blocks (a short IMDS probe at most), before the runtime starts.
-    config.cloud = Arc::from(a.cloud.provider(&a.source.sysfs)?);
+    // Cloud detection blocks (a short metadata probe at most), before the runtime starts.
+    let chosen = a.cloud.choose(&a.source.sysfs)?;
+    config.profiles = match a.profile_provider {
+        ProfileProviderArg::Webhook => Some(a.cloud.profile_webhook(&chosen)? as _),
+        ProfileProviderArg::Cloud => chosen
+            .webhook
+            .clone()
+            .filter(|w| w.capabilities().profile_provider)
+            .map(|w| w as _),
+        ProfileProviderArg::None => None,
+    };
+    config.cloud = chosen.provider;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

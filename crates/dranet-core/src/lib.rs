@@ -15,6 +15,7 @@
 //! - [`NetworkConfig`]: per-device network configuration (upstream's claim format), validated
 //!   and merged over a cloud's.
 //! - [`CloudProvider`]: what a cloud adds (attributes, per-NIC config); [`NoCloud`] by default.
+//!   [`ProfileProvider`]: named profiles a claim asks for, resolved and released by a provider.
 //! - [`Discover`] and [`LinkSource`]: the seams discovery implements (real host or fixtures).
 //!
 //! `dranet-discovery` fills the model from a host; anything that has an [`Inventory`] (a test, a
@@ -53,7 +54,10 @@ pub mod slice;
 pub mod topology;
 
 pub use attributes::{AttributeOptions, AttributeValue, Attributes, DRIVER_NAME};
-pub use cloud::{CloudProvider, DeviceIdentifiers, NoCloud};
+pub use cloud::{
+    BoxFuture, CloudProvider, DeviceIdentifiers, NoCloud, ProfileError, ProfileProvider,
+    ProfileRequest,
+};
 pub use config::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
     VrfConfig, limits,

@@ -11,13 +11,21 @@
 //! only exists once the sandbox runs, which is after the kubelet's prepare, so the work is done in
 //! the NRI hooks, and the char devices are added there too so that one place decides what a pod
 //! sees.
+//!
+//! A claim's named `profile` is resolved by the profile provider at prepare and released at
+//! unprepare (see [`NetworkDriver::release_profiles`]).
+
+mod profiles;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use dranet_core::{CharDevice, CloudProvider, Inventory, NoCloud};
+use dranet_core::{
+    CharDevice, CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, NoCloud,
+    ProfileProvider,
+};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
     AllocatedDeviceStatus, NetworkDeviceData, ResourceClaim,
 };
@@ -106,6 +114,7 @@ pub struct NetworkDriverBuilder {
     state_dir: PathBuf,
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
+    profiles: Option<Arc<dyn ProfileProvider>>,
     status: Option<StatusWriter>,
     claims: Option<ClaimReader>,
     rdma_mode: Option<NetnsMode>,
@@ -126,6 +135,14 @@ impl NetworkDriverBuilder {
     #[must_use]
     pub fn cloud(mut self, cloud: Arc<dyn CloudProvider>) -> Self {
         self.cloud = cloud;
+        self
+    }
+
+    /// Resolves claims' named profiles with `provider` (upstream's `--profile-provider`); without
+    /// one, a claim that names a profile is refused.
+    #[must_use]
+    pub fn profiles(mut self, provider: Arc<dyn ProfileProvider>) -> Self {
+        self.profiles = Some(provider);
         self
     }
 
@@ -189,6 +206,8 @@ impl NetworkDriverBuilder {
             boot_id: self.boot_id.unwrap_or_else(record::boot_id),
             rescan: self.rescan,
             cloud: self.cloud,
+            profiles: self.profiles,
+            profile_lock: tokio::sync::Mutex::new(()),
             status: self.status,
             claims: self.claims,
             rdma_mode,
@@ -289,6 +308,10 @@ pub struct NetworkDriver {
     boot_id: Option<String>,
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
+    profiles: Option<Arc<dyn ProfileProvider>>,
+    /// One claim's profiles are asked for or released at a time, so that a release retried in
+    /// the background never crosses a prepare of the same claim.
+    profile_lock: tokio::sync::Mutex<()>,
     status: Option<StatusWriter>,
     claims: Option<ClaimReader>,
     rdma_mode: NetnsMode,
@@ -328,6 +351,7 @@ impl NetworkDriver {
             state_dir: state_dir.into(),
             rescan,
             cloud: Arc::new(NoCloud),
+            profiles: None,
             status: None,
             claims: None,
             rdma_mode: None,
@@ -361,6 +385,8 @@ impl NetworkDriver {
                 claim: "(rescan)".into(),
                 reason: format!("discovery: {reason}"),
             })?;
+        let ids: Vec<DeviceIdentifiers> = inv.devices.iter().map(DeviceIdentifiers::of).collect();
+        self.cloud.refresh(&ids).await;
         self.set_inventory(inv);
         Ok(self.inventory())
     }
@@ -430,27 +456,24 @@ impl NetworkDriver {
         }
         // Parsing, merging and checking what the claim's author wrote is CPU work that grows with
         // it: off the async workers, which serve every other claim and pod meanwhile.
-        let devices = {
+        let mut devices = {
             let (c, inv, cloud) = (claim.clone(), inv.clone(), self.cloud.clone());
             off_workers(&cref, move || record::device_records(&c, &inv, &*cloud))
                 .await?
                 .map_err(fail)?
         };
-        for d in &devices {
-            let ty = d.config.interface_type();
-            if ty.is_child() && d.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive {
-                return Err(fail(format!(
-                    "device {}: interface type {} is not supported with exclusive RDMA mode; \
-                     use shared RDMA mode",
-                    d.device,
-                    ty.as_str()
-                )));
+        // Devices whose configuration names a profile, checked once it is resolved.
+        let mut profiled = Vec::new();
+        for (i, d) in devices.iter().enumerate() {
+            if !d.config.profile.is_empty() {
+                if let Some(dev) = inv.device(&d.device) {
+                    profiled.push((i, DeviceIdentifiers::of(dev)));
+                }
+                continue;
             }
-            if let Some(nd) = &d.netdev {
-                self.check_on_host(nd, &d.config)
-                    .await
-                    .map_err(|e| fail(format!("device {}: {e}", d.device)))?;
-            }
+            self.check_on_node(&d.config, d.rdma.is_some(), d.netdev.as_deref())
+                .await
+                .map_err(|e| fail(format!("device {}: {e}", d.device)))?;
         }
         if pods.len() > 1
             && let Some(d) = devices.iter().find(|d| self.moves_into_pod(d))
@@ -464,6 +487,10 @@ impl NetworkDriver {
                 d.device,
                 self.why_one_pod(d)
             )));
+        }
+        if !profiled.is_empty() {
+            self.resolve_profiles(&claim.claim_ref, &mut devices, profiled, &inv)
+                .await?;
         }
         let record = ClaimRecord {
             boot_id: self.boot_id.clone(),
@@ -639,6 +666,40 @@ impl NetworkDriver {
         Ok(out)
     }
 
+    /// Checks a device's final configuration against the device as discovered and against its
+    /// interface on the host.
+    async fn check_config(
+        &self,
+        config: &NetworkConfig,
+        dev: &NetworkDevice,
+        inv: &Inventory,
+    ) -> std::result::Result<(), String> {
+        claim::check_device(config, dev, inv).map_err(|e| e.to_string())?;
+        self.check_on_node(config, dev.rdma.is_some(), claim::pod_netdev(dev))
+            .await
+    }
+
+    /// The checks of a configuration that need the node: the RDMA mode, and the interface on
+    /// the host.
+    async fn check_on_node(
+        &self,
+        config: &NetworkConfig,
+        rdma: bool,
+        netdev: Option<&str>,
+    ) -> std::result::Result<(), String> {
+        let ty = config.interface_type();
+        if ty.is_child() && rdma && self.rdma_mode == NetnsMode::Exclusive {
+            return Err(format!(
+                "interface type {} is not supported with exclusive RDMA mode; use shared RDMA mode",
+                ty.as_str()
+            ));
+        }
+        if let Some(nd) = netdev {
+            self.check_on_host(nd, config).await?;
+        }
+        Ok(())
+    }
+
     /// Whether a device moves into its pod's network namespace (and so serves one pod).
     fn moves_into_pod(&self, d: &DeviceRecord) -> bool {
         // A child type leaves the netdev on the host: each pod gets a child of its own.
@@ -702,9 +763,12 @@ impl NetworkDriver {
         Ok(())
     }
 
-    /// What [`Driver::unprepare`] does: forgets the claim (its record goes with the
-    /// checkpoint's entry). Idempotent.
-    pub fn unprepare_claim(&self, uid: &str) -> Result<()> {
+    /// What [`Driver::unprepare`] does: releases the claim's profiles (what the provider does
+    /// not release now stays recorded and is released later, see
+    /// [`NetworkDriver::retry_profile_releases`]) and forgets the claim (its record goes with
+    /// the checkpoint's entry). Idempotent.
+    pub async fn unprepare_claim(&self, uid: &str) -> Result<()> {
+        self.release_profiles(uid).await;
         lock(&self.state).remove_claim(uid);
         Ok(())
     }
@@ -1259,7 +1323,7 @@ impl Driver for NetworkDriver {
     }
 
     async fn unprepare(&self, claim: ClaimToUnprepare) -> std::result::Result<(), HandlerError> {
-        Ok(self.unprepare_claim(&claim.claim_ref.uid)?)
+        Ok(self.unprepare_claim(&claim.claim_ref.uid).await?)
     }
 
     /// Inline: it runs once, before the plugin serves anything.

@@ -357,8 +357,11 @@ pub fn device_records(
         let base = claim::cloud_config(cloud, dev);
         let config =
             claim::config_for(claim, r, base).map_err(|e| format!("device {}: {e}", r.device))?;
-        claim::check_device(&config, dev, inventory)
-            .map_err(|e| format!("device {}: {e}", r.device))?;
+        // A configuration naming a profile is checked whole, once the profile is under it.
+        if config.profile.is_empty() {
+            claim::check_device(&config, dev, inventory)
+                .map_err(|e| format!("device {}: {e}", r.device))?;
+        }
         let config = match out.iter().find(|d| *d.config == config) {
             Some(same) => same.config.clone(),
             None => Arc::new(config),

@@ -3,6 +3,10 @@
 //! StopPodSandbox, and the RDMA devices moved into it). One file per sandbox, written durably
 //! (see `durable`), so a daemon killed at any point finds on start exactly what it had recorded.
 //!
+//! It also keeps each claim's profiles asked of the profile provider (`profiles/<uid>.json`),
+//! recorded before asking and forgotten once released, so that no daemon crash leaks what the
+//! provider allocated.
+//!
 //! Prepared claims are not here: their record is in the kubelet plugin's checkpoint (see
 //! [`crate::record`] for why). This store, like the attach journal beside it, describes
 //! namespaces of this boot, and lives in `--state-dir` (a tmpfs, emptied by a reboot that
@@ -16,6 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
+use dranet_core::ProfileRequest;
 use serde::{Deserialize, Serialize};
 
 use crate::durable;
@@ -50,10 +55,41 @@ pub struct PodRecord {
     pub late_claims: Vec<String>,
 }
 
-/// The store: `pods/<sandbox-id>.json` under one directory.
+/// The profiles a claim asked the profile provider for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileRecord {
+    /// [`STORE_VERSION`].
+    pub version: u32,
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The claim's UID.
+    pub uid: String,
+    /// One per device with a profile, as asked.
+    pub leases: Vec<ProfileLease>,
+    /// Set once the claim is unprepared (or its prepare failed): what is left here is owed to
+    /// the provider, and released again until it is.
+    #[serde(default)]
+    pub releasing: bool,
+}
+
+/// One device's profile, as asked of the provider (and as released).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileLease {
+    /// The device's name.
+    pub device: String,
+    /// The request the provider was sent.
+    pub request: ProfileRequest,
+}
+
+/// The store: `pods/<sandbox-id>.json` and `profiles/<uid>.json` under one directory.
 #[derive(Debug, Clone)]
 pub struct Store {
     pods: PathBuf,
+    profiles: PathBuf,
 }
 
 fn check_name(name: &str) -> Result<()> {
@@ -63,36 +99,28 @@ fn check_name(name: &str) -> Result<()> {
 impl Store {
     /// Opens (creating, mode 0700) the store at `dir`.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
         let s = Self {
-            pods: dir.as_ref().join("pods"),
+            pods: dir.join("pods"),
+            profiles: dir.join("profiles"),
         };
-        durable::create_dir(&s.pods).map_err(|e| Error::Store {
-            path: s.pods.clone(),
-            reason: e.to_string(),
-        })?;
+        for d in [&s.pods, &s.profiles] {
+            durable::create_dir(d).map_err(|e| Error::Store {
+                path: d.clone(),
+                reason: e.to_string(),
+            })?;
+        }
         Ok(s)
     }
 
     /// Records a pod sandbox.
     pub fn put_pod(&self, p: &PodRecord) -> Result<()> {
-        check_name(&p.sandbox_id)?;
-        let file = format!("{}.json", p.sandbox_id);
-        let err = |reason: String| Error::Store {
-            path: self.pods.join(&file),
-            reason,
-        };
-        let data = serde_json::to_vec(p).map_err(|e| err(e.to_string()))?;
-        durable::write(&self.pods, &file, &data).map_err(|e| err(e.to_string()))
+        Self::write(&self.pods, &p.sandbox_id, p)
     }
 
     /// Forgets a pod sandbox; one it does not know is not an error.
     pub fn remove_pod(&self, sandbox_id: &str) -> Result<()> {
-        check_name(sandbox_id)?;
-        let file = format!("{sandbox_id}.json");
-        durable::remove(&self.pods, &file).map_err(|e| Error::Store {
-            path: self.pods.join(&file),
-            reason: e.to_string(),
-        })
+        Self::remove(&self.pods, sandbox_id)
     }
 
     /// Every recorded pod sandbox; unreadable records are moved aside (see the module docs).
@@ -138,6 +166,89 @@ impl Store {
                     ),
                 },
             }
+        }
+        Ok(out)
+    }
+
+    /// One claim's recorded profiles, if any.
+    pub fn profile(&self, uid: &str) -> Result<Option<ProfileRecord>> {
+        check_name(uid)?;
+        Self::read(
+            &self.profiles.join(format!("{uid}.json")),
+            |p: &ProfileRecord| p.version,
+        )
+    }
+
+    /// Records a claim's profiles (replacing an earlier record of them).
+    pub fn put_profiles(&self, p: &ProfileRecord) -> Result<()> {
+        Self::write(&self.profiles, &p.uid, p)
+    }
+
+    /// Forgets a claim's profiles.
+    pub fn remove_profiles(&self, uid: &str) -> Result<()> {
+        Self::remove(&self.profiles, uid)
+    }
+
+    /// Every claim's recorded profiles.
+    pub fn profiles(&self) -> Result<Vec<ProfileRecord>> {
+        Self::all(&self.profiles, |p: &ProfileRecord| p.version)
+    }
+
+    fn write<T: Serialize>(dir: &Path, name: &str, v: &T) -> Result<()> {
+        check_name(name)?;
+        let file = format!("{name}.json");
+        let err = |reason: String| Error::Store {
+            path: dir.join(&file),
+            reason,
+        };
+        let data = serde_json::to_vec(v).map_err(|e| err(e.to_string()))?;
+        durable::write(dir, &file, &data).map_err(|e| err(e.to_string()))
+    }
+
+    fn remove(dir: &Path, name: &str) -> Result<()> {
+        check_name(name)?;
+        let file = format!("{name}.json");
+        durable::remove(dir, &file).map_err(|e| Error::Store {
+            path: dir.join(&file),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The record at `p`, if there is one; an unreadable one is an error naming its file.
+    fn read<T: serde::de::DeserializeOwned>(
+        p: &Path,
+        version: impl Fn(&T) -> u32,
+    ) -> Result<Option<T>> {
+        let err = |reason: String| Error::Store {
+            path: p.to_path_buf(),
+            reason,
+        };
+        let Some(data) = durable::read(p, MAX_RECORD_BYTES).map_err(|e| err(e.to_string()))? else {
+            return Ok(None);
+        };
+        let v: T = serde_json::from_slice(&data).map_err(|e| err(e.to_string()))?;
+        if version(&v) != STORE_VERSION {
+            return Err(err(format!(
+                "record version {} (this dranet reads {STORE_VERSION})",
+                version(&v)
+            )));
+        }
+        Ok(Some(v))
+    }
+
+    /// Every record in `dir`. An unreadable one is an error naming its file: it may be the only
+    /// record of a device given to a pod.
+    fn all<T: serde::de::DeserializeOwned>(
+        dir: &Path,
+        version: impl Fn(&T) -> u32,
+    ) -> Result<Vec<T>> {
+        let paths = durable::list(dir).map_err(|e| Error::Store {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let mut out = Vec::new();
+        for p in paths {
+            out.extend(Self::read(&p, &version)?);
         }
         Ok(out)
     }

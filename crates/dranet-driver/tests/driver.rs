@@ -9,10 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dranet_core::{CharDeviceKind, Discover, Inventory};
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::{Attached, PodNet};
-use dranet_driver::rdma::NetnsMode;
-use dranet_driver::{ClaimReader, NetworkDriver, Rescan};
+use dranet_driver::podnet::Attached;
+use dranet_driver::{ClaimReader, NetworkDriver};
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
     DeviceAllocationConfiguration, ResourceClaimConsumerReference,
@@ -55,18 +53,7 @@ impl Node {
     }
 
     fn build(&self, reader: Option<ClaimReader>) -> NetworkDriver {
-        let sysfs = self.sysfs.clone();
-        let scans = self.scans.clone();
-        let rescan: Rescan = Arc::new(move || {
-            scans.fetch_add(1, Ordering::SeqCst);
-            dranet_discovery::host(&sysfs, Default::default())
-                .discover()
-                .map_err(|e| e.to_string())
-        });
-        let podnet =
-            PodNet::new(Netns::current().unwrap(), self.state.path().join("podnet")).unwrap();
-        let mut b = NetworkDriver::builder(podnet, self.state.path().join("driver"), rescan)
-            .rdma_mode(NetnsMode::Shared);
+        let mut b = support::driver_builder(&self.sysfs, self.state.path(), self.scans.clone());
         if let Some(r) = reader {
             b = b.claim_reader(r);
         }
@@ -189,9 +176,9 @@ fn gb300_pods_get_exactly_their_rdma_char_devices() {
     ]);
     assert_eq!(devs(&d, "pb").len(), 4);
     // Unprepare forgets; twice, or for a claim never seen, is fine.
-    d.unprepare_claim("uid-two").unwrap();
-    d.unprepare_claim("uid-two").unwrap();
-    d.unprepare_claim("never-prepared").unwrap();
+    rt.block_on(d.unprepare_claim("uid-two")).unwrap();
+    rt.block_on(d.unprepare_claim("uid-two")).unwrap();
+    rt.block_on(d.unprepare_claim("never-prepared")).unwrap();
     assert!(devs(&d, "pb").is_empty());
     assert_eq!(devs(&d, "pa").len(), 4);
 }
@@ -761,7 +748,7 @@ fn claim_config_that_cannot_be_applied_is_refused_at_prepare() {
         ),
         (
             serde_json::json!({"profile": "fast"}),
-            &["profile", "not supported yet"],
+            &["profile \"fast\"", "no profile provider is configured"],
         ),
         (
             serde_json::json!({"interface": {"disableEbpfPrograms": true}}),

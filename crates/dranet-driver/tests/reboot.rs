@@ -331,7 +331,7 @@ async fn an_unreadable_record_fails_its_pods_and_the_driver_starts() {
         assert!(kept.is_file(), "{kept:?}");
     }
     // Unprepared: forgotten, and the pod's next sandbox starts (without the claim).
-    b.driver.unprepare_claim("u1").unwrap();
+    b.driver.unprepare_claim("u1").await.unwrap();
     b.driver
         .run_pod_sandbox(&sandbox("s-pa2", "pa", None))
         .await

@@ -190,7 +190,7 @@ impl Driver for Instrumented {
 
     async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), HandlerError> {
         let t = Instant::now();
-        let r = self.driver.unprepare_claim(&claim.claim_ref.uid);
+        let r = self.driver.unprepare_claim(&claim.claim_ref.uid).await;
         tracing::info!(claim = %claim.claim_ref, duration_ms = ms(t), ok = r.is_ok(), "claim unprepared");
         Ok(r?)
     }

@@ -30,7 +30,10 @@ use std::time::{Duration, Instant};
 
 use dranet_alloc::cel::Program;
 use dranet_core::slice::{PublishedDevice, published_devices};
-use dranet_core::{AttributeOptions, CloudProvider, DRIVER_NAME, Inventory, NoCloud};
+use dranet_core::{
+    AttributeOptions, CloudProvider, DRIVER_NAME, DeviceIdentifiers, Inventory, NoCloud,
+    ProfileProvider,
+};
 use dranet_kubeletplugin::{
     HealthReporter, KubeApi, KubeletPlugin, PublishState, RegistrationState,
 };
@@ -93,6 +96,8 @@ pub struct DaemonConfig {
     pub attributes: AttributeOptions,
     /// Cloud attributes and per-NIC cloud config.
     pub cloud: Arc<dyn CloudProvider>,
+    /// Resolves claims' named profiles (`--profile-provider`); `None` refuses them.
+    pub profiles: Option<Arc<dyn ProfileProvider>>,
     /// RDMA namespace mode; `None` reads the kernel's.
     pub rdma_mode: Option<NetnsMode>,
     /// Rescans.
@@ -111,6 +116,7 @@ impl std::fmt::Debug for DaemonConfig {
             .field("bind_address", &self.bind_address)
             .field("filter", &self.filter.as_ref().map(Program::source))
             .field("cloud", &self.cloud.name())
+            .field("profiles", &self.profiles.as_ref().map(|p| p.name()))
             .field("poll", &self.poll)
             .finish_non_exhaustive()
     }
@@ -129,6 +135,7 @@ impl DaemonConfig {
             filter: None,
             attributes: AttributeOptions::default(),
             cloud: Arc::new(NoCloud),
+            profiles: None,
             rdma_mode: None,
             poll: PollConfig::default(),
             shutdown_grace: Duration::from_secs(20),
@@ -282,11 +289,28 @@ impl std::fmt::Debug for Daemon {
     }
 }
 
-async fn scan(rescan: &Rescan) -> Result<Inventory, String> {
+/// Scans the node, then brings the cloud provider up to date for its devices (the webhook is
+/// asked about each), so that the publication that follows has their attributes.
+async fn scan(rescan: &Rescan, cloud: &dyn CloudProvider) -> Result<Inventory, String> {
     let r = rescan.clone();
-    tokio::task::spawn_blocking(move || r())
+    let inv = tokio::task::spawn_blocking(move || r())
         .await
-        .map_err(|e| format!("scan task: {e}"))?
+        .map_err(|e| format!("scan task: {e}"))??;
+    let ids: Vec<DeviceIdentifiers> = inv.devices.iter().map(DeviceIdentifiers::of).collect();
+    cloud.refresh(&ids).await;
+    Ok(inv)
+}
+
+/// Releases the profiles whose release is owed, in the background: a provider that does not
+/// answer must not hold up rescans.
+fn retry_profile_releases(driver: &Arc<NetworkDriver>) {
+    let d = driver.clone();
+    tokio::spawn(async move {
+        let owed = d.retry_profile_releases().await;
+        if owed > 0 {
+            tracing::warn!(owed, "profile releases still owed to the profile provider");
+        }
+    });
 }
 
 impl Daemon {
@@ -303,7 +327,7 @@ impl Daemon {
 
         // 1. Inventory.
         let t = Instant::now();
-        let inv = scan(&rescan).await;
+        let inv = scan(&rescan, config.cloud.as_ref()).await;
         metrics.scan("start", inv.is_ok(), t.elapsed());
         let inv = inv.map_err(DaemonError::Discovery)?;
         tracing::info!(
@@ -320,6 +344,9 @@ impl Daemon {
                 .cloud(config.cloud.clone())
                 .status(status_writer(api.clone()))
                 .claim_reader(claim_reader(api.clone()));
+        if let Some(p) = &config.profiles {
+            builder = builder.profiles(p.clone());
+        }
         if let Some(m) = config.rdma_mode {
             builder = builder.rdma_mode(m);
         }
@@ -328,6 +355,7 @@ impl Daemon {
             .map_err(|e| DaemonError::Discovery(format!("driver start task: {e}")))??;
         driver.set_inventory(inv.clone());
         let driver = Arc::new(driver);
+        retry_profile_releases(&driver);
         let hooks = Arc::new(Instrumented::new(
             driver.clone(),
             metrics.clone(),
@@ -500,7 +528,7 @@ impl Daemon {
 
     async fn rescan(&mut self, trigger: &str, since: Option<Instant>) {
         let t = Instant::now();
-        let inv = scan(&self.rescan).await;
+        let inv = scan(&self.rescan, self.config.cloud.as_ref()).await;
         self.metrics.scan(trigger, inv.is_ok(), t.elapsed());
         match inv {
             Ok(inv) => match self.publish(&inv) {
@@ -584,6 +612,7 @@ impl Daemon {
                 }
                 _ = tokio::time::sleep_until(next_periodic) => {
                     self.rescan("periodic", None).await;
+                    retry_profile_releases(self.hooks.driver());
                     next_periodic = tokio::time::Instant::now() + poll.max_interval;
                 }
                 r = publish_state.changed() => {

@@ -5,10 +5,33 @@
 
 pub mod claims;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dranet_core::Discover;
+use dranet_driver::netns::Netns;
+use dranet_driver::podnet::PodNet;
+use dranet_driver::rdma::NetnsMode;
+use dranet_driver::{NetworkDriver, NetworkDriverBuilder, Rescan};
 
 use serde_json::Value;
+
+/// A driver's builder for the node whose sysfs is `sysfs`, its state under `state` (the same
+/// `state` again: as after a restart), in this network namespace, RDMA in shared mode; each
+/// rescan counted in `scans`.
+pub fn driver_builder(sysfs: &Path, state: &Path, scans: Arc<AtomicUsize>) -> NetworkDriverBuilder {
+    let sysfs = sysfs.to_path_buf();
+    let rescan: Rescan = Arc::new(move || {
+        scans.fetch_add(1, Ordering::SeqCst);
+        dranet_discovery::host(&sysfs, Default::default())
+            .discover()
+            .map_err(|e| e.to_string())
+    });
+    let podnet = PodNet::new(Netns::current().unwrap(), state.join("podnet")).unwrap();
+    NetworkDriver::builder(podnet, state.join("driver"), rescan).rdma_mode(NetnsMode::Shared)
+}
 
 /// Root and iproute2 are needed; without them the test prints why and passes.
 pub fn can_run(test: &str) -> bool {
