@@ -57,6 +57,23 @@ fn is_type_conversion(func: &str) -> bool {
     )
 }
 
+/// Whether `e` is a list literal the planner folds to a constant: its elements literals or
+/// type conversions of them (`[1, dyn(2.0)]`).
+pub(crate) fn is_constant_list(e: &Expr) -> bool {
+    fn constant(e: &Expr) -> bool {
+        match &e.kind {
+            Kind::Lit(_) => true,
+            Kind::Call {
+                target: None,
+                func,
+                args,
+            } => is_type_conversion(func) && args.len() == 1 && constant(&args[0]),
+            _ => false,
+        }
+    }
+    matches!(&e.kind, Kind::List { elems, optional } if optional.iter().all(|o| !o) && elems.iter().all(constant))
+}
+
 /// cel-go's `TypeName()` of a checked type, as its format validator prints it.
 fn type_name(t: &Type) -> String {
     match t {
@@ -452,6 +469,14 @@ impl Folder<'_> {
                         return Err(self.fail(e, &m));
                     }
                 }
+                // A constant index becomes one of the planner's qualifiers, which exist only
+                // for strings, integers, booleans and doubles.
+                if matches!(func.as_str(), "_[_]" | "_[?_]")
+                    && consts.get(1) == Some(&true)
+                    && let Some(t) = args.get(1).and_then(|i| self.invalid_qualifier(i))
+                {
+                    return Err(self.fail(e, &format!("invalid qualifier type: {t}")));
+                }
                 if target.is_none() && is_type_conversion(func) && consts == [true] {
                     return match self.const_error(e) {
                         None => Ok(true),
@@ -467,6 +492,18 @@ impl Folder<'_> {
     fn const_string(&self, e: &Expr) -> Option<String> {
         match Eval::new(view(&self.attrs), self.refs).eval(e) {
             Ok(super::value::Value::Str(s)) => Some(s.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The Go type of a constant index that cannot be a qualifier, as cel-go names it.
+    fn invalid_qualifier(&self, e: &Expr) -> Option<&'static str> {
+        use super::value::Value as V;
+        match Eval::new(view(&self.attrs), self.refs).eval(e) {
+            Ok(V::Bytes(_)) => Some("types.Bytes"),
+            Ok(V::Null) => Some("types.Null"),
+            Ok(V::Duration(_)) => Some("types.Duration"),
+            Ok(V::Timestamp(..)) => Some("types.Timestamp"),
             _ => None,
         }
     }
