@@ -317,7 +317,7 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
                     None => Ok(Value::Bool(!stop)),
                 };
             }
-            "@in" if args.len() == 2 && super::validate::is_constant_list(&args[1]) => {
+            "@in" if args.len() == 2 && super::ast::is_constant_list(&args[1]) => {
                 let v = self.eval(&args[0])?;
                 let list = self.eval(&args[1])?;
                 if let Value::List(elems) = &list

@@ -9,7 +9,7 @@
 //!   `uint(dyn(-1))`) is evaluated when the program is built, and a constant regular
 //!   expression is compiled then; an error there is "program instantiation failed".
 
-use super::ast::{Expr, Kind, Lit};
+use super::ast::{Expr, Kind, Lit, is_type_conversion};
 use super::attrs::DeviceAttributes;
 use super::check::Ref;
 use super::device::DeviceView;
@@ -41,39 +41,6 @@ pub(crate) fn instantiate(root: &Expr, refs: &[Ref], positions: &[u32]) -> Resul
 }
 
 /// Functions whose single argument, when constant, the planner converts ahead of time.
-fn is_type_conversion(func: &str) -> bool {
-    matches!(
-        func,
-        "bool"
-            | "bytes"
-            | "double"
-            | "duration"
-            | "dyn"
-            | "int"
-            | "string"
-            | "timestamp"
-            | "type"
-            | "uint"
-    )
-}
-
-/// Whether `e` is a list literal the planner folds to a constant: its elements literals or
-/// type conversions of them (`[1, dyn(2.0)]`).
-pub(crate) fn is_constant_list(e: &Expr) -> bool {
-    fn constant(e: &Expr) -> bool {
-        match &e.kind {
-            Kind::Lit(_) => true,
-            Kind::Call {
-                target: None,
-                func,
-                args,
-            } => is_type_conversion(func) && args.len() == 1 && constant(&args[0]),
-            _ => false,
-        }
-    }
-    matches!(&e.kind, Kind::List { elems, optional } if optional.iter().all(|o| !o) && elems.iter().all(constant))
-}
-
 /// cel-go's `TypeName()` of a checked type, as its format validator prints it.
 fn type_name(t: &Type) -> String {
     match t {
