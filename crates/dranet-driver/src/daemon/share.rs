@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use dranet_alloc::cel::Program;
+use dranet_core::k8s_openapi::api::resource::v1::Device;
 use dranet_core::slice::PublishedDevice;
-use k8s_openapi::api::resource::v1::Device;
 
 use super::devices::keeps;
 
