@@ -384,6 +384,17 @@ impl NetworkDriver {
             claim::check_device(&config, dev, &inv)
                 .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
             let ty = config.interface_type();
+            // A share (consumable capacity) is one of several claims on the device: moving the
+            // NIC into this pod would take it from the others.
+            if let Some(share) = &r.share_id
+                && !ty.is_child()
+            {
+                return Err(fail(format!(
+                    "device {} is allocated as a share (shareID {share}) and other claims may                      hold it too: interface type {} would move the NIC into one pod; use a                      child type (Macvlan or IPVLAN)",
+                    r.device,
+                    ty.as_str()
+                )));
+            }
             if ty.is_child() && dev.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive {
                 return Err(fail(format!(
                     "device {}: interface type {} is not supported with exclusive RDMA mode; \
