@@ -84,12 +84,16 @@ mod tests {
             .collect()
     }
 
+    fn share(expr: &str, children: u32) -> Share {
+        Share {
+            filter: Program::compile(expr).unwrap(),
+            children,
+        }
+    }
+
     #[test]
     fn only_what_the_share_filter_keeps_is_shared() {
-        let share = Share {
-            filter: Program::compile(r#"device.attributes["dra.net"].ifName == "eth2""#).unwrap(),
-            children: 4,
-        };
+        let share = share(r#"device.attributes["dra.net"].ifName == "eth2""#, 4);
         let (list, warnings) = devices(&set(), Some(&share));
         assert!(warnings.is_empty());
         let a = list.iter().find(|d| d.name == "a").unwrap();
@@ -117,10 +121,7 @@ mod tests {
 
     #[test]
     fn a_share_filter_error_publishes_unshared_and_names_the_device() {
-        let share = Share {
-            filter: Program::compile(r#"device.attributes["dra.net"].nosuch == "x""#).unwrap(),
-            children: 2,
-        };
+        let share = share(r#"device.attributes["dra.net"].nosuch == "x""#, 2);
         let (list, warnings) = devices(&set(), Some(&share));
         assert!(list.iter().all(|d| d.allow_multiple_allocations.is_none()));
         assert_eq!(warnings.len(), 2, "{warnings:?}");
