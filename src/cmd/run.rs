@@ -59,6 +59,20 @@ pub struct RunArgs {
     /// CEL over a device's attributes (`device.attributes["dra.net"].…`): only devices it keeps are published.
     #[arg(long, value_name = "CEL", default_value = DEFAULT_FILTER, env = "DRANET_FILTER")]
     filter: String,
+    /// CEL like --filter: the published devices it keeps are offered for sharing — several claims
+    /// of a child type (Macvlan, IPVLAN) at once, on Kubernetes consumable capacity (1.36; an
+    /// older API server drops the fields and the devices stay exclusive). Empty: none. Not in
+    /// upstream dranet.
+    #[arg(
+        long,
+        value_name = "CEL",
+        default_value = "",
+        env = "DRANET_SHARE_FILTER"
+    )]
+    share_filter: String,
+    /// How many claims may share one device picked by --share-filter (its `children` capacity).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..), env = "DRANET_SHARE_CHILDREN")]
+    share_children: u32,
     /// The kubelet's --root-dir: registration in DIR/plugins_registry, the socket in DIR/plugins/dra.net.
     #[arg(
         long,
@@ -221,6 +235,15 @@ impl RunArgs {
                 usage(format!("--filter: {e}{hint}"))
             })?)
         };
+        let share = if self.share_filter.trim().is_empty() {
+            None
+        } else {
+            Some(dranet_driver::daemon::share::Share {
+                filter: dranet_alloc::cel::Program::compile(&self.share_filter)
+                    .map_err(|e| usage(format!("--share-filter: {e}")))?,
+                children: self.share_children,
+            })
+        };
         if self.inventory_max_poll_interval.is_zero() {
             return Err(usage(
                 "--inventory-max-poll-interval: must be more than 0".into(),
@@ -243,6 +266,7 @@ impl RunArgs {
         c.nri_socket = self.nri_socket.clone();
         c.bind_address = bind_address;
         c.filter = filter;
+        c.share = share;
         c.poll = PollConfig {
             max_interval: self.inventory_max_poll_interval,
             min_interval: self.inventory_min_poll_interval,

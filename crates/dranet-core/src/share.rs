@@ -3,9 +3,8 @@
 //! capacity [`CHILDREN`] holding how many children the NIC carries, each claim consuming one
 //! unless it asks for more, so the scheduler never gives a NIC more pods than that.
 //!
-//! Which NICs are shared is the operator's choice; this module only shapes the device. Not wired
-//! into the daemon yet (no flag selects shareable NICs, and the gate is not detected): a slice is
-//! published exactly as before.
+//! Which NICs are shared is the operator's choice (`dranet run --share-filter`); this module only
+//! shapes the device.
 
 use k8s_openapi::api::resource::v1::{
     CapacityRequestPolicy, CapacityRequestPolicyRange, Device, DeviceCapacity,

@@ -492,6 +492,22 @@ impl NetworkDriver {
             self.resolve_profiles(&claim.claim_ref, &mut devices, profiled, &inv)
                 .await?;
         }
+        // A share (consumable capacity) is one of several claims on the device: moving the NIC
+        // into this pod would take it from the others.
+        for d in &devices {
+            let ty = d.config.interface_type();
+            if let Some(share) = &d.share_id
+                && !ty.is_child()
+            {
+                return Err(fail(format!(
+                    "device {} is allocated as a share (shareID {share}) and other claims may \
+                     hold it too: interface type {} would move the NIC into one pod; use a \
+                     child type (Macvlan or IPVLAN)",
+                    d.device,
+                    ty.as_str()
+                )));
+            }
+        }
         let record = ClaimRecord {
             boot_id: self.boot_id.clone(),
             namespace: claim.claim_ref.namespace.clone(),

@@ -438,3 +438,36 @@ async fn pods_sharing_a_nic_each_get_a_child_and_lose_it_alone_even_across_a_res
     assert!(!pb.try_ip(&["link", "show", "net1"]));
     assert_eq!(node.host.dump(), host_before, "the NIC is as it was");
 }
+
+/// A device allocated as a share (consumable capacity, `shareID` in the result) is refused to a
+/// Passthrough claim, whose NIC would leave the host and the other claims' pods; a child type on
+/// the same share is prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_allocation_refuses_passthrough_and_takes_a_child() {
+    if !can_run("a_shared_allocation_refuses_passthrough_and_takes_a_child") {
+        return;
+    }
+    let node = Node::new("shid-h", &[]);
+    let d = node.driver();
+    let shared = |name: &str, cfg: serde_json::Value| {
+        let mut c = claim(name, "ps", "v0", cfg);
+        c.results[0].share_id = Some(format!("share-{name}"));
+        c
+    };
+    let err = d
+        .prepare_claim(&shared(
+            "pt",
+            serde_json::json!({"interface": {"name": "net1"}}),
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("allocated as a share") && err.contains("Passthrough"),
+        "{err}"
+    );
+    let child = serde_json::json!({"interface": {"name": "net1", "type": "Macvlan",
+        "addressing": "Unnumbered"}});
+    d.prepare_claim(&shared("c1", child.clone())).await.unwrap();
+    d.prepare_claim(&shared("c2", child)).await.unwrap();
+}

@@ -20,6 +20,7 @@ mod hooks;
 pub mod http;
 pub mod metrics;
 mod process;
+pub mod share;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -92,6 +93,8 @@ pub struct DaemonConfig {
     pub bind_address: Option<SocketAddr>,
     /// Which scanned devices are published (`--filter`); `None` publishes all.
     pub filter: Option<Program>,
+    /// Which published devices are offered for sharing (`--share-filter`); `None`: none.
+    pub share: Option<share::Share>,
     /// Attribute choices.
     pub attributes: AttributeOptions,
     /// Cloud attributes and per-NIC cloud config.
@@ -115,6 +118,7 @@ impl std::fmt::Debug for DaemonConfig {
             .field("nri_socket", &self.nri_socket)
             .field("bind_address", &self.bind_address)
             .field("filter", &self.filter.as_ref().map(Program::source))
+            .field("share", &self.share)
             .field("cloud", &self.cloud.name())
             .field("profiles", &self.profiles.as_ref().map(|p| p.name()))
             .field("poll", &self.poll)
@@ -133,6 +137,7 @@ impl DaemonConfig {
             nri_index: 10,
             bind_address: None,
             filter: None,
+            share: None,
             attributes: AttributeOptions::default(),
             cloud: Arc::new(NoCloud),
             profiles: None,
@@ -470,6 +475,8 @@ impl Daemon {
             &self.published,
         );
         warnings.extend(filter_warnings);
+        let (list, share_warnings) = share::devices(&next, self.config.share.as_ref());
+        warnings.extend(share_warnings);
         warnings.extend(inv.warnings.iter().cloned());
         let warnings: BTreeSet<String> = warnings.into_iter().collect();
         for w in warnings.difference(&self.warnings) {
@@ -485,7 +492,6 @@ impl Daemon {
         self.excluded = excluded;
         let changed = next != self.published || self.known.is_empty();
         if changed {
-            let list = next.values().map(PublishedDevice::to_k8s).collect();
             self.plugin.publish(list)?;
             self.metrics
                 .published(next.len(), devices::rdma_count(&next));
