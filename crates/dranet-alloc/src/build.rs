@@ -185,7 +185,20 @@ impl<'a> Allocator<'a> {
         classes: &'a [DeviceClass],
         options: &Options,
     ) -> Result<Self, AllocError> {
-        build(slices, None, classes, options)
+        build(slices, None, None, classes, options)
+    }
+
+    /// Like [`Allocator::with_options`], with each slice's JSON beside it (`raw[i]` is
+    /// `slices[i]`'s), so list-valued attributes (`ints`, `strings`), which the v1.34 structs
+    /// drop, are read; it borrows both. For slices that were parsed from JSON anyway, this
+    /// costs no copy ([`Allocator::from_json`] parses and owns).
+    pub fn with_json(
+        slices: &'a [ResourceSlice],
+        raw: &'a [serde_json::Value],
+        classes: &'a [DeviceClass],
+        options: &Options,
+    ) -> Result<Self, AllocError> {
+        build(slices, Some(raw), None, classes, options)
     }
 
     /// Like [`Allocator::new`] from the slices' JSON (or YAML turned into JSON), so list-valued
@@ -216,23 +229,31 @@ impl<'a> Allocator<'a> {
                 })?;
             parsed.push(s);
         }
-        Ok(build(&parsed, Some(slices), classes, options)?.into_owned())
+        Ok(build(&parsed, Some(slices), None, classes, options)?.into_owned())
     }
 }
 
 /// Builds an allocator over `slices`; `raw` is their JSON, in the same order, when they were
-/// given as JSON.
+/// given as JSON. `only` (positions in `slices`, ascending) limits it to those slices: the ones
+/// that may be on the node, picked once for many nodes (the others are out of the node's scope
+/// anyway, and looking at each of them for every node made a cluster's check quadratic).
 pub(crate) fn build<'a>(
     slices: &'a [ResourceSlice],
     raw: Option<&'a [serde_json::Value]>,
+    only: Option<&[usize]>,
     classes: &'a [DeviceClass],
     options: &Options,
 ) -> Result<Allocator<'a>, AllocError> {
     let features = options.features;
     let mut warnings = Vec::new();
+    let picked: &mut dyn Iterator<Item = usize> = match only {
+        Some(only) => &mut only.iter().copied(),
+        None => &mut (0..slices.len()),
+    };
     // The slices the node reaches, how, and whether devices of theirs have binding conditions.
-    let mut visit: Vec<Visit> = Vec::with_capacity(slices.len());
-    for (i, s) in slices.iter().enumerate() {
+    let mut visit: Vec<Visit> = Vec::with_capacity(only.map_or(slices.len(), <[usize]>::len));
+    for i in picked {
+        let s = &slices[i];
         if s.spec.driver.is_empty() {
             return Err(AllocError::InvalidSlice {
                 slice: slice_label(s, i),
@@ -315,7 +336,7 @@ pub(crate) fn build<'a>(
         .sum();
     let mut devices = Vec::with_capacity(device_total);
     let mut out_pools = Vec::new();
-    let mut infos = Vec::with_capacity(slices.len());
+    let mut infos = Vec::with_capacity(visit.len());
     let mut counter_sets: Vec<SliceCounters> = Vec::new();
     let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
     let mut known = Known::default();

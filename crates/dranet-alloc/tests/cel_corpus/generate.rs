@@ -68,7 +68,94 @@ pub fn cases() -> Vec<Case> {
     extensions(&mut o);
     limits(&mut o);
     versions(&mut o);
+    planner(&mut o);
     o.0
+}
+
+/// Where cel-go's runtime is not its specification: comparisons of a double with an integer
+/// (rounded), constant index qualifiers, `in` a constant list (a hash set), presence through an
+/// optional, and the localised printer's `%e` of NaN and infinities.
+fn planner(o: &mut Out) {
+    let sels = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    o.all(
+        "standard",
+        "double vs int",
+        &sels(&[
+            "dyn(9223372036854775808.0) == 9223372036854775807",
+            "dyn(9223372036854775808.0) > 9223372036854775807",
+            "dyn(9223372036854775807) < 9223372036854775808.0",
+            "dyn(9223372036854775807.0) == 9223372036854775807",
+            "dyn(-9223372036854775809.0) == -9223372036854775808",
+            "dyn(18446744073709551616.0) == 18446744073709551615u",
+            "dyn(18446744073709551615u) == 18446744073709551616.0",
+            "dyn(9007199254740993) == 9007199254740992.0",
+            "[9223372036854775807].exists(x, x == dyn(9223372036854775808.0))",
+        ]),
+    );
+    o.all(
+        "standard",
+        "in constant list",
+        &sels(&[
+            "9223372036854775807 in [dyn(9223372036854775808.0)]",
+            "9007199254740993 in [9007199254740992.0]",
+            "9007199254740992.0 in [9007199254740993]",
+            "dyn(1u) in [1, 2]",
+            "dyn(1.5) in [1, 2]",
+            "dyn(2.0) in [1, 2]",
+            "dyn(1) in [1.0, 2.0]",
+            "dyn(-1) in [18446744073709551615u]",
+            "dyn(null) in [1]",
+            "dyn(double(\"NaN\")) in [double(\"NaN\")]",
+            "dyn(1) in [1, dyn(b\"a\")]",
+        ]),
+    );
+    o.all(
+        "standard",
+        "constant index",
+        &sels(&[
+            "dyn({\"a\": 1})[b\"a\"] == 1",
+            "dyn({\"a\": 1})[dyn(null)] == 1",
+            "{\"a\": 1}[dyn(b\"a\")] == 1",
+            "{\"a\": 1}[dyn(null)] == 1",
+            "dyn({1: 1})[null] == 1",
+            "[1][dyn(null)] == 1",
+            "{\"a\": 1}[dyn(duration(\"1s\"))] == 1",
+            "{\"a\": 1}[dyn(timestamp(\"2024-01-01T00:00:00Z\"))] == 1",
+            "{\"a\": 1}.?[dyn(null)] == optional.none()",
+            "{\"a\": 1}[dyn(1.0)] == 1",
+        ]),
+    );
+    o.all(
+        "extensions",
+        "has optional",
+        &sels(&[
+            "has(optional.of({\"a\": 1}).a)",
+            "has(optional.none().a)",
+            "has(optional.of({\"a\": 1}).b)",
+        ]),
+    );
+    o.all(
+        "extensions",
+        "format %e",
+        &sels(&[
+            "\"%e\".format([double(\"NaN\")]) == \"   NaN\"",
+            "\"%e\".format([double(\"Inf\")]) == \"     ∞\"",
+            "\"%e\".format([double(\"-Inf\")]) == \"    -∞\"",
+            "\"%.2e\".format([double(\"Inf\")]) == \" ∞\"",
+            "\"%.0e\".format([double(\"NaN\")]) == \"NaN\"",
+        ]),
+    );
+    o.all(
+        "kubernetes",
+        "format equality",
+        &sels(&[
+            "format.named(\"dns1123Label\").value() == format.dns1123Label()",
+            "format.named(\"dns1123Label\") == format.named(\"dns1123Label\")",
+            "format.dns1123Label() == format.dns1123Label()",
+            "format.dns1123Label() == format.dns1123Subdomain()",
+            "dyn(format.named(\"dns1123Label\").value()) == 1",
+        ]),
+    );
 }
 
 /// What differs between the Kubernetes versions: DRA's `includes` (declared by the 1.36
