@@ -483,7 +483,7 @@ mod tests {
         assert_eq!(healthy.to_k8s().taints, None);
         assert!(healthy.to_json().get("taints").is_none());
         let mut down = dev(1);
-        down.fault = Fault::of_link("eth1", "down");
+        down.fault = Fault::of_link("eth1", "down", Some(true));
         let taints = down.to_k8s().taints.unwrap();
         assert_eq!(taints.len(), 1);
         assert_eq!(taints[0].key, crate::health::UNHEALTHY_TAINT_KEY);
@@ -504,13 +504,20 @@ mod tests {
     #[test]
     fn published_devices_carry_the_fault_of_the_scan() {
         let mut inv = Inventory::default();
-        for (name, st) in [("up0", "up"), ("down0", "down")] {
+        // An admin-down link (a NIC nobody configured on the host) is not a fault; an up link
+        // without carrier is.
+        for (name, st, up) in [
+            ("up0", "up", true),
+            ("down0", "down", true),
+            ("off0", "down", false),
+        ] {
             inv.devices.push(crate::NetworkDevice {
                 name: name.into(),
                 pci: None,
                 netdev: Some(crate::Netdev {
                     name: name.into(),
                     operstate: Some(st.into()),
+                    admin_up: Some(up),
                     ..Default::default()
                 }),
                 rdma: None,
@@ -518,7 +525,8 @@ mod tests {
         }
         let (devs, _) = published_devices(&inv, AttributeOptions::default(), &crate::NoCloud);
         assert_eq!(devs[0].fault, None);
-        assert_eq!(devs[1].fault, Fault::of_link("down0", "down"));
+        assert_eq!(devs[1].fault, Fault::of_link("down0", "down", Some(true)));
+        assert_eq!(devs[2].fault, None);
     }
 
     #[test]

@@ -294,6 +294,7 @@ mod tests {
             netdev: Some(Netdev {
                 name: name.into(),
                 operstate: Some(operstate.into()),
+                admin_up: Some(true),
                 ..Default::default()
             }),
             rdma: port.map(|s| RdmaLink {
@@ -301,6 +302,14 @@ mod tests {
                 ports: vec![RdmaPort {
                     number: 1,
                     state: Some(s.into()),
+                    phys_state: Some(
+                        if s.contains("ACTIVE") {
+                            "5: LinkUp"
+                        } else {
+                            "2: Polling"
+                        }
+                        .into(),
+                    ),
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -321,6 +330,12 @@ mod tests {
         let (h, m) = device_health(&device("a", "up", Some("1: DOWN")));
         assert_eq!(h, Health::Unhealthy);
         assert!(m.contains("mlx5_0 port 1 is 1: DOWN"), "{m}");
+        // Administratively down on the host (dranet brings it up in the pod): healthy.
+        let mut off = device("a", "down", None);
+        if let Some(n) = off.netdev.as_mut() {
+            n.admin_up = Some(false);
+        }
+        assert_eq!(device_health(&off).0, Health::Healthy);
     }
 
     #[test]
@@ -373,7 +388,7 @@ mod tests {
             );
             (r[0].health, r[0].message.clone())
         };
-        let down = BTreeMap::from([("a".to_string(), Fault::of_link("net1", "down"))]);
+        let down = BTreeMap::from([("a".to_string(), Fault::of_link("net1", "down", Some(true)))]);
         assert_eq!(
             check(down),
             (

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use dranet_core::health::Fault;
-use rtnetlink::packet_route::link::LinkAttribute;
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags};
 
 use super::PodNet;
 use super::journal::Phase;
@@ -13,7 +13,7 @@ use crate::netns::Netns;
 
 impl PodNet {
     /// The state of every link attached to a pod, by journal key: `None` when it carries
-    /// traffic, its [`Fault`] when it is down. A link whose pod namespace cannot be read (the
+    /// traffic, its [`Fault`] when it has lost its carrier ([`Fault::of_link`]). A link whose pod namespace cannot be read (the
     /// pod is going away, the path was reused) or is gone from it is left out: the caller keeps
     /// what it knew, and the next synchronize gives such links back.
     pub async fn pod_link_faults(&self) -> BTreeMap<String, Option<Fault>> {
@@ -46,7 +46,9 @@ impl PodNet {
                         LinkAttribute::OperState(s) => Some(s.to_string().to_lowercase()),
                         _ => None,
                     });
-                    let fault = state.and_then(|s| Fault::of_link(&e.pod_name, &s));
+                    // The host's rule: a link the pod set down itself is not a fault.
+                    let up = l.header.flags.contains(LinkFlags::Up);
+                    let fault = state.and_then(|s| Fault::of_link(&e.pod_name, &s, Some(up)));
                     out.insert(e.key, fault);
                 }
                 Ok(None) => {}
