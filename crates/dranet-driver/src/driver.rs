@@ -412,7 +412,7 @@ impl NetworkDriver {
     }
 
     /// The state of the netdevs in pods, by device name ([`PodNet::pod_link_faults`]; the
-    /// journal's keys are [`crate::store::DeviceRecord::key`]s, `<claim UID>.<device>`).
+    /// journal's keys are [`crate::record::DeviceRecord::key`]s, `<claim UID>.<device>`).
     pub async fn pod_link_faults(&self) -> BTreeMap<String, Option<dranet_core::health::Fault>> {
         self.podnet
             .pod_link_faults()
