@@ -16,7 +16,7 @@ const ZONE_DIRS: [&str; 4] = [
     "/etc/zoneinfo/",
 ];
 
-/// Larger files are not zone files (the largest in tzdata is a few kilobytes).
+/// Larger files are not zone files (the largest in tzdata has a few kilobytes).
 const MAX_FILE: u64 = 1 << 20;
 
 /// A zone: its transitions, the offsets they switch to, and the rule after the last one.
@@ -53,8 +53,12 @@ enum When {
 pub(crate) enum ZoneError {
     /// A name that could leave the zone directory.
     InvalidName,
-    /// No such zone, or its file is not TZif.
+    /// No such zone.
     Unknown(String),
+    /// The zone's file could not be read (Go's text of the system error).
+    Read(&'static str),
+    /// The zone's file is not TZif.
+    Malformed,
 }
 
 impl std::fmt::Display for ZoneError {
@@ -62,6 +66,8 @@ impl std::fmt::Display for ZoneError {
         match self {
             ZoneError::InvalidName => f.write_str("time: invalid location name"),
             ZoneError::Unknown(n) => write!(f, "unknown time zone {n}"),
+            ZoneError::Read(e) => f.write_str(e),
+            ZoneError::Malformed => f.write_str("malformed time zone information"),
         }
     }
 }
@@ -87,12 +93,13 @@ impl ZoneCache {
     }
 }
 
-/// Go's check: no `..` element and no absolute path, before any file is opened.
+/// Go's check, before any file is opened: no `..` anywhere (not only as a path element) and
+/// no absolute path; a NUL would cut the name short in the kernel.
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with('/')
         && !name.starts_with('\\')
-        && !name.split(['/', '\\']).any(|e| e == "..")
+        && !name.contains("..")
         && !name.contains('\0')
 }
 
@@ -102,26 +109,48 @@ pub(crate) fn load(name: &str) -> Result<Zone, ZoneError> {
     if !valid_name(name) {
         return Err(ZoneError::InvalidName);
     }
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Some(z) = std::env::var_os("ZONEINFO").filter(|z| !z.is_empty()) {
-        dirs.push(PathBuf::from(z));
+    // `$ZONEINFO` first; Go ignores any failure there.
+    if let Some(dir) = std::env::var_os("ZONEINFO").filter(|z| !z.is_empty())
+        && let Ok(zone) = read(&PathBuf::from(dir).join(name))
+    {
+        return Ok(zone);
     }
-    dirs.extend(ZONE_DIRS.iter().map(PathBuf::from));
-    for dir in dirs {
-        let path = dir.join(name);
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if !meta.is_file() || meta.len() > MAX_FILE {
-            continue;
+    // Then every system directory in turn; a file that is there but cannot be read or parsed
+    // does not stop the search, but its error is the answer if no directory has the zone.
+    let mut first = None;
+    for dir in ZONE_DIRS {
+        match read(&PathBuf::from(dir).join(name)) {
+            Ok(zone) => return Ok(zone),
+            Err(None) => {}
+            Err(Some(e)) => {
+                first.get_or_insert(e);
+            }
         }
-        let Ok(data) = std::fs::read(&path) else {
-            continue;
-        };
-        // Go stops at the first file found, valid or not.
-        return parse(&data).ok_or_else(|| ZoneError::Unknown(name.to_string()));
     }
-    Err(ZoneError::Unknown(name.to_string()))
+    Err(first.unwrap_or_else(|| ZoneError::Unknown(name.to_string())))
+}
+
+/// One zone file; `Err(None)` when it does not exist.
+fn read(path: &std::path::Path) -> Result<Zone, Option<ZoneError>> {
+    use std::io::{ErrorKind, Read};
+    let io = |e: std::io::Error| match e.kind() {
+        ErrorKind::NotFound => None,
+        // Go's texts for the errors of open and read.
+        ErrorKind::IsADirectory => Some(ZoneError::Read("is a directory")),
+        ErrorKind::NotADirectory => Some(ZoneError::Read("not a directory")),
+        ErrorKind::PermissionDenied => Some(ZoneError::Read("permission denied")),
+        _ => Some(ZoneError::Read("input/output error")),
+    };
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_FILE + 1)
+        .read_to_end(&mut data)
+        .map_err(io)?;
+    if data.len() as u64 > MAX_FILE {
+        return Err(Some(ZoneError::Malformed));
+    }
+    parse(&data).ok_or(Some(ZoneError::Malformed))
 }
 
 /// A reader over the file's bytes; `None` past the end.
@@ -579,6 +608,7 @@ mod tests {
             "Europe/../../etc/passwd",
             "\\x",
             "..",
+            "a..b",
             "a\0b",
         ] {
             assert_eq!(load(bad), Err(ZoneError::InvalidName), "{bad:?}");
@@ -587,11 +617,32 @@ mod tests {
             load("Nowhere/Atlantis"),
             Err(ZoneError::Unknown("Nowhere/Atlantis".to_string()))
         );
-        // A directory is no zone.
-        assert!(matches!(load("Europe"), Err(ZoneError::Unknown(_))));
+        // A directory is no zone; Go answers with the read error.
+        if std::path::Path::new("/usr/share/zoneinfo/Europe").is_dir() {
+            assert_eq!(load("Europe"), Err(ZoneError::Read("is a directory")));
+        }
         assert_eq!(
             ZoneError::InvalidName.to_string(),
             "time: invalid location name"
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_tzif_is_malformed() {
+        let dir = std::env::temp_dir().join(format!("dranet-tz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("Bad");
+        std::fs::write(&bad, b"not a zone").unwrap();
+        let good = dir.join("Good");
+        std::fs::write(&good, tzif(0, &[], &[(-3600, false)], "")).unwrap();
+        let (b, g) = (read(&bad), read(&good));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(b, Err(Some(ZoneError::Malformed)));
+        assert_eq!(g.unwrap().offset_at(0), -3600);
+        assert_eq!(read(&dir.join("Gone")), Err(None));
+        assert_eq!(
+            ZoneError::Malformed.to_string(),
+            "malformed time zone information"
         );
     }
 
