@@ -1,5 +1,5 @@
 //! Timestamps and durations: `timestamp()`, `duration()`, their text forms and accessors, with
-//! time zones given as offsets.
+//! time zones given as offsets or (feature `tzdb`) as names read from the system zone files.
 
 use super::{conversion_error, nso};
 use crate::cel::activation::Activation;
