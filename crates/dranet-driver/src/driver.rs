@@ -15,6 +15,7 @@
 //! A claim's named `profile` is resolved by the profile provider at prepare and released at
 //! unprepare (see [`NetworkDriver::release_profiles`]).
 
+mod claim_locks;
 mod profiles;
 mod rdma_only;
 mod restore;
@@ -213,7 +214,7 @@ impl NetworkDriverBuilder {
             rescan: self.rescan,
             cloud: self.cloud,
             profiles: self.profiles,
-            profile_lock: tokio::sync::Mutex::new(()),
+            profile_locks: claim_locks::ClaimLocks::default(),
             status: self.status,
             claims: self.claims,
             rdma_mode,
@@ -315,9 +316,9 @@ pub struct NetworkDriver {
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
     profiles: Option<Arc<dyn ProfileProvider>>,
-    /// One claim's profiles are asked for or released at a time, so that a release retried in
-    /// the background never crosses a prepare of the same claim.
-    profile_lock: tokio::sync::Mutex<()>,
+    /// A claim's profiles are asked for or released by one task at a time, so that a release
+    /// retried in the background never crosses a prepare of the same claim; other claims go on.
+    profile_locks: claim_locks::ClaimLocks,
     status: Option<StatusWriter>,
     claims: Option<ClaimReader>,
     rdma_mode: NetnsMode,

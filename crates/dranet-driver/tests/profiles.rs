@@ -29,6 +29,8 @@ use serde_json::json;
 struct FakeProfiles {
     answer: Mutex<serde_json::Value>,
     hang: bool,
+    /// Hangs only for this device.
+    hang_device: Option<String>,
     fail_device: Option<String>,
     refuse_releases: Mutex<usize>,
     asked: Mutex<Vec<ProfileRequest>>,
@@ -70,7 +72,7 @@ impl ProfileProvider for FakeProfiles {
     ) -> BoxFuture<'a, Result<NetworkConfig, ProfileError>> {
         Box::pin(async move {
             self.asked.lock().unwrap().push(req.clone());
-            if self.hang {
+            if self.hang || self.hang_device.as_deref() == req.device.name.as_deref() {
                 std::future::pending::<()>().await;
             }
             if self.fail_device.as_deref() == req.device.name.as_deref() {
@@ -165,11 +167,16 @@ impl Node {
 }
 
 fn claim(devices: &[&str], parameters: serde_json::Value) -> ClaimToPrepare {
+    claim_named("ipam", devices, parameters)
+}
+
+/// Claim `ml/<name>` (UID `uid-<name>`) of pod `pod-p`.
+fn claim_named(name: &str, devices: &[&str], parameters: serde_json::Value) -> ClaimToPrepare {
     ClaimToPrepare {
         claim_ref: ClaimRef {
             namespace: "ml".into(),
-            name: "ipam".into(),
-            uid: "uid-ipam".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
         },
         claim: ResourceClaim {
             status: Some(ResourceClaimStatus {
@@ -320,6 +327,40 @@ async fn a_release_the_provider_refuses_is_owed_and_retried() {
     assert_eq!(d.retry_profile_releases().await, 0);
     assert_eq!(p.released().len(), 1);
     assert!(node.recorded_profiles().is_empty());
+}
+
+#[tokio::test]
+async fn a_provider_slow_for_one_claim_does_not_hold_up_another() {
+    let node = Node::new();
+    let (a, b) = (node.device("ens1f0v0"), node.device("ens1f0v1"));
+    let p = Arc::new(FakeProfiles {
+        answer: Mutex::new(json!({"interface": {"addresses": ["10.2.0.5/24"]}})),
+        hang_device: Some("ens1f0v0".into()),
+        ..FakeProfiles::default()
+    });
+    let d = Arc::new(node.driver(Some(p.clone())));
+    let slow = {
+        let d = d.clone();
+        let c = claim_named("slow", &[&a], json!({"profile": "p"}));
+        tokio::spawn(async move { d.prepare_claim(&c).await })
+    };
+    // The slow claim is with the provider before the other one starts.
+    while p.asked().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let other = claim_named("fast", &[&b], json!({"profile": "p"}));
+    tokio::time::timeout(Duration::from_secs(10), d.prepare_claim(&other))
+        .await
+        .expect("claim fast waited for claim slow's provider")
+        .unwrap();
+    // Releasing the other claim's profile does not wait either.
+    tokio::time::timeout(Duration::from_secs(10), d.unprepare_claim("uid-fast"))
+        .await
+        .expect("the release waited for claim slow's provider")
+        .unwrap();
+    assert_eq!(p.released().len(), 1);
+    assert!(!slow.is_finished());
+    slow.abort();
 }
 
 #[tokio::test]

@@ -44,7 +44,7 @@ impl NetworkDriver {
                 d.device, d.config.profile
             )));
         };
-        let _one_at_a_time = self.profile_lock.lock().await;
+        let _one_at_a_time = self.profile_locks.lock(&claim.uid).await;
         // A claim prepared before (the kubelet may prepare it again): its devices keep what
         // their profile gave them; the provider is not asked twice.
         let before = lock(&self.state).claims.get(&claim.uid).cloned();
@@ -129,7 +129,7 @@ impl NetworkDriver {
     /// Releases the profiles of claim `uid`, if it has any. Never fails: what the provider does
     /// not release stays recorded, owed, for [`NetworkDriver::retry_profile_releases`].
     pub async fn release_profiles(&self, uid: &str) {
-        let _one_at_a_time = self.profile_lock.lock().await;
+        let _one_at_a_time = self.profile_locks.lock(uid).await;
         let record = match self.store.profile(uid) {
             Ok(Some(r)) => r,
             Ok(None) => return,
@@ -150,16 +150,25 @@ impl NetworkDriver {
     /// answer at unprepare); returns how many are still owed. The daemon calls it at start and
     /// at each periodic rescan.
     pub async fn retry_profile_releases(&self) -> usize {
-        let _one_at_a_time = self.profile_lock.lock().await;
-        let records = match self.store.profiles() {
-            Ok(r) => r,
+        let owing = match self.store.profiles() {
+            Ok(r) => r.into_iter().filter(|r| r.releasing).map(|r| r.uid),
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the recorded profiles");
                 return 0;
             }
         };
         let mut owed = 0;
-        for r in records.into_iter().filter(|r| r.releasing) {
+        for uid in owing.collect::<Vec<_>>() {
+            let _one_at_a_time = self.profile_locks.lock(&uid).await;
+            // Read again under the claim's lock: its unprepare may have released it meanwhile.
+            let r = match self.store.profile(&uid) {
+                Ok(Some(r)) if r.releasing => r,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::error!(claim_uid = uid, error = %e, "cannot read the claim's profiles; they are not released");
+                    continue;
+                }
+            };
             owed += match self.profiles.clone() {
                 Some(p) => self.release(p.as_ref(), r).await,
                 None => {
