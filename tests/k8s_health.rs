@@ -8,7 +8,8 @@
 //! - carrier back: the taint goes, and that pod is scheduled and runs;
 //! - carrier lost again: a claim that tolerates the taint gets the device; its running pod's
 //!   `status.containerStatuses[].allocatedResourcesStatus` shows the kubelet's view of the device
-//!   (from the driver's health stream): `Unhealthy`, then `Healthy` when the carrier is back.
+//!   (from the driver's health stream): `Unhealthy`, then `Healthy` when the carrier is back,
+//!   and the taint, following the link in the pod, goes.
 //!
 //! On 1.34 (gates off) nothing changes: the API server drops the taint, the daemon says so once,
 //! and a claim for the device without carrier is allocated and its pod runs, as before.
@@ -319,6 +320,13 @@ fn device_health_on_a_real_node(kit: &Kit) {
             },
         );
         kit.say(format_args!("carrier back, in the pod: {entry}"));
+        // The device in use takes the state of its link in the pod: the taint goes.
+        wait_for(
+            "the taint cleared while the device is in the pod",
+            LIMIT,
+            || taints(kit).is_empty().then_some(()),
+            || logs(&daemon),
+        );
         kit.kubectl_ok(&[
             "delete",
             "pod",
@@ -332,12 +340,7 @@ fn device_health_on_a_real_node(kit: &Kit) {
             || host_link(VETH),
             || logs(&daemon),
         );
-        wait_for(
-            "the veth untainted on the host",
-            LIMIT,
-            || taints(kit).is_empty().then_some(()),
-            || logs(&daemon),
-        );
+        assert!(taints(kit).is_empty(), "untainted back on the host");
     }
 
     let status = daemon.terminate(Duration::from_secs(30));

@@ -117,6 +117,24 @@ pub fn select(
     (out, warnings)
 }
 
+/// Gives each device in use whose netdev is in a pod (`in_pods`: its state there, read by
+/// [`crate::NetworkDriver::pod_link_faults`]) the fault it has there, so that its taint follows
+/// the link in the pod instead of staying as it was when the claim was prepared. A device whose
+/// pod could not be read keeps its published fault.
+pub fn take_pod_faults(
+    devices: &mut BTreeMap<String, PublishedDevice>,
+    in_use: &BTreeMap<String, String>,
+    in_pods: &BTreeMap<String, Option<Fault>>,
+) {
+    for (name, fault) in in_pods {
+        if in_use.contains_key(name)
+            && let Some(d) = devices.get_mut(name)
+        {
+            d.fault.clone_from(fault);
+        }
+    }
+}
+
 /// How many published devices have an RDMA link (upstream's `feature="rdma"`).
 pub fn rdma_count(devices: &BTreeMap<String, PublishedDevice>) -> usize {
     let key = format!("{DRIVER_NAME}/{}", names::RDMA);
@@ -367,6 +385,37 @@ mod tests {
             (Health::Unhealthy, "gone from the node".to_string())
         );
         assert_eq!(check(&present, &listed).0, Health::Healthy);
+    }
+
+    #[test]
+    fn a_device_in_use_takes_the_fault_of_its_link_in_the_pod() {
+        let down = Fault::of_link("net1", "lowerlayerdown", Some(true));
+        let mut tainted = published("a", None);
+        tainted.fault = down.clone();
+        let mut devices = BTreeMap::from([
+            ("a".to_string(), tainted.clone()),
+            ("b".to_string(), published("b", None)),
+            ("c".to_string(), tainted.clone()),
+        ]);
+        let in_use = BTreeMap::from([
+            ("a".to_string(), "ns/c1".to_string()),
+            ("b".to_string(), "ns/c2".to_string()),
+        ]);
+        let in_pods = BTreeMap::from([
+            // Carrier back in the pod: the taint goes.
+            ("a".to_string(), None),
+            // Lost in the pod: the taint comes.
+            ("b".to_string(), down.clone()),
+            // Not in use (a journal entry on its way out): left as scanned.
+            ("c".to_string(), None),
+        ]);
+        take_pod_faults(&mut devices, &in_use, &in_pods);
+        assert_eq!(devices["a"].fault, None);
+        assert_eq!(devices["b"].fault, down);
+        assert_eq!(devices["c"], tainted);
+        // A pod that could not be read: the device keeps what it had.
+        take_pod_faults(&mut devices, &in_use, &BTreeMap::new());
+        assert_eq!(devices["b"].fault, down);
     }
 
     #[test]

@@ -471,12 +471,13 @@ impl Daemon {
         let in_use = driver.devices_in_use();
         let (scanned, mut warnings) =
             published_devices(inv, self.config.attributes, self.config.cloud.as_ref());
-        let (next, filter_warnings) = devices::select(
+        let (mut next, filter_warnings) = devices::select(
             scanned,
             self.config.filter.as_ref(),
             &in_use,
             &self.published,
         );
+        devices::take_pod_faults(&mut next, &in_use, &self.pod_links);
         warnings.extend(filter_warnings);
         let (list, share_warnings) = share::devices(&next, self.config.share.as_ref());
         warnings.extend(share_warnings);
