@@ -107,6 +107,39 @@ fn kubelet_health(kit: &Kit, pod: &str) -> Option<(String, serde_json::Value)> {
     Some((health, entry))
 }
 
+/// The end of the daemon's log, for failure messages.
+fn logs(daemon: &Daemon) -> String {
+    tail(&daemon.output(), 40)
+}
+
+/// Waits until the kubelet shows `health` for `pod`'s claim; the entry.
+fn wait_kubelet_health(kit: &Kit, pod: &str, health: &str, daemon: &Daemon) -> serde_json::Value {
+    wait_for(
+        &format!("allocatedResourcesStatus {health}"),
+        LIMIT,
+        || kubelet_health(kit, pod).filter(|(h, _)| h == health),
+        || {
+            format!(
+                "status: {}\ndaemon:\n{}",
+                kit.get_json(&["pod", pod])["status"]["containerStatuses"],
+                logs(daemon)
+            )
+        },
+    )
+    .1
+}
+
+/// Deletes `pod` and waits for its veth to be back on the host.
+fn delete_pod(kit: &Kit, pod: &str, daemon: &Daemon) {
+    kit.kubectl_ok(&["delete", "pod", pod, "--wait=true", "--timeout=60s"]);
+    wait_for(
+        "the veth back on the host",
+        LIMIT,
+        || host_link(VETH),
+        || logs(daemon),
+    );
+}
+
 fn set_peer(up: bool) {
     ip(&["link", "set", PEER, if up { "up" } else { "down" }]);
 }
@@ -116,19 +149,8 @@ fn device_health_on_a_real_node(kit: &Kit) {
     let mut veths = Veths::default();
     veths.add(VETH);
     let port = free_port();
-    let bin = std::env::var("DRANET_DAEMON_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dranet").to_string());
-    let mut cmd = kit.command(bin);
-    cmd.arg("run")
-        .args(["--hostname-override", kit.node()])
-        .args(["--kubeconfig", kit.var("KUBECONFIG")])
-        .arg("--kubelet-root-dir")
-        .arg(kit.kubelet_root_dir())
-        .args(["--nri-socket", kit.var("DRANET_K8S_NRI_SOCKET")])
-        .arg("--state-dir")
-        .arg(tmp.path().join("state"))
-        .args(["--bind-address", &format!("127.0.0.1:{port}")])
-        .args(["--cloud-provider-hint", "none"])
+    let mut cmd = kit.dranet_run(&tmp.path().join("state"), port);
+    cmd.args(["--cloud-provider-hint", "none"])
         .args([
             "--filter",
             &format!(
@@ -141,7 +163,6 @@ fn device_health_on_a_real_node(kit: &Kit) {
         .args(["--inventory-max-poll-interval", "2s"])
         .args(["--log", "info,dranet_kubeletplugin=debug"]);
     let mut daemon = Daemon::spawn(cmd, tmp.path().join("dranet.log"));
-    let logs = |d: &Daemon| tail(&d.output(), 40);
     wait_for(
         "/readyz to answer 200",
         LIMIT,
@@ -183,13 +204,7 @@ fn device_health_on_a_real_node(kit: &Kit) {
         );
         // ResourceHealthStatus is alpha and off: the kubelet shows no device health.
         assert_eq!(kubelet_health(kit, "plain-pod"), None);
-        kit.kubectl_ok(&["delete", "pod", "plain-pod", "--wait=true", "--timeout=60s"]);
-        wait_for(
-            "the veth back on the host",
-            LIMIT,
-            || host_link(VETH),
-            || logs(&daemon),
-        );
+        delete_pod(kit, "plain-pod", &daemon);
         // Carrier back and lost again: still one warning.
         set_peer(true);
         set_peer(false);
@@ -256,13 +271,7 @@ fn device_health_on_a_real_node(kit: &Kit) {
             || kit.pod_ready("plain-pod").then_some(()),
             || kit.kubectl_ok(&["describe", "pod", "plain-pod"]) + &logs(&daemon),
         );
-        kit.kubectl_ok(&["delete", "pod", "plain-pod", "--wait=true", "--timeout=60s"]);
-        wait_for(
-            "the veth back on the host",
-            LIMIT,
-            || host_link(VETH),
-            || logs(&daemon),
-        );
+        delete_pod(kit, "plain-pod", &daemon);
 
         // Carrier lost again: a claim that tolerates the taint gets the device.
         set_peer(false);
@@ -281,18 +290,7 @@ fn device_health_on_a_real_node(kit: &Kit) {
         );
 
         // The kubelet's view, from the health stream: the link in the pod has no carrier...
-        let (_, entry) = wait_for(
-            "allocatedResourcesStatus Unhealthy",
-            LIMIT,
-            || kubelet_health(kit, "tolerant-pod").filter(|(h, _)| h == "Unhealthy"),
-            || {
-                format!(
-                    "status: {}\ndaemon:\n{}",
-                    kit.get_json(&["pod", "tolerant-pod"])["status"]["containerStatuses"],
-                    logs(&daemon)
-                )
-            },
-        );
+        let entry = wait_kubelet_health(kit, "tolerant-pod", "Unhealthy", &daemon);
         kit.say(format_args!("carrier lost, in the pod: {entry}"));
         let message = entry["resources"][0]["message"]
             .as_str()
@@ -307,18 +305,7 @@ fn device_health_on_a_real_node(kit: &Kit) {
         );
         // ... and has it again.
         set_peer(true);
-        let (_, entry) = wait_for(
-            "allocatedResourcesStatus Healthy",
-            LIMIT,
-            || kubelet_health(kit, "tolerant-pod").filter(|(h, _)| h == "Healthy"),
-            || {
-                format!(
-                    "status: {}\ndaemon:\n{}",
-                    kit.get_json(&["pod", "tolerant-pod"])["status"]["containerStatuses"],
-                    logs(&daemon)
-                )
-            },
-        );
+        let entry = wait_kubelet_health(kit, "tolerant-pod", "Healthy", &daemon);
         kit.say(format_args!("carrier back, in the pod: {entry}"));
         // The device in use takes the state of its link in the pod: the taint goes.
         wait_for(
@@ -327,19 +314,7 @@ fn device_health_on_a_real_node(kit: &Kit) {
             || taints(kit).is_empty().then_some(()),
             || logs(&daemon),
         );
-        kit.kubectl_ok(&[
-            "delete",
-            "pod",
-            "tolerant-pod",
-            "--wait=true",
-            "--timeout=60s",
-        ]);
-        wait_for(
-            "the veth back on the host",
-            LIMIT,
-            || host_link(VETH),
-            || logs(&daemon),
-        );
+        delete_pod(kit, "tolerant-pod", &daemon);
         assert!(taints(kit).is_empty(), "untainted back on the host");
     }
 
