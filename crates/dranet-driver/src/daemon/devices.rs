@@ -118,9 +118,9 @@ pub fn select(
 }
 
 /// Gives each device in use whose netdev is in a pod (`in_pods`: its state there, read by
-/// [`crate::NetworkDriver::pod_link_faults`]) the fault it has there, so that its taint follows
-/// the link in the pod instead of staying as it was when the claim was prepared. A device whose
-/// pod could not be read keeps its published fault.
+/// [`crate::driver::NetworkDriver::pod_link_faults`]) the fault it has there, so that its taint
+/// follows the link in the pod instead of staying as it was when the claim was prepared. A
+/// device whose pod could not be read keeps its published fault.
 pub fn take_pod_faults(
     devices: &mut BTreeMap<String, PublishedDevice>,
     in_use: &BTreeMap<String, String>,
