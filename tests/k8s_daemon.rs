@@ -50,19 +50,8 @@ struct Run<'a> {
 impl Run<'_> {
     fn start(&self, n: u32) -> Daemon {
         // DRANET_DAEMON_BIN measures another build (e.g. target/release/dranet).
-        let bin = std::env::var("DRANET_DAEMON_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dranet").to_string());
-        let mut cmd = self.kit.command(bin);
-        cmd.arg("run")
-            .args(["--hostname-override", self.kit.node()])
-            .args(["--kubeconfig", self.kit.var("KUBECONFIG")])
-            .arg("--kubelet-root-dir")
-            .arg(self.kit.kubelet_root_dir())
-            .args(["--nri-socket", self.kit.var("DRANET_K8S_NRI_SOCKET")])
-            .arg("--state-dir")
-            .arg(&self.state)
-            .args(["--bind-address", &format!("127.0.0.1:{}", self.port)])
-            .arg("--fixture-sysfs")
+        let mut cmd = self.kit.dranet_run(&self.state, self.port);
+        cmd.arg("--fixture-sysfs")
             .arg(self.fixture.join("sys"))
             .args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
             // Rate limiting would spread the test's back-to-back changes over seconds.

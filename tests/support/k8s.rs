@@ -256,6 +256,26 @@ impl Kit {
         c
     }
 
+    /// `dranet run` as this node's driver (the test's build, or `DRANET_DAEMON_BIN` to measure
+    /// another): the node's name, the admin kubeconfig, the kubelet's directory and the runtime's
+    /// NRI socket, state in `state`, `/metrics` and the probes on `127.0.0.1:port`. The test adds
+    /// its own flags.
+    pub fn dranet_run(&self, state: &Path, port: u16) -> Command {
+        let bin = std::env::var("DRANET_DAEMON_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dranet").to_string());
+        let mut cmd = self.command(bin);
+        cmd.arg("run")
+            .args(["--hostname-override", self.node()])
+            .args(["--kubeconfig", self.var("KUBECONFIG")])
+            .arg("--kubelet-root-dir")
+            .arg(self.kubelet_root_dir())
+            .args(["--nri-socket", self.var("DRANET_K8S_NRI_SOCKET")])
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--bind-address", &format!("127.0.0.1:{port}")]);
+        cmd
+    }
+
     /// Runs kubectl and returns its output, whatever the exit code.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         self.command("kubectl")

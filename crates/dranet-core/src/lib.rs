@@ -40,6 +40,7 @@ pub mod cloud;
 mod config;
 mod device;
 mod error;
+pub mod health;
 pub mod interface_type;
 pub mod names;
 mod netdev;

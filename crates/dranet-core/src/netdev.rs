@@ -18,6 +18,11 @@ pub struct Netdev {
     pub mtu: Option<u32>,
     /// Operational state as the kernel spells it (`up`, `down`, `unknown`, …).
     pub operstate: Option<String>,
+    /// Whether the link is administratively up (`IFF_UP` in `flags`): an operational state
+    /// `down` means a lost carrier only when this is true ([`crate::health::Fault::of_link`]).
+    /// `None` when not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_up: Option<bool>,
     /// Link kind: `device` for hardware interfaces, or the rtnetlink kind (`veth`, `macvlan`,
     /// `ipoib`, `bond`, …).
     pub kind: Option<String>,
@@ -55,6 +60,9 @@ pub struct LinkState {
     pub kind: Option<String>,
     /// Operational state, overriding sysfs when present.
     pub operstate: Option<String>,
+    /// `IFF_UP` from the link's flags, overriding sysfs when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_up: Option<bool>,
     /// MTU, overriding sysfs when present.
     pub mtu: Option<u32>,
     /// IPv4 addresses in CIDR form.

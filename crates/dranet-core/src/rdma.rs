@@ -46,6 +46,10 @@ pub struct RdmaPort {
     pub link_layer: Option<String>,
     /// Port state as sysfs prints it (`4: ACTIVE`).
     pub state: Option<String>,
+    /// Physical port state as sysfs prints it (`5: LinkUp`, `3: Disabled`, `2: Polling`): tells
+    /// a port turned off from one that finds no link ([`crate::health::Fault::of`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phys_state: Option<String>,
 }
 
 /// An RDMA link such as `mlx5_0`.

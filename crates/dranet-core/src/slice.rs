@@ -10,6 +10,7 @@ use crate::attributes::{
     AttributeNameError, AttributeOptions, Attributes, MAX_ATTRIBUTES_PER_DEVICE, MAX_VALUE_LEN,
     check_attribute_name, device_attributes, enforce_limits,
 };
+use crate::health::Fault;
 use crate::{CloudProvider, DeviceIdentifiers, Inventory};
 
 /// Most devices the API accepts in one ResourceSlice; larger pools are split.
@@ -22,6 +23,10 @@ pub struct PublishedDevice {
     pub name: String,
     /// Attributes after the API limits were applied.
     pub attributes: Attributes,
+    /// Why the device cannot carry traffic now, if it cannot: published as its taint
+    /// ([`Fault::taint`]), which a cluster without `DRADeviceTaints` drops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Fault>,
 }
 
 impl PublishedDevice {
@@ -32,7 +37,11 @@ impl PublishedDevice {
             .iter()
             .map(|(k, v)| (k.clone(), v.to_json()))
             .collect();
-        serde_json::json!({ "name": self.name, "attributes": attrs })
+        let mut v = serde_json::json!({ "name": self.name, "attributes": attrs });
+        if let Some(f) = &self.fault {
+            v["taints"] = serde_json::to_value([f.taint()]).unwrap_or_default();
+        }
+        v
     }
 
     /// The device as `k8s-openapi` v1 `Device`; list-valued attributes, which the v1.34 types
@@ -46,13 +55,15 @@ impl PublishedDevice {
                     .filter_map(|(k, v)| Some((k.clone(), v.to_k8s()?)))
                     .collect::<BTreeMap<_, _>>(),
             ),
+            taints: self.fault.as_ref().map(|f| vec![f.taint()]),
             ..Device::default()
         }
     }
 }
 
 /// The devices of an inventory with their final attributes, plus one warning per attribute left
-/// out. The cloud's node-wide and per-device attributes are added before the limits are applied.
+/// out. The cloud's node-wide and per-device attributes are added before the limits are applied;
+/// a device whose link or RDMA port is down carries its [`Fault`] (published as a taint).
 pub fn published_devices(
     inv: &Inventory,
     opts: AttributeOptions,
@@ -71,6 +82,7 @@ pub fn published_devices(
             PublishedDevice {
                 name: d.name.clone(),
                 attributes,
+                fault: Fault::of(d),
             }
         })
         .collect();
@@ -419,6 +431,7 @@ mod tests {
         PublishedDevice {
             name: format!("dev{i}"),
             attributes,
+            fault: None,
         }
     }
 
@@ -462,6 +475,58 @@ mod tests {
         assert_eq!(small.chunks(&[1, 2, 3]), vec![&[1, 2][..], &[3][..]]);
         let empty: &[u8] = &[];
         assert_eq!(small.chunks(empty), vec![empty]);
+    }
+
+    #[test]
+    fn a_faulty_device_is_published_tainted_and_a_healthy_one_is_not() {
+        let healthy = dev(0);
+        assert_eq!(healthy.to_k8s().taints, None);
+        assert!(healthy.to_json().get("taints").is_none());
+        let mut down = dev(1);
+        down.fault = Fault::of_link("eth1", "down", Some(true));
+        let taints = down.to_k8s().taints.unwrap();
+        assert_eq!(taints.len(), 1);
+        assert_eq!(taints[0].key, crate::health::UNHEALTHY_TAINT_KEY);
+        assert_eq!(taints[0].effect, "NoSchedule");
+        assert_eq!(
+            down.to_json()["taints"],
+            serde_json::json!([{"key": "dra.net/unhealthy", "value": "link-down", "effect": "NoSchedule"}])
+        );
+        // What the daemon saved before faults were published still reads back.
+        let old: PublishedDevice =
+            serde_json::from_value(serde_json::json!({"name": "d", "attributes": {}})).unwrap();
+        assert_eq!(old.fault, None);
+        let back: PublishedDevice =
+            serde_json::from_value(serde_json::to_value(&down).unwrap()).unwrap();
+        assert_eq!(back, down);
+    }
+
+    #[test]
+    fn published_devices_carry_the_fault_of_the_scan() {
+        let mut inv = Inventory::default();
+        // An admin-down link (a NIC nobody configured on the host) is not a fault; an up link
+        // without carrier is.
+        for (name, st, up) in [
+            ("up0", "up", true),
+            ("down0", "down", true),
+            ("off0", "down", false),
+        ] {
+            inv.devices.push(crate::NetworkDevice {
+                name: name.into(),
+                pci: None,
+                netdev: Some(crate::Netdev {
+                    name: name.into(),
+                    operstate: Some(st.into()),
+                    admin_up: Some(up),
+                    ..Default::default()
+                }),
+                rdma: None,
+            });
+        }
+        let (devs, _) = published_devices(&inv, AttributeOptions::default(), &crate::NoCloud);
+        assert_eq!(devs[0].fault, None);
+        assert_eq!(devs[1].fault, Fault::of_link("down0", "down", Some(true)));
+        assert_eq!(devs[2].fault, None);
     }
 
     #[test]

@@ -217,12 +217,26 @@ impl Builder {
         self.file(&format!("{path}/address"), mac)?;
         self.file(&format!("{path}/mtu"), &mtu.to_string())?;
         self.file(&format!("{path}/operstate"), operstate)?;
+        // A link that is not up is administratively down, as on a host where nobody configured
+        // it; [`Builder::carrier_lost`] makes it an up link without carrier instead.
+        let flags = if matches!(operstate, "up" | "unknown") {
+            IFF_UP_BROADCAST_MULTICAST
+        } else {
+            IFF_BROADCAST_MULTICAST
+        };
+        self.file(&format!("{path}/flags"), flags)?;
         self.file(&format!("{path}/type"), &arphrd.to_string())?;
         self.file(&format!("{path}/ifindex"), &self.ifindex.to_string())?;
         self.file(&format!("{path}/ifalias"), "")?;
         self.link(&format!("class/net/{name}"), &path)?;
         self.ifindex += 1;
         Ok(path)
+    }
+
+    /// Makes the netdev at `path` (from [`Builder::netdev`]) administratively up whatever
+    /// its operational state: with state `down`, a link that has lost its carrier.
+    pub fn carrier_lost(&mut self, path: &str) -> io::Result<()> {
+        self.file(&format!("{path}/flags"), IFF_UP_BROADCAST_MULTICAST)
     }
 
     /// Records what netlink says about a link (addresses, routes, kind).
@@ -238,6 +252,7 @@ impl Builder {
             let port = format!("{path}/ports/{}", i + 1);
             self.file(&format!("{port}/link_layer"), ll)?;
             self.file(&format!("{port}/state"), "4: ACTIVE")?;
+            self.file(&format!("{port}/phys_state"), "5: LinkUp")?;
         }
         self.file(&format!("{path}/node_type"), "1: CA")?;
         self.link(&format!("class/infiniband/{name}"), &path)?;
@@ -262,6 +277,7 @@ impl Builder {
         let path = format!("devices/virtual/infiniband/{name}");
         self.file(&format!("{path}/ports/1/link_layer"), "Ethernet")?;
         self.file(&format!("{path}/ports/1/state"), "4: ACTIVE")?;
+        self.file(&format!("{path}/ports/1/phys_state"), "5: LinkUp")?;
         self.file(&format!("{path}/node_type"), "1: CA")?;
         self.file(&format!("{path}/parent"), parent)?;
         self.link(&format!("class/infiniband/{name}"), &path)?;
@@ -328,6 +344,11 @@ fn uplink(b: &mut Builder, name: &str) {
         ..LinkState::default()
     });
 }
+
+/// `flags` of a link administratively up (`IFF_UP | IFF_BROADCAST | IFF_MULTICAST`).
+const IFF_UP_BROADCAST_MULTICAST: &str = "0x1003";
+/// `flags` of the same link administratively down.
+const IFF_BROADCAST_MULTICAST: &str = "0x1002";
 
 const MLX: u16 = 0x15b3;
 

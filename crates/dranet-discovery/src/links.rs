@@ -19,7 +19,7 @@ use rtnetlink::packet_route::AddressFamily;
 #[cfg(feature = "netlink")]
 use rtnetlink::packet_route::address::AddressAttribute;
 #[cfg(feature = "netlink")]
-use rtnetlink::packet_route::link::{LinkAttribute, LinkInfo};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkInfo};
 #[cfg(feature = "netlink")]
 use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteProtocol};
 #[cfg(feature = "netlink")]
@@ -86,6 +86,7 @@ async fn dump() -> Result<Vec<LinkState>> {
     for m in msgs {
         let mut st = LinkState {
             ifindex: Some(m.header.index),
+            admin_up: Some(m.header.flags.contains(LinkFlags::Up)),
             ..LinkState::default()
         };
         let (mut master, mut lower, mut other_netns) = (None, None, false);

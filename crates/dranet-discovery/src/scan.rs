@@ -156,6 +156,12 @@ fn parse_hex_u32(s: &str) -> Option<u32> {
     u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
 }
 
+/// `IFF_UP` in a netdev's `flags` file (`0x1003`): whether it is administratively up.
+fn admin_up(flags: &str) -> Option<bool> {
+    const IFF_UP: u32 = 0x1;
+    parse_hex_u32(flags).map(|f| f & IFF_UP != 0)
+}
+
 fn parse_devnum(s: &str) -> Option<(u32, u32)> {
     let (a, b) = s.trim().split_once(':')?;
     Some((a.parse().ok()?, b.parse().ok()?))
@@ -326,6 +332,7 @@ impl Scan<'_> {
             mac: opt(self, "address").filter(|m| !m.is_empty()),
             mtu,
             operstate: opt(self, "operstate"),
+            admin_up: opt(self, "flags").and_then(|f| admin_up(&f)),
             alias: opt(self, "ifalias").filter(|a| !a.is_empty()),
             encapsulation: arphrd_name(arphrd).map(str::to_string),
             virtual_: path.starts_with("devices/virtual/"),
@@ -428,6 +435,11 @@ impl Scan<'_> {
                     .ok()
                     .flatten(),
                 state: self.fs.read_opt(&format!("{base}/state")).ok().flatten(),
+                phys_state: self
+                    .fs
+                    .read_opt(&format!("{base}/phys_state"))
+                    .ok()
+                    .flatten(),
             });
         }
         ports.sort_by_key(|p| p.number);
@@ -566,6 +578,7 @@ impl Scan<'_> {
                 nd.ifindex = l.ifindex.or(nd.ifindex);
                 nd.kind = l.kind;
                 nd.operstate = l.operstate.or(nd.operstate.take());
+                nd.admin_up = l.admin_up.or(nd.admin_up);
                 nd.mtu = l.mtu.or(nd.mtu);
                 nd.ipv4 = l.ipv4;
                 nd.ipv6 = l.ipv6;

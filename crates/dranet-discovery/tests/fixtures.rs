@@ -602,3 +602,32 @@ fn pci_ids_database_errors_leave_hex_ids() {
         inv.warnings
     );
 }
+
+#[test]
+fn an_admin_down_link_is_not_a_fault_and_one_without_carrier_is() {
+    use dranet_core::health::Fault;
+    use dranet_discovery::fixture::Builder;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(tmp.path()).unwrap();
+    b.netdev(None, "off0", "aa:00:00:00:00:01", 1500, "down", 1)
+        .unwrap();
+    let lost = b
+        .netdev(None, "lost0", "aa:00:00:00:00:02", 1500, "down", 1)
+        .unwrap();
+    b.carrier_lost(&lost).unwrap();
+    b.netdev(None, "up0", "aa:00:00:00:00:03", 1500, "up", 1)
+        .unwrap();
+    b.finish().unwrap();
+    let inv = discover_at(tmp.path(), Options::default());
+    let fault = |name: &str| {
+        let d = inv
+            .devices
+            .iter()
+            .find(|d| d.netdev.as_ref().is_some_and(|n| n.name == name))
+            .unwrap_or_else(|| panic!("{name} not discovered: {inv:?}"));
+        Fault::of(d)
+    };
+    assert_eq!(fault("off0"), None);
+    assert_eq!(fault("up0"), None);
+    assert_eq!(fault("lost0"), Fault::of_link("lost0", "down", Some(true)));
+}

@@ -317,6 +317,7 @@ fn daemon_rescan(c: &mut Criterion) {
                 inv,
                 &published,
                 &not_in_use,
+                &Default::default(),
                 &mut known,
                 Duration::from_secs(180),
             );

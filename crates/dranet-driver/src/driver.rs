@@ -412,6 +412,17 @@ impl NetworkDriver {
             .collect()
     }
 
+    /// The state of the netdevs in pods, by device name ([`PodNet::pod_link_faults`]; the
+    /// journal's keys are [`crate::record::DeviceRecord::key`]s, `<claim UID>.<device>`).
+    pub async fn pod_link_faults(&self) -> BTreeMap<String, Option<dranet_core::health::Fault>> {
+        self.podnet
+            .pod_link_faults()
+            .await
+            .into_iter()
+            .filter_map(|(key, f)| Some((key.rsplit_once('.')?.1.to_string(), f)))
+            .collect()
+    }
+
     /// Devices the last synchronize could not give back to the host (their pods are gone);
     /// retried at the next synchronize.
     pub fn restores_owed(&self) -> usize {

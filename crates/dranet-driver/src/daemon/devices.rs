@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use dranet_alloc::cel::{DeviceAttributes, DeviceView, Program, Quantity};
 use dranet_core::attributes::{AttributeValue, names};
+use dranet_core::health::Fault;
 use dranet_core::slice::PublishedDevice;
 use dranet_core::{DRIVER_NAME, Inventory, NetworkDevice};
 use dranet_kubeletplugin::{DeviceHealthReport, Health};
@@ -116,6 +117,24 @@ pub fn select(
     (out, warnings)
 }
 
+/// Gives each device in use whose netdev is in a pod (`in_pods`: its state there, read by
+/// [`crate::driver::NetworkDriver::pod_link_faults`]) the fault it has there, so that its taint
+/// follows the link in the pod instead of staying as it was when the claim was prepared. A
+/// device whose pod could not be read keeps its published fault.
+pub fn take_pod_faults(
+    devices: &mut BTreeMap<String, PublishedDevice>,
+    in_use: &BTreeMap<String, String>,
+    in_pods: &BTreeMap<String, Option<Fault>>,
+) {
+    for (name, fault) in in_pods {
+        if in_use.contains_key(name)
+            && let Some(d) = devices.get_mut(name)
+        {
+            d.fault.clone_from(fault);
+        }
+    }
+}
+
 /// How many published devices have an RDMA link (upstream's `feature="rdma"`).
 pub fn rdma_count(devices: &BTreeMap<String, PublishedDevice>) -> usize {
     let key = format!("{DRIVER_NAME}/{}", names::RDMA);
@@ -132,41 +151,25 @@ pub fn rdma_count(devices: &BTreeMap<String, PublishedDevice>) -> usize {
         .count()
 }
 
-/// Operational states that mean the link carries no traffic.
-const LINK_DOWN: [&str; 4] = ["down", "lowerlayerdown", "notpresent", "dormant"];
-
-/// The health of one scanned device: its netdev's operational state, then its RDMA ports.
+/// The health of one scanned device: its netdev's operational state, then its RDMA ports (the
+/// judgment that also taints the published device: [`dranet_core::health::Fault`]).
 pub fn device_health(d: &NetworkDevice) -> (Health, String) {
-    if let Some(n) = &d.netdev
-        && let Some(st) = n.operstate.as_deref()
-        && LINK_DOWN.contains(&st)
-    {
-        return (Health::Unhealthy, format!("link {} is {st}", n.name));
+    match Fault::of(d) {
+        Some(f) => (Health::Unhealthy, f.to_string()),
+        None => (Health::Healthy, "link up".into()),
     }
-    if let Some(r) = &d.rdma {
-        let states: Vec<(u32, &str)> = r
-            .ports
-            .iter()
-            .filter_map(|p| p.state.as_deref().map(|s| (p.number, s)))
-            .collect();
-        if !states.is_empty() && !states.iter().any(|(_, s)| s.contains("ACTIVE")) {
-            let (port, st) = states[0];
-            return (
-                Health::Unhealthy,
-                format!("RDMA link {} port {port} is {st}", r.name),
-            );
-        }
-    }
-    (Health::Healthy, "link up".into())
 }
 
 /// Health reports for the kubelet: every published device, and every device published before
-/// that is gone now (unhealthy until it returns). `known` remembers what was ever published.
+/// that is gone now (unhealthy until it returns). `known` remembers what was ever published;
+/// `in_pods` is the state of the netdevs in pods' namespaces, by device (what the host's scan
+/// cannot see).
 pub fn health(
     pool: &str,
     inv: &Inventory,
     published: &BTreeMap<String, PublishedDevice>,
     in_use: &BTreeMap<String, String>,
+    in_pods: &BTreeMap<String, Option<Fault>>,
     known: &mut BTreeSet<String>,
     valid_for: Duration,
 ) -> Vec<DeviceHealthReport> {
@@ -175,18 +178,23 @@ pub fn health(
     known
         .iter()
         .map(|name| {
-            let (health, message) = match (inv.device(name), in_use.get(name)) {
+            let in_pod = in_pods.get(name).and_then(Option::as_ref);
+            let (health, message) = match (inv.device(name), in_use.get(name), in_pod) {
+                (_, Some(claim), Some(f)) => (
+                    Health::Unhealthy,
+                    format!("{f}, in the pod of claim {claim}"),
+                ),
                 // A netdev moved into a pod is not visible here: its RDMA ports still are.
-                (Some(d), Some(claim)) if d.netdev.is_none() => match device_health(d) {
+                (Some(d), Some(claim), None) if d.netdev.is_none() => match device_health(d) {
                     (Health::Healthy, _) => (Health::Healthy, format!("in use by claim {claim}")),
                     other => other,
                 },
-                (Some(d), _) => device_health(d),
-                (None, Some(claim)) => (
+                (Some(d), _, _) => device_health(d),
+                (None, Some(claim), None) => (
                     Health::Healthy,
                     format!("in use by claim {claim}, in its pod's network namespace"),
                 ),
-                (None, None) => (Health::Unhealthy, "gone from the node".into()),
+                (None, None, _) => (Health::Unhealthy, "gone from the node".into()),
             };
             DeviceHealthReport {
                 pool: pool.to_string(),
@@ -220,6 +228,7 @@ mod tests {
         PublishedDevice {
             name: name.into(),
             attributes,
+            fault: None,
         }
     }
 
@@ -303,6 +312,7 @@ mod tests {
             netdev: Some(Netdev {
                 name: name.into(),
                 operstate: Some(operstate.into()),
+                admin_up: Some(true),
                 ..Default::default()
             }),
             rdma: port.map(|s| RdmaLink {
@@ -310,6 +320,14 @@ mod tests {
                 ports: vec![RdmaPort {
                     number: 1,
                     state: Some(s.into()),
+                    phys_state: Some(
+                        if s.contains("ACTIVE") {
+                            "5: LinkUp"
+                        } else {
+                            "2: Polling"
+                        }
+                        .into(),
+                    ),
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -330,6 +348,12 @@ mod tests {
         let (h, m) = device_health(&device("a", "up", Some("1: DOWN")));
         assert_eq!(h, Health::Unhealthy);
         assert!(m.contains("mlx5_0 port 1 is 1: DOWN"), "{m}");
+        // Administratively down on the host (dranet brings it up in the pod): healthy.
+        let mut off = device("a", "down", None);
+        if let Some(n) = off.netdev.as_mut() {
+            n.admin_up = Some(false);
+        }
+        assert_eq!(device_health(&off).0, Health::Healthy);
     }
 
     #[test]
@@ -347,6 +371,7 @@ mod tests {
                 inv,
                 published,
                 &none,
+                &BTreeMap::new(),
                 &mut known,
                 Duration::from_secs(60),
             );
@@ -360,5 +385,69 @@ mod tests {
             (Health::Unhealthy, "gone from the node".to_string())
         );
         assert_eq!(check(&present, &listed).0, Health::Healthy);
+    }
+
+    #[test]
+    fn a_device_in_use_takes_the_fault_of_its_link_in_the_pod() {
+        let down = Fault::of_link("net1", "lowerlayerdown", Some(true));
+        let mut tainted = published("a", None);
+        tainted.fault = down.clone();
+        let mut devices = BTreeMap::from([
+            ("a".to_string(), tainted.clone()),
+            ("b".to_string(), published("b", None)),
+            ("c".to_string(), tainted.clone()),
+        ]);
+        let in_use = BTreeMap::from([
+            ("a".to_string(), "ns/c1".to_string()),
+            ("b".to_string(), "ns/c2".to_string()),
+        ]);
+        let in_pods = BTreeMap::from([
+            // Carrier back in the pod: the taint goes.
+            ("a".to_string(), None),
+            // Lost in the pod: the taint comes.
+            ("b".to_string(), down.clone()),
+            // Not in use (a journal entry on its way out): left as scanned.
+            ("c".to_string(), None),
+        ]);
+        take_pod_faults(&mut devices, &in_use, &in_pods);
+        assert_eq!(devices["a"].fault, None);
+        assert_eq!(devices["b"].fault, down);
+        assert_eq!(devices["c"], tainted);
+        // A pod that could not be read: the device keeps what it had.
+        take_pod_faults(&mut devices, &in_use, &BTreeMap::new());
+        assert_eq!(devices["b"].fault, down);
+    }
+
+    #[test]
+    fn a_netdev_down_in_its_pod_is_unhealthy_and_healthy_again_when_up() {
+        let mut known = BTreeSet::new();
+        let listed = BTreeMap::from([("a".to_string(), published("a", None))]);
+        let in_use = BTreeMap::from([("a".to_string(), "ns/c".to_string())]);
+        // The netdev is in the pod: the host's scan does not see it.
+        let inv = Inventory::default();
+        let mut check = |in_pods: BTreeMap<String, Option<Fault>>| {
+            let r = health(
+                "n",
+                &inv,
+                &listed,
+                &in_use,
+                &in_pods,
+                &mut known,
+                Duration::from_secs(60),
+            );
+            (r[0].health, r[0].message.clone())
+        };
+        let down = BTreeMap::from([("a".to_string(), Fault::of_link("net1", "down", Some(true)))]);
+        assert_eq!(
+            check(down),
+            (
+                Health::Unhealthy,
+                "link net1 is down, in the pod of claim ns/c".to_string()
+            )
+        );
+        let up = BTreeMap::from([("a".to_string(), None)]);
+        assert_eq!(check(up).0, Health::Healthy);
+        // Not readable (the pod is going away): what the claim says, as before.
+        assert_eq!(check(BTreeMap::new()).0, Health::Healthy);
     }
 }

@@ -264,6 +264,8 @@ pub struct Daemon {
     awaiting_publish: Option<Instant>,
     /// What [`IN_USE_FILE`] holds.
     saved_in_use: BTreeMap<String, PublishedDevice>,
+    /// The state of the netdevs in pods at the last rescan, by device.
+    pod_links: BTreeMap<String, Option<dranet_core::health::Fault>>,
 }
 
 /// The published description of each device in use, kept across restarts: after one, the scan
@@ -433,6 +435,7 @@ impl Daemon {
             excluded: BTreeSet::new(),
             awaiting_publish: None,
             saved_in_use: BTreeMap::new(),
+            pod_links: BTreeMap::new(),
         };
         d.saved_in_use = load_in_use(&d.config.state_dir);
         d.published = d.saved_in_use.clone();
@@ -468,12 +471,13 @@ impl Daemon {
         let in_use = driver.devices_in_use();
         let (scanned, mut warnings) =
             published_devices(inv, self.config.attributes, self.config.cloud.as_ref());
-        let (next, filter_warnings) = devices::select(
+        let (mut next, filter_warnings) = devices::select(
             scanned,
             self.config.filter.as_ref(),
             &in_use,
             &self.published,
         );
+        devices::take_pod_faults(&mut next, &in_use, &self.pod_links);
         warnings.extend(filter_warnings);
         let (list, share_warnings) = share::devices(&next, self.config.share.as_ref());
         warnings.extend(share_warnings);
@@ -523,6 +527,7 @@ impl Daemon {
             inv,
             &self.published,
             &in_use,
+            &self.pod_links,
             &mut self.known,
             self.config.poll.max_interval * 3,
         );
@@ -535,6 +540,7 @@ impl Daemon {
     async fn rescan(&mut self, trigger: &str, since: Option<Instant>) {
         let t = Instant::now();
         let inv = scan(&self.rescan, self.config.cloud.as_ref()).await;
+        self.pod_links = self.hooks.driver().pod_link_faults().await;
         self.metrics.scan(trigger, inv.is_ok(), t.elapsed());
         match inv {
             Ok(inv) => match self.publish(&inv) {

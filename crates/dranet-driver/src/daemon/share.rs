@@ -74,6 +74,7 @@ mod tests {
             )]
             .into_iter()
             .collect(),
+            fault: None,
         }
     }
 
