@@ -352,6 +352,14 @@ fn shared(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_before: 
         assert_eq!(s["up"], true, "{s}");
     }
     assert_eq!(host_link(PARENT).as_ref(), Some(parent_before));
+    kit.say(format_args!(
+        "{}'s child, seen from the host: {}",
+        a.0,
+        before
+            .iter()
+            .find(|(x, _, _)| x == a.2)
+            .map_or(&Value::Null, |c| &c.2)
+    ));
 
     // A fourth share is more than the NIC carries.
     kit.apply(&nic_pod(d.0, d.1, image));
@@ -361,15 +369,17 @@ fn shared(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_before: 
 
     // One pod goes: its child only.
     delete_pod(kit, b.0);
+    let b_sandbox = before
+        .iter()
+        .find(|(x, _, _)| x == b.2)
+        .map(|(_, e, _)| e["owner"].clone())
+        .expect("b's child");
     let freed = wait_for(
         "b's child out of the journal",
         LIMIT,
         || {
             let now = child_entries(state);
-            (!now
-                .iter()
-                .any(|e| before.iter().any(|(x, b_entry, _)| x == b.2 && b_entry == e)))
-            .then_some(now)
+            (!now.iter().any(|e| e["owner"] == b_sandbox)).then_some(now)
         },
         || tail(&daemon.output()),
     );
@@ -417,6 +427,10 @@ fn shared(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_before: 
 /// 1.34: the fields are dropped, the daemon warns once per field, the NIC is one pod's.
 fn exclusive(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_before: &Value) {
     let [a, b, ..] = PODS;
+    // The server dropped the capacity request too: the claim asks for the whole device.
+    let t = kit.get_json(&["resourceclaimtemplate", a.1]);
+    let req = &t["spec"]["spec"]["devices"]["requests"][0]["exactly"];
+    assert!(req["capacity"].is_null(), "{t}");
     kit.apply(&nic_pod(a.0, a.1, image));
     wait_pod(kit, daemon, a.0, a.2);
     let r = allocation(kit, a.0);
@@ -455,4 +469,68 @@ fn exclusive(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_befor
         || tail(&daemon.output()),
     );
     assert_eq!(host_link(PARENT).as_ref(), Some(parent_before));
+}
+
+/// The manifests docs/claims.md shows under "The manifests" are, verbatim, in the file this test
+/// applies; every document of the file is the Kubernetes object it says, and every dra.net config
+/// in it is a valid `NetworkConfig` of a child type. (No cluster needed.)
+#[test]
+fn the_docs_show_the_manifests_the_test_applies() {
+    use dranet_core::NetworkConfig;
+    use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = std::fs::read_to_string(root.join(MANIFESTS)).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/claims.md")).unwrap();
+    let section = doc
+        .split("### The manifests")
+        .nth(1)
+        .and_then(|s| s.split("\n### ").next())
+        .expect("docs/claims.md has a section \"The manifests\"");
+    assert!(section.contains(MANIFESTS), "the section names {MANIFESTS}");
+    let shown: Vec<&str> = section
+        .split("```yaml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .filter(|b| b.starts_with("apiVersion:"))
+        .collect();
+    assert_eq!(shown.len(), 2, "the class and a template are shown");
+    for block in shown {
+        assert!(
+            file.contains(block),
+            "docs/claims.md shows a manifest that is not in {MANIFESTS}:\n{block}"
+        );
+    }
+
+    let docs: Vec<Value> = serde_saphyr::from_str_multiple(&file).unwrap();
+    let mut templates = 0;
+    for d in docs {
+        match d["kind"].as_str() {
+            Some("DeviceClass") => {
+                serde_json::from_value::<DeviceClass>(d).unwrap();
+            }
+            Some("ResourceClaimTemplate") => {
+                let t: ResourceClaimTemplate = serde_json::from_value(d).unwrap();
+                let devices = t.spec.spec.devices.expect("devices");
+                let req = &devices.requests.as_ref().expect("requests")[0];
+                let caps = req
+                    .exactly
+                    .as_ref()
+                    .and_then(|e| e.capacity.as_ref())
+                    .and_then(|c| c.requests.as_ref())
+                    .expect("a capacity request");
+                assert_eq!(caps["children"].0, "1");
+                for c in devices.config.expect("config") {
+                    let o = c.opaque.expect("opaque config");
+                    assert_eq!(o.driver, "dra.net");
+                    let n: NetworkConfig = serde_json::from_value(o.parameters.0).unwrap();
+                    n.validate().unwrap();
+                    assert!(n.interface_type().is_child(), "{n:?}");
+                }
+                templates += 1;
+            }
+            other => panic!("unexpected kind {other:?} in {MANIFESTS}"),
+        }
+    }
+    assert_eq!(templates, PODS.len(), "a template per pod");
 }
