@@ -50,23 +50,10 @@ struct Run<'a> {
 impl Run<'_> {
     fn start(&self, n: u32) -> Daemon {
         // DRANET_DAEMON_BIN measures another build (e.g. target/release/dranet).
-        let bin = std::env::var("DRANET_DAEMON_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dranet").to_string());
-        let mut cmd = self.kit.command(bin);
-        cmd.arg("run")
-            .args(["--hostname-override", self.kit.node()])
-            .args(["--kubeconfig", self.kit.var("KUBECONFIG")])
-            .arg("--kubelet-root-dir")
-            .arg(self.kit.kubelet_root_dir())
-            .args(["--nri-socket", self.kit.var("DRANET_K8S_NRI_SOCKET")])
-            .arg("--state-dir")
-            .arg(&self.state)
-            .args(["--bind-address", &format!("127.0.0.1:{}", self.port)])
-            .arg("--fixture-sysfs")
+        let mut cmd = self.kit.dranet_run(&self.state, self.port);
+        cmd.arg("--fixture-sysfs")
             .arg(self.fixture.join("sys"))
             .args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
-            // Rate limiting would spread the test's back-to-back changes over seconds.
-            .args(["--inventory-min-poll-interval", "0"])
             .args(["--log", "info,dranet_kubeletplugin=debug"]);
         Daemon::spawn(cmd, self.logs.join(format!("dranet-{n}.log")))
     }
@@ -367,13 +354,7 @@ fn dranet_run_on_a_real_node(kit: &Kit) {
             .count()
     };
     assert_eq!(ours(&reg_dir), 1, "the registration socket while running");
-    let status = daemon.terminate(Duration::from_secs(30));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(0),
-        "exit status after SIGTERM\n{}",
-        tail(&daemon.output())
-    );
+    daemon.stop(Duration::from_secs(30));
     assert_eq!(ours(&reg_dir), 0, "registration socket removed");
     let dra_sock = kit.kubelet_root_dir().join("plugins/dra.net/dra.sock");
     assert!(!dra_sock.exists(), "{} removed", dra_sock.display());

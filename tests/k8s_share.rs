@@ -29,7 +29,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::k8s::{Daemon, Kit, V1_36, free_port, http_get, wait_for};
+use support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
 use support::links::{VETH_FILTER, Veths, host_link, nic_pod};
 
 kit_tests!(pods_share_one_nic, "pods sharing one NIC");
@@ -59,20 +59,10 @@ fn tail(s: &str) -> String {
 
 /// `dranet run` sharing [`PARENT`].
 fn start(kit: &Kit, state: &Path, port: u16, log: PathBuf) -> Daemon {
-    let mut cmd = kit.command(env!("CARGO_BIN_EXE_dranet"));
-    cmd.arg("run")
-        .args(["--hostname-override", kit.node()])
-        .args(["--kubeconfig", kit.var("KUBECONFIG")])
-        .arg("--kubelet-root-dir")
-        .arg(kit.kubelet_root_dir())
-        .args(["--nri-socket", kit.var("DRANET_K8S_NRI_SOCKET")])
-        .arg("--state-dir")
-        .arg(state)
-        .args(["--bind-address", &format!("127.0.0.1:{port}")])
-        .args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
+    let mut cmd = kit.dranet_run(state, port);
+    cmd.args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
         .args(["--share-filter", SHARE_FILTER])
         .args(["--share-children", SHARE_CHILDREN])
-        .args(["--inventory-min-poll-interval", "0"])
         .args(["--log", "info"]);
     Daemon::spawn(cmd, log)
 }
@@ -240,6 +230,25 @@ fn delete_pod(kit: &Kit, pod: &str) {
     kit.kubectl_ok(&["delete", "pod", pod, "--wait=true", "--timeout=60s"]);
 }
 
+/// Deletes `pods`: no child is left in the journal, and the shared NIC is as it was before the
+/// first pod.
+fn delete_all(kit: &Kit, daemon: &Daemon, state: &Path, pods: &[&str], parent_before: &Value) {
+    for pod in pods {
+        delete_pod(kit, pod);
+    }
+    wait_for(
+        "no child left in the journal",
+        LIMIT,
+        || child_entries(state).is_empty().then_some(()),
+        || tail(&daemon.output()),
+    );
+    assert_eq!(
+        host_link(PARENT).as_ref(),
+        Some(parent_before),
+        "the shared NIC after every pod"
+    );
+}
+
 fn pods_share_one_nic(kit: &Kit) {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
@@ -267,7 +276,16 @@ fn pods_share_one_nic(kit: &Kit) {
         .expect("the example manifests");
     let image = kit.var("DRANET_K8S_BUSYBOX_IMAGE").to_string();
     let t = Instant::now();
-    if kit.version == V1_36 {
+    kit.say(format_args!(
+        "{PARENT} as the API server stores it: {stored}"
+    ));
+    let minor: u32 = kit
+        .version
+        .kit
+        .strip_prefix("1.")
+        .and_then(|m| m.parse().ok())
+        .expect("a 1.x version");
+    if dranet_core::share::consumable_capacity_by_default(1, minor) {
         assert_eq!(stored["allowMultipleAllocations"], true, "{stored}");
         assert_eq!(
             children_cap["requestPolicy"],
@@ -297,13 +315,7 @@ fn pods_share_one_nic(kit: &Kit) {
     }
     kit.say(format_args!("pods and children: {:.1?}", t.elapsed()));
 
-    let status = daemon.terminate(Duration::from_secs(30));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(0),
-        "exit status after SIGTERM\n{}",
-        tail(&daemon.output())
-    );
+    daemon.stop(Duration::from_secs(30));
     for (_, template, _) in PODS {
         let _ = kit.kubectl(&["delete", "resourceclaimtemplate", template]);
     }
@@ -408,20 +420,7 @@ fn shared(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_before: 
         "the shared NIC after a pod went"
     );
 
-    for (pod, _, _) in [a, c, d] {
-        delete_pod(kit, pod);
-    }
-    wait_for(
-        "no child left in the journal",
-        LIMIT,
-        || child_entries(state).is_empty().then_some(()),
-        || tail(&daemon.output()),
-    );
-    assert_eq!(
-        host_link(PARENT).as_ref(),
-        Some(parent_before),
-        "the shared NIC after every pod"
-    );
+    delete_all(kit, daemon, state, &[a.0, c.0, d.0], parent_before);
 }
 
 /// 1.34: the fields are dropped, the daemon warns once per field, the NIC is one pod's.
@@ -459,16 +458,7 @@ fn exclusive(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_befor
     }
     assert!(out.contains("DRAConsumableCapacity"), "{}", tail(&out));
 
-    for pod in [a.0, b.0] {
-        delete_pod(kit, pod);
-    }
-    wait_for(
-        "no child left in the journal",
-        LIMIT,
-        || child_entries(state).is_empty().then_some(()),
-        || tail(&daemon.output()),
-    );
-    assert_eq!(host_link(PARENT).as_ref(), Some(parent_before));
+    delete_all(kit, daemon, state, &[a.0, b.0], parent_before);
 }
 
 /// The manifests docs/claims.md shows under "The manifests" are, verbatim, in the file this test

@@ -166,20 +166,8 @@ fn upstreams_python_webhook_scenario(kit: &Kit) {
 
     // dranet as the node's driver, with the webhook as cloud and profile provider.
     let port = free_port();
-    let bin = std::env::var("DRANET_DAEMON_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dranet").to_string());
-    let mut cmd = kit.command(bin);
-    cmd.arg("run")
-        .args(["--hostname-override", kit.node()])
-        .args(["--kubeconfig", kit.var("KUBECONFIG")])
-        .arg("--kubelet-root-dir")
-        .arg(kit.kubelet_root_dir())
-        .args(["--nri-socket", kit.var("DRANET_K8S_NRI_SOCKET")])
-        .arg("--state-dir")
-        .arg(tmp.path().join("state"))
-        .args(["--bind-address", &format!("127.0.0.1:{port}")])
-        .args(["--filter", VETH_FILTER])
-        .args(["--inventory-min-poll-interval", "0"])
+    let mut cmd = kit.dranet_run(&tmp.path().join("state"), port);
+    cmd.args(["--filter", VETH_FILTER])
         .args([
             "--cloud-provider-hint=webhook",
             "--profile-provider=webhook",
@@ -321,13 +309,7 @@ fn upstreams_python_webhook_scenario(kit: &Kit) {
         "no profile left recorded"
     );
 
-    let status = daemon.terminate(Duration::from_secs(30));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(0),
-        "exit status after SIGTERM\n{}",
-        tail(&daemon)
-    );
+    daemon.stop(Duration::from_secs(30));
     let _ = kit.kubectl(&["delete", "resourceclaimtemplate", "python-claim"]);
     let _ = kit.kubectl(&["delete", "deviceclass", "dranet-webhook.net"]);
 }
