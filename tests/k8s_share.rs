@@ -341,6 +341,32 @@ fn shared(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_before: 
         .map(|(pod, _, _)| allocation(kit, pod)["shareID"].to_string())
         .collect();
     assert_eq!(share_ids.len(), 3, "one share each: {share_ids:?}");
+    // The claim's status names the share and the child.
+    let claim = kit.pod_claim(a.0).expect("a's claim");
+    let status = wait_for(
+        "networkData of a's share in its claim's status",
+        LIMIT,
+        || {
+            let c = kit.get_json(&["resourceclaim", &claim]);
+            c["status"]["devices"]
+                .as_array()?
+                .iter()
+                .find(|d| d["device"] == PARENT && d["networkData"].is_object())
+                .cloned()
+        },
+        || tail(&daemon.output()),
+    );
+    assert_eq!(
+        status["shareID"],
+        allocation(kit, a.0)["shareID"],
+        "{status}"
+    );
+    assert_eq!(status["networkData"]["interfaceName"], "net1", "{status}");
+    assert_eq!(
+        status["networkData"]["ips"],
+        serde_json::json!([a.2]),
+        "{status}"
+    );
 
     // Each child in its pod's namespace: a bridge-mode macvlan of the veth.
     let parent_index: u64 = std::fs::read_to_string(format!("/sys/class/net/{PARENT}/ifindex"))
@@ -364,6 +390,15 @@ fn shared(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_before: 
         assert_eq!(s["up"], true, "{s}");
     }
     assert_eq!(host_link(PARENT).as_ref(), Some(parent_before));
+    let a_child = before
+        .iter()
+        .find(|(x, _, _)| x == a.2)
+        .map(|(_, _, s)| s)
+        .expect("a's child");
+    assert_eq!(
+        status["networkData"]["hardwareAddress"], a_child["mac"],
+        "{status}"
+    );
     kit.say(format_args!(
         "{}'s child, seen from the host: {}",
         a.0,
