@@ -159,7 +159,6 @@ fn device_health_on_a_real_node(kit: &Kit) {
         ])
         // The link in the pod is looked at on the periodic rescan (and on the host's events,
         // which the peer's changes are).
-        .args(["--inventory-min-poll-interval", "0"])
         .args(["--inventory-max-poll-interval", "2s"])
         .args(["--log", "info,dranet_kubeletplugin=debug"]);
     let mut daemon = Daemon::spawn(cmd, tmp.path().join("dranet.log"));

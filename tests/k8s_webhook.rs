@@ -168,7 +168,6 @@ fn upstreams_python_webhook_scenario(kit: &Kit) {
     let port = free_port();
     let mut cmd = kit.dranet_run(&tmp.path().join("state"), port);
     cmd.args(["--filter", VETH_FILTER])
-        .args(["--inventory-min-poll-interval", "0"])
         .args([
             "--cloud-provider-hint=webhook",
             "--profile-provider=webhook",
@@ -310,13 +309,7 @@ fn upstreams_python_webhook_scenario(kit: &Kit) {
         "no profile left recorded"
     );
 
-    let status = daemon.terminate(Duration::from_secs(30));
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(0),
-        "exit status after SIGTERM\n{}",
-        tail(&daemon)
-    );
+    daemon.stop(Duration::from_secs(30));
     let _ = kit.kubectl(&["delete", "resourceclaimtemplate", "python-claim"]);
     let _ = kit.kubectl(&["delete", "deviceclass", "dranet-webhook.net"]);
 }

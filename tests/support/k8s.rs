@@ -256,26 +256,6 @@ impl Kit {
         c
     }
 
-    /// `dranet run` as this node's driver (the test's build, or `DRANET_DAEMON_BIN` to measure
-    /// another): the node's name, the admin kubeconfig, the kubelet's directory and the runtime's
-    /// NRI socket, state in `state`, `/metrics` and the probes on `127.0.0.1:port`. The test adds
-    /// its own flags.
-    pub fn dranet_run(&self, state: &Path, port: u16) -> Command {
-        let bin = std::env::var("DRANET_DAEMON_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dranet").to_string());
-        let mut cmd = self.command(bin);
-        cmd.arg("run")
-            .args(["--hostname-override", self.node()])
-            .args(["--kubeconfig", self.var("KUBECONFIG")])
-            .arg("--kubelet-root-dir")
-            .arg(self.kubelet_root_dir())
-            .args(["--nri-socket", self.var("DRANET_K8S_NRI_SOCKET")])
-            .arg("--state-dir")
-            .arg(state)
-            .args(["--bind-address", &format!("127.0.0.1:{port}")]);
-        cmd
-    }
-
     /// Runs kubectl and returns its output, whatever the exit code.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         self.command("kubectl")
@@ -369,6 +349,27 @@ impl Kit {
             .map(str::to_string)
     }
 
+    /// `dranet run` as this node's driver: the kit's kubeconfig, kubelet and NRI socket, its
+    /// state in `state`, probes and metrics on `127.0.0.1:port`, hot-plug published without rate
+    /// limit (tests change links back to back). The caller adds its filters and providers.
+    /// `DRANET_DAEMON_BIN` runs another build (e.g. target/release/dranet).
+    pub fn dranet_run(&self, state: &Path, port: u16) -> Command {
+        let bin = std::env::var("DRANET_DAEMON_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dranet").to_string());
+        let mut cmd = self.command(bin);
+        cmd.arg("run")
+            .args(["--hostname-override", self.node()])
+            .args(["--kubeconfig", self.var("KUBECONFIG")])
+            .arg("--kubelet-root-dir")
+            .arg(self.kubelet_root_dir())
+            .args(["--nri-socket", self.var("DRANET_K8S_NRI_SOCKET")])
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--bind-address", &format!("127.0.0.1:{port}")])
+            .args(["--inventory-min-poll-interval", "0"]);
+        cmd
+    }
+
     /// The kit component's log, e.g. `kubelet`.
     pub fn log(&self, component: &str) -> String {
         let path = Path::new(self.var("DRANET_K8S_DIR"))
@@ -460,6 +461,19 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(50));
         }
         None
+    }
+}
+
+impl Daemon {
+    /// SIGTERM, which it must answer by exiting 0 within `limit` (its log's tail says why not).
+    pub fn stop(&mut self, limit: Duration) {
+        let status = self.terminate(limit);
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "exit status after SIGTERM\n{}",
+            tail(&self.output(), 60)
+        );
     }
 }
 
