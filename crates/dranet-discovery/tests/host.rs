@@ -80,6 +80,149 @@ impl Netns {
     }
 }
 
+impl Netns {
+    /// Discovery as the CLI runs it, inside the namespace. /sys shows the mounting namespace's
+    /// netdevs: the thread mounts a private sysfs of its own.
+    fn discover(&self, options: Options) -> dranet_core::Inventory {
+        self.run(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("unshare mount ns");
+            nix::mount::mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
+                None::<&str>,
+            )
+            .expect("make / private");
+            let dir = tempfile::tempdir().expect("tempdir");
+            nix::mount::mount(
+                Some("sysfs"),
+                dir.path(),
+                Some("sysfs"),
+                nix::mount::MsFlags::empty(),
+                None::<&str>,
+            )
+            .expect("mount sysfs");
+            let inv = Discovery::new(
+                Sysfs::new(dir.path()),
+                SysfsEnumerator,
+                NetlinkLinks,
+                options,
+            )
+            .discover();
+            let _ = nix::mount::umount(dir.path());
+            inv.expect("discovery")
+        })
+    }
+}
+
+/// The published devices without a PCI function (the test's veths), by name.
+fn virtual_names(inv: &dranet_core::Inventory) -> Vec<&str> {
+    inv.devices
+        .iter()
+        .filter(|d| d.pci.is_none())
+        .map(|d| d.name.as_str())
+        .collect()
+}
+
+/// Adds the IPv6 default route a router advertisement from `fe80::1` on `dev` makes the kernel
+/// install (`proto ra`, metric 1024), through rtnetlink as the kernel's own would appear.
+fn add_router_advertised_default(ns: &Netns, dev: &'static str) {
+    ns.run(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            use futures::TryStreamExt;
+            let (conn, handle, _) = rtnetlink::new_connection().expect("netlink");
+            tokio::spawn(conn);
+            let link = handle
+                .link()
+                .get()
+                .match_name(dev)
+                .execute()
+                .try_next()
+                .await
+                .expect("get link")
+                .expect("link exists");
+            let route = rtnetlink::RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+                .output_interface(link.header.index)
+                .gateway("fe80::1".parse().expect("address"))
+                .protocol(rtnetlink::packet_route::route::RouteProtocol::Ra)
+                .priority(1024)
+                .build();
+            handle
+                .route()
+                .add(route)
+                .execute()
+                .await
+                .expect("add the router-advertised default");
+        })
+    })
+}
+
+#[test]
+fn a_router_advertised_ipv6_default_beside_an_ipv4_default_is_an_uplink() {
+    if !is_root() {
+        eprintln!(
+            "SKIP a_router_advertised_ipv6_default_beside_an_ipv4_default_is_an_uplink: needs root"
+        );
+        return;
+    }
+    let ns = Netns::new("ra");
+    ns.ip("link add upl0 type veth peer name wk0");
+    ns.ip("addr add 10.78.0.2/24 dev upl0");
+    ns.ip("link add ra0 type veth peer name ra1");
+    for l in ["upl0", "wk0", "ra0", "ra1"] {
+        ns.ip(&format!("link set {l} up"));
+    }
+    ns.ip("route add default via 10.78.0.1 dev upl0");
+    add_router_advertised_default(&ns, "ra0");
+
+    let inv = ns.discover(Options::default());
+    let names = virtual_names(&inv);
+    assert!(
+        !names.contains(&"ra0"),
+        "the host's IPv6 default link was published: {names:?}"
+    );
+    assert!(
+        names.contains(&"ra1") && names.contains(&"wk0"),
+        "{names:?}"
+    );
+    let why: Vec<_> = inv
+        .excluded
+        .iter()
+        .map(|e| (e.name.as_str(), e.reason.as_str()))
+        .collect();
+    assert_eq!(
+        why,
+        [
+            (
+                "ra0",
+                "uplink: IPv6 default via fe80::1, table main, metric 1024, proto ra"
+            ),
+            (
+                "upl0",
+                "uplink: IPv4 default via 10.78.0.1, table main, metric 0, proto boot"
+            ),
+        ]
+    );
+
+    // The operator's list overrides detection: ra0 is published.
+    let named = ns.discover(Options {
+        uplink_interfaces: Some(vec!["upl0".into()]),
+        ..Options::default()
+    });
+    assert!(
+        virtual_names(&named).contains(&"ra0"),
+        "{:?}",
+        named.excluded
+    );
+    assert_eq!(named.excluded.len(), 1, "{:?}", named.excluded);
+    assert_eq!(named.excluded[0].name, "upl0");
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
@@ -203,42 +346,8 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
     ns.ip("link set rail1 up");
     ns.ip("route add default via 10.79.0.1 dev rail0 table 101");
     ns.ip("route add default via 10.79.1.1 dev rail1 metric 500");
-    // /sys shows the mounting namespace's netdevs: the thread mounts a private sysfs of its own.
-    let inv = ns.run(|| {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("unshare mount ns");
-        nix::mount::mount(
-            None::<&str>,
-            "/",
-            None::<&str>,
-            nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
-            None::<&str>,
-        )
-        .expect("make / private");
-        let dir = tempfile::tempdir().expect("tempdir");
-        nix::mount::mount(
-            Some("sysfs"),
-            dir.path(),
-            Some("sysfs"),
-            nix::mount::MsFlags::empty(),
-            None::<&str>,
-        )
-        .expect("mount sysfs");
-        let inv = Discovery::new(
-            Sysfs::new(dir.path()),
-            SysfsEnumerator,
-            NetlinkLinks,
-            Options::default(),
-        )
-        .discover();
-        let _ = nix::mount::umount(dir.path());
-        inv.expect("discovery")
-    });
-    let names: Vec<_> = inv
-        .devices
-        .iter()
-        .filter(|d| d.pci.is_none())
-        .map(|d| d.name.as_str())
-        .collect();
+    let inv = ns.discover(Options::default());
+    let names = virtual_names(&inv);
     assert!(names.contains(&"wk0"), "{names:?} {:?}", inv.warnings);
     assert!(
         !names.contains(&"upl0"),
