@@ -41,6 +41,27 @@ pub struct Netdev {
     pub default_routes: Vec<DefaultRoute>,
     /// The IPv6 default gateway through this interface, if any.
     pub ipv6_gateway: Option<String>,
+    /// The eBPF programs on its traffic-control hooks; `None` when not known (a fixture that
+    /// does not say, a link source that cannot see them).
+    pub ebpf: Option<EbpfPrograms>,
+}
+
+/// The eBPF programs attached to a link's ingress and egress.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct EbpfPrograms {
+    /// The names of its TC filters of kind `bpf` on the clsact hooks, one per filter (empty for
+    /// a filter without a name).
+    pub tc_filters: Vec<String>,
+    /// The names of the programs on its TCX hooks (kernel 6.6+), one per program.
+    pub tcx_programs: Vec<String>,
+}
+
+impl EbpfPrograms {
+    /// Whether any program is attached.
+    pub fn any(&self) -> bool {
+        !self.tc_filters.is_empty() || !self.tcx_programs.is_empty()
+    }
 }
 
 /// Link state that only netlink knows (or a fixture file stands in for): addresses, routes, kind.
@@ -70,6 +91,8 @@ pub struct LinkState {
     pub lower: Option<String>,
     /// The IPv6 default gateway through this interface, if any.
     pub ipv6_gateway: Option<String>,
+    /// The eBPF programs on its traffic-control hooks, when known.
+    pub ebpf: Option<EbpfPrograms>,
 }
 
 /// The routing table the kernel calls `main` (`RT_TABLE_MAIN`), where `ip route` adds routes.

@@ -415,3 +415,68 @@ fn a_burst_of_uevents_is_one_change() {
     }
     assert!(second.is_empty(), "{second:?}");
 }
+
+#[path = "support/bpf.rs"]
+mod bpf;
+
+#[test]
+fn tc_and_tcx_programs_on_a_link_are_published() {
+    if !is_root() {
+        eprintln!("SKIP tc_and_tcx_programs_on_a_link_are_published: needs root");
+        return;
+    }
+    let ns = Netns::new("ebpf");
+    ns.ip("link add tc0 type veth peer name tcx0");
+    ns.ip("link add none0 type veth peer name none1");
+    ns.run(|| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let (conn, handle, _) = rtnetlink::new_connection().expect("netlink");
+            tokio::spawn(conn);
+            let index = |name: &'static str| {
+                let handle = handle.clone();
+                async move {
+                    use futures::TryStreamExt;
+                    handle
+                        .link()
+                        .get()
+                        .match_name(name)
+                        .execute()
+                        .try_next()
+                        .await
+                        .expect("get link")
+                        .expect("link exists")
+                        .header
+                        .index
+                }
+            };
+            let prog = bpf::load_pass_program("dranet_pass");
+            bpf::attach_tc_ingress(&handle, index("tc0").await, &prog, "dranet_tc").await;
+            bpf::attach_tcx_ingress(index("tcx0").await, &prog);
+        })
+    });
+
+    let inv = ns.discover(Options::default());
+    let attrs: std::collections::BTreeMap<String, dranet_core::attributes::Attributes> =
+        dranet_core::slice::published_devices(&inv, Default::default(), &dranet_core::NoCloud)
+            .0
+            .into_iter()
+            .map(|d| (d.name, d.attributes))
+            .collect();
+    use dranet_core::attributes::AttributeValue::{Bool, String as S};
+    let get = |dev: &str, k: &str| attrs[dev].get(k).cloned();
+    assert_eq!(get("tc0", "ebpf"), Some(Bool(true)), "{:?}", attrs["tc0"]);
+    assert_eq!(get("tc0", "tcFilterNames"), Some(S("dranet_tc".into())));
+    assert_eq!(get("tc0", "tcxProgramNames"), None);
+    assert_eq!(get("tcx0", "ebpf"), Some(Bool(true)), "{:?}", attrs["tcx0"]);
+    assert_eq!(
+        get("tcx0", "tcxProgramNames"),
+        Some(S("dranet_pass".into()))
+    );
+    assert_eq!(get("tcx0", "tcFilterNames"), None);
+    assert_eq!(get("none0", "ebpf"), Some(Bool(false)));
+    assert_eq!(get("none0", "tcFilterNames"), None);
+}
