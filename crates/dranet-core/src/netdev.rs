@@ -43,6 +43,7 @@ pub struct Netdev {
     pub ipv6_gateway: Option<String>,
     /// The eBPF programs on its traffic-control hooks; `None` when not known (a fixture that
     /// does not say, a link source that cannot see them).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ebpf: Option<EbpfPrograms>,
 }
 
@@ -92,6 +93,7 @@ pub struct LinkState {
     /// The IPv6 default gateway through this interface, if any.
     pub ipv6_gateway: Option<String>,
     /// The eBPF programs on its traffic-control hooks, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ebpf: Option<EbpfPrograms>,
 }
 
