@@ -125,40 +125,75 @@ fn virtual_names(inv: &dranet_core::Inventory) -> Vec<&str> {
         .collect()
 }
 
+impl Netns {
+    /// Runs `f` with an rtnetlink handle whose socket is in the namespace, on a runtime of its own.
+    fn netlink<F: std::future::Future<Output = ()>>(
+        &self,
+        f: impl FnOnce(rtnetlink::Handle) -> F + Send + 'static,
+    ) {
+        self.run(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let (conn, handle, _) = rtnetlink::new_connection().expect("netlink");
+                tokio::spawn(conn);
+                f(handle).await
+            })
+        })
+    }
+
+    /// A link `upl0` carrying the namespace's IPv4 default, and its peer `wk0`.
+    fn with_uplink(&self) {
+        self.ip("link add upl0 type veth peer name wk0");
+        self.ip("addr add 10.78.0.2/24 dev upl0");
+        self.ip("link set upl0 up");
+        self.ip("link set wk0 up");
+        self.ip("route add default via 10.78.0.1 dev upl0");
+    }
+}
+
+/// The index of link `name`.
+async fn index(handle: &rtnetlink::Handle, name: &str) -> u32 {
+    use futures::TryStreamExt;
+    handle
+        .link()
+        .get()
+        .match_name(name)
+        .execute()
+        .try_next()
+        .await
+        .expect("get link")
+        .expect("link exists")
+        .header
+        .index
+}
+
+/// What discovery left out, and why.
+fn reasons(inv: &dranet_core::Inventory) -> Vec<(&str, &str)> {
+    inv.excluded
+        .iter()
+        .map(|e| (e.name.as_str(), e.reason.as_str()))
+        .collect()
+}
+
 /// Adds the IPv6 default route a router advertisement from `fe80::1` on `dev` makes the kernel
 /// install (`proto ra`, metric 1024), through rtnetlink as the kernel's own would appear.
 fn add_router_advertised_default(ns: &Netns, dev: &'static str) {
-    ns.run(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            use futures::TryStreamExt;
-            let (conn, handle, _) = rtnetlink::new_connection().expect("netlink");
-            tokio::spawn(conn);
-            let link = handle
-                .link()
-                .get()
-                .match_name(dev)
-                .execute()
-                .try_next()
-                .await
-                .expect("get link")
-                .expect("link exists");
-            let route = rtnetlink::RouteMessageBuilder::<std::net::Ipv6Addr>::new()
-                .output_interface(link.header.index)
-                .gateway("fe80::1".parse().expect("address"))
-                .protocol(rtnetlink::packet_route::route::RouteProtocol::Ra)
-                .priority(1024)
-                .build();
-            handle
-                .route()
-                .add(route)
-                .execute()
-                .await
-                .expect("add the router-advertised default");
-        })
+    ns.netlink(move |handle| async move {
+        let route = rtnetlink::RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+            .output_interface(index(&handle, dev).await)
+            .gateway("fe80::1".parse().expect("address"))
+            .protocol(rtnetlink::packet_route::route::RouteProtocol::Ra)
+            .priority(1024)
+            .build();
+        handle
+            .route()
+            .add(route)
+            .execute()
+            .await
+            .expect("add the router-advertised default");
     })
 }
 
@@ -171,13 +206,10 @@ fn a_router_advertised_ipv6_default_beside_an_ipv4_default_is_an_uplink() {
         return;
     }
     let ns = Netns::new("ra");
-    ns.ip("link add upl0 type veth peer name wk0");
-    ns.ip("addr add 10.78.0.2/24 dev upl0");
+    ns.with_uplink();
     ns.ip("link add ra0 type veth peer name ra1");
-    for l in ["upl0", "wk0", "ra0", "ra1"] {
-        ns.ip(&format!("link set {l} up"));
-    }
-    ns.ip("route add default via 10.78.0.1 dev upl0");
+    ns.ip("link set ra0 up");
+    ns.ip("link set ra1 up");
     add_router_advertised_default(&ns, "ra0");
 
     let inv = ns.discover(Options::default());
@@ -190,13 +222,8 @@ fn a_router_advertised_ipv6_default_beside_an_ipv4_default_is_an_uplink() {
         names.contains(&"ra1") && names.contains(&"wk0"),
         "{names:?}"
     );
-    let why: Vec<_> = inv
-        .excluded
-        .iter()
-        .map(|e| (e.name.as_str(), e.reason.as_str()))
-        .collect();
     assert_eq!(
-        why,
+        reasons(&inv),
         [
             (
                 "ra0",
@@ -333,11 +360,7 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
         return;
     }
     let ns = Netns::new("disc");
-    ns.ip("link add upl0 type veth peer name wk0");
-    ns.ip("addr add 10.78.0.2/24 dev upl0");
-    ns.ip("link set upl0 up");
-    ns.ip("link set wk0 up");
-    ns.ip("route add default via 10.78.0.1 dev upl0");
+    ns.with_uplink();
     // A rail with a default in its own table only, and a backup default: both published.
     ns.ip("link add rail0 type veth peer name rail1");
     ns.ip("addr add 10.79.0.2/24 dev rail0");
@@ -355,13 +378,8 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
     );
     assert!(names.contains(&"rail0"), "policy-table default: {names:?}");
     assert!(names.contains(&"rail1"), "backup default: {names:?}");
-    let why: Vec<_> = inv
-        .excluded
-        .iter()
-        .map(|e| (e.name.as_str(), e.reason.as_str()))
-        .collect();
     assert_eq!(
-        why,
+        reasons(&inv),
         [(
             "upl0",
             "uplink: IPv4 default via 10.78.0.1, table main, metric 0, proto boot"
@@ -428,35 +446,10 @@ fn tc_and_tcx_programs_on_a_link_are_published() {
     let ns = Netns::new("ebpf");
     ns.ip("link add tc0 type veth peer name tcx0");
     ns.ip("link add none0 type veth peer name none1");
-    ns.run(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let (conn, handle, _) = rtnetlink::new_connection().expect("netlink");
-            tokio::spawn(conn);
-            let index = |name: &'static str| {
-                let handle = handle.clone();
-                async move {
-                    use futures::TryStreamExt;
-                    handle
-                        .link()
-                        .get()
-                        .match_name(name)
-                        .execute()
-                        .try_next()
-                        .await
-                        .expect("get link")
-                        .expect("link exists")
-                        .header
-                        .index
-                }
-            };
-            let prog = bpf::load_pass_program("dranet_pass");
-            bpf::attach_tc_ingress(&handle, index("tc0").await, &prog, "dranet_tc").await;
-            bpf::attach_tcx_ingress(index("tcx0").await, &prog);
-        })
+    ns.netlink(|handle| async move {
+        let prog = bpf::load_pass_program("dranet_pass");
+        bpf::attach_tc_ingress(&handle, index(&handle, "tc0").await, &prog, "dranet_tc").await;
+        bpf::attach_tcx_ingress(index(&handle, "tcx0").await, &prog);
     });
 
     let inv = ns.discover(Options::default());
