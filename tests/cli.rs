@@ -700,6 +700,12 @@ fn inventory_shows_what_is_not_published_and_why() {
         "{section}"
     );
     assert!(section.contains("rxe2") && section.contains("on eth0, which is not published"));
+    // The host's only IPv6 default, learned from a router advertisement, makes an uplink too.
+    assert!(
+        section.lines().any(|l| l.starts_with("rail2 ")
+            && l.contains("uplink: IPv6 default via fe80::1, table main, metric 1024, proto ra")),
+        "{section}"
+    );
     // What is stacked on the uplink is held with it; virtual interfaces are left out by the
     // default --filter, which says how to publish them.
     assert!(
@@ -736,8 +742,8 @@ fn uplink_interfaces_override_detection() {
     ]);
     assert!(ok, "{err}");
     assert!(
-        out.contains("pci-0000-00-02-0"),
-        "eth0 is published now:\n{out}"
+        out.contains("pci-0000-00-02-0") && out.contains("pci-0000-00-0c-0"),
+        "eth0 and rail2 are published now:\n{out}"
     );
     assert!(
         out.lines()

@@ -229,13 +229,15 @@ fn qemu_args(kit: &Kit, initrd: &Path) -> Vec<String> {
         "-accel tcg -machine q35 -smp 2 -m 1536 -nodefaults -no-reboot -display none -serial stdio",
         "-object memory-backend-ram,size=768M,id=m0 -object memory-backend-ram,size=768M,id=m1",
         "-numa node,nodeid=0,cpus=0,memdev=m0 -numa node,nodeid=1,cpus=1,memdev=m1",
-        // The uplink and the NUMA-less NIC on the root complex.
+        // The uplink and the NUMA-less NIC on the root complex. Only the uplink's user network
+        // runs IPv6: slirp's router advertises a default route on each NIC it serves, and a
+        // main-table default of either family makes an uplink.
         "-netdev user,id=n1,restrict=on -device virtio-net-pci,netdev=n1,mac=52:54:00:00:00:01,bus=pcie.0",
-        "-netdev user,id=nf,restrict=on -device igb,netdev=nf,mac=52:54:00:00:00:0f,bus=pcie.0",
+        "-netdev user,id=nf,restrict=on,ipv6=off -device igb,netdev=nf,mac=52:54:00:00:00:0f,bus=pcie.0",
         // NUMA 0: an expander root with the SR-IOV PF.
         "-device pxb-pcie,id=pxb0,bus_nr=0x40,numa_node=0,bus=pcie.0",
         "-device pcie-root-port,id=rp0,bus=pxb0,chassis=1,slot=1",
-        "-netdev user,id=na,restrict=on -device igb,netdev=na,mac=52:54:00:00:00:0a,bus=rp0",
+        "-netdev user,id=na,restrict=on,ipv6=off -device igb,netdev=na,mac=52:54:00:00:00:0a,bus=rp0",
         // NUMA 1: an expander root with a two-level switch and another root port.
         "-device pxb-pcie,id=pxb1,bus_nr=0x80,numa_node=1,bus=pcie.0",
         "-device pcie-root-port,id=rp1,bus=pxb1,chassis=2,slot=1",
@@ -244,16 +246,16 @@ fn qemu_args(kit: &Kit, initrd: &Path) -> Vec<String> {
         "-device xio3130-downstream,id=dn2,bus=up1,chassis=3,slot=2",
         "-device xio3130-downstream,id=dn3,bus=up1,chassis=3,slot=3",
         "-device bochs-display,bus=dn1",
-        "-netdev user,id=nb,restrict=on -device igb,netdev=nb,mac=52:54:00:00:00:0b,bus=dn2",
+        "-netdev user,id=nb,restrict=on,ipv6=off -device igb,netdev=nb,mac=52:54:00:00:00:0b,bus=dn2",
         "-device x3130-upstream,id=up2,bus=dn3",
         "-device xio3130-downstream,id=dn4,bus=up2,chassis=4,slot=1",
-        "-netdev user,id=nd,restrict=on -device igb,netdev=nd,mac=52:54:00:00:00:0d,bus=dn4",
+        "-netdev user,id=nd,restrict=on,ipv6=off -device igb,netdev=nd,mac=52:54:00:00:00:0d,bus=dn4",
         "-device pcie-root-port,id=rp2,bus=pxb1,chassis=2,slot=2",
-        "-netdev user,id=nc,restrict=on -device igb,netdev=nc,mac=52:54:00:00:00:0c,bus=rp2",
+        "-netdev user,id=nc,restrict=on,ipv6=off -device igb,netdev=nc,mac=52:54:00:00:00:0c,bus=rp2",
         // NUMA 1: a second expander root.
         "-device pxb-pcie,id=pxb2,bus_nr=0xa0,numa_node=1,bus=pcie.0",
         "-device pcie-root-port,id=rp3,bus=pxb2,chassis=5,slot=1",
-        "-netdev user,id=ne,restrict=on -device igb,netdev=ne,mac=52:54:00:00:00:0e,bus=rp3",
+        "-netdev user,id=ne,restrict=on,ipv6=off -device igb,netdev=ne,mac=52:54:00:00:00:0e,bus=rp3",
     ]
     .iter()
     .flat_map(|s| s.split_whitespace().map(String::from))

@@ -55,6 +55,12 @@ pub mod names {
     pub const IPV4: &str = "ipv4";
     /// IPv6 CIDRs, comma-joined.
     pub const IPV6: &str = "ipv6";
+    /// Any eBPF program on the link's TC or TCX hooks (bool).
+    pub const EBPF: &str = "ebpf";
+    /// Names of the link's TC `bpf` filters, comma-joined.
+    pub const TC_FILTER_NAMES: &str = "tcFilterNames";
+    /// Names of the programs on the link's TCX hooks, comma-joined.
+    pub const TCX_PROGRAM_NAMES: &str = "tcxProgramNames";
     /// A PF with SR-IOV capability (bool).
     pub const SRIOV: &str = "sriov";
     /// Enabled VFs of a PF (int).
@@ -256,6 +262,19 @@ pub fn device_attributes(
         if let Some(v) = join_cidrs(&nd.ipv6) {
             put(IPV6, V::String(v));
         }
+        // As upstream: the names only when there is a program of the kind, `ebpf` always (when
+        // known).
+        if let Some(e) = &nd.ebpf {
+            for (name, progs) in [
+                (TC_FILTER_NAMES, &e.tc_filters),
+                (TCX_PROGRAM_NAMES, &e.tcx_programs),
+            ] {
+                if !progs.is_empty() {
+                    put(name, V::String(join_names(progs)));
+                }
+            }
+            put(EBPF, V::Bool(e.any()));
+        }
     }
     let is_virtual = dev.pci.is_none() && dev.netdev.as_ref().is_some_and(|n| n.virtual_);
     put(VIRTUAL, V::Bool(is_virtual));
@@ -269,8 +288,23 @@ pub fn device_attributes(
 
 /// Comma-joins CIDRs, keeping whole entries only, so the value fits [`MAX_VALUE_LEN`].
 pub fn join_cidrs(cidrs: &[String]) -> Option<String> {
+    join_whole(cidrs.iter().map(String::as_str))
+}
+
+/// Program names, sorted, each once, unnamed ones left out, comma-joined as whole entries that
+/// fit [`MAX_VALUE_LEN`]; empty when none has a name.
+fn join_names(names: &[String]) -> String {
+    let set: std::collections::BTreeSet<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !n.is_empty())
+        .collect();
+    join_whole(set.into_iter()).unwrap_or_default()
+}
+
+fn join_whole<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
     let mut out = String::new();
-    for c in cidrs {
+    for c in items {
         let extra = if out.is_empty() { c.len() } else { c.len() + 1 };
         if out.len() + extra > MAX_VALUE_LEN {
             break;
@@ -311,6 +345,9 @@ const PRIORITY: &[&str] = &[
     names::ALIAS,
     names::IPV4,
     names::IPV6,
+    names::EBPF,
+    names::TC_FILTER_NAMES,
+    names::TCX_PROGRAM_NAMES,
 ];
 
 fn rank(name: &str) -> usize {

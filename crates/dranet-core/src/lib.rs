@@ -66,7 +66,9 @@ pub use config::{
 pub use device::{Discover, Excluded, GpuNicMatrix, Inventory, LinkSource, NetworkDevice};
 pub use error::{Error, Result};
 pub use interface_type::{Addressing, InterfaceType, IpvlanConfig, IpvlanFlag, IpvlanMode};
-pub use netdev::{DefaultRoute, IpFamily, LinkState, MAIN_TABLE, Netdev, arphrd_name, uplinks};
+pub use netdev::{
+    DefaultRoute, EbpfPrograms, IpFamily, LinkState, MAIN_TABLE, Netdev, arphrd_name, uplinks,
+};
 pub use numa::{NumaNode, NumaTopology};
 pub use pci::{PASSTHROUGH_DRIVERS, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, SriovRole};
 pub use quantity::{Quantity, QuantityError};

@@ -46,6 +46,28 @@ pub struct Netdev {
     pub default_routes: Vec<DefaultRoute>,
     /// The IPv6 default gateway through this interface, if any.
     pub ipv6_gateway: Option<String>,
+    /// The eBPF programs on its traffic-control hooks; `None` when not known (a fixture that
+    /// does not say, a link source that cannot see them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ebpf: Option<EbpfPrograms>,
+}
+
+/// The eBPF programs attached to a link's ingress and egress.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct EbpfPrograms {
+    /// The names of its TC filters of kind `bpf` on the clsact hooks, one per filter (empty for
+    /// a filter without a name).
+    pub tc_filters: Vec<String>,
+    /// The names of the programs on its TCX hooks (kernel 6.6+), one per program.
+    pub tcx_programs: Vec<String>,
+}
+
+impl EbpfPrograms {
+    /// Whether any program is attached.
+    pub fn any(&self) -> bool {
+        !self.tc_filters.is_empty() || !self.tcx_programs.is_empty()
+    }
 }
 
 /// Link state that only netlink knows (or a fixture file stands in for): addresses, routes, kind.
@@ -78,6 +100,9 @@ pub struct LinkState {
     pub lower: Option<String>,
     /// The IPv6 default gateway through this interface, if any.
     pub ipv6_gateway: Option<String>,
+    /// The eBPF programs on its traffic-control hooks, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ebpf: Option<EbpfPrograms>,
 }
 
 /// The routing table the kernel calls `main` (`RT_TABLE_MAIN`), where `ip route` adds routes.
@@ -138,11 +163,6 @@ impl DefaultRoute {
             protocol: None,
         }
     }
-
-    /// Whether a router advertisement installed it.
-    pub fn from_router_advertisement(&self) -> bool {
-        self.protocol.as_deref() == Some("ra")
-    }
 }
 
 impl std::fmt::Display for DefaultRoute {
@@ -165,15 +185,16 @@ impl std::fmt::Display for DefaultRoute {
 
 /// The host's uplink: which interfaces carry the route the node itself depends on, and why.
 ///
-/// The rule, deliberately upstream's and stricter in one case:
+/// The rule is upstream's:
 /// - only the `main` table counts. A default in another table is policy routing (`ip rule …
 ///   table N`), the normal set-up of every rail of a multi-rail RoCE host and of cloud nodes with
 ///   one table per NIC; those NICs are exactly the ones to publish;
 /// - per address family, only the lowest-metric default counts (all of them on a tie, every hop
 ///   of a multipath default): a higher-metric default is a backup path, not the uplink;
-/// - an IPv6 default learned from a router advertisement (`proto ra`) does not count when the host
-///   has an IPv4 default: routers on an RDMA fabric advertise on every rail, which would make
-///   every rail look like the uplink. On an IPv6-only host it counts.
+/// - whoever installed it: an IPv6 default learned from a router advertisement (`proto ra`) counts
+///   beside an IPv4 default elsewhere, since moving its interface into a pod takes the host's IPv6
+///   default away. Where routers advertise on every rail, the operator names the real uplinks
+///   (`--uplink-interfaces`).
 ///
 /// Returns the uplink interfaces with the route that makes each one an uplink, by name.
 pub fn uplinks<'a>(
@@ -186,12 +207,9 @@ pub fn uplinks<'a>(
             .flat_map(|(n, rs)| rs.iter().map(move |r| (*n, r)))
             .filter(move |(_, r)| r.family == f && r.table == MAIN_TABLE)
     };
-    let has_v4 = in_main(IpFamily::Ipv4).next().is_some();
     let mut out = std::collections::BTreeMap::new();
     for family in [IpFamily::Ipv4, IpFamily::Ipv6] {
-        let counted: Vec<(&str, &DefaultRoute)> = in_main(family)
-            .filter(|(_, r)| !(has_v4 && r.from_router_advertisement()))
-            .collect();
+        let counted: Vec<(&str, &DefaultRoute)> = in_main(family).collect();
         let Some(best) = counted.iter().map(|(_, r)| r.metric).min() else {
             continue;
         };
@@ -271,19 +289,16 @@ mod tests {
     }
 
     #[test]
-    fn router_advertised_ipv6_defaults_count_only_without_ipv4() {
+    fn a_router_advertised_ipv6_default_counts_beside_ipv4() {
         let rails = |v4: bool| {
-            let mut l = vec![
-                ("rail0", vec![r(Ipv6, MAIN_TABLE, 1024, Some("ra"))]),
-                ("rail1", vec![r(Ipv6, MAIN_TABLE, 1024, Some("ra"))]),
-            ];
+            let mut l = vec![("rail0", vec![r(Ipv6, MAIN_TABLE, 1024, Some("ra"))])];
             if v4 {
                 l.push(("eth0", vec![r(Ipv4, MAIN_TABLE, 100, None)]));
             }
             l
         };
-        assert_eq!(names(&rails(true)), ["eth0"]);
-        assert_eq!(names(&rails(false)), ["rail0", "rail1"]);
+        assert_eq!(names(&rails(true)), ["eth0", "rail0"]);
+        assert_eq!(names(&rails(false)), ["rail0"]);
     }
 
     #[test]

@@ -851,25 +851,19 @@ pub fn edge_cases(dir: &Path) -> io::Result<()> {
     });
     // A dangling class/net link (the device went away mid-scan).
     b.link("class/net/ghost0", "devices/virtual/net/ghost0")?;
-    // Multi-rail routing. rail0: a default only in its policy table (`ip rule … table 101`), an
-    // IPv6 default from router advertisements, and a soft-RoCE link on its netdev: published,
-    // with the link. rail1: a backup main-table default (metric 500): published.
+    // Multi-rail routing. rail0: a default only in its policy table (`ip rule … table 101`) and a
+    // soft-RoCE link on its netdev: published, with the link. rail1: a backup main-table default
+    // (metric 500): published. rail2: the host's only IPv6 default, learned from a router
+    // advertisement: an uplink beside eth0's IPv4 default, as upstream has it.
     for (i, (name, routes)) in [
         (
             "rail0",
-            vec![
-                DefaultRoute {
-                    table: 101,
-                    gateway: Some("10.7.0.254".into()),
-                    protocol: Some("static".into()),
-                    ..DefaultRoute::main(IpFamily::Ipv4, 0)
-                },
-                DefaultRoute {
-                    gateway: Some("fe80::1".into()),
-                    protocol: Some("ra".into()),
-                    ..DefaultRoute::main(IpFamily::Ipv6, 1024)
-                },
-            ],
+            vec![DefaultRoute {
+                table: 101,
+                gateway: Some("10.7.0.254".into()),
+                protocol: Some("static".into()),
+                ..DefaultRoute::main(IpFamily::Ipv4, 0)
+            }],
         ),
         (
             "rail1",
@@ -877,6 +871,14 @@ pub fn edge_cases(dir: &Path) -> io::Result<()> {
                 gateway: Some("10.224.0.2".into()),
                 protocol: Some("static".into()),
                 ..DefaultRoute::main(IpFamily::Ipv4, 500)
+            }],
+        ),
+        (
+            "rail2",
+            vec![DefaultRoute {
+                gateway: Some("fe80::1".into()),
+                protocol: Some("ra".into()),
+                ..DefaultRoute::main(IpFamily::Ipv6, 1024)
             }],
         ),
     ]

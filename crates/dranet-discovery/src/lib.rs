@@ -5,8 +5,9 @@
 //!   at `/host/sys`, a fixture tree), so the same parsing runs on all of them.
 //! - [`Enumerate`]: which devices exist — [`UdevEnumerator`] (libudev, no udev daemon needed) or
 //!   [`SysfsEnumerator`] (walks the rooted tree).
-//! - [`links`]: what only netlink knows (addresses, default routes, link kinds), from the kernel
-//!   or a fixture file.
+//! - [`links`]: what only netlink knows (addresses, default routes, link kinds, eBPF programs),
+//!   from the kernel or a fixture file.
+//! - `ebpf` (feature `netlink`): the TC and TCX programs on a link, and their removal.
 //! - [`Discovery`]: puts them together and implements [`dranet_core::Discover`].
 //! - [`monitor`]: kernel uevents for hot-plug.
 //! - [`fixture`]: builds sysfs trees modelled on the kernel ABI, for tests of any driver.
@@ -35,6 +36,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "netlink")]
+pub mod ebpf;
 mod enumerate;
 mod error;
 pub mod fixture;

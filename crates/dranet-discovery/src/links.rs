@@ -1,4 +1,5 @@
-//! Link state that sysfs does not show: addresses, default routes, link kinds, stacking.
+//! Link state that sysfs does not show: addresses, default routes, link kinds, stacking, eBPF
+//! programs.
 //!
 //! [`NetlinkLinks`] asks the kernel (rtnetlink, in the caller's network namespace);
 //! [`FixtureLinks`] reads a JSON file, so fixture trees can describe the same facts.
@@ -211,12 +212,24 @@ async fn dump() -> Result<Vec<LinkState>> {
             }
         }
     }
+    let mut ebpf: HashMap<u32, dranet_core::EbpfPrograms> = HashMap::new();
+    for (st, _, _) in &links {
+        let Some(i) = st.ifindex else { continue };
+        match ebpf_programs(&handle, i).await {
+            Ok(p) => {
+                ebpf.insert(i, p);
+            }
+            // Not fatal to the scan: the link's eBPF attributes are left out, not guessed.
+            Err(e) => tracing::debug!(link = %st.name, error = %e, "eBPF programs not read"),
+        }
+    }
     conn.abort();
 
     Ok(links
         .into_iter()
         .map(|(mut st, master, lower)| {
             let i = st.ifindex.unwrap_or(0);
+            st.ebpf = ebpf.remove(&i);
             st.master = master.and_then(|m| by_index.get(&m).cloned());
             st.lower = lower.and_then(|l| by_index.get(&l).cloned());
             st.ipv4 = v4.remove(&i).unwrap_or_default();
@@ -226,6 +239,22 @@ async fn dump() -> Result<Vec<LinkState>> {
             st
         })
         .collect())
+}
+
+/// The TC filters and TCX programs of link `index`.
+#[cfg(feature = "netlink")]
+async fn ebpf_programs(
+    handle: &rtnetlink::Handle,
+    index: u32,
+) -> Result<dranet_core::EbpfPrograms> {
+    let tc = crate::ebpf::tc_bpf_filters(handle, index)
+        .await
+        .map_err(|e| nl("dump TC filters", e))?;
+    let tcx = crate::ebpf::tcx_programs(index).map_err(|e| nl("query TCX programs", e))?;
+    Ok(dranet_core::EbpfPrograms {
+        tc_filters: tc.into_iter().map(|f| f.name).collect(),
+        tcx_programs: tcx.into_iter().map(|p| p.name).collect(),
+    })
 }
 
 #[cfg(feature = "netlink")]

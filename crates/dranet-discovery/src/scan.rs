@@ -586,6 +586,7 @@ impl Scan<'_> {
                 nd.master = l.master;
                 nd.lower = l.lower;
                 nd.ipv6_gateway = l.ipv6_gateway;
+                nd.ebpf = l.ebpf;
             }
         }
         if opts.move_ib_interfaces {

@@ -402,6 +402,11 @@ fn the_uplink_is_the_lowest_metric_main_table_default_and_is_explained() {
                  (its PCI function 0000:00:02.0 is not published either)"
             ),
             ("mvlan0", "stacked on eth0, part of the node's uplink"),
+            (
+                "rail2",
+                "uplink: IPv6 default via fe80::1, table main, metric 1024, proto ra \
+                 (its PCI function 0000:00:0c.0 is not published either)"
+            ),
             ("rxe2", "RDMA link on eth0, which is not published"),
             (
                 "veth0c1a2b3d",
@@ -409,10 +414,11 @@ fn the_uplink_is_the_lowest_metric_main_table_default_and_is_explained() {
             ),
         ]
     );
-    // A policy-table default (rail0, with a router-advertised IPv6 default too) and a backup
-    // default (rail1) do not make an uplink.
+    // A policy-table default (rail0) and a backup default (rail1) do not make an uplink; the
+    // host's only IPv6 default does, router-advertised or not (rail2).
     assert!(inv.device("pci-0000-00-0a-0").is_some());
     assert!(inv.device("pci-0000-00-0b-0").is_some());
+    assert!(inv.device("pci-0000-00-0c-0").is_none());
     assert!(!inv.warnings.join("\n").contains("uplinks than"));
 }
 
@@ -429,6 +435,10 @@ fn named_uplink_interfaces_turn_detection_off() {
     assert!(
         inv.device("pci-0000-00-02-0").is_some(),
         "eth0 is no longer detected"
+    );
+    assert!(
+        inv.device("pci-0000-00-0c-0").is_some(),
+        "rail2's router-advertised default no longer makes it an uplink"
     );
     assert_eq!(inv.excluded[0].name, "rail1");
     assert_eq!(

@@ -80,6 +80,176 @@ impl Netns {
     }
 }
 
+impl Netns {
+    /// Discovery as the CLI runs it, inside the namespace. /sys shows the mounting namespace's
+    /// netdevs: the thread mounts a private sysfs of its own.
+    fn discover(&self, options: Options) -> dranet_core::Inventory {
+        self.run(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("unshare mount ns");
+            nix::mount::mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
+                None::<&str>,
+            )
+            .expect("make / private");
+            let dir = tempfile::tempdir().expect("tempdir");
+            nix::mount::mount(
+                Some("sysfs"),
+                dir.path(),
+                Some("sysfs"),
+                nix::mount::MsFlags::empty(),
+                None::<&str>,
+            )
+            .expect("mount sysfs");
+            let inv = Discovery::new(
+                Sysfs::new(dir.path()),
+                SysfsEnumerator,
+                NetlinkLinks,
+                options,
+            )
+            .discover();
+            let _ = nix::mount::umount(dir.path());
+            inv.expect("discovery")
+        })
+    }
+}
+
+/// The published devices without a PCI function (the test's veths), by name.
+fn virtual_names(inv: &dranet_core::Inventory) -> Vec<&str> {
+    inv.devices
+        .iter()
+        .filter(|d| d.pci.is_none())
+        .map(|d| d.name.as_str())
+        .collect()
+}
+
+impl Netns {
+    /// Runs `f` with an rtnetlink handle whose socket is in the namespace, on a runtime of its own.
+    fn netlink<F: std::future::Future<Output = ()>>(
+        &self,
+        f: impl FnOnce(rtnetlink::Handle) -> F + Send + 'static,
+    ) {
+        self.run(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let (conn, handle, _) = rtnetlink::new_connection().expect("netlink");
+                tokio::spawn(conn);
+                f(handle).await
+            })
+        })
+    }
+
+    /// A link `upl0` carrying the namespace's IPv4 default, and its peer `wk0`.
+    fn with_uplink(&self) {
+        self.ip("link add upl0 type veth peer name wk0");
+        self.ip("addr add 10.78.0.2/24 dev upl0");
+        self.ip("link set upl0 up");
+        self.ip("link set wk0 up");
+        self.ip("route add default via 10.78.0.1 dev upl0");
+    }
+}
+
+/// The index of link `name`.
+async fn index(handle: &rtnetlink::Handle, name: &str) -> u32 {
+    use futures::TryStreamExt;
+    handle
+        .link()
+        .get()
+        .match_name(name)
+        .execute()
+        .try_next()
+        .await
+        .expect("get link")
+        .expect("link exists")
+        .header
+        .index
+}
+
+/// What discovery left out, and why.
+fn reasons(inv: &dranet_core::Inventory) -> Vec<(&str, &str)> {
+    inv.excluded
+        .iter()
+        .map(|e| (e.name.as_str(), e.reason.as_str()))
+        .collect()
+}
+
+/// Adds the IPv6 default route a router advertisement from `fe80::1` on `dev` makes the kernel
+/// install (`proto ra`, metric 1024), through rtnetlink as the kernel's own would appear.
+fn add_router_advertised_default(ns: &Netns, dev: &'static str) {
+    ns.netlink(move |handle| async move {
+        let route = rtnetlink::RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+            .output_interface(index(&handle, dev).await)
+            .gateway("fe80::1".parse().expect("address"))
+            .protocol(rtnetlink::packet_route::route::RouteProtocol::Ra)
+            .priority(1024)
+            .build();
+        handle
+            .route()
+            .add(route)
+            .execute()
+            .await
+            .expect("add the router-advertised default");
+    })
+}
+
+#[test]
+fn a_router_advertised_ipv6_default_beside_an_ipv4_default_is_an_uplink() {
+    if !is_root() {
+        eprintln!(
+            "SKIP a_router_advertised_ipv6_default_beside_an_ipv4_default_is_an_uplink: needs root"
+        );
+        return;
+    }
+    let ns = Netns::new("ra");
+    ns.with_uplink();
+    ns.ip("link add ra0 type veth peer name ra1");
+    ns.ip("link set ra0 up");
+    ns.ip("link set ra1 up");
+    add_router_advertised_default(&ns, "ra0");
+
+    let inv = ns.discover(Options::default());
+    let names = virtual_names(&inv);
+    assert!(
+        !names.contains(&"ra0"),
+        "the host's IPv6 default link was published: {names:?}"
+    );
+    assert!(
+        names.contains(&"ra1") && names.contains(&"wk0"),
+        "{names:?}"
+    );
+    assert_eq!(
+        reasons(&inv),
+        [
+            (
+                "ra0",
+                "uplink: IPv6 default via fe80::1, table main, metric 1024, proto ra"
+            ),
+            (
+                "upl0",
+                "uplink: IPv4 default via 10.78.0.1, table main, metric 0, proto boot"
+            ),
+        ]
+    );
+
+    // The operator's list overrides detection: ra0 is published.
+    let named = ns.discover(Options {
+        uplink_interfaces: Some(vec!["upl0".into()]),
+        ..Options::default()
+    });
+    assert!(
+        virtual_names(&named).contains(&"ra0"),
+        "{:?}",
+        named.excluded
+    );
+    assert_eq!(named.excluded.len(), 1, "{:?}", named.excluded);
+    assert_eq!(named.excluded[0].name, "upl0");
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
@@ -190,11 +360,7 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
         return;
     }
     let ns = Netns::new("disc");
-    ns.ip("link add upl0 type veth peer name wk0");
-    ns.ip("addr add 10.78.0.2/24 dev upl0");
-    ns.ip("link set upl0 up");
-    ns.ip("link set wk0 up");
-    ns.ip("route add default via 10.78.0.1 dev upl0");
+    ns.with_uplink();
     // A rail with a default in its own table only, and a backup default: both published.
     ns.ip("link add rail0 type veth peer name rail1");
     ns.ip("addr add 10.79.0.2/24 dev rail0");
@@ -203,42 +369,8 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
     ns.ip("link set rail1 up");
     ns.ip("route add default via 10.79.0.1 dev rail0 table 101");
     ns.ip("route add default via 10.79.1.1 dev rail1 metric 500");
-    // /sys shows the mounting namespace's netdevs: the thread mounts a private sysfs of its own.
-    let inv = ns.run(|| {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("unshare mount ns");
-        nix::mount::mount(
-            None::<&str>,
-            "/",
-            None::<&str>,
-            nix::mount::MsFlags::MS_REC | nix::mount::MsFlags::MS_PRIVATE,
-            None::<&str>,
-        )
-        .expect("make / private");
-        let dir = tempfile::tempdir().expect("tempdir");
-        nix::mount::mount(
-            Some("sysfs"),
-            dir.path(),
-            Some("sysfs"),
-            nix::mount::MsFlags::empty(),
-            None::<&str>,
-        )
-        .expect("mount sysfs");
-        let inv = Discovery::new(
-            Sysfs::new(dir.path()),
-            SysfsEnumerator,
-            NetlinkLinks,
-            Options::default(),
-        )
-        .discover();
-        let _ = nix::mount::umount(dir.path());
-        inv.expect("discovery")
-    });
-    let names: Vec<_> = inv
-        .devices
-        .iter()
-        .filter(|d| d.pci.is_none())
-        .map(|d| d.name.as_str())
-        .collect();
+    let inv = ns.discover(Options::default());
+    let names = virtual_names(&inv);
     assert!(names.contains(&"wk0"), "{names:?} {:?}", inv.warnings);
     assert!(
         !names.contains(&"upl0"),
@@ -246,13 +378,8 @@ fn discovery_in_a_namespace_publishes_veths_but_not_the_default_route_link() {
     );
     assert!(names.contains(&"rail0"), "policy-table default: {names:?}");
     assert!(names.contains(&"rail1"), "backup default: {names:?}");
-    let why: Vec<_> = inv
-        .excluded
-        .iter()
-        .map(|e| (e.name.as_str(), e.reason.as_str()))
-        .collect();
     assert_eq!(
-        why,
+        reasons(&inv),
         [(
             "upl0",
             "uplink: IPv4 default via 10.78.0.1, table main, metric 0, proto boot"
@@ -305,4 +432,44 @@ fn a_burst_of_uevents_is_one_change() {
         );
     }
     assert!(second.is_empty(), "{second:?}");
+}
+
+#[path = "support/bpf.rs"]
+mod bpf;
+
+#[test]
+fn tc_and_tcx_programs_on_a_link_are_published() {
+    if !is_root() {
+        eprintln!("SKIP tc_and_tcx_programs_on_a_link_are_published: needs root");
+        return;
+    }
+    let ns = Netns::new("ebpf");
+    ns.ip("link add tc0 type veth peer name tcx0");
+    ns.ip("link add none0 type veth peer name none1");
+    ns.netlink(|handle| async move {
+        let prog = bpf::load_pass_program("dranet_pass");
+        bpf::attach_tc_ingress(&handle, index(&handle, "tc0").await, &prog, "dranet_tc").await;
+        bpf::attach_tcx_ingress(index(&handle, "tcx0").await, &prog);
+    });
+
+    let inv = ns.discover(Options::default());
+    let attrs: std::collections::BTreeMap<String, dranet_core::attributes::Attributes> =
+        dranet_core::slice::published_devices(&inv, Default::default(), &dranet_core::NoCloud)
+            .0
+            .into_iter()
+            .map(|d| (d.name, d.attributes))
+            .collect();
+    use dranet_core::attributes::AttributeValue::{Bool, String as S};
+    let get = |dev: &str, k: &str| attrs[dev].get(k).cloned();
+    assert_eq!(get("tc0", "ebpf"), Some(Bool(true)), "{:?}", attrs["tc0"]);
+    assert_eq!(get("tc0", "tcFilterNames"), Some(S("dranet_tc".into())));
+    assert_eq!(get("tc0", "tcxProgramNames"), None);
+    assert_eq!(get("tcx0", "ebpf"), Some(Bool(true)), "{:?}", attrs["tcx0"]);
+    assert_eq!(
+        get("tcx0", "tcxProgramNames"),
+        Some(S("dranet_pass".into()))
+    );
+    assert_eq!(get("tcx0", "tcFilterNames"), None);
+    assert_eq!(get("none0", "ebpf"), Some(Bool(false)));
+    assert_eq!(get("none0", "tcFilterNames"), None);
 }

@@ -751,10 +751,6 @@ fn claim_config_that_cannot_be_applied_is_refused_at_prepare() {
             &["profile \"fast\"", "no profile provider is configured"],
         ),
         (
-            serde_json::json!({"interface": {"disableEbpfPrograms": true}}),
-            &["interface.disableEbpfPrograms", "not supported yet"],
-        ),
-        (
             serde_json::json!({"interface": {"hardwareAddr": "02:00:00:00:00"}}),
             &["interface.hardwareAddr", "02:00:00:00:00"],
         ),

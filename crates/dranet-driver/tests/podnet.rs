@@ -1268,3 +1268,92 @@ async fn a_failed_rollback_is_said_and_the_entry_kept_for_the_next_try() {
     podnet(&h, journal.path()).detach("claim-rb").await.unwrap();
     assert_eq!(h.dump(), host_before);
 }
+
+#[path = "../../dranet-discovery/tests/support/bpf.rs"]
+mod bpf;
+
+/// The link's eBPF programs as discovery sees them, in `ns`.
+fn ebpf_of(ns: &Ns, link: &str) -> dranet_core::EbpfPrograms {
+    use dranet_core::LinkSource;
+    let links = Netns::open(ns.path())
+        .unwrap()
+        .run(|| dranet_discovery::NetlinkLinks.links().unwrap())
+        .unwrap();
+    links
+        .into_iter()
+        .find(|l| l.name == link)
+        .unwrap_or_else(|| panic!("{link} not in {}", ns.name))
+        .ebpf
+        .unwrap_or_else(|| panic!("{link}'s eBPF programs not read"))
+}
+
+/// Attaches the pass program to `link` in the namespace at `ns`: as a TC filter on its clsact
+/// ingress, or on its TCX ingress hook. From a thread of its own (callable from a step hook).
+fn attach_program(ns: &std::path::Path, link: &str, tcx: bool) {
+    Netns::open(ns)
+        .unwrap()
+        .run(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let rtnl = Netns::current().unwrap().rtnl().await.unwrap();
+                let index = rtnl.link_by_name(link).await.unwrap().unwrap().header.index;
+                let prog = bpf::load_pass_program("dranet_pass");
+                if tcx {
+                    bpf::attach_tcx_ingress(index, &prog);
+                } else {
+                    bpf::attach_tc_ingress(rtnl.handle(), index, &prog, "dranet_tc").await;
+                }
+            })
+        })
+        .unwrap();
+}
+
+/// With `disableEbpfPrograms`, the pod gets its link without TC filters or TCX programs; without
+/// it, they stay. TCX programs attached on the host go with the link. TC filters do not (the
+/// kernel drops a link's qdiscs when it changes namespace), so the test adds one in the pod once
+/// the link is there, before the step that detaches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disable_ebpf_programs_detaches_tc_and_tcx_programs_in_the_pod() {
+    if !can_run("disable_ebpf_programs_detaches_tc_and_tcx_programs_in_the_pod") {
+        return;
+    }
+    for disable in [false, true] {
+        let h = host_with_veth("bpf-h");
+        let p = Ns::new("bpf-p");
+        let journal = tempfile::tempdir().unwrap();
+        attach_program(&h.path(), "v0", true);
+        attach_program(&h.path(), "v0", false);
+        let on_host = ebpf_of(&h, "v0");
+        assert_eq!(on_host.tc_filters, ["dranet_tc"]);
+        assert_eq!(on_host.tcx_programs, ["dranet_pass"]);
+        let pod = p.path();
+        let pn = podnet(&h, journal.path()).step_hook(Arc::new(move |step: &str| {
+            if step == "up" {
+                attach_program(&pod, "net1", false);
+            }
+            Ok(())
+        }));
+        let cfg = NetworkConfig {
+            interface: InterfaceConfig {
+                name: "net1".into(),
+                disable_ebpf_programs: Some(disable),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        pn.attach(&req("claim-1-v0", "sandbox-1", "v0", &p.path(), &cfg))
+            .await
+            .unwrap();
+        let in_pod = ebpf_of(&p, "net1");
+        if disable {
+            assert_eq!(in_pod, dranet_core::EbpfPrograms::default(), "disable");
+        } else {
+            assert_eq!(in_pod.tc_filters, ["dranet_tc"], "without the flag");
+            assert_eq!(in_pod.tcx_programs, ["dranet_pass"], "without the flag");
+        }
+        pn.detach("claim-1-v0").await.unwrap();
+    }
+}

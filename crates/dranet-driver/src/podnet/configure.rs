@@ -1,6 +1,7 @@
 //! Configuring a link in the pod, one step at a time: the move into its namespace (under its
 //! pod name), its identity in the pod journaled, then its MTU, MAC and GSO/GRO sizes, its RDMA
-//! device, sysctls, VRF, addresses, up, ethtool, then routes, rules and neighbours. What detach
+//! device, sysctls, VRF, addresses, up, ethtool, eBPF programs detached, then routes, rules and
+//! neighbours. What detach
 //! must undo besides the host's recorded state (the pod's rules, a VRF we created, an RDMA
 //! device moved in exclusive mode) is noted in the journal entry as it is done.
 
@@ -247,6 +248,11 @@ impl PodNet {
             crate::ethtool::set_features(pod, &entry.pod_name, features).map_err(ethtool_err)?;
             crate::ethtool::set_private_flags(pod, &entry.pod_name, private_flags)
                 .map_err(ethtool_err)?;
+        }
+
+        if iface.disable_ebpf_programs == Some(true) {
+            self.step("ebpf")?;
+            super::ebpf::detach_all(pod, podr, pod_index).await?;
         }
 
         let pod_ips = carry::address_ips(&addresses).map_err(at("the pod's addresses"))?;

@@ -65,6 +65,7 @@ mod carry;
 mod child;
 mod child_journal;
 mod configure;
+mod ebpf;
 mod health;
 mod identity;
 mod journal;

@@ -49,9 +49,6 @@ const NOT_YET: &[(&str, Asks)] = &[
     ("interface.addressing: DHCP", |c| {
         c.interface.addressing == Some(dranet_core::Addressing::Dhcp)
     }),
-    ("interface.disableEbpfPrograms", |c| {
-        c.interface.disable_ebpf_programs == Some(true)
-    }),
 ];
 
 /// The kernel's `IFNAMSIZ` less its terminating NUL.
@@ -338,7 +335,7 @@ mod tests {
         check_config(&with(|c| c.interface.dhcp = Some(false))).unwrap();
         // A profile is resolved by the profile provider at prepare, not refused here.
         check_config(&with(|c| c.profile = "x".into())).unwrap();
-        assert!(check_config(&with(|c| c.interface.disable_ebpf_programs = Some(true))).is_err());
+        assert!(check_config(&with(|c| c.interface.disable_ebpf_programs = Some(true))).is_ok());
     }
 
     #[test]
