@@ -68,7 +68,7 @@ mod configure;
 mod identity;
 mod journal;
 mod locks;
-mod messages;
+pub(crate) mod messages;
 mod restore;
 mod state;
 mod validate;
