@@ -6,7 +6,7 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
-use dranet_core::{Inventory, Netdev, NetworkDevice};
+use dranet_core::{Inventory, NetworkDevice};
 use dranet_driver::daemon::metrics::DaemonMetrics;
 use dranet_driver::daemon::{EventWriter, Instrumented};
 use dranet_driver::netns::Netns;
@@ -16,23 +16,7 @@ use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::Event;
 use dranet_nri::{Namespace, NriPlugin, PodSandbox};
-use support::{Ns, can_run, claims, host_with_veth};
-
-/// A veth end as a netdev device, published as `dev-<name>` so that messages can be checked for
-/// the host's link name apart from the device's.
-fn veth(name: &str) -> NetworkDevice {
-    NetworkDevice {
-        name: format!("dev-{name}"),
-        pci: None,
-        netdev: Some(Netdev {
-            name: name.into(),
-            kind: Some("veth".into()),
-            virtual_: true,
-            ..Default::default()
-        }),
-        rdma: None,
-    }
-}
+use support::{Ns, can_run, claims, host_with_veth, veth};
 
 struct Node {
     host: Ns,

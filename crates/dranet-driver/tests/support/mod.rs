@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dranet_core::Discover;
+use dranet_core::{Discover, Netdev, NetworkDevice};
 use dranet_driver::netns::Netns;
 use dranet_driver::podnet::PodNet;
 use dranet_driver::rdma::NetnsMode;
@@ -350,4 +350,20 @@ pub fn rerun_until_killed(
         "{test} should die by SIGKILL at {step}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A veth end as a netdev device, published as `dev-<name>` so that messages can be checked for
+/// the host's link name apart from the device's.
+pub fn veth(name: &str) -> NetworkDevice {
+    NetworkDevice {
+        name: format!("dev-{name}"),
+        pci: None,
+        netdev: Some(Netdev {
+            name: name.into(),
+            kind: Some("veth".into()),
+            virtual_: true,
+            ..Default::default()
+        }),
+        rdma: None,
+    }
 }
