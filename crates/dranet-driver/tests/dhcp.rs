@@ -431,7 +431,7 @@ async fn dhcp_claims_refused_at_prepare() {
             assert!(e.contains(w), "{w:?} not in {e}");
         }
     }
-    // No server on the link: the claim fails after the deadline (the default's 30 s).
+    // No server on the link: the claim fails after the deadline (the default's 20 s).
     let c = claims::claim(
         "silent",
         &["pa"],
@@ -443,7 +443,7 @@ async fn dhcp_claims_refused_at_prepare() {
         )],
     );
     let e = d.prepare_claim(&c).await.unwrap_err().user_message();
-    assert!(e.contains("no DHCP lease within 30 s"), "{e}");
+    assert!(e.contains("no DHCP lease within 20 s"), "{e}");
     assert!(e.contains("device dev-d0"), "{e}");
     assert!(!e.split_whitespace().any(|w| w == "d0"), "host link in {e}");
 }

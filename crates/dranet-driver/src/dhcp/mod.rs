@@ -11,7 +11,7 @@
 //! answer) is the claim's, seen on the claim before a pod waits on it; the runtime's hook that
 //! moves the interface has a deadline of seconds, too short for DHCP's retransmissions.
 //!
-//! The client speaks over a packet socket bound to the interface ([`socket`]): it has no address
+//! The client speaks over a packet socket bound to the interface: it has no address
 //! to send from, its answers may come to an address it does not have yet, and the host's own
 //! DHCP client may hold UDP port 68. The exchange is RFC 2131 §3.1 and §4.1: DISCOVER, OFFER,
 //! REQUEST, ACK, each message retransmitted on silence after 4, 8, 16… seconds (each ±1 s,
@@ -92,13 +92,14 @@ pub struct Timing {
 }
 
 impl Default for Timing {
-    /// 4 s, then 8 s…, and 30 s in all: three DISCOVERs when the server stays silent, well
-    /// inside the kubelet's deadline for a prepare.
+    /// 4 s, then 8 s…, and 20 s in all: three DISCOVERs when the server stays silent (at 0,
+    /// ~4 and ~12 s), inside the 45 s the kubelet gives a prepare, with room for the rest of
+    /// it (reading the claim, the checks, the checkpoint).
     fn default() -> Self {
         Timing {
             first_retransmit: Duration::from_secs(4),
             max_retransmit: Duration::from_secs(64),
-            deadline: Duration::from_secs(30),
+            deadline: Duration::from_secs(20),
         }
     }
 }
