@@ -6,20 +6,15 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
-use dranet_core::{Inventory, NetworkDevice};
+use dranet_driver::NetworkDriver;
 use dranet_driver::dhcp::{self, DhcpError, Timing};
 use dranet_driver::netns::Netns;
-use dranet_driver::podnet::PodNet;
-use dranet_driver::rdma::NetnsMode;
-use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::{Driver, PreparedClaim};
-use dranet_nri::{Namespace, PodSandbox};
-use support::{Ns, can_run, claims, veth};
+use support::{Ns, can_run, claims};
 
 const SERVER: &str = "10.77.0.1";
 
@@ -300,32 +295,7 @@ async fn dhcp_backs_off_and_gives_up_at_the_deadline() {
 }
 
 fn driver(host: &Ns, state: &Path) -> NetworkDriver {
-    let devices: Vec<NetworkDevice> = vec![veth("d0")];
-    let rescan: Rescan = Arc::new(move || {
-        Ok(Inventory {
-            devices: devices.clone(),
-            ..Default::default()
-        })
-    });
-    let podnet = PodNet::new(Netns::open(host.path()).unwrap(), state.join("podnet")).unwrap();
-    NetworkDriver::builder(podnet, state.join("driver"), rescan)
-        .rdma_mode(NetnsMode::Shared)
-        .build()
-        .unwrap()
-}
-
-fn sandbox(uid: &str, netns: PathBuf) -> PodSandbox {
-    PodSandbox {
-        id: format!("sandbox-{uid}"),
-        name: format!("pod-{uid}"),
-        namespace: "ml".into(),
-        uid: uid.into(),
-        namespaces: vec![Namespace {
-            kind: "network".into(),
-            path: netns.display().to_string(),
-        }],
-        ..Default::default()
-    }
+    support::veth_driver(host, state, &["d0"])
 }
 
 /// Upstream's DHCP scenario through the driver: a claim with `dhcp: true` is prepared (the lease
@@ -363,7 +333,7 @@ async fn dhcp_claim_through_prepare_pod_and_unprepare_after_restart() {
         .nth(2)
         .unwrap_or_else(|| panic!("{leases}"))
         .to_string();
-    let pod = sandbox("pa", pod_ns.path());
+    let pod = support::pod("pa", &pod_ns);
     d.start_pod(&pod).await.unwrap();
     let shown = pod_ns.ip(&["addr", "show", "net1"]);
     assert!(shown.contains(&format!("inet {addr}/24")), "{shown}");

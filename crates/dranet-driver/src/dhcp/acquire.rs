@@ -3,15 +3,14 @@
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkLayerType};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkLayerType};
 
 use super::frame::{self, BROADCAST_MAC};
+use super::link::UpLink;
 use super::message::{self, FLAG_BROADCAST, Kind, Message, code};
 use super::socket::PacketSocket;
 use super::{DhcpError, Lease, LeaseRoute, Timing, random_u32};
 use crate::netns::Netns;
-use crate::podnet::messages::set_up;
 
 /// What the client asks the server for (option 55).
 const PARAMETERS: [u8; 8] = [
@@ -38,60 +37,46 @@ pub async fn acquire(
     client_mac: Option<[u8; 6]>,
     timing: Timing,
 ) -> Result<Lease, DhcpError> {
+    let l = UpLink::up(host, link).await?;
+    let result = exchange_on(host, &l, client_mac, timing).await;
+    l.restore().await;
+    result
+}
+
+/// Checks the link and runs the exchange on it.
+async fn exchange_on(
+    host: &Netns,
+    l: &UpLink<'_>,
+    client_mac: Option<[u8; 6]>,
+    timing: Timing,
+) -> Result<Lease, DhcpError> {
+    let link = l.name();
     let unusable = |reason: String| DhcpError::Unusable {
         link: link.to_string(),
         reason,
     };
-    let rtnl = host
-        .rtnl()
-        .await
-        .map_err(|e| unusable(format!("the host's links cannot be read: {e}")))?;
-    let l = rtnl
-        .link_by_name(link)
-        .await
-        .map_err(DhcpError::io(link, "read the host's links"))?
-        .ok_or_else(|| unusable("the interface is not on the host (still in a pod?)".into()))?;
-    if l.header.link_layer_type != LinkLayerType::Ether {
+    if l.msg.header.link_layer_type != LinkLayerType::Ether {
         return Err(unusable(format!(
             "the interface is not Ethernet ({:?}); dranet-rs runs DHCP on Ethernet only",
-            l.header.link_layer_type
+            l.msg.header.link_layer_type
         )));
     }
-    let own_mac = l.attributes.iter().find_map(|a| match a {
+    let own_mac = l.msg.attributes.iter().find_map(|a| match a {
         LinkAttribute::Address(m) => <[u8; 6]>::try_from(m.as_slice()).ok(),
         _ => None,
     });
     let mac = client_mac
         .or(own_mac)
         .ok_or_else(|| unusable("the interface has no MAC address".into()))?;
-    let index = l.header.index;
-    let was_down = !l.header.flags.contains(LinkFlags::Up);
-    if was_down {
-        rtnl.request(RouteNetlinkMessage::SetLink(set_up(index, true)), 0)
-            .await
-            .map_err(DhcpError::io(link, "bring the interface up"))?;
-    }
-    let opened = host
+    let index = l.index();
+    let sock = host
         .run(|| PacketSocket::open(index))
-        .map_err(|e| unusable(e.to_string()))
-        .and_then(|r| r.map_err(DhcpError::io(link, "open a packet socket")));
-    let result = match opened {
-        Ok(sock) => {
-            let name = link.to_string();
-            tokio::task::spawn_blocking(move || exchange(&sock, &name, mac, timing))
-                .await
-                .unwrap_or_else(|e| Err(unusable(format!("the DHCP exchange stopped: {e}"))))
-        }
-        Err(e) => Err(e),
-    };
-    if was_down
-        && let Err(e) = rtnl
-            .request(RouteNetlinkMessage::SetLink(set_up(index, false)), 0)
-            .await
-    {
-        tracing::warn!(link, error = %e, "could not put the interface down again after DHCP");
-    }
-    result
+        .map_err(|e| unusable(e.to_string()))?
+        .map_err(DhcpError::io(link, "open a packet socket"))?;
+    let name = link.to_string();
+    tokio::task::spawn_blocking(move || exchange(&sock, &name, mac, timing))
+        .await
+        .unwrap_or_else(|e| Err(unusable(format!("the DHCP exchange stopped: {e}"))))
 }
 
 /// What was sent and received, for the error when no lease comes.

@@ -26,6 +26,7 @@
 mod acquire;
 mod apply;
 mod frame;
+mod link;
 mod message;
 mod release;
 mod socket;

@@ -1,39 +1,19 @@
 //! [`release`]: DHCPRELEASE of a lease, unicast to the server that granted it (RFC 2131 §4.4.6).
 
-use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::link::LinkFlags;
-
 use super::frame;
+use super::link::UpLink;
 use super::message::{Kind, Message, code};
 use super::socket::PacketSocket;
 use super::{DhcpError, Lease, random_u32};
 use crate::netns::Netns;
-use crate::podnet::messages::set_up;
 
 /// Sends a DHCPRELEASE of `lease` out of the host interface `link` of `host`, from the lease's
 /// address and client MAC to the server (at the MAC its ACK came from). The server does not
 /// answer a RELEASE, so it is sent once; a lost one leaves the lease to expire. The interface is
 /// brought up to send when it is down, and put down again.
 pub async fn release(host: &Netns, link: &str, lease: &Lease) -> Result<(), DhcpError> {
-    let rtnl = host.rtnl().await.map_err(|e| DhcpError::Unusable {
-        link: link.to_string(),
-        reason: format!("the host's links cannot be read: {e}"),
-    })?;
-    let l = rtnl
-        .link_by_name(link)
-        .await
-        .map_err(DhcpError::io(link, "read the host's links"))?
-        .ok_or_else(|| DhcpError::Unusable {
-            link: link.to_string(),
-            reason: "the interface is not on the host".into(),
-        })?;
-    let index = l.header.index;
-    let was_down = !l.header.flags.contains(LinkFlags::Up);
-    if was_down {
-        rtnl.request(RouteNetlinkMessage::SetLink(set_up(index, true)), 0)
-            .await
-            .map_err(DhcpError::io(link, "bring the interface up"))?;
-    }
+    let l = UpLink::up(host, link).await?;
+    let index = l.index();
     let mut m = Message::request(Kind::Release, random_u32(), lease.client_mac)
         .with(code::SERVER_ID, lease.server_id.octets());
     m.ciaddr = lease.address;
@@ -51,12 +31,6 @@ pub async fn release(host: &Netns, link: &str, lease: &Lease) -> Result<(), Dhcp
             reason: e.to_string(),
         })
         .and_then(|r| r.map_err(DhcpError::io(link, "send DHCPRELEASE")));
-    if was_down
-        && let Err(e) = rtnl
-            .request(RouteNetlinkMessage::SetLink(set_up(index, false)), 0)
-            .await
-    {
-        tracing::warn!(link, error = %e, "could not put the interface down again after DHCPRELEASE");
-    }
+    l.restore().await;
     sent
 }

@@ -15,6 +15,7 @@ use dranet_driver::netns::Netns;
 use dranet_driver::podnet::PodNet;
 use dranet_driver::rdma::NetnsMode;
 use dranet_driver::{NetworkDriver, NetworkDriverBuilder, Rescan};
+use dranet_nri::{Namespace, PodSandbox};
 
 use serde_json::Value;
 
@@ -365,5 +366,37 @@ pub fn veth(name: &str) -> NetworkDevice {
             ..Default::default()
         }),
         rdma: None,
+    }
+}
+
+/// A driver whose node has the veth ends `links` of `host` (as [`veth`] devices), its state
+/// under `state` (the same `state` again: as after a restart), RDMA in shared mode.
+pub fn veth_driver(host: &Ns, state: &Path, links: &[&str]) -> NetworkDriver {
+    let devices: Vec<NetworkDevice> = links.iter().map(|l| veth(l)).collect();
+    let rescan: Rescan = Arc::new(move || {
+        Ok(dranet_core::Inventory {
+            devices: devices.clone(),
+            ..Default::default()
+        })
+    });
+    let podnet = PodNet::new(Netns::open(host.path()).unwrap(), state.join("podnet")).unwrap();
+    NetworkDriver::builder(podnet, state.join("driver"), rescan)
+        .rdma_mode(NetnsMode::Shared)
+        .build()
+        .unwrap()
+}
+
+/// Pod `pod-<uid>` (namespace `ml`, sandbox `sandbox-<uid>`) in the network namespace `netns`.
+pub fn pod(uid: &str, netns: &Ns) -> PodSandbox {
+    PodSandbox {
+        id: format!("sandbox-{uid}"),
+        name: format!("pod-{uid}"),
+        namespace: "ml".into(),
+        uid: uid.into(),
+        namespaces: vec![Namespace {
+            kind: "network".into(),
+            path: netns.path().display().to_string(),
+        }],
+        ..Default::default()
     }
 }
