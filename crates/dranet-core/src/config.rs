@@ -447,6 +447,25 @@ impl NetworkConfig {
                 ));
             }
         }
+        if addressing == Addressing::Dhcp {
+            // Upstream: "dhcp and addresses are mutually exclusive".
+            if !iface.addresses.is_empty() {
+                return Err(refuse(
+                    "interface.addresses",
+                    "DHCP gives the interface its address: remove addresses, or DHCP",
+                ));
+            }
+            if ty.is_child() {
+                return Err(refuse(
+                    "interface.addressing",
+                    &format!(
+                        "DHCP is for type Passthrough only: a {} child is made in the pod, \
+                         where dranet-rs runs no DHCP client; give it addresses",
+                        ty.as_str()
+                    ),
+                ));
+            }
+        }
         if !ty.is_child() {
             return Ok(());
         }

@@ -14,7 +14,8 @@
 //! - a child cannot take `hardwareAddr` (an IPVLAN child has its parent's MAC), a VRF or
 //!   ethtool settings (they belong to the parent NIC, shared by every pod);
 //! - `ipvlan` is for `type: IPVLAN` only; its mode is `L2` and its flag `Bridge`;
-//! - the deprecated `dhcp: true` reads as `addressing: DHCP`; setting both is refused.
+//! - the deprecated `dhcp: true` reads as `addressing: DHCP`; setting both is refused;
+//! - `DHCP` is for `Passthrough` only, and excludes addresses (the lease gives the address).
 
 use serde::{Deserialize, Serialize};
 

@@ -109,6 +109,22 @@ fn the_sharing_rules_refuse_with_the_field() {
         "interface.ipvlan",
         "type IPVLAN only",
     );
+    // Upstream: dhcp and addresses are mutually exclusive.
+    refused(
+        r#"{"interface":{"dhcp":true,"addresses":["10.0.0.1/24"]}}"#,
+        "interface.addresses",
+        "DHCP gives the interface its address",
+    );
+    refused(
+        r#"{"interface":{"addressing":"DHCP","addresses":["10.0.0.1/24"]}}"#,
+        "interface.addresses",
+        "remove addresses, or DHCP",
+    );
+    refused(
+        r#"{"interface":{"type":"Macvlan","addressing":"DHCP"}}"#,
+        "interface.addressing",
+        "Passthrough only",
+    );
     refused(
         r#"{"interface":{"dhcp":true,"addressing":"DHCP"}}"#,
         "interface.dhcp",

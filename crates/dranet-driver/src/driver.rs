@@ -16,6 +16,7 @@
 //! unprepare (see [`NetworkDriver::release_profiles`]).
 
 mod claim_locks;
+mod leases;
 mod profiles;
 mod rdma_only;
 mod restore;
@@ -526,6 +527,8 @@ impl NetworkDriver {
                 )));
             }
         }
+        // Last, once nothing else can refuse the claim: a lease is taken from a server.
+        self.take_leases(&claim.claim_ref, &mut devices).await?;
         let record = ClaimRecord {
             boot_id: self.boot_id.clone(),
             namespace: claim.claim_ref.namespace.clone(),
@@ -539,7 +542,14 @@ impl NetworkDriver {
             (record, state)
         })
         .await?;
-        let state = state.map_err(|e| fail(e.to_string()))?;
+        let state = match state {
+            Ok(s) => s,
+            Err(e) => {
+                let mut devices = record.devices;
+                self.release_leases(&cref, &mut devices).await;
+                return Err(fail(e.to_string()));
+            }
+        };
         lock(&self.state).insert_claim(record);
         Ok(Prepared {
             devices: claim
@@ -650,10 +660,20 @@ impl NetworkDriver {
 
     /// What [`Driver::unprepare`] does: releases the claim's profiles (what the provider does
     /// not release now stays recorded and is released later, see
-    /// [`NetworkDriver::retry_profile_releases`]) and forgets the claim (its record goes with
-    /// the checkpoint's entry). Idempotent.
+    /// [`NetworkDriver::retry_profile_releases`]) and its DHCP leases (sent once, from the
+    /// record, which the checkpoint kept across restarts), and forgets the claim (its record
+    /// goes with the checkpoint's entry). Idempotent.
     pub async fn unprepare_claim(&self, uid: &str) -> Result<()> {
         self.release_profiles(uid).await;
+        let leased = lock(&self.state).claims.get(uid).and_then(|c| {
+            c.devices
+                .iter()
+                .any(|d| d.dhcp.is_some())
+                .then(|| (format!("{}/{}", c.namespace, c.name), c.devices.clone()))
+        });
+        if let Some((cref, mut devices)) = leased {
+            self.release_leases(&cref, &mut devices).await;
+        }
         lock(&self.state).remove_claim(uid);
         Ok(())
     }

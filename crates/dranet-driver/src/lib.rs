@@ -19,6 +19,7 @@ use std::path::PathBuf;
 
 pub mod claim;
 pub mod daemon;
+pub mod dhcp;
 pub mod doctor;
 pub mod driver;
 mod durable;

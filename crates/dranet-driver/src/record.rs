@@ -38,6 +38,7 @@ use dranet_kubeletplugin::ClaimToPrepare;
 use serde::{Deserialize, Serialize};
 
 use crate::claim::{self, PodRef};
+use crate::dhcp::Lease;
 
 /// Format version of the record.
 pub const RECORD_VERSION: u32 = 1;
@@ -97,6 +98,9 @@ pub struct DeviceRecord {
     pub rdma: Option<String>,
     /// The RDMA character devices every container of the pod gets.
     pub char_devices: Vec<CharDevice>,
+    /// The DHCP lease taken at prepare for a config with DHCP addressing (its address, routes
+    /// and MTU are in `config` already): released at unprepare.
+    pub dhcp: Option<Lease>,
 }
 
 impl DeviceRecord {
@@ -182,6 +186,8 @@ struct DeviceWire {
     rdma: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     char_devices: Vec<CharDevice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dhcp: Option<Lease>,
 }
 
 impl ClaimRecord {
@@ -213,6 +219,7 @@ impl ClaimRecord {
                     config,
                     rdma: d.rdma.clone(),
                     char_devices: d.char_devices.clone(),
+                    dhcp: d.dhcp.clone(),
                 }
             })
             .collect();
@@ -284,6 +291,7 @@ impl ClaimRecord {
                     config,
                     rdma: d.rdma,
                     char_devices: d.char_devices,
+                    dhcp: d.dhcp,
                 })
             })
             .collect::<Result<Vec<_>, RecordError>>()?;
@@ -379,6 +387,7 @@ pub fn device_records(
                 .as_ref()
                 .map(|l| l.char_devices.clone())
                 .unwrap_or_default(),
+            dhcp: None,
         });
     }
     Ok(out)
@@ -412,6 +421,7 @@ mod tests {
                 config: if shared { first.clone() } else { Arc::new(c) },
                 rdma: None,
                 char_devices: vec![],
+                dhcp: None,
             })
             .collect();
         ClaimRecord {

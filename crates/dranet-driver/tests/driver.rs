@@ -743,8 +743,11 @@ fn claim_config_that_cannot_be_applied_is_refused_at_prepare() {
     let rt = rt();
     let cases = [
         (
-            serde_json::json!({"interface": {"dhcp": true}}),
-            &["interface.dhcp", "not supported yet"][..],
+            serde_json::json!({"interface": {"dhcp": true, "addresses": ["10.0.0.2/24"]}}),
+            &[
+                "interface.addresses",
+                "DHCP gives the interface its address",
+            ][..],
         ),
         (
             serde_json::json!({"profile": "fast"}),

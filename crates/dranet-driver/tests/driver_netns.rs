@@ -6,33 +6,13 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
-use dranet_core::{Inventory, Netdev, NetworkDevice};
+use dranet_driver::NetworkDriver;
 use dranet_driver::daemon::metrics::DaemonMetrics;
 use dranet_driver::daemon::{EventWriter, Instrumented};
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::PodNet;
-use dranet_driver::rdma::NetnsMode;
-use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::Event;
 use dranet_nri::{Namespace, NriPlugin, PodSandbox};
-use support::{Ns, can_run, claims, host_with_veth};
-
-/// A veth end as a netdev device, published as `dev-<name>` so that messages can be checked for
-/// the host's link name apart from the device's.
-fn veth(name: &str) -> NetworkDevice {
-    NetworkDevice {
-        name: format!("dev-{name}"),
-        pci: None,
-        netdev: Some(Netdev {
-            name: name.into(),
-            kind: Some("veth".into()),
-            virtual_: true,
-            ..Default::default()
-        }),
-        rdma: None,
-    }
-}
+use support::{Ns, can_run, claims, host_with_veth, pod};
 
 struct Node {
     host: Ns,
@@ -66,22 +46,7 @@ impl Node {
     }
 
     fn driver(&self) -> NetworkDriver {
-        let devices: Vec<NetworkDevice> = self.links.iter().map(|l| veth(l)).collect();
-        let rescan: Rescan = Arc::new(move || {
-            Ok(Inventory {
-                devices: devices.clone(),
-                ..Default::default()
-            })
-        });
-        let podnet = PodNet::new(
-            Netns::open(self.host.path()).unwrap(),
-            self.state.path().join("podnet"),
-        )
-        .unwrap();
-        NetworkDriver::builder(podnet, self.state.path().join("driver"), rescan)
-            .rdma_mode(NetnsMode::Shared)
-            .build()
-            .unwrap()
+        support::veth_driver(&self.host, self.state.path(), &self.links)
     }
 }
 
@@ -93,20 +58,6 @@ fn claim(name: &str, pod: &str, link: &str, config: serde_json::Value) -> ClaimT
         &[("nic", &format!("dev-{link}"))],
         vec![claims::opaque("FromClaim", None, config)],
     )
-}
-
-fn pod(uid: &str, netns: &Ns) -> PodSandbox {
-    PodSandbox {
-        id: format!("sandbox-{uid}"),
-        name: format!("pod-{uid}"),
-        namespace: "ml".into(),
-        uid: uid.into(),
-        namespaces: vec![Namespace {
-            kind: "network".into(),
-            path: netns.path().display().to_string(),
-        }],
-        ..Default::default()
-    }
 }
 
 /// The daemon's hooks around the node's driver, with the Events they record.

@@ -37,7 +37,7 @@ pub(super) async fn l3mdev_rules(rtnl: &Rtnl) -> io::Result<Vec<RuleMessage>> {
     Ok(out)
 }
 
-pub(super) fn set_up(index: u32, up: bool) -> LinkMessage {
+pub(crate) fn set_up(index: u32, up: bool) -> LinkMessage {
     let mut m = LinkMessage::default();
     m.header.index = index;
     m.header.change_mask = LinkFlags::Up;

@@ -70,7 +70,7 @@ mod health;
 mod identity;
 mod journal;
 mod locks;
-mod messages;
+pub(crate) mod messages;
 mod restore;
 mod state;
 mod validate;

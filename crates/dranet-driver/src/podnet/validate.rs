@@ -24,12 +24,6 @@ pub enum ConfigRefusal {
         /// What is wrong with it.
         reason: String,
     },
-    /// A field dranet-rs does not implement yet.
-    #[error("{field}: not supported yet by dranet-rs; remove it from the config")]
-    NotSupported {
-        /// The field.
-        field: &'static str,
-    },
 }
 
 fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigRefusal {
@@ -39,30 +33,15 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigRefusal
     }
 }
 
-/// Whether a config asks for a field.
-type Asks = fn(&NetworkConfig) -> bool;
-
-/// Fields of upstream's `NetworkConfig` that dranet-rs does not implement yet, each with the test
-/// of whether a config asks for it. Implementing one is deleting its line.
-const NOT_YET: &[(&str, Asks)] = &[
-    ("interface.dhcp", |c| c.interface.dhcp == Some(true)),
-    ("interface.addressing: DHCP", |c| {
-        c.interface.addressing == Some(dranet_core::Addressing::Dhcp)
-    }),
-];
-
 /// The kernel's `IFNAMSIZ` less its terminating NUL.
 const IFNAME_MAX: usize = 15;
 /// The kernel's `GRO_MAX_SIZE` (`8 * 65535`).
 const GRO_MAX_SIZE: u32 = 8 * 65535;
 
-/// Checks everything that does not depend on the device: the fields not implemented, the
-/// config's own rules ([`NetworkConfig::validate`]) and what the kernel refuses of names, MACs,
-/// sizes and address families.
+/// Checks everything that does not depend on the device: the config's own rules
+/// ([`NetworkConfig::validate`]) and what the kernel refuses of names, MACs, sizes and address
+/// families.
 pub fn check_config(c: &NetworkConfig) -> Result<(), ConfigRefusal> {
-    if let Some((field, _)) = NOT_YET.iter().find(|(_, asks)| asks(c)) {
-        return Err(ConfigRefusal::NotSupported { field });
-    }
     c.validate().map_err(|e| match e {
         dranet_core::Error::InvalidConfig { field, reason } => invalid(field, reason),
         other => invalid("config", other.to_string()),
@@ -323,19 +302,11 @@ mod tests {
     }
 
     #[test]
-    fn fields_not_implemented_are_named() {
-        let e = check_config(&with(|c| c.interface.dhcp = Some(true))).unwrap_err();
-        assert_eq!(
-            e,
-            ConfigRefusal::NotSupported {
-                field: "interface.dhcp"
-            }
-        );
-        assert!(e.to_string().contains("not supported yet"), "{e}");
-        check_config(&with(|c| c.interface.dhcp = Some(false))).unwrap();
+    fn every_field_of_upstreams_config_is_implemented() {
+        check_config(&with(|c| c.interface.disable_ebpf_programs = Some(true))).unwrap();
+        check_config(&with(|c| c.interface.dhcp = Some(true))).unwrap();
         // A profile is resolved by the profile provider at prepare, not refused here.
         check_config(&with(|c| c.profile = "x".into())).unwrap();
-        assert!(check_config(&with(|c| c.interface.disable_ebpf_programs = Some(true))).is_ok());
     }
 
     #[test]

@@ -10,11 +10,12 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dranet_core::Discover;
+use dranet_core::{Discover, Netdev, NetworkDevice};
 use dranet_driver::netns::Netns;
 use dranet_driver::podnet::PodNet;
 use dranet_driver::rdma::NetnsMode;
 use dranet_driver::{NetworkDriver, NetworkDriverBuilder, Rescan};
+use dranet_nri::{Namespace, PodSandbox};
 
 use serde_json::Value;
 
@@ -350,4 +351,52 @@ pub fn rerun_until_killed(
         "{test} should die by SIGKILL at {step}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A veth end as a netdev device, published as `dev-<name>` so that messages can be checked for
+/// the host's link name apart from the device's.
+pub fn veth(name: &str) -> NetworkDevice {
+    NetworkDevice {
+        name: format!("dev-{name}"),
+        pci: None,
+        netdev: Some(Netdev {
+            name: name.into(),
+            kind: Some("veth".into()),
+            virtual_: true,
+            ..Default::default()
+        }),
+        rdma: None,
+    }
+}
+
+/// A driver whose node has the veth ends `links` of `host` (as [`veth`] devices), its state
+/// under `state` (the same `state` again: as after a restart), RDMA in shared mode.
+pub fn veth_driver(host: &Ns, state: &Path, links: &[&str]) -> NetworkDriver {
+    let devices: Vec<NetworkDevice> = links.iter().map(|l| veth(l)).collect();
+    let rescan: Rescan = Arc::new(move || {
+        Ok(dranet_core::Inventory {
+            devices: devices.clone(),
+            ..Default::default()
+        })
+    });
+    let podnet = PodNet::new(Netns::open(host.path()).unwrap(), state.join("podnet")).unwrap();
+    NetworkDriver::builder(podnet, state.join("driver"), rescan)
+        .rdma_mode(NetnsMode::Shared)
+        .build()
+        .unwrap()
+}
+
+/// Pod `pod-<uid>` (namespace `ml`, sandbox `sandbox-<uid>`) in the network namespace `netns`.
+pub fn pod(uid: &str, netns: &Ns) -> PodSandbox {
+    PodSandbox {
+        id: format!("sandbox-{uid}"),
+        name: format!("pod-{uid}"),
+        namespace: "ml".into(),
+        uid: uid.into(),
+        namespaces: vec![Namespace {
+            kind: "network".into(),
+            path: netns.path().display().to_string(),
+        }],
+        ..Default::default()
+    }
 }

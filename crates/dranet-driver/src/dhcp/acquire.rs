@@ -1,0 +1,362 @@
+//! [`acquire`]: DISCOVER, OFFER, REQUEST, ACK on a host interface, retransmitting on silence.
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use rtnetlink::packet_route::link::{LinkAttribute, LinkLayerType};
+
+use super::frame::{self, BROADCAST_MAC};
+use super::link::UpLink;
+use super::message::{self, FLAG_BROADCAST, Kind, Message, code};
+use super::socket::PacketSocket;
+use super::{DhcpError, Lease, LeaseRoute, Timing, random_u32};
+use crate::netns::Netns;
+
+/// What the client asks the server for (option 55).
+const PARAMETERS: [u8; 8] = [
+    code::SUBNET_MASK,
+    code::ROUTER,
+    code::INTERFACE_MTU,
+    code::LEASE_TIME,
+    code::SERVER_ID,
+    code::RENEWAL_TIME,
+    code::REBINDING_TIME,
+    code::CLASSLESS_ROUTES,
+];
+/// The largest DHCP message the client takes (option 57): an Ethernet frame's IP payload.
+const MAX_MESSAGE: u16 = 1500;
+/// RFC 2132 §5.1: the smallest MTU option value.
+const MIN_MTU: u16 = 68;
+
+/// Obtains a lease on the host interface `link` of `host` for `client_mac` (the MAC the pod's
+/// interface will have; the link's own when `None`). The interface is brought up for the
+/// exchange when it is down, and put down again after. Nothing is configured on it.
+pub async fn acquire(
+    host: &Netns,
+    link: &str,
+    client_mac: Option<[u8; 6]>,
+    timing: Timing,
+) -> Result<Lease, DhcpError> {
+    let l = UpLink::up(host, link).await?;
+    let result = exchange_on(host, &l, client_mac, timing).await;
+    l.restore().await;
+    result
+}
+
+/// Checks the link and runs the exchange on it.
+async fn exchange_on(
+    host: &Netns,
+    l: &UpLink<'_>,
+    client_mac: Option<[u8; 6]>,
+    timing: Timing,
+) -> Result<Lease, DhcpError> {
+    let link = l.name();
+    let unusable = |reason: String| DhcpError::Unusable {
+        link: link.to_string(),
+        reason,
+    };
+    if l.msg.header.link_layer_type != LinkLayerType::Ether {
+        return Err(unusable(format!(
+            "the interface is not Ethernet ({:?}); dranet-rs runs DHCP on Ethernet only",
+            l.msg.header.link_layer_type
+        )));
+    }
+    let own_mac = l.msg.attributes.iter().find_map(|a| match a {
+        LinkAttribute::Address(m) => <[u8; 6]>::try_from(m.as_slice()).ok(),
+        _ => None,
+    });
+    let mac = client_mac
+        .or(own_mac)
+        .ok_or_else(|| unusable("the interface has no MAC address".into()))?;
+    let index = l.index();
+    let sock = host
+        .run(|| PacketSocket::open(index))
+        .map_err(|e| unusable(e.to_string()))?
+        .map_err(DhcpError::io(link, "open a packet socket"))?;
+    let name = link.to_string();
+    tokio::task::spawn_blocking(move || exchange(&sock, &name, mac, timing))
+        .await
+        .unwrap_or_else(|e| Err(unusable(format!("the DHCP exchange stopped: {e}"))))
+}
+
+/// What was sent and received, for the error when no lease comes.
+#[derive(Debug, Default)]
+struct Counts {
+    discovers: u32,
+    requests: u32,
+    naks: u32,
+}
+
+/// The exchange, blocking, until an ACK or the deadline.
+fn exchange(
+    sock: &PacketSocket,
+    link: &str,
+    mac: [u8; 6],
+    timing: Timing,
+) -> Result<Lease, DhcpError> {
+    let start = Instant::now();
+    let end = start + timing.deadline;
+    let mut counts = Counts::default();
+    let mut out = Exchange {
+        sock,
+        link,
+        mac,
+        start,
+        end,
+        timing,
+    };
+    while Instant::now() < end {
+        // A new transaction for each DISCOVER round (RFC 2131 §4.4.1).
+        let xid = random_u32();
+        let ask = |kind: Kind| {
+            let mut m = Message::request(kind, xid, mac)
+                .with(code::PARAMETER_LIST, PARAMETERS)
+                .with(code::MAX_MESSAGE_SIZE, MAX_MESSAGE.to_be_bytes());
+            m.flags = FLAG_BROADCAST;
+            m
+        };
+        let discover = ask(Kind::Discover);
+        let offer = out.transact(&discover, &mut counts.discovers, |m, _| {
+            let server = m.ipv4(code::SERVER_ID)?;
+            (m.kind() == Some(Kind::Offer) && !m.yiaddr.is_unspecified())
+                .then_some((m.yiaddr, server))
+        })?;
+        let Some((offered, server)) = offer else {
+            break;
+        };
+        let request = ask(Kind::Request)
+            .with(code::REQUESTED_ADDRESS, offered.octets())
+            .with(code::SERVER_ID, server.octets());
+        let answer = out.transact(&request, &mut counts.requests, |m, src| {
+            if m.ipv4(code::SERVER_ID).is_some_and(|s| s != server) {
+                return None;
+            }
+            match m.kind()? {
+                Kind::Ack => Some(Some((m.clone(), src))),
+                Kind::Nak => Some(None),
+                _ => None,
+            }
+        })?;
+        match answer {
+            Some(Some((ack, server_mac))) => return lease(link, &ack, server, server_mac, mac),
+            Some(None) => {
+                counts.naks += 1;
+                tracing::debug!(link, %offered, %server, "DHCPNAK; starting over");
+            }
+            None => break,
+        }
+    }
+    Err(DhcpError::Timeout {
+        link: link.to_string(),
+        secs: timing.deadline.as_secs(),
+        discovers: counts.discovers,
+        requests: counts.requests,
+        naks: counts.naks,
+    })
+}
+
+struct Exchange<'a> {
+    sock: &'a PacketSocket,
+    link: &'a str,
+    mac: [u8; 6],
+    start: Instant,
+    end: Instant,
+    timing: Timing,
+}
+
+impl Exchange<'_> {
+    /// Sends `msg` (broadcast) and waits for an answer `accept` takes, retransmitting with
+    /// RFC 2131 §4.1's backoff; `None` at the deadline.
+    fn transact<T>(
+        &mut self,
+        msg: &Message,
+        sent: &mut u32,
+        mut accept: impl FnMut(&Message, [u8; 6]) -> Option<T>,
+    ) -> Result<Option<T>, DhcpError> {
+        let mut wait = self.timing.first_retransmit;
+        let mut buf = vec![0u8; 2048];
+        loop {
+            let now = Instant::now();
+            if now >= self.end {
+                return Ok(None);
+            }
+            let mut m = msg.clone();
+            m.secs = u16::try_from(now.duration_since(self.start).as_secs()).unwrap_or(u16::MAX);
+            let f = frame::build(
+                self.mac,
+                BROADCAST_MAC,
+                Ipv4Addr::UNSPECIFIED,
+                Ipv4Addr::BROADCAST,
+                &m.encode(),
+            );
+            self.sock
+                .send(&f)
+                .map_err(DhcpError::io(self.link, "send a DHCP message"))?;
+            *sent += 1;
+            let until = (now + jittered(wait)).min(self.end);
+            while let Some(n) = self
+                .sock
+                .recv(&mut buf, until)
+                .map_err(DhcpError::io(self.link, "receive a DHCP message"))?
+            {
+                let Some(r) = buf.get(..n).and_then(frame::parse) else {
+                    continue;
+                };
+                let Some(answer) = Message::decode(r.payload) else {
+                    continue;
+                };
+                if !answer.reply || answer.xid != msg.xid || answer.chaddr != self.mac {
+                    continue;
+                }
+                if let Some(t) = accept(&answer, r.src_mac) {
+                    return Ok(Some(t));
+                }
+            }
+            wait = (wait * 2).min(self.timing.max_retransmit);
+        }
+    }
+}
+
+/// `wait` moved by a uniform random amount of up to a second either way (RFC 2131 §4.1), or a
+/// quarter of it when shorter, so short test timings keep their order.
+fn jittered(wait: Duration) -> Duration {
+    let span = (wait / 4).min(Duration::from_secs(1));
+    let span_ms = u32::try_from(span.as_millis()).unwrap_or(u32::MAX);
+    if span_ms == 0 {
+        return wait;
+    }
+    let r = random_u32() % (2 * span_ms + 1);
+    (wait + Duration::from_millis(u64::from(r))).saturating_sub(span)
+}
+
+/// The lease an ACK grants.
+fn lease(
+    link: &str,
+    ack: &Message,
+    server_id: Ipv4Addr,
+    server_mac: [u8; 6],
+    client_mac: [u8; 6],
+) -> Result<Lease, DhcpError> {
+    let unusable = |reason: String| DhcpError::Unusable {
+        link: link.to_string(),
+        reason,
+    };
+    if ack.yiaddr.is_unspecified() {
+        return Err(unusable(format!(
+            "the server {server_id} acknowledged no address"
+        )));
+    }
+    let prefix_len = ack
+        .ipv4(code::SUBNET_MASK)
+        .and_then(message::prefix_len)
+        .ok_or_else(|| {
+            unusable(format!(
+                "the server {server_id} gave {} without a valid subnet mask (option 1)",
+                ack.yiaddr
+            ))
+        })?;
+    // RFC 3442 §2: with option 121, option 3 is ignored.
+    let classless = ack
+        .option(code::CLASSLESS_ROUTES)
+        .and_then(|v| message::classless_routes(&v));
+    let routes = match classless {
+        Some(rs) => rs
+            .into_iter()
+            .map(|(destination, prefix_len, gateway)| LeaseRoute {
+                destination,
+                prefix_len,
+                gateway,
+            })
+            .collect(),
+        None => ack
+            .ipv4(code::ROUTER)
+            .map(|gateway| LeaseRoute {
+                destination: Ipv4Addr::UNSPECIFIED,
+                prefix_len: 0,
+                gateway,
+            })
+            .into_iter()
+            .collect(),
+    };
+    let granted_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    Ok(Lease {
+        address: ack.yiaddr,
+        prefix_len,
+        server_id,
+        server_mac,
+        client_mac,
+        routes,
+        mtu: ack.u16(code::INTERFACE_MTU).filter(|m| *m >= MIN_MTU),
+        lease_secs: ack.u32(code::LEASE_TIME),
+        granted_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack() -> Message {
+        let mut m = Message::request(Kind::Ack, 7, [2, 0, 0, 0, 0, 1])
+            .with(code::SUBNET_MASK, [255, 255, 255, 0])
+            .with(code::ROUTER, [10, 9, 0, 1])
+            .with(code::INTERFACE_MTU, 1400u16.to_be_bytes())
+            .with(code::LEASE_TIME, 3600u32.to_be_bytes());
+        m.reply = true;
+        m.yiaddr = Ipv4Addr::new(10, 9, 0, 50);
+        m
+    }
+
+    #[test]
+    fn a_lease_from_an_ack() {
+        let l = lease("eth1", &ack(), Ipv4Addr::new(10, 9, 0, 1), [9; 6], [2; 6]).unwrap();
+        assert_eq!(l.address, Ipv4Addr::new(10, 9, 0, 50));
+        assert_eq!(l.prefix_len, 24);
+        assert_eq!(l.mtu, Some(1400));
+        assert_eq!(l.lease_secs, Some(3600));
+        assert_eq!(
+            l.routes,
+            vec![LeaseRoute {
+                destination: Ipv4Addr::UNSPECIFIED,
+                prefix_len: 0,
+                gateway: Ipv4Addr::new(10, 9, 0, 1)
+            }]
+        );
+    }
+
+    #[test]
+    fn classless_routes_replace_the_router() {
+        let m = ack().with(code::CLASSLESS_ROUTES, [8, 10, 10, 9, 0, 2]);
+        let l = lease("eth1", &m, Ipv4Addr::new(10, 9, 0, 1), [9; 6], [2; 6]).unwrap();
+        assert_eq!(l.routes.len(), 1);
+        assert_eq!(l.routes[0].destination, Ipv4Addr::new(10, 0, 0, 0));
+        assert_eq!(l.routes[0].gateway, Ipv4Addr::new(10, 9, 0, 2));
+    }
+
+    #[test]
+    fn an_ack_without_a_mask_or_address_is_refused() {
+        let mut m = ack();
+        m.options.retain(|(c, _)| *c != code::SUBNET_MASK);
+        let e = lease("eth1", &m, Ipv4Addr::new(10, 9, 0, 1), [9; 6], [2; 6]).unwrap_err();
+        assert!(e.to_string().contains("subnet mask"), "{e}");
+        let mut m = ack();
+        m.yiaddr = Ipv4Addr::UNSPECIFIED;
+        assert!(lease("eth1", &m, Ipv4Addr::new(10, 9, 0, 1), [9; 6], [2; 6]).is_err());
+    }
+
+    #[test]
+    fn jitter_stays_within_a_second_or_a_quarter() {
+        for _ in 0..200 {
+            let j = jittered(Duration::from_secs(4));
+            assert!(
+                j >= Duration::from_secs(3) && j <= Duration::from_secs(5),
+                "{j:?}"
+            );
+            let j = jittered(Duration::from_millis(400));
+            assert!(j >= Duration::from_millis(300) && j <= Duration::from_millis(500));
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! [`apply`]: a lease made the device's configuration, as a claim's static one would be.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use dranet_core::{NetworkConfig, RouteConfig};
+
+use super::Lease;
+use crate::podnet::parse_cidr;
+
+/// `config` with the lease's address, routes and MTU, and static addressing: what the pod's
+/// interface is configured from. What the claim gives wins: its `mtu`, and its route to a
+/// destination the lease also routes (main table). Its DHCP setting is cleared, as the lease is
+/// now the configuration; the lease itself is recorded beside it.
+pub fn apply(config: &NetworkConfig, lease: &Lease) -> NetworkConfig {
+    let mut c = config.clone();
+    c.interface.dhcp = None;
+    c.interface.addressing = None;
+    c.interface.addresses = vec![format!("{}/{}", lease.address, lease.prefix_len)];
+    if c.interface.mtu.is_none() {
+        c.interface.mtu = lease.mtu.map(i32::from);
+    }
+    for r in &lease.routes {
+        if config
+            .routes
+            .iter()
+            .any(|cr| in_main(cr) && ipv4_destination(cr) == Some((r.destination, r.prefix_len)))
+        {
+            continue;
+        }
+        let on_link = r.gateway.is_unspecified();
+        c.routes.push(RouteConfig {
+            destination: format!("{}/{}", r.destination, r.prefix_len),
+            gateway: if on_link {
+                String::new()
+            } else {
+                r.gateway.to_string()
+            },
+            // RT_SCOPE_LINK for a destination on the link, as the kernel would give it.
+            scope: if on_link { 253 } else { 0 },
+            ..RouteConfig::default()
+        });
+    }
+    c
+}
+
+fn in_main(r: &RouteConfig) -> bool {
+    r.table == 0 || r.table == dranet_core::MAIN_TABLE
+}
+
+/// A claim route's IPv4 destination network; `None` for an IPv6 one. `default` (or none) is
+/// the default route of the gateway's family.
+fn ipv4_destination(r: &RouteConfig) -> Option<(Ipv4Addr, u8)> {
+    if r.destination.is_empty() || r.destination == "default" {
+        return match r.gateway.parse::<IpAddr>() {
+            Ok(IpAddr::V6(_)) => None,
+            _ => Some((Ipv4Addr::UNSPECIFIED, 0)),
+        };
+    }
+    match parse_cidr(&r.destination).ok()? {
+        (IpAddr::V4(ip), len) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+            Some((Ipv4Addr::from(u32::from(ip) & mask), len))
+        }
+        (IpAddr::V6(_), _) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::LeaseRoute;
+    use super::*;
+
+    fn lease() -> Lease {
+        Lease {
+            address: Ipv4Addr::new(10, 9, 0, 50),
+            prefix_len: 24,
+            server_id: Ipv4Addr::new(10, 9, 0, 1),
+            server_mac: [9; 6],
+            client_mac: [2; 6],
+            routes: vec![
+                LeaseRoute {
+                    destination: Ipv4Addr::UNSPECIFIED,
+                    prefix_len: 0,
+                    gateway: Ipv4Addr::new(10, 9, 0, 1),
+                },
+                LeaseRoute {
+                    destination: Ipv4Addr::new(172, 16, 0, 0),
+                    prefix_len: 12,
+                    gateway: Ipv4Addr::UNSPECIFIED,
+                },
+            ],
+            mtu: Some(1400),
+            lease_secs: Some(3600),
+            granted_at: 0,
+        }
+    }
+
+    #[test]
+    fn the_lease_becomes_a_static_config() {
+        let mut c = NetworkConfig::default();
+        c.interface.dhcp = Some(true);
+        let got = apply(&c, &lease());
+        assert_eq!(got.interface.dhcp, None);
+        assert_eq!(got.interface.addresses, vec!["10.9.0.50/24"]);
+        assert_eq!(got.interface.mtu, Some(1400));
+        assert_eq!(got.routes.len(), 2);
+        assert_eq!(got.routes[0].destination, "0.0.0.0/0");
+        assert_eq!(got.routes[0].gateway, "10.9.0.1");
+        assert_eq!(got.routes[1].gateway, "");
+        assert_eq!(got.routes[1].scope, 253);
+        // The config the pod gets passes the checks a static one does.
+        crate::podnet::check_config(&got).unwrap();
+    }
+
+    #[test]
+    fn the_claims_values_win() {
+        let mut c = NetworkConfig::default();
+        c.interface.addressing = Some(dranet_core::Addressing::Dhcp);
+        c.interface.mtu = Some(9000);
+        c.routes.push(RouteConfig {
+            destination: "default".into(),
+            gateway: "10.9.0.254".into(),
+            ..RouteConfig::default()
+        });
+        c.routes.push(RouteConfig {
+            destination: "172.16.5.0/12".into(),
+            gateway: "10.9.0.253".into(),
+            table: 100,
+            ..RouteConfig::default()
+        });
+        let got = apply(&c, &lease());
+        assert_eq!(got.interface.addressing, None);
+        assert_eq!(got.interface.mtu, Some(9000));
+        let gws: Vec<&str> = got.routes.iter().map(|r| r.gateway.as_str()).collect();
+        // The claim's default stays, the lease's is dropped; a route in another table does not
+        // hide the lease's route of the main table.
+        assert_eq!(gws, vec!["10.9.0.254", "10.9.0.253", ""]);
+    }
+}
