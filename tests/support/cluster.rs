@@ -52,6 +52,48 @@ pub fn gb300_slices(nodes: usize, mut edit: impl FnMut(usize, &mut Vec<Value>)) 
     out
 }
 
+/// Nodes of [`mixed_gb300_slices`] whose NIC slice is missing: the claim does not fit.
+pub fn without_nics(i: usize) -> bool {
+    i % 10 == 3
+}
+
+/// Nodes of [`mixed_gb300_slices`] whose `mlx5_0` is called `mlx5_9`: the claim's selector
+/// matches none of their NICs.
+pub fn renamed_nic(i: usize) -> bool {
+    i % 25 == 7
+}
+
+/// Nodes of [`mixed_gb300_slices`] whose `mlx5_0` is on NUMA node 1, away from the claim's
+/// GPU (NUMA 0): the claim fits unaligned.
+pub fn nic_across_numa(i: usize) -> bool {
+    i % 50 == 21
+}
+
+/// The GB300 slices of `nodes` nodes, a cluster's mix for `1nic-aligned`: of 1,000 nodes, 100
+/// without NICs ([`without_nics`]) and 40 with the NIC renamed ([`renamed_nic`]) do not fit, 20
+/// fit unaligned ([`nic_across_numa`]), the other 840 fit.
+pub fn mixed_gb300_slices(nodes: usize) -> Vec<Value> {
+    gb300_slices(nodes, |i, slices| {
+        if without_nics(i) {
+            slices.truncate(1);
+            return;
+        }
+        let nics = slices[1]["spec"]["devices"]
+            .as_array_mut()
+            .into_iter()
+            .flatten();
+        for d in nics.filter(|d| d["attributes"]["rdmaDevice"]["string"] == "mlx5_0") {
+            let attrs = &mut d["attributes"];
+            if renamed_nic(i) {
+                attrs["rdmaDevice"]["string"] = "mlx5_9".into();
+            } else if nic_across_numa(i) {
+                attrs["numaNode"]["int"] = 1.into();
+                attrs["resource.kubernetes.io/numaNode"]["int"] = 1.into();
+            }
+        }
+    })
+}
+
 /// `slices` as the `List` of `kubectl get resourceslices -o json` (indented as kubectl does).
 pub fn list_json(slices: Vec<Value>) -> String {
     let list = serde_json::json!({
