@@ -15,7 +15,9 @@ use std::time::Instant;
 use dranet_kubeletplugin::{KubeApi, KubeClient};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::Value;
-use support::cluster::{check_1nic_aligned, list_json, mixed_gb300_slices};
+use support::cluster::{
+    check_1nic_aligned, check_1nic_aligned_from, list_json, mixed_gb300_slices,
+};
 use support::k8s::Kit;
 
 kit_tests!(
@@ -126,22 +128,8 @@ fn check_answers_a_thousand_nodes_from_the_api_server(kit: &Kit) {
 
     let lists = slice_lists(kit);
     let t = Instant::now();
-    let out = kit
-        .command(bin)
-        .args([
-            "check",
-            "examples/azure_aks/gb300/templates.yaml",
-            "--name",
-            "1nic-aligned",
-            "--kubeconfig",
-            &kubeconfig,
-            "-o",
-            "json",
-        ])
-        .env_remove("NODE_NAME")
-        .current_dir(root)
-        .output()
-        .expect("run dranet check");
+    let flags = ["--kubeconfig", &kubeconfig, "-o", "json"].map(std::ffi::OsStr::new);
+    let out = check_1nic_aligned_from(kit.command(bin), &flags);
     kit.say(format_args!(
         "dranet check --kubeconfig of {NODES} nodes: {:.1?}",
         t.elapsed()
@@ -171,19 +159,7 @@ fn check_answers_a_thousand_nodes_from_the_api_server(kit: &Kit) {
     );
 
     // The table starts with the counts, and why.
-    let out = kit
-        .command(bin)
-        .args([
-            "check",
-            "examples/azure_aks/gb300/templates.yaml",
-            "--name",
-            "1nic-aligned",
-            "--from-cluster",
-        ])
-        .env_remove("NODE_NAME")
-        .current_dir(root)
-        .output()
-        .expect("run dranet check");
+    let out = check_1nic_aligned_from(kit.command(bin), &["--from-cluster".as_ref()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.starts_with(

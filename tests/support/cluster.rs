@@ -112,19 +112,31 @@ pub fn list_json(slices: Vec<Value>) -> String {
 /// `dranet check` of the GB300 template `1nic-aligned` on the slices of `slices` (the AKS
 /// example's DeviceClasses), with `extra` flags, as an operator runs it.
 pub fn check_1nic_aligned(slices: &Path, extra: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_dranet"))
-        .args([
-            "check",
-            "examples/azure_aks/gb300/templates.yaml",
-            "--name",
-            "1nic-aligned",
-            "--slices",
-        ])
-        .arg(slices)
-        .args(["--classes", "examples/azure_aks/deviceclasses.yaml"])
-        .args(extra)
-        .env_remove("NODE_NAME")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run dranet")
+    let mut args = vec!["--slices".as_ref(), slices.as_os_str()];
+    args.push("--classes".as_ref());
+    args.push("examples/azure_aks/deviceclasses.yaml".as_ref());
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    check_1nic_aligned_from(
+        std::process::Command::new(env!("CARGO_BIN_EXE_dranet")),
+        &args,
+    )
+}
+
+/// `cmd` (the `dranet` binary, in the environment wanted) checking the GB300 template
+/// `1nic-aligned` with `args` (where the slices come from, output flags).
+pub fn check_1nic_aligned_from(
+    mut cmd: std::process::Command,
+    args: &[&std::ffi::OsStr],
+) -> std::process::Output {
+    cmd.args([
+        "check",
+        "examples/azure_aks/gb300/templates.yaml",
+        "--name",
+        "1nic-aligned",
+    ])
+    .args(args)
+    .env_remove("NODE_NAME")
+    .current_dir(env!("CARGO_MANIFEST_DIR"))
+    .output()
+    .expect("run dranet")
 }
