@@ -1,44 +1,23 @@
 //! `dranet check` over a cluster's worth of nodes, as an operator runs it on
 //! `kubectl get resourceslices -o json`: 1,000 GB300 nodes, some without their NICs, some
-//! with another NIC than the claim asks for. The answers are asserted, not the time (that is
-//! the `check` bench's).
+//! with another NIC than the claim asks for, some with it on the other NUMA node. The answers
+//! are asserted, not the time (that is the `check` bench's).
 
 mod support;
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use support::cluster::{check_1nic_aligned, gb300_slices, list_json, node};
+use support::cluster::{
+    check_1nic_aligned, list_json, mixed_gb300_slices, nic_across_numa, node, renamed_nic,
+    without_nics,
+};
 
-/// Nodes whose NIC slice is missing.
-fn without_nics(i: usize) -> bool {
-    i % 10 == 3
-}
-
-/// Nodes whose `mlx5_0` is called `mlx5_9`: the claim's selector matches none of their NICs.
-fn renamed_nic(i: usize) -> bool {
-    i % 25 == 7
-}
-
-/// 1,000 nodes: 100 without NICs, 40 with the NIC renamed, the other 860 as the fixture.
+/// 1,000 nodes: 100 without NICs, 40 with the NIC renamed, 20 with it across NUMA nodes, the
+/// other 840 as the fixture.
 fn cluster_file(dir: &std::path::Path) -> std::path::PathBuf {
-    let slices = gb300_slices(1000, |i, slices| {
-        if without_nics(i) {
-            slices.truncate(1);
-        } else if renamed_nic(i) {
-            for d in slices[1]["spec"]["devices"]
-                .as_array_mut()
-                .into_iter()
-                .flatten()
-            {
-                if d["attributes"]["rdmaDevice"]["string"] == "mlx5_0" {
-                    d["attributes"]["rdmaDevice"]["string"] = "mlx5_9".into();
-                }
-            }
-        }
-    });
     let path = dir.join("slices.json");
-    std::fs::write(&path, list_json(slices)).expect("write the cluster's slices");
+    std::fs::write(&path, list_json(mixed_gb300_slices(1000))).expect("write the cluster's slices");
     path
 }
 
@@ -86,7 +65,12 @@ fn a_thousand_nodes_from_kubectl_json_each_get_their_answer() {
                 "{reason}"
             );
         } else {
-            assert_eq!(verdict, "fits", "{name}");
+            let expected = if nic_across_numa(i) {
+                "fits-unaligned"
+            } else {
+                "fits"
+            };
+            assert_eq!(verdict, expected, "{name}");
             for d in c["devices"].as_array().unwrap() {
                 assert_eq!(d["pool"], name.as_str(), "{name}: a device of another node");
             }
@@ -101,7 +85,7 @@ fn a_thousand_nodes_from_kubectl_json_each_get_their_answer() {
     }
     assert_eq!(
         verdicts,
-        BTreeMap::from([("does-not-fit", 140), ("fits", 860)])
+        BTreeMap::from([("does-not-fit", 140), ("fits", 840), ("fits-unaligned", 20)])
     );
 
     // The table: the counts and reasons first, then one row per node, then the verdict.
@@ -109,14 +93,15 @@ fn a_thousand_nodes_from_kubectl_json_each_get_their_answer() {
     assert_eq!(code, Some(0), "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
-        lines[..8],
+        lines[..9],
         [
             "ResourceClaimTemplate 1nic-aligned on 1000 nodes:",
-            "  fits            860",
-            "  fits unaligned  0",
+            "  fits            840",
+            "  fits unaligned  20",
             "  does not fit    140",
             "  invalid         0",
             "  why, by number of nodes:",
+            "        20  fits unaligned: GPU gpu-0 is on NUMA node 0 but the claim's NICs mlx5_0 (NUMA 1) are on other NUMA nodes: traffic crosses the inter-socket link and GPUDirect RDMA is unlikely (measured on ND GB300 v6: about 25 GB/s per NIC unaligned against 56 GB/s aligned)",
             "       100  does not fit: request nic: DeviceClass dranet.net selects none of the node's devices",
             "        40  does not fit: request nic: selector #0 matches none of the node's devices of DeviceClass dranet.net: device.attributes[\"dra.net\"][\"rdmaDevice\"] == \"mlx5_0\"",
         ],
@@ -140,7 +125,7 @@ fn a_thousand_nodes_from_kubectl_json_each_get_their_answer() {
     assert_eq!(
         lines.last().copied(),
         Some(
-            "  ResourceClaimTemplate 1nic-aligned: fits on 860 nodes (aks-gb300-0, aks-gb300-1, aks-gb300-2, …); does not fit on 140 other node(s)"
+            "  ResourceClaimTemplate 1nic-aligned: fits on 840 nodes (aks-gb300-0, aks-gb300-1, aks-gb300-2, …); fits unaligned on 20 nodes (aks-gb300-21, aks-gb300-71, aks-gb300-121, …); does not fit on 140 other node(s)"
         )
     );
 

@@ -52,6 +52,48 @@ pub fn gb300_slices(nodes: usize, mut edit: impl FnMut(usize, &mut Vec<Value>)) 
     out
 }
 
+/// Nodes of [`mixed_gb300_slices`] whose NIC slice is missing: the claim does not fit.
+pub fn without_nics(i: usize) -> bool {
+    i % 10 == 3
+}
+
+/// Nodes of [`mixed_gb300_slices`] whose `mlx5_0` is called `mlx5_9`: the claim's selector
+/// matches none of their NICs.
+pub fn renamed_nic(i: usize) -> bool {
+    i % 25 == 7
+}
+
+/// Nodes of [`mixed_gb300_slices`] whose `mlx5_0` is on NUMA node 1, away from the claim's
+/// GPU (NUMA 0): the claim fits unaligned.
+pub fn nic_across_numa(i: usize) -> bool {
+    i % 50 == 21
+}
+
+/// The GB300 slices of `nodes` nodes, a cluster's mix for `1nic-aligned`: of 1,000 nodes, 100
+/// without NICs ([`without_nics`]) and 40 with the NIC renamed ([`renamed_nic`]) do not fit, 20
+/// fit unaligned ([`nic_across_numa`]), the other 840 fit.
+pub fn mixed_gb300_slices(nodes: usize) -> Vec<Value> {
+    gb300_slices(nodes, |i, slices| {
+        if without_nics(i) {
+            slices.truncate(1);
+            return;
+        }
+        let nics = slices[1]["spec"]["devices"]
+            .as_array_mut()
+            .into_iter()
+            .flatten();
+        for d in nics.filter(|d| d["attributes"]["rdmaDevice"]["string"] == "mlx5_0") {
+            let attrs = &mut d["attributes"];
+            if renamed_nic(i) {
+                attrs["rdmaDevice"]["string"] = "mlx5_9".into();
+            } else if nic_across_numa(i) {
+                attrs["numaNode"]["int"] = 1.into();
+                attrs["resource.kubernetes.io/numaNode"]["int"] = 1.into();
+            }
+        }
+    })
+}
+
 /// `slices` as the `List` of `kubectl get resourceslices -o json` (indented as kubectl does).
 pub fn list_json(slices: Vec<Value>) -> String {
     let list = serde_json::json!({
@@ -70,19 +112,31 @@ pub fn list_json(slices: Vec<Value>) -> String {
 /// `dranet check` of the GB300 template `1nic-aligned` on the slices of `slices` (the AKS
 /// example's DeviceClasses), with `extra` flags, as an operator runs it.
 pub fn check_1nic_aligned(slices: &Path, extra: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_dranet"))
-        .args([
-            "check",
-            "examples/azure_aks/gb300/templates.yaml",
-            "--name",
-            "1nic-aligned",
-            "--slices",
-        ])
-        .arg(slices)
-        .args(["--classes", "examples/azure_aks/deviceclasses.yaml"])
-        .args(extra)
-        .env_remove("NODE_NAME")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run dranet")
+    let mut args = vec!["--slices".as_ref(), slices.as_os_str()];
+    args.push("--classes".as_ref());
+    args.push("examples/azure_aks/deviceclasses.yaml".as_ref());
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    check_1nic_aligned_from(
+        std::process::Command::new(env!("CARGO_BIN_EXE_dranet")),
+        &args,
+    )
+}
+
+/// `cmd` (the `dranet` binary, in the environment wanted) checking the GB300 template
+/// `1nic-aligned` with `args` (where the slices come from, output flags).
+pub fn check_1nic_aligned_from(
+    mut cmd: std::process::Command,
+    args: &[&std::ffi::OsStr],
+) -> std::process::Output {
+    cmd.args([
+        "check",
+        "examples/azure_aks/gb300/templates.yaml",
+        "--name",
+        "1nic-aligned",
+    ])
+    .args(args)
+    .env_remove("NODE_NAME")
+    .current_dir(env!("CARGO_MANIFEST_DIR"))
+    .output()
+    .expect("run dranet")
 }

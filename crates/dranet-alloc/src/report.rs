@@ -548,7 +548,7 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     }
     // Each slice parsed once, and each node's allocator built from the slices that may be on
     // it: building every node's from all of them made a cluster's check quadratic.
-    let typed = parse_slices(&slices)?;
+    let typed = parse_slices(&mut slices)?;
     let by_node = nodes::ByNode::new(&typed);
     let nodes: Vec<Option<String>> = match node {
         Some(n) => vec![Some(n)],
@@ -615,19 +615,23 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     })
 }
 
-/// The slices as the allocator reads them, each parsed once from its JSON.
-fn parse_slices(slices: &[serde_json::Value]) -> Result<Vec<ResourceSlice>, AllocError> {
+/// The slices as the allocator reads them, each parsed once from its JSON; the JSON then keeps
+/// only what the allocator reads beside the typed slice ([`crate::source::list_attributes`]),
+/// so a cluster's slices are not held twice while its nodes are checked.
+fn parse_slices(slices: &mut [serde_json::Value]) -> Result<Vec<ResourceSlice>, AllocError> {
     slices
-        .iter()
+        .iter_mut()
         .enumerate()
         .map(|(i, v)| {
-            ResourceSlice::deserialize(v).map_err(|e| AllocError::InvalidSlice {
+            let typed = ResourceSlice::deserialize(&*v).map_err(|e| AllocError::InvalidSlice {
                 slice: v["metadata"]["name"]
                     .as_str()
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("#{i}")),
                 reason: e.to_string(),
-            })
+            })?;
+            *v = crate::source::list_attributes(v);
+            Ok(typed)
         })
         .collect()
 }

@@ -294,6 +294,38 @@ pub(crate) struct CounterUse {
 /// many devices.
 const VERSIONS_KEPT: usize = 16;
 
+/// What [`convert_attr`] reads of a slice's JSON beside its typed slice: each device's
+/// list-valued attributes (`ints`, `strings`, which the v1.34 structs cannot carry), at the
+/// device's position; `Null` when the slice has none. A cluster's slices kept whole as JSON
+/// trees were most of `dranet check`'s memory.
+pub(crate) fn list_attributes(slice: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    let is_list = |a: &Value| a.get("ints").is_some() || a.get("strings").is_some();
+    let devices: Vec<Value> = slice["spec"]["devices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            let lists: serde_json::Map<String, Value> = d["attributes"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(_, a)| is_list(a))
+                .map(|(name, a)| (name.clone(), a.clone()))
+                .collect();
+            if lists.is_empty() {
+                Value::Null
+            } else {
+                serde_json::json!({ "attributes": lists })
+            }
+        })
+        .collect();
+    if devices.iter().all(Value::is_null) {
+        return Value::Null;
+    }
+    serde_json::json!({ "spec": { "devices": devices } })
+}
+
 /// Converts one API attribute; `raw` is the attribute's JSON, for list types the v1.34 structs
 /// cannot carry. `versions` holds versions parsed before: one seen again is shared, not parsed
 /// again (a parse was a tenth of building an allocator).

@@ -331,3 +331,42 @@ fn without_classes_each_driver_gets_one_and_the_json_keeps_its_shape() {
     );
     assert_eq!(json["notes"][0], r.notes[0].to_string());
 }
+
+/// A list-valued attribute, which only the JSON carries (the v1.34 structs cannot), reaches the
+/// allocator through the report: its slices' JSON trees are shrunk once parsed, and keep it.
+#[test]
+fn list_valued_attributes_survive_the_parse() {
+    let slice = |node: &str, names: serde_json::Value| {
+        serde_json::json!({
+            "metadata": {"name": format!("{node}-dra.net-0")},
+            "spec": {
+                "driver": "dra.net", "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": "nic0", "attributes": {"dra.net/numaNode": {"int": 0}}},
+                    {"name": "nic1", "attributes": {"dra.net/numaNode": {"int": 0}, "dra.net/names": names}}
+                ]
+            }
+        })
+    };
+    let claim = Claim {
+        name: "nic".into(),
+        kind: "ResourceClaim".into(),
+        spec: serde_json::from_value(serde_json::json!({"devices": {"requests": [{"name": "nic",
+            "exactly": {"deviceClassName": "dranet.net", "count": 2}}]}}))
+        .unwrap(),
+    };
+    let lists = Input {
+        slices: vec![slice("a", serde_json::json!({"strings": ["eth0", "ib0"]}))],
+        ..Input::default()
+    };
+    let r = report::check(lists, std::slice::from_ref(&claim)).unwrap();
+    assert_eq!(verdicts(&r), [(Some("a"), Verdict::Fits)]);
+    // Both a scalar and a list: refused, which the allocator can only see in the JSON.
+    let both = Input {
+        slices: vec![slice("a", serde_json::json!({"int": 1, "ints": [1]}))],
+        ..Input::default()
+    };
+    let e = report::check(both, &[claim]).unwrap_err().to_string();
+    assert!(e.contains("more than one value type"), "{e}");
+}
