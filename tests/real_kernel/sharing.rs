@@ -4,12 +4,13 @@
 //!
 //! - **IPVLAN** (issue 38; upstream's "ipvlan with address and sizes" and "ipvlan with policy
 //!   routing"): two pods each get an IPVLAN child of one virtio NIC (the one carrying `rxe0`)
-//!   from claims in upstream's API. The host side of the segment is the other virtio NIC on the
-//!   qemu hub, holding the gateway `10.99.0.254` and, behind it, `192.0.2.1`; the shared NIC has
-//!   a backup default via that gateway (metric 500; the node's uplink is `upl`). Checked: the
+//!   from claims in upstream's API. The far side of the segment is a namespace on the other
+//!   virtio NIC of the qemu hub, holding the gateway `10.99.0.254` and, behind it, `192.0.2.1`;
+//!   the shared NIC has a backup default via that gateway (metric 500; the node's uplink is
+//!   `upl`). Checked: the
 //!   child's kind, mode, MTU and GSO/GRO sizes; upstream's source-based routing (table
 //!   `fnv32a(name) % 1000 + 1000`, an on-link route to the gateway, a default via it, a rule
-//!   `from <address>` at priority 32000); pings between the children, from the host to each,
+//!   `from <address>` at priority 32000); pings between the children, from the far side to each,
 //!   and from a child to `192.0.2.1`, which only the policy table routes; deleting one pod
 //!   leaves the other's child and the parent exactly as they were. In exclusive RDMA mode the
 //!   same claim is refused at prepare with "use shared RDMA mode".
@@ -70,8 +71,9 @@ async fn ping(cri: &Cri, pod: &Pod, args: &str) -> String {
         .to_string()
 }
 
-fn host_ping(ip: &str) -> String {
-    must(&format!("ping -c 1 -W 5 {ip}"))
+/// A ping from the network beyond the shared NIC (the namespace `far`).
+fn far_ping(ip: &str) -> String {
+    must(&format!("ip netns exec far ping -c 1 -W 5 {ip}"))
         .lines()
         .find(|l| l.contains("bytes from"))
         .unwrap_or_default()
@@ -135,8 +137,12 @@ pub async fn ipvlan(
 ) {
     let started = Instant::now();
     let (parent, far) = nics;
+    // The network beyond the parent: a namespace on the other NIC of the segment (through a
+    // macvlan of it, so its RDMA link stays), with the gateway and an address behind it.
     must(&format!(
-        "ip addr add 10.99.0.254/24 dev {far} && ip addr add 192.0.2.1/32 dev lo && \
+        "ip netns add far && ip link add far0 link {far} type macvlan mode bridge && \
+         ip link set far0 netns far && ip -n far link set lo up && ip -n far link set far0 up && \
+         ip -n far addr add 10.99.0.254/24 dev far0 && ip -n far addr add 192.0.2.1/32 dev lo && \
          ip route add default via 10.99.0.254 dev {parent} onlink metric 500"
     ));
     let parent_before = link_state(None, parent);
@@ -224,8 +230,8 @@ pub async fn ipvlan(
             "ipvlan-b -> ipvlan-a: {}",
             ping(cri, &pod_b, "10.99.0.11").await
         ),
-        format!("host -> ipvlan-a: {}", host_ping("10.99.0.11")),
-        format!("host -> ipvlan-b: {}", host_ping("10.99.0.12")),
+        format!("far side -> ipvlan-a: {}", far_ping("10.99.0.11")),
+        format!("far side -> ipvlan-b: {}", far_ping("10.99.0.12")),
     ];
     // 192.0.2.1 is only behind the gateway: the pod's main table has no route there.
     let main_b = must(&format!("ip -n {ns_b} route show table main"));
@@ -269,6 +275,9 @@ pub async fn ipvlan(
         parent_before,
         "the parent after both pods"
     );
+    must(&format!(
+        "ip route del default via 10.99.0.254 dev {parent} metric 500 && ip netns del far"
+    ));
     say(
         t0,
         &format!(
