@@ -45,7 +45,11 @@ fn netns_with(ip: &str) -> String {
         "for n in $(ls /run/netns); do ip -n $n -o addr | grep -q ' {ip}/' && echo $n; done"
     ));
     let found: Vec<&str> = out.split_whitespace().collect();
-    assert_eq!(found.len(), 1, "namespaces holding {ip}: {out}");
+    if found.len() != 1 {
+        let (_, links) = sh("for n in $(ls /run/netns); do echo \"$n:\"; ip -n $n -o addr; done");
+        let (_, log) = sh("tail -30 /run/dranet.log");
+        panic!("namespaces holding {ip}: {found:?}; the pods':\n{links}\ndranet:\n{log}");
+    }
     found[0].to_string()
 }
 
