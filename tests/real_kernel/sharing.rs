@@ -403,7 +403,13 @@ pub async fn vrf(api: &FakeApiServer, kubelet: &FakeKubelet, cri: &Cri, t0: Inst
     while now() != before && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(now(), before, "the veths did not come back as they were");
+    if now() != before {
+        let (_, log) = sh("grep -v '\"claim prepared\\|not published' /run/dranet.log | tail -20");
+        panic!(
+            "the veths did not come back as they were:\n{:?}\nbefore:\n{before:?}\ndranet:\n{log}",
+            now()
+        );
+    }
     say(
         t0,
         &format!(
