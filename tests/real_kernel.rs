@@ -29,6 +29,8 @@
 mod cri;
 #[path = "real_kernel/pods.rs"]
 mod pods;
+#[path = "real_kernel/sharing.rs"]
+mod sharing;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -71,6 +73,9 @@ const POD_MODULES: &[&str] = &[
     "rdma_rxe",
     "rdma_ucm",
     "ib_umad",
+    // Upstream's IPVLAN and VRF scenarios (`real_kernel/sharing.rs`).
+    "ipvlan",
+    "vrf",
 ];
 
 struct Kit {

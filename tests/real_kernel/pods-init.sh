@@ -3,6 +3,7 @@
 # dranet, then the test binary's guest side (tests/real_kernel/pods.rs), then power off.
 #   - two virtio NICs on one qemu hub (MACs ...:01:01 and ...:01:02), soft-RoCE rxe0 and rxe1 on them;
 #   - a veth whose end `low` carries macvlans oob0, oob1 (the pods' claimed NICs) and bench1..8;
+#   - an uplink veth `upl` with the main table's default; veths vrf-test-pod-N/vrf-rtr-N;
 #   - the RDMA subsystem in exclusive mode: it can only change while no other namespace exists.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 mount -t tmpfs run /run; mount -t tmpfs tmp /tmp; mount -t tmpfs lib /var/lib
@@ -26,6 +27,19 @@ rdma link add rxe1 type rxe netdev "$N1" || fail "rxe1"
 ip link add low type veth peer name lowp && ip link set low up && ip link set lowp up
 for m in oob0 oob1 bench1 bench2 bench3 bench4 bench5 bench6 bench7 bench8; do
   ip link add link low name "$m" type macvlan mode bridge || fail "macvlan $m"
+done
+# Upstream's IPVLAN and VRF scenarios (real_kernel/sharing.rs): the kernel's modules, a node
+# uplink (the main table's default, so the shared NIC's default at metric 500 is a backup one),
+# and upstream's two veth pairs of the VRF scenario.
+# A Kubernetes node forwards IPv4; a pod's namespace inherits it, and a VRF device in it too
+# (the router pod of the VRF scenario routes through its VRF).
+sysctl -qw net.ipv4.ip_forward=1
+for m in ipvlan vrf; do [ -d "/sys/module/$m" ] || fail "module $m not loaded"; done
+ip link add upl type veth peer name uplp && ip link set upl up && ip link set uplp up
+ip addr add 10.0.2.15/24 dev upl && ip route add default via 10.0.2.2 dev upl || fail "uplink"
+for p in 1 2; do
+  ip link add "vrf-test-pod-$p" type veth peer name "vrf-rtr-$p" || fail "veth vrf-test-pod-$p"
+  ip link set "vrf-test-pod-$p" up && ip link set "vrf-rtr-$p" up
 done
 cat > /etc/cni/net.d/10-pods.conflist <<JSON
 {"cniVersion": "1.0.0", "name": "pods", "plugins": [

@@ -27,12 +27,13 @@ use super::cri::{Cri, Pod};
 /// Set in the guest: the test function below runs the scenario only there.
 pub const GUEST_ENV: &str = "DRANET_REAL_KERNEL_GUEST";
 
-/// `--filter` of the guest's daemon: the default's devices and the test's macvlans.
-const GUEST_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || "pciAddress" in device.attributes["dra.net"] || device.attributes["dra.net"].type == "macvlan""#;
+/// `--filter` of the guest's daemon: the default's devices, the test's macvlans and the veths of
+/// upstream's VRF scenario.
+const GUEST_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || "pciAddress" in device.attributes["dra.net"] || device.attributes["dra.net"].type == "macvlan" || (device.attributes["dra.net"].type == "veth" && device.attributes["dra.net"].ifName in ["vrf-test-pod-1", "vrf-test-pod-2", "vrf-rtr-1", "vrf-rtr-2"])"#;
 
 const NODE: &str = "guest";
 const DRIVER: &str = "dra.net";
-const IMAGE: &str = "localhost/dranet-rdma/pod:1";
+pub const IMAGE: &str = "localhost/dranet-rdma/pod:1";
 const DRANET: &str = "/opt/t/dranet";
 const CRI_SOCKET: &str = "/run/containerd/containerd.sock";
 const KUBELET_DIR: &str = "/var/lib/kubelet";
@@ -46,7 +47,7 @@ pub fn say(t0: Instant, msg: &str) {
     }
 }
 
-fn sh(cmd: &str) -> (i32, String) {
+pub fn sh(cmd: &str) -> (i32, String) {
     let out = Command::new("/bin/dash")
         .args(["-c", cmd])
         .output()
@@ -56,7 +57,7 @@ fn sh(cmd: &str) -> (i32, String) {
     (out.status.code().unwrap_or(-1), s)
 }
 
-fn must(cmd: &str) -> String {
+pub fn must(cmd: &str) -> String {
     let (rc, out) = sh(cmd);
     assert_eq!(rc, 0, "{cmd}: {out}");
     out
@@ -219,7 +220,7 @@ fn host_state(links: &[&str]) -> BTreeMap<String, String> {
 }
 
 /// The device dranet published with attribute `key` = `value`.
-fn device_with(api: &FakeApiServer, key: &str, value: &str) -> String {
+pub fn device_with(api: &FakeApiServer, key: &str, value: &str) -> String {
     api.slices()
         .iter()
         .filter_map(|s| s.spec.devices.as_ref())
@@ -244,6 +245,19 @@ fn put_claim(
     devices: &[(&str, &str)],
     nic_config: Option<serde_json::Value>,
 ) -> ClaimRef {
+    let configs: Vec<(&str, serde_json::Value)> =
+        nic_config.into_iter().map(|c| ("nic", c)).collect();
+    put_claim_configs(api, name, uid, devices, configs)
+}
+
+/// [`put_claim`] with one NetworkConfig per named request.
+pub fn put_claim_configs(
+    api: &FakeApiServer,
+    name: &str,
+    uid: &str,
+    devices: &[(&str, &str)],
+    configs: Vec<(&str, serde_json::Value)>,
+) -> ClaimRef {
     let r = ClaimRef {
         namespace: "default".into(),
         name: name.into(),
@@ -267,32 +281,36 @@ fn put_claim(
             name: name.into(),
             uid: uid.into(),
         }]);
-        if let (Some(cfg), Some(d)) = (
-            nic_config,
-            s.allocation.as_mut().and_then(|a| a.devices.as_mut()),
-        ) {
-            d.config = Some(vec![DeviceAllocationConfiguration {
-                source: "FromClaim".into(),
-                requests: Some(vec!["nic".into()]),
-                opaque: Some(OpaqueDeviceConfiguration {
-                    driver: DRIVER.into(),
-                    parameters: RawExtension(cfg),
-                }),
-            }]);
+        if let Some(d) = s.allocation.as_mut().and_then(|a| a.devices.as_mut())
+            && !configs.is_empty()
+        {
+            d.config = Some(
+                configs
+                    .into_iter()
+                    .map(|(req, cfg)| DeviceAllocationConfiguration {
+                        source: "FromClaim".into(),
+                        requests: Some(vec![req.into()]),
+                        opaque: Some(OpaqueDeviceConfiguration {
+                            driver: DRIVER.into(),
+                            parameters: RawExtension(cfg),
+                        }),
+                    })
+                    .collect(),
+            );
         }
     }
     api.put_claim(claim);
     r
 }
 
-async fn prepare(kubelet: &FakeKubelet, claims: &[ClaimRef]) {
+pub async fn prepare(kubelet: &FakeKubelet, claims: &[ClaimRef]) {
     let resp = kubelet.prepare(claims).await.expect("NodePrepareResources");
     for (uid, r) in &resp.claims {
         assert!(r.error.is_empty(), "prepare of {uid}: {}", r.error);
     }
 }
 
-async fn unprepare(kubelet: &FakeKubelet, claims: &[ClaimRef]) {
+pub async fn unprepare(kubelet: &FakeKubelet, claims: &[ClaimRef]) {
     let resp = kubelet
         .unprepare(claims)
         .await
@@ -472,6 +490,7 @@ async fn scenario(t0: Instant) {
         &format!("host intact after the refusal: rxe0 on {nic0}, rxe1 on {nic1}, GIDs as before"),
     );
     unprepare(&kubelet, &[claim_x]).await;
+    super::sharing::refused_in_exclusive_mode(&api, &kubelet, &dev0, t0).await;
     dranet.stop();
     drop(kubelet);
 
@@ -725,6 +744,10 @@ async fn scenario(t0: Instant) {
         ),
     );
 
+    // Before the bench: its 8-NIC pods may pass NRI's 2 s limit under load, and containerd
+    // then drops the plugin.
+    super::sharing::ipvlan(&api, &kubelet, &cri, &dev0, (&nic0, &nic1), t0).await;
+    super::sharing::vrf(&api, &kubelet, &cri, t0).await;
     bench(&api, &kubelet, &cri, &dranet, t0).await;
     dranet.stop();
     let _ = containerd.kill();

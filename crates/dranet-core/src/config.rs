@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::interface_type::{Addressing, InterfaceType, IpvlanConfig};
+use crate::interface_type::{Addressing, InterfaceType, IpvlanConfig, table_for_name};
 use crate::{Error, Result};
 
 /// The configuration of one device in a pod.
@@ -120,9 +120,18 @@ pub struct VrfConfig {
     /// VRF device name.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// Its routing table.
+    /// Its routing table; [`VrfConfig::table_id`] when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<u32>,
+}
+
+impl VrfConfig {
+    /// The VRF's routing table: `table`, or derived from the name as upstream does
+    /// ([`table_for_name`]), so every interface that joins the VRF by name alone shares its
+    /// table.
+    pub fn table_id(&self) -> u32 {
+        self.table.unwrap_or_else(|| table_for_name(&self.name))
+    }
 }
 
 /// A route.
@@ -307,6 +316,24 @@ impl NetworkConfig {
                 return Err(Error::InvalidConfig {
                     field: format!("routes[{i}]"),
                     reason: "needs a destination or a gateway".into(),
+                });
+            }
+        }
+        if let Some(vrf) = &self.interface.vrf {
+            // Upstream's rules: the VRF's table is the interface's routing (every route goes
+            // there), and the kernel's own tables are not a VRF's.
+            if !self.rules.is_empty() {
+                return Err(Error::InvalidConfig {
+                    field: "rules".into(),
+                    reason: "not supported with interface.vrf: the interface's routes all go \
+                             to the VRF's table"
+                        .into(),
+                });
+            }
+            if let Some(t @ (253..=255)) = vrf.table {
+                return Err(Error::InvalidConfig {
+                    field: "interface.vrf.table".into(),
+                    reason: format!("{t} is one of the kernel's own tables (local, main, default)"),
                 });
             }
         }
@@ -544,6 +571,31 @@ mod tests {
         assert_eq!(back, c);
         let err = serde_json::from_str::<NetworkConfig>(r#"{"interfce":{}}"#).unwrap_err();
         assert!(err.to_string().contains("interfce"));
+    }
+
+    #[test]
+    fn a_vrf_without_a_table_gets_upstreams_and_refuses_rules() {
+        let c: NetworkConfig =
+            serde_json::from_str(r#"{"interface":{"vrf":{"name":"test-vrf"}}}"#).unwrap();
+        let vrf = c.interface.vrf.as_ref().unwrap();
+        // FNV-1a("test-vrf") = 0x6e92fd6a = 1855126890; % 1000 + 1000.
+        assert_eq!(vrf.table_id(), 1890);
+        c.validate().unwrap();
+        let with_table = VrfConfig {
+            name: "test-vrf".into(),
+            table: Some(100),
+        };
+        assert_eq!(with_table.table_id(), 100);
+        let rules: NetworkConfig = serde_json::from_str(
+            r#"{"interface":{"vrf":{"name":"v"}},"rules":[{"source":"10.0.0.0/24","table":100}]}"#,
+        )
+        .unwrap();
+        let e = rules.validate().unwrap_err().to_string();
+        assert!(e.contains("rules") && e.contains("interface.vrf"), "{e}");
+        let main: NetworkConfig =
+            serde_json::from_str(r#"{"interface":{"vrf":{"name":"v","table":254}}}"#).unwrap();
+        let e = main.validate().unwrap_err().to_string();
+        assert!(e.contains("interface.vrf.table"), "{e}");
     }
 
     #[test]

@@ -89,8 +89,9 @@ pub enum IpvlanFlag {
     Bridge,
 }
 
-/// The routing table of a child's source-based routing: FNV-1a of its name, modulo 1000, plus
-/// 1000, as upstream derives it, so the same claim gets the same table under either driver.
+/// The routing table upstream derives from a name: FNV-1a of it, modulo 1000, plus 1000. A
+/// child's source-based routing table (of the child's name) and a VRF's table when the claim
+/// gives none (of the VRF's name), so the same claim gets the same table under either driver.
 pub fn table_for_name(name: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     for b in name.bytes() {

@@ -114,7 +114,7 @@ pub enum DeviceMismatch {
         "device {device} is a software RDMA link: the kernel deletes it when its network \
          interface leaves the host namespace, so a pod gets its RDMA char devices and the \
          interface stays on the host; its config may not set interface, routes, rules, neighbors \
-         or ethtool"
+         or ethtool, unless it makes a child of the interface (interface.type IPVLAN or Macvlan)"
     )]
     SoftwareRdma {
         /// The DRA device.
@@ -238,17 +238,19 @@ pub fn software_rdma(dev: &NetworkDevice) -> Option<&RdmaLink> {
         .then_some(link)
 }
 
-/// The netdev a pod of this device gets: none for an IB-only device or a software RDMA link's.
-pub fn pod_netdev(dev: &NetworkDevice) -> Option<&str> {
-    if software_rdma(dev).is_some() {
+/// The netdev a pod of this device works on (moved into it, or the parent of its child): none
+/// for an IB-only device, nor for a software RDMA link's moved whole. A child type leaves the
+/// netdev on the host, so a software RDMA link's netdev can be a child's parent.
+pub fn pod_netdev<'a>(dev: &'a NetworkDevice, config: &NetworkConfig) -> Option<&'a str> {
+    if software_rdma(dev).is_some() && !config.interface_type().is_child() {
         return None;
     }
     dev.netdev.as_ref().map(|n| n.name.as_str())
 }
 
 /// Checks a configuration against the device as discovered: an IB-only device, or one whose
-/// netdev carries a software RDMA link, takes no network settings; a VF's MTU may not exceed its
-/// PF's.
+/// netdev carries a software RDMA link (unless the config makes a child of it, which leaves the
+/// netdev on the host), takes no network settings; a VF's MTU may not exceed its PF's.
 pub fn check_device(
     config: &NetworkConfig,
     dev: &NetworkDevice,
@@ -256,6 +258,7 @@ pub fn check_device(
 ) -> Result<(), DeviceMismatch> {
     if let (Some(link), Some(netdev)) = (software_rdma(dev), &dev.netdev)
         && wants_netdev(config)
+        && !config.interface_type().is_child()
     {
         return Err(DeviceMismatch::SoftwareRdma {
             device: dev.name.clone(),

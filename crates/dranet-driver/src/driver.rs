@@ -570,7 +570,7 @@ impl NetworkDriver {
         inv: &Inventory,
     ) -> std::result::Result<(), String> {
         claim::check_device(config, dev, inv).map_err(|e| e.to_string())?;
-        self.check_on_node(config, dev.rdma.is_some(), claim::pod_netdev(dev))
+        self.check_on_node(config, dev.rdma.is_some(), claim::pod_netdev(dev, config))
             .await
     }
 

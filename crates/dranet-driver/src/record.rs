@@ -330,7 +330,7 @@ impl ClaimRecord {
                     d.device
                 )
             })?;
-            d.netdev = claim::pod_netdev(dev).map(str::to_string);
+            d.netdev = claim::pod_netdev(dev, &d.config).map(str::to_string);
             d.rdma = dev.rdma.as_ref().map(|l| l.name.clone());
             d.char_devices = dev
                 .rdma
@@ -379,7 +379,7 @@ pub fn device_records(
             pool: r.pool.clone(),
             device: r.device.clone(),
             share_id: r.share_id.clone(),
-            netdev: claim::pod_netdev(dev).map(str::to_string),
+            netdev: claim::pod_netdev(dev, &config).map(str::to_string),
             config,
             rdma: dev.rdma.as_ref().map(|l| l.name.clone()),
             char_devices: dev

@@ -185,7 +185,8 @@ fn gb300_pods_get_exactly_their_rdma_char_devices() {
 
 /// Soft-RoCE (`rxe`) on a veth and on a PCI NIC's netdev: the kernel deletes such a link when
 /// its netdev changes namespace (seen on Debian's 6.1 in `tests/real_kernel.rs`), so a pod gets
-/// its char devices and the netdev stays on the host; a config that needs the netdev is refused.
+/// its char devices and the netdev stays on the host; a config that needs the netdev is refused,
+/// but for a child of it.
 #[test]
 fn a_software_rdma_link_is_given_as_char_devices_and_its_netdev_stays() {
     let node = Node::new(dranet_discovery::fixture::edge_cases);
@@ -231,6 +232,25 @@ fn a_software_rdma_link_is_given_as_char_devices_and_its_netdev_stays() {
                 && err.contains("may not set interface"),
             "{err}"
         );
+
+        // A child of the netdev leaves it on the host, with its RDMA link: that is allowed,
+        // and the netdev is the child's parent (seen with ipvlan on Debian's 6.1).
+        let child_pod = format!("c-{rxe}");
+        rt.block_on(d.prepare_claim(&claim(
+            &format!("{rxe}-child"),
+            &[&child_pod],
+            &[("rdma", &dev)],
+            vec![opaque(
+                "FromClaim",
+                None,
+                serde_json::json!({"interface": {"name": "net1", "type": "IPVLAN",
+                    "addresses": ["10.9.0.2/24"]}}),
+            )],
+        )))
+        .unwrap();
+        let c = d.claims_of_pod(&child_pod);
+        assert_eq!(c[0].devices[0].netdev.as_deref(), Some(netdev), "{rxe}");
+        assert_eq!(c[0].devices[0].rdma.as_deref(), Some(rxe));
     }
 }
 

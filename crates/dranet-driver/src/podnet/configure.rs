@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 
-use dranet_core::NetworkConfig;
+use dranet_core::{NetworkConfig, RouteConfig};
 use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::{
@@ -179,7 +179,7 @@ impl PodNet {
 
         if let Some(vrf) = &iface.vrf {
             self.step("vrf")?;
-            let table = vrf.table.unwrap_or(0);
+            let table = vrf.table_id();
             let mut v = LinkMessage::default();
             v.attributes.push(LinkAttribute::IfName(vrf.name.clone()));
             v.attributes.push(LinkAttribute::LinkInfo(vec![
@@ -221,9 +221,18 @@ impl PodNet {
             podr.request(RouteNetlinkMessage::SetLink(m), 0)
                 .await
                 .map_err(at(vrf_step))?;
+            // Sockets not bound to the VRF accept its TCP and UDP traffic, as upstream sets it
+            // (namespace-wide: the pod's own sysctls, gone with it).
+            pod.run(|| {
+                ["tcp_l3mdev_accept", "udp_l3mdev_accept"]
+                    .iter()
+                    .try_for_each(|k| std::fs::write(format!("/proc/sys/net/ipv4/{k}"), "1"))
+            })
+            .map_err(|e| at("vrf sysctls")(io::Error::other(e)))?
+            .map_err(at("vrf sysctls"))?;
         }
 
-        let vrf_table = iface.vrf.as_ref().and_then(|v| v.table);
+        let vrf_table = iface.vrf.as_ref().map(|v| v.table_id());
         let addresses = if iface.addresses.is_empty() {
             state::global_addresses(&entry.host)
         } else {
@@ -302,6 +311,16 @@ impl PodNet {
                 format!("route {}", r.destination)
             } else {
                 format!("route {} via {}", r.destination, r.gateway)
+            };
+            // In a VRF, every route of the interface goes to the VRF's table, as upstream
+            // does: a route elsewhere is not seen by what the VRF routes.
+            let in_vrf;
+            let r = match vrf_table {
+                Some(table) => {
+                    in_vrf = RouteConfig { table, ..r.clone() };
+                    &in_vrf
+                }
+                None => r,
             };
             let msg = route_message(pod_index, r).map_err(at(step.clone()))?;
             create(podr, RouteNetlinkMessage::NewRoute(msg), step).await?;

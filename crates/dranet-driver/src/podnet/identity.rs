@@ -8,6 +8,10 @@
 //!   and the link it hangs off (its veth peer or macvlan lower device, which stays in the host's
 //!   namespace) as the pod sees it, all recorded in the journal right after the move. A pod can
 //!   make a link of the same name, index and MAC, but not one whose peer is the host's.
+//!   The peer may move on: upstream's VRF and PBR scenarios give both ends of a veth pair to
+//!   pods (a pod and its router), so the peer's namespace id, as the pod sees it, changes. What
+//!   stays is the peer's index and its being in another namespace than the pod, which a pod
+//!   cannot arrange without an fd of a namespace other than its own (`CAP_SYS_ADMIN`).
 
 use rtnetlink::packet_route::link::{LinkAttribute, LinkInfo, LinkMessage};
 
@@ -75,7 +79,7 @@ pub(super) fn ours_in_pod(l: &LinkMessage, e: &Entry) -> bool {
         return same_hardware(l, h);
     }
     match e.pod_index {
-        Some(index) => l.header.index == index && e.pod_peer.is_none_or(|p| peer(l) == Some(p)),
+        Some(index) => l.header.index == index && e.pod_peer.is_none_or(|p| same_peer(l, p)),
         // Right after the move, before the journal has its index: nothing but its name has
         // changed, and its peer is in another namespace (the host's).
         None => {
@@ -86,6 +90,16 @@ pub(super) fn ours_in_pod(l: &LinkMessage, e: &Entry) -> bool {
                     .is_none_or(|i| peer(l).is_some_and(|p| p.index == i && p.netnsid.is_some()))
         }
     }
+}
+
+/// Whether `l` hangs off the recorded peer `p`: the same index, in the same namespace as
+/// recorded or, for a peer recorded in another namespace, in another namespace still (it moved
+/// from the host into another pod).
+fn same_peer(l: &LinkMessage, p: Peer) -> bool {
+    peer(l).is_some_and(|now| {
+        now.index == p.index
+            && (now.netnsid == p.netnsid || (p.netnsid.is_some() && now.netnsid.is_some()))
+    })
 }
 
 /// Whether `l`, a link in the host's namespace, is the recorded one: by its hardware, or (a
@@ -111,4 +125,38 @@ pub(super) fn describe(l: &LinkMessage) -> String {
         l.header.index,
         kind(l).as_deref().unwrap_or("none")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn veth_to(index: u32, netnsid: Option<i32>) -> LinkMessage {
+        let mut l = LinkMessage::default();
+        l.attributes.push(LinkAttribute::Link(index));
+        if let Some(id) = netnsid {
+            l.attributes.push(LinkAttribute::LinkNetNsId(id));
+        }
+        l
+    }
+
+    #[test]
+    fn a_peer_that_moved_to_another_namespace_is_still_the_peer() {
+        let recorded = Peer {
+            index: 18,
+            netnsid: Some(0),
+        };
+        assert!(same_peer(&veth_to(18, Some(0)), recorded));
+        // The peer went from the host into the router pod: another id, another namespace still.
+        assert!(same_peer(&veth_to(18, Some(3)), recorded));
+        // A peer in the pod's own namespace is one the pod made; another index is another link.
+        assert!(!same_peer(&veth_to(18, None), recorded));
+        assert!(!same_peer(&veth_to(19, Some(3)), recorded));
+        let local = Peer {
+            index: 5,
+            netnsid: None,
+        };
+        assert!(same_peer(&veth_to(5, None), local));
+        assert!(!same_peer(&veth_to(5, Some(1)), local));
+    }
 }
