@@ -744,7 +744,7 @@ async fn scenario(t0: Instant) {
         ),
     );
 
-    // Before the bench: its 8-NIC pods may pass NRI's 2 s limit under load, and containerd
+    // Before the bench: its 8-NIC pods may pass the guest's NRI limit under load, and containerd
     // then drops the plugin.
     super::sharing::ipvlan(&api, &kubelet, &cri, &dev0, (&nic0, &nic1), t0).await;
     super::sharing::vrf(&api, &kubelet, &cri, t0).await;
@@ -836,13 +836,13 @@ async fn bench(
             rows.join("\n")
         ),
     );
-    // A timing, so not a check: a hook past containerd's 2 s limit gets the plugin dropped and
+    // A timing, so not a check: a hook past containerd's limit (6 s in the guest) gets the plugin dropped and
     // the pod started without its NICs. Said loudly, for the log and the benchmarks doc.
     if !missed.is_empty() {
         say(
             t0,
             &format!(
-                "WARNING: pods started without dranet's attach (NRI's 2 s limit passed): {missed:?}"
+                "WARNING: pods started without dranet's attach (the guest's NRI limit of 6 s passed): {missed:?}"
             ),
         );
     }
