@@ -212,6 +212,9 @@ fn test_name(s: &Scenario, v: support::k8s::Version) -> String {
 
 fn main() {
     let args = Args::parse();
+    let bin_dir = tempfile::tempdir().expect("a temporary directory");
+    let bin = bin_dir.path().join("dranet");
+    std::fs::copy(env!("CARGO_BIN_EXE_dranet"), &bin).expect("copy the dranet binary");
     let mut failed = Vec::new();
     let mut passed = 0;
     for version in VERSIONS {
@@ -232,7 +235,7 @@ fn main() {
             continue;
         };
         let started = Instant::now();
-        let mut env = Env::start(&kit);
+        let mut env = Env::start(&kit, &bin);
         for s in chosen {
             let name = test_name(s, version);
             let t = Instant::now();
@@ -283,6 +286,9 @@ struct Env<'a> {
     state: PathBuf,
     logs: PathBuf,
     port: u16,
+    /// The daemon's binary (a copy made at the start, so every start on every version runs
+    /// the same build).
+    bin: PathBuf,
     daemon: Option<Daemon>,
     starts: u32,
     /// Host veths the scenario made (deleted by `clean_up`).
@@ -294,12 +300,13 @@ struct Env<'a> {
 }
 
 impl<'a> Env<'a> {
-    fn start(kit: &'a Kit) -> Env<'a> {
+    fn start(kit: &'a Kit, bin: &Path) -> Env<'a> {
         let tmp = tempfile::tempdir().unwrap();
         let logs = tmp.path().join("logs");
         std::fs::create_dir_all(&logs).unwrap();
         let mut env = Env {
             kit,
+            bin: bin.to_path_buf(),
             state: tmp.path().join("state"),
             logs,
             _tmp: tmp,
@@ -322,7 +329,7 @@ impl<'a> Env<'a> {
             r#""ifName" in device.attributes["dra.net"] && device.attributes["dra.net"].ifName in [{}]"#,
             names.join(", ")
         );
-        let mut cmd = self.kit.command(env!("CARGO_BIN_EXE_dranet"));
+        let mut cmd = self.kit.command(&self.bin);
         cmd.arg("run")
             .args(["--hostname-override", self.kit.node()])
             .args(["--kubeconfig", self.kit.var("KUBECONFIG")])
@@ -593,7 +600,10 @@ fn assert_has(out: &str, want: &str) {
 
 #[track_caller]
 fn assert_lacks(out: &str, unwanted: &str) {
-    assert!(!out.contains(unwanted), "{unwanted:?} unexpected in:\n{out}");
+    assert!(
+        !out.contains(unwanted),
+        "{unwanted:?} unexpected in:\n{out}"
+    );
 }
 
 /// Waits until `kubectl get ARGS` prints `want` (status is written after the pod starts).
@@ -813,7 +823,10 @@ fn two_interfaces(env: &mut Env) {
         &in_pod(env.kit, &pod, &["ip", "addr", "show", "dummy1"]),
         "169.254.169.14",
     );
-    let devices = &["resourceclaims", "-o=jsonpath={.items[0].status.devices[*]}"];
+    let devices = &[
+        "resourceclaims",
+        "-o=jsonpath={.items[0].status.devices[*]}",
+    ];
     eventually_has(env, devices, "169.254.169.13");
     eventually_has(env, devices, "169.254.169.14");
 }
@@ -886,15 +899,18 @@ fn unprepare_after_downtime(env: &mut Env) {
     env.apply("deviceclass.yaml");
     env.apply("resourceclaim.yaml");
     let pod = env.ready_pod("app=pod");
-    let claim_uid = env.kit.get_json(&["resourceclaim", "dummy-interface-static-ip"])["metadata"]
-        ["uid"]
+    let claim_uid = env
+        .kit
+        .get_json(&["resourceclaim", "dummy-interface-static-ip"])["metadata"]["uid"]
         .as_str()
         .expect("the claim's uid")
         .to_string();
-    let checkpoint = env.kit.kubelet_root_dir().join("plugins/dra.net/checkpoint");
-    let in_checkpoint = || {
-        std::fs::read_to_string(&checkpoint).is_ok_and(|t| t.contains(claim_uid.as_str()))
-    };
+    let checkpoint = env
+        .kit
+        .kubelet_root_dir()
+        .join("plugins/dra.net/checkpoint");
+    let in_checkpoint =
+        || std::fs::read_to_string(&checkpoint).is_ok_and(|t| t.contains(claim_uid.as_str()));
 
     env.stop();
     env.kit.kubectl_ok(&["delete", "pod", &pod, "--force"]);
@@ -907,7 +923,11 @@ fn unprepare_after_downtime(env: &mut Env) {
         !state_records(&env.state, &claim_uid).is_empty(),
         "the attach journal's entry of claim {claim_uid} while the driver is down"
     );
-    assert!(in_checkpoint(), "the claim prepared in {}", checkpoint.display());
+    assert!(
+        in_checkpoint(),
+        "the claim prepared in {}",
+        checkpoint.display()
+    );
 
     env.start_daemon();
     wait_for(
@@ -929,31 +949,66 @@ fn permanent_neighbours(env: &mut Env) {
     env.veth("dummy-neigh", "upk0", true);
     ip(&["addr", "add", "169.254.169.15/32", "dev", "dummy-neigh"]);
     ip(&[
-        "neigh", "add", "192.168.1.1", "lladdr", "00:11:22:33:44:55", "dev", "dummy-neigh",
-        "nud", "permanent",
+        "neigh",
+        "add",
+        "192.168.1.1",
+        "lladdr",
+        "00:11:22:33:44:55",
+        "dev",
+        "dummy-neigh",
+        "nud",
+        "permanent",
     ]);
     ip(&[
-        "-6", "neigh", "add", "2001:db8::1", "lladdr", "00:aa:bb:cc:dd:ee", "dev",
-        "dummy-neigh", "nud", "permanent",
+        "-6",
+        "neigh",
+        "add",
+        "2001:db8::1",
+        "lladdr",
+        "00:aa:bb:cc:dd:ee",
+        "dev",
+        "dummy-neigh",
+        "nud",
+        "permanent",
     ]);
     env.published(&["dummy-neigh"]);
     env.apply("deviceclass.yaml");
     env.apply("resourceclaim.yaml");
     let pod = env.ready_pod("app=pod");
     let neigh = in_pod(env.kit, &pod, &["ip", "neigh", "show"]);
-    assert_has(&neigh, "192.168.1.1 dev eth99 lladdr 00:11:22:33:44:55 PERM");
-    assert_has(&neigh, "2001:db8::1 dev eth99 lladdr 00:aa:bb:cc:dd:ee PERM");
+    assert_has(
+        &neigh,
+        "192.168.1.1 dev eth99 lladdr 00:11:22:33:44:55 PERM",
+    );
+    assert_has(
+        &neigh,
+        "2001:db8::1 dev eth99 lladdr 00:aa:bb:cc:dd:ee PERM",
+    );
 }
 
 fn rules_and_tables(env: &mut Env) {
     env.veth("dummy-rules", "upk0", true);
     ip(&["addr", "add", "169.254.169.13/24", "dev", "dummy-rules"]);
     ip(&[
-        "route", "add", "10.10.10.0/24", "via", "169.254.169.1", "dev", "dummy-rules", "table",
+        "route",
+        "add",
+        "10.10.10.0/24",
+        "via",
+        "169.254.169.1",
+        "dev",
+        "dummy-rules",
+        "table",
         "100",
     ]);
     ip(&[
-        "rule", "add", "from", "10.20.30.0/24", "table", "100", "priority", "500",
+        "rule",
+        "add",
+        "from",
+        "10.20.30.0/24",
+        "table",
+        "100",
+        "priority",
+        "500",
     ]);
     env.rules.push(500);
     env.published(&["dummy-rules"]);
@@ -977,7 +1032,14 @@ fn rules_and_tables(env: &mut Env) {
 
 fn ipv6_subnet_route(env: &mut Env) {
     env.veth("dummy-ipv6", "upk0", false);
-    ip(&["-6", "addr", "add", "fd36::3:0:e:0:0/96", "dev", "dummy-ipv6"]);
+    ip(&[
+        "-6",
+        "addr",
+        "add",
+        "fd36::3:0:e:0:0/96",
+        "dev",
+        "dummy-ipv6",
+    ]);
     ip(&["link", "set", "up", "dev", "dummy-ipv6"]);
     env.published(&["dummy-ipv6"]);
     env.apply("deviceclass.yaml");

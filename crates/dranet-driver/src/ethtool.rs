@@ -62,7 +62,11 @@ pub const LEGACY_NAMES: &[(&str, &str, &str)] = &[
     ("sg", "scatter-gather", "tx-scatter-gather*"),
     ("tso", "tcp-segmentation-offload", "tx-tcp*-segmentation"),
     ("ufo", "udp-fragmentation-offload", "tx-udp-fragmentation"),
-    ("gso", "generic-segmentation-offload", "tx-generic-segmentation"),
+    (
+        "gso",
+        "generic-segmentation-offload",
+        "tx-generic-segmentation",
+    ),
     ("gro", "generic-receive-offload", "rx-gro"),
     ("lro", "large-receive-offload", "rx-lro"),
     ("rxvlan", "rx-vlan-offload", "rx-vlan-hw-parse"),
@@ -562,7 +566,10 @@ mod tests {
             active: Vec::new(),
         };
         let want: BTreeMap<String, bool> = tcp.iter().map(|n| (n.to_string(), false)).collect();
-        assert_eq!(resolve(&ask(&[("tcp-segmentation-offload", false)]), &f).unwrap(), want);
+        assert_eq!(
+            resolve(&ask(&[("tcp-segmentation-offload", false)]), &f).unwrap(),
+            want
+        );
         assert!(glob_matches("tx-checksum-*", "tx-checksum-sctp"));
         assert!(!glob_matches("tx-checksum-*", "tx-checksumming"));
         assert!(glob_matches("tx-scatter-gather*", "tx-scatter-gather"));
