@@ -678,6 +678,13 @@ fn state_records(dir: &Path, uid: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Upstream's check of a template's pod: `ip addr show DEV` in the pod has `addr`, and so does
+/// `kubectl get resourceclaims -o yaml`.
+fn address_in_pod_and_claims(env: &Env, pod: &str, dev: &str, addr: &str) {
+    assert_has(&in_pod(env.kit, pod, &["ip", "addr", "show", dev]), addr);
+    eventually_has(env, &["resourceclaims", "-o", "yaml"], addr);
+}
+
 // ---- the scenarios ----
 
 /// Upstream's first two scenarios, on a link named `link`.
@@ -725,11 +732,7 @@ fn template(env: &mut Env) {
     env.published(&["dummy0"]);
     env.apply("resourceclaimtemplate.yaml");
     let pod = env.ready_pod("app=MyApp");
-    assert_has(
-        &in_pod(env.kit, &pod, &["ip", "addr", "show", "dummy0"]),
-        "169.254.169.14",
-    );
-    eventually_has(env, &["resourceclaims", "-o", "yaml"], "169.254.169.14");
+    address_in_pod_and_claims(env, &pod, "dummy0", "169.254.169.14");
 }
 
 fn routes(env: &mut Env) {
@@ -837,11 +840,7 @@ fn reapply(env: &mut Env) {
     env.published(&["dummy8"]);
     env.apply("repeatresourceclaimtemplate.yaml");
     let pod = env.ready_pod("app=reapplyApp");
-    assert_has(
-        &in_pod(env.kit, &pod, &["ip", "addr", "show", "dummy8"]),
-        "169.254.169.14",
-    );
-    eventually_has(env, &["resourceclaims", "-o", "yaml"], "169.254.169.14");
+    address_in_pod_and_claims(env, &pod, "dummy8", "169.254.169.14");
 
     env.kit.kubectl_ok(&[
         "delete",
@@ -876,11 +875,7 @@ fn reapply(env: &mut Env) {
 
     env.apply("repeatresourceclaimtemplate.yaml");
     let pod = env.ready_pod("app=reapplyApp");
-    assert_has(
-        &in_pod(env.kit, &pod, &["ip", "addr", "show", "dummy8"]),
-        "169.254.169.14",
-    );
-    eventually_has(env, &["resourceclaims", "-o", "yaml"], "169.254.169.14");
+    address_in_pod_and_claims(env, &pod, "dummy8", "169.254.169.14");
 }
 
 fn graceful_shutdown(env: &mut Env) {
