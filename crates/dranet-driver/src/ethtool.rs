@@ -53,53 +53,37 @@ const ETHTOOL_A_BITSET_BITS_BIT: u16 = 1;
 const ETHTOOL_A_BITSET_BIT_NAME: u16 = 2;
 const ETHTOOL_A_BITSET_BIT_VALUE: u16 = 3;
 
-/// The `ethtool -K` names, short and long, and the kernel features each stands for (those
-/// of them the device has).
-pub const LEGACY_NAMES: &[(&str, &str, &[&str])] = &[
-    ("rx", "rx-checksumming", &["rx-checksum"]),
-    (
-        "tx",
-        "tx-checksumming",
-        &[
-            "tx-checksum-ipv4",
-            "tx-checksum-ip-generic",
-            "tx-checksum-ipv6",
-            "tx-checksum-fcoe-crc",
-            "tx-checksum-sctp",
-        ],
-    ),
-    (
-        "sg",
-        "scatter-gather",
-        &["tx-scatter-gather", "tx-scatter-gather-fraglist"],
-    ),
-    (
-        "tso",
-        "tcp-segmentation-offload",
-        &[
-            "tx-tcp-segmentation",
-            "tx-tcp-ecn-segmentation",
-            "tx-tcp-mangleid-segmentation",
-            "tx-tcp6-segmentation",
-        ],
-    ),
-    (
-        "ufo",
-        "udp-fragmentation-offload",
-        &["tx-udp-fragmentation"],
-    ),
+/// The `ethtool -K` names, short and long, and the pattern of the kernel features each stands
+/// for, as ethtool's `off_flag_def` has them (`*` stands for any run of characters): `tso` is
+/// every `tx-tcp*-segmentation` the kernel has, `tx-tcp-accecn-segmentation` (6.18) included.
+pub const LEGACY_NAMES: &[(&str, &str, &str)] = &[
+    ("rx", "rx-checksumming", "rx-checksum"),
+    ("tx", "tx-checksumming", "tx-checksum-*"),
+    ("sg", "scatter-gather", "tx-scatter-gather*"),
+    ("tso", "tcp-segmentation-offload", "tx-tcp*-segmentation"),
+    ("ufo", "udp-fragmentation-offload", "tx-udp-fragmentation"),
     (
         "gso",
         "generic-segmentation-offload",
-        &["tx-generic-segmentation"],
+        "tx-generic-segmentation",
     ),
-    ("gro", "generic-receive-offload", &["rx-gro"]),
-    ("lro", "large-receive-offload", &["rx-lro"]),
-    ("rxvlan", "rx-vlan-offload", &["rx-vlan-hw-parse"]),
-    ("txvlan", "tx-vlan-offload", &["tx-vlan-hw-insert"]),
-    ("ntuple", "ntuple-filters", &["rx-ntuple-filter"]),
-    ("rxhash", "receive-hashing", &["rx-hashing"]),
+    ("gro", "generic-receive-offload", "rx-gro"),
+    ("lro", "large-receive-offload", "rx-lro"),
+    ("rxvlan", "rx-vlan-offload", "rx-vlan-hw-parse"),
+    ("txvlan", "tx-vlan-offload", "tx-vlan-hw-insert"),
+    ("ntuple", "ntuple-filters", "rx-ntuple-filter"),
+    ("rxhash", "receive-hashing", "rx-hashing"),
 ];
+
+/// Whether the kernel feature `name` matches an [`LEGACY_NAMES`] pattern (at most one `*`).
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        Some((head, tail)) => {
+            name.len() >= head.len() + tail.len() && name.starts_with(head) && name.ends_with(tail)
+        }
+        None => pattern == name,
+    }
+}
 
 /// A device's features: which it can change, and which are on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -123,6 +107,16 @@ impl Features {
         [&self.known, &self.changeable, &self.active]
             .iter()
             .any(|l| l.iter().any(|n| n == name))
+    }
+
+    /// Every feature name known, each once.
+    fn names(&self) -> impl Iterator<Item = &str> {
+        let all: std::collections::BTreeSet<&str> = [&self.known, &self.changeable, &self.active]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        all.into_iter()
     }
 
     /// Whether the device lets the user change `name`.
@@ -221,8 +215,9 @@ pub fn resolve(
             .iter()
             .find(|(short, long, _)| short == name || long == name)
         {
-            // Only the parts the device has: `tso` on a NIC without tx-tcp6-segmentation.
-            Some((_, _, full)) => full.iter().copied().filter(|n| f.knows(n)).collect(),
+            // The features of the running kernel that match: `tso` on a kernel without
+            // tx-tcp-accecn-segmentation has one part fewer.
+            Some((_, _, pattern)) => f.names().filter(|n| glob_matches(pattern, n)).collect(),
             None if f.knows(name) => vec![name.as_str()],
             None => Vec::new(),
         };
@@ -552,6 +547,34 @@ mod tests {
         let short = ask(&[("tso", false), ("gro", true)]);
         assert_eq!(resolve(&long, &f).unwrap(), resolve(&short, &f).unwrap());
         assert!(!resolve(&long, &f).unwrap().is_empty());
+    }
+
+    #[test]
+    fn legacy_names_stand_for_every_kernel_feature_their_pattern_matches() {
+        // 6.18 added tx-tcp-accecn-segmentation: `ethtool -k` counts it in
+        // tcp-segmentation-offload, so turning that off must turn it off too.
+        let tcp = [
+            "tx-tcp-segmentation",
+            "tx-tcp-ecn-segmentation",
+            "tx-tcp-mangleid-segmentation",
+            "tx-tcp6-segmentation",
+            "tx-tcp-accecn-segmentation",
+        ];
+        let f = Features {
+            known: tcp.iter().map(|s| s.to_string()).collect(),
+            changeable: tcp.iter().map(|s| s.to_string()).collect(),
+            active: Vec::new(),
+        };
+        let want: BTreeMap<String, bool> = tcp.iter().map(|n| (n.to_string(), false)).collect();
+        assert_eq!(
+            resolve(&ask(&[("tcp-segmentation-offload", false)]), &f).unwrap(),
+            want
+        );
+        assert!(glob_matches("tx-checksum-*", "tx-checksum-sctp"));
+        assert!(!glob_matches("tx-checksum-*", "tx-checksumming"));
+        assert!(glob_matches("tx-scatter-gather*", "tx-scatter-gather"));
+        assert!(!glob_matches("tx-tcp*-segmentation", "tx-udp-segmentation"));
+        assert!(!glob_matches("rx-gro", "rx-gro-hw"));
     }
 
     #[test]

@@ -227,6 +227,15 @@ async fn upstreams_long_ethtool_feature_names_apply_and_a_fixed_feature_at_its_v
             .unwrap();
         let f = features(&p, "dranet0");
         assert_eq!(f.is_on("tx-tcp-segmentation"), on, "tso {on}");
+        // Every part `ethtool -k` counts in tcp-segmentation-offload (tx-tcp*-segmentation,
+        // tx-tcp-accecn-segmentation on 6.18) that the device can change.
+        for part in f
+            .changeable
+            .iter()
+            .filter(|n| n.starts_with("tx-tcp") && n.ends_with("-segmentation"))
+        {
+            assert_eq!(f.is_on(part), on, "{part} with tso {on}");
+        }
         assert_eq!(f.is_on("rx-gro"), on, "gro {on}");
         assert!(!f.is_on("rx-lro"));
         pn.detach("claim-1-v0").await.unwrap();
