@@ -1,14 +1,17 @@
 //! A claim checked and compiled once: its requests and sub-requests, constraints and config.
 
 use k8s_openapi::api::resource::v1::{
-    DeviceClaimConfiguration, DeviceSelector, DeviceToleration, ResourceClaimSpec,
+    CapacityRequirements, DeviceClaimConfiguration, DeviceSelector, DeviceToleration,
+    ResourceClaimSpec,
 };
 
 use std::sync::Arc;
 
 use crate::allocator::Allocator;
+use crate::capacity::{Amount, Requests};
 use crate::cel::{AttrKey, Program};
 use crate::error::AllocError;
+use crate::features::DistinctAttribute;
 use crate::limits::MAX_REQUESTS;
 use crate::one_or_many::OneOrMany;
 use crate::selectors::selector_programs;
@@ -32,6 +35,8 @@ pub(crate) struct Alt {
     pub mode: Mode,
     pub admin: bool,
     pub tolerations: Vec<DeviceToleration>,
+    /// `capacity.requests` (consumable capacity).
+    pub capacity: Option<Requests>,
 }
 
 #[derive(Debug, Clone)]
@@ -85,7 +90,7 @@ struct AltSpec<'a> {
     mode: Option<&'a str>,
     count: Option<i64>,
     admin: Option<bool>,
-    capacity: bool,
+    capacity: Option<&'a CapacityRequirements>,
     tolerations: &'a Option<Vec<DeviceToleration>>,
 }
 
@@ -125,7 +130,7 @@ impl CompiledClaim {
                         mode: e.allocation_mode.as_deref(),
                         count: e.count,
                         admin: e.admin_access,
-                        capacity: e.capacity.is_some(),
+                        capacity: e.capacity.as_ref(),
                         tolerations: &e.tolerations,
                     },
                 )?),
@@ -156,7 +161,7 @@ impl CompiledClaim {
                                 mode: s.allocation_mode.as_deref(),
                                 count: s.count,
                                 admin: None,
-                                capacity: s.capacity.is_some(),
+                                capacity: s.capacity.as_ref(),
                                 tolerations: &s.tolerations,
                             },
                         )?);
@@ -199,6 +204,14 @@ impl CompiledClaim {
                     )));
                 }
             };
+            if kind == ConstraintKind::Distinct
+                && a.bugs.distinct_attribute == DistinctAttribute::Refused
+            {
+                return Err(invalid(format!(
+                    "constraint #{i}: distinctAttribute is unknown to the Kubernetes {} scheduler's allocator (DRAConsumableCapacity is off)",
+                    a.version
+                )));
+            }
             if !attribute.contains('/') {
                 return Err(invalid(format!(
                     "constraint #{i}: attribute {attribute:?} must be fully qualified (domain/name)"
@@ -273,14 +286,28 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
             feature: "adminAccess (DRAAdminAccess)".into(),
         });
     }
-    if s.capacity {
-        // The 1.34 scheduler refuses capacity requests unless DRAConsumableCapacity (alpha) is
-        // on; that feature is not modelled.
-        return Err(AllocError::FeatureDisabled {
-            request: s.label.to_string(),
-            feature: "a capacity request (DRAConsumableCapacity)".into(),
-        });
-    }
+    let capacity = match s.capacity {
+        Some(_) if !a.features.consumable_capacity => {
+            return Err(AllocError::FeatureDisabled {
+                request: s.label.to_string(),
+                feature: "a capacity request (DRAConsumableCapacity)".into(),
+            });
+        }
+        Some(c) => {
+            let mut requests = Requests::new();
+            for (name, q) in c.requests.iter().flatten() {
+                let amount = Amount::parse(&q.0).map_err(|e| {
+                    AllocError::InvalidClaim(format!(
+                        "request {}: capacity {name}: {e}",
+                        s.label
+                    ))
+                })?;
+                requests.insert(name.clone(), amount);
+            }
+            Some(requests)
+        }
+        None => None,
+    };
     let mode = match s.mode.unwrap_or("ExactCount") {
         "ExactCount" => {
             let n = s.count.unwrap_or(1);
@@ -320,7 +347,7 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
             class: s.class.to_string(),
         });
     };
-    if let Err((expression, error)) = a.classes[class].programs(a.programs.as_deref()) {
+    if let Err((expression, error)) = a.classes[class].programs(a.programs.as_deref(), a.version) {
         return Err(AllocError::Cel {
             request: s.label.to_string(),
             class: Some(s.class.to_string()),
@@ -330,7 +357,7 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
     }
     let selectors = s.selectors.as_deref().unwrap_or_default();
     let programs =
-        selector_programs(selectors, a.programs.as_deref()).map_err(|(expression, error)| {
+        selector_programs(selectors, a.programs.as_deref(), a.version).map_err(|(expression, error)| {
             AllocError::Cel {
                 request: s.label.to_string(),
                 class: None,
@@ -346,6 +373,7 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
         mode,
         admin: s.admin == Some(true),
         tolerations: s.tolerations.clone().unwrap_or_default(),
+        capacity,
     })
 }
 

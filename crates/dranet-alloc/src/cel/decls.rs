@@ -7,6 +7,7 @@
 
 use super::funcs::{self as f, Imp};
 use super::types::{self as t, Type};
+use crate::version::KubernetesVersion;
 
 /// A type in a declaration; `P(n)` is the overload's n-th type parameter.
 #[derive(Debug, Clone, Copy)]
@@ -145,6 +146,27 @@ pub(crate) enum EnvType {
 }
 
 impl EnvType {
+    /// The environment the API server of Kubernetes `version` checks a new selector in: the
+    /// switch by version. Every version has 1.34's for now; the environments of 1.35 and 1.36
+    /// are the CEL part of issue 35.
+    pub(crate) fn new_selectors(version: KubernetesVersion) -> EnvType {
+        match version {
+            KubernetesVersion::V1_34 | KubernetesVersion::V1_35 | KubernetesVersion::V1_36 => {
+                EnvType::New
+            }
+        }
+    }
+
+    /// The environment the scheduler of Kubernetes `version` compiles a stored selector in (see
+    /// [`EnvType::new_selectors`]).
+    pub(crate) fn stored_selectors(version: KubernetesVersion) -> EnvType {
+        match version {
+            KubernetesVersion::V1_34 | KubernetesVersion::V1_35 | KubernetesVersion::V1_36 => {
+                EnvType::Stored
+            }
+        }
+    }
+
     /// Whether this environment declares `f`.
     pub(crate) fn declares(self, f: &Func) -> bool {
         match self {

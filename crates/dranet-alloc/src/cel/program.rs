@@ -9,6 +9,7 @@ use super::decls::EnvType;
 use super::device::{DeviceView, FullDevice};
 use super::error::{CelError, MAX_EXPRESSION_LEN};
 use super::{ast, check, eval, explain, fast, parse, types, validate, value};
+use crate::version::KubernetesVersion;
 
 /// A compiled selector expression.
 #[derive(Debug, Clone)]
@@ -71,6 +72,22 @@ impl Program {
     /// ([`CelError::TooComplex`]).
     pub fn compile(source: &str) -> Result<Program, CelError> {
         Program::build(source, EnvType::New)
+    }
+
+    /// Compiles `source` as the API server of Kubernetes `version` admits a new claim, claim
+    /// template or device class, in that version's environment for new selectors (see
+    /// [`Program::compile`]).
+    pub fn compile_in(source: &str, version: KubernetesVersion) -> Result<Program, CelError> {
+        Program::build(source, EnvType::new_selectors(version))
+    }
+
+    /// Compiles as the scheduler of Kubernetes `version` does, in that version's environment for
+    /// stored selectors (see [`Program::compile_for_scheduler`]).
+    pub fn compile_for_scheduler_in(
+        source: &str,
+        version: KubernetesVersion,
+    ) -> Result<Program, CelError> {
+        Program::build(source, EnvType::stored_selectors(version))
     }
 
     /// Compiles as the scheduler does: in the stored-expressions environment, a superset of
