@@ -16,6 +16,20 @@
 //! specific entry wins, lists are joined (a more specific route to the same destination and table
 //! replaces the less specific one). So a DeviceClass can set `mtu: 9000` for every NIC, a claim
 //! its addresses, and one request its own interface name.
+//!
+//! # Who may consume a claim
+//!
+//! Only pods ([`pods_of`]). A claim reserved for several pods (a shared claim) is prepared only
+//! when none of its devices moves into a pod's network namespace: a device with a network
+//! interface lives in one namespace at a time, and so does an RDMA device when the kernel's RDMA
+//! subsystem is in exclusive mode. Claims of RDMA-only devices may be shared in shared mode (the
+//! kernel's default), where every namespace sees the device: each pod's containers get its
+//! character devices.
+//!
+//! The kubelet prepares a claim once per node, so a pod added to a claim's `reservedFor` after
+//! that is never announced to the driver. At such a pod's sandbox start the driver reads (from
+//! the API server) the claims of the pod's namespace it holds for other pods: a shareable claim
+//! gives the late pod its devices; any other is refused with an error on the pod.
 
 use dranet_core::{
     CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, PciAddress,
@@ -63,6 +77,10 @@ pub enum ConfigError {
     /// A configuration whose values are wrong (the error names the field).
     #[error(transparent)]
     Invalid(dranet_core::Error),
+    /// A configuration the kernel would refuse, or with a field dranet-rs does not implement
+    /// yet (the error names the field).
+    #[error(transparent)]
+    Refused(crate::podnet::ConfigRefusal),
     /// One config entry of the claim or its DeviceClass, for the request it applies to.
     #[error("opaque config of driver {DRIVER_NAME} for request {request:?}: {source}")]
     Entry {
@@ -79,8 +97,8 @@ pub enum ConfigError {
 pub enum DeviceMismatch {
     /// Network settings for a device without a network interface.
     #[error(
-        "device {device} has no network interface (an RDMA-only device): its config may not set \
-         interface, routes, rules, neighbors or ethtool"
+        "it has no network interface (an RDMA-only device): its config may not set interface, \
+         routes, rules, neighbors or ethtool"
     )]
     NoNetdev {
         /// The DRA device.
@@ -89,9 +107,10 @@ pub enum DeviceMismatch {
     /// Network settings for a device whose netdev carries a software RDMA link
     /// ([`software_rdma`]): the netdev stays on the host.
     #[error(
-        "device {device} is the software RDMA link {link} on {netdev}: the kernel deletes it when \
-         {netdev} leaves the host namespace, so a pod gets its RDMA char devices and {netdev} \
-         stays on the host; its config may not set interface, routes, rules, neighbors or ethtool"
+        "device {device} is a software RDMA link: the kernel deletes it when its network \
+         interface leaves the host namespace, so a pod gets its RDMA char devices and the \
+         interface stays on the host; its config may not set interface, routes, rules, neighbors \
+         or ethtool"
     )]
     SoftwareRdma {
         /// The DRA device.
@@ -101,9 +120,10 @@ pub enum DeviceMismatch {
         /// Its netdev.
         netdev: String,
     },
-    /// A VF's MTU above its PF's.
+    /// A VF's MTU above its PF's (the message leaves out the host's names for them).
     #[error(
-        "interface.mtu {mtu} of {device} ({netdev}) is above the MTU {pf_mtu} of its SR-IOV PF {pf}"
+        "interface.mtu {mtu} is above the MTU {pf_mtu} of the device's SR-IOV physical function \
+         (PF)"
     )]
     MtuAbovePf {
         /// The MTU asked for.
@@ -165,7 +185,8 @@ pub fn parse_parameters(parameters: &serde_json::Value) -> Result<NetworkConfig,
 
 /// The configuration of one allocated device: the cloud's, then every applying config entry of
 /// the claim and its DeviceClass, least specific first (see the [module docs](self)), merged and
-/// validated. Errors name the entry's source and requests.
+/// checked ([`crate::podnet::check_config`]: what the kernel refuses, fields not implemented
+/// yet). Errors name the entry's source and requests.
 pub fn config_for(
     claim: &ClaimToPrepare,
     result: &DeviceRequestAllocationResult,
@@ -182,7 +203,7 @@ pub fn config_for(
         })?;
         config = entry.merged_over(&config);
     }
-    config.validate().map_err(ConfigError::Invalid)?;
+    crate::podnet::check_config(&config).map_err(ConfigError::Refused)?;
     Ok(config)
 }
 

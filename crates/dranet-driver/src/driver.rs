@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use dranet_core::{CharDevice, CloudProvider, Inventory, NoCloud};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
-    AllocatedDeviceStatus, NetworkDeviceData,
+    AllocatedDeviceStatus, NetworkDeviceData, ResourceClaim,
 };
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use dranet_kubeletplugin::{
@@ -52,6 +52,39 @@ pub type StatusWriter = Arc<
         + Sync,
 >;
 
+/// Reads a ResourceClaim (namespace, name) as the API server holds it now.
+pub type ClaimReader = Arc<
+    dyn Fn(String, String) -> BoxFuture<'static, std::result::Result<ResourceClaim, String>>
+        + Send
+        + Sync,
+>;
+
+/// A [`ClaimReader`] on any [`KubeApi`].
+pub fn claim_reader<A: KubeApi + Clone>(api: A) -> ClaimReader {
+    Arc::new(move |ns, name| {
+        let api = api.clone();
+        Box::pin(async move {
+            api.get_claim(&ns, &name)
+                .await
+                .map_err(|e| dranet_kubeletplugin::error_chain(&e))
+        })
+    })
+}
+
+/// How long a sandbox start waits for the API server when it looks for claims the pod was added
+/// to after they were prepared; past it the pod starts as if there were none (logged).
+const LATE_CLAIMS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// What [`NetworkDriver::synchronize_pods`] did for the live pods.
+#[derive(Debug, Default)]
+pub struct Synchronized {
+    /// Sandboxes that started while the runtime could not reach this plugin and got their
+    /// devices now.
+    pub attached: Vec<String>,
+    /// Such sandboxes whose devices could not be attached, with why (in the pod owner's terms).
+    pub failed: Vec<(String, Error)>,
+}
+
 /// A [`StatusWriter`] on any [`KubeApi`] (its field manager should be `dra.net`).
 pub fn status_writer<A: KubeApi + Clone>(api: A) -> StatusWriter {
     Arc::new(move |ns, name, devices| {
@@ -71,6 +104,7 @@ pub struct NetworkDriverBuilder {
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
     status: Option<StatusWriter>,
+    claims: Option<ClaimReader>,
     rdma_mode: Option<NetnsMode>,
 }
 
@@ -95,6 +129,15 @@ impl NetworkDriverBuilder {
     #[must_use]
     pub fn status(mut self, writer: StatusWriter) -> Self {
         self.status = Some(writer);
+        self
+    }
+
+    /// Reads claims through `reader`: at a sandbox start, the claims of the pod's namespace
+    /// prepared for other pods, to find a pod added to a claim's `reservedFor` after the
+    /// kubelet prepared it (see [`crate::claim`]). Without a reader such a pod is not found.
+    #[must_use]
+    pub fn claim_reader(mut self, reader: ClaimReader) -> Self {
+        self.claims = Some(reader);
         self
     }
 
@@ -133,6 +176,7 @@ impl NetworkDriverBuilder {
             rescan: self.rescan,
             cloud: self.cloud,
             status: self.status,
+            claims: self.claims,
             rdma_mode,
             inventory: RwLock::new(Arc::new(inventory)),
             state: Mutex::new(state),
@@ -193,6 +237,7 @@ pub struct NetworkDriver {
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
     status: Option<StatusWriter>,
+    claims: Option<ClaimReader>,
     rdma_mode: NetnsMode,
     inventory: RwLock<Arc<Inventory>>,
     state: Mutex<State>,
@@ -231,6 +276,7 @@ impl NetworkDriver {
             rescan,
             cloud: Arc::new(NoCloud),
             status: None,
+            claims: None,
             rdma_mode: None,
         }
     }
@@ -297,7 +343,13 @@ impl NetworkDriver {
         lock(&self.state).claims_of(pod_uid)
     }
 
-    /// What [`Driver::prepare`] does, with this crate's error.
+    /// What [`Driver::prepare`] does, with this crate's error. Everything that would fail at
+    /// every sandbox start is refused here, so the claim's author sees it on the claim: the
+    /// config (see [`crate::podnet::check_config`]), the device's own limits and ethtool names
+    /// when its interface is on the host, and a device that moves into a pod's namespace
+    /// (a network interface; an RDMA device in exclusive mode) reserved for more than one pod.
+    /// Claims of RDMA-only devices may be shared by pods in the kernel's shared RDMA mode, where
+    /// every namespace sees the device.
     pub async fn prepare_claim(&self, claim: &ClaimToPrepare) -> Result<Prepared> {
         let cref = claim.claim_ref.to_string();
         let fail = |reason: String| Error::Claim {
@@ -311,7 +363,13 @@ impl NetworkDriver {
         for r in &claim.results {
             if inv.device(&r.device).is_none() && !rescanned {
                 rescanned = true;
-                inv = self.rescan().await?;
+                inv = self.rescan().await.map_err(|e| {
+                    tracing::warn!(claim = %cref, error = %e, "rescan at prepare failed");
+                    fail(
+                        "the node's devices could not be scanned (see the dranet log on the node)"
+                            .into(),
+                    )
+                })?;
             }
             let dev = inv.device(&r.device).ok_or_else(|| {
                 fail(format!(
@@ -323,11 +381,13 @@ impl NetworkDriver {
             let base = claim::cloud_config(&*self.cloud, dev);
             let config = claim::config_for(claim, r, base)
                 .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
-            claim::check_device(&config, dev, &inv).map_err(|e| fail(e.to_string()))?;
+            claim::check_device(&config, dev, &inv)
+                .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
             let netdev = claim::pod_netdev(dev);
-            if let (Some(nd), Some(e)) = (netdev, &config.ethtool) {
-                self.check_ethtool(nd, e)
-                    .map_err(|e| fail(format!("device {} ({nd}): {e}", r.device)))?;
+            if let Some(nd) = netdev {
+                self.check_on_host(nd, &config)
+                    .await
+                    .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
             }
             devices.push(DeviceRecord {
                 request: r.request.clone(),
@@ -344,6 +404,19 @@ impl NetworkDriver {
                     .unwrap_or_default(),
             });
         }
+        if pods.len() > 1
+            && let Some(d) = devices.iter().find(|d| self.moves_into_pod(d))
+        {
+            let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+            return Err(fail(format!(
+                "it is reserved for {} pods ({}), but device {} {}, which can be in one pod \
+                 only: give each pod a claim of its own (a ResourceClaimTemplate)",
+                pods.len(),
+                names.join(", "),
+                d.device,
+                self.why_one_pod(d)
+            )));
+        }
         let record = ClaimRecord {
             version: STORE_VERSION,
             namespace: claim.claim_ref.namespace.clone(),
@@ -352,7 +425,10 @@ impl NetworkDriver {
             pods,
             devices,
         };
-        self.store.put_claim(&record)?;
+        self.store.put_claim(&record).map_err(|e| {
+            tracing::error!(claim = %cref, error = %e, "could not record the prepared claim");
+            fail(e.user_message())
+        })?;
         lock(&self.state).insert_claim(record);
         Ok(Prepared {
             devices: claim
@@ -364,23 +440,65 @@ impl NetworkDriver {
         })
     }
 
-    /// Checks ethtool names against the host link, when it is on the host (the pod attach
-    /// checks again against the link it moves).
-    fn check_ethtool(
+    /// Whether a device moves into its pod's network namespace (and so serves one pod).
+    fn moves_into_pod(&self, d: &DeviceRecord) -> bool {
+        d.netdev.is_some() || (d.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive)
+    }
+
+    fn why_one_pod(&self, d: &DeviceRecord) -> &'static str {
+        if d.netdev.is_some() {
+            "has a network interface"
+        } else {
+            "is an RDMA device, which the kernel's exclusive RDMA mode moves into the pod"
+        }
+    }
+
+    /// Checks a config against the device's interface on the host: its own limits
+    /// ([`crate::podnet::check_link`]), ethtool feature names and private flags. An interface
+    /// the host does not see now (still in a pod) is checked by the attach instead. The
+    /// message is in the claim's terms.
+    async fn check_on_host(
         &self,
         link: &str,
-        e: &dranet_core::EthtoolConfig,
-    ) -> std::result::Result<(), crate::ethtool::FeatureError> {
-        if e.features.is_empty() {
+        config: &dranet_core::NetworkConfig,
+    ) -> std::result::Result<(), String> {
+        let host = self.podnet.host();
+        let found = match host.rtnl().await {
+            Ok(rtnl) => rtnl.link_by_name(link).await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let l = match found {
+            Ok(Some(l)) => l,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                tracing::debug!(link, error = %e, "link not readable at prepare; checked at attach");
+                return Ok(());
+            }
+        };
+        crate::podnet::check_link(&l, config).map_err(|e| e.to_string())?;
+        let Some(e) = &config.ethtool else {
             return Ok(());
-        }
-        match crate::ethtool::features(self.podnet.host(), link) {
-            Ok(f) => crate::ethtool::resolve(&e.features, &f).map(|_| ()),
-            Err(err) => {
-                tracing::debug!(link, error = %err, "ethtool features not readable at prepare; checked at attach");
-                Ok(())
+        };
+        if !e.features.is_empty() {
+            match crate::ethtool::features(host, link) {
+                Ok(f) => {
+                    crate::ethtool::resolve(&e.features, &f).map_err(|e| e.to_string())?;
+                }
+                Err(err) => {
+                    tracing::debug!(link, error = %err, "ethtool features not readable at prepare; checked at attach");
+                }
             }
         }
+        if !e.private_flags.is_empty() {
+            match crate::ethtool::private_flags(host, link) {
+                Ok((all, _)) => crate::ethtool::check_private_flags(&e.private_flags, &all)
+                    .map_err(|e| e.to_string())?,
+                Err(err) => {
+                    tracing::debug!(link, error = %err, "private flags not readable at prepare; checked at attach");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// What [`Driver::unprepare`] does: forgets the claim. Idempotent.
@@ -390,9 +508,11 @@ impl NetworkDriver {
         Ok(())
     }
 
-    /// What RunPodSandbox does, with this crate's error.
+    /// What RunPodSandbox does, with this crate's error. The error says what is wrong in the
+    /// pod owner's terms ([`Error::user_message`]); the host's details go to the log.
     pub async fn start_pod(&self, pod: &PodSandbox) -> Result<()> {
-        let claims = self.claims_of_pod(&pod.uid);
+        let mut claims = self.claims_of_pod(&pod.uid);
+        claims.extend(self.late_claims(pod).await?);
         if claims.is_empty() {
             return Ok(());
         }
@@ -432,30 +552,36 @@ impl NetworkDriver {
         let mut attached: Vec<(String, Attached)> = Vec::new();
         let mut result = Ok(());
         if let Some(ns) = &netns {
-            for (c, d) in &netdevs {
+            // The links of a pod move side by side: podnet locks per link, and the time of an
+            // attach is mostly waiting for the kernel and the journal's fsyncs, so a pod of 8
+            // NICs stays well inside the runtime's 2 s NRI timeout.
+            let attaches = netdevs.iter().filter_map(|&(c, d)| {
+                let link = d.netdev.as_deref()?;
                 let key = d.key(&c.uid);
-                let Some(link) = d.netdev.as_deref() else {
-                    continue;
-                };
-                let req = AttachRequest {
-                    key: &key,
-                    owner: &pod.id,
-                    link,
-                    pod_netns: ns,
-                    config: &d.config,
-                    rdma_device: d.rdma.as_deref(),
-                };
-                match self.podnet.attach(&req).await {
+                Some(async move {
+                    let req = AttachRequest {
+                        key: &key,
+                        owner: &pod.id,
+                        link,
+                        pod_netns: ns,
+                        config: &d.config,
+                        rdma_device: d.rdma.as_deref(),
+                    };
+                    let r = self.podnet.attach(&req).await;
+                    (c, d, link, key, r)
+                })
+            });
+            for (c, d, link, key, r) in futures::future::join_all(attaches).await {
+                match r {
                     Ok(a) => attached.push((key, a)),
                     Err(e) => {
-                        result = Err(Error::Pod {
-                            pod: who.clone(),
-                            reason: format!(
-                                "claim {}/{} device {} ({link}): {e}",
-                                c.namespace, c.name, d.device
-                            ),
-                        });
-                        break;
+                        tracing::warn!(pod = %who, claim = %format!("{}/{}", c.namespace, c.name), device = %d.device, link, netns = %ns.display(), error = %e, "attach failed");
+                        if result.is_ok() {
+                            result = Err(Error::Pod {
+                                pod: who.clone(),
+                                reason: device_failure(c, d, &e),
+                            });
+                        }
                     }
                 }
             }
@@ -484,22 +610,26 @@ impl NetworkDriver {
         netns: &Path,
         record: &mut PodRecord,
     ) -> Result<()> {
-        let pod_ns = crate::netns::Netns::open(netns)?;
+        let pod = record.pod.clone();
+        let fail = |c: &ClaimRecord, d: &DeviceRecord, e: Error| {
+            tracing::warn!(pod = %pod, claim = %format!("{}/{}", c.namespace, c.name), device = %d.device, rdma = ?d.rdma, error = %e, "moving an RDMA-only device into the pod failed");
+            Error::RdmaAttach {
+                pod: pod.clone(),
+                reason: device_failure(c, d, &e),
+            }
+        };
+        let mut pod_ns = None;
         for c in claims {
             for d in c.devices.iter().filter(|d| d.netdev.is_none()) {
                 let Some(dev) = &d.rdma else { continue };
+                if pod_ns.is_none() {
+                    pod_ns = Some(crate::netns::Netns::open(netns).map_err(|e| fail(c, d, e))?);
+                }
+                let Some(ns) = pod_ns.as_ref() else { continue };
                 // Recorded first: a crash after the move still knows to give it back.
                 record.rdma_moved.push(dev.clone());
-                self.store.put_pod(record)?;
-                crate::rdma::move_device(dev, self.podnet.host(), &pod_ns).map_err(|e| {
-                    Error::RdmaAttach {
-                        pod: record.pod.clone(),
-                        reason: format!(
-                            "claim {}/{} device {}: move RDMA device {dev} into the pod: {e}",
-                            c.namespace, c.name, d.device
-                        ),
-                    }
-                })?;
+                self.store.put_pod(record).map_err(|e| fail(c, d, e))?;
+                crate::rdma::move_device(dev, self.podnet.host(), ns).map_err(|e| fail(c, d, e))?;
             }
         }
         lock(&self.state)
@@ -588,9 +718,13 @@ impl NetworkDriver {
         }
     }
 
-    /// What Synchronize does (after a daemon or runtime restart): sandboxes in `live` keep their
-    /// devices; everything given to sandboxes that are gone comes back to the host.
-    pub async fn synchronize_pods(&self, live: &[PodSandbox]) -> Result<()> {
+    /// What Synchronize does (after a daemon or runtime restart, or a reconnection): sandboxes
+    /// in `live` keep their devices; everything given to sandboxes that are gone comes back to
+    /// the host; and live sandboxes with prepared netdevs that nothing was attached to (they
+    /// started while the runtime could not reach this plugin, which containerd allows) get them
+    /// now, side by side. Their failures are in the answer, for the caller to report on the
+    /// pods: they do not fail the Synchronize, which would only disconnect the plugin again.
+    pub async fn synchronize_pods(&self, live: &[PodSandbox]) -> Result<Synchronized> {
         let live_ids: HashSet<&str> = live.iter().map(|p| p.id.as_str()).collect();
         let recovery = self
             .podnet
@@ -612,10 +746,28 @@ impl NetworkDriver {
             lock(&self.state).pods.remove(&p.sandbox_id);
             self.store.remove_pod(&p.sandbox_id)?;
         }
-        // A live sandbox we never saw start (this daemon was down): remember its namespace.
+        let held: HashSet<(String, String)> = self
+            .podnet
+            .journal()
+            .entries()?
+            .into_iter()
+            .map(|e| (e.key, e.owner))
+            .collect();
+        let mut owed: Vec<&PodSandbox> = Vec::new();
         for pod in live {
+            let claims = self.claims_of_pod(&pod.uid);
+            let unattached = claims.iter().any(|c| {
+                c.devices
+                    .iter()
+                    .any(|d| d.netdev.is_some() && !held.contains(&(d.key(&c.uid), pod.id.clone())))
+            });
+            if unattached {
+                owed.push(pod);
+                continue;
+            }
+            // A live sandbox we never saw start (this daemon was down): remember its namespace.
             let known = lock(&self.state).pods.contains_key(&pod.id);
-            if !known && !self.claims_of_pod(&pod.uid).is_empty() {
+            if !known && !claims.is_empty() {
                 let r = PodRecord {
                     version: STORE_VERSION,
                     sandbox_id: pod.id.clone(),
@@ -624,12 +776,109 @@ impl NetworkDriver {
                     netns: pod.netns_path().map(PathBuf::from),
                     rdma_moved: Vec::new(),
                 };
-                self.store.put_pod(&r)?;
+                if let Err(e) = self.store.put_pod(&r) {
+                    tracing::warn!(pod = %r.pod, error = %e, "could not record the pod; it is kept in memory");
+                }
                 lock(&self.state).pods.insert(pod.id.clone(), r);
             }
         }
+        let mut out = Synchronized::default();
+        let results = futures::future::join_all(owed.iter().map(|p| self.start_pod(p))).await;
+        for (pod, r) in owed.iter().zip(results) {
+            match r {
+                Ok(()) => {
+                    tracing::info!(pod = %pod.qualified_name(), "pod started while the runtime could not reach this plugin: devices attached now");
+                    out.attached.push(pod.id.clone());
+                }
+                Err(e) => {
+                    tracing::error!(pod = %pod.qualified_name(), error = %e, "pod started while the runtime could not reach this plugin, and its devices cannot be attached");
+                    out.failed.push((pod.id.clone(), e));
+                }
+            }
+        }
         self.synchronized.send_replace(true);
-        Ok(())
+        Ok(out)
+    }
+
+    /// The claims of `pod`'s namespace prepared for other pods that now list `pod` in their
+    /// `reservedFor` (read from the API server): the kubelet does not prepare a claim twice on
+    /// a node, so the driver is never told. A shareable claim (see [`crate::claim`]) is
+    /// extended to the pod and returned; any other is an error.
+    async fn late_claims(&self, pod: &PodSandbox) -> Result<Vec<Arc<ClaimRecord>>> {
+        let Some(reader) = &self.claims else {
+            return Ok(Vec::new());
+        };
+        let candidates: Vec<Arc<ClaimRecord>> = lock(&self.state)
+            .claims
+            .values()
+            .filter(|c| c.namespace == pod.namespace && !c.pods.iter().any(|p| p.uid == pod.uid))
+            .cloned()
+            .collect();
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let reads = futures::future::join_all(
+            candidates
+                .iter()
+                .map(|c| reader(c.namespace.clone(), c.name.clone())),
+        );
+        let Ok(now) = tokio::time::timeout(LATE_CLAIMS_TIMEOUT, reads).await else {
+            tracing::warn!(pod = %pod.qualified_name(), claims = candidates.len(), "the API server did not answer in time; a claim this pod was added to after it was prepared would be missed");
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (c, read) in candidates.into_iter().zip(now) {
+            let claim = match read {
+                Ok(claim) => claim,
+                Err(e) => {
+                    tracing::debug!(claim = %format!("{}/{}", c.namespace, c.name), error = %e, "claim not readable");
+                    continue;
+                }
+            };
+            // The same name may be a new claim by now.
+            if claim.metadata.uid.as_deref().is_some_and(|u| u != c.uid) {
+                continue;
+            }
+            let Ok(pods) = claim::pods_of(&claim) else {
+                continue;
+            };
+            let Some(late) = pods.into_iter().find(|p| p.uid == pod.uid) else {
+                continue;
+            };
+            if let Some(d) = c.devices.iter().find(|d| self.moves_into_pod(d)) {
+                let first: Vec<&str> = c.pods.iter().map(|p| p.name.as_str()).collect();
+                return Err(Error::Pod {
+                    pod: pod.qualified_name(),
+                    reason: format!(
+                        "claim {}/{} was prepared on this node for {}; this pod was added to its \
+                         reservedFor after, but device {} {}, which can be in one pod only: \
+                         give this pod a claim of its own",
+                        c.namespace,
+                        c.name,
+                        first.join(", "),
+                        d.device,
+                        self.why_one_pod(d)
+                    ),
+                });
+            }
+            let mut shared = (*c).clone();
+            shared.pods.push(late);
+            self.store.put_claim(&shared).map_err(|e| {
+                tracing::error!(claim = %format!("{}/{}", c.namespace, c.name), error = %e, "could not record the claim's new pod");
+                Error::Pod {
+                    pod: pod.qualified_name(),
+                    reason: format!("claim {}/{}: {}", c.namespace, c.name, e.user_message()),
+                }
+            })?;
+            tracing::info!(claim = %format!("{}/{}", c.namespace, c.name), pod = %pod.qualified_name(), "pod added to a shared claim after it was prepared: it gets the claim's devices");
+            lock(&self.state).insert_claim(shared);
+            out.extend(
+                self.claims_of_pod(&pod.uid)
+                    .into_iter()
+                    .filter(|x| x.uid == c.uid),
+            );
+        }
+        Ok(out)
     }
 
     /// Writes the status of the pod's claims in the background: the hook does not wait on the
@@ -668,6 +917,17 @@ impl NetworkDriver {
     }
 }
 
+/// What a pod's owner is told when one device of a claim could not be given to the pod.
+fn device_failure(c: &ClaimRecord, d: &DeviceRecord, e: &Error) -> String {
+    format!(
+        "claim {}/{} device {}: {}",
+        c.namespace,
+        c.name,
+        d.device,
+        e.user_message()
+    )
+}
+
 fn jiff_now() -> dranet_kubeletplugin::k8s_openapi::jiff::Timestamp {
     dranet_kubeletplugin::k8s_openapi::jiff::Timestamp::now()
 }
@@ -692,11 +952,11 @@ pub fn device_status(
     let mut conditions = Vec::new();
     let mut network_data = None;
     match (attached, &d.netdev) {
-        (Some(a), Some(host)) => {
+        (Some(a), Some(_)) => {
             conditions.push(condition(
                 "Ready",
                 "NetworkDeviceReady",
-                format!("{host} is {} in the pod", a.pod_name),
+                format!("{} is {} in the pod", d.device, a.pod_name),
                 now,
             ));
             conditions.push(condition(
@@ -757,7 +1017,10 @@ impl NriPlugin for NetworkDriver {
         pods: &[PodSandbox],
         _containers: &[Container],
     ) -> std::result::Result<(), HandlerError> {
-        Ok(self.synchronize_pods(pods).await?)
+        // The failures are logged by synchronize_pods; the daemon's wrapper also records them
+        // as Events on the pods.
+        self.synchronize_pods(pods).await.map(drop)?;
+        Ok(())
     }
 
     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> std::result::Result<(), HandlerError> {

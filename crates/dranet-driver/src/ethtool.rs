@@ -106,6 +106,32 @@ pub enum FeatureError {
         /// The name.
         name: String,
     },
+    /// A private flag the device does not have.
+    #[error(
+        "{name:?} is not a private flag of this device (it has: {})",
+        if has.is_empty() { "none".to_string() } else { has.join(", ") }
+    )]
+    UnknownPrivateFlag {
+        /// The name.
+        name: String,
+        /// The device's private flags.
+        has: Vec<String>,
+    },
+}
+
+/// Checks that every private flag in `wanted` is one of the device's (`has`, as
+/// [`private_flags`] lists them).
+pub fn check_private_flags(
+    wanted: &BTreeMap<String, bool>,
+    has: &[String],
+) -> std::result::Result<(), FeatureError> {
+    match wanted.keys().find(|k| !has.contains(k)) {
+        Some(name) => Err(FeatureError::UnknownPrivateFlag {
+            name: name.clone(),
+            has: has.to_vec(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// What an ethtool call was doing when it failed ([`Error::Ethtool`]).

@@ -29,7 +29,10 @@ pub mod podnet;
 pub mod rdma;
 pub mod store;
 
-pub use driver::{NetworkDriver, NetworkDriverBuilder, Rescan, StatusWriter, status_writer};
+pub use driver::{
+    ClaimReader, NetworkDriver, NetworkDriverBuilder, Rescan, StatusWriter, Synchronized,
+    claim_reader, status_writer,
+};
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +96,23 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A link a live pod holds, asked for by another sandbox: it is never taken from the pod.
+    #[error(
+        "{link} is in use by sandbox {owner}, whose network namespace still exists: a link is \
+         never taken from a live pod"
+    )]
+    InUse {
+        /// The host link.
+        link: String,
+        /// The sandbox holding it.
+        owner: String,
+    },
+    /// A pod namespace that is the host's (or the daemon's own): a confused runtime.
+    #[error("{} is the host's network namespace, not a pod's", netns.display())]
+    HostNetns {
+        /// The path given as the pod's.
+        netns: PathBuf,
+    },
     /// A link that is not there.
     #[error("no link {link} in {netns}")]
     LinkNotFound {
@@ -101,9 +121,6 @@ pub enum Error {
         /// Where it was looked for.
         netns: PathBuf,
     },
-    /// Something this version does not do.
-    #[error("not supported: {0}")]
-    Unsupported(String),
     /// An attach failed at `step`; everything done before was rolled back, unless `rollback`
     /// says why not (then the journal keeps the entry and detach or recovery retries).
     #[error("attach {link} to {netns}: {step}: {source}{}", rollback.as_ref().map(|r| format!(" (rolling back failed too: {r})")).unwrap_or_default(), netns = netns.display())]
@@ -155,5 +172,108 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// What the owner of a claim or pod is told (in an error the runtime or the kubelet shows on
+    /// the pod, or an Event): what is wrong in their terms, without the host's details (its link
+    /// names, namespace paths, routes, state files). Those go to the daemon's log with the full
+    /// error.
+    pub fn user_message(&self) -> String {
+        const SEE_LOG: &str = "see the dranet log on the node";
+        match self {
+            // Built for the claim's or pod's owner already.
+            Error::Claim { reason, .. }
+            | Error::Pod { reason, .. }
+            | Error::RdmaAttach { reason, .. } => reason.clone(),
+            // The device's name is published in the slice (`rdmaDevice`) and the kernel's answer
+            // names no host path: both tell the claim's owner why, e.g. soft-RoCE in exclusive mode.
+            Error::Rdma {
+                operation: rdma::Operation::Move { device, .. },
+                source,
+            } => format!("its RDMA device {device} could not be moved into the pod: {source}"),
+            Error::Rdma { .. } => {
+                format!("its RDMA device could not be moved into the pod ({SEE_LOG})")
+            }
+            Error::InvalidConfig { reason, .. } => reason.clone(),
+            Error::Netns { .. } => {
+                "the pod's network namespace could not be opened (is the pod still running?)".into()
+            }
+            Error::Store { .. } | Error::Journal { .. } | Error::InvalidKey(_) => {
+                format!("the node could not record its state ({SEE_LOG})")
+            }
+            Error::InUse { .. } => "the device is in use by another pod that is still running; \
+                                    a device with a network interface serves one pod at a time"
+                .into(),
+            Error::HostNetns { .. } => {
+                "the runtime gave the host's network namespace as the pod's; refused".into()
+            }
+            Error::LinkNotFound { .. } => "the device's network interface is not on the node \
+                                           (unplugged, renamed, or still held by another pod)"
+                .into(),
+            Error::Attach {
+                step,
+                source,
+                rollback,
+                ..
+            } => {
+                // A cause that is one of ours (RDMA, ethtool, the journal) says its own part.
+                let cause = source
+                    .get_ref()
+                    .and_then(|e| e.downcast_ref::<Error>())
+                    .map_or_else(|| source.to_string(), Error::user_message);
+                let what = format!("configuring it in the pod failed at {step}: {cause}");
+                match rollback {
+                    Some(_) => format!(
+                        "{what}; giving the device back to the node failed too: the node's \
+                         operator must look ({SEE_LOG})"
+                    ),
+                    None => format!("{what}; everything done was undone"),
+                }
+            }
+            Error::Detach { .. } => {
+                format!("an earlier attachment of the device could not be undone ({SEE_LOG})")
+            }
+            Error::Ethtool {
+                operation, source, ..
+            } => {
+                format!("ethtool: {operation}: {source}")
+            }
+        }
+    }
+}
+
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_rdma_move_tells_the_pod_owner_the_device_and_why_but_no_host_path() {
+        let e = Error::Rdma {
+            operation: rdma::Operation::Move {
+                device: "rxe0".into(),
+                from: "/proc/1/ns/net".into(),
+                to: "/var/run/netns/cni-1234".into(),
+            },
+            source: rdma::explain_refusal(io::Error::from_raw_os_error(
+                nix::errno::Errno::EOPNOTSUPP as i32,
+            )),
+        };
+        let m = e.user_message();
+        assert!(m.contains("rxe0"), "{m}");
+        assert!(m.contains("exclusive netns mode"), "{m}");
+        assert!(
+            !m.contains("/var/run/netns") && !m.contains("/proc/1"),
+            "{m}"
+        );
+        // Other RDMA failures name nothing of the host.
+        let e = Error::Rdma {
+            operation: rdma::Operation::ListDevices {
+                netns: "/var/run/netns/cni-1234".into(),
+            },
+            source: io::Error::from_raw_os_error(nix::errno::Errno::EPERM as i32),
+        };
+        assert!(!e.user_message().contains("cni-1234"));
+    }
+}

@@ -189,7 +189,7 @@ pub fn move_device(name: &str, from: &Netns, to: &Netns) -> Result<()> {
 }
 
 /// The kernel's refusal of a move, with what it means when the errno alone does not say.
-fn explain_refusal(e: io::Error) -> io::Error {
+pub(crate) fn explain_refusal(e: io::Error) -> io::Error {
     if e.raw_os_error() == Some(nix::errno::Errno::EOPNOTSUPP as i32) {
         // ib_device_set_netns_put(): the fd and the device were fine; the mode or the driver
         // (no disassociate_ucontext, as in soft-RoCE and siw) is not.

@@ -2,23 +2,23 @@
 //! applies, what is refused and why, and exactly which RDMA char devices each pod's containers
 //! get. Moving links into pods is covered as root by `podnet.rs` and `e2e.rs`.
 
+mod support;
+
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use dranet_core::{CharDeviceKind, Discover, Inventory};
-use dranet_driver::claim::DRIVER_NAME;
 use dranet_driver::netns::Netns;
 use dranet_driver::podnet::{Attached, PodNet};
 use dranet_driver::rdma::NetnsMode;
-use dranet_driver::{NetworkDriver, Rescan};
+use dranet_driver::{ClaimReader, NetworkDriver, Rescan};
+use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
-    ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
+    DeviceAllocationConfiguration, ResourceClaimConsumerReference,
 };
-use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare};
 use dranet_nri::PodSandbox;
+use support::claims::{claim, opaque};
 
 struct Node {
     _dir: tempfile::TempDir,
@@ -46,6 +46,15 @@ impl Node {
     }
 
     fn driver(&self) -> NetworkDriver {
+        self.build(None)
+    }
+
+    /// A driver that reads claims through `reader`.
+    fn driver_reading(&self, reader: ClaimReader) -> NetworkDriver {
+        self.build(Some(reader))
+    }
+
+    fn build(&self, reader: Option<ClaimReader>) -> NetworkDriver {
         let sysfs = self.sysfs.clone();
         let scans = self.scans.clone();
         let rescan: Rescan = Arc::new(move || {
@@ -56,10 +65,12 @@ impl Node {
         });
         let podnet =
             PodNet::new(Netns::current().unwrap(), self.state.path().join("podnet")).unwrap();
-        NetworkDriver::builder(podnet, self.state.path().join("driver"), rescan)
-            .rdma_mode(NetnsMode::Shared)
-            .build()
-            .unwrap()
+        let mut b = NetworkDriver::builder(podnet, self.state.path().join("driver"), rescan)
+            .rdma_mode(NetnsMode::Shared);
+        if let Some(r) = reader {
+            b = b.claim_reader(r);
+        }
+        b.build().unwrap()
     }
 
     /// The published name of the device with this RDMA link or interface.
@@ -73,63 +84,6 @@ impl Node {
             })
             .map(|d| d.name.clone())
             .unwrap_or_else(|| panic!("no device {rdma_or_netdev} in {:?}", inv.devices))
-    }
-}
-
-fn claim(
-    name: &str,
-    pods: &[&str],
-    devices: &[(&str, &str)],
-    config: Vec<DeviceAllocationConfiguration>,
-) -> ClaimToPrepare {
-    let reserved = pods
-        .iter()
-        .map(|p| ResourceClaimConsumerReference {
-            api_group: None,
-            resource: "pods".into(),
-            name: format!("pod-{p}"),
-            uid: p.to_string(),
-        })
-        .collect();
-    ClaimToPrepare {
-        claim_ref: ClaimRef {
-            namespace: "ml".into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-        },
-        claim: ResourceClaim {
-            status: Some(ResourceClaimStatus {
-                reserved_for: Some(reserved),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        results: devices
-            .iter()
-            .map(|(req, dev)| DeviceRequestAllocationResult {
-                request: req.to_string(),
-                driver: DRIVER_NAME.into(),
-                pool: "node-a".into(),
-                device: dev.to_string(),
-                ..Default::default()
-            })
-            .collect(),
-        config,
-    }
-}
-
-fn opaque(
-    source: &str,
-    requests: Option<&[&str]>,
-    v: serde_json::Value,
-) -> DeviceAllocationConfiguration {
-    DeviceAllocationConfiguration {
-        source: source.into(),
-        requests: requests.map(|r| r.iter().map(|s| s.to_string()).collect()),
-        opaque: Some(OpaqueDeviceConfiguration {
-            driver: DRIVER_NAME.into(),
-            parameters: RawExtension(v),
-        }),
     }
 }
 
@@ -274,7 +228,8 @@ fn a_software_rdma_link_is_given_as_char_devices_and_its_netdev_stays() {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains(&format!("software RDMA link {rxe} on {netdev}"))
+            err.contains("is a software RDMA link")
+                && !err.contains(&format!("{rxe} on {netdev}"))
                 && err.contains("deletes it when")
                 && err.contains("may not set interface"),
             "{err}"
@@ -664,4 +619,207 @@ fn failures_become_events_on_the_claim_and_the_pod() {
     ] {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }
+}
+
+/// A device with a network interface lives in one pod's network namespace: a claim of one that
+/// is reserved for two pods is refused at prepare. Claims of RDMA-only devices may be shared
+/// (in the kernel's shared RDMA mode every namespace sees the device).
+#[test]
+fn a_netdev_claim_reserved_for_two_pods_is_refused_at_prepare() {
+    let node = Node::new(|d| dranet_discovery::fixture::sriov_node(d, 2));
+    let d = node.driver();
+    let vf = node.device("ens1f0v0");
+    let rt = rt();
+    let e = rt
+        .block_on(d.prepare_claim(&claim("two", &["pa", "pb"], &[("nic", &vf)], vec![])))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ml/two") && e.contains("2 pods") && e.contains(&vf) && e.contains("one pod"),
+        "{e}"
+    );
+    assert!(!e.contains("ens1f0v0"), "host link name in {e}");
+    assert!(d.claims_of_pod("pa").is_empty() && d.claims_of_pod("pb").is_empty());
+
+    let gb = Node::new(dranet_discovery::fixture::azure_nd_gb300_v6);
+    let d = gb.driver();
+    let mlx0 = gb.device("mlx5_0");
+    rt.block_on(d.prepare_claim(&claim("shared", &["pa", "pb"], &[("rdma", &mlx0)], vec![])))
+        .unwrap();
+    assert_eq!(devs(&d, "pa"), devs(&d, "pb"));
+    assert_eq!(devs(&d, "pa").len(), 4);
+}
+
+/// The kubelet prepares a claim once per node: a pod added to its `reservedFor` later is never
+/// announced. At its sandbox start the driver reads the claims of the pod's namespace it holds
+/// for other pods: a netdev claim is refused with an error saying why; an RDMA-only one gives
+/// the late pod its devices too.
+#[test]
+fn a_pod_added_to_a_claim_after_prepare_gets_an_error_or_its_shared_devices() {
+    let node = Node::new(|d| dranet_discovery::fixture::sriov_node(d, 2));
+    let vf = node.device("ens1f0v0");
+    let api = FakeClaims::default();
+    let d = node.driver_reading(api.reader());
+    let rt = rt();
+    rt.block_on(d.prepare_claim(&claim("nic", &["pa"], &[("nic", &vf)], vec![])))
+        .unwrap();
+    // Later the scheduler adds pod b to the claim.
+    api.put(claim("nic", &["pa", "pb"], &[("nic", &vf)], vec![]));
+    let e = rt
+        .block_on(d.start_pod(&pod("pb")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ml/pod-pb") && e.contains("ml/nic") && e.contains("after"),
+        "{e}"
+    );
+    assert!(!e.contains("ens1f0v0"), "host link name in {e}");
+    // A pod of the namespace that is not a consumer starts as before; one of another namespace
+    // costs no read.
+    rt.block_on(d.start_pod(&pod("pc"))).unwrap();
+    let before = api.reads.load(Ordering::SeqCst);
+    let mut elsewhere = pod("pd");
+    elsewhere.namespace = "other".into();
+    rt.block_on(d.start_pod(&elsewhere)).unwrap();
+    assert_eq!(api.reads.load(Ordering::SeqCst), before);
+
+    // RDMA-only, shared: the late pod gets the devices.
+    let gb = Node::new(dranet_discovery::fixture::azure_nd_gb300_v6);
+    let mlx0 = gb.device("mlx5_0");
+    let api = FakeClaims::default();
+    let d = gb.driver_reading(api.reader());
+    rt.block_on(d.prepare_claim(&claim("ib", &["pa"], &[("rdma", &mlx0)], vec![])))
+        .unwrap();
+    api.put(claim("ib", &["pa", "pb"], &[("rdma", &mlx0)], vec![]));
+    assert!(devs(&d, "pb").is_empty());
+    rt.block_on(d.start_pod(&pod("pb"))).unwrap();
+    assert_eq!(devs(&d, "pb"), devs(&d, "pa"));
+}
+
+/// Claims as the API server holds them now, read through a [`ClaimReader`] that counts reads.
+#[derive(Default)]
+struct FakeClaims {
+    claims: Arc<Mutex<Vec<ClaimToPrepare>>>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl FakeClaims {
+    fn put(&self, c: ClaimToPrepare) {
+        self.claims.lock().unwrap().push(c);
+    }
+
+    fn reader(&self) -> ClaimReader {
+        let (held, count) = (self.claims.clone(), self.reads.clone());
+        Arc::new(move |ns: String, name: String| {
+            count.fetch_add(1, Ordering::SeqCst);
+            let found = held
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|c| c.claim_ref.namespace == ns && c.claim_ref.name == name)
+                .map(|c| c.claim.clone());
+            Box::pin(async move { found.ok_or_else(|| format!("claim {ns}/{name} not found")) })
+        })
+    }
+}
+
+/// Everything the kernel or this driver would refuse at every sandbox start is refused at
+/// prepare, naming the field; fields dranet-rs does not implement yet say so. No message names
+/// the host's interface.
+#[test]
+fn claim_config_that_cannot_be_applied_is_refused_at_prepare() {
+    let node = Node::new(|d| dranet_discovery::fixture::sriov_node(d, 2));
+    let d = node.driver();
+    let vf = node.device("ens1f0v0");
+    let rt = rt();
+    let cases = [
+        (
+            serde_json::json!({"interface": {"dhcp": true}}),
+            &["interface.dhcp", "not supported yet"][..],
+        ),
+        (
+            serde_json::json!({"profile": "fast"}),
+            &["profile", "not supported yet"],
+        ),
+        (
+            serde_json::json!({"interface": {"disableEbpfPrograms": true}}),
+            &["interface.disableEbpfPrograms", "not supported yet"],
+        ),
+        (
+            serde_json::json!({"interface": {"hardwareAddr": "02:00:00:00:00"}}),
+            &["interface.hardwareAddr", "02:00:00:00:00"],
+        ),
+        (
+            serde_json::json!({"interface": {"hardwareAddr": "01:00:5e:00:00:01"}}),
+            &["interface.hardwareAddr", "multicast"],
+        ),
+        (
+            serde_json::json!({"interface": {"hardwareAddr": "00:00:00:00:00:00"}}),
+            &["interface.hardwareAddr", "zero"],
+        ),
+        (
+            serde_json::json!({"interface": {"name": "net/1"}}),
+            &["interface.name", "net/1"],
+        ),
+        (
+            serde_json::json!({"interface": {"name": "net%d"}}),
+            &["interface.name", "%"],
+        ),
+        (
+            serde_json::json!({"interface": {"name": ".."}}),
+            &["interface.name", ".."],
+        ),
+        (
+            serde_json::json!({"interface": {"name": "a-very-long-name"}}),
+            &["interface.name", "15"],
+        ),
+        (
+            serde_json::json!({"interface": {"gsoMaxSize": -1}}),
+            &["interface.gsoMaxSize", "-1"],
+        ),
+        (
+            serde_json::json!({"neighbors": [{"destination": "10.0.0.9", "hardwareAddr": "zz"}]}),
+            &["neighbors[0].hardwareAddr", "zz"],
+        ),
+        (
+            serde_json::json!({"routes": [{"destination": "10.0.0.0/8", "gateway": "fd00::1"}]}),
+            &["routes[0]", "family"],
+        ),
+        (
+            serde_json::json!({"interface": {"vrf": {"name": "blue/1", "table": 10}}}),
+            &["interface.vrf.name", "blue/1"],
+        ),
+        (
+            serde_json::json!({"interface": {"vrf": {"name": "blue", "table": 0}}}),
+            &["interface.vrf.table", "0"],
+        ),
+    ];
+    for (i, (cfg, needles)) in cases.iter().enumerate() {
+        let c = claim(
+            &format!("bad{i}"),
+            &["p"],
+            &[("nic", &vf)],
+            vec![opaque("FromClaim", None, cfg.clone())],
+        );
+        let e = match rt.block_on(d.prepare_claim(&c)) {
+            Ok(_) => panic!("{cfg} was accepted"),
+            Err(e) => e.to_string(),
+        };
+        for n in *needles {
+            assert!(e.contains(n), "{cfg}: {n:?} not in {e}");
+        }
+        assert!(!e.contains("ens1f0v0"), "host link name in {e}");
+    }
+    // `false` for the fields not implemented is what dranet-rs does anyway.
+    rt.block_on(d.prepare_claim(&claim(
+        "fine",
+        &["p"],
+        &[("nic", &vf)],
+        vec![opaque(
+            "FromClaim",
+            None,
+            serde_json::json!({"interface": {"dhcp": false, "disableEbpfPrograms": false}}),
+        )],
+    )))
+    .unwrap();
 }

@@ -13,7 +13,9 @@
 //! - a pod allocated the veth gets it named, addressed and routed as its claim says;
 //! - the claims' status carries the network data and conditions;
 //! - after the driver is SIGKILLed (the veth in the pod) and restarted, stopping the pod gives
-//!   the host its link back exactly as it was.
+//!   the host its link back exactly as it was;
+//! - a pod started while the driver is down (containerd runs it without the plugin) gets its
+//!   veth `v1` when the restarted driver's Synchronize comes.
 //!
 //! Needs root; without root it prints a SKIP line and passes.
 
@@ -46,21 +48,26 @@ use support::{Ns, host_with_veth};
 const NODE: &str = "node-a";
 const DRIVER: &str = "dra.net";
 const LINK: &str = "v0";
+/// The veth a pod started while the driver is down claims.
+const LATE_LINK: &str = "v1";
 
-/// The veth as discovery describes a non-PCI netdev: device `v0`.
-fn veth_device(ns: &Netns) -> NetworkDevice {
-    let mac = ns
-        .run(|| std::fs::read_to_string(format!("/sys/class/net/{LINK}/address")))
-        .ok()
-        .and_then(|r| r.ok())
-        .map(|s| s.trim().to_string());
+/// A veth as discovery describes a non-PCI netdev: device `v0` for link `v0`.
+fn veth_device(ns: &Netns, link: &str) -> NetworkDevice {
+    let read = |attr: &str| {
+        ns.run(|| std::fs::read_to_string(format!("/sys/class/net/{link}/{attr}")))
+            .ok()
+            .and_then(|r| r.ok())
+            .map(|s| s.trim().to_string())
+    };
+    let mac = read("address");
+    let mtu = read("mtu").and_then(|m| m.parse().ok());
     NetworkDevice {
-        name: dranet_core::names::netdev_device_name(LINK),
+        name: dranet_core::names::netdev_device_name(link),
         pci: None,
         netdev: Some(Netdev {
-            name: LINK.into(),
+            name: link.into(),
             mac,
-            mtu: Some(1400),
+            mtu,
             kind: Some("veth".into()),
             virtual_: true,
             ..Default::default()
@@ -90,13 +97,13 @@ fn driver_child() {
         .unwrap();
     rt.block_on(async move {
         let host = Netns::open(&hostns).unwrap();
-        let veth = veth_device(&host);
+        let veths = [veth_device(&host, LINK), veth_device(&host, LATE_LINK)];
         let podnet = PodNet::new(host, Path::new(&state).join("podnet")).unwrap();
         let rescan: Rescan = Arc::new(move || {
             let mut inv = dranet_discovery::host(&sysfs, Default::default())
                 .discover()
                 .map_err(|e| e.to_string())?;
-            inv.devices.push(veth.clone());
+            inv.devices.extend(veths.iter().cloned());
             Ok(inv)
         });
         let api = KubeClient::for_url(&api_url).unwrap().field_manager(DRIVER);
@@ -272,6 +279,9 @@ fn driver_against_real_containerd() {
     let fixture = tempfile::tempdir().unwrap();
     dranet_discovery::fixture::azure_nd_gb300_v6(fixture.path()).unwrap();
     let host: Ns = host_with_veth("e2e");
+    host.ip(&[
+        "link", "add", LATE_LINK, "type", "veth", "peer", "name", "v1p",
+    ]);
     let host_before = host.dump();
     let state = tempfile::tempdir().unwrap();
     let kubelet_root_dir = tempfile::tempdir().unwrap();
@@ -313,15 +323,30 @@ fn driver_against_real_containerd() {
             "routes": [{"destination": "10.10.0.0/16", "gateway": "10.9.8.1"}]
         }))],
     );
+    let uid_d = "0a6f3c1e-0000-4000-8000-0000000000d4";
+    let claim_d = put_claim(
+        &api,
+        "nic-d",
+        &dranet_core::names::netdev_device_name(LATE_LINK),
+        ("pod-d", uid_d),
+        vec![opaque(serde_json::json!({
+            "interface": {"name": "net2", "addresses": ["10.9.7.7/24"]}
+        }))],
+    );
     let resp = rt
-        .block_on(kubelet.prepare(&[claim_a.clone(), claim_b.clone(), claim_c.clone()]))
+        .block_on(kubelet.prepare(&[
+            claim_a.clone(),
+            claim_b.clone(),
+            claim_c.clone(),
+            claim_d.clone(),
+        ]))
         .unwrap();
     for (uid, r) in &resp.claims {
         assert!(r.error.is_empty(), "prepare of {uid} failed: {}", r.error);
         assert_eq!(r.devices.len(), 1);
         assert!(r.devices[0].cdi_device_ids.is_empty());
     }
-    lab.step("three claims prepared through the kubelet plugin socket");
+    lab.step("four claims prepared through the kubelet plugin socket");
 
     let logdir = lab.path("podlogs").display().to_string();
     let start = |name: &str, uid: &str| -> (String, String) {
@@ -428,14 +453,35 @@ fn driver_against_real_containerd() {
     assert!(ready_a, "rdma-a status: {status_a:?}");
     lab.step("claim status carries networkData and conditions");
 
-    // 4. SIGKILL the driver with v0 in pod-c; restart it; stopping the pod restores the host.
+    // 4. SIGKILL the driver with v0 in pod-c; start pod-d while it is down (containerd runs it
+    // without the plugin); restart it: Synchronize gives pod-d its veth; stopping the pods
+    // restores the host.
     daemon.kill();
     lab.step("driver SIGKILLed");
+    let (pod_d, cid_d) = start("pod-d", uid_d);
+    let before = out(&lab.cri(&["exec", &cid_d, "ip", "link"]));
+    assert!(!before.contains("net2"), "pod-d has net2 already: {before}");
+    lab.step("pod-d started while the driver was down, without its NIC");
     let daemon = Daemon::start(&env);
     lab.step("driver restarted");
-    lab.cri(&["stop", &cid_c]);
-    lab.cri(&["rm", &cid_c]);
-    lab.cri(&["stopp", &pod_c]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let addr_d = loop {
+        let a = out(&lab.cri(&["exec", &cid_d, "ip", "addr", "show", "net2"]));
+        if a.contains("10.9.7.7/24") || Instant::now() > deadline {
+            break a;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        addr_d.contains("10.9.7.7/24"),
+        "pod-d never got net2: {addr_d}"
+    );
+    lab.step(&format!("Synchronize gave pod-d its NIC:\n{addr_d}"));
+    for (pod, cid) in [(&pod_c, &cid_c), (&pod_d, &cid_d)] {
+        lab.cri(&["stop", cid]);
+        lab.cri(&["rm", cid]);
+        lab.cri(&["stopp", pod]);
+    }
     let deadline = Instant::now() + Duration::from_secs(20);
     while host.dump() != host_before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -445,7 +491,7 @@ fn driver_against_real_containerd() {
         host_before,
         "the host did not get v0 back intact"
     );
-    lab.step("pod-c stopped: v0 back on the host exactly as it was");
+    lab.step("pod-c and pod-d stopped: v0 and v1 back on the host exactly as they were");
 
     // 5. The rest stops; unprepare forgets the claims.
     for (pod, cid) in [(&pod_a, &cid_a), (&pod_b, &cid_b)] {
@@ -455,11 +501,12 @@ fn driver_against_real_containerd() {
         lab.cri(&["rmp", pod]);
     }
     lab.cri(&["rmp", &pod_c]);
+    lab.cri(&["rmp", &pod_d]);
     let kubelet = rt
         .block_on(FakeKubelet::connect(&daemon.registration))
         .unwrap();
     let resp = rt
-        .block_on(kubelet.unprepare(&[claim_a, claim_b, claim_c]))
+        .block_on(kubelet.unprepare(&[claim_a, claim_b, claim_c, claim_d]))
         .unwrap();
     for (uid, r) in &resp.claims {
         assert!(r.error.is_empty(), "unprepare of {uid} failed: {}", r.error);

@@ -234,6 +234,7 @@ async fn a_failure_at_any_step_leaves_both_namespaces_as_they_were() {
     for step in [
         "journal",
         "move",
+        "link",
         "sysctl",
         "address",
         "up",
@@ -732,4 +733,514 @@ async fn an_rdma_device_is_handled_by_the_subsystems_netns_mode() {
             eprintln!("SKIP: exclusive RDMA netns mode needs a real RDMA device named in the test");
         }
     }
+}
+
+/// Every value the kernel refuses, on a veth and on a macvlan: the host keeps (or gets back) its
+/// link exactly as it was, the pod is untouched and the journal empty. The interface name, MAC
+/// and MTU range are refused before anything changes; a macvlan's MTU above its lower device's
+/// passes every check the netlink attributes allow and is refused by the kernel after the move,
+/// so it also proves the rollback finds the link in the pod under the name the kernel left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_the_kernel_refuses_leave_the_host_its_link() {
+    if !can_run("values_the_kernel_refuses_leave_the_host_its_link") {
+        return;
+    }
+    let bad_names = [
+        "net/1",
+        "net:1",
+        "net%d",
+        "net 1",
+        "net\t1",
+        ".",
+        "..",
+        "abcdefghijklmnop",
+    ];
+    let bad_macs = [
+        "01:00:5e:00:00:01",
+        "33:33:00:00:00:01",
+        "ff:ff:ff:ff:ff:ff",
+        "00:00:00:00:00:00",
+    ];
+    for (kind, h, link) in [
+        ("veth", host_with_veth("kref-v-h"), "v0"),
+        ("macvlan", host_with_macvlan("kref-m-h"), "mv0"),
+    ] {
+        let p = Ns::new(&format!("kref-{kind}-p"));
+        let journal = tempfile::tempdir().unwrap();
+        let pn = podnet(&h, journal.path());
+        let host_before = h.dump();
+        let pod_before = p.dump();
+        let mut cases: Vec<(String, NetworkConfig)> = Vec::new();
+        for n in bad_names {
+            let mut c = NetworkConfig::default();
+            c.interface.name = n.into();
+            cases.push((format!("name {n:?}"), c));
+        }
+        for m in bad_macs {
+            let mut c = NetworkConfig::default();
+            c.interface.name = "net1".into();
+            c.interface.hardware_addr = Some(m.into());
+            cases.push((format!("mac {m}"), c));
+        }
+        if kind == "macvlan" {
+            // Within IFLA_MAX_MTU (the lower device's maximum), above its MTU (1500).
+            let mut c = NetworkConfig::default();
+            c.interface.name = "net1".into();
+            c.interface.mtu = Some(9000);
+            cases.push(("mtu 9000 above the lower device's".into(), c));
+        }
+        for (what, cfg) in &cases {
+            let r = pn
+                .attach(&req("claim-kref", "sandbox-kref", link, &p.path(), cfg))
+                .await;
+            let err = match r {
+                Ok(a) => panic!("{kind}: {what} was accepted: {a:?}"),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                !err.contains("rolling back failed"),
+                "{kind}: {what}: {err}"
+            );
+            assert_eq!(h.dump(), host_before, "{kind}: host after {what}: {err}");
+            assert_eq!(p.dump(), pod_before, "{kind}: pod after {what}: {err}");
+            assert!(
+                pn.journal().entries().unwrap().is_empty(),
+                "{kind}: journal after {what}"
+            );
+        }
+    }
+}
+
+/// A second sandbox asking for a link that a live sandbox holds (the same key: one claim, two
+/// pods) is refused, and the first pod keeps its link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_sandboxs_link_is_never_taken_by_another() {
+    if !can_run("a_live_sandboxs_link_is_never_taken_by_another") {
+        return;
+    }
+    let h = host_with_veth("share-h");
+    let p1 = Ns::new("share-p1");
+    let p2 = Ns::new("share-p2");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = podnet(&h, journal.path());
+    let host_before = h.dump();
+    let pod2_before = p2.dump();
+    let cfg = full_config();
+    pn.attach(&req("claim-sh-v0", "sandbox-1", "v0", &p1.path(), &cfg))
+        .await
+        .unwrap();
+    let in_pod1 = p1.dump();
+    let err = pn
+        .attach(&req("claim-sh-v0", "sandbox-2", "v0", &p2.path(), &cfg))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("in use") && err.contains("sandbox-1"), "{err}");
+    assert_eq!(p1.dump(), in_pod1, "the first pod keeps its link");
+    assert_eq!(p2.dump(), pod2_before);
+    let entries = pn.journal().entries().unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].owner, "sandbox-1");
+    pn.detach("claim-sh-v0").await.unwrap();
+    assert_eq!(h.dump(), host_before);
+}
+
+/// Attaches of different links do not wait for each other: the first is stalled in the middle
+/// (after its move) until the second has finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn attaches_of_different_links_run_side_by_side() {
+    if !can_run("attaches_of_different_links_run_side_by_side") {
+        return;
+    }
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Condvar, Mutex};
+    let h = host_with_veth("conc-h");
+    h.ip(&["link", "add", "v1", "type", "veth", "peer", "name", "v1p"]);
+    let p1 = Ns::new("conc-p1");
+    let p2 = Ns::new("conc-p2");
+    let journal = tempfile::tempdir().unwrap();
+    let host_before = h.dump();
+    // (entered, second done)
+    let gate = Arc::new((Mutex::new((false, false)), Condvar::new()));
+    let stalled = Arc::new(AtomicBool::new(false));
+    let released_by_second = Arc::new(AtomicBool::new(false));
+    let (g, s, r) = (gate.clone(), stalled.clone(), released_by_second.clone());
+    let hook: dranet_driver::podnet::StepHook = Arc::new(move |step: &str| {
+        if step == "sysctl" && !s.swap(true, Ordering::SeqCst) {
+            let (m, cv) = &*g;
+            let mut st = m.lock().unwrap();
+            st.0 = true;
+            cv.notify_all();
+            let (st, timeout) = cv
+                .wait_timeout_while(st, std::time::Duration::from_secs(5), |st| !st.1)
+                .unwrap();
+            r.store(st.1 && !timeout.timed_out(), Ordering::SeqCst);
+        }
+        Ok(())
+    });
+    let pn = Arc::new(podnet(&h, journal.path()).step_hook(hook));
+    let cfg = Arc::new(NetworkConfig::default());
+    let (pn1, cfg1, path1) = (pn.clone(), cfg.clone(), p1.path());
+    let first = tokio::spawn(async move {
+        pn1.attach(&req("claim-c-v0", "sandbox-c1", "v0", &path1, &cfg1))
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    // Wait until the first is stalled inside its attach.
+    {
+        let (m, cv) = &*gate;
+        let st = m.lock().unwrap();
+        let (st, _) = cv
+            .wait_timeout_while(st, std::time::Duration::from_secs(30), |st| !st.0)
+            .unwrap();
+        assert!(st.0, "the first attach never reached its stall");
+    }
+    pn.attach(&req("claim-c-v1", "sandbox-c2", "v1", &p2.path(), &cfg))
+        .await
+        .unwrap();
+    {
+        let (m, cv) = &*gate;
+        m.lock().unwrap().1 = true;
+        cv.notify_all();
+    }
+    first.await.unwrap().unwrap();
+    assert!(
+        released_by_second.load(Ordering::SeqCst),
+        "the second attach waited for the first one"
+    );
+    pn.detach("claim-c-v0").await.unwrap();
+    pn.detach("claim-c-v1").await.unwrap();
+    assert_eq!(h.dump(), host_before);
+}
+
+/// A pod namespace that is the host's (a confused runtime) is refused before anything changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_namespace_is_refused_as_a_pod_namespace() {
+    if !can_run("the_hosts_namespace_is_refused_as_a_pod_namespace") {
+        return;
+    }
+    let h = host_with_veth("hostns-h");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = podnet(&h, journal.path());
+    let host_before = h.dump();
+    let err = pn
+        .attach(&req(
+            "claim-hn",
+            "sandbox-hn",
+            "v0",
+            &h.path(),
+            &full_config(),
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("host's network namespace"), "{err}");
+    assert_eq!(h.dump(), host_before);
+    assert!(pn.journal().entries().unwrap().is_empty());
+}
+
+/// The daemon's own namespace is refused too. Run in a child process inside a namespace of its
+/// own (`ip netns exec`), so the check is made against a test namespace, never the machine's.
+#[test]
+fn the_daemons_own_namespace_is_refused_as_a_pod_namespace() {
+    if !can_run("the_daemons_own_namespace_is_refused_as_a_pod_namespace") {
+        return;
+    }
+    let h = host_with_veth("ownns-h");
+    let own = Ns::new("ownns-own");
+    let journal = tempfile::tempdir().unwrap();
+    let host_before = h.dump();
+    let own_before = own.dump();
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &own.name])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "own_netns_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("DRANET_T_OWN_HOST", h.path())
+        .env("DRANET_T_OWN_JOURNAL", journal.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("REFUSED"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(h.dump(), host_before);
+    assert_eq!(own.dump(), own_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_netns_child() {
+    let (Ok(host), Ok(journal)) = (
+        std::env::var("DRANET_T_OWN_HOST"),
+        std::env::var("DRANET_T_OWN_JOURNAL"),
+    ) else {
+        return; // only meaningful as the child of the test above
+    };
+    let pn = PodNet::new(Netns::open(&host).unwrap(), &journal).unwrap();
+    let cfg = full_config();
+    let own = std::path::Path::new("/proc/self/ns/net");
+    match pn
+        .attach(&req("claim-own", "sandbox-own", "v0", own, &cfg))
+        .await
+    {
+        Ok(a) => {
+            let _ = pn.detach("claim-own").await;
+            panic!("attached into the daemon's own namespace: {a:?}");
+        }
+        Err(e) => {
+            let e = e.to_string();
+            assert!(e.contains("host's network namespace"), "{e}");
+            println!("REFUSED: {e}");
+        }
+    }
+}
+
+/// A pod with CAP_NET_ADMIN deletes the link it was given and makes another with the same name,
+/// index and MAC: detach refuses the substitute (it stays in the pod, the journal keeps the
+/// entry) and the host gets nothing foreign. For a macvlan (the substitute is another kind) and
+/// a veth (same kind, its peer elsewhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_substitute_link_in_the_pod_is_never_given_to_the_host() {
+    if !can_run("a_substitute_link_in_the_pod_is_never_given_to_the_host") {
+        return;
+    }
+    for (kind, h, link) in [
+        ("macvlan", host_with_macvlan("subst-m-h"), "mv0"),
+        ("veth", host_with_veth("subst-v-h"), "v0"),
+    ] {
+        let p = Ns::new(&format!("subst-{kind}-p"));
+        let journal = tempfile::tempdir().unwrap();
+        let pn = podnet(&h, journal.path());
+        let mut cfg = NetworkConfig::default();
+        cfg.interface.name = "net1".into();
+        let a = pn
+            .attach(&req("claim-sub", "sandbox-sub", link, &p.path(), &cfg))
+            .await
+            .unwrap();
+        // The pod's swap: same name, same index, same MAC, configured like the original.
+        p.ip(&["link", "del", "net1"]);
+        let index = a.pod_index.to_string();
+        let mac = a.mac.clone().unwrap();
+        p.ip(&[
+            "link", "add", "net1", "index", &index, "address", &mac, "type", "veth", "peer",
+            "name", "sub1",
+        ]);
+        p.ip(&["addr", "add", "10.99.0.1/24", "dev", "net1"]);
+        let host_links_before: Vec<String> = link_names(&h);
+        let err = pn.detach("claim-sub").await.unwrap_err().to_string();
+        assert!(
+            err.contains("net1") && err.contains("not the link"),
+            "{kind}: {err}"
+        );
+        assert!(
+            p.try_ip(&["link", "show", "net1"]),
+            "{kind}: the substitute stays in the pod"
+        );
+        assert_eq!(
+            link_names(&h),
+            host_links_before,
+            "{kind}: the host got nothing"
+        );
+        assert!(
+            !h.ip(&["addr", "show"]).contains("10.99.0.1"),
+            "{kind}: nothing of the pod's on the host"
+        );
+        assert_eq!(
+            pn.journal().entries().unwrap().len(),
+            1,
+            "{kind}: the journal keeps the entry"
+        );
+        // When the pod is gone, the entry goes (the virtual link died with the pod).
+        drop(p);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let r = pn.recover(|_| false).await.unwrap();
+        assert_eq!(
+            r.gone,
+            vec!["claim-sub".to_string()],
+            "{kind}: {:?}",
+            r.failed
+        );
+        assert_eq!(link_names(&h), host_links_before, "{kind}");
+    }
+}
+
+fn link_names(ns: &Ns) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(&ns.ip(&["-j", "link", "show"])).unwrap();
+    let mut names: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["ifname"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+/// A link the pod renamed is still its own: detach finds it by the identity recorded at attach
+/// and the host gets it back intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_the_pod_renamed_comes_back() {
+    if !can_run("a_link_the_pod_renamed_comes_back") {
+        return;
+    }
+    let h = host_with_macvlan("ren-h");
+    let p = Ns::new("ren-p");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = podnet(&h, journal.path());
+    let host_before = h.dump();
+    let mut cfg = NetworkConfig::default();
+    cfg.interface.name = "net1".into();
+    pn.attach(&req("claim-ren", "sandbox-ren", "mv0", &p.path(), &cfg))
+        .await
+        .unwrap();
+    p.ip(&["link", "set", "net1", "down"]);
+    p.ip(&["link", "set", "net1", "name", "other"]);
+    pn.detach("claim-ren").await.unwrap();
+    assert_eq!(h.dump(), host_before);
+}
+
+/// An unreadable journal entry is moved aside (as the kubelet plugin's checkpoint is) and the
+/// rest of the journal is recovered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_journal_entry_is_moved_aside_and_the_rest_recovered() {
+    if !can_run("an_unreadable_journal_entry_is_moved_aside_and_the_rest_recovered") {
+        return;
+    }
+    let h = host_with_veth("quar-h");
+    let p = Ns::new("quar-p");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = podnet(&h, journal.path());
+    let host_before = h.dump();
+    pn.attach(&req(
+        "claim-q-v0",
+        "sandbox-q",
+        "v0",
+        &p.path(),
+        &full_config(),
+    ))
+    .await
+    .unwrap();
+    std::fs::write(journal.path().join("torn.json"), b"{\"version\":1,").unwrap();
+    std::fs::write(journal.path().join("future.json"), br#"{"version":99}"#).unwrap();
+    let entries = pn.journal().entries().unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let r = pn.recover(|_| false).await.unwrap();
+    assert_eq!(r.restored, vec!["claim-q-v0".to_string()], "{:?}", r.failed);
+    assert_eq!(h.dump(), host_before);
+    let mut names: Vec<String> = std::fs::read_dir(journal.path())
+        .unwrap()
+        .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].starts_with("future.json.corrupt-"), "{names:?}");
+    assert!(names[1].starts_with("torn.json.corrupt-"), "{names:?}");
+    // Reading a quarantined key again finds nothing (a detach of it is done).
+    std::fs::write(journal.path().join("claim-x.json"), b"garbage").unwrap();
+    pn.detach("claim-x").await.unwrap();
+    assert!(!journal.path().join("claim-x.json").exists());
+}
+
+/// On a full state directory, detach still gives the host its link back and forgets the entry:
+/// it needs no new data on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detach_succeeds_on_a_full_state_dir() {
+    if !can_run("a_detach_succeeds_on_a_full_state_dir") {
+        return;
+    }
+    let h = host_with_veth("full-h");
+    let p = Ns::new("full-p");
+    let dir = tempfile::tempdir().unwrap();
+    support::run(&[
+        "mount",
+        "-t",
+        "tmpfs",
+        "-o",
+        "size=256k,mode=0700",
+        "dranet-t-full",
+        &dir.path().display().to_string(),
+    ]);
+    struct Umount(std::path::PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _umount = Umount(dir.path().to_path_buf());
+    let journal = dir.path().join("podnet");
+    let pn = podnet(&h, &journal);
+    let host_before = h.dump();
+    pn.attach(&req(
+        "claim-full-v0",
+        "sandbox-full",
+        "v0",
+        &p.path(),
+        &full_config(),
+    ))
+    .await
+    .unwrap();
+    // Fill the file system.
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(dir.path().join("filler")).unwrap();
+        let block = vec![0u8; 4096];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.sync_all();
+    }
+    assert!(std::fs::write(dir.path().join("probe"), vec![0u8; 8192]).is_err());
+    pn.detach("claim-full-v0").await.unwrap();
+    assert_eq!(h.dump(), host_before);
+    assert!(pn.journal().entries().unwrap().is_empty());
+}
+
+/// When rolling back a failed attach fails too, the error says so and the journal keeps the
+/// entry; the next detach gives the host everything back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_rollback_is_said_and_the_entry_kept_for_the_next_try() {
+    if !can_run("a_failed_rollback_is_said_and_the_entry_kept_for_the_next_try") {
+        return;
+    }
+    let h = host_with_veth("rbfail-h");
+    let p = Ns::new("rbfail-p");
+    let journal = tempfile::tempdir().unwrap();
+    let host_before = h.dump();
+    let hook: dranet_driver::podnet::StepHook = Arc::new(|s: &str| match s {
+        "route" => Err("injected failure at route".into()),
+        "detach:move" => Err("injected failure at detach:move".into()),
+        _ => Ok(()),
+    });
+    let pn = podnet(&h, journal.path()).step_hook(hook);
+    let err = pn
+        .attach(&req(
+            "claim-rb",
+            "sandbox-rb",
+            "v0",
+            &p.path(),
+            &full_config(),
+        ))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("injected failure at route")
+            && text.contains("rolling back failed too")
+            && text.contains("injected failure at detach:move"),
+        "{text}"
+    );
+    assert!(
+        err.user_message().contains("failed too"),
+        "{}",
+        err.user_message()
+    );
+    assert_eq!(pn.journal().entries().unwrap().len(), 1);
+    podnet(&h, journal.path()).detach("claim-rb").await.unwrap();
+    assert_eq!(h.dump(), host_before);
 }

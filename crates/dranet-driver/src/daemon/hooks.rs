@@ -194,6 +194,14 @@ impl Driver for Instrumented {
     }
 }
 
+/// The Event reason of a failed attach, as upstream names them.
+fn attach_failure_reason(e: &Error) -> &'static str {
+    match e {
+        Error::RdmaAttach { .. } => "RDMADeviceAttachFailed",
+        _ => "NetworkDeviceAttachFailed",
+    }
+}
+
 fn ms(t: Instant) -> f64 {
     (t.elapsed().as_secs_f64() * 1e6).round() / 1e3
 }
@@ -202,32 +210,47 @@ impl NriPlugin for Instrumented {
     async fn synchronize(
         &self,
         pods: &[PodSandbox],
-        containers: &[Container],
+        _containers: &[Container],
     ) -> Result<(), HandlerError> {
         let _g = self.enter();
         let t = Instant::now();
-        let r = NriPlugin::synchronize(&*self.driver, pods, containers).await;
+        let r = self.driver.synchronize_pods(pods).await;
         let status = if r.is_ok() { SUCCESS } else { FAILED };
         self.metrics.nri_request("Synchronize", status, t.elapsed());
         self.metrics.restores_owed(self.driver.restores_owed());
+        let (attached, failed) = match &r {
+            Ok(s) => (s.attached.len(), s.failed.len()),
+            Err(_) => (0, 0),
+        };
         tracing::info!(
             pods = pods.len(),
+            attached,
+            failed,
             duration_ms = ms(t),
             ok = r.is_ok(),
             "synchronized with the runtime"
         );
-        r
+        // Pods that started while the runtime could not reach this plugin and still cannot have
+        // their devices: said on each pod (the Synchronize itself succeeds).
+        for (id, e) in r?.failed {
+            if let Some(pod) = pods.iter().find(|p| p.id == id) {
+                self.warn(Self::pod_ref(pod), attach_failure_reason(&e), e.to_string());
+            }
+        }
+        Ok(())
     }
 
     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
         let _g = self.enter();
         let t = Instant::now();
+        // Always asked: a pod added to a claim after it was prepared is known only to the
+        // driver's look at the API server.
+        let r = self.driver.start_pod(pod).await;
         let (claims, devices) = self.pod_devices(pod);
-        if claims.is_empty() {
+        if claims.is_empty() && r.is_ok() {
             self.metrics.nri_request("RunPodSandbox", NOOP, t.elapsed());
             return Ok(());
         }
-        let r = self.driver.start_pod(pod).await;
         let status = if r.is_ok() { SUCCESS } else { FAILED };
         self.metrics
             .nri_request("RunPodSandbox", status, t.elapsed());
@@ -239,11 +262,7 @@ impl NriPlugin for Instrumented {
             }
             Err(e) => {
                 tracing::warn!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), error = %e, "pod devices attach failed");
-                let reason = match e {
-                    Error::RdmaAttach { .. } => "RDMADeviceAttachFailed",
-                    _ => "NetworkDeviceAttachFailed",
-                };
-                self.warn(Self::pod_ref(pod), reason, e.to_string());
+                self.warn(Self::pod_ref(pod), attach_failure_reason(&e), e.to_string());
                 Err(e.into())
             }
         }
@@ -253,12 +272,14 @@ impl NriPlugin for Instrumented {
         let _g = self.enter();
         let t = Instant::now();
         let (claims, devices) = self.pod_devices(pod);
+        // The journal, not the claims, knows what the sandbox holds (its claim may be gone or
+        // prepared again for another pod): the driver always looks.
+        self.driver.stop_pod(pod).await;
         if claims.is_empty() {
             self.metrics
                 .nri_request("StopPodSandbox", NOOP, t.elapsed());
             return Ok(());
         }
-        self.driver.stop_pod(pod).await;
         self.metrics
             .nri_request("StopPodSandbox", SUCCESS, t.elapsed());
         self.metrics.pod_devices("detach", true, t.elapsed());

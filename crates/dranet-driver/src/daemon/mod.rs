@@ -41,7 +41,7 @@ pub use hooks::{EventWriter, Instrumented, event_writer};
 use crate::netns::Netns;
 use crate::podnet::PodNet;
 use crate::rdma::NetnsMode;
-use crate::{NetworkDriver, Rescan, status_writer};
+use crate::{NetworkDriver, Rescan, claim_reader, status_writer};
 
 /// When the daemon rescans the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,7 +317,8 @@ impl Daemon {
         let mut builder =
             NetworkDriver::builder(podnet, config.state_dir.join("driver"), rescan.clone())
                 .cloud(config.cloud.clone())
-                .status(status_writer(api.clone()));
+                .status(status_writer(api.clone()))
+                .claim_reader(claim_reader(api.clone()));
         if let Some(m) = config.rdma_mode {
             builder = builder.rdma_mode(m);
         }

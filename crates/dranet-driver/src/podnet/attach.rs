@@ -3,7 +3,6 @@
 //! failure everything rolled back.
 
 use std::io;
-use std::net::IpAddr;
 use std::path::Path;
 
 use dranet_core::NetworkConfig;
@@ -11,8 +10,8 @@ use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 
 use super::configure::Extras;
 use super::journal::{Entry, JOURNAL_VERSION, Journal, Phase};
-use super::messages::{format_mac, parse_cidr, parse_mac, route_message, rule_message};
-use super::{PodNet, state};
+use super::messages::format_mac;
+use super::{PodNet, at, check_config, check_link, identity, state};
 use crate::netns::Netns;
 use crate::{Error, Result};
 
@@ -52,51 +51,16 @@ pub struct Attached {
 }
 
 impl PodNet {
-    /// Checks a config against the link before anything changes.
+    /// Checks a config before anything changes: everything [`check_config`] refuses, and a VF's
+    /// MTU against its PF's (from sysfs).
+    ///
+    /// [`check_config`]: super::check_config
     fn validate(&self, link: &str, config: &NetworkConfig) -> Result<()> {
         let invalid = |reason: String| Error::InvalidConfig {
             device: link.to_string(),
             reason,
         };
-        config.validate().map_err(|e| invalid(e.to_string()))?;
-        // Everything that can be parsed is parsed now, so a typo fails before the link moves.
-        let iface = &config.interface;
-        if let Some(mac) = &iface.hardware_addr {
-            parse_mac(mac).map_err(|e| invalid(format!("hardwareAddr: {e}")))?;
-        }
-        for a in &iface.addresses {
-            parse_cidr(a).map_err(|e| invalid(format!("address {e}")))?;
-        }
-        for r in &config.routes {
-            route_message(0, r).map_err(|e| invalid(format!("route {}: {e}", r.destination)))?;
-        }
-        for r in &config.rules {
-            rule_message(r).map_err(|e| invalid(format!("rule: {e}")))?;
-        }
-        for n in &config.neighbors {
-            n.destination.parse::<IpAddr>().map_err(|_| {
-                invalid(format!("neighbor {:?} is not an IP address", n.destination))
-            })?;
-            parse_mac(&n.hardware_addr).map_err(|e| invalid(format!("neighbor: {e}")))?;
-        }
-        for (what, v) in [
-            ("mtu", iface.mtu),
-            ("gsoMaxSize", iface.gso_max_size),
-            ("groMaxSize", iface.gro_max_size),
-            ("gsoIPv4MaxSize", iface.gso_ipv4_max_size),
-            ("groIPv4MaxSize", iface.gro_ipv4_max_size),
-        ] {
-            if let Some(v) = v
-                && v < 0
-            {
-                return Err(invalid(format!("{what} {v} is negative")));
-            }
-        }
-        if config.interface.dhcp == Some(true) {
-            return Err(Error::Unsupported(format!(
-                "{link}: DHCP in the pod is not supported; give static addresses"
-            )));
-        }
+        check_config(config).map_err(|e| invalid(e.to_string()))?;
         if let Some(mtu) = config.interface.mtu {
             // A VF cannot carry frames larger than its PF's MTU: refuse before moving it.
             let pf_net = self
@@ -113,8 +77,8 @@ impl PodNet {
                         && i64::from(mtu) > pf_mtu
                     {
                         return Err(invalid(format!(
-                            "MTU {mtu} is above the MTU {pf_mtu} of its PF {}",
-                            pf.file_name().to_string_lossy()
+                            "interface.mtu: {mtu} is above the MTU {pf_mtu} of the device's \
+                             SR-IOV physical function"
                         )));
                     }
                 }
@@ -124,26 +88,30 @@ impl PodNet {
     }
 
     /// Moves `req.link` into the pod namespace and configures it. Retried with the same key and
-    /// owner after it succeeded, it answers again without changing anything.
+    /// owner after it succeeded, it answers again without changing anything. A link another
+    /// sandbox holds under this key while its namespace exists is refused ([`Error::InUse`]).
     pub async fn attach(&self, req: &AttachRequest<'_>) -> Result<Attached> {
-        let _serial = self.lock.lock().await;
         Journal::check_key(req.key)?;
-        if let Some(e) = self.journal.read(req.key)? {
-            if e.phase == Phase::Attached && e.owner == req.owner && e.host.name == req.link {
-                let pod = Netns::open(&e.pod_netns)?;
-                if pod.id()? == e.pod_netns_id {
-                    let rtnl = pod.rtnl().await?;
-                    if let Some(l) = rtnl
-                        .link_by_name(&e.pod_name)
-                        .await
-                        .map_err(|x| self.attach_err(req, "read the pod's links", x))?
-                    {
-                        return Ok(attached_from(&e, &l, Vec::new()));
-                    }
+        let _key = self.locks.key(req.key).await;
+        let existing = self.journal.read(req.key)?;
+        let mut links = vec![req.link];
+        if let Some(e) = &existing {
+            links.push(&e.host.name);
+        }
+        let _links = self.locks.links(&links).await;
+        if let Some(e) = existing {
+            if e.owner == req.owner && e.phase == Phase::Attached && e.host.name == req.link {
+                if let Some(a) = self.still_attached(req, &e).await? {
+                    return Ok(a);
                 }
+            } else if e.owner != req.owner && self.pod_netns(&e)?.is_some() {
+                return Err(Error::InUse {
+                    link: e.host.name.clone(),
+                    owner: e.owner.clone(),
+                });
             }
-            // An interrupted or foreign attachment under this key: give the host its link
-            // back first.
+            // An interrupted attachment, or one of a sandbox whose namespace is gone: give the
+            // host its link back first.
             self.restore_entry(&e).await?;
             self.journal.remove(&e.key)?;
         }
@@ -151,6 +119,11 @@ impl PodNet {
 
         let pod = Netns::open(req.pod_netns)?;
         let pod_id = pod.id()?;
+        if self.host_ids.contains(&pod_id) {
+            return Err(Error::HostNetns {
+                netns: req.pod_netns.to_path_buf(),
+            });
+        }
         let host = self.host.rtnl().await?;
         let podr = pod.rtnl().await?;
         let link = host
@@ -161,6 +134,10 @@ impl PodNet {
                 link: req.link.to_string(),
                 netns: self.host.path().to_path_buf(),
             })?;
+        check_link(&link, req.config).map_err(|e| Error::InvalidConfig {
+            device: req.link.to_string(),
+            reason: e.to_string(),
+        })?;
         let pod_name = if req.config.interface.name.is_empty() {
             req.link.to_string()
         } else {
@@ -203,16 +180,8 @@ impl PodNet {
                 } else {
                     crate::ethtool::private_flags(&self.host, req.link)?
                 };
-                if let Some(unknown) = e.private_flags.keys().find(|k| !all.contains(k)) {
-                    return Err(invalid(format!(
-                        "{unknown:?} is not a private flag of this device (it has: {})",
-                        if all.is_empty() {
-                            "none".to_string()
-                        } else {
-                            all.join(", ")
-                        }
-                    )));
-                }
+                crate::ethtool::check_private_flags(&e.private_flags, &all)
+                    .map_err(|e| invalid(e.to_string()))?;
                 snapshot.ethtool_private_flags = e
                     .private_flags
                     .keys()
@@ -235,6 +204,7 @@ impl PodNet {
             pod_netns_id: pod_id,
             pod_name,
             pod_index: None,
+            pod_peer: None,
             phase: Phase::Attaching,
             host: snapshot,
             pod_rules: Vec::new(),
@@ -247,7 +217,7 @@ impl PodNet {
         }
         self.journal.write(&entry)?;
 
-        match self
+        let configured = match self
             .configure(&host, &pod, &podr, &mut entry, req.config, &eth)
             .await
         {
@@ -255,33 +225,51 @@ impl PodNet {
                 let attached = attached_from(&entry, &link, addresses);
                 entry.phase = Phase::Attached;
                 entry.pod_index = Some(attached.pod_index);
-                if let Err(e) = self.journal.write(&entry) {
-                    let rollback = self.restore_entry(&entry).await.err();
-                    if rollback.is_none() {
-                        let _ = self.journal.remove(&entry.key);
-                    }
-                    let _ = rollback;
-                    return Err(e);
-                }
-                Ok(attached)
+                self.journal
+                    .write(&entry)
+                    .map(|()| attached)
+                    .map_err(|e| at("journal")(io::Error::other(e)))
             }
-            Err(e) => {
-                let rollback = match self.restore_entry(&entry).await {
-                    Ok(_) => {
-                        self.journal.remove(&entry.key)?;
-                        None
-                    }
-                    Err(r) => Some(r.to_string()),
-                };
-                Err(Error::Attach {
-                    link: req.link.to_string(),
-                    netns: req.pod_netns.to_path_buf(),
-                    step: e.step,
-                    source: e.source,
-                    rollback,
-                })
+            Err(e) => Err(e),
+        };
+        let e = match configured {
+            Ok(attached) => return Ok(attached),
+            Err(e) => e,
+        };
+        // Everything done is undone; when that fails too, the entry stays for detach or
+        // recovery, and the error says so.
+        let rollback = match self.restore_entry(&entry).await {
+            Ok(_) => {
+                self.journal.remove(&entry.key)?;
+                None
             }
-        }
+            Err(r) => Some(r.to_string()),
+        };
+        Err(Error::Attach {
+            link: req.link.to_string(),
+            netns: req.pod_netns.to_path_buf(),
+            step: e.step,
+            source: e.source,
+            rollback,
+        })
+    }
+
+    /// The answer to a retry of a completed attach: the link as the pod has it, if it is still
+    /// there (by identity).
+    async fn still_attached(&self, req: &AttachRequest<'_>, e: &Entry) -> Result<Option<Attached>> {
+        let Some(pod) = self.pod_netns(e)? else {
+            return Ok(None);
+        };
+        let links = pod
+            .rtnl()
+            .await?
+            .links()
+            .await
+            .map_err(|x| self.attach_err(req, "read the pod's links", x))?;
+        Ok(links
+            .iter()
+            .find(|l| identity::ours_in_pod(l, e))
+            .map(|l| attached_from(e, l, Vec::new())))
     }
 
     fn attach_err(&self, req: &AttachRequest<'_>, step: &str, source: io::Error) -> Error {

@@ -1,8 +1,8 @@
-//! Configuring a link in the pod, one step at a time: the move into its namespace (with its
-//! name, MTU, MAC and GSO/GRO sizes in the same request), its RDMA device, sysctls, VRF,
-//! addresses, up, ethtool, then routes, rules and neighbours. What detach must undo besides the
-//! host's recorded state (the pod's rules, a VRF we created, an RDMA device moved in exclusive
-//! mode) is noted in the journal entry as it is done.
+//! Configuring a link in the pod, one step at a time: the move into its namespace (under its
+//! pod name), its identity in the pod journaled, then its MTU, MAC and GSO/GRO sizes, its RDMA
+//! device, sysctls, VRF, addresses, up, ethtool, then routes, rules and neighbours. What detach
+//! must undo besides the host's recorded state (the pod's rules, a VRF we created, an RDMA
+//! device moved in exclusive mode) is noted in the journal entry as it is done.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -22,7 +22,7 @@ use super::messages::{
     address_message, l3mdev_rules, neighbour_message, parse_cidr, parse_mac, route_message,
     rule_message, set_up,
 };
-use super::{EEXIST, PodNet, RawMessage, StepResult, at, is_errno, state};
+use super::{EEXIST, PodNet, RawMessage, StepResult, at, identity, is_errno, state};
 use crate::Error;
 use crate::netns::{Netns, Rtnl};
 
@@ -52,20 +52,54 @@ impl PodNet {
         let index = entry.host.index;
         let iface = &cfg.interface;
 
-        // One request: the kernel closes the link (down) as part of the move, then applies the
-        // name in the pod and the rest. An explicit down first would cost a second RCU grace
-        // period (milliseconds) for nothing.
+        // The move alone, with the pod name: the kernel uses it at once when the host name is
+        // taken in the pod (every pod has an eth0) and renames it right after the move
+        // otherwise. Nothing else goes in this request: the kernel applies the rest after the
+        // move, so a value it refuses would leave the link in the pod under whatever name it
+        // had got to. The name was checked as the kernel checks it.
         self.step("move")?;
         let mut m = LinkMessage::default();
         m.header.index = index;
         m.attributes
             .push(LinkAttribute::IfName(entry.pod_name.clone()));
+        m.attributes
+            .push(LinkAttribute::NetNsFd(pod.as_fd().as_raw_fd()));
+        host.request(RouteNetlinkMessage::SetLink(m), 0)
+            .await
+            .map_err(at(format!("move into the pod as {}", entry.pod_name)))?;
+        let link = podr
+            .links()
+            .await
+            .map_err(at("find the link in the pod"))?
+            .into_iter()
+            .find(|l| identity::ours_in_pod(l, entry))
+            .ok_or_else(|| {
+                at("find the link in the pod")(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "moved, but not in the pod namespace",
+                ))
+            })?;
+        let pod_index = link.header.index;
+        // Its identity in the pod, recorded before anything else changes: from here on, detach
+        // and recovery know it by what the pod cannot forge.
+        entry.pod_index = Some(pod_index);
+        entry.pod_peer = identity::peer(&link);
+        self.journal
+            .write(entry)
+            .map_err(|e| at("journal")(io::Error::other(e)))?;
+
+        self.step("link")?;
+        let mut m = LinkMessage::default();
+        m.header.index = pod_index;
+        let mut what_set: Vec<String> = Vec::new();
         if let Some(mtu) = iface.mtu {
             m.attributes.push(LinkAttribute::Mtu(nonneg(mtu, "mtu")?));
+            what_set.push(format!("mtu {mtu}"));
         }
         if let Some(mac) = &iface.hardware_addr {
             m.attributes
                 .push(LinkAttribute::Address(parse_mac(mac).map_err(at("mac"))?));
+            what_set.push(format!("hardwareAddr {mac}"));
         }
         for (value, what, attr) in [
             (
@@ -87,25 +121,14 @@ impl PodNet {
         ] {
             if let Some(v) = value {
                 m.attributes.push(attr(nonneg(v, what)?));
+                what_set.push(format!("{what} {v}"));
             }
         }
-        m.attributes
-            .push(LinkAttribute::NetNsFd(pod.as_fd().as_raw_fd()));
-        host.request(RouteNetlinkMessage::SetLink(m), 0)
-            .await
-            .map_err(at(format!("move into the pod as {}", entry.pod_name)))?;
-        let link = podr
-            .link_by_name(&entry.pod_name)
-            .await
-            .map_err(at("find the link in the pod"))?
-            .ok_or_else(|| {
-                at("find the link in the pod")(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "moved, but not in the pod namespace",
-                ))
-            })?;
-        let pod_index = link.header.index;
-        entry.pod_index = Some(pod_index);
+        if !m.attributes.is_empty() {
+            podr.request(RouteNetlinkMessage::SetLink(m), 0)
+                .await
+                .map_err(at(format!("set {}", what_set.join(", "))))?;
+        }
 
         if let Some(dev) = rdma_device {
             self.step("rdma")?;
@@ -115,7 +138,7 @@ impl PodNet {
                 entry.rdma_device = Some(dev.to_string());
                 self.journal
                     .write(entry)
-                    .map_err(|e| at("journal")(io::Error::other(e.to_string())))?;
+                    .map_err(|e| at("journal")(io::Error::other(e)))?;
                 crate::rdma::move_device(dev, &self.host, pod).map_err(rdma_err)?;
             }
         }
@@ -142,7 +165,7 @@ impl PodNet {
                 }
                 Ok(())
             })
-            .map_err(|e| at("sysctl")(io::Error::other(e.to_string())))??;
+            .map_err(|e| at("sysctl")(io::Error::other(e)))??;
         }
 
         if let Some(vrf) = &iface.vrf {

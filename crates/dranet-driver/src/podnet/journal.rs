@@ -1,12 +1,22 @@
 //! The attach journal: one file per link given to a pod, written before the first change, so a
 //! daemon killed at any point knows on its next start what to give back.
+//!
+//! An entry that cannot be read (torn, edited, of another version) is moved aside as
+//! `<key>.json.corrupt-<seconds>.<nanoseconds>`, with an error in the log, and the rest of the
+//! journal goes on: one bad file must not stop every detach on the node. The file is kept for
+//! an operator; the link it described is wherever the failed operation left it.
+//!
+//! Each entry has its own file, written by rename, so writers of different keys never touch the
+//! same file; writers of one key are serialized by [`PodNet`](super::PodNet)'s lock of that
+//! key.
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::state::{HostLink, RawMessage};
+use super::state::{HostLink, Peer, RawMessage};
 use crate::durable;
 use crate::netns::NetnsId;
 use crate::{Error, Result};
@@ -46,6 +56,9 @@ pub struct Entry {
     pub pod_name: String,
     /// The link's index in the pod, once moved.
     pub pod_index: Option<u32>,
+    /// The link it hangs off as the pod sees it, once moved (a virtual link's identity).
+    #[serde(default)]
+    pub pod_peer: Option<Peer>,
     /// The phase.
     pub phase: Phase,
     /// What the host had.
@@ -117,7 +130,7 @@ impl Journal {
         durable::write(&self.dir, &format!("{}.json", entry.key), &data).map_err(err)
     }
 
-    /// Reads the entry of `key`, if there is one.
+    /// Reads the entry of `key`, if there is one (an unreadable one is moved aside: none).
     pub fn read(&self, key: &str) -> Result<Option<Entry>> {
         Self::check_key(key)?;
         read_entry(&self.path(key))
@@ -132,8 +145,7 @@ impl Journal {
         })
     }
 
-    /// Every entry, sorted by key. An unreadable entry is an error naming its file: it is never
-    /// skipped, since it may be the only record of a host link's state.
+    /// Every entry, sorted by key; unreadable ones are moved aside (see the module docs).
     pub fn entries(&self) -> Result<Vec<Entry>> {
         let paths = durable::list(&self.dir).map_err(|e| Error::Journal {
             path: self.dir.clone(),
@@ -150,20 +162,59 @@ impl Journal {
     }
 }
 
+/// Reads one entry. One that fails its checks is quarantined and reads as none; an error of the
+/// file system (permissions, I/O) is an error: it may pass, and the entry is kept.
 fn read_entry(path: &Path) -> Result<Option<Entry>> {
-    let err = |reason: String| Error::Journal {
-        path: path.to_path_buf(),
-        reason,
+    let data = match durable::read(path, MAX_ENTRY_BYTES) {
+        Ok(Some(d)) => d,
+        Ok(None) => return Ok(None),
+        Err(e) if e.raw_os_error().is_some() => {
+            return Err(Error::Journal {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            });
+        }
+        // Not a regular file, or too large.
+        Err(e) => return quarantine(path, &e.to_string()),
     };
-    let Some(data) = durable::read(path, MAX_ENTRY_BYTES).map_err(|e| err(e.to_string()))? else {
-        return Ok(None);
+    let entry: Entry = match serde_json::from_slice(&data) {
+        Ok(e) => e,
+        Err(e) => return quarantine(path, &e.to_string()),
     };
-    let entry: Entry = serde_json::from_slice(&data).map_err(|e| err(e.to_string()))?;
     if entry.version != JOURNAL_VERSION {
-        return Err(err(format!(
+        let why = format!(
             "journal version {} (this dranet reads {JOURNAL_VERSION})",
             entry.version
-        )));
+        );
+        return quarantine(path, &why);
     }
     Ok(Some(entry))
+}
+
+/// Moves an unreadable entry aside, as the kubelet plugin's checkpoint does.
+fn quarantine(path: &Path, reason: &str) -> Result<Option<Entry>> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let moved_to = PathBuf::from(format!(
+        "{}.corrupt-{}.{:09}",
+        path.display(),
+        now.as_secs(),
+        now.subsec_nanos()
+    ));
+    match std::fs::rename(path, &moved_to) {
+        Ok(()) => tracing::error!(
+            path = %path.display(),
+            moved_to = %moved_to.display(),
+            reason,
+            "unreadable attach journal entry moved aside; the link it described is left where it is"
+        ),
+        Err(e) => tracing::error!(
+            path = %path.display(),
+            reason,
+            error = %e,
+            "unreadable attach journal entry could not be moved aside; skipping it"
+        ),
+    }
+    Ok(None)
 }

@@ -44,14 +44,27 @@
 //! The work is one file per operation: [`attach`](PodNet::attach) checks the request and records
 //! the host's state, `configure` applies the `NetworkConfig` in the pod step by step,
 //! [`detach`](PodNet::detach) and [`recover`](PodNet::recover) give the host its link back, and
-//! `messages` builds the rtnetlink messages they send.
+//! `messages` builds the rtnetlink messages they send. [`check_config`] and [`check_link`]
+//! refuse what cannot be applied before anything changes; `identity` tells the link given to a
+//! pod from one the pod made; `locks` lets operations on different devices run side by side.
+//!
+//! # What a pod can and cannot do to the host through its link
+//!
+//! A pod with `CAP_NET_ADMIN` owns the link while it has it: it may rename it, readdress it or
+//! delete it. It cannot make the host take back anything else: detach gives the host only the
+//! link it recorded (by hardware identity, or a virtual link's index and peer), refuses a
+//! substitute (left in the pod, the journal keeps the entry) and never calls a link gone while
+//! the pod's namespace exists.
 
 mod attach;
 mod configure;
+mod identity;
 mod journal;
+mod locks;
 mod messages;
 mod restore;
 mod state;
+mod validate;
 
 use std::io;
 use std::path::PathBuf;
@@ -61,22 +74,26 @@ pub use attach::{AttachRequest, Attached};
 pub use journal::{Entry, JOURNAL_VERSION, Journal, Phase};
 pub use messages::{format_mac, parse_cidr, parse_mac};
 pub use restore::Recovery;
-pub use state::{HostLink, RawMessage};
+pub use state::{HostLink, Peer, RawMessage};
+pub use validate::{ConfigRefusal, check_config, check_link};
 
 use crate::Result;
-use crate::netns::Netns;
+use crate::netns::{Netns, NetnsId};
 
 /// Called before each step of an attach or detach with the step's name; an `Err` makes that
 /// step fail with the message. For tracing and for tests that inject failures or crashes.
 pub type StepHook = Arc<dyn Fn(&str) -> std::result::Result<(), String> + Send + Sync>;
 
-/// Moves links between the host and pods. One per daemon.
+/// Moves links between the host and pods. One per daemon; share it: operations on different
+/// keys and links run concurrently.
 pub struct PodNet {
     host: Netns,
+    /// The identities of the host's namespace and of the daemon's own, which no pod may have.
+    host_ids: [NetnsId; 2],
     journal: Journal,
     sysfs: PathBuf,
     hook: Option<StepHook>,
-    lock: tokio::sync::Mutex<()>,
+    locks: locks::Locks,
 }
 
 impl std::fmt::Debug for PodNet {
@@ -113,12 +130,14 @@ impl PodNet {
     /// `host` is the namespace links are given back to (the daemon's own, opened at start);
     /// `journal_dir` where attachments are recorded (created 0700).
     pub fn new(host: Netns, journal_dir: impl Into<PathBuf>) -> Result<Self> {
+        let host_ids = [host.id()?, Netns::current()?.id()?];
         Ok(Self {
             host,
+            host_ids,
             journal: Journal::open(journal_dir)?,
             sysfs: PathBuf::from("/sys"),
             hook: None,
-            lock: tokio::sync::Mutex::new(()),
+            locks: locks::Locks::default(),
         })
     }
 

@@ -1,19 +1,24 @@
 //! Giving the host its link back: [`PodNet::detach`] when the pod stops, [`PodNet::recover`] at
 //! start for what a crash left behind. The link (and its RDMA device) leaves the pod, what the
 //! pod got around it (rules, a VRF) goes, and the host's recorded state is replayed.
+//!
+//! The link is found by its identity (see `identity`), never by name alone: a substitute the
+//! pod made stays in the pod, and while the pod's namespace exists a link not found there nor
+//! on the host is an error (the entry is kept), never "gone". Nothing here writes new data to
+//! the state directory, so a full disk does not keep a link from the host.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 
 use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::packet_route::neighbour::NeighbourAttribute;
 use rtnetlink::packet_route::route::RouteAttribute;
 
-use super::journal::{Entry, Phase};
+use super::journal::{Entry, Journal, Phase};
 use super::messages::{l3mdev_rules, set_up};
-use super::{EEXIST, ENOENT, ESRCH, HostLink, PodNet, RawMessage, StepResult, at, is_errno};
+use super::{EEXIST, ENOENT, ESRCH, PodNet, RawMessage, StepResult, at, identity, is_errno};
 use crate::netns::{Netns, link_name};
 use crate::{Error, Result};
 
@@ -42,22 +47,35 @@ impl PodNet {
     /// what the host had. Nothing recorded under `key` is not an error (already detached). On
     /// failure the record stays and the next detach or [`PodNet::recover`] tries again.
     pub async fn detach(&self, key: &str) -> Result<()> {
-        let _serial = self.lock.lock().await;
+        Journal::check_key(key)?;
+        let _key = self.locks.key(key).await;
         let Some(mut entry) = self.journal.read(key)? else {
             return Ok(());
         };
+        let _link = self.locks.links(&[&entry.host.name]).await;
         entry.phase = Phase::Detaching;
-        self.journal.write(&entry)?;
+        // The phase tells a restarted daemon to finish the detach even if the pod still runs;
+        // without it recovery waits for the pod to stop. Not worth failing the detach for (a
+        // full state directory): removing the entry at the end needs no space.
+        if let Err(e) = self.journal.write(&entry) {
+            tracing::warn!(key, error = %e, "could not mark the journal entry as detaching; detaching anyway");
+        }
         self.restore_entry(&entry).await?;
         self.journal.remove(key)
     }
 
     /// At start: for each journal entry, if `live` says its owner still runs and the attach
-    /// completed, leaves it; otherwise gives the host the link back.
+    /// completed, leaves it; otherwise gives the host the link back. Entries are taken one at a
+    /// time under their key's lock, so it may run beside attaches and detaches.
     pub async fn recover(&self, live: impl Fn(&Entry) -> bool) -> Result<Recovery> {
-        let _serial = self.lock.lock().await;
         let mut out = Recovery::default();
-        for e in self.journal.entries()? {
+        for listed in self.journal.entries()? {
+            let _key = self.locks.key(&listed.key).await;
+            // Read again under the lock: an attach or detach may have moved it on.
+            let Some(e) = self.journal.read(&listed.key)? else {
+                continue;
+            };
+            let _link = self.locks.links(&[&e.host.name]).await;
             if e.phase == Phase::Attached && live(&e) {
                 out.kept.push(e.key);
                 continue;
@@ -79,6 +97,18 @@ impl PodNet {
         Ok(out)
     }
 
+    /// The entry's pod namespace, if it still exists and is the one attached to (not another
+    /// namespace mounted at the same path since).
+    pub(super) fn pod_netns(&self, e: &Entry) -> Result<Option<Netns>> {
+        if let Err(x) = std::fs::symlink_metadata(&e.pod_netns)
+            && x.kind() == io::ErrorKind::NotFound
+        {
+            return Ok(None);
+        }
+        let pod = Netns::open(&e.pod_netns)?;
+        Ok((pod.id()? == e.pod_netns_id).then_some(pod))
+    }
+
     /// Gives the host back the link of `e`; a failure names the step.
     pub(super) async fn restore_entry(&self, e: &Entry) -> Result<Restored> {
         self.restore(e).await.map_err(|x| Error::Detach {
@@ -94,18 +124,21 @@ impl PodNet {
             .host
             .rtnl()
             .await
-            .map_err(|x| at("open the host namespace")(io::Error::other(x.to_string())))?;
+            .map_err(|x| at("open the host namespace")(io::Error::other(x)))?;
         let h = &e.host;
 
         // 1. Out of the pod, when its namespace still exists and is the one we attached to.
-        let pod = Netns::open(&e.pod_netns)
-            .ok()
-            .filter(|p| p.id().ok() == Some(e.pod_netns_id));
+        let pod = self
+            .pod_netns(e)
+            .map_err(|x| at("open the pod namespace")(io::Error::other(x)))?;
+        let pod_exists = pod.is_some();
+        // A link under our name or index that is not ours: the pod made it.
+        let mut substitute: Option<String> = None;
         if let Some(pod) = pod {
             let podr = pod
                 .rtnl()
                 .await
-                .map_err(|x| at("open the pod namespace")(io::Error::other(x.to_string())))?;
+                .map_err(|x| at("open the pod namespace")(io::Error::other(x)))?;
             // The RDMA device first: in exclusive mode it belongs to the namespace, and the
             // link's verbs users see it go before the netdev does.
             if let Some(dev) = &e.rdma_device {
@@ -119,11 +152,7 @@ impl PodNet {
                 }
             }
             let links = podr.links().await.map_err(at("read the pod's links"))?;
-            let found = links.iter().find(|l| {
-                (e.pod_index == Some(l.header.index) || link_name(l) == Some(&e.pod_name))
-                    && same_identity(l, h)
-            });
-            if let Some(l) = found {
+            if let Some(l) = links.iter().find(|l| identity::ours_in_pod(l, e)) {
                 self.step("detach:move")?;
                 let idx = l.header.index;
                 let mut m = LinkMessage::default();
@@ -134,6 +163,14 @@ impl PodNet {
                 podr.request(RouteNetlinkMessage::SetLink(m), 0)
                     .await
                     .map_err(at(format!("move back to the host as {}", h.name)))?;
+            } else {
+                substitute = links
+                    .iter()
+                    .find(|l| {
+                        link_name(l) == Some(e.pod_name.as_str())
+                            || Some(l.header.index) == e.pod_index
+                    })
+                    .map(identity::describe);
             }
             self.step("detach:pod-rules")?;
             for raw in &e.pod_rules {
@@ -157,7 +194,10 @@ impl PodNet {
             // The kernel's l3mdev rules came with our VRF; they go when no VRF is left.
             if e.pod_l3mdev_rules {
                 let links = podr.links().await.map_err(at("read the pod's links"))?;
-                if !links.iter().any(|l| link_kind(l).as_deref() == Some("vrf")) {
+                if !links
+                    .iter()
+                    .any(|l| identity::kind(l).as_deref() == Some("vrf"))
+                {
                     for r in l3mdev_rules(&podr)
                         .await
                         .map_err(at("read the pod's rules"))?
@@ -172,18 +212,28 @@ impl PodNet {
             }
         }
 
-        // 2. The link on the host: where we put it, or where the kernel returned it (a
-        // physical link whose namespace was deleted comes back by itself, with its pod name).
+        // 2. The link on the host: where we put it, where it never left (an attach that failed
+        // before the move), or where the kernel returned it (a physical link whose namespace was
+        // deleted comes back by itself, under whatever name it had in the pod).
         let links = host.links().await.map_err(at("read the host's links"))?;
-        let has_identity = h.parent_dev.is_some() || h.perm_mac.is_some();
-        let found = links.iter().find(|l| {
-            if has_identity {
-                same_identity(l, h) && link_kind(l) == h.kind
-            } else {
-                link_name(l) == Some(&h.name) && link_kind(l) == h.kind
+        let Some(link) = links.iter().find(|l| identity::ours_on_host(l, h)) else {
+            if pod_exists {
+                let why = match substitute {
+                    Some(s) => format!(
+                        "{s} in the pod is not the link attached (its kind, hardware or peer \
+                         differ): it stays in the pod, and the journal keeps the entry"
+                    ),
+                    None => format!(
+                        "{} is neither in the pod, whose namespace still exists, nor on the \
+                         host: the journal keeps the entry until the namespace is gone",
+                        e.pod_name
+                    ),
+                };
+                return Err(at("find the link")(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    why,
+                )));
             }
-        });
-        let Some(link) = found else {
             tracing::info!(link = %h.name, "link gone (a virtual link dies with its namespace); nothing to restore");
             return Ok(Restored::Gone);
         };
@@ -349,39 +399,4 @@ impl PodNet {
             )))
         }
     }
-}
-
-fn link_kind(l: &LinkMessage) -> Option<String> {
-    l.attributes.iter().find_map(|a| match a {
-        LinkAttribute::LinkInfo(infos) => infos.iter().find_map(|i| match i {
-            LinkInfo::Kind(k) => Some(k.to_string()),
-            _ => None,
-        }),
-        _ => None,
-    })
-}
-
-/// Whether `l` is the recorded link, by what survives renames and moves: the parent (PCI)
-/// device and permanent MAC when it has them; anything matches when it has neither (virtual
-/// links, matched by name or index by the caller).
-fn same_identity(l: &LinkMessage, h: &HostLink) -> bool {
-    let parent = l.attributes.iter().find_map(|a| match a {
-        LinkAttribute::ParentDevName(p) => Some(p.as_str()),
-        _ => None,
-    });
-    let perm = l.attributes.iter().find_map(|a| match a {
-        LinkAttribute::PermAddress(m) if m.iter().any(|b| *b != 0) => Some(m),
-        _ => None,
-    });
-    if let Some(p) = &h.parent_dev
-        && parent != Some(p.as_str())
-    {
-        return false;
-    }
-    if let Some(m) = &h.perm_mac
-        && perm != Some(m)
-    {
-        return false;
-    }
-    true
 }

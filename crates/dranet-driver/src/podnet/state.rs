@@ -85,6 +85,16 @@ fn summarize(msg: &RouteNetlinkMessage) -> String {
     }
 }
 
+/// The link a virtual link hangs off (`IFLA_LINK`) as one namespace sees it: its index there and,
+/// when it is in another namespace, that namespace's id in this one (`IFLA_LINK_NETNSID`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    /// Its index, in its own namespace.
+    pub index: u32,
+    /// The id its namespace has in the observer's, when it is another namespace.
+    pub netnsid: Option<i32>,
+}
+
 /// A link as it was on the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostLink {
@@ -102,6 +112,10 @@ pub struct HostLink {
     pub parent_dev: Option<String>,
     /// Link kind (`veth`, `macvlan`, `ipoib`, …), none for a physical NIC.
     pub kind: Option<String>,
+    /// The index of the link it hangs off (`IFLA_LINK`: a veth's peer, a macvlan's lower
+    /// device), part of a virtual link's identity.
+    #[serde(default)]
+    pub peer_index: Option<u32>,
     /// Administratively up.
     pub up: bool,
     /// GSO max size.
@@ -140,6 +154,7 @@ pub(crate) async fn capture(rtnl: &Rtnl, link: &LinkMessage) -> io::Result<HostL
         perm_mac: None,
         parent_dev: None,
         kind: None,
+        peer_index: None,
         up: link.header.flags.contains(LinkFlags::Up),
         gso_max_size: None,
         gro_max_size: None,
@@ -160,6 +175,7 @@ pub(crate) async fn capture(rtnl: &Rtnl, link: &LinkMessage) -> io::Result<HostL
                 h.perm_mac = Some(m.clone())
             }
             LinkAttribute::ParentDevName(p) => h.parent_dev = Some(p.clone()),
+            LinkAttribute::Link(i) => h.peer_index = Some(*i),
             LinkAttribute::GsoMaxSize(v) => h.gso_max_size = Some(*v),
             LinkAttribute::GroMaxSize(v) => h.gro_max_size = Some(*v),
             LinkAttribute::GsoIpv4MaxSize(v) => h.gso_ipv4_max_size = Some(*v),

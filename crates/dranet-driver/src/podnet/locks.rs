@@ -1,0 +1,101 @@
+//! One async lock per attachment key and per host link, so that attaches and detaches of
+//! different devices run side by side while two operations on one key or one link never
+//! interleave. A lock exists while someone holds or waits for it.
+//!
+//! Order, so that no two operations wait on each other: the key first, then the links, sorted.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::OwnedMutexGuard;
+
+type Lock = Arc<tokio::sync::Mutex<()>>;
+
+#[derive(Debug, Default)]
+pub(super) struct Locks {
+    named: Mutex<HashMap<String, Lock>>,
+}
+
+/// A held lock; released, and forgotten when nobody else wants it, on drop.
+pub(super) struct Held<'a> {
+    locks: &'a Locks,
+    name: String,
+    guard: Option<OwnedMutexGuard<()>>,
+}
+
+impl Locks {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Lock>> {
+        self.named.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn lock(&self, name: String) -> Held<'_> {
+        let lock = self.map().entry(name.clone()).or_default().clone();
+        let guard = lock.lock_owned().await;
+        Held {
+            locks: self,
+            name,
+            guard: Some(guard),
+        }
+    }
+
+    /// The lock of attachment `key`.
+    pub(super) async fn key(&self, key: &str) -> Held<'_> {
+        self.lock(format!("key:{key}")).await
+    }
+
+    /// The locks of host links `names`, in name order (taken after the key's).
+    pub(super) async fn links(&self, names: &[&str]) -> Vec<Held<'_>> {
+        let mut names: Vec<&str> = names.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        let mut held = Vec::with_capacity(names.len());
+        for n in names {
+            held.push(self.lock(format!("link:{n}")).await);
+        }
+        held
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map().len()
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut map = self.locks.map();
+        // Only the map's own reference left: nobody holds or waits for it.
+        if map
+            .get(&self.name)
+            .is_some_and(|l| Arc::strong_count(l) == 1)
+        {
+            map.remove(&self.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_name_serializes_different_names_do_not_and_released_locks_are_forgotten() {
+        let locks = Locks::default();
+        let a = locks.key("a").await;
+        // Another key is free while `a` is held.
+        let b = locks.key("b").await;
+        // `a` again waits.
+        let again = tokio::time::timeout(std::time::Duration::from_millis(50), locks.key("a"));
+        assert!(again.await.is_err(), "key a taken twice");
+        drop(b);
+        drop(a);
+        assert_eq!(locks.len(), 0);
+        // Links in any order come back sorted, each once.
+        let held = locks.links(&["eth2", "eth1", "eth2"]).await;
+        let names: Vec<&str> = held.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["link:eth1", "link:eth2"]);
+        drop(held);
+        assert_eq!(locks.len(), 0);
+    }
+}
