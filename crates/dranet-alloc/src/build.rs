@@ -160,6 +160,15 @@ impl Options {
                 self.version
             )));
         }
+        if self.version.needs_incubating_features()
+            && !self.features.consumable_capacity
+            && !self.features.device_binding_conditions
+        {
+            return Err(AllocError::Options(format!(
+                "with both DRAConsumableCapacity and DRADeviceBindingConditions off, the Kubernetes {} scheduler runs another allocator variant (\"stable\"), which is not modelled; turn one of them on (its default gates turn on both)",
+                self.version
+            )));
+        }
         if let Some(cache) = &self.programs
             && cache.version() != self.version
         {

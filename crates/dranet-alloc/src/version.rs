@@ -115,6 +115,13 @@ impl KubernetesVersion {
         self != KubernetesVersion::V1_35
     }
 
+    /// 1.36 runs the allocator variant it calls "stable" (not modelled here) unless
+    /// `DRADeviceBindingConditions` or `DRAConsumableCapacity` is on; its default gates turn
+    /// both on and select the "incubating" variant, which this crate reproduces.
+    pub(crate) fn needs_incubating_features(self) -> bool {
+        self >= KubernetesVersion::V1_36
+    }
+
     /// 1.35 and newer copy the request's tolerations into each result.
     pub(crate) fn results_carry_tolerations(self) -> bool {
         self >= KubernetesVersion::V1_35

@@ -388,7 +388,12 @@ fn device_row(
 pub fn our_outcome(r: &Result<Allocation, AllocError>) -> Outcome {
     match r {
         Ok(a) => our_allocated(a),
-        Err(e) => our_error_class(e),
+        Err(e) => {
+            if std::env::var_os("DRANET_ORACLE_DEBUG").is_some() {
+                eprintln!("DEBUG ours: {e}");
+            }
+            our_error_class(e)
+        }
     }
 }
 
