@@ -170,6 +170,9 @@ fn check_case(
     }
     // The pods: their claims allocated together.
     for pod in &case.header.pods {
+        // allocbench allocates a pod's claims in the order of the file, not of `-name`.
+        let pod: Vec<String> = names.iter().filter(|n| pod.contains(n)).cloned().collect();
+        let pod = &pod;
         let label = pod.join("+");
         let go = match run_allocbench_pod(bin, file, &case.header, pod, limit) {
             Ok(go) => go,
