@@ -8,13 +8,13 @@ use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::resource::v1::{DeviceClassConfiguration, DeviceSelector};
 
+use crate::capacity::Capacities;
 use crate::cel::{ProgramCache, hash_words};
 use crate::device::{Device, DeviceId};
 use crate::error::AllocError;
 use crate::features::{Features, SchedulerBugs};
 use crate::node::Node;
 use crate::selectors::{Match, Programs, selector_programs};
-use crate::capacity::Capacities;
 use crate::source::{CounterKey, PoolCounters, SliceInfo};
 use crate::version::KubernetesVersion;
 

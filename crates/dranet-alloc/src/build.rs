@@ -313,7 +313,12 @@ pub(crate) fn build<'a>(
         } else {
             b.names.clear();
             b.read_devices(visits, DeviceCounters::Slice)?;
-            (b.names.first_repeat().map(|dup| format!("duplicate device name {dup}")), None)
+            (
+                b.names
+                    .first_repeat()
+                    .map(|dup| format!("duplicate device name {dup}")),
+                None,
+            )
         };
         b.pools.push(Pool {
             driver: Cow::Borrowed(driver),
@@ -488,7 +493,11 @@ impl<'a> Builder<'a, '_> {
                     let Some((_, counters)) = sets.iter().find(|(n, _)| *n == c.counter_set) else {
                         return Ok(Err(format!("counter set {} not found", c.counter_set)));
                     };
-                    if let Some(name) = c.counters.keys().find(|n| !counters.iter().any(|(x, _)| x == *n)) {
+                    if let Some(name) = c
+                        .counters
+                        .keys()
+                        .find(|n| !counters.iter().any(|(x, _)| x == *n))
+                    {
                         return Ok(Err(format!(
                             "counter {name} not found in counter set {}",
                             c.counter_set

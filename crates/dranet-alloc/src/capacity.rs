@@ -329,12 +329,26 @@ mod tests {
         let caps = vec![cap("100G", Some(range("10G", Some("50G"), None, None)))];
         let req = |s: &str| Requests::from([("bw".to_string(), amount(s))]);
         assert_eq!(fits(&caps, Some(&req("40G")), None, None), Some(true));
-        assert_eq!(fits(&caps, Some(&req("60G")), None, None), Some(false), "over max");
+        assert_eq!(
+            fits(&caps, Some(&req("60G")), None, None),
+            Some(false),
+            "over max"
+        );
         let held = [Quantity::parse("70G").unwrap()];
-        assert_eq!(fits(&caps, Some(&req("40G")), Some(&held), None), Some(false));
-        assert_eq!(fits(&caps, Some(&req("30G")), Some(&held), None), Some(true));
+        assert_eq!(
+            fits(&caps, Some(&req("40G")), Some(&held), None),
+            Some(false)
+        );
+        assert_eq!(
+            fits(&caps, Some(&req("30G")), Some(&held), None),
+            Some(true)
+        );
         let other = Requests::from([("slots".to_string(), amount("1"))]);
-        assert_eq!(fits(&caps, Some(&other), None, None), None, "no such capacity");
+        assert_eq!(
+            fits(&caps, Some(&other), None, None),
+            None,
+            "no such capacity"
+        );
         // Without a request, the whole capacity (no default): fits only when nothing else does.
         let whole = vec![cap("100G", None)];
         assert_eq!(fits(&whole, None, None, None), Some(true));

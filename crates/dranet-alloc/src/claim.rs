@@ -297,10 +297,7 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
             let mut requests = Requests::new();
             for (name, q) in c.requests.iter().flatten() {
                 let amount = Amount::parse(&q.0).map_err(|e| {
-                    AllocError::InvalidClaim(format!(
-                        "request {}: capacity {name}: {e}",
-                        s.label
-                    ))
+                    AllocError::InvalidClaim(format!("request {}: capacity {name}: {e}", s.label))
                 })?;
                 requests.insert(name.clone(), amount);
             }
@@ -356,15 +353,14 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
         });
     }
     let selectors = s.selectors.as_deref().unwrap_or_default();
-    let programs =
-        selector_programs(selectors, a.programs.as_deref(), a.version).map_err(|(expression, error)| {
-            AllocError::Cel {
-                request: s.label.to_string(),
-                class: None,
-                expression,
-                error,
-            }
-        })?;
+    let programs = selector_programs(selectors, a.programs.as_deref(), a.version).map_err(
+        |(expression, error)| AllocError::Cel {
+            request: s.label.to_string(),
+            class: None,
+            expression,
+            error,
+        },
+    )?;
     Ok(Alt {
         label: s.label,
         class,

@@ -67,7 +67,10 @@ fn has_binding(s: &ResourceSlice) -> bool {
 }
 
 fn has_counters(s: &ResourceSlice) -> bool {
-    s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty())
+    s.spec
+        .shared_counters
+        .as_ref()
+        .is_some_and(|c| !c.is_empty())
 }
 
 /// Which devices of `s` the node (or, without one, every node) reaches.
@@ -101,10 +104,7 @@ fn incomplete(first: &ResourceSlice, present: usize) -> String {
 }
 
 /// Kubernetes 1.34: the pools of the slices the node reaches.
-pub(crate) fn node_slices(
-    slices: &[ResourceSlice],
-    options: &Options,
-) -> Result<Plan, AllocError> {
+pub(crate) fn node_slices(slices: &[ResourceSlice], options: &Options) -> Result<Plan, AllocError> {
     let features = &options.features;
     let mut plan = Plan::default();
     let mut visit: Vec<Visit> = Vec::with_capacity(slices.len());
@@ -181,20 +181,19 @@ pub(crate) fn node_slices(
 
 /// Kubernetes 1.35 and newer: the pools of the slices the node reaches, completed with their
 /// slices of other nodes.
-pub(crate) fn whole_pools(
-    slices: &[ResourceSlice],
-    options: &Options,
-) -> Result<Plan, AllocError> {
+pub(crate) fn whole_pools(slices: &[ResourceSlice], options: &Options) -> Result<Plan, AllocError> {
     let features = &options.features;
     let version = options.version;
     let mut plan = Plan::default();
     // The scheduler looks at the node's own slices first, then at those for every node or
     // declaring counters, each in the order given.
-    let shared = |s: &ResourceSlice| s.spec.node_name.as_deref().unwrap_or("").is_empty() || has_counters(s);
+    let shared =
+        |s: &ResourceSlice| s.spec.node_name.as_deref().unwrap_or("").is_empty() || has_counters(s);
     let order: Vec<usize> = match &options.node {
         Some(node) => {
-            let own = (0..slices.len())
-                .filter(|&i| !shared(&slices[i]) && slices[i].spec.node_name.as_deref() == Some(&node.name));
+            let own = (0..slices.len()).filter(|&i| {
+                !shared(&slices[i]) && slices[i].spec.node_name.as_deref() == Some(&node.name)
+            });
             own.chain((0..slices.len()).filter(|&i| shared(&slices[i])))
                 .collect()
         }
@@ -205,8 +204,14 @@ pub(crate) fn whole_pools(
     for i in order {
         let s = &slices[i];
         let counters = has_counters(s);
-        if !features.partitionable_devices && (s.spec.per_device_node_selection.is_some() || counters) {
-            let what = if counters { "sharedCounters" } else { "perDeviceNodeSelection" };
+        if !features.partitionable_devices
+            && (s.spec.per_device_node_selection.is_some() || counters)
+        {
+            let what = if counters {
+                "sharedCounters"
+            } else {
+                "perDeviceNodeSelection"
+            };
             plan.warnings.push(format!(
                 "ResourceSlice {}: {what} needs the DRAPartitionableDevices feature, ignored",
                 slice_label(s, i)

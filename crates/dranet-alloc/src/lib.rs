@@ -153,11 +153,11 @@ pub use build::Options;
 pub use claim::CompiledClaim;
 pub use device::{Device, DeviceId};
 pub use error::AllocError;
-pub use in_use::{InUse, Share};
 pub use features::{DistinctAttribute, Features, SchedulerBugs};
+pub use in_use::{InUse, Share};
 pub use limits::{MAX_ALLOCATED_DEVICES, MAX_REQUESTS, MAX_SEARCH_STEPS};
-pub use version::{KubernetesVersion, VersionError};
 pub use node::{
     Node, NodeSelectorError, RequirementError, SliceScope, device_on_node, node_selector_matches,
     slice_scope,
 };
+pub use version::{KubernetesVersion, VersionError};

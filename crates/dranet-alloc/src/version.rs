@@ -122,6 +122,12 @@ impl KubernetesVersion {
         self >= KubernetesVersion::V1_36
     }
 
+    /// 1.36 checks every pool before an `All` request's selectors run: an incomplete or
+    /// invalid pool fails the request even when a selector would fail first on an earlier pool.
+    pub(crate) fn checks_pools_before_all(self) -> bool {
+        self >= KubernetesVersion::V1_36
+    }
+
     /// 1.35 and newer copy the request's tolerations into each result.
     pub(crate) fn results_carry_tolerations(self) -> bool {
         self >= KubernetesVersion::V1_35

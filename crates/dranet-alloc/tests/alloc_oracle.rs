@@ -211,8 +211,15 @@ fn check_case(
         ok = false;
         local.mismatches.push(format!(
             "seed {seed} pod {label}: scheduler: {}\n    ours: {}",
-            theirs.iter().map(Outcome::short).collect::<Vec<_>>().join(" | "),
-            mine.iter().map(Outcome::short).collect::<Vec<_>>().join(" | ")
+            theirs
+                .iter()
+                .map(Outcome::short)
+                .collect::<Vec<_>>()
+                .join(" | "),
+            mine.iter()
+                .map(Outcome::short)
+                .collect::<Vec<_>>()
+                .join(" | ")
         ));
     }
     let mut s = stats.lock().unwrap();

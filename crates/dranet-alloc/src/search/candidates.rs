@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{DeviceTaint, DeviceToleration};
 
-use crate::allocator::Allocator;
+use crate::allocator::{Allocator, Pool};
 use crate::capacity;
 use crate::cel::{Program, Quantity};
-use crate::device::DeviceId;
-use crate::in_use::Share;
 use crate::claim::{Alt, Mode};
 use crate::device::Device;
+use crate::device::DeviceId;
 use crate::error::AllocError;
+use crate::in_use::Share;
 use crate::selectors::{Match, selectors_match};
 
 use super::constraint::ValueKey;
@@ -47,7 +47,11 @@ impl Allocator<'_> {
 
 /// What a class's compiled selectors say of device `d` (`None`: they do not compile, and the
 /// class selects nothing); an `unselectable` device matches nothing.
-pub(super) fn class_match(programs: Option<&[Arc<Program>]>, d: &Device, unselectable: bool) -> Match {
+pub(super) fn class_match(
+    programs: Option<&[Arc<Program>]>,
+    d: &Device,
+    unselectable: bool,
+) -> Match {
     match programs {
         Some(p) if !unselectable => selectors_match(p, d),
         _ => Match::No,
@@ -68,7 +72,6 @@ impl Allocator<'_> {
         self.features.consumable_capacity && self.devices[d].allow_multiple_allocations
     }
 }
-
 
 /// One entry of a slot's candidate list.
 #[derive(Debug, Clone, Copy)]
@@ -322,22 +325,15 @@ pub(super) fn prepare<'a>(
     let mut data = AltData::default();
     match alt.mode {
         Mode::All => {
+            // 1.36 refuses an `All` request over an unusable pool before any selector runs;
+            // older versions on reaching the pool.
+            let pools_first = a.version.checks_pools_before_all();
+            for p in a.visit_order().filter(|_| pools_first) {
+                all_over_usable_pool(&a.pools[p], &alt.label)?;
+            }
             for p in a.visit_order() {
                 let pool = &a.pools[p];
-                if let Some(why) = pool.incomplete.as_ref() {
-                    return Err(AllocError::AllOverUnusablePool {
-                        request: alt.label.to_string(),
-                        pool: pool.label(),
-                        reason: why.clone(),
-                    });
-                }
-                if let Some(why) = pool.invalid.as_ref() {
-                    return Err(AllocError::AllOverUnusablePool {
-                        request: alt.label.to_string(),
-                        pool: pool.label(),
-                        reason: format!("is invalid ({why})"),
-                    });
-                }
+                all_over_usable_pool(pool, &alt.label)?;
                 let pool_match = pool_class(p);
                 for d in pool.devices.clone() {
                     match judge(d, &pool_match) {
@@ -381,4 +377,19 @@ pub(super) fn prepare<'a>(
         }
     }
     Ok(data)
+}
+
+/// An `All` request takes every matching device, so a pool that is incomplete or invalid
+/// fails it.
+fn all_over_usable_pool(pool: &Pool<'_>, request: &str) -> Result<(), AllocError> {
+    let reason = match (&pool.incomplete, &pool.invalid) {
+        (Some(why), _) => why.clone(),
+        (None, Some(why)) => format!("is invalid ({why})"),
+        (None, None) => return Ok(()),
+    };
+    Err(AllocError::AllOverUnusablePool {
+        request: request.to_string(),
+        pool: pool.label(),
+        reason,
+    })
 }

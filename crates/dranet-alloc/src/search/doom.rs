@@ -114,7 +114,14 @@ impl<'a> Search<'a> {
         if self.doomed(j, avoid).is_some() {
             return Some(None);
         }
-        let mut f = Search::new(self.a, self.claim, self.claim_of, self.alts, self.held, self.mode);
+        let mut f = Search::new(
+            self.a,
+            self.claim,
+            self.claim_of,
+            self.alts,
+            self.held,
+            self.mode,
+        );
         f.feasibility = true;
         f.upto = j;
         f.avoid = avoid;

@@ -912,7 +912,12 @@ impl<'a> Search<'a> {
     /// request `r`'s alternative `s`.
     fn capacity_fits(&self, d: usize, r: usize, s: usize) -> bool {
         let alt = &self.claim.requests[r].alts[s];
-        let caps = self.a.capacities.get(d).map(Vec::as_slice).unwrap_or_default();
+        let caps = self
+            .a
+            .capacities
+            .get(d)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let allocating = self
             .allocating
             .iter()

@@ -22,7 +22,9 @@ pub(super) fn finish(
     claims: &[&CompiledClaim],
 ) -> Result<Vec<Allocation>, AllocError> {
     match outcome {
-        Ok(true) => (0..claims.len()).map(|c| s.result(c, pod, claims[c])).collect(),
+        Ok(true) => (0..claims.len())
+            .map(|c| s.result(c, pod, claims[c]))
+            .collect(),
         Ok(false) => Err(no_solution(s.a, s.unsatisfiable())),
         Err(Stop::MaxSize) => Err(AllocError::TooManyDevices {
             needed: MAX_ALLOCATED_DEVICES + 1,
@@ -204,11 +206,7 @@ impl<'a> Search<'a> {
                     out.push(entry());
                     continue;
                 }
-                if req.subrequests
-                    && names
-                        .iter()
-                        .any(|n| **n == *req.alts[selected(r)].label)
-                {
+                if req.subrequests && names.iter().any(|n| **n == *req.alts[selected(r)].label) {
                     out.push(entry());
                 }
             }

@@ -228,7 +228,11 @@ fn device(
             c.insert("slots".into(), json!({"value": rng.pick(&["1", "2"])}));
         }
         // A set the pool does not declare, now and then: the pool is invalid (1.36).
-        let set = if ctx.v136() && rng.chance(0.02) { "cs9" } else { set };
+        let set = if ctx.v136() && rng.chance(0.02) {
+            "cs9"
+        } else {
+            set
+        };
         if !c.is_empty() {
             d["consumesCounters"] = json!([{"counterSet": set, "counters": c}]);
         }
@@ -567,7 +571,10 @@ fn request_body(
         let mut reqs = serde_json::Map::new();
         match rng.below(6) {
             0 | 1 => {
-                reqs.insert("bw".into(), json!(rng.pick(&["5G", "12G", "20G", "60G", "150G"])));
+                reqs.insert(
+                    "bw".into(),
+                    json!(rng.pick(&["5G", "12G", "20G", "60G", "150G"])),
+                );
             }
             2 => {
                 reqs.insert("slots".into(), json!(rng.pick(&["1", "2", "3", "5"])));

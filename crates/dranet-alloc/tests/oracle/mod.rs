@@ -379,7 +379,9 @@ fn device_row(
         json!(admin),
     ];
     if share || !consumed.is_empty() || !binding.is_empty() {
-        row.push(json!({"share": share, "consumedCapacity": consumed, "bindingConditions": binding}));
+        row.push(
+            json!({"share": share, "consumedCapacity": consumed, "bindingConditions": binding}),
+        );
     }
     Value::Array(row)
 }
