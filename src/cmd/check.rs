@@ -105,6 +105,11 @@ pub struct CheckArgs {
     /// $KUBECONFIG or ~/.kube/config.
     #[arg(long, conflicts_with = "slices")]
     pub from_cluster: bool,
+    /// Answer as the scheduler of this Kubernetes version does (its default feature gates, its
+    /// allocator, its CEL environment): 1.34, 1.35 or 1.36. Default: with `--kubeconfig` or
+    /// `--from-cluster` the API server's version, else the newest supported (1.36).
+    #[arg(long, value_name = "VERSION")]
+    pub kubernetes_version: Option<dranet_alloc::KubernetesVersion>,
     /// Also fail (exit 4) when a claim fits only unaligned: a GPU with no NIC of the claim on
     /// its NUMA node.
     #[arg(long, value_enum, value_name = "LEVEL", default_value_t = FailOn::Error)]
@@ -329,9 +334,13 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     let mut input = Input::default();
     let mut cluster_classes = None;
     if cluster {
-        let (slices, classes) = read_cluster(args)?;
+        let (slices, classes, version) = read_cluster(args)?;
         input.slices = slices;
         cluster_classes = Some(classes);
+        input.version = version;
+    }
+    if let Some(v) = args.kubernetes_version {
+        input.version = v;
     }
     input.slices.extend(file_slices);
     let slice_nodes = report::slice_nodes(&input.slices);
@@ -363,11 +372,19 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     Ok(report::check(input, &claims)?)
 }
 
-/// The ResourceSlices (as v1 JSON) and DeviceClasses of the cluster of `--kubeconfig` or
-/// `--from-cluster`.
+/// The ResourceSlices (as v1 JSON), DeviceClasses and Kubernetes version of the cluster of
+/// `--kubeconfig` or `--from-cluster` (the version is read only without
+/// `--kubernetes-version`).
 fn read_cluster(
     args: &CheckArgs,
-) -> Result<(Vec<serde_json::Value>, Vec<DeviceClass>), CheckError> {
+) -> Result<
+    (
+        Vec<serde_json::Value>,
+        Vec<DeviceClass>,
+        dranet_alloc::KubernetesVersion,
+    ),
+    CheckError,
+> {
     let flag = match &args.kubeconfig {
         Some(p) => format!("--kubeconfig {}", p.display()),
         None => "--from-cluster".to_string(),
@@ -386,6 +403,17 @@ fn read_cluster(
             None => KubeClient::infer().await,
         }
         .map_err(|e| failed(&e))?;
+        let version = match args.kubernetes_version {
+            Some(v) => v,
+            None => {
+                let (major, minor) = api.server_version().await.map_err(|e| failed(&e))?;
+                dranet_alloc::KubernetesVersion::from_server(&major, &minor).map_err(|e| {
+                    failed(&format!(
+                        "{e}; pass --kubernetes-version to answer as a supported version"
+                    ))
+                })?
+            }
+        };
         let slices = api.list_all_slices().await.map_err(|e| failed(&e))?;
         let classes = api.list_device_classes().await.map_err(|e| failed(&e))?;
         let slices = slices
@@ -393,7 +421,7 @@ fn read_cluster(
             .map(serde_json::to_value)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| failed(&e))?;
-        Ok((slices, classes))
+        Ok((slices, classes, version))
     })
 }
 
@@ -739,6 +767,7 @@ mod tests {
             node: None,
             kubeconfig: None,
             from_cluster: false,
+            kubernetes_version: None,
             fail_on: FailOn::Error,
             cloud: crate::cmd::CloudArgs {
                 cloud_provider_hint: None,

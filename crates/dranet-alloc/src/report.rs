@@ -294,6 +294,9 @@ pub struct Input {
     pub host: Option<Host>,
     /// Check on this node only; `None`: on every node of [`Input::nodes`], each on its own.
     pub node: Option<String>,
+    /// The Kubernetes version whose scheduler answers (its default feature gates, its
+    /// allocator, its CEL environment); the default is the newest supported.
+    pub version: crate::KubernetesVersion,
 }
 
 impl Input {
@@ -491,6 +494,7 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
         classes,
         host,
         node,
+        version,
     } = input;
     let mut notes = Vec::new();
     if let Some(h) = &host {
@@ -544,12 +548,15 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     };
     let mut allocators = Vec::with_capacity(nodes.len());
     // Every node's allocator sees the same classes and claims: compile their selectors once.
-    let programs = Some(std::sync::Arc::new(crate::cel::ProgramCache::default()));
+    let programs = Some(std::sync::Arc::new(crate::cel::ProgramCache::for_version(
+        version,
+        crate::cel::ProgramCache::DEFAULT_CAPACITY,
+    )));
     for node in nodes {
         let options = crate::Options {
             node: node.as_deref().map(crate::Node::new),
             programs: programs.clone(),
-            ..Default::default()
+            ..crate::Options::for_version(version)
         };
         let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
         for w in alloc.warnings() {
