@@ -512,10 +512,12 @@ impl<'a> Search<'a> {
     /// the previous claims no longer applies: running into it there is only a failure.
     fn request(&mut self, r: usize) -> Step {
         let res = self.request_from(r);
-        if r > 0 && r < self.claim.requests.len() && self.claim_of(r) != self.claim_of(r - 1) {
-            if let Err(Stop::MaxSize) = res {
-                return Ok(false);
-            }
+        if r > 0
+            && r < self.claim.requests.len()
+            && self.claim_of(r) != self.claim_of(r - 1)
+            && let Err(Stop::MaxSize) = res
+        {
+            return Ok(false);
         }
         res
     }

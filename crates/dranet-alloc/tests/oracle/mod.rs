@@ -361,6 +361,7 @@ pub fn our_error_class(e: &AllocError) -> Outcome {
 /// A device of a result: `[request, driver, pool, device, adminAccess]`, and when any is set,
 /// `{share: true, consumedCapacity, bindingConditions}` (the share ID is random in the
 /// scheduler: only its presence is compared).
+#[allow(clippy::too_many_arguments)] // one argument per field of a result row
 fn device_row(
     request: &Value,
     driver: &Value,
