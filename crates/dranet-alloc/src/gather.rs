@@ -15,10 +15,11 @@ use std::ops::Range;
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
-use crate::build::{Options, slice_label};
+use crate::build::slice_label;
 use crate::cel::same_bytes;
 use crate::error::AllocError;
 use crate::node::{SliceScope, device_on_node, slice_scope};
+use crate::options::Options;
 
 /// A slice the node reaches, as the pools are gathered.
 #[derive(Debug, Clone, Copy)]

@@ -142,6 +142,7 @@ mod in_use;
 mod limits;
 mod node;
 mod one_or_many;
+mod options;
 mod search;
 mod selectors;
 mod source;
@@ -149,7 +150,6 @@ mod version;
 
 pub use allocation::{Allocation, DeviceResult};
 pub use allocator::Allocator;
-pub use build::Options;
 pub use claim::CompiledClaim;
 pub use device::{Device, DeviceId};
 pub use error::AllocError;
@@ -160,4 +160,5 @@ pub use node::{
     Node, NodeSelectorError, RequirementError, SliceScope, device_on_node, node_selector_matches,
     slice_scope,
 };
+pub use options::Options;
 pub use version::{KubernetesVersion, VersionError};
