@@ -12,16 +12,9 @@ use crate::capacity::{self, Capacities};
 use crate::cel::{Quantity, same_bytes};
 use crate::device::{Device, Origin};
 use crate::error::AllocError;
-use crate::gather::{self, Plan, PoolPlan, Visit};
+use crate::gather::{self, Plan, PoolPlan, Visit, slice_label};
 use crate::options::Options;
 use crate::source::{CounterKey, CounterUse, Known, Placement, PoolCounters, SliceInfo, Source};
-
-pub(crate) fn slice_label(s: &ResourceSlice, i: usize) -> String {
-    s.metadata
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("#{i} (unnamed)"))
-}
 
 /// The first name (in the order given) that repeats an earlier one. Sorting finds repeats in
 /// n log n without hashing every device name, which showed as a tenth of building a

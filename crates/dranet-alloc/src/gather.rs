@@ -15,7 +15,6 @@ use std::ops::Range;
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
-use crate::build::slice_label;
 use crate::cel::same_bytes;
 use crate::error::AllocError;
 use crate::node::{SliceScope, device_on_node, slice_scope};
@@ -360,4 +359,12 @@ pub(crate) fn device_reached(
         }
         _ => Ok(true),
     }
+}
+
+/// A slice as messages name it: its name, else its place in the input.
+pub(crate) fn slice_label(s: &ResourceSlice, i: usize) -> String {
+    s.metadata
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("#{i} (unnamed)"))
 }
