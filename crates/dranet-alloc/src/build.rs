@@ -121,7 +121,7 @@ impl<'a> Allocator<'a> {
 
     /// Like [`Allocator::new`], for a given node and feature set: only the slices (and, with
     /// `perDeviceNodeSelection`, the devices) the node can reach are used, as the scheduler
-    /// decides it ([`slice_scope`]).
+    /// decides it ([`slice_scope`](crate::slice_scope)).
     pub fn with_options(
         slices: &'a [ResourceSlice],
         classes: &'a [DeviceClass],
