@@ -14,6 +14,15 @@ struct Cli {
     /// (default: `info` for `run`, `warn` for the tools).
     #[arg(long, global = true, env = "DRANET_LOG")]
     log: Option<String>,
+    /// Log verbosity as upstream's (klog) `-v`/`--v`: 0–1 info, 2–4 debug, 5 and more trace.
+    #[arg(
+        short = 'v',
+        long = "v",
+        global = true,
+        value_name = "N",
+        conflicts_with = "log"
+    )]
+    v: Option<u8>,
     #[command(subcommand)]
     command: Command,
 }
@@ -80,7 +89,12 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
-        None => tracing_subscriber::EnvFilter::new(default),
+        None => tracing_subscriber::EnvFilter::new(match cli.v {
+            Some(0..=1) => "info",
+            Some(2..=4) => "debug",
+            Some(_) => "trace",
+            None => default,
+        }),
     };
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -296,7 +296,8 @@ fn edge_case_warnings_go_to_stderr_and_do_not_fail() {
     let (ok, out, err) = dranet(&["inventory", "--sysfs", "testdata/nodes/edge-cases/sys"]);
     assert!(ok);
     assert!(err.contains("vfio-pci"), "{err}");
-    assert_eq!(out.lines().count(), 11);
+    // A header and the five PCI devices the default --filter publishes.
+    assert_eq!(out.lines().count(), 6, "{out}");
 }
 
 #[test]
@@ -699,6 +700,23 @@ fn inventory_shows_what_is_not_published_and_why() {
         "{section}"
     );
     assert!(section.contains("rxe2") && section.contains("on eth0, which is not published"));
+    // What is stacked on the uplink is held with it; virtual interfaces are left out by the
+    // default --filter, which says how to publish them.
+    assert!(
+        section.lines().any(|l| l.starts_with("mvlan0 ")
+            && l.ends_with("stacked on eth0, part of the node's uplink")),
+        "{section}"
+    );
+    assert!(
+        section.lines().any(|l| l.starts_with("cni0 ")
+            && l.contains("a virtual interface of type bridge")
+            && l.ends_with("name type bridge in --filter to publish it")),
+        "{section}"
+    );
+    // An empty --filter publishes them.
+    let (ok, all, err) = dranet(&["inventory", "--sysfs", EDGE, "--filter", ""]);
+    assert!(ok, "{err}");
+    assert!(all.lines().any(|l| l.starts_with("cni0 ")), "{all}");
     // The rails (policy-table default, backup default) are published.
     assert!(out.contains("rail0") && out.contains("rail1"), "{out}");
     // Without the flag, no section.

@@ -25,6 +25,8 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSli
 // The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
 use k8s_openapi::serde::Serialize;
 
+mod many;
+
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CheckFormat {
@@ -187,12 +189,8 @@ pub enum CheckError {
 
 /// The allocator's complaint about a slice (`device nic0: attribute dra.net/fw: invalid
 /// semver`), at the field it names when it names one.
-fn slice_error(
-    d: &super::load::Doc,
-    slice: &serde_json::Value,
-    reason: &str,
-) -> super::load::InputError {
-    let devices = slice["spec"]["devices"].as_array().map(Vec::as_slice);
+fn slice_error(d: &super::load::Doc, reason: &str) -> super::load::InputError {
+    let devices = d.value["spec"]["devices"].as_array().map(Vec::as_slice);
     let found = devices
         .unwrap_or_default()
         .iter()
@@ -219,6 +217,25 @@ fn slice_error(
     }
 }
 
+/// What is wrong with a ResourceSlice document (in the v1 shape), every error at its field.
+/// Slices are what a (maybe newer) API server returns: types are checked, fields this build
+/// does not know are not errors. What the allocator refuses (a bad semver, quantity or
+/// counter) is an input error of the document too, reported with the others.
+fn check_slice(d: &super::load::Doc) -> Result<(), Vec<super::load::InputError>> {
+    let typed: ResourceSlice = d.decode("", &d.value, false)?;
+    let built = Allocator::with_json(
+        std::slice::from_ref(&typed),
+        std::slice::from_ref(&d.value),
+        &[],
+        &dranet_alloc::Options::default(),
+    );
+    match built {
+        Ok(_) => Ok(()),
+        Err(AllocError::InvalidSlice { reason, .. }) => Err(vec![slice_error(d, &reason)]),
+        Err(e) => Err(vec![d.error("", e.to_string())]),
+    }
+}
+
 /// A document of a kind that does not belong in this file.
 fn wrong_kind(d: &super::load::Doc, expected: &str) -> super::load::InputError {
     match d.kind() {
@@ -236,7 +253,7 @@ fn read_class(
     classes: &mut Vec<DeviceClass>,
     errors: &mut Vec<super::load::InputError>,
 ) {
-    match d.decode("", d.value.clone(), true) {
+    match d.decode("", &d.value, true) {
         Ok(c) => classes.push(c),
         Err(e) => errors.extend(e),
     }
@@ -254,7 +271,7 @@ fn discover(sysfs: &Path, node: &str, cloud: &super::CloudArgs) -> Result<Host, 
             reason: e.to_string(),
         })?;
     let cloud = cloud
-        .provider(sysfs)
+        .provider(sysfs, &inv)
         .map_err(|e| CheckError::Usage(e.to_string()))?;
     let (devices, _) = dranet_core::slice::published_devices(
         &inv,
@@ -286,25 +303,18 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     let mut file_slices = Vec::new();
     let mut classes = Vec::new();
     for path in &args.slices {
-        for d in super::load::documents(path, &mut errors) {
+        for mut d in super::load::documents(path, &mut errors) {
             match d.kind() {
-                // Slices are what a (maybe newer) API server returns: types are checked, fields
-                // this build does not know are not errors.
-                "ResourceSlice" => match slice_to_v1(d.value.clone()) {
-                    Ok(v) => match d.decode::<ResourceSlice>("", v.clone(), false) {
-                        // What the allocator refuses (a bad semver, quantity or counter) is an
-                        // input error of this document too, reported with the others.
-                        Ok(_) => match Allocator::from_json(std::slice::from_ref(&v), &[]) {
-                            Err(AllocError::InvalidSlice { reason, .. }) => {
-                                errors.push(slice_error(&d, &v, &reason))
-                            }
-                            Err(e) => errors.push(d.error("", e.to_string())),
-                            Ok(_) => file_slices.push(v),
-                        },
+                "ResourceSlice" => {
+                    if let Err(reason) = slice_to_v1(&mut d.value) {
+                        errors.push(d.error("apiVersion", reason));
+                        continue;
+                    }
+                    match check_slice(&d) {
+                        Ok(()) => file_slices.push(d.value),
                         Err(e) => errors.extend(e),
-                    },
-                    Err(reason) => errors.push(d.error("apiVersion", reason)),
-                },
+                    }
+                }
                 "DeviceClass" => read_class(&d, &mut classes, &mut errors),
                 _ => errors.push(wrong_kind(&d, "ResourceSlice or DeviceClass")),
             }
@@ -361,10 +371,17 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     if let Some(n) = args.node() {
         let nodes = input.nodes();
         if !nodes.is_empty() && !nodes.contains(n) {
+            // A cluster's thousand names would bury the message: the first few, and how many.
+            const NAMED: usize = 10;
+            let named: Vec<String> = nodes.iter().take(NAMED).cloned().collect();
+            let more = match nodes.len().saturating_sub(NAMED) {
+                0 => String::new(),
+                m => format!(", … {m} more"),
+            };
             return Err(CheckError::Usage(format!(
-                "{} {n}: no slice is on that node (nodes: {})",
+                "{} {n}: no slice is on that node (nodes: {}{more})",
                 args.node_flag(),
-                nodes.into_iter().collect::<Vec<_>>().join(", ")
+                named.join(", ")
             )));
         }
         input.node = Some(n.clone());
@@ -451,7 +468,7 @@ fn read_claims(
         }
         let spec = claim_spec_to_v1(&d.value, spec_value)
             .map_err(|reason| vec![d.error("apiVersion", reason)])
-            .and_then(|v| d.decode::<ResourceClaimSpec>(at, v, true));
+            .and_then(|v| d.decode::<ResourceClaimSpec>(at, &v, true));
         match spec {
             Ok(spec) => claims.push(Claim {
                 name: d.name().to_string(),
@@ -535,8 +552,8 @@ fn claim_spec_to_v1(
 
 /// A ResourceSlice of any served version in the v1 shape: v1beta1 devices hold their
 /// attributes and capacity under `basic`.
-pub(super) fn slice_to_v1(mut slice: serde_json::Value) -> Result<serde_json::Value, String> {
-    if api_version(&slice)? == "resource.k8s.io/v1beta1"
+pub(super) fn slice_to_v1(slice: &mut serde_json::Value) -> Result<(), String> {
+    if api_version(slice)? == "resource.k8s.io/v1beta1"
         && let Some(devices) = slice["spec"]["devices"].as_array_mut()
     {
         for d in devices.iter_mut().filter_map(|d| d.as_object_mut()) {
@@ -546,7 +563,7 @@ pub(super) fn slice_to_v1(mut slice: serde_json::Value) -> Result<serde_json::Va
         }
     }
     slice["apiVersion"] = "resource.k8s.io/v1".into();
-    Ok(slice)
+    Ok(())
 }
 
 /// The node the `--sysfs` tree is: the node checked (`--node`), else `$NODE_NAME`, else the one
@@ -575,6 +592,13 @@ fn sysfs_node_name(args: &CheckArgs, slice_nodes: &BTreeSet<String>) -> Result<S
 pub fn render_table(r: &Report, notes: &[String], out: &mut dyn Write) -> std::io::Result<()> {
     for n in notes {
         writeln!(out, "note: {n}")?;
+    }
+    if many::is_many(r) {
+        if !notes.is_empty() {
+            writeln!(out)?;
+        }
+        many::render(r, out)?;
+        return render_verdicts(r, out);
     }
     let mut legend = false;
     for (i, c) in r.claims.iter().enumerate() {
@@ -686,6 +710,11 @@ pub fn render_table(r: &Report, notes: &[String], out: &mut dyn Write) -> std::i
             writeln!(out, "  {rel:<5}= {what}")?;
         }
     }
+    render_verdicts(r, out)
+}
+
+/// The table's last lines: one per claim, where it fits and how.
+fn render_verdicts(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let summary = report::summarize(r);
     if !summary.is_empty() {
         writeln!(out, "\nVerdict:")?;
@@ -769,12 +798,7 @@ mod tests {
             from_cluster: false,
             kubernetes_version: None,
             fail_on: FailOn::Error,
-            cloud: crate::cmd::CloudArgs {
-                cloud_provider_hint: None,
-                azure_imds_endpoint: dranet_azure::DEFAULT_ENDPOINT.into(),
-                azure_imds_api_version: dranet_azure::DEFAULT_API_VERSION.into(),
-                azure_imds_file: None,
-            },
+            cloud: crate::cmd::CloudArgs::default(),
             output: CheckFormat::Table,
         }
     }
@@ -974,7 +998,9 @@ mod tests {
         );
         assert_eq!(
             report::summarize(&r),
-            ["ResourceClaimTemplate 1nic-aligned: fits on none of 2 nodes"]
+            [
+                "ResourceClaimTemplate 1nic-aligned: fits on none of 2 nodes; 1 of them: request nic: DeviceClass dranet.net selects none of the node's devices"
+            ]
         );
         // With the NICs on the GPUs' node too, it fits there and only there.
         a.slices

@@ -4,7 +4,8 @@ use std::io::Write;
 
 use dranet_core::attributes::names;
 use dranet_core::slice::{published_devices, resource_slices};
-use dranet_core::{AttributeOptions, DRIVER_NAME};
+use dranet_core::{AttributeOptions, DRIVER_NAME, Excluded};
+use dranet_driver::daemon::devices::{DEFAULT_FILTER, default_filter_reason, keeps};
 
 use super::{CliError, CloudArgs, SourceArgs};
 
@@ -43,10 +44,14 @@ pub struct InventoryArgs {
     /// at minimum SLIT distance); needs an API server with list-typed attributes.
     #[arg(long)]
     numa_node_list: bool,
-    /// Also list the devices found and not published (the uplink and what it depends on), with
-    /// the reason: after the table, or on stderr with `-o json|yaml`.
+    /// Also list the devices found and not published (the uplink and what is stacked on it or
+    /// under it, devices `--filter` leaves out), with the reason: after the table, or on stderr
+    /// with `-o json|yaml`.
     #[arg(long)]
     show_excluded: bool,
+    /// The daemon's `--filter`: only devices it keeps are shown as published (empty: all).
+    #[arg(long, value_name = "CEL", default_value = DEFAULT_FILTER, env = "DRANET_FILTER")]
+    filter: String,
 }
 
 /// Runs the command.
@@ -55,8 +60,11 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
     let opts = AttributeOptions {
         numa_node_list: a.numa_node_list,
     };
-    let cloud = a.cloud.provider(&a.source.sysfs)?;
+    let cloud = a.cloud.provider(&a.source.sysfs, &inv)?;
     let (devices, warnings) = published_devices(&inv, opts, cloud.as_ref());
+    let (devices, filtered) = apply_filter(&a.filter, devices)?;
+    let mut inv = inv;
+    inv.excluded.extend(filtered);
     for w in &warnings {
         tracing::warn!("{w}");
     }
@@ -164,4 +172,36 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// Splits `devices` into those `filter` keeps and, for each it leaves out, why.
+fn apply_filter(
+    filter: &str,
+    devices: Vec<dranet_core::slice::PublishedDevice>,
+) -> Result<(Vec<dranet_core::slice::PublishedDevice>, Vec<Excluded>), CliError> {
+    if filter.trim().is_empty() {
+        return Ok((devices, Vec::new()));
+    }
+    let program = dranet_alloc::cel::Program::compile(filter)
+        .map_err(|e| CliError::Usage(format!("--filter: {e}")))?;
+    let default = filter == DEFAULT_FILTER;
+    let (mut kept, mut out) = (Vec::new(), Vec::new());
+    for d in devices {
+        let reason = match keeps(&program, &d) {
+            Ok(true) => {
+                kept.push(d);
+                continue;
+            }
+            Ok(false) => default
+                .then(|| default_filter_reason(&d))
+                .flatten()
+                .unwrap_or_else(|| "left out by --filter".into()),
+            Err(e) => format!("--filter failed on it: {e}"),
+        };
+        out.push(Excluded {
+            name: d.name,
+            reason,
+        });
+    }
+    Ok((kept, out))
 }

@@ -7,9 +7,12 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use k8s_openapi::serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::{Location, Spanned};
+
+mod parse;
 
 /// What is wrong with one input file or one document of it, where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,14 +82,16 @@ pub struct Doc {
     /// `items[i]` for an item of a List, else empty: the object's path in its document.
     prefix: String,
     /// The document's text, for the positions of an error.
-    source: std::rc::Rc<Source>,
+    source: Rc<Source>,
 }
 
-/// One document's text and where it starts in the file; where each node of it is, parsed only
-/// when an error needs a position (a second parse would double the loading time of every run).
+/// One document's text (a range of the file's, which its documents share) and where it starts
+/// in the file; where each node of it is, parsed only when an error needs a position (a second
+/// parse would double the loading time of every run).
 #[derive(Debug)]
 struct Source {
-    text: String,
+    text: Rc<String>,
+    range: std::ops::Range<usize>,
     first_line: u64,
     tree: std::cell::OnceCell<Option<Spanned<Tree>>>,
 }
@@ -94,7 +99,10 @@ struct Source {
 impl Source {
     fn tree(&self) -> Option<&Spanned<Tree>> {
         self.tree
-            .get_or_init(|| serde_saphyr::from_str(&self.text).ok())
+            .get_or_init(|| {
+                let text = self.text.get(self.range.clone())?;
+                serde_saphyr::from_str_with_options(text, parse::options(text)).ok()
+            })
             .as_ref()
     }
 }
@@ -141,7 +149,7 @@ impl Doc {
     pub fn decode<T>(
         &self,
         at: &str,
-        value: serde_json::Value,
+        value: &serde_json::Value,
         strict: bool,
     ) -> Result<T, Vec<InputError>>
     where
@@ -154,10 +162,10 @@ impl Doc {
             (false, false) => format!("{at}.{p}"),
         };
         // Plainly first; again, tracking the path, only to say where it failed.
-        let typed: T = match T::deserialize(&value) {
+        let typed: T = match T::deserialize(value) {
             Ok(t) => t,
             Err(plain) => {
-                let Err(e) = serde_path_to_error::deserialize::<_, T>(&value) else {
+                let Err(e) = serde_path_to_error::deserialize::<_, T>(value) else {
                     return Err(vec![self.error_at(at, plain.to_string(), true)]);
                 };
                 let path = field_path(e.path());
@@ -169,7 +177,7 @@ impl Doc {
             let back =
                 serde_json::to_value(&typed).map_err(|e| vec![self.error(at, e.to_string())])?;
             let mut unknown = Vec::new();
-            unknown_fields(&value, &back, &mut Vec::new(), &mut unknown);
+            unknown_fields(value, &back, &mut Vec::new(), &mut unknown);
             let mut errors: Vec<InputError> = unknown
                 .iter()
                 .map(|steps| {
@@ -607,58 +615,6 @@ impl<'de> de::Deserialize<'de> for KeyText {
     }
 }
 
-/// A document of a YAML stream: its text and its first line in the file.
-struct Chunk<'a> {
-    first_line: u64,
-    text: &'a str,
-}
-
-/// Splits a YAML stream at its document markers, so a syntax error in one document leaves the
-/// others readable. A line starting with `---` or `...` followed by a space or its end is a
-/// marker wherever it is (YAML 1.2 forbids such a line inside content), so splitting by lines is
-/// exact. Directives and comments before a `---` stay with the document they introduce.
-fn split(text: &str) -> Vec<Chunk<'_>> {
-    let is_marker = |line: &str, m: &str| {
-        line.strip_prefix(m)
-            .is_some_and(|r| r.is_empty() || r.starts_with([' ', '\t', '\r']))
-    };
-    let mut chunks = Vec::new();
-    let (mut start, mut start_line, mut has_content) = (0usize, 1u64, false);
-    let mut offset = 0usize;
-    for (n, line) in text.split_inclusive('\n').enumerate() {
-        let line_no = n as u64 + 1;
-        let bare = line.trim_end_matches(['\n', '\r']);
-        if is_marker(bare, "---") && has_content {
-            chunks.push(Chunk {
-                first_line: start_line,
-                text: &text[start..offset],
-            });
-            (start, start_line, has_content) = (offset, line_no, false);
-        }
-        offset += line.len();
-        if is_marker(bare, "...") {
-            chunks.push(Chunk {
-                first_line: start_line,
-                text: &text[start..offset],
-            });
-            (start, start_line, has_content) = (offset, line_no + 1, false);
-            continue;
-        }
-        let t = bare.trim_start();
-        // A `---` line counts as content: `--- {a: 1}` and `--- |` carry their document.
-        let blank = t.is_empty() || t.starts_with('#') || t.starts_with('%');
-        let bare_marker = is_marker(bare, "---") && bare[3..].trim().is_empty();
-        if !(blank || bare_marker) {
-            has_content = true;
-        }
-    }
-    chunks.push(Chunk {
-        first_line: start_line,
-        text: &text[start..],
-    });
-    chunks
-}
-
 /// The objects of a file (`-`: standard input), `kind: List` flattened, empty documents skipped.
 /// A document that cannot be read is added to `errors` and the others are still returned.
 pub fn documents(path: &Path, errors: &mut Vec<InputError>) -> Vec<Doc> {
@@ -682,10 +638,11 @@ pub fn documents(path: &Path, errors: &mut Vec<InputError>) -> Vec<Doc> {
             return Vec::new();
         }
     };
+    let text = Rc::new(text);
     let mut out = Vec::new();
     let mut number = 0;
-    for chunk in split(&text) {
-        let values: Vec<serde_json::Value> = match serde_saphyr::from_str_multiple(chunk.text) {
+    for (chunk, values) in parse::documents(&text) {
+        let values = match values {
             Ok(v) => v,
             Err(e) => {
                 number += 1;
@@ -693,8 +650,9 @@ pub fn documents(path: &Path, errors: &mut Vec<InputError>) -> Vec<Doc> {
                 continue;
             }
         };
-        let source = std::rc::Rc::new(Source {
-            text: chunk.text.to_string(),
+        let source = Rc::new(Source {
+            text: Rc::clone(&text),
+            range: chunk.start..chunk.start + chunk.text.len(),
             first_line: chunk.first_line,
             tree: std::cell::OnceCell::new(),
         });
@@ -711,14 +669,21 @@ pub fn documents(path: &Path, errors: &mut Vec<InputError>) -> Vec<Doc> {
                 source: source.clone(),
             };
             let list = v["kind"].as_str().is_some_and(|k| k.ends_with("List"));
-            match v.get("items").and_then(|x| x.as_array()) {
-                Some(items) if list => out.extend(
-                    items
-                        .iter()
-                        .enumerate()
-                        .map(|(i, x)| doc(x.clone(), format!("items[{i}]"))),
-                ),
-                _ => out.push(doc(v, String::new())),
+            match v {
+                // The items are moved out, not copied: a cluster's list is megabytes.
+                serde_json::Value::Object(mut m)
+                    if list && m.get("items").is_some_and(|i| i.is_array()) =>
+                {
+                    if let Some(serde_json::Value::Array(items)) = m.remove("items") {
+                        out.extend(
+                            items
+                                .into_iter()
+                                .enumerate()
+                                .map(|(i, x)| doc(x, format!("items[{i}]"))),
+                        );
+                    }
+                }
+                v => out.push(doc(v, String::new())),
             }
         }
     }
@@ -727,7 +692,12 @@ pub fn documents(path: &Path, errors: &mut Vec<InputError>) -> Vec<Doc> {
 
 /// A YAML syntax error in one line, at its place in the file (the parser's own rendering is a
 /// multi-line snippet, and its lines count from the document's start).
-fn yaml_error(path: &Path, number: usize, chunk: &Chunk, e: &serde_saphyr::Error) -> InputError {
+fn yaml_error(
+    path: &Path,
+    number: usize,
+    chunk: &parse::Chunk,
+    e: &serde_saphyr::Error,
+) -> InputError {
     let plain = e.without_snippet().to_string();
     let first = plain.lines().next().unwrap_or("invalid YAML").trim();
     // The message ends with the position in the document: say it once, in the file's terms.
@@ -751,31 +721,6 @@ fn yaml_error(path: &Path, number: usize, chunk: &Chunk, e: &serde_saphyr::Error
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lines(chunks: &[Chunk]) -> Vec<(u64, String)> {
-        chunks
-            .iter()
-            .map(|c| (c.first_line, c.text.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn split_keeps_each_document_with_its_first_line() {
-        let text = "# head\n---\na: 1\n---\nb: |\n  --- not a marker\n...\n%YAML 1.2\n---\nc: 3\n";
-        assert_eq!(
-            lines(&split(text)),
-            vec![
-                (1, "# head\n---\na: 1\n".into()),
-                (4, "---\nb: |\n  --- not a marker\n...\n".into()),
-                (8, "%YAML 1.2\n---\nc: 3\n".into()),
-            ]
-        );
-        assert_eq!(lines(&split("a: 1\n")), vec![(1, "a: 1\n".into())]);
-        assert_eq!(
-            lines(&split("--- {a: 1}\n--- {b: 2}\n")),
-            vec![(1, "--- {a: 1}\n".into()), (2, "--- {b: 2}\n".into())]
-        );
-    }
 
     #[test]
     fn unknown_fields_name_the_field_meant_or_the_fields_there_are() {

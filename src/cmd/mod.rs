@@ -1,6 +1,7 @@
 //! The subcommands.
 
 pub mod check;
+mod cloud;
 pub mod doctor;
 pub mod inventory;
 pub mod load;
@@ -11,6 +12,8 @@ pub mod topo;
 use std::path::PathBuf;
 
 use dranet_core::{Discover, Inventory};
+
+pub use cloud::CloudArgs;
 
 /// Where the node is read from: shared by every command that discovers.
 #[derive(Debug, Clone, clap::Args)]
@@ -37,118 +40,6 @@ pub struct SourceArgs {
         env = "DRANET_UPLINK_INTERFACES"
     )]
     pub uplink_interfaces: Option<Vec<String>>,
-}
-
-/// `--cloud-provider-hint` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-#[value(rename_all = "lower")]
-pub enum CloudHint {
-    /// Detect (DMI, then a short IMDS probe).
-    Auto,
-    /// Azure: read IMDS without detecting.
-    Azure,
-    /// No cloud: never query a metadata service.
-    None,
-}
-
-/// Cloud provider options shared by the commands that publish attributes.
-#[derive(Debug, Clone, clap::Args)]
-pub struct CloudArgs {
-    /// Cloud provider: auto, azure or none (case-insensitive). With a `--sysfs` other than `/sys`
-    /// (a fixture or another machine's tree) the default is none, since this machine's metadata
-    /// service does not describe it, unless an IMDS endpoint is given.
-    #[arg(
-        long,
-        value_enum,
-        ignore_case = true,
-        value_name = "HINT",
-        env = "DRANET_CLOUD_PROVIDER_HINT"
-    )]
-    pub cloud_provider_hint: Option<CloudHint>,
-    /// Azure IMDS base URL.
-    #[arg(long, value_name = "URL", default_value = dranet_azure::DEFAULT_ENDPOINT, env = "DRANET_AZURE_IMDS_ENDPOINT")]
-    pub azure_imds_endpoint: String,
-    /// Azure IMDS api-version.
-    #[arg(long, value_name = "VERSION", default_value = dranet_azure::DEFAULT_API_VERSION, env = "DRANET_AZURE_IMDS_API_VERSION")]
-    pub azure_imds_api_version: String,
-    /// An IMDS document saved on the node (`curl -H Metadata:true
-    /// "http://169.254.169.254/metadata/instance?api-version=2021-02-01"`, or its `compute` part):
-    /// the Azure attributes without a metadata service, e.g. to check `ib-same-fabric` offline.
-    #[arg(long, value_name = "FILE", env = "DRANET_AZURE_IMDS_FILE")]
-    pub azure_imds_file: Option<PathBuf>,
-}
-
-impl CloudArgs {
-    /// The cloud provider for a node read from `sysfs`, logging how it was decided.
-    pub fn provider(
-        &self,
-        sysfs: &std::path::Path,
-    ) -> Result<Box<dyn dranet_core::CloudProvider>, CliError> {
-        if let Some(file) = &self.azure_imds_file {
-            return Ok(Box::new(imds_file(file)?));
-        }
-        let endpoint_given = self.azure_imds_endpoint != dranet_azure::DEFAULT_ENDPOINT;
-        let hint = match self.cloud_provider_hint {
-            Some(CloudHint::Azure) => dranet_azure::Hint::Azure,
-            Some(CloudHint::None) => dranet_azure::Hint::None,
-            Some(CloudHint::Auto) => dranet_azure::Hint::Auto,
-            None if sysfs != std::path::Path::new("/sys") && !endpoint_given => {
-                dranet_azure::Hint::None
-            }
-            None => dranet_azure::Hint::Auto,
-        };
-        let client = dranet_azure::ImdsClient {
-            endpoint: self.azure_imds_endpoint.clone(),
-            api_version: self.azure_imds_api_version.clone(),
-            ..dranet_azure::ImdsClient::default()
-        };
-        let d = dranet_azure::Detector::new(client, sysfs, hint).detect_blocking();
-        tracing::info!(
-            "cloud provider: {} ({}, {:?})",
-            if d.provider.is_some() {
-                "azure"
-            } else {
-                "none"
-            },
-            d.how,
-            d.elapsed
-        );
-        for w in &d.warnings {
-            tracing::warn!("{w}");
-        }
-        Ok(match d.provider {
-            Some(p) => Box::new(p),
-            None => Box::new(dranet_core::NoCloud),
-        })
-    }
-}
-
-/// An IMDS document from a file: the whole instance document (`compute` and `network`) or its
-/// `compute` part.
-fn imds_file(file: &std::path::Path) -> Result<dranet_azure::AzureInstance, CliError> {
-    let bad = |why: String| CliError::Usage(format!("--azure-imds-file {}: {why}", file.display()));
-    let text = std::fs::read(file).map_err(|e| bad(e.to_string()))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
-    let part = |k: &str| serde_json::to_vec(&v[k]).unwrap_or_default();
-    let (compute, network) = if v.get("compute").is_some() {
-        let network = match v.get("network") {
-            Some(_) => {
-                dranet_azure::parse_network(&part("network")).map_err(|e| bad(e.to_string()))?
-            }
-            None => Default::default(),
-        };
-        (
-            dranet_azure::parse_compute(&part("compute")).map_err(|e| bad(e.to_string()))?,
-            network,
-        )
-    } else {
-        (
-            dranet_azure::parse_compute(&text).map_err(|e| bad(e.to_string()))?,
-            Default::default(),
-        )
-    };
-    Ok(dranet_azure::AzureInstance { compute, network })
 }
 
 /// Errors of the binary: one line each.

@@ -19,6 +19,18 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--profile-provider` values (upstream's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProfileProviderArg {
+    /// The cloud provider's own profiles: the webhook's when it is the cloud provider and
+    /// serves profiles; none otherwise (no cloud resolves profiles natively).
+    Cloud,
+    /// The webhook at `--webhook-url`; it must serve profiles.
+    Webhook,
+    /// None: a claim that names a profile is refused.
+    None,
+}
+
 /// Arguments of `dranet run`. Upstream dranet's flag names where the meaning is the same.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -26,6 +38,10 @@ pub struct RunArgs {
     source: SourceArgs,
     #[command(flatten)]
     cloud: CloudArgs,
+    /// Who resolves a claim's named `profile` (an address from an IPAM, …): cloud, webhook or
+    /// none.
+    #[arg(long, value_enum, default_value_t = ProfileProviderArg::Cloud, env = "DRANET_PROFILE_PROVIDER")]
+    profile_provider: ProfileProviderArg,
     /// Kubeconfig file (default: in-cluster service account, else $KUBECONFIG or ~/.kube/config).
     #[arg(long, value_name = "FILE", env = "DRANET_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
@@ -43,6 +59,20 @@ pub struct RunArgs {
     /// CEL over a device's attributes (`device.attributes["dra.net"].…`): only devices it keeps are published.
     #[arg(long, value_name = "CEL", default_value = DEFAULT_FILTER, env = "DRANET_FILTER")]
     filter: String,
+    /// CEL like --filter: the published devices it keeps are offered for sharing — several claims
+    /// of a child type (Macvlan, IPVLAN) at once, on Kubernetes consumable capacity (1.36; an
+    /// older API server drops the fields and the devices stay exclusive). Empty: none. Not in
+    /// upstream dranet.
+    #[arg(
+        long,
+        value_name = "CEL",
+        default_value = "",
+        env = "DRANET_SHARE_FILTER"
+    )]
+    share_filter: String,
+    /// How many claims may share one device picked by --share-filter (its `children` capacity).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..), env = "DRANET_SHARE_CHILDREN")]
+    share_children: u32,
     /// The kubelet's --root-dir: registration in DIR/plugins_registry, the socket in DIR/plugins/dra.net.
     #[arg(
         long,
@@ -86,9 +116,63 @@ pub struct RunArgs {
     /// on a machine without the hardware (pods get their RDMA char devices; nothing else is done).
     #[arg(long, value_name = "DIR", env = "DRANET_FIXTURE_SYSFS")]
     fixture_sysfs: Option<PathBuf>,
+    /// Upstream's feature gates, `Name=bool,…`: `DRAListTypeAttributes` publishes
+    /// resource.kubernetes.io/numaNode as a list (the API server needs it too);
+    /// `PersistentResourceSliceAttributes` is how dranet-rs always behaves (true only).
+    #[arg(
+        long,
+        value_name = "GATES",
+        default_value = "",
+        env = "DRANET_FEATURE_GATES"
+    )]
+    feature_gates: String,
     /// Log lines as text or JSON.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "DRANET_LOG_FORMAT")]
     pub log_format: LogFormat,
+}
+
+/// Upstream's feature gates this daemon knows.
+const FEATURE_GATES: &[&str] = &["DRAListTypeAttributes", "PersistentResourceSliceAttributes"];
+
+/// What `--feature-gates` turns on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `DRAListTypeAttributes`: numaNode as a list.
+    pub list_type_attributes: bool,
+}
+
+/// Parses `--feature-gates` as Kubernetes components do (`A=true,B=false`, Go's booleans); an
+/// unknown gate is an error naming the known ones.
+pub fn parse_feature_gates(s: &str) -> Result<FeatureGates, String> {
+    let mut g = FeatureGates::default();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?} is not Name=true or Name=false"))?;
+        let on = match value.trim() {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+            "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+            v => return Err(format!("{name}: {v:?} is not true or false")),
+        };
+        match name.trim() {
+            "DRAListTypeAttributes" => g.list_type_attributes = on,
+            "PersistentResourceSliceAttributes" if on => {}
+            "PersistentResourceSliceAttributes" => {
+                return Err(
+                    "PersistentResourceSliceAttributes=false: dranet-rs always keeps \
+                            the attributes of allocated devices in its slices; drop the gate"
+                        .into(),
+                );
+            }
+            other => {
+                return Err(format!(
+                    "unknown feature gate {other:?} (known: {})",
+                    FEATURE_GATES.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(g)
 }
 
 /// Go-style durations as upstream takes them: `500ms`, `2s`, `1m`, `1m30s`, `1h`.
@@ -151,6 +235,15 @@ impl RunArgs {
                 usage(format!("--filter: {e}{hint}"))
             })?)
         };
+        let share = if self.share_filter.trim().is_empty() {
+            None
+        } else {
+            Some(dranet_driver::daemon::share::Share {
+                filter: dranet_alloc::cel::Program::compile(&self.share_filter)
+                    .map_err(|e| usage(format!("--share-filter: {e}")))?,
+                children: self.share_children,
+            })
+        };
         if self.inventory_max_poll_interval.is_zero() {
             return Err(usage(
                 "--inventory-max-poll-interval: must be more than 0".into(),
@@ -164,12 +257,16 @@ impl RunArgs {
                 .ok_or_else(|| usage(format!("--db-path {}: has no directory", p.display())))?,
             None => self.state_dir.clone(),
         };
+        let gates = parse_feature_gates(&self.feature_gates)
+            .map_err(|e| usage(format!("--feature-gates: {e}")))?;
         let mut c = DaemonConfig::new(node);
+        c.attributes.numa_node_list = gates.list_type_attributes;
         c.kubelet_root_dir = self.kubelet_root_dir.clone();
         c.state_dir = state_dir;
         c.nri_socket = self.nri_socket.clone();
         c.bind_address = bind_address;
         c.filter = filter;
+        c.share = share;
         c.poll = PollConfig {
             max_interval: self.inventory_max_poll_interval,
             min_interval: self.inventory_min_poll_interval,
@@ -226,8 +323,18 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     let node = super::node_name(&a.hostname_override, "--hostname-override")?;
     let mut config = a.config(node)?;
     let rescan = a.rescan()?;
-    // Cloud detection blocks (a short IMDS probe at most), before the runtime starts.
-    config.cloud = Arc::from(a.cloud.provider(&a.source.sysfs)?);
+    // Cloud detection blocks (a short metadata probe at most), before the runtime starts.
+    let chosen = a.cloud.choose(&a.source.sysfs)?;
+    config.profiles = match a.profile_provider {
+        ProfileProviderArg::Webhook => Some(a.cloud.profile_webhook(&chosen)? as _),
+        ProfileProviderArg::Cloud => chosen
+            .webhook
+            .clone()
+            .filter(|w| w.capabilities().profile_provider)
+            .map(|w| w as _),
+        ProfileProviderArg::None => None,
+    };
+    config.cloud = chosen.provider;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -269,8 +376,33 @@ async fn signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{FeatureGates, parse_duration, parse_feature_gates};
     use std::time::Duration;
+
+    #[test]
+    fn feature_gates_as_upstream_daemonsets_pass_them() {
+        assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
+        let g = parse_feature_gates(
+            "DRAListTypeAttributes=true, PersistentResourceSliceAttributes=true",
+        )
+        .unwrap();
+        assert!(g.list_type_attributes);
+        assert!(
+            !parse_feature_gates("DRAListTypeAttributes=false")
+                .unwrap()
+                .list_type_attributes
+        );
+        let e = parse_feature_gates("DRAListTypeAttributes=true,Foo=true").unwrap_err();
+        assert!(
+            e.contains("\"Foo\"")
+                && e.contains("DRAListTypeAttributes, PersistentResourceSliceAttributes"),
+            "{e}"
+        );
+        assert!(parse_feature_gates("DRAListTypeAttributes").is_err());
+        assert!(parse_feature_gates("DRAListTypeAttributes=yes").is_err());
+        let e = parse_feature_gates("PersistentResourceSliceAttributes=false").unwrap_err();
+        assert!(e.contains("drop the gate"), "{e}");
+    }
 
     #[test]
     fn durations_as_go_writes_them() {

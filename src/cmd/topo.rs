@@ -148,10 +148,10 @@ fn read_slices(paths: &[PathBuf]) -> Result<Vec<serde_json::Value>, CliError> {
     let mut errors = Vec::new();
     let mut out = Vec::new();
     for path in paths {
-        for d in super::load::documents(path, &mut errors) {
+        for mut d in super::load::documents(path, &mut errors) {
             match d.kind() {
-                "ResourceSlice" => match super::check::slice_to_v1(d.value.clone()) {
-                    Ok(v) => out.push(v),
+                "ResourceSlice" => match super::check::slice_to_v1(&mut d.value) {
+                    Ok(()) => out.push(d.value),
                     Err(reason) => errors.push(d.error("apiVersion", reason)),
                 },
                 k => errors.push(d.error("kind", format!("kind {k} is not ResourceSlice"))),

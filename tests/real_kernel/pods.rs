@@ -27,6 +27,9 @@ use super::cri::{Cri, Pod};
 /// Set in the guest: the test function below runs the scenario only there.
 pub const GUEST_ENV: &str = "DRANET_REAL_KERNEL_GUEST";
 
+/// `--filter` of the guest's daemon: the default's devices and the test's macvlans.
+const GUEST_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || "pciAddress" in device.attributes["dra.net"] || device.attributes["dra.net"].type == "macvlan""#;
+
 const NODE: &str = "guest";
 const DRIVER: &str = "dra.net";
 const IMAGE: &str = "localhost/dranet-rdma/pod:1";
@@ -85,6 +88,9 @@ impl Dranet {
             .args(["--kubelet-root-dir", KUBELET_DIR])
             .args(["--state-dir", "/var/run/dranet"])
             .args(["--bind-address", METRICS, "--log-format", "json"])
+            // The default publishes PCI functions and RDMA links only; the test's NICs are
+            // macvlans, named by the operator's filter as a node with such NICs would.
+            .args(["--filter", GUEST_FILTER])
             .stdout(file.try_clone().expect("log"))
             .stderr(file)
             .spawn()

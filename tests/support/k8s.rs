@@ -321,8 +321,8 @@ impl Kit {
             .any(|c| c["type"] == "Ready" && c["status"] == "True")
     }
 
-    /// The names of the devices `driver` publishes for this node.
-    pub fn node_devices(&self, driver: &str) -> std::collections::BTreeSet<String> {
+    /// The devices `driver` publishes for this node, as the API server holds them.
+    pub fn node_device_list(&self, driver: &str) -> Vec<serde_json::Value> {
         let list = self.get_json(&["resourceslices"]);
         list["items"]
             .as_array()
@@ -330,6 +330,13 @@ impl Kit {
             .flatten()
             .filter(|s| s["spec"]["driver"] == driver && s["spec"]["nodeName"] == self.node())
             .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
+            .collect()
+    }
+
+    /// The names of the devices `driver` publishes for this node.
+    pub fn node_devices(&self, driver: &str) -> std::collections::BTreeSet<String> {
+        self.node_device_list(driver)
+            .iter()
             .filter_map(|d| d["name"].as_str().map(str::to_string))
             .collect()
     }
@@ -440,4 +447,25 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A minimal HTTP/1.0 GET on loopback (no client crate needed).
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((code, body))
+}
+
+/// A TCP port on loopback that nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }

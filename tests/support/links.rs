@@ -121,6 +121,17 @@ spec:
 /// it was given: `DEV <the names in /dev/infiniband>`, `MTU <net1's MTU>`, net1's IPv4 addresses,
 /// then `END`, and sleeps.
 pub fn nic_pod(pod: &str, template: &str, image: &str) -> String {
+    claim_pod(
+        pod,
+        template,
+        image,
+        r"echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo END; sleep 100000",
+    )
+}
+
+/// A busybox pod with a claim from `template` whose container runs `script` (`/bin/sh -c`; no
+/// double quotes in it).
+pub fn claim_pod(pod: &str, template: &str, image: &str, script: &str) -> String {
     format!(
         r#"
 apiVersion: v1
@@ -135,7 +146,7 @@ spec:
   - name: c
     image: {image}
     imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo END; sleep 100000"]
+    command: ["/bin/sh", "-c", "{script}"]
     resources:
       claims: [{{name: nics}}]
 "#

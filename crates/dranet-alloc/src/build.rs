@@ -127,7 +127,20 @@ impl<'a> Allocator<'a> {
         classes: &'a [DeviceClass],
         options: &Options,
     ) -> Result<Self, AllocError> {
-        build(slices, None, classes, options)
+        build(slices, None, None, classes, options)
+    }
+
+    /// Like [`Allocator::with_options`], with each slice's JSON beside it (`raw[i]` is
+    /// `slices[i]`'s), so list-valued attributes (`ints`, `strings`), which the v1.34 structs
+    /// drop, are read; it borrows both. For slices that were parsed from JSON anyway, this
+    /// costs no copy ([`Allocator::from_json`] parses and owns).
+    pub fn with_json(
+        slices: &'a [ResourceSlice],
+        raw: &'a [serde_json::Value],
+        classes: &'a [DeviceClass],
+        options: &Options,
+    ) -> Result<Self, AllocError> {
+        build(slices, Some(raw), None, classes, options)
     }
 
     /// Like [`Allocator::new`] from the slices' JSON (or YAML turned into JSON), so list-valued
@@ -158,15 +171,18 @@ impl<'a> Allocator<'a> {
                 })?;
             parsed.push(s);
         }
-        Ok(build(&parsed, Some(slices), classes, options)?.into_owned())
+        Ok(build(&parsed, Some(slices), None, classes, options)?.into_owned())
     }
 }
 
 /// Builds an allocator over `slices`; `raw` is their JSON, in the same order, when they were
-/// given as JSON.
+/// given as JSON. `only` (positions in `slices`, ascending) limits it to those slices: the ones
+/// that may be on the node, picked once for many nodes (the others are out of the node's scope
+/// anyway, and looking at each of them for every node made a cluster's check quadratic).
 pub(crate) fn build<'a>(
     slices: &'a [ResourceSlice],
     raw: Option<&'a [serde_json::Value]>,
+    only: Option<&[usize]>,
     classes: &'a [DeviceClass],
     options: &Options,
 ) -> Result<Allocator<'a>, AllocError> {
@@ -180,10 +196,12 @@ pub(crate) fn build<'a>(
         }
     }
     let whole_pools = options.version.gathers_whole_pools();
+    // 1.35+ reads every slice of a pool, whichever node it is for, to know whether the pool is
+    // complete: `only` cannot narrow that down.
     let mut plan = if whole_pools {
         gather::whole_pools(slices, options)?
     } else {
-        gather::node_slices(slices, options)?
+        gather::node_slices(slices, only, options)?
     };
     let mut b = Builder {
         slices,

@@ -26,11 +26,17 @@
 //! libraries), so a selector the API server rejects is a compile error here too.
 //!
 //! The API server checks a selector of a new claim, claim template or device class in an older
-//! environment than the one the scheduler compiles stored selectors in: Kubernetes 1.33's, with
-//! default feature gates, so without cel-go's lists extension (`sort`, `sortBy`, `distinct`,
-//! `flatten`, `slice`, `reverse`, `lists.range`) and without `device.allowMultipleAllocations`
-//! (gated by DRAConsumableCapacity). [`Program::compile`] checks as the API server does at
-//! creation, [`Program::compile_for_scheduler`] as the scheduler does.
+//! environment than the one the scheduler compiles stored selectors in: that of the minor
+//! version below its own, with default feature gates. [`Program::compile_at`] checks as the API
+//! server of a [`KubernetesVersion`](crate::KubernetesVersion) does at creation, [`Program::compile_for_scheduler_at`] as its
+//! scheduler does ([`Program::compile`] and [`Program::compile_for_scheduler`]: 1.34). What
+//! differs:
+//!
+//! | | 1.34 API server | 1.34 scheduler | 1.36 API server | 1.36 scheduler |
+//! |---|---|---|---|---|
+//! | cel-go lists extension (`sort`, `sortBy`, `distinct`, `flatten`, `slice`, `reverse`, `lists.range`) | no | yes | yes | yes |
+//! | `device.allowMultipleAllocations` (DRAConsumableCapacity) | no | yes | yes | yes |
+//! | DRA's `includes` (DRAListTypeAttributes, off) | no | no | no | yes |
 //!
 //! ```
 //! use dranet_alloc::cel::{AttributeValue, DeviceAttributes, DeviceView, Program, Quantity};

@@ -103,12 +103,23 @@ fn incomplete(first: &ResourceSlice, present: usize) -> String {
     )
 }
 
-/// Kubernetes 1.34: the pools of the slices the node reaches.
-pub(crate) fn node_slices(slices: &[ResourceSlice], options: &Options) -> Result<Plan, AllocError> {
+/// Kubernetes 1.34: the pools of the slices the node reaches; `only` (positions in `slices`,
+/// ascending) limits the search to the slices that may be on the node, picked once for many
+/// nodes.
+pub(crate) fn node_slices(
+    slices: &[ResourceSlice],
+    only: Option<&[usize]>,
+    options: &Options,
+) -> Result<Plan, AllocError> {
     let features = &options.features;
     let mut plan = Plan::default();
-    let mut visit: Vec<Visit> = Vec::with_capacity(slices.len());
-    for (i, s) in slices.iter().enumerate() {
+    let picked: &mut dyn Iterator<Item = usize> = match only {
+        Some(only) => &mut only.iter().copied(),
+        None => &mut (0..slices.len()),
+    };
+    let mut visit: Vec<Visit> = Vec::with_capacity(only.map_or(slices.len(), <[usize]>::len));
+    for i in picked {
+        let s = &slices[i];
         let scope = scope(s, options)?;
         if scope == SliceScope::None {
             if !features.partitionable_devices && s.spec.per_device_node_selection.is_some() {

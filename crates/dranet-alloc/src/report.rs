@@ -50,11 +50,21 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
-use serde::Serialize;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
+use serde::{Deserialize, Serialize};
 
 use crate::{AllocError, Allocator, Device, DeviceId};
 use dranet_core::{AttributeValue, DRIVER_NAME, Inventory, PciDevice, Relation};
+
+mod nodes;
+mod reason;
+mod summary;
+
+pub use nodes::node_order;
+pub use summary::{
+    ClaimSummary, ClaimVerdict, FailOn, Failure, ReasonGroup, VerdictCount, per_claim, summaries,
+    summarize, verdict_error,
+};
 
 /// The standard NUMA node attribute.
 const STD_NUMA: &str = "resource.kubernetes.io/numaNode";
@@ -195,6 +205,11 @@ pub struct ClaimReport {
     pub warnings: Vec<String>,
     /// Why the claim cannot be allocated.
     pub error: Option<String>,
+    /// Why it does not fit, fails, or fits only unaligned, in words that name neither the
+    /// node nor its pools, so that nodes of one reason are counted together
+    /// ([`summaries`]): for a claim that does not fit, the DeviceClass or selector that leaves a
+    /// request no device when one does, else the allocator's reason; `None` when it fits.
+    pub reason: Option<String>,
 }
 
 /// Something about the inputs a reader of the report should know.
@@ -253,7 +268,8 @@ impl Serialize for Note {
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Report {
-    /// One per claim and node checked, claims in the given order, nodes by name.
+    /// One per claim and node checked, claims in the given order, nodes by name
+    /// ([`node_order`]: numbers in names compare as numbers).
     pub claims: Vec<ClaimReport>,
     /// About the inputs.
     pub notes: Vec<Note>,
@@ -534,49 +550,71 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
             gpus: h.inventory.gpus.len(),
         });
     }
+    // Each slice parsed once, and each node's allocator built from the slices that may be on
+    // it: building every node's from all of them made a cluster's check quadratic.
+    let typed = parse_slices(&slices)?;
+    let by_node = nodes::ByNode::new(&typed);
     let nodes: Vec<Option<String>> = match node {
         Some(n) => vec![Some(n)],
         None => {
-            let mut all = slice_nodes(&slices);
-            all.extend(host.as_ref().map(|h| h.node.clone()));
+            let mut all: Vec<&str> = by_node.nodes();
+            if let Some(h) = &host
+                && !all.contains(&h.node.as_str())
+            {
+                let at = all.partition_point(|n| node_order(n, &h.node).is_lt());
+                all.insert(at, &h.node);
+            }
             if all.is_empty() {
                 vec![None]
             } else {
-                all.into_iter().map(Some).collect()
+                all.into_iter().map(|n| Some(n.to_string())).collect()
             }
         }
     };
-    let mut allocators = Vec::with_capacity(nodes.len());
-    // Every node's allocator sees the same classes and claims: compile their selectors once.
+    // Every node's allocator sees the same classes and claims: compile their selectors once,
+    // and each claim once (a compiled claim names the classes by position, the same in each).
     let programs = Some(std::sync::Arc::new(crate::cel::ProgramCache::for_version(
         version,
         crate::cel::ProgramCache::DEFAULT_CAPACITY,
     )));
+    let mut compiled: Vec<Option<Result<crate::CompiledClaim, AllocError>>> =
+        vec![None; claims.len()];
+    // Node by node, each node's allocator dropped once its claims are checked; the reports are
+    // put in claim order at the end.
+    let mut by_node_reports: Vec<std::vec::IntoIter<ClaimReport>> = Vec::with_capacity(nodes.len());
     for node in nodes {
         let options = crate::Options {
             node: node.as_deref().map(crate::Node::new),
             programs: programs.clone(),
             ..crate::Options::for_version(version)
         };
-        let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
+        let picked = node.as_deref().map(|n| by_node.slices_of(n));
+        let alloc =
+            crate::build::build(&typed, Some(&slices), picked.as_deref(), &classes, &options)?;
         for w in alloc.warnings() {
             let note = Note::Allocator(w.clone());
             if !notes.contains(&note) {
                 notes.push(note);
             }
         }
-        allocators.push((node, alloc));
+        // The PCI tree is the host's, for its node only.
+        let inv = host
+            .as_ref()
+            .filter(|h| node.as_deref() == Some(h.node.as_str()))
+            .map(|h| &h.inventory);
+        let reports: Vec<ClaimReport> = claims
+            .iter()
+            .zip(compiled.iter_mut())
+            .map(|(claim, compiled)| {
+                let compiled = compiled.get_or_insert_with(|| alloc.compile(&claim.spec));
+                check_one(claim, compiled, node.clone(), &alloc, inv)
+            })
+            .collect();
+        by_node_reports.push(reports.into_iter());
     }
-    let mut reports = Vec::new();
-    for claim in claims {
-        for (node, alloc) in &allocators {
-            // The PCI tree is the host's, for its node only.
-            let inv = host
-                .as_ref()
-                .filter(|h| node.as_deref() == Some(h.node.as_str()))
-                .map(|h| &h.inventory);
-            reports.push(check_one(claim, node.clone(), alloc, inv));
-        }
+    let mut reports = Vec::with_capacity(claims.len() * by_node_reports.len());
+    for _ in claims {
+        reports.extend(by_node_reports.iter_mut().filter_map(Iterator::next));
     }
     Ok(Report {
         claims: reports,
@@ -584,9 +622,27 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     })
 }
 
-/// One claim on one node's allocator.
+/// The slices as the allocator reads them, each parsed once from its JSON.
+fn parse_slices(slices: &[serde_json::Value]) -> Result<Vec<ResourceSlice>, AllocError> {
+    slices
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            ResourceSlice::deserialize(v).map_err(|e| AllocError::InvalidSlice {
+                slice: v["metadata"]["name"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("#{i}")),
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// One claim, compiled with the first node's allocator, on one node's allocator.
 fn check_one(
     claim: &Claim,
+    compiled: &Result<crate::CompiledClaim, AllocError>,
     node: Option<String>,
     alloc: &Allocator,
     inv: Option<&Inventory>,
@@ -600,8 +656,13 @@ fn check_one(
         topology: Vec::new(),
         warnings: Vec::new(),
         error: None,
+        reason: None,
     };
-    match alloc.allocate_spec(&claim.spec, &[]) {
+    let outcome = match compiled {
+        Ok(c) => alloc.allocate(c, &[]),
+        Err(e) => Err(e.clone()),
+    };
+    match outcome {
         Ok(a) => {
             report.devices = a
                 .results
@@ -619,6 +680,7 @@ fn check_one(
             report.topology = pairs;
             if !warnings.is_empty() {
                 report.verdict = Verdict::FitsUnaligned;
+                report.reason = Some(warnings.join("; "));
             }
             report.warnings = warnings;
         }
@@ -628,139 +690,9 @@ fn check_one(
             } else {
                 Verdict::Invalid
             };
+            report.reason = Some(reason::of_error(&claim.spec, alloc, &e));
             report.error = Some(e.to_string());
         }
     }
     report
-}
-
-/// One claim over the nodes it was checked on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimVerdict<'a> {
-    /// Its first report (for the name and kind).
-    pub claim: &'a ClaimReport,
-    /// Its reports, one per node, in report order.
-    pub reports: Vec<&'a ClaimReport>,
-    /// The best verdict over its nodes.
-    pub best: Verdict,
-}
-
-/// Each claim once, in report order, with its reports (one per node) and its best verdict.
-pub fn per_claim(r: &Report) -> Vec<ClaimVerdict<'_>> {
-    let mut out: Vec<ClaimVerdict<'_>> = Vec::new();
-    for c in &r.claims {
-        match out
-            .iter_mut()
-            .find(|v| v.claim.kind == c.kind && v.claim.name == c.name)
-        {
-            Some(v) => {
-                v.reports.push(c);
-                v.best = v.best.min(c.verdict);
-            }
-            None => out.push(ClaimVerdict {
-                claim: c,
-                reports: vec![c],
-                best: c.verdict,
-            }),
-        }
-    }
-    out
-}
-
-/// One line per claim: where it fits and how, in the order of the report, e.g.
-/// `ResourceClaimTemplate x: fits on node-a; does not fit on 1 other node(s)`.
-pub fn summarize(r: &Report) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for ClaimVerdict {
-        claim: c,
-        reports: of,
-        best,
-    } in per_claim(r)
-    {
-        let on = |v: Verdict| -> Vec<String> {
-            of.iter()
-                .filter(|x| x.verdict == v)
-                .filter_map(|x| x.node.clone())
-                .collect()
-        };
-        let line = match best {
-            Verdict::Invalid => "invalid (the scheduler would fail the pod)".to_string(),
-            Verdict::DoesNotFit if of.len() > 1 => format!("fits on none of {} nodes", of.len()),
-            Verdict::DoesNotFit => "does not fit".to_string(),
-            _ => {
-                let mut parts = Vec::new();
-                for v in [Verdict::Fits, Verdict::FitsUnaligned] {
-                    let nodes = on(v);
-                    if !nodes.is_empty() {
-                        parts.push(format!("{} on {}", v.as_str(), nodes.join(", ")));
-                    } else if of.len() == 1 && of[0].verdict == v {
-                        parts.push(v.as_str().to_string());
-                    }
-                }
-                let none = on(Verdict::DoesNotFit).len();
-                if none > 0 {
-                    parts.push(format!("does not fit on {none} other node(s)"));
-                }
-                parts.join("; ")
-            }
-        };
-        out.push(format!("{} {}: {line}", c.kind, c.name));
-    }
-    out
-}
-
-/// Which outcome counts as a failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FailOn {
-    /// A claim that fits on no node or is invalid.
-    #[default]
-    Error,
-    /// Also a claim that fits only unaligned.
-    Warning,
-}
-
-/// The worst outcome of a report: the claims with that best verdict.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// [`Verdict::Invalid`], [`Verdict::DoesNotFit`] (on every node) or
-    /// [`Verdict::FitsUnaligned`] (with [`FailOn::Warning`]).
-    pub verdict: Verdict,
-    /// The claims, by name.
-    pub claims: Vec<String>,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let what = match self.verdict {
-            Verdict::Invalid => "invalid",
-            Verdict::DoesNotFit => "fit on no node",
-            Verdict::FitsUnaligned => "fit only unaligned",
-            Verdict::Fits => "fit",
-        };
-        write!(
-            f,
-            "{} claim(s) {what}: {}",
-            self.claims.len(),
-            self.claims.join(", ")
-        )
-    }
-}
-
-/// The failure of a report, if any: the worst claim wins (invalid, then fits on no node, then,
-/// with [`FailOn::Warning`], fits only unaligned).
-pub fn verdict_error(r: &Report, fail_on: FailOn) -> Option<Failure> {
-    let mut by: BTreeMap<Verdict, Vec<String>> = BTreeMap::new();
-    for v in per_claim(r) {
-        by.entry(v.best).or_default().push(v.claim.name.clone());
-    }
-    let mut worst = [Verdict::Invalid, Verdict::DoesNotFit].to_vec();
-    if fail_on == FailOn::Warning {
-        worst.push(Verdict::FitsUnaligned);
-    }
-    worst.into_iter().find_map(|verdict| {
-        Some(Failure {
-            verdict,
-            claims: by.remove(&verdict)?,
-        })
-    })
 }

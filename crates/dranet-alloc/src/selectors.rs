@@ -30,7 +30,7 @@ pub(crate) fn selector_programs(
             Some(c) => {
                 let program = match cache {
                     Some(cache) => cache.compile(&c.expression),
-                    None => Program::compile_in(&c.expression, version).map(Arc::new),
+                    None => Program::compile_at(&c.expression, version).map(Arc::new),
                 };
                 out.push(program.map_err(|e| (c.expression.clone(), e))?)
             }

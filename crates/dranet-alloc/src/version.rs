@@ -80,6 +80,20 @@ impl KubernetesVersion {
             .find(|v| v.minor() == minor)
     }
 
+    /// The compatibility version (1.x) the API server checks new selectors at (its
+    /// `NewExpressions` CEL environment): `DefaultCompatibilityVersion()`, one minor below the
+    /// binary.
+    pub(crate) fn new_expressions_minor(self) -> u32 {
+        self.minor() - 1
+    }
+
+    /// Whether the API server's DRAConsumableCapacity feature gate is on by default (alpha in
+    /// 1.34 and 1.35, beta in 1.36), which declares `device.allowMultipleAllocations` for new
+    /// selectors.
+    pub(crate) fn declares_consumable_capacity(self) -> bool {
+        self >= KubernetesVersion::V1_36
+    }
+
     // How each version's allocator works, where the versions differ (see docs/alloc.md).
 
     /// 1.35 and newer gather a pool from every slice of it (one for another node completes it),

@@ -1,17 +1,21 @@
-//! What the Kubernetes 1.34.9 API server admits in a new claim, against `Program::compile`: the
-//! API server checks a new selector in its `NewExpressions` CEL environment (compatibility
-//! version 1.33, default feature gates), while the scheduler compiles stored selectors in the
-//! `StoredExpressions` one (everything of 1.34). The corpus below holds selectors that only the
-//! stored environment declares (the 1.34 lists extension, `device.allowMultipleAllocations`) and
-//! controls from the libraries both declare.
+//! What the API server of each supported Kubernetes version admits in a new claim, against
+//! `Program::compile_at`: the API server checks a new selector in its `NewExpressions` CEL
+//! environment (compatibility version one minor below its own, default feature gates), while
+//! the scheduler compiles stored selectors in the `StoredExpressions` one (everything of its
+//! build). The corpus below holds selectors that only the 1.34 stored environment declares (the
+//! 1.34 lists extension, `device.allowMultipleAllocations`: the 1.36 API server admits both),
+//! selectors only the 1.36 stored environment declares (DRA's `includes`), and controls from the
+//! libraries all declare.
 //!
-//! - Always: against the verdicts and messages recorded in `testdata/cel/admission-corpus.jsonl`.
+//! - Always: against the verdicts and messages recorded in `testdata/cel/admission-corpus.jsonl`
+//!   (1.34.9) and `testdata/cel/admission-corpus-1.36.jsonl` (1.36.3).
 //! - When the Kubernetes kit is running (`../shared/k8s/kit.sh`, or `DRANET_K8S_KIT`): also
-//!   against the live API server (`kubectl create --dry-run=server`).
+//!   against the live API server (`kubectl create --dry-run=server`) of the version it runs.
 //! - `DRANET_CEL_ADMISSION_REGEN=1 cargo test -p dranet-alloc --test cel_admission` rewrites the
-//!   recorded file from the live API server (needs the running kit).
+//!   recorded file of the running version from the live API server.
 //!
-//! Every selector of the corpus must compile with `Program::compile_for_scheduler`.
+//! Every selector of the corpus must compile with `Program::compile_for_scheduler_at` of each
+//! version that declares it.
 
 #[path = "fixtures/mod.rs"]
 mod fixtures;
@@ -19,6 +23,7 @@ mod fixtures;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use dranet_alloc::KubernetesVersion;
 use dranet_alloc::cel::{CelError, Program};
 use serde_json::json;
 
@@ -44,6 +49,14 @@ const STORED_ONLY: &[&str] = &[
     "has(device.allowMultipleAllocations)",
     "device.?allowMultipleAllocations.orValue(false) == false",
     r#"device.allowMultipleAllocations || device.driver == "dra.net""#,
+];
+
+/// Selectors only the 1.36 scheduler declares: DRA's `includes`, gated by DRAListTypeAttributes
+/// (alpha, off), which the stored environment ignores and the create-time one honours.
+const STORED_ONLY_1_36: &[&str] = &[
+    r#"device.attributes["dra.net"].ifName.includes("eth0")"#,
+    "[1, 2].includes(1)",
+    r#"device.attributes["dra.net"].numaNode.includes(0) || device.driver == "dra.net""#,
 ];
 
 /// Selectors from the libraries both environments declare, each introduced at or before 1.33.
@@ -75,19 +88,28 @@ const BOTH: &[&str] = &[
 ];
 
 fn selectors() -> Vec<&'static str> {
-    STORED_ONLY.iter().chain(BOTH).copied().collect()
+    STORED_ONLY
+        .iter()
+        .chain(STORED_ONLY_1_36)
+        .chain(BOTH)
+        .copied()
+        .collect()
 }
 
-fn recorded_path() -> PathBuf {
-    fixtures::root().join("testdata/cel/admission-corpus.jsonl")
+fn recorded_path(version: KubernetesVersion) -> PathBuf {
+    let name = match version {
+        KubernetesVersion::V1_34 => "admission-corpus.jsonl".to_string(),
+        v => format!("admission-corpus-{v}.jsonl"),
+    };
+    fixtures::root().join("testdata/cel").join(name)
 }
 
 /// The API server's verdict on one selector: `None` admitted, else its message.
 type Verdict = Option<String>;
 
-fn load_recorded() -> HashMap<String, Verdict> {
+fn load_recorded(version: KubernetesVersion) -> HashMap<String, Verdict> {
     let regen = "record it with DRANET_CEL_ADMISSION_REGEN=1 and the kit running";
-    fixtures::jsonl(&recorded_path(), regen)
+    fixtures::jsonl(&recorded_path(version), regen)
         .into_iter()
         .enumerate()
         .map(|(i, v)| {
@@ -102,7 +124,7 @@ fn load_recorded() -> HashMap<String, Verdict> {
         .collect()
 }
 
-fn write_recorded(selectors: &[&str], verdicts: &[Verdict]) {
+fn write_recorded(selectors: &[&str], verdicts: &[Verdict], version: KubernetesVersion) {
     let mut out = String::new();
     for (s, v) in selectors.iter().zip(verdicts) {
         let line = json!({"selector": s,
@@ -111,7 +133,7 @@ fn write_recorded(selectors: &[&str], verdicts: &[Verdict]) {
         out.push_str(&line.to_string());
         out.push('\n');
     }
-    std::fs::write(recorded_path(), out).expect("write admission-corpus.jsonl");
+    std::fs::write(recorded_path(version), out).expect("write the admission corpus");
 }
 
 /// The CEL issues of an API server message, each as (column, message):
@@ -135,8 +157,8 @@ fn cel_issues(message: &str) -> Vec<(usize, String)> {
 /// How our compile differs from the API server's verdict on `selector`, if it does: the same
 /// verdict, and for a refusal the same issues, in the API server's order, the first at the same
 /// place (single-line ASCII selectors: column = byte offset + 1).
-fn mismatch(selector: &str, theirs: &Verdict) -> Option<String> {
-    let ours = Program::compile(selector);
+fn mismatch(selector: &str, theirs: &Verdict, version: KubernetesVersion) -> Option<String> {
+    let ours = Program::compile_at(selector, version);
     match (theirs, &ours) {
         (None, Ok(_)) => None,
         (None, Err(e)) => Some(format!("API server admits it, we refuse: {e}")),
@@ -168,19 +190,34 @@ fn mismatch(selector: &str, theirs: &Verdict) -> Option<String> {
 }
 
 #[test]
-fn new_selectors_are_checked_in_the_api_servers_create_environment() {
+fn new_selectors_are_checked_in_the_1_34_api_servers_create_environment() {
+    new_selectors_are_checked_in_the_api_servers_create_environment(KubernetesVersion::V1_34);
+}
+
+#[test]
+fn new_selectors_are_checked_in_the_1_36_api_servers_create_environment() {
+    new_selectors_are_checked_in_the_api_servers_create_environment(KubernetesVersion::V1_36);
+}
+
+fn new_selectors_are_checked_in_the_api_servers_create_environment(version: KubernetesVersion) {
     let all = selectors();
-    let kit = fixtures::kit_script().filter(|k| fixtures::kit_running(k));
+    // The live check needs the kit running this version.
+    let kit = fixtures::kit_script()
+        .filter(|k| fixtures::kit_running(k))
+        .filter(|k| fixtures::kit_version(k) == version);
     if std::env::var("DRANET_CEL_ADMISSION_REGEN").is_ok_and(|v| v == "1") {
-        let Some(kit) = &kit else {
-            panic!("DRANET_CEL_ADMISSION_REGEN=1 needs the kit running (kit.sh up)");
-        };
-        let live = fixtures::create_claims_dry_run(kit, "admission", &all)
-            .unwrap_or_else(|e| panic!("{e}"));
-        write_recorded(&all, &live);
-        eprintln!("rewrote {}", recorded_path().display());
+        if let Some(kit) = &kit {
+            let live = fixtures::create_claims_dry_run(kit, "admission", &all)
+                .unwrap_or_else(|e| panic!("{e}"));
+            write_recorded(&all, &live, version);
+            eprintln!("rewrote {}", recorded_path(version).display());
+        } else {
+            eprintln!(
+                "DRANET_CEL_ADMISSION_REGEN=1: the kit does not run {version}; kept its record"
+            );
+        }
     }
-    let recorded = load_recorded();
+    let recorded = load_recorded(version);
     let mut failures = Vec::new();
     let mut refused = 0;
     for s in &all {
@@ -191,20 +228,41 @@ fn new_selectors_are_checked_in_the_api_servers_create_environment() {
             continue;
         };
         refused += usize::from(theirs.is_some());
-        if let Some(why) = mismatch(s, theirs) {
+        if let Some(why) = mismatch(s, theirs, version) {
             failures.push(format!("{s}\n    recorded API server: {why}"));
         }
-        if let Err(e) = Program::compile_for_scheduler(s) {
-            failures.push(format!("{s}\n    compile_for_scheduler refused it: {e}"));
+        let declared = version >= KubernetesVersion::V1_36 || !STORED_ONLY_1_36.contains(s);
+        match Program::compile_for_scheduler_at(s, version) {
+            Err(e) if declared => failures.push(format!(
+                "{s}\n    compile_for_scheduler_at({version}) refused it: {e}"
+            )),
+            Ok(_) if !declared => failures.push(format!(
+                "{s}\n    compile_for_scheduler_at({version}) admits it; the {version} \
+                 scheduler does not declare includes"
+            )),
+            _ => {}
         }
     }
     // The corpus must hold what it is about: every stored-only selector refused at creation,
-    // every control admitted.
-    for s in STORED_ONLY {
+    // every control admitted; the 1.34 stored-only ones admitted by the 1.36 API server.
+    let stored_only: &[&str] = match version {
+        KubernetesVersion::V1_34 => STORED_ONLY,
+        _ => STORED_ONLY_1_36,
+    };
+    for s in stored_only {
         if matches!(recorded.get(*s), Some(None)) {
             failures.push(format!(
-                "{s}\n    listed as stored-only, but the API server admits it"
+                "{s}\n    listed as stored-only in {version}, but the API server admits it"
             ));
+        }
+    }
+    if version >= KubernetesVersion::V1_36 {
+        for s in STORED_ONLY {
+            if matches!(recorded.get(*s), Some(Some(_))) {
+                failures.push(format!(
+                    "{s}\n    stored-only in 1.34, but the {version} API server refuses it"
+                ));
+            }
         }
     }
     for s in BOTH {
@@ -222,26 +280,26 @@ fn new_selectors_are_checked_in_the_api_servers_create_environment() {
                              (DRANET_CEL_ADMISSION_REGEN=1)"
                         ));
                     }
-                    if let Some(why) = mismatch(s, theirs) {
+                    if let Some(why) = mismatch(s, theirs, version) {
                         failures.push(format!("{s}\n    live API server: {why}"));
                     }
                 }
                 eprintln!(
-                    "cel_admission: {} selectors checked against the live API server",
+                    "cel_admission: {} selectors checked against the live {version} API server",
                     live.len()
                 );
             }
             Err(e) => failures.push(format!("live API server: {e}")),
         },
         None => eprintln!(
-            "SKIP cel_admission live check: the k8s kit is not running (kit.sh up; \
-             DRANET_K8S_KIT names kit.sh when it is not at ../shared/k8s); checked {} recorded \
-             verdicts only",
+            "SKIP cel_admission live check: the k8s kit is not running {version} (KUBE_VERSION=\
+             {version} kit.sh up; DRANET_K8S_KIT names kit.sh when it is not at ../shared/k8s); \
+             checked {} recorded verdicts only",
             all.len()
         ),
     }
     eprintln!(
-        "cel_admission: {} selectors, {refused} refused at creation, {} mismatches",
+        "cel_admission {version}: {} selectors, {refused} refused at creation, {} mismatches",
         all.len(),
         failures.len()
     );

@@ -1,6 +1,7 @@
 //! The Kubernetes DRA CEL environment: device fields, attribute domains, missing attributes,
 //! the semver and quantity libraries, and compile-time errors.
 
+use dranet_alloc::KubernetesVersion;
 use dranet_alloc::cel::{
     AttributeValue, CelError, DeviceAttributes, DeviceView, Program, Quantity, Semver,
 };
@@ -185,10 +186,27 @@ fn quantity_library_and_capacity() {
 #[test]
 fn lists_macros_and_operators() {
     yes(r#"0 in device.attributes["resource.kubernetes.io"].numaNodes"#);
-    yes(r#"device.attributes["resource.kubernetes.io"].numaNodes.exists(n, n == 1)"#);
-    no(r#"device.attributes["resource.kubernetes.io"].numaNodes.all(n, n == 1)"#);
-    yes(r#"device.attributes["resource.kubernetes.io"].numaNodes.map(n, n * 2) == [0, 2]"#);
-    yes(r#"device.attributes["resource.kubernetes.io"].numaNodes.filter(n, n > 0).size() == 1"#);
+    // Attribute values are declared `any`, which cel-go's checker does not range over: the
+    // 1.34 and 1.36 schedulers refuse a comprehension over an attribute at compile time (with
+    // the alpha DRAListTypeAttributes gate it would be `dyn`). `dyn()` opts in.
+    for range in [
+        "exists(n, n == 1)",
+        "all(n, n == 1)",
+        "map(n, n * 2) == [0, 2]",
+    ] {
+        let e = compile_err(&format!(
+            r#"device.attributes["resource.kubernetes.io"].numaNodes.{range}"#
+        ));
+        assert!(
+            e.contains("expression of type 'any' cannot be range of a comprehension"),
+            "{range}: {e}"
+        );
+    }
+    yes(r#"dyn(device.attributes["resource.kubernetes.io"].numaNodes).exists(n, n == 1)"#);
+    no(r#"dyn(device.attributes["resource.kubernetes.io"].numaNodes).all(n, n == 1)"#);
+    yes(
+        r#"dyn(device.attributes["resource.kubernetes.io"].numaNodes).filter(n, n > 0).size() == 1"#,
+    );
     yes(r#"[1, 2, 3].exists_one(x, x == 2) && size("abc") == 3"#);
     yes(r#"{"a": 1}["a"] == 1 && "a" in {"a": 1}"#);
     yes(r#"device.attributes["dra.net"].numaNode in [0, 1] ? true : false"#);
@@ -347,4 +365,39 @@ fn deep_legal_selectors_do_not_overflow_the_stack() {
     yes(&nested);
     let ternary = format!("{}true", "false ? false : ".repeat(n));
     yes(&ternary);
+}
+
+#[test]
+fn each_version_has_its_environments() {
+    let sort = "[3, 1].sort() == [1, 3]";
+    let e = Program::compile(sort).unwrap_err().to_string();
+    assert!(
+        e.contains("the 1.34 scheduler accepts this selector")
+            && e.contains("CEL environment of Kubernetes 1.33"),
+        "{e}"
+    );
+    assert!(Program::compile_at(sort, KubernetesVersion::V1_36).is_ok());
+    let multi = "!device.allowMultipleAllocations";
+    assert!(Program::compile(multi).is_err());
+    assert!(Program::compile_at(multi, KubernetesVersion::V1_36).is_ok());
+
+    let includes = r#"device.attributes["dra.net"].rdmaDevice.includes("mlx5_0")"#;
+    assert!(Program::compile_for_scheduler(includes).is_err());
+    let e = Program::compile_at(includes, KubernetesVersion::V1_36)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the 1.36 scheduler accepts this selector")
+            && e.contains("CEL environment of Kubernetes 1.35"),
+        "{e}"
+    );
+    let p = Program::compile_for_scheduler_at(includes, KubernetesVersion::V1_36).unwrap();
+    assert_eq!(p.kube_version(), KubernetesVersion::V1_36);
+    let a = attrs();
+    let v = DeviceView {
+        driver: "dra.net",
+        attributes: &a,
+        allow_multiple_allocations: false,
+    };
+    assert_eq!(p.matches(&v), Ok(true));
 }

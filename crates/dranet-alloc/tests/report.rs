@@ -88,7 +88,9 @@ fn devices_of_two_nodes_are_never_paired() {
     }
     assert_eq!(
         report::summarize(&r),
-        ["ResourceClaimTemplate 1nic-aligned: fits on none of 2 nodes"]
+        [
+            "ResourceClaimTemplate 1nic-aligned: fits on none of 2 nodes; 1 of them: request nic: DeviceClass dranet.net selects none of the node's devices"
+        ]
     );
     let f = report::verdict_error(&r, FailOn::Error).unwrap();
     assert_eq!(f.verdict, Verdict::DoesNotFit);

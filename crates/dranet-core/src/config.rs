@@ -2,10 +2,13 @@
 //! NIC when it moves into a pod. The JSON shape is upstream dranet's `NetworkConfig`, so claims
 //! written for it keep working.
 
+use std::collections::HashSet;
+use std::hash::Hash;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::interface_type::{Addressing, InterfaceType, IpvlanConfig};
 use crate::{Error, Result};
 
 /// The configuration of one device in a pod.
@@ -39,10 +42,17 @@ pub struct InterfaceConfig {
     /// Name inside the pod.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// How the device reaches the pod (`Passthrough` when unset); see
+    /// [`interface_type`](crate::interface_type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#type: Option<InterfaceType>,
+    /// How it gets addresses (`Static` when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addressing: Option<Addressing>,
     /// Addresses in CIDR form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
-    /// Obtain addresses by DHCP.
+    /// Obtain addresses by DHCP (deprecated: `addressing: DHCP`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<bool>,
     /// MTU.
@@ -91,9 +101,16 @@ pub struct InterfaceConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub arp_announce: Option<i32>,
+    /// `accept_ra` sysctl (IPv6): 0 ignores router advertisements, 1 accepts them unless the
+    /// interface forwards, 2 accepts them also then.
+    #[serde(default, rename = "acceptRA", skip_serializing_if = "Option::is_none")]
+    pub accept_ra: Option<i32>,
     /// Put the interface in a VRF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vrf: Option<VrfConfig>,
+    /// IPVLAN child settings (`type: IPVLAN` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipvlan: Option<IpvlanConfig>,
 }
 
 /// A VRF.
@@ -130,7 +147,7 @@ pub struct RouteConfig {
 }
 
 /// A policy-routing rule.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleConfig {
     /// Rule priority.
@@ -169,6 +186,24 @@ pub struct EthtoolConfig {
     pub private_flags: std::collections::BTreeMap<String, bool>,
 }
 
+/// The most entries of each list one device's configuration may hold, after the claim's and its
+/// DeviceClass's entries are merged. Each is one netlink request when the device moves into its
+/// pod, and each is kept in the record of the prepared claim: far more than any NIC needs (the
+/// DRA API lets a claim's author write about 6,000 routes), few enough that the attach stays
+/// short and the record small.
+pub mod limits {
+    /// `routes`.
+    pub const ROUTES: usize = 1024;
+    /// `rules`.
+    pub const RULES: usize = 1024;
+    /// `neighbors`.
+    pub const NEIGHBORS: usize = 1024;
+    /// `interface.addresses`.
+    pub const ADDRESSES: usize = 256;
+    /// `ethtool.features`, and `ethtool.privateFlags`, each.
+    pub const ETHTOOL_NAMES: usize = 256;
+}
+
 fn is_zero_u8(v: &u8) -> bool {
     *v == 0
 }
@@ -204,8 +239,49 @@ fn check_ip(field: &str, v: &str) -> Result<()> {
 }
 
 impl NetworkConfig {
-    /// Checks addresses, routes and rules; the error names the field (`routes[1].gateway`).
+    /// Checks the size of each list against [`limits`]; the error names the list and its limit.
+    /// Cheap: a merge checks it after each entry, so an oversized claim is refused before the
+    /// work grows with it.
+    pub fn check_limits(&self) -> Result<()> {
+        let ethtool = self.ethtool.as_ref();
+        let lists = [
+            ("routes", self.routes.len(), limits::ROUTES),
+            ("rules", self.rules.len(), limits::RULES),
+            ("neighbors", self.neighbors.len(), limits::NEIGHBORS),
+            (
+                "interface.addresses",
+                self.interface.addresses.len(),
+                limits::ADDRESSES,
+            ),
+            (
+                "ethtool.features",
+                ethtool.map_or(0, |e| e.features.len()),
+                limits::ETHTOOL_NAMES,
+            ),
+            (
+                "ethtool.privateFlags",
+                ethtool.map_or(0, |e| e.private_flags.len()),
+                limits::ETHTOOL_NAMES,
+            ),
+        ];
+        for (field, len, max) in lists {
+            if len > max {
+                return Err(Error::InvalidConfig {
+                    field: field.into(),
+                    reason: format!(
+                        "{len} entries; one device's configuration may hold at most {max} \
+                         (the claim's and its DeviceClass's entries together)"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks list sizes ([`Self::check_limits`]), addresses, routes and rules; the error names
+    /// the field (`routes[1].gateway`).
     pub fn validate(&self) -> Result<()> {
+        self.check_limits()?;
         for (i, a) in self.interface.addresses.iter().enumerate() {
             check_cidr(&format!("interface.addresses[{i}]"), a)?;
         }
@@ -245,13 +321,21 @@ impl NetworkConfig {
         for (i, n) in self.neighbors.iter().enumerate() {
             check_ip(&format!("neighbors[{i}].destination"), &n.destination)?;
         }
-        Ok(())
+        if let Some(v) = self.interface.accept_ra
+            && !(0..=2).contains(&v)
+        {
+            return Err(Error::InvalidConfig {
+                field: "interface.acceptRA".into(),
+                reason: format!("{v} is not 0, 1 or 2"),
+            });
+        }
+        self.validate_type()
     }
 
     /// Lays this (a claim's own) configuration over `base` (a cloud provider's): set scalars of
     /// the claim win, lists are the base's followed by the claim's, and duplicates keep the
     /// claim's entry (addresses by value, routes by destination and table, rules and neighbours
-    /// by value / destination).
+    /// by value / destination). Linear in the lists' lengths.
     pub fn merged_over(&self, base: &NetworkConfig) -> NetworkConfig {
         fn pick<T: Clone>(top: &Option<T>, base: &Option<T>) -> Option<T> {
             top.clone().or_else(|| base.clone())
@@ -259,21 +343,12 @@ impl NetworkConfig {
         fn pick_s(top: &str, base: &str) -> String {
             if top.is_empty() { base } else { top }.to_string()
         }
-        fn dedup_last<T: Clone, K: PartialEq>(v: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
-            let mut out: Vec<T> = Vec::new();
-            for (i, x) in v.iter().enumerate() {
-                if !v[i + 1..].iter().any(|y| key(y) == key(x)) {
-                    out.push(x.clone());
-                }
-            }
-            out
-        }
         let (t, b) = (&self.interface, &base.interface);
         let interface = InterfaceConfig {
             name: pick_s(&t.name, &b.name),
-            addresses: dedup_last([b.addresses.clone(), t.addresses.clone()].concat(), |a| {
-                a.clone()
-            }),
+            r#type: pick(&t.r#type, &b.r#type),
+            addressing: pick(&t.addressing, &b.addressing),
+            addresses: last_of_each(&b.addresses, &t.addresses, |a| a.as_str()),
             dhcp: pick(&t.dhcp, &b.dhcp),
             mtu: pick(&t.mtu, &b.mtu),
             hardware_addr: pick(&t.hardware_addr, &b.hardware_addr),
@@ -285,7 +360,15 @@ impl NetworkConfig {
             forwarding: pick(&t.forwarding, &b.forwarding),
             arp_ignore: pick(&t.arp_ignore, &b.arp_ignore),
             arp_announce: pick(&t.arp_announce, &b.arp_announce),
+            accept_ra: pick(&t.accept_ra, &b.accept_ra),
             vrf: pick(&t.vrf, &b.vrf),
+            ipvlan: match (t.ipvlan, b.ipvlan) {
+                (Some(t), Some(b)) => Some(IpvlanConfig {
+                    mode: t.mode.or(b.mode),
+                    flag: t.flag.or(b.flag),
+                }),
+                (t, b) => t.or(b),
+            },
         };
         let ethtool = match (&self.ethtool, &base.ethtool) {
             (Some(t), Some(b)) => {
@@ -299,19 +382,129 @@ impl NetworkConfig {
         NetworkConfig {
             profile: pick_s(&self.profile, &base.profile),
             interface,
-            routes: dedup_last([base.routes.clone(), self.routes.clone()].concat(), |r| {
-                (r.destination.clone(), r.table)
+            routes: last_of_each(&base.routes, &self.routes, |r| {
+                (r.destination.as_str(), r.table)
             }),
-            rules: dedup_last([base.rules.clone(), self.rules.clone()].concat(), |r| {
-                r.clone()
-            }),
-            neighbors: dedup_last(
-                [base.neighbors.clone(), self.neighbors.clone()].concat(),
-                |n| n.destination.clone(),
-            ),
+            rules: last_of_each(&base.rules, &self.rules, |r| r),
+            neighbors: last_of_each(&base.neighbors, &self.neighbors, |n| n.destination.as_str()),
             ethtool,
         }
     }
+}
+
+fn refuse(field: &str, reason: &str) -> Error {
+    Error::InvalidConfig {
+        field: field.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl NetworkConfig {
+    /// The interface's type (`Passthrough` when unset).
+    pub fn interface_type(&self) -> InterfaceType {
+        self.interface.r#type.unwrap_or_default()
+    }
+
+    /// The addressing in effect: `addressing`, else `DHCP` for the deprecated `dhcp: true`,
+    /// else `Static`.
+    pub fn addressing(&self) -> Addressing {
+        match (self.interface.addressing, self.interface.dhcp) {
+            (Some(a), _) => a,
+            (None, Some(true)) => Addressing::Dhcp,
+            (None, _) => Addressing::Static,
+        }
+    }
+
+    /// The sharing rules of the module docs; the error names the field.
+    fn validate_type(&self) -> Result<()> {
+        let iface = &self.interface;
+        let ty = self.interface_type();
+        if iface.dhcp.is_some() && iface.addressing.is_some() {
+            return Err(refuse(
+                "interface.dhcp",
+                "is deprecated and cannot be set with interface.addressing; keep only \
+                 addressing",
+            ));
+        }
+        if iface.ipvlan.is_some() && ty != InterfaceType::Ipvlan {
+            return Err(refuse(
+                "interface.ipvlan",
+                &format!("applies to type IPVLAN only, not {}", ty.as_str()),
+            ));
+        }
+        let addressing = self.addressing();
+        if addressing == Addressing::Unnumbered {
+            if !ty.is_child() {
+                return Err(refuse(
+                    "interface.addressing",
+                    "Unnumbered is for a child interface only (type IPVLAN or Macvlan)",
+                ));
+            }
+            if !iface.addresses.is_empty() {
+                return Err(refuse(
+                    "interface.addresses",
+                    "an Unnumbered interface gets no addresses; remove them or use Static",
+                ));
+            }
+        }
+        if !ty.is_child() {
+            return Ok(());
+        }
+        let child = |field: &str, what: &str| {
+            refuse(
+                field,
+                &format!("cannot be set for type {}: {what}", ty.as_str()),
+            )
+        };
+        if iface.hardware_addr.is_some() {
+            return Err(child(
+                "interface.hardwareAddr",
+                "a child's MAC is its parent's (IPVLAN) or the kernel's choice (Macvlan)",
+            ));
+        }
+        if iface.vrf.is_some() {
+            return Err(child(
+                "interface.vrf",
+                "not supported for a child interface",
+            ));
+        }
+        if self.ethtool.is_some() {
+            return Err(child(
+                "ethtool",
+                "offloads belong to the parent NIC, which every pod sharing it uses",
+            ));
+        }
+        if addressing == Addressing::Static && iface.addresses.is_empty() {
+            return Err(refuse(
+                "interface.addresses",
+                &format!(
+                    "a {} child never gets the host's addresses: give it addresses, or set \
+                     interface.addressing: Unnumbered",
+                    ty.as_str()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `base` then `top`, keeping of the entries with one identity (`key`) only the last, where it
+/// stands. One pass from the end with a set of the identities seen, borrowed, not cloned.
+fn last_of_each<'a, T: Clone, K: Eq + Hash>(
+    base: &'a [T],
+    top: &'a [T],
+    key: impl Fn(&'a T) -> K,
+) -> Vec<T> {
+    let mut seen = HashSet::with_capacity(base.len() + top.len());
+    let mut out: Vec<T> = base
+        .iter()
+        .chain(top)
+        .rev()
+        .filter(|x| seen.insert(key(x)))
+        .cloned()
+        .collect();
+    out.reverse();
+    out
 }
 
 #[cfg(test)]
@@ -332,6 +525,16 @@ mod tests {
         assert_eq!(back, c);
         let err = serde_json::from_str::<NetworkConfig>(r#"{"interfce":{}}"#).unwrap_err();
         assert!(err.to_string().contains("interfce"));
+    }
+
+    #[test]
+    fn accept_ra_parses_and_is_checked() {
+        let c: NetworkConfig = serde_json::from_str(r#"{"interface":{"acceptRA":2}}"#).unwrap();
+        assert_eq!(c.interface.accept_ra, Some(2));
+        c.validate().unwrap();
+        let c: NetworkConfig = serde_json::from_str(r#"{"interface":{"acceptRA":3}}"#).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("interface.acceptRA"), "{e}");
     }
 
     #[test]
@@ -417,5 +620,169 @@ mod tests {
         );
         assert_eq!(m.rules, cloud.rules);
         assert_eq!(NetworkConfig::default().merged_over(&cloud), cloud);
+    }
+
+    #[test]
+    fn each_list_is_bounded_and_the_error_names_the_list_and_its_limit() {
+        let route = |i: usize| RouteConfig {
+            destination: format!("10.{}.{}.0/24", i >> 8, i & 0xff),
+            gateway: "10.0.0.1".into(),
+            ..Default::default()
+        };
+        let mut c = NetworkConfig {
+            routes: (0..limits::ROUTES).map(route).collect(),
+            ..Default::default()
+        };
+        c.validate().unwrap();
+        c.routes.push(route(limits::ROUTES));
+        let e = c.validate().unwrap_err();
+        assert_eq!(
+            e,
+            Error::InvalidConfig {
+                field: "routes".into(),
+                reason: format!(
+                    "1025 entries; one device's configuration may hold at most {} (the claim's \
+                     and its DeviceClass's entries together)",
+                    limits::ROUTES
+                ),
+            }
+        );
+        let c = NetworkConfig {
+            neighbors: vec![
+                NeighborConfig {
+                    destination: "10.0.0.9".into(),
+                    hardware_addr: "02:00:00:00:00:09".into(),
+                };
+                limits::NEIGHBORS + 1
+            ],
+            ..Default::default()
+        };
+        assert!(
+            c.check_limits()
+                .unwrap_err()
+                .to_string()
+                .contains("neighbors")
+        );
+        let c = NetworkConfig {
+            rules: vec![RuleConfig::default(); limits::RULES + 1],
+            ..Default::default()
+        };
+        assert!(c.check_limits().unwrap_err().to_string().contains("rules"));
+        let mut features = std::collections::BTreeMap::new();
+        for i in 0..=limits::ETHTOOL_NAMES {
+            features.insert(format!("f{i}"), true);
+        }
+        let c = NetworkConfig {
+            ethtool: Some(EthtoolConfig {
+                features,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(
+            c.check_limits()
+                .unwrap_err()
+                .to_string()
+                .contains("ethtool.features")
+        );
+        let c = NetworkConfig {
+            interface: InterfaceConfig {
+                addresses: vec!["10.0.0.2/24".into(); limits::ADDRESSES + 1],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(
+            c.check_limits()
+                .unwrap_err()
+                .to_string()
+                .contains("interface.addresses")
+        );
+    }
+
+    /// The merge as it was written first (quadratic): what the linear one must still do.
+    fn dedup_last_model<T: Clone, K: PartialEq>(v: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+        let mut out: Vec<T> = Vec::new();
+        for (i, x) in v.iter().enumerate() {
+            if !v[i + 1..].iter().any(|y| key(y) == key(x)) {
+                out.push(x.clone());
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_merge_keeps_the_last_of_each_identity_where_it_stands(
+            base in proptest::collection::vec((0u8..6, 0u32..3, 0u8..4), 0..24),
+            top in proptest::collection::vec((0u8..6, 0u32..3, 0u8..4), 0..24),
+        ) {
+            let routes = |v: &[(u8, u32, u8)]| -> Vec<RouteConfig> {
+                v.iter()
+                    .map(|(d, t, g)| RouteConfig {
+                        destination: format!("10.{d}.0.0/16"),
+                        gateway: format!("10.0.0.{g}"),
+                        table: *t,
+                        ..Default::default()
+                    })
+                    .collect()
+            };
+            let rules = |v: &[(u8, u32, u8)]| -> Vec<RuleConfig> {
+                v.iter()
+                    .map(|(d, t, p)| RuleConfig {
+                        priority: u32::from(*p),
+                        source: format!("10.{d}.0.0/16"),
+                        table: *t,
+                        ..Default::default()
+                    })
+                    .collect()
+            };
+            let neighbors = |v: &[(u8, u32, u8)]| -> Vec<NeighborConfig> {
+                v.iter()
+                    .map(|(d, _, m)| NeighborConfig {
+                        destination: format!("10.0.0.{d}"),
+                        hardware_addr: format!("02:00:00:00:00:0{m}"),
+                    })
+                    .collect()
+            };
+            let addresses = |v: &[(u8, u32, u8)]| -> Vec<String> {
+                v.iter().map(|(d, _, _)| format!("10.0.{d}.1/24")).collect()
+            };
+            let cfg = |v: &[(u8, u32, u8)]| NetworkConfig {
+                interface: InterfaceConfig {
+                    addresses: addresses(v),
+                    ..Default::default()
+                },
+                routes: routes(v),
+                rules: rules(v),
+                neighbors: neighbors(v),
+                ..Default::default()
+            };
+            let (b, t) = (cfg(&base), cfg(&top));
+            let m = t.merged_over(&b);
+            proptest::prop_assert_eq!(
+                m.routes,
+                dedup_last_model([b.routes.clone(), t.routes.clone()].concat(), |r| {
+                    (r.destination.clone(), r.table)
+                })
+            );
+            proptest::prop_assert_eq!(
+                m.rules,
+                dedup_last_model([b.rules.clone(), t.rules.clone()].concat(), |r| r.clone())
+            );
+            proptest::prop_assert_eq!(
+                m.neighbors,
+                dedup_last_model([b.neighbors.clone(), t.neighbors.clone()].concat(), |n| {
+                    n.destination.clone()
+                })
+            );
+            proptest::prop_assert_eq!(
+                m.interface.addresses,
+                dedup_last_model(
+                    [b.interface.addresses.clone(), t.interface.addresses.clone()].concat(),
+                    |a| a.clone()
+                )
+            );
+        }
     }
 }

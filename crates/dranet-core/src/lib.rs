@@ -15,6 +15,7 @@
 //! - [`NetworkConfig`]: per-device network configuration (upstream's claim format), validated
 //!   and merged over a cloud's.
 //! - [`CloudProvider`]: what a cloud adds (attributes, per-NIC config); [`NoCloud`] by default.
+//!   [`ProfileProvider`]: named profiles a claim asks for, resolved and released by a provider.
 //! - [`Discover`] and [`LinkSource`]: the seams discovery implements (real host or fixtures).
 //!
 //! `dranet-discovery` fills the model from a host; anything that has an [`Inventory`] (a test, a
@@ -39,6 +40,7 @@ pub mod cloud;
 mod config;
 mod device;
 mod error;
+pub mod interface_type;
 pub mod names;
 mod netdev;
 mod numa;
@@ -47,17 +49,22 @@ pub mod pciids;
 mod quantity;
 mod rdma;
 mod semver;
+pub mod share;
 pub mod slice;
 pub mod topology;
 
 pub use attributes::{AttributeOptions, AttributeValue, Attributes, DRIVER_NAME};
-pub use cloud::{CloudProvider, DeviceIdentifiers, NoCloud};
+pub use cloud::{
+    BoxFuture, CloudProvider, DeviceIdentifiers, NoCloud, ProfileError, ProfileProvider,
+    ProfileRequest,
+};
 pub use config::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
-    VrfConfig,
+    VrfConfig, limits,
 };
 pub use device::{Discover, Excluded, GpuNicMatrix, Inventory, LinkSource, NetworkDevice};
 pub use error::{Error, Result};
+pub use interface_type::{Addressing, InterfaceType, IpvlanConfig, IpvlanFlag, IpvlanMode};
 pub use netdev::{DefaultRoute, IpFamily, LinkState, MAIN_TABLE, Netdev, arphrd_name, uplinks};
 pub use numa::{NumaNode, NumaTopology};
 pub use pci::{PASSTHROUGH_DRIVERS, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, SriovRole};

@@ -680,7 +680,8 @@ pub fn edge_cases(dir: &Path) -> io::Result<()> {
         "I350 Gigabit Network Connection",
     );
     let root = b.root("pci0000:00")?;
-    // Uplink with the default route, and a macvlan stacked on it (published: it is not the uplink).
+    // Uplink with the default route, and a macvlan stacked on it (held with the uplink: it carries
+    // the host's traffic over it).
     let up = b.pci(
         &root,
         &Pci {

@@ -629,6 +629,14 @@ impl Scan<'_> {
                     let why = format!("the uplink {} is stacked on it", n.name);
                     held.insert(l.clone(), why);
                 }
+                // An upper of the uplink (a VLAN, macvlan or ipvlan on it) carries the host's
+                // traffic over the uplink: a pod taking it takes part of the host's network.
+                if let Some(l) = n.lower.as_ref().filter(|l| held.contains_key(*l))
+                    && !held.contains_key(&n.name)
+                {
+                    let why = format!("stacked on {l}, part of the node's uplink");
+                    held.insert(n.name.clone(), why);
+                }
             }
             if held.len() == before {
                 break;

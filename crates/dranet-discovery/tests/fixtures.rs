@@ -295,13 +295,12 @@ fn sriov_pf_and_vfs() {
 fn edge_cases_are_skipped_or_trimmed_with_warnings_naming_the_path() {
     let inv = discover("edge-cases");
     let names: Vec<_> = inv.devices.iter().map(|d| d.name.as_str()).collect();
-    // Not the uplink 00:02.0, not vfio 00:06.0, not unbound 00:07.0, not 00:09.0 (no vendor file).
+    // Not the uplink 00:02.0 nor the macvlan mvlan0 stacked on it, not vfio 00:06.0, not unbound 00:07.0, not 00:09.0 (no vendor file).
     assert_eq!(
         names,
         [
             "cni0",
             "ifb0",
-            "mvlan0",
             "net-kzsxi2c7ii",
             "pci-0000-00-03-0",
             "pci-0000-00-05-0",
@@ -402,6 +401,7 @@ fn the_uplink_is_the_lowest_metric_main_table_default_and_is_explained() {
                 "uplink: IPv4 default via 10.224.0.1, table main, metric 100, proto dhcp \
                  (its PCI function 0000:00:02.0 is not published either)"
             ),
+            ("mvlan0", "stacked on eth0, part of the node's uplink"),
             ("rxe2", "RDMA link on eth0, which is not published"),
             (
                 "veth0c1a2b3d",

@@ -17,6 +17,10 @@
 //! replaces the less specific one). So a DeviceClass can set `mtu: 9000` for every NIC, a claim
 //! its addresses, and one request its own interface name.
 //!
+//! When the result names a `profile`, the profile provider's configuration for it goes under all
+//! of these (upstream's order: what the claim and the cloud say wins over what the profile
+//! resolves to); see the driver's `profiles` module.
+//!
 //! # Who may consume a claim
 //!
 //! Only pods ([`pods_of`]). A claim reserved for several pods (a shared claim) is prepared only
@@ -202,6 +206,8 @@ pub fn config_for(
             source: Box::new(e),
         })?;
         config = entry.merged_over(&config);
+        // Merging only adds identities: past a limit now, past it at the end.
+        config.check_limits().map_err(ConfigError::Invalid)?;
     }
     crate::podnet::check_config(&config).map_err(ConfigError::Refused)?;
     Ok(config)

@@ -11,27 +11,44 @@
 //! only exists once the sandbox runs, which is after the kubelet's prepare, so the work is done in
 //! the NRI hooks, and the char devices are added there too so that one place decides what a pod
 //! sees.
+//!
+//! A claim's named `profile` is resolved by the profile provider at prepare and released at
+//! unprepare (see [`NetworkDriver::release_profiles`]).
+
+mod profiles;
+mod rdma_only;
+mod restore;
+mod status;
+mod sync;
+
+pub use status::device_status;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use dranet_core::{CharDevice, CloudProvider, Inventory, NoCloud};
+use dranet_core::{
+    CharDevice, CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, NoCloud,
+    ProfileProvider,
+};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
     AllocatedDeviceStatus, NetworkDeviceData, ResourceClaim,
 };
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use dranet_kubeletplugin::{
-    ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeApi, Prepared, PreparedDevice,
+    ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeApi, Prepared, PreparedClaim,
+    PreparedDevice,
 };
 use dranet_nri::{Container, ContainerAdjustment, LinuxDevice, NriPlugin, PodSandbox};
 use futures::future::BoxFuture;
 
+use crate::claim::PodRef;
 use crate::claim::{self, DRIVER_NAME};
 use crate::podnet::{AttachRequest, Attached, PodNet};
 use crate::rdma::NetnsMode;
-use crate::store::{ClaimRecord, DeviceRecord, PodRecord, STORE_VERSION, Store};
+use crate::record::{self, ClaimRecord, DeviceRecord};
+use crate::store::{PodRecord, STORE_VERSION, Store};
 use crate::{Error, Result};
 
 /// How often a claim status write is tried before it is left (the status is informational; the
@@ -103,9 +120,11 @@ pub struct NetworkDriverBuilder {
     state_dir: PathBuf,
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
+    profiles: Option<Arc<dyn ProfileProvider>>,
     status: Option<StatusWriter>,
     claims: Option<ClaimReader>,
     rdma_mode: Option<NetnsMode>,
+    boot_id: Option<Option<String>>,
 }
 
 impl std::fmt::Debug for NetworkDriverBuilder {
@@ -122,6 +141,14 @@ impl NetworkDriverBuilder {
     #[must_use]
     pub fn cloud(mut self, cloud: Arc<dyn CloudProvider>) -> Self {
         self.cloud = cloud;
+        self
+    }
+
+    /// Resolves claims' named profiles with `provider` (upstream's `--profile-provider`); without
+    /// one, a claim that names a profile is refused.
+    #[must_use]
+    pub fn profiles(mut self, provider: Arc<dyn ProfileProvider>) -> Self {
+        self.profiles = Some(provider);
         self
     }
 
@@ -148,8 +175,19 @@ impl NetworkDriverBuilder {
         self
     }
 
-    /// Opens the store, loads what earlier runs recorded and takes the first inventory
-    /// (blocking: call it before starting the plugins, or from a blocking task).
+    /// The boot the driver runs in, instead of the kernel's
+    /// `/proc/sys/kernel/random/boot_id` (tests simulate a reboot with it; see
+    /// [`crate::record`]). `None`: no boot is known, and every restored record is checked.
+    #[must_use]
+    pub fn boot_id(mut self, id: Option<String>) -> Self {
+        self.boot_id = Some(id);
+        self
+    }
+
+    /// Opens the store of pod sandboxes, loads what earlier runs of this boot recorded and takes
+    /// the first inventory (blocking: call it before starting the plugins, or from a blocking
+    /// task). The prepared claims come back from the kubelet plugin's checkpoint
+    /// ([`NetworkDriver::restore_claims`]).
     pub fn build(self) -> Result<NetworkDriver> {
         let store = Store::open(&self.state_dir)?;
         let inventory = (self.rescan)().map_err(|reason| Error::Claim {
@@ -157,9 +195,6 @@ impl NetworkDriverBuilder {
             reason: format!("discovery: {reason}"),
         })?;
         let mut state = State::default();
-        for c in store.claims()? {
-            state.insert_claim(c);
-        }
         for p in store.pods()? {
             state.pods.insert(p.sandbox_id.clone(), p);
         }
@@ -173,8 +208,12 @@ impl NetworkDriverBuilder {
         Ok(NetworkDriver {
             podnet: self.podnet,
             store,
+            quarantine: self.state_dir.join("quarantine"),
+            boot_id: self.boot_id.unwrap_or_else(record::boot_id),
             rescan: self.rescan,
             cloud: self.cloud,
+            profiles: self.profiles,
+            profile_lock: tokio::sync::Mutex::new(()),
             status: self.status,
             claims: self.claims,
             rdma_mode,
@@ -186,38 +225,73 @@ impl NetworkDriverBuilder {
     }
 }
 
+/// A claim the checkpoint holds as prepared whose record cannot be read: its pods fail to start
+/// with this reason until the claim is unprepared.
+#[derive(Debug)]
+struct Unusable {
+    namespace: String,
+    name: String,
+    pods: Vec<PodRef>,
+    reason: String,
+}
+
 #[derive(Default)]
 struct State {
     claims: HashMap<String, Arc<ClaimRecord>>,
-    /// Pod UID → the UIDs of its claims.
+    unusable: HashMap<String, Arc<Unusable>>,
+    /// Pod UID → the UIDs of its claims (usable or not).
     by_pod: HashMap<String, Vec<String>>,
     /// Sandbox ID → what we did to it.
     pods: HashMap<String, PodRecord>,
 }
 
 impl State {
-    fn insert_claim(&mut self, c: ClaimRecord) {
+    fn insert_claim(&mut self, c: ClaimRecord) -> Arc<ClaimRecord> {
         self.remove_claim(&c.uid);
-        for p in &c.pods {
+        self.index(&c.uid, &c.pods);
+        let c = Arc::new(c);
+        self.claims.insert(c.uid.clone(), c.clone());
+        c
+    }
+
+    fn insert_unusable(&mut self, uid: &str, u: Unusable) {
+        self.remove_claim(uid);
+        self.index(uid, &u.pods);
+        self.unusable.insert(uid.to_string(), Arc::new(u));
+    }
+
+    fn index(&mut self, uid: &str, pods: &[PodRef]) {
+        for p in pods {
             self.by_pod
                 .entry(p.uid.clone())
                 .or_default()
-                .push(c.uid.clone());
+                .push(uid.to_string());
         }
-        self.claims.insert(c.uid.clone(), Arc::new(c));
     }
 
     fn remove_claim(&mut self, uid: &str) {
-        if let Some(old) = self.claims.remove(uid) {
-            for p in &old.pods {
-                if let Some(v) = self.by_pod.get_mut(&p.uid) {
-                    v.retain(|c| c != uid);
-                    if v.is_empty() {
-                        self.by_pod.remove(&p.uid);
-                    }
+        let pods = match (self.claims.remove(uid), self.unusable.remove(uid)) {
+            (Some(c), _) => c.pods.clone(),
+            (None, Some(u)) => u.pods.clone(),
+            (None, None) => return,
+        };
+        for p in &pods {
+            if let Some(v) = self.by_pod.get_mut(&p.uid) {
+                v.retain(|c| c != uid);
+                if v.is_empty() {
+                    self.by_pod.remove(&p.uid);
                 }
             }
         }
+    }
+
+    fn unusable_of(&self, pod_uid: &str) -> Vec<Arc<Unusable>> {
+        self.by_pod
+            .get(pod_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| self.unusable.get(c).cloned())
+            .collect()
     }
 
     fn claims_of(&self, pod_uid: &str) -> Vec<Arc<ClaimRecord>> {
@@ -234,8 +308,16 @@ impl State {
 pub struct NetworkDriver {
     podnet: PodNet,
     store: Store,
+    /// Where unreadable claim records from the checkpoint are copied for an operator.
+    quarantine: PathBuf,
+    /// The boot this driver runs in ([`crate::record`]).
+    boot_id: Option<String>,
     rescan: Rescan,
     cloud: Arc<dyn CloudProvider>,
+    profiles: Option<Arc<dyn ProfileProvider>>,
+    /// One claim's profiles are asked for or released at a time, so that a release retried in
+    /// the background never crosses a prepare of the same claim.
+    profile_lock: tokio::sync::Mutex<()>,
     status: Option<StatusWriter>,
     claims: Option<ClaimReader>,
     rdma_mode: NetnsMode,
@@ -275,9 +357,11 @@ impl NetworkDriver {
             state_dir: state_dir.into(),
             rescan,
             cloud: Arc::new(NoCloud),
+            profiles: None,
             status: None,
             claims: None,
             rdma_mode: None,
+            boot_id: None,
         }
     }
 
@@ -307,6 +391,8 @@ impl NetworkDriver {
                 claim: "(rescan)".into(),
                 reason: format!("discovery: {reason}"),
             })?;
+        let ids: Vec<DeviceIdentifiers> = inv.devices.iter().map(DeviceIdentifiers::of).collect();
+        self.cloud.refresh(&ids).await;
         self.set_inventory(inv);
         Ok(self.inventory())
     }
@@ -350,6 +436,9 @@ impl NetworkDriver {
     /// (a network interface; an RDMA device in exclusive mode) reserved for more than one pod.
     /// Claims of RDMA-only devices may be shared by pods in the kernel's shared RDMA mode, where
     /// every namespace sees the device.
+    ///
+    /// The claim's record is the returned [`Prepared::state`], for the kubelet plugin's
+    /// checkpoint (see [`crate::record`]).
     pub async fn prepare_claim(&self, claim: &ClaimToPrepare) -> Result<Prepared> {
         let cref = claim.claim_ref.to_string();
         let fail = |reason: String| Error::Claim {
@@ -358,51 +447,39 @@ impl NetworkDriver {
         };
         let pods = claim::pods_of(&claim.claim).map_err(|e| fail(e.to_string()))?;
         let mut inv = self.inventory();
-        let mut rescanned = false;
-        let mut devices = Vec::with_capacity(claim.results.len());
-        for r in &claim.results {
-            if inv.device(&r.device).is_none() && !rescanned {
-                rescanned = true;
-                inv = self.rescan().await.map_err(|e| {
-                    tracing::warn!(claim = %cref, error = %e, "rescan at prepare failed");
-                    fail(
-                        "the node's devices could not be scanned (see the dranet log on the node)"
-                            .into(),
-                    )
-                })?;
-            }
-            let dev = inv.device(&r.device).ok_or_else(|| {
-                fail(format!(
-                    "device {} (pool {}) is not on this node: it may have been unplugged or \
-                     renamed since it was allocated",
-                    r.device, r.pool
-                ))
+        if claim
+            .results
+            .iter()
+            .any(|r| inv.device(&r.device).is_none())
+        {
+            inv = self.rescan().await.map_err(|e| {
+                tracing::warn!(claim = %cref, error = %e, "rescan at prepare failed");
+                fail(
+                    "the node's devices could not be scanned (see the dranet log on the node)"
+                        .into(),
+                )
             })?;
-            let base = claim::cloud_config(&*self.cloud, dev);
-            let config = claim::config_for(claim, r, base)
-                .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
-            claim::check_device(&config, dev, &inv)
-                .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
-            let netdev = claim::pod_netdev(dev);
-            if let Some(nd) = netdev {
-                self.check_on_host(nd, &config)
-                    .await
-                    .map_err(|e| fail(format!("device {}: {e}", r.device)))?;
+        }
+        // Parsing, merging and checking what the claim's author wrote is CPU work that grows with
+        // it: off the async workers, which serve every other claim and pod meanwhile.
+        let mut devices = {
+            let (c, inv, cloud) = (claim.clone(), inv.clone(), self.cloud.clone());
+            off_workers(&cref, move || record::device_records(&c, &inv, &*cloud))
+                .await?
+                .map_err(fail)?
+        };
+        // Devices whose configuration names a profile, checked once it is resolved.
+        let mut profiled = Vec::new();
+        for (i, d) in devices.iter().enumerate() {
+            if !d.config.profile.is_empty() {
+                if let Some(dev) = inv.device(&d.device) {
+                    profiled.push((i, DeviceIdentifiers::of(dev)));
+                }
+                continue;
             }
-            devices.push(DeviceRecord {
-                request: r.request.clone(),
-                pool: r.pool.clone(),
-                device: r.device.clone(),
-                share_id: r.share_id.clone(),
-                netdev: netdev.map(str::to_string),
-                config,
-                rdma: dev.rdma.as_ref().map(|l| l.name.clone()),
-                char_devices: dev
-                    .rdma
-                    .as_ref()
-                    .map(|l| l.char_devices.clone())
-                    .unwrap_or_default(),
-            });
+            self.check_on_node(&d.config, d.rdma.is_some(), d.netdev.as_deref())
+                .await
+                .map_err(|e| fail(format!("device {}: {e}", d.device)))?;
         }
         if pods.len() > 1
             && let Some(d) = devices.iter().find(|d| self.moves_into_pod(d))
@@ -417,18 +494,40 @@ impl NetworkDriver {
                 self.why_one_pod(d)
             )));
         }
+        if !profiled.is_empty() {
+            self.resolve_profiles(&claim.claim_ref, &mut devices, profiled, &inv)
+                .await?;
+        }
+        // A share (consumable capacity) is one of several claims on the device: moving the NIC
+        // into this pod would take it from the others.
+        for d in &devices {
+            let ty = d.config.interface_type();
+            if let Some(share) = &d.share_id
+                && !ty.is_child()
+            {
+                return Err(fail(format!(
+                    "device {} is allocated as a share (shareID {share}) and other claims may \
+                     hold it too: interface type {} would move the NIC into one pod; use a \
+                     child type (Macvlan or IPVLAN)",
+                    d.device,
+                    ty.as_str()
+                )));
+            }
+        }
         let record = ClaimRecord {
-            version: STORE_VERSION,
+            boot_id: self.boot_id.clone(),
             namespace: claim.claim_ref.namespace.clone(),
             name: claim.claim_ref.name.clone(),
             uid: claim.claim_ref.uid.clone(),
             pods,
             devices,
         };
-        self.store.put_claim(&record).map_err(|e| {
-            tracing::error!(claim = %cref, error = %e, "could not record the prepared claim");
-            fail(e.user_message())
-        })?;
+        let (record, state) = off_workers(&cref, move || {
+            let state = record.to_state();
+            (record, state)
+        })
+        .await?;
+        let state = state.map_err(|e| fail(e.to_string()))?;
         lock(&self.state).insert_claim(record);
         Ok(Prepared {
             devices: claim
@@ -436,13 +535,49 @@ impl NetworkDriver {
                 .iter()
                 .map(|r| PreparedDevice::for_result(r, Vec::new()))
                 .collect(),
-            state: None,
+            state: Some(state),
         })
+    }
+
+    /// Checks a device's final configuration against the device as discovered and against its
+    /// interface on the host.
+    async fn check_config(
+        &self,
+        config: &NetworkConfig,
+        dev: &NetworkDevice,
+        inv: &Inventory,
+    ) -> std::result::Result<(), String> {
+        claim::check_device(config, dev, inv).map_err(|e| e.to_string())?;
+        self.check_on_node(config, dev.rdma.is_some(), claim::pod_netdev(dev))
+            .await
+    }
+
+    /// The checks of a configuration that need the node: the RDMA mode, and the interface on
+    /// the host.
+    async fn check_on_node(
+        &self,
+        config: &NetworkConfig,
+        rdma: bool,
+        netdev: Option<&str>,
+    ) -> std::result::Result<(), String> {
+        let ty = config.interface_type();
+        if ty.is_child() && rdma && self.rdma_mode == NetnsMode::Exclusive {
+            return Err(format!(
+                "interface type {} is not supported with exclusive RDMA mode; use shared RDMA mode",
+                ty.as_str()
+            ));
+        }
+        if let Some(nd) = netdev {
+            self.check_on_host(nd, config).await?;
+        }
+        Ok(())
     }
 
     /// Whether a device moves into its pod's network namespace (and so serves one pod).
     fn moves_into_pod(&self, d: &DeviceRecord) -> bool {
-        d.netdev.is_some() || (d.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive)
+        // A child type leaves the netdev on the host: each pod gets a child of its own.
+        (d.netdev.is_some() && !d.config.interface_type().is_child())
+            || (d.rdma.is_some() && self.rdma_mode == NetnsMode::Exclusive)
     }
 
     fn why_one_pod(&self, d: &DeviceRecord) -> &'static str {
@@ -501,9 +636,12 @@ impl NetworkDriver {
         Ok(())
     }
 
-    /// What [`Driver::unprepare`] does: forgets the claim. Idempotent.
-    pub fn unprepare_claim(&self, uid: &str) -> Result<()> {
-        self.store.remove_claim(uid)?;
+    /// What [`Driver::unprepare`] does: releases the claim's profiles (what the provider does
+    /// not release now stays recorded and is released later, see
+    /// [`NetworkDriver::retry_profile_releases`]) and forgets the claim (its record goes with
+    /// the checkpoint's entry). Idempotent.
+    pub async fn unprepare_claim(&self, uid: &str) -> Result<()> {
+        self.release_profiles(uid).await;
         lock(&self.state).remove_claim(uid);
         Ok(())
     }
@@ -511,8 +649,10 @@ impl NetworkDriver {
     /// What RunPodSandbox does, with this crate's error. The error says what is wrong in the
     /// pod owner's terms ([`Error::user_message`]); the host's details go to the log.
     pub async fn start_pod(&self, pod: &PodSandbox) -> Result<()> {
-        let mut claims = self.claims_of_pod(&pod.uid);
-        claims.extend(self.late_claims(pod).await?);
+        let mut claims = self.sandbox_claims(pod).await?;
+        let late = self.late_claims(pod).await?;
+        let late_uids: Vec<String> = late.iter().map(|c| c.uid.clone()).collect();
+        claims.extend(late);
         if claims.is_empty() {
             return Ok(());
         }
@@ -541,10 +681,20 @@ impl NetworkDriver {
             pod: who.clone(),
             netns: netns.clone(),
             rdma_moved: Vec::new(),
+            late_claims: late_uids,
         };
         // Kept in memory; written to the store only when an RDMA-only device moves into the
-        // pod: for netdevs the attach journal already keeps the pod's namespace, durably, before
-        // anything moves.
+        // pod, or the pod joined a claim after its prepare: for netdevs the attach journal
+        // already keeps the pod's namespace, durably, before anything moves.
+        if !record.late_claims.is_empty()
+            && let Err(e) = self.store.put_pod(&record)
+        {
+            tracing::error!(pod = %who, error = %e, "could not record the claims this pod joined after their prepare");
+            return Err(Error::Pod {
+                pod: who,
+                reason: e.user_message(),
+            });
+        }
         lock(&self.state)
             .pods
             .insert(pod.id.clone(), record.clone());
@@ -593,7 +743,12 @@ impl NetworkDriver {
         if let Err(e) = result {
             // Give back what was done, newest first; the failure is what the runtime reports.
             for (key, _) in attached.iter().rev() {
-                if let Err(x) = self.podnet.detach(key).await {
+                // One of the two has it: the link journal, or the children journal (per pod).
+                let undone = match self.podnet.detach(key).await {
+                    Ok(()) => self.podnet.detach_child(key, &pod.id).await,
+                    Err(x) => Err(x),
+                };
+                if let Err(x) = undone {
                     tracing::error!(pod = %who, key, error = %x, "rolling back an attach failed; recovery retries");
                 }
             }
@@ -604,66 +759,6 @@ impl NetworkDriver {
         Ok(())
     }
 
-    async fn move_rdma_only(
-        &self,
-        claims: &[Arc<ClaimRecord>],
-        netns: &Path,
-        record: &mut PodRecord,
-    ) -> Result<()> {
-        let pod = record.pod.clone();
-        let fail = |c: &ClaimRecord, d: &DeviceRecord, e: Error| {
-            tracing::warn!(pod = %pod, claim = %format!("{}/{}", c.namespace, c.name), device = %d.device, rdma = ?d.rdma, error = %e, "moving an RDMA-only device into the pod failed");
-            Error::RdmaAttach {
-                pod: pod.clone(),
-                reason: device_failure(c, d, &e),
-            }
-        };
-        let mut pod_ns = None;
-        for c in claims {
-            for d in c.devices.iter().filter(|d| d.netdev.is_none()) {
-                let Some(dev) = &d.rdma else { continue };
-                if pod_ns.is_none() {
-                    pod_ns = Some(crate::netns::Netns::open(netns).map_err(|e| fail(c, d, e))?);
-                }
-                let Some(ns) = pod_ns.as_ref() else { continue };
-                // Recorded first: a crash after the move still knows to give it back.
-                record.rdma_moved.push(dev.clone());
-                self.store.put_pod(record).map_err(|e| fail(c, d, e))?;
-                crate::rdma::move_device(dev, self.podnet.host(), ns).map_err(|e| fail(c, d, e))?;
-            }
-        }
-        lock(&self.state)
-            .pods
-            .insert(record.sandbox_id.clone(), record.clone());
-        Ok(())
-    }
-
-    /// Moves RDMA-only devices back to the host. Never fails: a device left in a namespace goes
-    /// back to the host by itself when the namespace is deleted.
-    async fn return_rdma(&self, record: &mut PodRecord) {
-        if record.rdma_moved.is_empty() {
-            return;
-        }
-        if let Some(ns) = record
-            .netns
-            .as_ref()
-            .and_then(|p| crate::netns::Netns::open(p).ok())
-        {
-            for dev in &record.rdma_moved {
-                let here = crate::rdma::devices(&ns)
-                    .map(|d| d.iter().any(|(_, n)| n == dev))
-                    .unwrap_or(false);
-                if here && let Err(e) = crate::rdma::move_device(dev, &ns, self.podnet.host()) {
-                    tracing::warn!(pod = %record.pod, device = %dev, error = %e, "could not move the RDMA device back; the kernel returns it when the pod's namespace goes");
-                }
-            }
-        }
-        record.rdma_moved.clear();
-        if let Err(e) = self.store.put_pod(record) {
-            tracing::warn!(pod = %record.pod, error = %e, "could not update the pod record");
-        }
-    }
-
     /// The devices a container of `pod_uid` gets: every char device of every RDMA link of its
     /// claims, once each, sorted by path.
     pub fn container_devices(&self, pod_uid: &str) -> Vec<CharDevice> {
@@ -672,7 +767,14 @@ impl NetworkDriver {
             return Vec::new();
         };
         let mut out: BTreeMap<&str, &CharDevice> = BTreeMap::new();
-        for c in claims.iter().filter_map(|c| st.claims.get(c)) {
+        // A record of an earlier boot names that boot's char devices: only once checked (at
+        // the sandbox's start) are they this boot's.
+        let boot = self.boot_id.as_deref();
+        for c in claims
+            .iter()
+            .filter_map(|c| st.claims.get(c))
+            .filter(|c| c.of_boot(boot))
+        {
             for d in &c.devices {
                 for cd in &d.char_devices {
                     out.entry(cd.path.as_str()).or_insert(cd);
@@ -707,6 +809,10 @@ impl NetworkDriver {
                 tracing::error!(pod = %pod.qualified_name(), key, error = %e, "could not give the host its link back; recovery retries");
             }
         }
+        // Its children of shared NICs, each deleted on its own; other pods' stay.
+        if let Err(e) = self.podnet.detach_children_of(&pod.id).await {
+            tracing::error!(pod = %pod.qualified_name(), error = %e, "could not delete the pod's children; recovery retries");
+        }
     }
 
     /// What RemovePodSandbox does: forgets the sandbox.
@@ -715,204 +821,6 @@ impl NetworkDriver {
         lock(&self.state).pods.remove(&pod.id);
         if let Err(e) = self.store.remove_pod(&pod.id) {
             tracing::warn!(pod = %pod.qualified_name(), error = %e, "could not forget the pod");
-        }
-    }
-
-    /// What Synchronize does (after a daemon or runtime restart, or a reconnection): sandboxes
-    /// in `live` keep their devices; everything given to sandboxes that are gone comes back to
-    /// the host; and live sandboxes with prepared netdevs that nothing was attached to (they
-    /// started while the runtime could not reach this plugin, which containerd allows) get them
-    /// now, side by side. Their failures are in the answer, for the caller to report on the
-    /// pods: they do not fail the Synchronize, which would only disconnect the plugin again.
-    pub async fn synchronize_pods(&self, live: &[PodSandbox]) -> Result<Synchronized> {
-        let live_ids: HashSet<&str> = live.iter().map(|p| p.id.as_str()).collect();
-        let recovery = self
-            .podnet
-            .recover(|e| live_ids.contains(e.owner.as_str()))
-            .await?;
-        self.restores_owed
-            .store(recovery.failed.len(), Ordering::Relaxed);
-        if !recovery.restored.is_empty() || !recovery.failed.is_empty() {
-            tracing::info!(restored = ?recovery.restored, gone = ?recovery.gone, failed = recovery.failed.len(), "links of pods that went away");
-        }
-        let dead: Vec<PodRecord> = lock(&self.state)
-            .pods
-            .values()
-            .filter(|p| !live_ids.contains(p.sandbox_id.as_str()))
-            .cloned()
-            .collect();
-        for mut p in dead {
-            self.return_rdma(&mut p).await;
-            lock(&self.state).pods.remove(&p.sandbox_id);
-            self.store.remove_pod(&p.sandbox_id)?;
-        }
-        let held: HashSet<(String, String)> = self
-            .podnet
-            .journal()
-            .entries()?
-            .into_iter()
-            .map(|e| (e.key, e.owner))
-            .collect();
-        let mut owed: Vec<&PodSandbox> = Vec::new();
-        for pod in live {
-            let claims = self.claims_of_pod(&pod.uid);
-            let unattached = claims.iter().any(|c| {
-                c.devices
-                    .iter()
-                    .any(|d| d.netdev.is_some() && !held.contains(&(d.key(&c.uid), pod.id.clone())))
-            });
-            if unattached {
-                owed.push(pod);
-                continue;
-            }
-            // A live sandbox we never saw start (this daemon was down): remember its namespace.
-            let known = lock(&self.state).pods.contains_key(&pod.id);
-            if !known && !claims.is_empty() {
-                let r = PodRecord {
-                    version: STORE_VERSION,
-                    sandbox_id: pod.id.clone(),
-                    uid: pod.uid.clone(),
-                    pod: pod.qualified_name(),
-                    netns: pod.netns_path().map(PathBuf::from),
-                    rdma_moved: Vec::new(),
-                };
-                if let Err(e) = self.store.put_pod(&r) {
-                    tracing::warn!(pod = %r.pod, error = %e, "could not record the pod; it is kept in memory");
-                }
-                lock(&self.state).pods.insert(pod.id.clone(), r);
-            }
-        }
-        let mut out = Synchronized::default();
-        let results = futures::future::join_all(owed.iter().map(|p| self.start_pod(p))).await;
-        for (pod, r) in owed.iter().zip(results) {
-            match r {
-                Ok(()) => {
-                    tracing::info!(pod = %pod.qualified_name(), "pod started while the runtime could not reach this plugin: devices attached now");
-                    out.attached.push(pod.id.clone());
-                }
-                Err(e) => {
-                    tracing::error!(pod = %pod.qualified_name(), error = %e, "pod started while the runtime could not reach this plugin, and its devices cannot be attached");
-                    out.failed.push((pod.id.clone(), e));
-                }
-            }
-        }
-        self.synchronized.send_replace(true);
-        Ok(out)
-    }
-
-    /// The claims of `pod`'s namespace prepared for other pods that now list `pod` in their
-    /// `reservedFor` (read from the API server): the kubelet does not prepare a claim twice on
-    /// a node, so the driver is never told. A shareable claim (see [`crate::claim`]) is
-    /// extended to the pod and returned; any other is an error.
-    async fn late_claims(&self, pod: &PodSandbox) -> Result<Vec<Arc<ClaimRecord>>> {
-        let Some(reader) = &self.claims else {
-            return Ok(Vec::new());
-        };
-        let candidates: Vec<Arc<ClaimRecord>> = lock(&self.state)
-            .claims
-            .values()
-            .filter(|c| c.namespace == pod.namespace && !c.pods.iter().any(|p| p.uid == pod.uid))
-            .cloned()
-            .collect();
-        if candidates.is_empty() {
-            return Ok(Vec::new());
-        }
-        let reads = futures::future::join_all(
-            candidates
-                .iter()
-                .map(|c| reader(c.namespace.clone(), c.name.clone())),
-        );
-        let Ok(now) = tokio::time::timeout(LATE_CLAIMS_TIMEOUT, reads).await else {
-            tracing::warn!(pod = %pod.qualified_name(), claims = candidates.len(), "the API server did not answer in time; a claim this pod was added to after it was prepared would be missed");
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for (c, read) in candidates.into_iter().zip(now) {
-            let claim = match read {
-                Ok(claim) => claim,
-                Err(e) => {
-                    tracing::debug!(claim = %format!("{}/{}", c.namespace, c.name), error = %e, "claim not readable");
-                    continue;
-                }
-            };
-            // The same name may be a new claim by now.
-            if claim.metadata.uid.as_deref().is_some_and(|u| u != c.uid) {
-                continue;
-            }
-            let Ok(pods) = claim::pods_of(&claim) else {
-                continue;
-            };
-            let Some(late) = pods.into_iter().find(|p| p.uid == pod.uid) else {
-                continue;
-            };
-            if let Some(d) = c.devices.iter().find(|d| self.moves_into_pod(d)) {
-                let first: Vec<&str> = c.pods.iter().map(|p| p.name.as_str()).collect();
-                return Err(Error::Pod {
-                    pod: pod.qualified_name(),
-                    reason: format!(
-                        "claim {}/{} was prepared on this node for {}; this pod was added to its \
-                         reservedFor after, but device {} {}, which can be in one pod only: \
-                         give this pod a claim of its own",
-                        c.namespace,
-                        c.name,
-                        first.join(", "),
-                        d.device,
-                        self.why_one_pod(d)
-                    ),
-                });
-            }
-            let mut shared = (*c).clone();
-            shared.pods.push(late);
-            self.store.put_claim(&shared).map_err(|e| {
-                tracing::error!(claim = %format!("{}/{}", c.namespace, c.name), error = %e, "could not record the claim's new pod");
-                Error::Pod {
-                    pod: pod.qualified_name(),
-                    reason: format!("claim {}/{}: {}", c.namespace, c.name, e.user_message()),
-                }
-            })?;
-            tracing::info!(claim = %format!("{}/{}", c.namespace, c.name), pod = %pod.qualified_name(), "pod added to a shared claim after it was prepared: it gets the claim's devices");
-            lock(&self.state).insert_claim(shared);
-            out.extend(
-                self.claims_of_pod(&pod.uid)
-                    .into_iter()
-                    .filter(|x| x.uid == c.uid),
-            );
-        }
-        Ok(out)
-    }
-
-    /// Writes the status of the pod's claims in the background: the hook does not wait on the
-    /// API server.
-    fn report_status(&self, claims: &[Arc<ClaimRecord>], attached: &[(String, Attached)]) {
-        let Some(writer) = self.status.clone() else {
-            return;
-        };
-        let by_key: HashMap<&str, &Attached> =
-            attached.iter().map(|(k, a)| (k.as_str(), a)).collect();
-        let now = Time(jiff_now());
-        for c in claims {
-            let devices: Vec<AllocatedDeviceStatus> = c
-                .devices
-                .iter()
-                .map(|d| device_status(d, by_key.get(d.key(&c.uid).as_str()).copied(), &now))
-                .collect();
-            let (ns, name) = (c.namespace.clone(), c.name.clone());
-            let writer = writer.clone();
-            tokio::spawn(async move {
-                let backoff = dranet_util::Backoff::new(
-                    std::time::Duration::from_millis(200),
-                    std::time::Duration::from_secs(10),
-                );
-                for attempt in 0..STATUS_ATTEMPTS {
-                    match writer(ns.clone(), name.clone(), devices.clone()).await {
-                        Ok(()) => return,
-                        Err(e) => {
-                            tracing::warn!(claim = %format!("{ns}/{name}"), attempt, error = %e, "writing claim status failed");
-                            tokio::time::sleep(backoff.delay(attempt)).await;
-                        }
-                    }
-                }
-            });
         }
     }
 }
@@ -928,77 +836,17 @@ fn device_failure(c: &ClaimRecord, d: &DeviceRecord, e: &Error) -> String {
     )
 }
 
-fn jiff_now() -> dranet_kubeletplugin::k8s_openapi::jiff::Timestamp {
-    dranet_kubeletplugin::k8s_openapi::jiff::Timestamp::now()
-}
-
-fn condition(kind: &str, reason: &str, message: String, now: &Time) -> Condition {
-    Condition {
-        type_: kind.into(),
-        status: "True".into(),
-        reason: reason.into(),
-        message,
-        last_transition_time: now.clone(),
-        observed_generation: None,
-    }
-}
-
-/// The status entry of one device: network data when its netdev is in the pod, and conditions.
-pub fn device_status(
-    d: &DeviceRecord,
-    attached: Option<&Attached>,
-    now: &Time,
-) -> AllocatedDeviceStatus {
-    let mut conditions = Vec::new();
-    let mut network_data = None;
-    match (attached, &d.netdev) {
-        (Some(a), Some(_)) => {
-            conditions.push(condition(
-                "Ready",
-                "NetworkDeviceReady",
-                format!("{} is {} in the pod", d.device, a.pod_name),
-                now,
-            ));
-            conditions.push(condition(
-                "NetworkReady",
-                "NetworkReady",
-                format!("{} configured", a.pod_name),
-                now,
-            ));
-            network_data = Some(NetworkDeviceData {
-                interface_name: Some(a.pod_name.clone()),
-                ips: Some(a.addresses.clone()).filter(|v| !v.is_empty()),
-                hardware_address: a.mac.clone(),
-            });
-        }
-        (None, None) if d.rdma.is_some() => conditions.push(condition(
-            "Ready",
-            "RDMAOnlyDeviceReady",
-            format!(
-                "{} character devices given to the pod",
-                d.char_devices.len()
-            ),
-            now,
-        )),
-        _ => {}
-    }
-    if let Some(link) = &d.rdma {
-        conditions.push(condition(
-            "RDMALinkReady",
-            "RDMALinkReady",
-            format!("RDMA link {link} available to the pod"),
-            now,
-        ));
-    }
-    AllocatedDeviceStatus {
-        driver: DRIVER_NAME.into(),
-        pool: d.pool.clone(),
-        device: d.device.clone(),
-        share_id: d.share_id.clone(),
-        conditions: Some(conditions).filter(|c| !c.is_empty()),
-        network_data,
-        data: None,
-    }
+/// Runs CPU work of a claim's prepare on the blocking pool.
+async fn off_workers<T: Send + 'static>(
+    claim: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Claim {
+            claim: claim.to_string(),
+            reason: format!("the prepare task failed: {e}"),
+        })
 }
 
 impl Driver for NetworkDriver {
@@ -1007,7 +855,12 @@ impl Driver for NetworkDriver {
     }
 
     async fn unprepare(&self, claim: ClaimToUnprepare) -> std::result::Result<(), HandlerError> {
-        Ok(self.unprepare_claim(&claim.claim_ref.uid)?)
+        Ok(self.unprepare_claim(&claim.claim_ref.uid).await?)
+    }
+
+    /// Inline: it runs once, before the plugin serves anything.
+    async fn restore_prepared(&self, claims: Vec<PreparedClaim>) {
+        self.restore_claims(claims);
     }
 }
 

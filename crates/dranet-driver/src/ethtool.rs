@@ -2,9 +2,11 @@
 //! the `ethtool` binary: what a claim's `ethtool` config sets on a NIC in the pod, and what
 //! detach puts back.
 //!
-//! Feature names are the kernel's (`tx-tcp-segmentation`, `rx-gro`, …); the short names of the
-//! `ethtool -K` command (`tso`, `gro`, `sg`, …) are translated. A name the device does not know,
-//! or a feature it cannot change, is an error naming it.
+//! Feature names are the kernel's (`tx-tcp-segmentation`, `rx-gro`, …); the names of the
+//! `ethtool -K` command, short (`tso`, `gro`) and long (`tcp-segmentation-offload`,
+//! `generic-receive-offload`, as `ethtool -k` prints them and upstream's claims use), are
+//! translated. A fixed feature asked for at the value it has is left alone; a name the device
+//! does not know, or a change it cannot make, is an error naming it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,6 +19,7 @@ use crate::{Error, Result};
 const ETHTOOL_GENL_NAME: &str = "ethtool";
 const ETHTOOL_GENL_VERSION: u8 = 1;
 
+const ETHTOOL_MSG_STRSET_GET: u8 = 1;
 const ETHTOOL_MSG_FEATURES_GET: u8 = 11;
 const ETHTOOL_MSG_FEATURES_SET: u8 = 12;
 const ETHTOOL_MSG_PRIVFLAGS_GET: u8 = 13;
@@ -26,6 +29,16 @@ const ETHTOOL_A_HEADER_DEV_NAME: u16 = 2;
 const ETHTOOL_A_HEADER_FLAGS: u16 = 3;
 /// `ETHTOOL_FLAG_OMIT_REPLY`: no reply message to a SET, only the ack.
 const ETHTOOL_FLAG_OMIT_REPLY: u32 = 1 << 1;
+
+const ETHTOOL_A_STRSET_HEADER: u16 = 1;
+const ETHTOOL_A_STRSET_STRINGSETS: u16 = 2;
+const ETHTOOL_A_STRINGSETS_STRINGSET: u16 = 1;
+const ETHTOOL_A_STRINGSET_ID: u16 = 1;
+const ETHTOOL_A_STRINGSET_STRINGS: u16 = 3;
+const ETHTOOL_A_STRINGS_STRING: u16 = 1;
+const ETHTOOL_A_STRING_VALUE: u16 = 2;
+/// `ETH_SS_FEATURES`: the names of every netdev feature the kernel has.
+const ETH_SS_FEATURES: u32 = 4;
 
 const ETHTOOL_A_FEATURES_HEADER: u16 = 1;
 const ETHTOOL_A_FEATURES_HW: u16 = 2;
@@ -40,11 +53,13 @@ const ETHTOOL_A_BITSET_BITS_BIT: u16 = 1;
 const ETHTOOL_A_BITSET_BIT_NAME: u16 = 2;
 const ETHTOOL_A_BITSET_BIT_VALUE: u16 = 3;
 
-/// The `ethtool -K` short names and the kernel features each stands for.
-pub const LEGACY_NAMES: &[(&str, &[&str])] = &[
-    ("rx", &["rx-checksum"]),
+/// The `ethtool -K` names, short and long, and the kernel features each stands for (those
+/// of them the device has).
+pub const LEGACY_NAMES: &[(&str, &str, &[&str])] = &[
+    ("rx", "rx-checksumming", &["rx-checksum"]),
     (
         "tx",
+        "tx-checksumming",
         &[
             "tx-checksum-ipv4",
             "tx-checksum-ip-generic",
@@ -53,9 +68,14 @@ pub const LEGACY_NAMES: &[(&str, &[&str])] = &[
             "tx-checksum-sctp",
         ],
     ),
-    ("sg", &["tx-scatter-gather", "tx-scatter-gather-fraglist"]),
+    (
+        "sg",
+        "scatter-gather",
+        &["tx-scatter-gather", "tx-scatter-gather-fraglist"],
+    ),
     (
         "tso",
+        "tcp-segmentation-offload",
         &[
             "tx-tcp-segmentation",
             "tx-tcp-ecn-segmentation",
@@ -63,19 +83,29 @@ pub const LEGACY_NAMES: &[(&str, &[&str])] = &[
             "tx-tcp6-segmentation",
         ],
     ),
-    ("ufo", &["tx-udp-fragmentation"]),
-    ("gso", &["tx-generic-segmentation"]),
-    ("gro", &["rx-gro"]),
-    ("lro", &["rx-lro"]),
-    ("rxvlan", &["rx-vlan-hw-parse"]),
-    ("txvlan", &["tx-vlan-hw-insert"]),
-    ("ntuple", &["rx-ntuple-filter"]),
-    ("rxhash", &["rx-hashing"]),
+    (
+        "ufo",
+        "udp-fragmentation-offload",
+        &["tx-udp-fragmentation"],
+    ),
+    (
+        "gso",
+        "generic-segmentation-offload",
+        &["tx-generic-segmentation"],
+    ),
+    ("gro", "generic-receive-offload", &["rx-gro"]),
+    ("lro", "large-receive-offload", &["rx-lro"]),
+    ("rxvlan", "rx-vlan-offload", &["rx-vlan-hw-parse"]),
+    ("txvlan", "tx-vlan-offload", &["tx-vlan-hw-insert"]),
+    ("ntuple", "ntuple-filters", &["rx-ntuple-filter"]),
+    ("rxhash", "receive-hashing", &["rx-hashing"]),
 ];
 
 /// A device's features: which it can change, and which are on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Features {
+    /// Every feature name the kernel has (its `ETH_SS_FEATURES` strings), changeable or not.
+    pub known: Vec<String>,
     /// Features the device lets the user change.
     pub changeable: Vec<String>,
     /// Features currently on.
@@ -87,21 +117,40 @@ impl Features {
     pub fn is_on(&self, name: &str) -> bool {
         self.active.iter().any(|a| a == name)
     }
+
+    /// Whether `name` is a kernel feature name.
+    pub fn knows(&self, name: &str) -> bool {
+        [&self.known, &self.changeable, &self.active]
+            .iter()
+            .any(|l| l.iter().any(|n| n == name))
+    }
+
+    /// Whether the device lets the user change `name`.
+    pub fn is_changeable(&self, name: &str) -> bool {
+        self.changeable.iter().any(|n| n == name)
+    }
 }
 
 /// A feature name a claim asks for that the device cannot change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FeatureError {
-    /// An `ethtool -K` short name none of whose kernel features the device can change.
-    #[error("ethtool feature {name:?} ({}) cannot be changed on this device", features.join(", "))]
+    /// A feature (or every kernel feature an `ethtool -K` name stands for) that the device
+    /// does not let the user change, asked for at a value it does not have.
+    #[error(
+        "ethtool feature {name:?} ({}) is fixed on this device and cannot be turned {}",
+        features.join(", "),
+        if *on { "on" } else { "off" }
+    )]
     Fixed {
-        /// The short name (`lro`).
+        /// The name asked for (`lro`, `large-receive-offload`, `rx-lro`).
         name: String,
         /// The kernel features it stands for.
-        features: &'static [&'static str],
+        features: Vec<String>,
+        /// The value asked for.
+        on: bool,
     },
-    /// A kernel feature name the device does not have, or cannot change.
-    #[error("ethtool feature {name:?} is unknown or cannot be changed on this device")]
+    /// A name that is neither a kernel feature nor an `ethtool -K` name of one the device has.
+    #[error("ethtool feature {name:?} is unknown on this device")]
     Unknown {
         /// The name.
         name: String,
@@ -158,38 +207,44 @@ impl fmt::Display for Operation {
     }
 }
 
-/// Expands `ethtool -K` short names into kernel feature names (other names pass through) and
-/// checks each against what the device can change. The result is what to set.
+/// Expands `ethtool -K` names (short and long) into kernel feature names (other names pass
+/// through) and checks each against the device. The result is what to set: the changeable
+/// features asked for. A fixed feature already at the value asked for is left out (nothing to
+/// do, as upstream and `ethtool -K` treat it); one at the other value is an error.
 pub fn resolve(
     wanted: &BTreeMap<String, bool>,
     f: &Features,
 ) -> std::result::Result<BTreeMap<String, bool>, FeatureError> {
     let mut out = BTreeMap::new();
     for (name, on) in wanted {
-        let names: Vec<&str> = match LEGACY_NAMES.iter().find(|(short, _)| *short == name) {
+        let parts: Vec<&str> = match LEGACY_NAMES
+            .iter()
+            .find(|(short, long, _)| short == name || long == name)
+        {
             // Only the parts the device has: `tso` on a NIC without tx-tcp6-segmentation.
-            Some((_, full)) => {
-                let have: Vec<&str> = full
-                    .iter()
-                    .copied()
-                    .filter(|n| f.changeable.iter().any(|c| c == n))
-                    .collect();
-                if have.is_empty() {
-                    return Err(FeatureError::Fixed {
-                        name: name.clone(),
-                        features: full,
-                    });
-                }
-                have
-            }
-            None => {
-                if !f.changeable.iter().any(|c| c == name) {
-                    return Err(FeatureError::Unknown { name: name.clone() });
-                }
-                vec![name.as_str()]
-            }
+            Some((_, _, full)) => full.iter().copied().filter(|n| f.knows(n)).collect(),
+            None if f.knows(name) => vec![name.as_str()],
+            None => Vec::new(),
         };
-        for n in names {
+        if parts.is_empty() {
+            return Err(FeatureError::Unknown { name: name.clone() });
+        }
+        let changeable: Vec<&str> = parts
+            .iter()
+            .copied()
+            .filter(|n| f.is_changeable(n))
+            .collect();
+        if changeable.is_empty() {
+            if parts.iter().all(|n| f.is_on(n) == *on) {
+                continue;
+            }
+            return Err(FeatureError::Fixed {
+                name: name.clone(),
+                features: parts.iter().map(|n| n.to_string()).collect(),
+                on: *on,
+            });
+        }
+        for n in changeable {
             out.insert(n.to_string(), *on);
         }
     }
@@ -268,6 +323,51 @@ fn err(dev: &str, operation: Operation) -> impl FnOnce(io::Error) -> Error {
     }
 }
 
+/// Every netdev feature name of the running kernel (the `ETH_SS_FEATURES` string set).
+fn feature_names() -> io::Result<Vec<String>> {
+    let answer = call(
+        ETHTOOL_MSG_STRSET_GET,
+        &[
+            Attr::Nested(ETHTOOL_A_STRSET_HEADER, Vec::new()),
+            Attr::Nested(
+                ETHTOOL_A_STRSET_STRINGSETS,
+                vec![Attr::Nested(
+                    ETHTOOL_A_STRINGSETS_STRINGSET,
+                    vec![Attr::U32(ETHTOOL_A_STRINGSET_ID, ETH_SS_FEATURES)],
+                )],
+            ),
+        ],
+    )?;
+    let mut names = Vec::new();
+    for m in &answer {
+        for (k, sets) in attr::parse(genl::attributes(m))? {
+            if k != ETHTOOL_A_STRSET_STRINGSETS {
+                continue;
+            }
+            for (_, set) in attr::parse(sets)? {
+                let set = attr::parse(set)?;
+                if attr::find(&set, ETHTOOL_A_STRINGSET_ID).and_then(attr::u32_value)
+                    != Some(ETH_SS_FEATURES)
+                {
+                    continue;
+                }
+                let Some(strings) = attr::find(&set, ETHTOOL_A_STRINGSET_STRINGS) else {
+                    continue;
+                };
+                for (sk, string) in attr::parse(strings)? {
+                    if sk != ETHTOOL_A_STRINGS_STRING {
+                        continue;
+                    }
+                    if let Some(v) = attr::find(&attr::parse(string)?, ETHTOOL_A_STRING_VALUE) {
+                        names.push(attr::string_value(v));
+                    }
+                }
+            }
+        }
+    }
+    Ok(names)
+}
+
 /// The features of `dev` as seen in `ns`.
 pub fn features(ns: &Netns, dev: &str) -> Result<Features> {
     ns.run(|| -> io::Result<Features> {
@@ -275,7 +375,10 @@ pub fn features(ns: &Netns, dev: &str) -> Result<Features> {
             ETHTOOL_MSG_FEATURES_GET,
             &[header(ETHTOOL_A_FEATURES_HEADER, dev, 0)],
         )?;
-        let mut f = Features::default();
+        let mut f = Features {
+            known: feature_names()?,
+            ..Features::default()
+        };
         for m in &answer {
             for (k, v) in attr::parse(genl::attributes(m))? {
                 match k {
@@ -394,40 +497,76 @@ mod tests {
 
     fn feats(changeable: &[&str]) -> Features {
         Features {
+            known: ["rx-lro", "tx-tcp-ecn-segmentation"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             changeable: changeable.iter().map(|s| s.to_string()).collect(),
-            active: Vec::new(),
+            active: vec!["tx-tcp-ecn-segmentation".into()],
         }
+    }
+
+    fn ask(pairs: &[(&str, bool)]) -> BTreeMap<String, bool> {
+        pairs.iter().map(|(n, on)| (n.to_string(), *on)).collect()
     }
 
     #[test]
     fn short_names_expand_to_what_the_device_has_and_unknown_names_are_named() {
         let f = feats(&["tx-tcp-segmentation", "tx-tcp6-segmentation", "rx-gro"]);
-        let w: BTreeMap<String, bool> =
-            [("tso".to_string(), false), ("rx-gro".to_string(), true)].into();
-        let r = resolve(&w, &f).unwrap();
+        let r = resolve(&ask(&[("tso", false), ("rx-gro", true)]), &f).unwrap();
         assert_eq!(
             r,
-            [
-                ("rx-gro".to_string(), true),
-                ("tx-tcp-segmentation".to_string(), false),
-                ("tx-tcp6-segmentation".to_string(), false)
-            ]
-            .into()
+            ask(&[
+                ("rx-gro", true),
+                ("tx-tcp-segmentation", false),
+                ("tx-tcp6-segmentation", false)
+            ])
         );
-        let bad: BTreeMap<String, bool> = [("tx-warp-drive".to_string(), true)].into();
-        let e = resolve(&bad, &f).unwrap_err().to_string();
-        assert!(e.contains("tx-warp-drive"), "{e}");
-        let fixed: BTreeMap<String, bool> = [("lro".to_string(), true)].into();
-        let e = resolve(&fixed, &f).unwrap_err();
+        let e = resolve(&ask(&[("tx-warp-drive", true)]), &f)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tx-warp-drive") && e.contains("unknown"), "{e}");
+        let e = resolve(&ask(&[("lro", true)]), &f).unwrap_err();
         assert_eq!(
             e,
             FeatureError::Fixed {
                 name: "lro".into(),
-                features: &["rx-lro"]
+                features: vec!["rx-lro".into()],
+                on: true,
             }
         );
         let e = e.to_string();
-        assert!(e.contains("lro") && e.contains("rx-lro"), "{e}");
+        assert!(
+            e.contains("\"lro\" (rx-lro) is fixed") && e.ends_with("turned on"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn long_names_as_upstream_claims_spell_them_resolve_like_short_ones() {
+        let f = feats(&["tx-tcp-segmentation", "tx-tcp6-segmentation", "rx-gro"]);
+        let long = ask(&[
+            ("tcp-segmentation-offload", false),
+            ("generic-receive-offload", true),
+        ]);
+        let short = ask(&[("tso", false), ("gro", true)]);
+        assert_eq!(resolve(&long, &f).unwrap(), resolve(&short, &f).unwrap());
+        assert!(!resolve(&long, &f).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_fixed_feature_at_its_value_is_nothing_to_do_and_at_the_other_an_error() {
+        let f = feats(&["rx-gro"]);
+        // rx-lro is fixed off: off is a no-op, whatever the name.
+        for name in ["lro", "large-receive-offload", "rx-lro"] {
+            assert_eq!(resolve(&ask(&[(name, false)]), &f).unwrap(), ask(&[]));
+            let e = resolve(&ask(&[(name, true)]), &f).unwrap_err();
+            assert!(matches!(e, FeatureError::Fixed { on: true, .. }), "{e}");
+        }
+        // A fixed-on feature: on is a no-op.
+        let e = ask(&[("tx-tcp-ecn-segmentation", true)]);
+        assert_eq!(resolve(&e, &f).unwrap(), ask(&[]));
+        assert!(resolve(&ask(&[("tx-tcp-ecn-segmentation", false)]), &f).is_err());
     }
 
     #[test]

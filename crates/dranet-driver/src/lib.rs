@@ -27,6 +27,7 @@ pub mod netlink;
 pub mod netns;
 pub mod podnet;
 pub mod rdma;
+pub mod record;
 pub mod store;
 
 pub use driver::{
@@ -60,6 +61,17 @@ pub enum Error {
         claim: String,
         /// Why.
         reason: String,
+    },
+    /// The profile provider did not resolve a device's profile.
+    #[error("claim {claim}: device {device}: {source}")]
+    Profile {
+        /// `namespace/name`.
+        claim: String,
+        /// The device.
+        device: String,
+        /// The provider's error.
+        #[source]
+        source: Box<dranet_core::ProfileError>,
     },
     /// A pod the driver cannot give its devices to.
     #[error("pod {pod}: {reason}")]
@@ -194,6 +206,8 @@ impl Error {
                 format!("its RDMA device could not be moved into the pod ({SEE_LOG})")
             }
             Error::InvalidConfig { reason, .. } => reason.clone(),
+            // The provider's answer is what the claim's owner can act on (a range exhausted).
+            Error::Profile { device, source, .. } => format!("device {device}: {source}"),
             Error::Netns { .. } => {
                 "the pod's network namespace could not be opened (is the pod still running?)".into()
             }

@@ -1,71 +1,35 @@
-//! What the driver must remember across restarts: each prepared claim (which pods get which
-//! devices, configured how) and each pod sandbox it acted on (its network namespace, which
-//! containerd 1.7 does not send again at StopPodSandbox, and the RDMA devices moved into it).
-//! One file per record, written durably (see `durable`), so a daemon killed at any point finds on
-//! start exactly what it had recorded.
+//! What the driver must remember across its own restarts about this boot's pod sandboxes: each
+//! sandbox it acted on (its network namespace, which containerd 1.7 does not send again at
+//! StopPodSandbox, and the RDMA devices moved into it). One file per sandbox, written durably
+//! (see `durable`), so a daemon killed at any point finds on start exactly what it had recorded.
+//!
+//! It also keeps each claim's profiles asked of the profile provider (`profiles/<uid>.json`),
+//! recorded before asking and forgotten once released, so that no daemon crash leaks what the
+//! provider allocated.
+//!
+//! Prepared claims are not here: their record is in the kubelet plugin's checkpoint (see
+//! [`crate::record`] for why). This store, like the attach journal beside it, describes
+//! namespaces of this boot, and lives in `--state-dir` (a tmpfs, emptied by a reboot that
+//! deletes those namespaces too).
+//!
+//! A record that cannot be read (torn, too large, of another version) is moved aside
+//! (`<file>.corrupt-<seconds>.<nanoseconds>`) with an error in the log, and the daemon starts
+//! without it: one bad file must not stop the node's daemon from ever starting again. What it
+//! described is then known only to the attach journal (the sandbox's netdevs) or returns by
+//! itself (an RDMA device goes back to the host when the sandbox's namespace is deleted).
 
 use std::path::{Path, PathBuf};
 
-use dranet_core::{CharDevice, NetworkConfig};
+use dranet_core::ProfileRequest;
 use serde::{Deserialize, Serialize};
 
-use crate::claim::PodRef;
 use crate::durable;
 use crate::{Error, Result};
 
 /// Format version of the records.
 pub const STORE_VERSION: u32 = 1;
 /// Largest record read back.
-const MAX_RECORD_BYTES: u64 = 4 << 20;
-
-/// A claim prepared on this node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClaimRecord {
-    /// [`STORE_VERSION`].
-    pub version: u32,
-    /// The claim's namespace.
-    pub namespace: String,
-    /// The claim's name.
-    pub name: String,
-    /// The claim's UID.
-    pub uid: String,
-    /// The pods it is reserved for.
-    pub pods: Vec<PodRef>,
-    /// Its devices on this node.
-    pub devices: Vec<DeviceRecord>,
-}
-
-/// One allocated device and what the pod gets of it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceRecord {
-    /// The claim's request it satisfies.
-    pub request: String,
-    /// Its pool.
-    pub pool: String,
-    /// Its device name (`pci-0101-00-00-0`).
-    pub device: String,
-    /// The allocation's share ID, if shared.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub share_id: Option<String>,
-    /// The host interface that moves into the pod: none for an IB-only device, nor for a
-    /// software RDMA link's netdev ([`crate::claim::software_rdma`]).
-    pub netdev: Option<String>,
-    /// Its merged, validated configuration.
-    pub config: NetworkConfig,
-    /// Its RDMA link (`mlx5_0`), if it has one.
-    pub rdma: Option<String>,
-    /// The RDMA character devices every container of the pod gets.
-    pub char_devices: Vec<CharDevice>,
-}
-
-impl DeviceRecord {
-    /// The attachment key of this device in `claim_uid`: the podnet journal's key.
-    pub fn key(&self, claim_uid: &str) -> String {
-        format!("{claim_uid}.{}", self.device)
-    }
-}
+const MAX_RECORD_BYTES: u64 = 64 << 10;
 
 /// A pod sandbox the driver gave devices to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,13 +48,48 @@ pub struct PodRecord {
     /// RDMA devices without a netdev moved into its namespace (exclusive RDMA netns mode).
     #[serde(default)]
     pub rdma_moved: Vec<String>,
+    /// UIDs of claims this pod was added to (`reservedFor`) after they were prepared. The
+    /// checkpoint's record of a claim is the kubelet's and names the pods of prepare time; a
+    /// restarted daemon adds this pod back to those claims from here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub late_claims: Vec<String>,
 }
 
-/// The store: `claims/<uid>.json` and `pods/<sandbox-id>.json` under one directory.
+/// The profiles a claim asked the profile provider for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileRecord {
+    /// [`STORE_VERSION`].
+    pub version: u32,
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The claim's UID.
+    pub uid: String,
+    /// One per device with a profile, as asked.
+    pub leases: Vec<ProfileLease>,
+    /// Set once the claim is unprepared (or its prepare failed): what is left here is owed to
+    /// the provider, and released again until it is.
+    #[serde(default)]
+    pub releasing: bool,
+}
+
+/// One device's profile, as asked of the provider (and as released).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileLease {
+    /// The device's name.
+    pub device: String,
+    /// The request the provider was sent.
+    pub request: ProfileRequest,
+}
+
+/// The store: `pods/<sandbox-id>.json` and `profiles/<uid>.json` under one directory.
 #[derive(Debug, Clone)]
 pub struct Store {
-    claims: PathBuf,
     pods: PathBuf,
+    profiles: PathBuf,
 }
 
 fn check_name(name: &str) -> Result<()> {
@@ -102,16 +101,97 @@ impl Store {
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         let s = Self {
-            claims: dir.join("claims"),
             pods: dir.join("pods"),
+            profiles: dir.join("profiles"),
         };
-        for d in [&s.claims, &s.pods] {
+        for d in [&s.pods, &s.profiles] {
             durable::create_dir(d).map_err(|e| Error::Store {
                 path: d.clone(),
                 reason: e.to_string(),
             })?;
         }
         Ok(s)
+    }
+
+    /// Records a pod sandbox.
+    pub fn put_pod(&self, p: &PodRecord) -> Result<()> {
+        Self::write(&self.pods, &p.sandbox_id, p)
+    }
+
+    /// Forgets a pod sandbox; one it does not know is not an error.
+    pub fn remove_pod(&self, sandbox_id: &str) -> Result<()> {
+        Self::remove(&self.pods, sandbox_id)
+    }
+
+    /// Every recorded pod sandbox; unreadable records are moved aside (see the module docs).
+    /// Only a directory that cannot be listed is an error.
+    pub fn pods(&self) -> Result<Vec<PodRecord>> {
+        let paths = durable::list(&self.pods).map_err(|e| Error::Store {
+            path: self.pods.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut out = Vec::new();
+        for p in paths {
+            let read = durable::read(&p, MAX_RECORD_BYTES)
+                .map_err(|e| e.to_string())
+                .and_then(|data| match data {
+                    None => Ok(None),
+                    Some(d) => serde_json::from_slice::<PodRecord>(&d)
+                        .map(Some)
+                        .map_err(|e| e.to_string()),
+                })
+                .and_then(|r| match r {
+                    Some(r) if r.version != STORE_VERSION => Err(format!(
+                        "record version {} (this dranet reads {STORE_VERSION})",
+                        r.version
+                    )),
+                    r => Ok(r),
+                });
+            match read {
+                Ok(Some(r)) => out.push(r),
+                Ok(None) => {}
+                Err(reason) => match durable::quarantine(&p) {
+                    Ok(moved_to) => tracing::error!(
+                        path = %p.display(),
+                        moved_to = %moved_to.display(),
+                        reason,
+                        "unreadable pod record moved aside; its sandbox's netdevs are still \
+                         known to the attach journal"
+                    ),
+                    Err(e) => tracing::error!(
+                        path = %p.display(),
+                        reason,
+                        error = %e,
+                        "unreadable pod record could not be moved aside; skipping it"
+                    ),
+                },
+            }
+        }
+        Ok(out)
+    }
+
+    /// One claim's recorded profiles, if any.
+    pub fn profile(&self, uid: &str) -> Result<Option<ProfileRecord>> {
+        check_name(uid)?;
+        Self::read(
+            &self.profiles.join(format!("{uid}.json")),
+            |p: &ProfileRecord| p.version,
+        )
+    }
+
+    /// Records a claim's profiles (replacing an earlier record of them).
+    pub fn put_profiles(&self, p: &ProfileRecord) -> Result<()> {
+        Self::write(&self.profiles, &p.uid, p)
+    }
+
+    /// Forgets a claim's profiles.
+    pub fn remove_profiles(&self, uid: &str) -> Result<()> {
+        Self::remove(&self.profiles, uid)
+    }
+
+    /// Every claim's recorded profiles.
+    pub fn profiles(&self) -> Result<Vec<ProfileRecord>> {
+        Self::all(&self.profiles, |p: &ProfileRecord| p.version)
     }
 
     fn write<T: Serialize>(dir: &Path, name: &str, v: &T) -> Result<()> {
@@ -121,7 +201,7 @@ impl Store {
             path: dir.join(&file),
             reason,
         };
-        let data = serde_json::to_vec_pretty(v).map_err(|e| err(e.to_string()))?;
+        let data = serde_json::to_vec(v).map_err(|e| err(e.to_string()))?;
         durable::write(dir, &file, &data).map_err(|e| err(e.to_string()))
     }
 
@@ -132,6 +212,28 @@ impl Store {
             path: dir.join(&file),
             reason: e.to_string(),
         })
+    }
+
+    /// The record at `p`, if there is one; an unreadable one is an error naming its file.
+    fn read<T: serde::de::DeserializeOwned>(
+        p: &Path,
+        version: impl Fn(&T) -> u32,
+    ) -> Result<Option<T>> {
+        let err = |reason: String| Error::Store {
+            path: p.to_path_buf(),
+            reason,
+        };
+        let Some(data) = durable::read(p, MAX_RECORD_BYTES).map_err(|e| err(e.to_string()))? else {
+            return Ok(None);
+        };
+        let v: T = serde_json::from_slice(&data).map_err(|e| err(e.to_string()))?;
+        if version(&v) != STORE_VERSION {
+            return Err(err(format!(
+                "record version {} (this dranet reads {STORE_VERSION})",
+                version(&v)
+            )));
+        }
+        Ok(Some(v))
     }
 
     /// Every record in `dir`. An unreadable one is an error naming its file: it may be the only
@@ -146,54 +248,9 @@ impl Store {
         })?;
         let mut out = Vec::new();
         for p in paths {
-            let err = |reason: String| Error::Store {
-                path: p.clone(),
-                reason,
-            };
-            let Some(data) = durable::read(&p, MAX_RECORD_BYTES).map_err(|e| err(e.to_string()))?
-            else {
-                continue;
-            };
-            let v: T = serde_json::from_slice(&data).map_err(|e| err(e.to_string()))?;
-            if version(&v) != STORE_VERSION {
-                return Err(err(format!(
-                    "record version {} (this dranet reads {STORE_VERSION})",
-                    version(&v)
-                )));
-            }
-            out.push(v);
+            out.extend(Self::read(&p, &version)?);
         }
         Ok(out)
-    }
-
-    /// Records a prepared claim (replacing an earlier record of it).
-    pub fn put_claim(&self, c: &ClaimRecord) -> Result<()> {
-        Self::write(&self.claims, &c.uid, c)
-    }
-
-    /// Forgets a claim; a claim it does not know is not an error.
-    pub fn remove_claim(&self, uid: &str) -> Result<()> {
-        Self::remove(&self.claims, uid)
-    }
-
-    /// Every prepared claim.
-    pub fn claims(&self) -> Result<Vec<ClaimRecord>> {
-        Self::all(&self.claims, |c: &ClaimRecord| c.version)
-    }
-
-    /// Records a pod sandbox.
-    pub fn put_pod(&self, p: &PodRecord) -> Result<()> {
-        Self::write(&self.pods, &p.sandbox_id, p)
-    }
-
-    /// Forgets a pod sandbox.
-    pub fn remove_pod(&self, sandbox_id: &str) -> Result<()> {
-        Self::remove(&self.pods, sandbox_id)
-    }
-
-    /// Every recorded pod sandbox.
-    pub fn pods(&self) -> Result<Vec<PodRecord>> {
-        Self::all(&self.pods, |p: &PodRecord| p.version)
     }
 }
 
@@ -201,36 +258,55 @@ impl Store {
 mod tests {
     use super::*;
 
+    fn pod(id: &str) -> PodRecord {
+        PodRecord {
+            version: STORE_VERSION,
+            sandbox_id: id.into(),
+            uid: "pu".into(),
+            pod: "ns/p".into(),
+            netns: Some("/var/run/netns/x".into()),
+            rdma_moved: vec!["mlx5_0".into()],
+            late_claims: vec!["c1".into()],
+        }
+    }
+
     #[test]
-    fn records_survive_reopen_and_bad_files_are_named() {
+    fn records_survive_reopen_and_bad_files_are_moved_aside() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(dir.path()).unwrap();
-        let c = ClaimRecord {
-            version: STORE_VERSION,
-            namespace: "ns".into(),
-            name: "c".into(),
-            uid: "11111111-2222".into(),
-            pods: vec![PodRef {
-                name: "p".into(),
-                uid: "pu".into(),
-            }],
-            devices: vec![],
-        };
-        s.put_claim(&c).unwrap();
+        s.put_pod(&pod("s1")).unwrap();
         let s = Store::open(dir.path()).unwrap();
-        assert_eq!(s.claims().unwrap(), vec![c.clone()]);
-        s.remove_claim(&c.uid).unwrap();
-        s.remove_claim(&c.uid).unwrap();
-        assert!(s.claims().unwrap().is_empty());
-        assert!(
-            s.put_claim(&ClaimRecord {
-                uid: "../x".into(),
-                ..c.clone()
-            })
-            .is_err()
-        );
-        std::fs::write(dir.path().join("claims/torn.json"), b"{\"version\":1,").unwrap();
-        let e = s.claims().unwrap_err().to_string();
-        assert!(e.contains("torn.json"), "{e}");
+        assert_eq!(s.pods().unwrap(), vec![pod("s1")]);
+        s.remove_pod("s1").unwrap();
+        s.remove_pod("s1").unwrap();
+        assert!(s.pods().unwrap().is_empty());
+        assert!(s.put_pod(&pod("../x")).is_err());
+
+        // A torn record, one of another version and one too large: the good one is read, the
+        // daemon starts, and the bad files are kept aside for an operator.
+        s.put_pod(&pod("good")).unwrap();
+        let pods = dir.path().join("pods");
+        std::fs::write(pods.join("torn.json"), b"{\"version\":1,").unwrap();
+        let mut v2 = serde_json::to_value(pod("v2")).unwrap();
+        v2["version"] = 2.into();
+        std::fs::write(pods.join("v2.json"), v2.to_string()).unwrap();
+        std::fs::write(
+            pods.join("huge.json"),
+            vec![b' '; MAX_RECORD_BYTES as usize + 1],
+        )
+        .unwrap();
+        assert_eq!(s.pods().unwrap(), vec![pod("good")]);
+        let mut names: Vec<String> = std::fs::read_dir(&pods)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 4, "{names:?}");
+        assert_eq!(names[0], "good.json");
+        for (n, bad) in names[1..].iter().zip(["huge.json", "torn.json", "v2.json"]) {
+            assert!(n.starts_with(&format!("{bad}.corrupt-")), "{names:?}");
+        }
+        // Read again: nothing left to move.
+        assert_eq!(s.pods().unwrap(), vec![pod("good")]);
     }
 }

@@ -9,10 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dranet_core::{CharDeviceKind, Discover, Inventory};
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::{Attached, PodNet};
-use dranet_driver::rdma::NetnsMode;
-use dranet_driver::{ClaimReader, NetworkDriver, Rescan};
+use dranet_driver::podnet::Attached;
+use dranet_driver::{ClaimReader, NetworkDriver};
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
     DeviceAllocationConfiguration, ResourceClaimConsumerReference,
@@ -55,18 +53,7 @@ impl Node {
     }
 
     fn build(&self, reader: Option<ClaimReader>) -> NetworkDriver {
-        let sysfs = self.sysfs.clone();
-        let scans = self.scans.clone();
-        let rescan: Rescan = Arc::new(move || {
-            scans.fetch_add(1, Ordering::SeqCst);
-            dranet_discovery::host(&sysfs, Default::default())
-                .discover()
-                .map_err(|e| e.to_string())
-        });
-        let podnet =
-            PodNet::new(Netns::current().unwrap(), self.state.path().join("podnet")).unwrap();
-        let mut b = NetworkDriver::builder(podnet, self.state.path().join("driver"), rescan)
-            .rdma_mode(NetnsMode::Shared);
+        let mut b = support::driver_builder(&self.sysfs, self.state.path(), self.scans.clone());
         if let Some(r) = reader {
             b = b.claim_reader(r);
         }
@@ -119,16 +106,15 @@ fn gb300_pods_get_exactly_their_rdma_char_devices() {
     let mlx2 = node.device("mlx5_2");
     assert_eq!(mlx0, "pci-0101-00-00-0");
     let rt = rt();
-    let prepared = rt
-        .block_on(d.prepare_claim(&claim("one", &["pa"], &[("rdma", &mlx0)], vec![])))
-        .unwrap();
+    let one = claim("one", &["pa"], &[("rdma", &mlx0)], vec![]);
+    let prepared = rt.block_on(d.prepare_claim(&one)).unwrap();
     assert_eq!(prepared.devices.len(), 1);
     assert!(
         prepared.devices[0].cdi_device_ids.is_empty(),
         "the work is in the NRI hooks, not CDI"
     );
-    rt.block_on(d.prepare_claim(&claim("two", &["pb"], &[("rdma", &mlx2)], vec![])))
-        .unwrap();
+    let two = claim("two", &["pb"], &[("rdma", &mlx2)], vec![]);
+    let two_prepared = rt.block_on(d.prepare_claim(&two)).unwrap();
     assert_eq!(
         devs(&d, "pa"),
         [
@@ -174,14 +160,25 @@ fn gb300_pods_get_exactly_their_rdma_char_devices() {
     assert_eq!(both.len(), 7, "{both:?}");
     assert_eq!(both.iter().filter(|p| p.contains("rdma_cm")).count(), 1);
 
-    // A restarted daemon knows what was prepared.
+    // A restarted daemon knows what was prepared: the kubelet plugin hands back its checkpoint.
     drop(d);
     let d = node.driver();
+    assert!(devs(&d, "pb").is_empty());
+    d.restore_claims(vec![
+        dranet_kubeletplugin::PreparedClaim {
+            claim_ref: one.claim_ref.clone(),
+            prepared,
+        },
+        dranet_kubeletplugin::PreparedClaim {
+            claim_ref: two.claim_ref.clone(),
+            prepared: two_prepared,
+        },
+    ]);
     assert_eq!(devs(&d, "pb").len(), 4);
     // Unprepare forgets; twice, or for a claim never seen, is fine.
-    d.unprepare_claim("uid-two").unwrap();
-    d.unprepare_claim("uid-two").unwrap();
-    d.unprepare_claim("never-prepared").unwrap();
+    rt.block_on(d.unprepare_claim("uid-two")).unwrap();
+    rt.block_on(d.unprepare_claim("uid-two")).unwrap();
+    rt.block_on(d.unprepare_claim("never-prepared")).unwrap();
     assert!(devs(&d, "pb").is_empty());
     assert_eq!(devs(&d, "pa").len(), 4);
 }
@@ -688,12 +685,24 @@ fn a_pod_added_to_a_claim_after_prepare_gets_an_error_or_its_shared_devices() {
     let mlx0 = gb.device("mlx5_0");
     let api = FakeClaims::default();
     let d = gb.driver_reading(api.reader());
-    rt.block_on(d.prepare_claim(&claim("ib", &["pa"], &[("rdma", &mlx0)], vec![])))
-        .unwrap();
+    let ib = claim("ib", &["pa"], &[("rdma", &mlx0)], vec![]);
+    let ib_prepared = rt.block_on(d.prepare_claim(&ib)).unwrap();
     api.put(claim("ib", &["pa", "pb"], &[("rdma", &mlx0)], vec![]));
     assert!(devs(&d, "pb").is_empty());
     rt.block_on(d.start_pod(&pod("pb"))).unwrap();
-    assert_eq!(devs(&d, "pb"), devs(&d, "pa"));
+    let want = devs(&d, "pa");
+    assert_eq!(devs(&d, "pb"), want);
+
+    // A restarted daemon gets back the checkpoint's record, which names the pods of prepare
+    // time; the late pod's sandbox record says it joined, and its new containers still get
+    // the devices.
+    drop(d);
+    let d = gb.driver_reading(api.reader());
+    d.restore_claims(vec![dranet_kubeletplugin::PreparedClaim {
+        claim_ref: ib.claim_ref.clone(),
+        prepared: ib_prepared,
+    }]);
+    assert_eq!(devs(&d, "pb"), want);
 }
 
 /// Claims as the API server holds them now, read through a [`ClaimReader`] that counts reads.
@@ -739,7 +748,7 @@ fn claim_config_that_cannot_be_applied_is_refused_at_prepare() {
         ),
         (
             serde_json::json!({"profile": "fast"}),
-            &["profile", "not supported yet"],
+            &["profile \"fast\"", "no profile provider is configured"],
         ),
         (
             serde_json::json!({"interface": {"disableEbpfPrograms": true}}),

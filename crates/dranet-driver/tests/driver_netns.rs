@@ -378,3 +378,96 @@ async fn a_device_in_a_live_pod_is_never_taken_by_another() {
     hooks.stop_pod_sandbox(&pod("pa", &pa)).await.unwrap();
     assert_eq!(node.host.dump(), host_before);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_sharing_a_nic_each_get_a_child_and_lose_it_alone_even_across_a_restart() {
+    if !can_run("pods_sharing_a_nic_each_get_a_child_and_lose_it_alone_even_across_a_restart") {
+        return;
+    }
+    let node = Node::new("share-h", &[]);
+    node.host.ip(&["link", "set", "v0p", "up"]);
+    let host_before = node.host.dump();
+    let (pa, pb) = (Ns::new("share-pa"), Ns::new("share-pb"));
+    let pa_before = pa.dump();
+    let (hooks, _) = hooks(&node);
+    // One claim reserved for both pods: a passthrough NIC is refused for that, a child type not.
+    let shared = |cfg: serde_json::Value| {
+        claims::claim(
+            "nic",
+            &["pa", "pb"],
+            &[("nic", "dev-v0")],
+            vec![claims::opaque("FromClaim", None, cfg)],
+        )
+    };
+    let err = hooks
+        .driver()
+        .prepare_claim(&shared(serde_json::json!({"interface": {"name": "net1"}})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("can be in one pod only"), "{err}");
+    let cfg = serde_json::json!({"interface": {"name": "net1", "type": "Macvlan",
+        "addressing": "Unnumbered"}});
+    hooks.driver().prepare_claim(&shared(cfg)).await.unwrap();
+    hooks.run_pod_sandbox(&pod("pa", &pa)).await.unwrap();
+    hooks.run_pod_sandbox(&pod("pb", &pb)).await.unwrap();
+    for p in [&pa, &pb] {
+        assert!(
+            p.ip(&["-d", "link", "show", "net1"])
+                .contains("macvlan mode bridge")
+        );
+    }
+    assert!(
+        node.host.try_ip(&["link", "show", "v0"]),
+        "the NIC stays on the host"
+    );
+    let pb_running = pb.dump();
+
+    // The daemon restarts; meanwhile pod a went away (its namespace is still mounted).
+    drop(hooks);
+    let (hooks, _) = self::hooks(&node);
+    hooks
+        .driver()
+        .synchronize_pods(&[pod("pb", &pb)])
+        .await
+        .unwrap();
+    assert_eq!(pa.dump(), pa_before, "pod a's child is deleted");
+    assert_eq!(pb.dump(), pb_running, "pod b's child is untouched");
+
+    hooks.stop_pod_sandbox(&pod("pb", &pb)).await.unwrap();
+    assert!(!pb.try_ip(&["link", "show", "net1"]));
+    assert_eq!(node.host.dump(), host_before, "the NIC is as it was");
+}
+
+/// A device allocated as a share (consumable capacity, `shareID` in the result) is refused to a
+/// Passthrough claim, whose NIC would leave the host and the other claims' pods; a child type on
+/// the same share is prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_allocation_refuses_passthrough_and_takes_a_child() {
+    if !can_run("a_shared_allocation_refuses_passthrough_and_takes_a_child") {
+        return;
+    }
+    let node = Node::new("shid-h", &[]);
+    let d = node.driver();
+    let shared = |name: &str, cfg: serde_json::Value| {
+        let mut c = claim(name, "ps", "v0", cfg);
+        c.results[0].share_id = Some(format!("share-{name}"));
+        c
+    };
+    let err = d
+        .prepare_claim(&shared(
+            "pt",
+            serde_json::json!({"interface": {"name": "net1"}}),
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("allocated as a share") && err.contains("Passthrough"),
+        "{err}"
+    );
+    let child = serde_json::json!({"interface": {"name": "net1", "type": "Macvlan",
+        "addressing": "Unnumbered"}});
+    d.prepare_claim(&shared("c1", child.clone())).await.unwrap();
+    d.prepare_claim(&shared("c2", child)).await.unwrap();
+}

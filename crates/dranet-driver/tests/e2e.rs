@@ -511,10 +511,18 @@ fn driver_against_real_containerd() {
     for (uid, r) in &resp.claims {
         assert!(r.error.is_empty(), "unprepare of {uid} failed: {}", r.error);
     }
-    let left = std::fs::read_dir(state.path().join("driver/claims"))
-        .unwrap()
-        .count();
-    assert_eq!(left, 0, "claims still recorded after unprepare");
+    // A prepared claim is recorded once, in the kubelet plugin's checkpoint (header line, then
+    // the JSON body): empty again after unprepare.
+    let checkpoint =
+        std::fs::read_to_string(kubelet_root_dir.path().join("plugins/dra.net/checkpoint"))
+            .unwrap();
+    let body = checkpoint.split_once('\n').map_or("", |(_, b)| b);
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        body["claims"],
+        serde_json::json!({}),
+        "claims still recorded after unprepare: {checkpoint}"
+    );
     daemon.kill();
     lab.step("all pods gone, claims unprepared");
     drop(rt);

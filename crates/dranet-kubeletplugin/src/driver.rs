@@ -36,11 +36,27 @@ pub trait Driver: Send + Sync + 'static {
         &self,
         claim: ClaimToUnprepare,
     ) -> impl Future<Output = Result<(), HandlerError>> + Send;
+
+    /// Called once when the plugin starts, before it serves the kubelet, with every claim the
+    /// checkpoint holds as prepared and what [`Driver::prepare`] returned for it (its
+    /// [`Prepared::state`] included). The kubelet answers its own retries from the checkpoint
+    /// without calling the driver again, so a driver that keeps what it prepared in memory
+    /// learns it back here after a restart, or a reboot: the checkpoint lives on the kubelet's
+    /// disk. Claims whose prepare was interrupted are not passed: the kubelet prepares them
+    /// again. The default does nothing.
+    fn restore_prepared(&self, claims: Vec<PreparedClaim>) -> impl Future<Output = ()> + Send {
+        let _ = claims;
+        std::future::ready(())
+    }
 }
 
 /// A shared driver is a driver: a process that is also an NRI plugin (or anything else) keeps an
 /// `Arc` of its state and hands a clone to the kubelet plugin.
 impl<D: Driver> Driver for std::sync::Arc<D> {
+    fn restore_prepared(&self, claims: Vec<PreparedClaim>) -> impl Future<Output = ()> + Send {
+        (**self).restore_prepared(claims)
+    }
+
     fn prepare(
         &self,
         claim: ClaimToPrepare,
@@ -168,6 +184,15 @@ pub struct Prepared {
     /// Anything the driver needs again at unprepare time (e.g. which interface went where); it is
     /// stored in the checkpoint and survives restarts.
     pub state: Option<serde_json::Value>,
+}
+
+/// A claim the checkpoint holds as prepared ([`Driver::restore_prepared`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedClaim {
+    /// Who the claim is.
+    pub claim_ref: ClaimRef,
+    /// What [`Driver::prepare`] returned for it.
+    pub prepared: Prepared,
 }
 
 /// What the checkpoint knows about a claim being unprepared.

@@ -166,7 +166,7 @@ pub use dranet_util::Backoff;
 pub use dranet_util::error_chain;
 pub use driver::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, PrepareState, Prepared,
-    PreparedDevice,
+    PreparedClaim, PreparedDevice,
 };
 pub use error::{Error, Result};
 pub use grpc::RegistrationState;

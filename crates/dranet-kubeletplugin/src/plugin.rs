@@ -11,8 +11,8 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::api::KubeApi;
 use crate::authority;
-use crate::checkpoint::{Checkpoint, CheckpointPolicy, LoadOutcome};
-use crate::driver::Driver;
+use crate::checkpoint::{Checkpoint, CheckpointPolicy, LoadOutcome, Phase};
+use crate::driver::{Driver, PreparedClaim};
 use crate::error::{Error, Result};
 use crate::grpc::{DraV1, DraV1beta1, HealthService, Registration, RegistrationState};
 use crate::health::HealthReporter;
@@ -213,8 +213,9 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
         Ok(())
     }
 
-    /// Opens the checkpoint, binds both sockets (DRA first, so the kubelet never learns of an
-    /// endpoint that is not served yet) and starts serving. Must be called inside a Tokio runtime.
+    /// Opens the checkpoint, hands the claims it holds as prepared to the driver
+    /// ([`Driver::restore_prepared`]), binds both sockets (DRA first, so the kubelet never learns
+    /// of an endpoint that is not served yet) and starts serving. Must be called inside a Tokio runtime.
     pub async fn start(self) -> Result<KubeletPlugin> {
         self.validate()?;
         let plugin_dir = self
@@ -245,9 +246,30 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
         )?;
         let checkpoint_trusted = !matches!(checkpoint_outcome, LoadOutcome::Quarantined { .. });
 
+        // Before the kubelet can call: a driver that remembers its claims in memory has them
+        // back when the first call (or pod) comes.
+        let driver = Arc::new(self.driver);
+        let prepared: Vec<PreparedClaim> = checkpoint
+            .entries()
+            .into_values()
+            .filter_map(|e| match (e.phase, e.prepared) {
+                (Phase::Prepared, Some(prepared)) => Some(PreparedClaim {
+                    claim_ref: e.claim,
+                    prepared,
+                }),
+                _ => None,
+            })
+            .collect();
+        let restored = prepared.len();
+        driver.restore_prepared(prepared).await;
+        tracing::debug!(
+            claims = restored,
+            "prepared claims handed back to the driver"
+        );
+
         let api = Arc::new(self.api);
         let mut node = NodeService::new(
-            Arc::new(self.driver),
+            driver,
             Arc::clone(&api),
             self.driver_name.clone(),
             checkpoint,

@@ -634,3 +634,36 @@ async fn fake_apiserver_a_missing_node_shows_in_the_publish_state() {
         .await
     );
 }
+
+/// A NIC shaped for sharing (`dranet run --share-filter`) keeps its sharing fields on an API
+/// server with `DRAConsumableCapacity` (1.36) and loses them on one without (1.34's default): the
+/// device is then exclusive, and the dropped fields do not start a rewrite loop.
+#[tokio::test]
+async fn fake_apiserver_shared_devices_keep_sharing_only_with_consumable_capacity() {
+    for gate in [true, false] {
+        let h = Harness::start_with(fast).await;
+        if gate {
+            h.api.enable_feature_gate("DRAConsumableCapacity");
+        }
+        let mut d = devices(2);
+        d[1] = dranet_core::share::shared(d[1].clone(), 4);
+        h.plugin().publish(d).unwrap();
+        converge(&h, 2, 1).await;
+        let stored = ours(&h)[0].spec.devices.clone().unwrap();
+        assert_eq!(stored[0].allow_multiple_allocations, None);
+        let children = stored[1]
+            .capacity
+            .as_ref()
+            .and_then(|c| c.get(dranet_core::share::CHILDREN));
+        if gate {
+            assert_eq!(stored[1].allow_multiple_allocations, Some(true));
+            assert!(children.is_some_and(|c| c.request_policy.is_some()));
+        } else {
+            assert_eq!(stored[1].allow_multiple_allocations, None, "gate off");
+            assert!(children.is_none_or(|c| c.request_policy.is_none()));
+        }
+        let settled = h.api.write_counts();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(h.api.write_counts(), settled, "gate {gate}");
+    }
+}

@@ -80,3 +80,37 @@ pub(crate) struct Comprehension {
 
 /// The accumulator of macro-generated comprehensions (a name no user identifier can spell).
 pub(crate) const ACCU: &str = "@result";
+
+/// Whether `func` (called without a receiver) is one of CEL's type conversions.
+pub(crate) fn is_type_conversion(func: &str) -> bool {
+    matches!(
+        func,
+        "bool"
+            | "bytes"
+            | "double"
+            | "duration"
+            | "dyn"
+            | "int"
+            | "string"
+            | "timestamp"
+            | "type"
+            | "uint"
+    )
+}
+
+/// Whether `e` is a list literal the planner folds to a constant: its elements literals or
+/// type conversions of them (`[1, dyn(2.0)]`).
+pub(crate) fn is_constant_list(e: &Expr) -> bool {
+    fn constant(e: &Expr) -> bool {
+        match &e.kind {
+            Kind::Lit(_) => true,
+            Kind::Call {
+                target: None,
+                func,
+                args,
+            } => is_type_conversion(func) && args.len() == 1 && constant(&args[0]),
+            _ => false,
+        }
+    }
+    matches!(&e.kind, Kind::List { elems, optional } if optional.iter().all(|o| !o) && elems.iter().all(constant))
+}

@@ -127,7 +127,7 @@ impl ProgramCache {
             }
             inner.misses += 1;
         }
-        let program = Program::compile_in(source, self.version).map(Arc::new);
+        let program = Program::compile_at(source, self.version).map(Arc::new);
         let mut inner = self.lock();
         if inner.entries.len() >= self.capacity && !inner.entries.contains_key(source) {
             // A linear scan: eviction happens once per miss of a full cache, and a cache this

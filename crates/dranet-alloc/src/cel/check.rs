@@ -563,7 +563,10 @@ impl Checker<'_> {
                 }
             }
             Type::Map(k, v) => ((**k).clone(), (**v).clone()),
-            Type::Dyn | Type::Any | Type::Error | Type::Param(_) => {
+            // Not `any` (what attribute values are declared as): cel-go ranges only over
+            // lists, maps, `dyn` and type parameters, so iterating an attribute is a compile
+            // error in the scheduler, not a runtime one.
+            Type::Dyn | Type::Error | Type::Param(_) => {
                 self.assignable(&Type::Dyn, &range_t);
                 (Type::Dyn, Type::Dyn)
             }

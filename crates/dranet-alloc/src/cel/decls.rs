@@ -1,9 +1,10 @@
-//! Every function of the environment the 1.34 scheduler compiles selectors in, with its
+//! Every function of the environments the scheduler compiles selectors in, with its
 //! overloads as cel-go declares them: CEL's standard definitions, optional types, cel-go's
 //! strings (version 2), lists (version 3), sets and two-variable comprehension extensions,
 //! and the Kubernetes quantity, semver (version 1), IP, CIDR, URL, regex, lists and format
-//! libraries. The API server checks a new selector in an older environment ([`EnvType::New`]),
-//! which lacks the declarations introduced in 1.34.
+//! libraries, and DRA's `includes` (1.36). Each declaration carries the version that introduced
+//! it; the API server checks a new selector in an older environment ([`EnvType::New`]), which
+//! lacks the declarations introduced since its compatibility version.
 
 use super::funcs::{self as f, Imp};
 use super::types::{self as t, Type};
@@ -118,60 +119,61 @@ pub(crate) struct Func {
     pub name: &'static str,
     pub ovs: &'static [Ov],
     pub single: Option<Imp>,
-    /// The Kubernetes minor version (1.x) whose base CEL environment introduced the function's
-    /// library (`IntroducedVersion` in k8s.io/apiserver's `environment/base.go`). Only
-    /// declarations newer than [`NEW_EXPRESSIONS_MINOR`] carry theirs; the others are 0.
+    /// The Kubernetes minor version (1.x) whose CEL environment introduced the function's
+    /// library (`IntroducedVersion` in k8s.io/apiserver's `environment/base.go` or DRA's
+    /// `compile.go`). Only declarations newer than the oldest supported version's
+    /// `NewExpressions` environment (1.33) carry theirs; the others are 0.
     pub since: u8,
 }
 
-/// The compatibility version (1.x) of the 1.34 API server's `NewExpressions` environment, the
-/// one it checks a selector against when a claim or class is created: its default
-/// `DefaultCompatibilityVersion()`, one minor below the binary.
-pub(crate) const NEW_EXPRESSIONS_MINOR: u8 = 33;
-
-/// The lists extension of cel-go, version 3, entered the base environment in 1.34.
+/// The lists extension of cel-go, version 3, entered the base environment in 1.34
+/// (`k8s.io/apiserver/pkg/cel/environment/base.go`).
 const LISTS_V3: u8 = 34;
 
+/// DRA's `includes` (`k8s.io/dynamic-resource-allocation/cel/compile.go`, 1.36): declared
+/// with the DRAListTypeAttributes gate, which the API server's `NewExpressions` environment
+/// honours (the gate is alpha and off in 1.36, and the declaration is newer than its
+/// compatibility version anyway) and the scheduler's `StoredExpressions` one ignores, so the
+/// 1.36 scheduler accepts `includes` while the 1.36 API server refuses it in a new selector.
+const DRA_INCLUDES: u8 = 36;
+
 /// Which of the API server's two CEL environments a selector is compiled in (the
-/// `environment.Type` of Kubernetes).
+/// `environment.Type` of Kubernetes), of which Kubernetes version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EnvType {
     /// `NewExpressions`: what a new ResourceClaim, ResourceClaimTemplate or DeviceClass is
-    /// checked against: the base environment at [`NEW_EXPRESSIONS_MINOR`], feature gates at
-    /// their 1.34 defaults.
-    New,
-    /// `StoredExpressions`: every declaration of the 1.34 build, feature gates ignored; what the
-    /// scheduler compiles a stored selector in.
-    Stored,
+    /// checked against: the base environment at the version's
+    /// [`new_expressions_minor`](KubernetesVersion::new_expressions_minor), feature gates at their
+    /// defaults.
+    New(KubernetesVersion),
+    /// `StoredExpressions`: every declaration of the version's build, feature gates ignored;
+    /// what the scheduler compiles a stored selector in.
+    Stored(KubernetesVersion),
 }
 
 impl EnvType {
-    /// The environment the API server of Kubernetes `version` checks a new selector in: the
-    /// switch by version. Every version has 1.34's for now; the environments of 1.35 and 1.36
-    /// are the CEL part of issue 35.
-    pub(crate) fn new_selectors(version: KubernetesVersion) -> EnvType {
-        match version {
-            KubernetesVersion::V1_34 | KubernetesVersion::V1_35 | KubernetesVersion::V1_36 => {
-                EnvType::New
-            }
+    /// Whether this is the API server's environment for a new selector.
+    pub(crate) fn is_new(self) -> bool {
+        matches!(self, EnvType::New(_))
+    }
+
+    /// The Kubernetes version.
+    pub(crate) fn version(self) -> KubernetesVersion {
+        match self {
+            EnvType::New(v) | EnvType::Stored(v) => v,
         }
     }
 
-    /// The environment the scheduler of Kubernetes `version` compiles a stored selector in (see
-    /// [`EnvType::new_selectors`]).
-    pub(crate) fn stored_selectors(version: KubernetesVersion) -> EnvType {
-        match version {
-            KubernetesVersion::V1_34 | KubernetesVersion::V1_35 | KubernetesVersion::V1_36 => {
-                EnvType::Stored
-            }
-        }
+    /// The scheduler's environment of the same version.
+    pub(crate) fn stored(self) -> EnvType {
+        EnvType::Stored(self.version())
     }
 
     /// Whether this environment declares `f`.
     pub(crate) fn declares(self, f: &Func) -> bool {
         match self {
-            EnvType::New => f.since <= NEW_EXPRESSIONS_MINOR,
-            EnvType::Stored => true,
+            EnvType::New(v) => u32::from(f.since) <= v.new_expressions_minor(),
+            EnvType::Stored(v) => u32::from(f.since) <= v.minor(),
         }
     }
 
@@ -180,11 +182,14 @@ impl EnvType {
         lookup(name).filter(|f| self.declares(f))
     }
 
-    /// Whether `device.allowMultipleAllocations` is declared: only with the
-    /// DRAConsumableCapacity feature gate (alpha, off by default in 1.34) for a new selector;
-    /// the stored environment ignores the gate and declares the newest `device` type.
+    /// Whether `device.allowMultipleAllocations` is declared: for a new selector only with the
+    /// DRAConsumableCapacity feature gate (alpha and off in 1.34, beta and on in 1.36); the
+    /// stored environment ignores the gate and declares the newest `device` type.
     pub(crate) fn has_allow_multiple_allocations(self) -> bool {
-        self == EnvType::Stored
+        match self {
+            EnvType::New(v) => v.declares_consumable_capacity(),
+            EnvType::Stored(_) => true,
+        }
     }
 }
 
@@ -574,6 +579,10 @@ funcs! {
     "lists.range" => [g!("lists_range", [D::Int], D::L(&D::Int), f::lists_range)], since LISTS_V3;
     "reverse" => [m!("list_reverse", [LA], LA, f::reverse)], since LISTS_V3;
     "distinct" => [m!("list_distinct", [LA], LA, f::distinct)], since LISTS_V3;
+
+    // DRA's `includes` (1.36): membership in a list attribute, or equality with a scalar.
+    "includes" => [m!("dra_includes_dyn_dyn", [D::Dyn, D::Dyn], D::Bool, f::includes)],
+        since DRA_INCLUDES;
 
     // cel-go sets extension.
     "sets.contains" => [g!("list_sets_contains_list", [LA, LA], D::Bool, f::sets_contains)];

@@ -251,6 +251,10 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
                 "driver" | "attributes" | "capacity" | "allowMultipleAllocations"
             )),
             m if m.is_map() => Ok(self.env.get(m, &Value::string(field.to_string())).is_some()),
+            // cel-go tests presence through an optional: an empty one has no field, a full
+            // one has the fields of what it holds.
+            Value::Optional(None) => Ok(false),
+            Value::Optional(Some(inner)) => self.has(inner, field),
             other => Err(Error::msg(format!(
                 "invalid type for field selection: {}",
                 other.type_name()
@@ -312,6 +316,17 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
                     Some(x) => Err(x),
                     None => Ok(Value::Bool(!stop)),
                 };
+            }
+            "@in" if args.len() == 2 && super::ast::is_constant_list(&args[1]) => {
+                let v = self.eval(&args[0])?;
+                let list = self.eval(&args[1])?;
+                if let Value::List(elems) = &list
+                    && let Some(found) = super::funcs::set_membership(&v, elems)
+                {
+                    return Ok(Value::Bool(found));
+                }
+                let mut a = [v, list];
+                return super::funcs::in_(&self.env, &mut a);
             }
             "_?_:_" if args.len() == 3 => {
                 return match self.eval(&args[0])? {

@@ -360,6 +360,7 @@ mod tests {
     use super::super::decls::EnvType;
     use super::super::{DeviceAttributes, DeviceView, Program, Quantity, Semver};
     use super::*;
+    use crate::version::KubernetesVersion;
 
     /// Wherever the shortcut decides, it decides as the evaluator does; where the evaluator
     /// fails, the shortcut leaves it to the evaluator.
@@ -643,7 +644,10 @@ mod tests {
             let src = selector(&mut g, 3);
             total += 1;
             let rec = recognize(&src);
-            for env in [EnvType::New, EnvType::Stored] {
+            for env in KubernetesVersion::ALL
+                .into_iter()
+                .flat_map(|v| [EnvType::New(v), EnvType::Stored(v)])
+            {
                 let general = Program::check(&src, env);
                 let Some(f) = &rec else { continue };
                 let (_, plan) = general
@@ -655,7 +659,9 @@ mod tests {
             }
             recognised += 1;
             let fast = Program::compile(&src).unwrap();
-            let slow = Program::check(&src, EnvType::New).unwrap().0;
+            let slow = Program::check(&src, EnvType::New(KubernetesVersion::V1_34))
+                .unwrap()
+                .0;
             assert_eq!(fast.estimated_cost(), slow.cost, "{src:?}");
             for (attrs, driver) in devices.iter().flat_map(|a| [(a, "dra.net"), (a, "x")]) {
                 let view = DeviceView {

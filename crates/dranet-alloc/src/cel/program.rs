@@ -58,43 +58,53 @@ fn compile_error(mut issues: Vec<parse::Issue>, source: &str) -> CelError {
     CelError::Syntax { position, message }
 }
 
-/// Appended to a compile error of a selector the scheduler's environment accepts.
-const NEW_EXPRESSIONS_HINT: &str = "the 1.34 scheduler accepts this selector, but the API \
-     server refuses it in a new claim, claim template or device class: it checks new selectors \
-     in the CEL environment of Kubernetes 1.33 with default feature gates";
+/// Appended to a compile error of a selector the scheduler's environment of `version` accepts.
+fn new_expressions_hint(version: KubernetesVersion) -> String {
+    format!(
+        "the {version} scheduler accepts this selector, but the API server refuses it in a new \
+         claim, claim template or device class: it checks new selectors in the CEL environment \
+         of Kubernetes 1.{} with default feature gates",
+        version.new_expressions_minor()
+    )
+}
 
 impl Program {
     /// Compiles `source` as the 1.34 API server admits it when a claim, claim template or
-    /// device class is created: parsed and type-checked in the environment it checks new
-    /// selectors in (Kubernetes 1.33's, default feature gates: without the 1.34 lists extension
-    /// and `device.allowMultipleAllocations`), and refused, as the API server refuses the
-    /// object, when its estimated worst-case cost is over [`MAX_SELECTOR_COST`]
-    /// ([`CelError::TooComplex`]).
+    /// device class is created: [`Program::compile_at`] with [`KubernetesVersion::V1_34`].
     pub fn compile(source: &str) -> Result<Program, CelError> {
-        Program::build(source, EnvType::New)
+        Program::compile_at(source, KubernetesVersion::V1_34)
     }
 
-    /// Compiles `source` as the API server of Kubernetes `version` admits a new claim, claim
-    /// template or device class, in that version's environment for new selectors (see
-    /// [`Program::compile`]).
-    pub fn compile_in(source: &str, version: KubernetesVersion) -> Result<Program, CelError> {
-        Program::build(source, EnvType::new_selectors(version))
+    /// Compiles `source` as the API server of `version` admits it when a claim, claim template
+    /// or device class is created: parsed and type-checked in the environment it checks new
+    /// selectors in (the base environment one minor below `version`, default feature gates:
+    /// for 1.34 without the lists extension and `device.allowMultipleAllocations`, for 1.36
+    /// with both but without `includes`), and refused, as the API server refuses the object,
+    /// when its estimated worst-case cost is over [`MAX_SELECTOR_COST`]
+    /// ([`CelError::TooComplex`]).
+    pub fn compile_at(source: &str, version: KubernetesVersion) -> Result<Program, CelError> {
+        Program::build(source, EnvType::New(version))
     }
 
-    /// Compiles as the scheduler of Kubernetes `version` does, in that version's environment for
-    /// stored selectors (see [`Program::compile_for_scheduler`]).
-    pub fn compile_for_scheduler_in(
+    /// Compiles as the 1.34 scheduler does: [`Program::compile_for_scheduler_at`] with
+    /// [`KubernetesVersion::V1_34`].
+    pub fn compile_for_scheduler(source: &str) -> Result<Program, CelError> {
+        Program::compile_for_scheduler_at(source, KubernetesVersion::V1_34)
+    }
+
+    /// Compiles as the scheduler of `version` does: in its stored-expressions environment, a
+    /// superset of [`Program::compile_at`]'s, and without the cost estimate, which the
+    /// scheduler does not make (it only compiles selectors the API server admitted).
+    pub fn compile_for_scheduler_at(
         source: &str,
         version: KubernetesVersion,
     ) -> Result<Program, CelError> {
-        Program::build(source, EnvType::stored_selectors(version))
+        Program::build(source, EnvType::Stored(version))
     }
 
-    /// Compiles as the scheduler does: in the stored-expressions environment, a superset of
-    /// [`Program::compile`]'s, and without the cost estimate, which the scheduler does not make
-    /// (it only compiles selectors the API server admitted).
-    pub fn compile_for_scheduler(source: &str) -> Result<Program, CelError> {
-        Program::build(source, EnvType::Stored)
+    /// The Kubernetes version whose environment this program was compiled in.
+    pub fn kube_version(&self) -> KubernetesVersion {
+        self.env.version()
     }
 
     /// The API server's estimate of the cost of evaluating this selector on one device, in CEL
@@ -136,8 +146,8 @@ impl Program {
         let checked = check::check(&mut parsed.expr, &parsed.positions, env).map_err(|i| {
             let mut e = compile_error(i, source);
             // Checked again only on this error path: whether the environment is the reason.
-            let env_hint = (env == EnvType::New && Program::check(source, EnvType::Stored).is_ok())
-                .then(|| NEW_EXPRESSIONS_HINT.to_string());
+            let env_hint = (env.is_new() && Program::check(source, env.stored()).is_ok())
+                .then(|| new_expressions_hint(env.version()));
             if let (CelError::Syntax { message, .. }, Some(hint)) = (
                 &mut e,
                 env_hint.or_else(|| explain::compile_hint(&parsed.expr)),
@@ -168,7 +178,7 @@ impl Program {
         validate::instantiate(&parsed.expr, &checked.refs, &parsed.positions)
             .map_err(|i| compile_error(vec![i], source))?;
         // The API server estimates the cost of the selectors it admits; the scheduler does not.
-        let cost = if env == EnvType::New {
+        let cost = if env.is_new() {
             let c = cost::estimate(&parsed.expr, &checked.types, &checked.refs);
             if c.max > MAX_SELECTOR_COST {
                 return Err(CelError::TooComplex {

@@ -9,7 +9,7 @@
 //!   `uint(dyn(-1))`) is evaluated when the program is built, and a constant regular
 //!   expression is compiled then; an error there is "program instantiation failed".
 
-use super::ast::{Expr, Kind, Lit};
+use super::ast::{Expr, Kind, Lit, is_type_conversion};
 use super::attrs::DeviceAttributes;
 use super::check::Ref;
 use super::device::DeviceView;
@@ -41,22 +41,6 @@ pub(crate) fn instantiate(root: &Expr, refs: &[Ref], positions: &[u32]) -> Resul
 }
 
 /// Functions whose single argument, when constant, the planner converts ahead of time.
-fn is_type_conversion(func: &str) -> bool {
-    matches!(
-        func,
-        "bool"
-            | "bytes"
-            | "double"
-            | "duration"
-            | "dyn"
-            | "int"
-            | "string"
-            | "timestamp"
-            | "type"
-            | "uint"
-    )
-}
-
 /// cel-go's `TypeName()` of a checked type, as its format validator prints it.
 fn type_name(t: &Type) -> String {
     match t {
@@ -452,6 +436,14 @@ impl Folder<'_> {
                         return Err(self.fail(e, &m));
                     }
                 }
+                // A constant index becomes one of the planner's qualifiers, which exist only
+                // for strings, integers, booleans and doubles.
+                if matches!(func.as_str(), "_[_]" | "_[?_]")
+                    && consts.get(1) == Some(&true)
+                    && let Some(t) = args.get(1).and_then(|i| self.invalid_qualifier(i))
+                {
+                    return Err(self.fail(e, &format!("invalid qualifier type: {t}")));
+                }
                 if target.is_none() && is_type_conversion(func) && consts == [true] {
                     return match self.const_error(e) {
                         None => Ok(true),
@@ -467,6 +459,18 @@ impl Folder<'_> {
     fn const_string(&self, e: &Expr) -> Option<String> {
         match Eval::new(view(&self.attrs), self.refs).eval(e) {
             Ok(super::value::Value::Str(s)) => Some(s.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The Go type of a constant index that cannot be a qualifier, as cel-go names it.
+    fn invalid_qualifier(&self, e: &Expr) -> Option<&'static str> {
+        use super::value::Value as V;
+        match Eval::new(view(&self.attrs), self.refs).eval(e) {
+            Ok(V::Bytes(_)) => Some("types.Bytes"),
+            Ok(V::Null) => Some("types.Null"),
+            Ok(V::Duration(_)) => Some("types.Duration"),
+            Ok(V::Timestamp(..)) => Some("types.Timestamp"),
             _ => None,
         }
     }

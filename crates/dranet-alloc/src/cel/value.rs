@@ -316,7 +316,9 @@ pub(crate) fn equal<'a>(a: &Value<'a>, b: &Value<'a>, maps: &dyn MapView<'a>) ->
         (V::Cidr(x, p), V::Cidr(y, q)) => x == y && p == q,
         (V::Url(x), V::Url(y)) => x == y,
         (V::Device, V::Device) => true,
-        (V::Quantity(_) | V::Semver(_) | V::Ip(_) | V::Cidr(..) | V::Url(_), _) => {
+        // Kubernetes' format values are equal by name.
+        (V::Format(x), V::Format(y)) => x == y,
+        (V::Quantity(_) | V::Semver(_) | V::Ip(_) | V::Cidr(..) | V::Url(_) | V::Format(_), _) => {
             return Err(Error::no_such_overload());
         }
         _ => false,
@@ -339,29 +341,38 @@ pub(crate) fn num_cmp(a: &Value<'_>, b: &Value<'_>) -> Option<Ordering> {
         (V::Int(x), V::Uint(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
         (V::Uint(x), V::Int(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
         (V::Double(x), V::Double(y)) => x.partial_cmp(y),
-        (V::Double(x), V::Int(y)) => cmp_double_i128(*x, i128::from(*y)),
-        (V::Double(x), V::Uint(y)) => cmp_double_i128(*x, i128::from(*y)),
-        (V::Int(x), V::Double(y)) => cmp_double_i128(*y, i128::from(*x)).map(Ordering::reverse),
-        (V::Uint(x), V::Double(y)) => cmp_double_i128(*y, i128::from(*x)).map(Ordering::reverse),
+        (V::Double(x), V::Int(y)) => cmp_double_int(*x, *y),
+        (V::Double(x), V::Uint(y)) => cmp_double_uint(*x, *y),
+        (V::Int(x), V::Double(y)) => cmp_double_int(*y, *x).map(Ordering::reverse),
+        (V::Uint(x), V::Double(y)) => cmp_double_uint(*y, *x).map(Ordering::reverse),
         _ => None,
     }
 }
 
-fn cmp_double_i128(d: f64, i: i128) -> Option<Ordering> {
-    if d.is_nan() {
-        return None;
+// A double against an integer as cel-go compares them: out of the integer type's range the
+// double is greater or less; within it the integer is rounded to a double, so
+// `dyn(9223372036854775808.0) == 9223372036854775807` (2^63 against int64 max, which rounds
+// to 2^63) and `dyn(9007199254740993) == 9007199254740992.0` hold.
+#[allow(clippy::cast_precision_loss)]
+fn cmp_double_int(d: f64, i: i64) -> Option<Ordering> {
+    if d < i64::MIN as f64 {
+        return (!d.is_nan()).then_some(Ordering::Less);
     }
-    if d < -1.8e19 {
-        return Some(Ordering::Less);
-    }
-    if d > 1.9e19 {
+    if d > i64::MAX as f64 {
         return Some(Ordering::Greater);
     }
-    let t = d.trunc() as i128;
-    Some(match t.cmp(&i) {
-        Ordering::Equal => d.fract().partial_cmp(&0.0).unwrap_or(Ordering::Equal),
-        o => o,
-    })
+    d.partial_cmp(&(i as f64))
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn cmp_double_uint(d: f64, u: u64) -> Option<Ordering> {
+    if d < 0.0 {
+        return Some(Ordering::Less);
+    }
+    if d > u64::MAX as f64 {
+        return Some(Ordering::Greater);
+    }
+    d.partial_cmp(&(u as f64))
 }
 
 /// `a < b` and friends: numbers across kinds, and two values of the same orderable kind.

@@ -4,7 +4,7 @@
 
 /// One selector of the corpus.
 pub struct Case {
-    /// `dra`, `standard`, `kubernetes`, `extensions` or `limits`.
+    /// `dra`, `standard`, `kubernetes`, `extensions`, `limits` or `versions`.
     pub family: &'static str,
     /// The function or feature it exercises.
     pub function: String,
@@ -67,7 +67,159 @@ pub fn cases() -> Vec<Case> {
     kubernetes(&mut o);
     extensions(&mut o);
     limits(&mut o);
+    versions(&mut o);
+    planner(&mut o);
     o.0
+}
+
+/// Where cel-go's runtime is not its specification: comparisons of a double with an integer
+/// (rounded), constant index qualifiers, `in` a constant list (a hash set), presence through an
+/// optional, and the localised printer's `%e` of NaN and infinities.
+fn planner(o: &mut Out) {
+    let sels = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    o.all(
+        "standard",
+        "double vs int",
+        &sels(&[
+            "dyn(9223372036854775808.0) == 9223372036854775807",
+            "dyn(9223372036854775808.0) > 9223372036854775807",
+            "dyn(9223372036854775807) < 9223372036854775808.0",
+            "dyn(9223372036854775807.0) == 9223372036854775807",
+            "dyn(-9223372036854775809.0) == -9223372036854775808",
+            "dyn(18446744073709551616.0) == 18446744073709551615u",
+            "dyn(18446744073709551615u) == 18446744073709551616.0",
+            "dyn(9007199254740993) == 9007199254740992.0",
+            "[9223372036854775807].exists(x, x == dyn(9223372036854775808.0))",
+        ]),
+    );
+    o.all(
+        "standard",
+        "in constant list",
+        &sels(&[
+            "9223372036854775807 in [dyn(9223372036854775808.0)]",
+            "9007199254740993 in [9007199254740992.0]",
+            "9007199254740992.0 in [9007199254740993]",
+            "dyn(1u) in [1, 2]",
+            "dyn(1.5) in [1, 2]",
+            "dyn(2.0) in [1, 2]",
+            "dyn(1) in [1.0, 2.0]",
+            "dyn(-1) in [18446744073709551615u]",
+            "dyn(null) in [1]",
+            "dyn(double(\"NaN\")) in [double(\"NaN\")]",
+            "dyn(1) in [1, dyn(b\"a\")]",
+        ]),
+    );
+    o.all(
+        "standard",
+        "constant index",
+        &sels(&[
+            "dyn({\"a\": 1})[b\"a\"] == 1",
+            "dyn({\"a\": 1})[dyn(null)] == 1",
+            "{\"a\": 1}[dyn(b\"a\")] == 1",
+            "{\"a\": 1}[dyn(null)] == 1",
+            "dyn({1: 1})[null] == 1",
+            "[1][dyn(null)] == 1",
+            "{\"a\": 1}[dyn(duration(\"1s\"))] == 1",
+            "{\"a\": 1}[dyn(timestamp(\"2024-01-01T00:00:00Z\"))] == 1",
+            "{\"a\": 1}.?[dyn(null)] == optional.none()",
+            "{\"a\": 1}[dyn(1.0)] == 1",
+        ]),
+    );
+    o.all(
+        "extensions",
+        "has optional",
+        &sels(&[
+            "has(optional.of({\"a\": 1}).a)",
+            "has(optional.none().a)",
+            "has(optional.of({\"a\": 1}).b)",
+        ]),
+    );
+    o.all(
+        "extensions",
+        "format %e",
+        &sels(&[
+            "\"%e\".format([double(\"NaN\")]) == \"   NaN\"",
+            "\"%e\".format([double(\"Inf\")]) == \"     ∞\"",
+            "\"%e\".format([double(\"-Inf\")]) == \"    -∞\"",
+            "\"%.2e\".format([double(\"Inf\")]) == \" ∞\"",
+            "\"%.0e\".format([double(\"NaN\")]) == \"NaN\"",
+        ]),
+    );
+    o.all(
+        "kubernetes",
+        "format equality",
+        &sels(&[
+            "format.named(\"dns1123Label\").value() == format.dns1123Label()",
+            "format.named(\"dns1123Label\") == format.named(\"dns1123Label\")",
+            "format.dns1123Label() == format.dns1123Label()",
+            "format.dns1123Label() == format.dns1123Subdomain()",
+            "dyn(format.named(\"dns1123Label\").value()) == 1",
+        ]),
+    );
+}
+
+/// What differs between the Kubernetes versions: DRA's `includes` (declared by the 1.36
+/// scheduler; its equality, its 48-value limit, its receivers), and iterating an attribute
+/// (declared `any`, which no version's checker ranges over).
+fn versions(o: &mut Out) {
+    let f = "versions";
+    o.all(
+        f,
+        "includes",
+        &[
+            format!("{A}.ifName.includes(\"eth0\")"),
+            format!("{A}.ifName.includes(\"eth1\")"),
+            format!("{A}.numaNode.includes(1)"),
+            format!("{A}.numaNode.includes(1.0)"),
+            format!("{A}.numaNode.includes(1u)"),
+            format!("{A}.numaNode.includes(\"1\")"),
+            format!("{A}.rdma.includes(true)"),
+            format!("{A}.firmware.includes(semver(\"28.39.1002-rc.1+build5\"))"),
+            format!("{A}.missing.includes(1)"),
+            format!("{A}.includes(\"ifName\")"),
+            format!("{K}.pcieRoot.includes(\"pci0000:16\")"),
+            format!("!{A}.mtu.includes(1500)"),
+            format!("[{A}.ifName, \"eth1\"].includes(\"eth1\")"),
+            "[1, 2].includes(2)".into(),
+            "[1, 2].includes(2.0)".into(),
+            "[1, 2].includes(3)".into(),
+            "[1, 2].includes(\"a\")".into(),
+            "[[1]].includes([1])".into(),
+            "[1, \"a\"].includes(\"a\")".into(),
+            "{\"a\": 1}.includes(\"a\")".into(),
+            "{\"a\": 1}.includes({\"a\": 1})".into(),
+            "null.includes(null)".into(),
+            "\"abc\".includes(\"b\")".into(),
+            "dyn(1).includes(1) && [1].includes(dyn(1))".into(),
+            "lists.range(48).includes(47)".into(),
+            "lists.range(49).includes(48)".into(),
+            "lists.range(49).includes(0)".into(),
+            "lists.range(49).includes(47)".into(),
+            "lists.range(200).includes(150)".into(),
+            "[].includes(1)".into(),
+            "[1].includes()".into(),
+            "includes([1], 1)".into(),
+            "[1].includes(1, 2)".into(),
+            "cel.bind(l, [1, 2], l.includes(2))".into(),
+            format!("[1, 2].map(x, x * 2).includes({A}.numaNode * 2)"),
+        ],
+    );
+    o.all(
+        f,
+        "attribute ranges",
+        &[
+            format!("{A}.ifName.exists(c, c == \"e\")"),
+            format!("{A}.numaNode.all(x, x > 0)"),
+            format!("{A}.ifName.map(c, c).size() == 4"),
+            format!("{A}.ifName.exists_one(c, true)"),
+            format!("{A}.ifName.filter(c, true).size() > 0"),
+            format!("{A}.ifName.all(i, c, true)"),
+            format!("dyn({A}.ifName).exists(c, c == \"e\")"),
+            format!("[{A}.ifName].exists(n, n == \"eth0\")"),
+            format!("{A}.exists(k, k == \"ifName\")"),
+            "device.attributes.exists(d, d == \"dra.net\")".to_string(),
+        ],
+    );
 }
 
 fn dra(o: &mut Out) {

@@ -1,13 +1,17 @@
 //! The CEL corpus against the scheduler: every selector of `generate.rs` is evaluated by our
-//! engine on one device and compared with what the Kubernetes 1.34.9 scheduler's allocator
-//! (`allocbench`) said about the same selector on the same device: allocated, not allocated,
-//! compile error or runtime error.
+//! engine on one device and compared with what the scheduler's allocator (`allocbench`) said
+//! about the same selector on the same device: allocated, not allocated, compile error or
+//! runtime error. Once per supported Kubernetes version: our engine compiles in that version's
+//! environment ([`Program::compile_for_scheduler_at`]) and is compared with that version's
+//! scheduler (1.34.9, 1.36.3).
 //!
-//! - Always: against the outcomes recorded in `testdata/cel/corpus.jsonl`.
+//! - Always: against the outcomes recorded in `testdata/cel/corpus.jsonl` (1.34) and
+//!   `testdata/cel/corpus-1.36.jsonl`.
 //! - When the Kubernetes kit is next to the repository (`../shared/k8s/kit.sh`, or
-//!   `DRANET_K8S_KIT`): also against allocbench itself, run live.
+//!   `DRANET_K8S_KIT`): also against each version's allocbench itself, run live (it needs no
+//!   cluster).
 //! - `DRANET_CEL_CORPUS_REGEN=1 cargo test -p dranet-alloc --test cel_corpus` rewrites the
-//!   recorded file from allocbench (needs the kit).
+//!   recorded files from allocbench (needs the kit).
 //!
 //! A selector on which the outcome differs fails the test, naming the selector and both
 //! messages. Message differences where the outcome agrees are counted and listed, not failed:
@@ -22,6 +26,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use dranet_alloc::KubernetesVersion;
 use dranet_alloc::cel::{
     AttributeValue, CelError, DeviceAttributes, DeviceView, Program, Quantity,
 };
@@ -111,22 +116,28 @@ struct Result_ {
     message: String,
 }
 
-fn recorded_path() -> PathBuf {
-    fixtures::root().join("testdata/cel/corpus.jsonl")
+fn recorded_path(version: KubernetesVersion) -> PathBuf {
+    let name = match version {
+        KubernetesVersion::V1_34 => "corpus.jsonl".to_string(),
+        v => format!("corpus-{v}.jsonl"),
+    };
+    fixtures::root().join("testdata/cel").join(name)
 }
 
 /// Our engine's outcome, as the scheduler decides: a compile error refuses the claim, a runtime
 /// error fails it, otherwise the device is allocated when the selector is true.
-fn ours(selector: &str, view: &DeviceView<'_>) -> Result_ {
+fn ours(selector: &str, view: &DeviceView<'_>, version: KubernetesVersion) -> Result_ {
     // A panic is a bug to report against the selector, not a reason to stop comparing.
-    std::panic::catch_unwind(|| ours_unguarded(selector, view)).unwrap_or_else(|_| Result_ {
-        outcome: Outcome::Other,
-        message: "panicked".into(),
+    std::panic::catch_unwind(|| ours_unguarded(selector, view, version)).unwrap_or_else(|_| {
+        Result_ {
+            outcome: Outcome::Other,
+            message: "panicked".into(),
+        }
     })
 }
 
-fn ours_unguarded(selector: &str, view: &DeviceView<'_>) -> Result_ {
-    match Program::compile_for_scheduler(selector) {
+fn ours_unguarded(selector: &str, view: &DeviceView<'_>, version: KubernetesVersion) -> Result_ {
+    match Program::compile_for_scheduler_at(selector, version) {
         Err(e) => Result_ {
             outcome: Outcome::CompileError,
             message: e.to_string(),
@@ -202,25 +213,47 @@ fn allocbench_input(cases: &[generate::Case]) -> String {
         .join("\n---\n")
 }
 
-/// Runs allocbench on all cases at once (`-mode separate`: each claim alone).
-fn allocbench(kit: &Path, cases: &[generate::Case]) -> Vec<Result_> {
-    let dir = std::env::temp_dir().join(format!("dranet-cel-corpus-{}", std::process::id()));
+/// Runs the allocbench of `version` on all cases at once (`-mode separate`: each claim alone).
+fn allocbench(kit: &Path, cases: &[generate::Case], version: KubernetesVersion) -> Vec<Result_> {
+    try_allocbench(kit, cases, version).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`allocbench`], or what went wrong when it gave no JSON (a selector that panics cel-go's
+/// planner takes the whole run down).
+fn try_allocbench(
+    kit: &Path,
+    cases: &[generate::Case],
+    version: KubernetesVersion,
+) -> Result<Vec<Result_>, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "dranet-cel-corpus-{}-{version}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let input = dir.join("input.yaml");
     std::fs::write(&input, allocbench_input(cases)).expect("write input");
     let out = Command::new(kit)
         .args(["allocbench", "-mode", "separate", "-pretty=false", "-f"])
         .arg(&input)
+        .env("KUBE_VERSION", version.to_string())
         .output()
         .expect("run kit.sh allocbench");
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
+    let v: Value = serde_json::from_str(&stdout).map_err(|e| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        format!(
             "allocbench output is not JSON ({e}); stderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            stderr.lines().take(3).collect::<Vec<_>>().join("\n")
         )
-    });
+    })?;
+    // The kit picks the allocbench by KUBE_VERSION; make sure it was this version's.
+    let from = v["allocatorFrom"].as_str().unwrap_or_default();
+    if !from.contains(&format!("Kubernetes v{version}.")) {
+        return Err(format!(
+            "asked the {version} allocbench, answered by {from:?}"
+        ));
+    }
     let claims = v["claims"].as_array().expect("claims in allocbench output");
     let by_name: HashMap<&str, &Value> = claims
         .iter()
@@ -230,8 +263,8 @@ fn allocbench(kit: &Path, cases: &[generate::Case]) -> Vec<Result_> {
         .map(|i| {
             let c = by_name
                 .get(format!("corpus/c{i}").as_str())
-                .unwrap_or_else(|| panic!("allocbench has no result for claim c{i}"));
-            classify(c)
+                .ok_or_else(|| format!("allocbench has no result for claim c{i}"))?;
+            Ok(classify(c))
         })
         .collect()
 }
@@ -267,8 +300,8 @@ fn classify(claim: &Value) -> Result_ {
     }
 }
 
-fn load_recorded() -> HashMap<String, Result_> {
-    let text = std::fs::read_to_string(recorded_path()).unwrap_or_default();
+fn load_recorded(version: KubernetesVersion) -> HashMap<String, Result_> {
+    let text = std::fs::read_to_string(recorded_path(version)).unwrap_or_default();
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -284,7 +317,7 @@ fn load_recorded() -> HashMap<String, Result_> {
         .collect()
 }
 
-fn write_recorded(cases: &[generate::Case], results: &[Result_]) {
+fn write_recorded(cases: &[generate::Case], results: &[Result_], version: KubernetesVersion) {
     let mut out = String::new();
     for (c, r) in cases.iter().zip(results) {
         let line = json!({"family": c.family, "function": c.function, "selector": c.selector,
@@ -292,8 +325,9 @@ fn write_recorded(cases: &[generate::Case], results: &[Result_]) {
         out.push_str(&line.to_string());
         out.push('\n');
     }
-    std::fs::create_dir_all(recorded_path().parent().expect("testdata/cel")).expect("mkdir");
-    std::fs::write(recorded_path(), out).expect("write corpus.jsonl");
+    let path = recorded_path(version);
+    std::fs::create_dir_all(path.parent().expect("testdata/cel")).expect("mkdir");
+    std::fs::write(&path, out).expect("write the recorded corpus");
 }
 
 fn short(s: &str) -> String {
@@ -428,7 +462,16 @@ fn compare(
 }
 
 #[test]
-fn corpus_agrees_with_the_scheduler() {
+fn corpus_agrees_with_the_1_34_scheduler() {
+    corpus_agrees_with_the_scheduler(KubernetesVersion::V1_34);
+}
+
+#[test]
+fn corpus_agrees_with_the_1_36_scheduler() {
+    corpus_agrees_with_the_scheduler(KubernetesVersion::V1_36);
+}
+
+fn corpus_agrees_with_the_scheduler(version: KubernetesVersion) {
     let cases = generate::cases();
     assert!(
         cases.len() >= 1000,
@@ -440,15 +483,15 @@ fn corpus_agrees_with_the_scheduler() {
         let kit = kit
             .as_deref()
             .expect("DRANET_CEL_CORPUS_REGEN needs the kit (../shared/k8s/kit.sh)");
-        let results = allocbench(kit, &cases);
-        write_recorded(&cases, &results);
+        let results = allocbench(kit, &cases, version);
+        write_recorded(&cases, &results, version);
         eprintln!(
             "wrote {} outcomes to {}",
             results.len(),
-            recorded_path().display()
+            recorded_path(version).display()
         );
     }
-    let recorded = load_recorded();
+    let recorded = load_recorded(version);
     let missing: Vec<&str> = cases
         .iter()
         .filter(|c| !recorded.contains_key(&c.selector))
@@ -456,8 +499,8 @@ fn corpus_agrees_with_the_scheduler() {
         .collect();
     assert!(
         missing.is_empty(),
-        "{} selectors have no recorded outcome (regenerate: DRANET_CEL_CORPUS_REGEN=1 cargo test \
-         -p dranet-alloc --test cel_corpus), first: {}",
+        "{} selectors have no recorded {version} outcome (regenerate: DRANET_CEL_CORPUS_REGEN=1 \
+         cargo test -p dranet-alloc --test cel_corpus), first: {}",
         missing.len(),
         short(missing[0])
     );
@@ -472,16 +515,29 @@ fn corpus_agrees_with_the_scheduler() {
         attributes: &attrs,
         allow_multiple_allocations: false,
     };
-    let mine: Vec<Result_> = cases.iter().map(|c| ours(&c.selector, &view)).collect();
+    let mine: Vec<Result_> = cases
+        .iter()
+        .map(|c| ours(&c.selector, &view, version))
+        .collect();
 
-    let (report, mut failures) =
-        compare(true, "recorded scheduler outcomes", &cases, &theirs, &mine);
+    let (report, mut failures) = compare(
+        true,
+        &format!("recorded {version} scheduler outcomes"),
+        &cases,
+        &theirs,
+        &mine,
+    );
     eprintln!("{report}");
     match kit {
         Some(kit) => {
-            let live = allocbench(&kit, &cases);
-            let (drift_report, drift) =
-                compare(false, "live allocbench (recorded)", &cases, &live, &theirs);
+            let live = allocbench(&kit, &cases, version);
+            let (drift_report, drift) = compare(
+                false,
+                &format!("live {version} allocbench (recorded)"),
+                &cases,
+                &live,
+                &theirs,
+            );
             if !drift.is_empty() {
                 eprintln!("{drift_report}");
                 failures.push(format!(
@@ -491,8 +547,13 @@ fn corpus_agrees_with_the_scheduler() {
                     drift[0]
                 ));
             }
-            let (live_report, live_failures) =
-                compare(true, "live allocbench", &cases, &live, &mine);
+            let (live_report, live_failures) = compare(
+                true,
+                &format!("live {version} allocbench"),
+                &cases,
+                &live,
+                &mine,
+            );
             eprintln!("{live_report}");
             if failures.is_empty() {
                 failures = live_failures;
@@ -505,14 +566,52 @@ fn corpus_agrees_with_the_scheduler() {
     }
     assert!(
         failures.is_empty(),
-        "{} selectors where our outcome differs from the scheduler's:\n{}",
+        "{} selectors where our outcome differs from the {version} scheduler's:\n{}",
         failures.len(),
         failures.join("\n")
     );
 }
 
+/// Between the recorded outcomes of two versions, the selectors whose outcome changed may only
+/// be those of the `versions` family (what the versions' environments declare differently):
+/// a change anywhere else is a difference between the schedulers nobody has looked at.
+#[test]
+fn versions_differ_only_where_their_environments_do() {
+    let cases = generate::cases();
+    let (old, new) = (
+        load_recorded(KubernetesVersion::V1_34),
+        load_recorded(KubernetesVersion::V1_36),
+    );
+    let mut changed = 0;
+    let mut unexplained = Vec::new();
+    for c in &cases {
+        let (Some(o), Some(n)) = (old.get(&c.selector), new.get(&c.selector)) else {
+            continue;
+        };
+        if o.outcome != n.outcome {
+            changed += 1;
+            if c.family != "versions" {
+                unexplained.push(format!(
+                    "[{}/{}] {}: 1.34 {}, 1.36 {}",
+                    c.family,
+                    c.function,
+                    short(&c.selector),
+                    o.outcome.name(),
+                    n.outcome.name()
+                ));
+            }
+        }
+    }
+    assert!(
+        changed > 0,
+        "no selector changes outcome between 1.34 and 1.36: the `includes` cases should"
+    );
+    fixtures::assert_no_mismatches(&unexplained);
+}
+
 /// A tool for whoever extends the engine: asks the scheduler's allocator (live) and our engine
-/// about the selectors in the file `DRANET_CEL_PROBE` (one per line) and prints both answers.
+/// about the selectors in the file `DRANET_CEL_PROBE` (one per line) and prints both answers;
+/// the version is `KUBE_VERSION` (default 1.34).
 #[test]
 #[ignore = "a probe for development; needs DRANET_CEL_PROBE and the kit"]
 fn probe() {
@@ -524,6 +623,11 @@ fn probe() {
         eprintln!("SKIP: the Kubernetes kit (../shared/k8s/kit.sh) is not there");
         return;
     };
+    let version: KubernetesVersion = std::env::var("KUBE_VERSION")
+        .as_deref()
+        .unwrap_or("1.34")
+        .parse()
+        .expect("KUBE_VERSION");
     let text = std::fs::read_to_string(&file).expect("read the probe file");
     let cases: Vec<generate::Case> = text
         .lines()
@@ -534,7 +638,21 @@ fn probe() {
             selector: l.to_string(),
         })
         .collect();
-    let theirs = allocbench(&kit, &cases);
+    // When one selector takes allocbench down, ask about each alone.
+    let theirs = try_allocbench(&kit, &cases, version).unwrap_or_else(|_| {
+        cases
+            .iter()
+            .map(
+                |c| match try_allocbench(&kit, std::slice::from_ref(c), version) {
+                    Ok(mut one) => one.remove(0),
+                    Err(e) => Result_ {
+                        outcome: Outcome::Other,
+                        message: e,
+                    },
+                },
+            )
+            .collect()
+    });
     let attrs = device_attributes();
     let view = DeviceView {
         driver: DRIVER,
@@ -542,7 +660,7 @@ fn probe() {
         allow_multiple_allocations: false,
     };
     for (c, t) in cases.iter().zip(&theirs) {
-        let o = ours(&c.selector, &view);
+        let o = ours(&c.selector, &view, version);
         let mark = if o.outcome == t.outcome { "  " } else { "!!" };
         println!(
             "{mark} {}\n     scheduler: {} {}\n     ours:      {} {}",

@@ -1,12 +1,14 @@
-//! The compile-time cost estimate against the Kubernetes 1.34.9 API server: for every selector
-//! of the cost corpus (`families.rs`: families swept across the point where the API server
-//! starts refusing them as "too complex, exceeds cost limit"), `Program::compile` must accept
-//! what the API server accepts and refuse with `CelError::TooComplex` what it refuses for cost.
+//! The compile-time cost estimate against the Kubernetes API server: for every selector of the
+//! cost corpus (`families.rs`: families swept across the point where the API server starts
+//! refusing them as "too complex, exceeds cost limit"), `Program::compile_at` must accept what
+//! the API server accepts and refuse with `CelError::TooComplex` what it refuses for cost.
 //!
-//! - Always: against the verdicts recorded in `testdata/cel/cost-corpus.jsonl`.
+//! - Always: against the verdicts recorded in `testdata/cel/cost-corpus.jsonl`, for every
+//!   supported version: recorded from 1.34.9, and the 1.36.3 API server gave the same verdict on
+//!   every selector (the limit, 1,000,000, and the estimator did not change).
 //! - When the Kubernetes kit is running (`../shared/k8s/kit.sh`, or `DRANET_K8S_KIT`): also
-//!   against the live API server, each selector in a ResourceClaim created with
-//!   `kubectl create --dry-run=server` (all claims in a few YAML streams).
+//!   against the live API server of the version it runs, each selector in a ResourceClaim
+//!   created with `kubectl create --dry-run=server` (all claims in a few YAML streams).
 //! - `DRANET_CEL_COST_REGEN=1 cargo test -p dranet-alloc --test cel_cost` regenerates the corpus
 //!   and rewrites the recorded verdicts from the live API server (needs the running kit).
 //!
@@ -19,6 +21,7 @@ mod fixtures;
 
 use std::path::{Path, PathBuf};
 
+use dranet_alloc::KubernetesVersion;
 use dranet_alloc::cel::{CelError, MAX_SELECTOR_COST, Program};
 use families::Case;
 use serde_json::json;
@@ -62,8 +65,8 @@ fn recorded_path() -> PathBuf {
 }
 
 /// Our verdict, with the estimate or error for the report.
-fn ours(selector: &str) -> (Verdict, String) {
-    match Program::compile(selector) {
+fn ours(selector: &str, version: KubernetesVersion) -> (Verdict, String) {
+    match Program::compile_at(selector, version) {
         Ok(p) => (
             Verdict::Accepted,
             p.estimated_cost()
@@ -149,13 +152,18 @@ fn short(s: &str) -> String {
 }
 
 /// Compares our verdict on each case with `theirs`; the lines of every mismatch.
-fn compare(what: &str, cases: &[&Case], theirs: &[(Verdict, String)]) -> Vec<String> {
+fn compare(
+    what: &str,
+    cases: &[&Case],
+    theirs: &[(Verdict, String)],
+    version: KubernetesVersion,
+) -> Vec<String> {
     let mut failures = Vec::new();
     for (c, (t, tm)) in cases.iter().zip(theirs) {
-        let (o, om) = ours(&c.selector);
+        let (o, om) = ours(&c.selector, version);
         if o != *t {
             failures.push(format!(
-                "[{} n={}{}] {}\n    {what}: {}{}\n    ours: {} ({om})",
+                "[{} n={}{}] {}\n    {what} {version}: {}{}\n    ours: {} ({om})",
                 c.family,
                 c.n,
                 c.pad.map(|p| format!(" pad={p}")).unwrap_or_default(),
@@ -176,6 +184,16 @@ fn compare(what: &str, cases: &[&Case], theirs: &[(Verdict, String)]) -> Vec<Str
 #[test]
 fn cost_corpus_agrees_with_the_api_server() {
     let kit = fixtures::kit_script().filter(|k| fixtures::kit_running(k));
+    // The record is the 1.34.9 API server's.
+    if let Some(kit) = kit
+        .as_deref()
+        .filter(|_| std::env::var("DRANET_CEL_COST_REGEN").is_ok())
+        && fixtures::kit_version(kit) != KubernetesVersion::V1_34
+    {
+        panic!(
+            "DRANET_CEL_COST_REGEN=1 records the 1.34 API server's verdicts: run the kit on 1.34"
+        );
+    }
     if std::env::var("DRANET_CEL_COST_REGEN").is_ok_and(|v| v == "1") {
         let Some(kit) = &kit else {
             panic!("DRANET_CEL_COST_REGEN=1 needs the kit running (kit.sh up, DRANET_K8S_KIT)");
@@ -211,31 +229,47 @@ fn cost_corpus_agrees_with_the_api_server() {
         "the corpus must hold both sides of the limit ({too_complex} of {} refused)",
         recorded.len()
     );
-    let mut failures = compare("recorded API server", &cases, &theirs);
-
-    // The scheduler compiles whatever the API server admitted, and never estimates cost.
-    for r in &recorded {
-        if r.verdict != Verdict::Invalid
-            && let Err(e) = Program::compile_for_scheduler(&r.case.selector)
-        {
-            failures.push(format!(
-                "[{}] {}\n    compile_for_scheduler refused it: {e}",
-                r.case.family,
-                short(&r.case.selector)
-            ));
+    let mut failures = Vec::new();
+    for version in KubernetesVersion::ALL {
+        failures.extend(compare("recorded API server", &cases, &theirs, version));
+        // The scheduler compiles whatever the API server admitted, and never estimates cost.
+        for r in &recorded {
+            if r.verdict != Verdict::Invalid
+                && let Err(e) = Program::compile_for_scheduler_at(&r.case.selector, version)
+            {
+                failures.push(format!(
+                    "[{}] {}\n    compile_for_scheduler_at({version}) refused it: {e}",
+                    r.case.family,
+                    short(&r.case.selector)
+                ));
+            }
         }
     }
 
     match &kit {
         Some(kit) => {
             let selectors: Vec<&str> = cases.iter().map(|c| c.selector.as_str()).collect();
+            let version = fixtures::kit_version(kit);
             match api_server(kit, &selectors) {
                 Ok(live) => {
                     eprintln!(
-                        "cel_cost: {} selectors checked against the live API server",
+                        "cel_cost: {} selectors checked against the live {version} API server",
                         live.len()
                     );
-                    failures.extend(compare("live API server", &cases, &live));
+                    failures.extend(compare("live API server", &cases, &live, version));
+                    // The record must hold for this version too.
+                    for ((c, (t, _)), (l, lm)) in cases.iter().zip(&theirs).zip(&live) {
+                        if t != l {
+                            failures.push(format!(
+                                "[{}] {}\n    recorded {}, the live {version} API server {} ({})",
+                                c.family,
+                                short(&c.selector),
+                                t.name(),
+                                l.name(),
+                                short(lm)
+                            ));
+                        }
+                    }
                 }
                 Err(e) => failures.push(format!("live API server: {e}")),
             }

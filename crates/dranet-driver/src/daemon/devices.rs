@@ -10,11 +10,37 @@ use dranet_core::slice::PublishedDevice;
 use dranet_core::{DRIVER_NAME, Inventory, NetworkDevice};
 use dranet_kubeletplugin::{DeviceHealthReport, Health};
 
-/// The default `--filter`: every device but the virtual ones that would break the host if a pod
-/// took them: the host ends of pods' veths (upstream's filter drops only these), bridges (a CNI
-/// bridge carries every pod's traffic), `ifb` (traffic shaping of another interface), bonds,
-/// teams and Open vSwitch ports. Discovery already leaves out the ports of bridges and bonds.
-pub const DEFAULT_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || !(device.attributes["dra.net"].type in ["veth", "bridge", "ifb", "bond", "team", "openvswitch"])"#;
+/// The default `--filter`: an allowlist of what a pod may own without taking something the node
+/// itself uses. A device with a PCI function (a NIC's physical function or an SR-IOV VF, with a
+/// netdev or RDMA-only), an IPoIB interface, and an RDMA device without a netdev. Every other
+/// virtual interface is left out unless the operator's `--filter` names it: an overlay
+/// (`vxlan`, `geneve`, `wireguard`, `tun`) keeps its socket in the host's namespace, so a pod
+/// holding `flannel.1` would receive the node's overlay traffic; bridges, bonds, veths,
+/// `ifb`, `dummy`, `ipip`/`gre`, VLANs, macvlans and VRFs are pieces of the host's own network.
+/// Discovery already leaves out the uplink and what is stacked on it or under it.
+pub const DEFAULT_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || "pciAddress" in device.attributes["dra.net"] || device.attributes["dra.net"].type == "ipoib""#;
+
+/// Why the default `--filter` leaves out a device: for `dranet inventory --show-excluded` and the
+/// daemon's log. `None` when the default keeps it.
+pub fn default_filter_reason(d: &PublishedDevice) -> Option<String> {
+    let get = |k: &str| {
+        d.attributes
+            .get(&format!("{DRIVER_NAME}/{k}"))
+            .or_else(|| d.attributes.get(k))
+    };
+    let kind = match get(names::TYPE) {
+        Some(AttributeValue::String(t)) => t.clone(),
+        _ => return None,
+    };
+    if get(names::PCI_ADDRESS).is_some() || kind == "ipoib" {
+        return None;
+    }
+    Some(format!(
+        "a virtual interface of type {kind}, without a PCI function: the default --filter \
+         publishes PCI functions, SR-IOV VFs, IPoIB and RDMA-only devices; name type {kind} in \
+         --filter to publish it"
+    ))
+}
 
 /// Why `--filter` could not decide on a device ([`keeps`]); it names nothing, the caller names
 /// the device.
@@ -198,8 +224,9 @@ mod tests {
     }
 
     #[test]
-    fn default_filter_drops_what_would_break_the_host_and_keeps_the_rest() {
+    fn default_filter_publishes_only_what_a_pod_may_own() {
         let f = Program::compile(DEFAULT_FILTER).unwrap();
+        // Overlays and the host's own virtual pieces: left out, with the reason.
         for (name, kind) in [
             ("veth0", "veth"),
             ("cni0", "bridge"),
@@ -207,14 +234,37 @@ mod tests {
             ("bond0", "bond"),
             ("team0", "team"),
             ("ovs-system", "openvswitch"),
+            ("flannel.1", "vxlan"),
+            ("tun0", "tun"),
+            ("tailscale0", "tun"),
+            ("wg0", "wireguard"),
+            ("gnv0", "geneve"),
+            ("dummy0", "dummy"),
+            ("tunl0", "ipip"),
+            ("gre1", "gre"),
+            ("eth0.100", "vlan"),
+            ("ipvl0", "ipvlan"),
+            ("mv0", "macvlan"),
+            ("vrf-blue", "vrf"),
         ] {
-            assert!(!keeps(&f, &published(name, Some(kind))).unwrap(), "{kind}");
+            let d = published(name, Some(kind));
+            assert!(!keeps(&f, &d).unwrap(), "{kind}");
+            let why = default_filter_reason(&d).unwrap();
+            assert!(why.contains(&format!("type {kind}")), "{why}");
         }
-        for (name, kind) in [("eth1", "device"), ("mv0", "macvlan"), ("ib0", "ipoib")] {
-            assert!(keeps(&f, &published(name, Some(kind))).unwrap(), "{kind}");
+        // PCI functions and VFs (type "device"), IPoIB, and no type at all (RDMA-only): kept.
+        let mut pf = published("eth1", Some("device"));
+        pf.attributes.insert(
+            format!("{DRIVER_NAME}/pciAddress"),
+            AttributeValue::String("0000:01:00.0".into()),
+        );
+        for d in [pf, published("ib0", Some("ipoib")), published("ib", None)] {
+            assert!(keeps(&f, &d).unwrap(), "{d:?}");
+            assert_eq!(default_filter_reason(&d), None);
         }
-        // No type attribute at all (an IB-only VF): kept.
-        assert!(keeps(&f, &published("ib", None)).unwrap());
+        // A physical-looking interface with no PCI function (a tun-like driver without a
+        // link kind): not something the default knows a pod may own.
+        assert!(!keeps(&f, &published("eth9", Some("device"))).unwrap());
     }
 
     #[test]

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use dranet_kubeletplugin::{ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, Prepared};
+use dranet_kubeletplugin::{
+    ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, Prepared, PreparedClaim,
+};
 use dranet_nri::{Container, ContainerAdjustment, NriPlugin, PodSandbox};
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
@@ -188,9 +190,16 @@ impl Driver for Instrumented {
 
     async fn unprepare(&self, claim: ClaimToUnprepare) -> Result<(), HandlerError> {
         let t = Instant::now();
-        let r = self.driver.unprepare_claim(&claim.claim_ref.uid);
+        let r = self.driver.unprepare_claim(&claim.claim_ref.uid).await;
         tracing::info!(claim = %claim.claim_ref, duration_ms = ms(t), ok = r.is_ok(), "claim unprepared");
         Ok(r?)
+    }
+
+    async fn restore_prepared(&self, claims: Vec<PreparedClaim>) {
+        let driver = self.driver.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || driver.restore_claims(claims)).await {
+            tracing::error!(error = %e, "taking back the prepared claims failed");
+        }
     }
 }
 

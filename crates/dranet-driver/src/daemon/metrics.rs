@@ -62,7 +62,10 @@ fn labels<const N: usize>(pairs: [(&'static str, &str); N]) -> Labels {
 impl DaemonMetrics {
     /// All metrics at zero.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("dranet_driver");
+        // The process collector's names are the standard unprefixed `process_*`.
+        let mut root = Registry::default();
+        root.register_collector(Box::new(super::process::ProcessCollector));
+        let registry = root.sub_registry_with_prefix("dranet_driver");
         let m = DaemonMetrics {
             dra_requests: Family::default(),
             dra_latency: Family::new_with_constructor(latency),
@@ -145,7 +148,10 @@ impl DaemonMetrics {
             "ResourceClaim reads from the API server, by status",
             m.claim_lookups.clone(),
         );
-        DaemonMetrics { registry, ..m }
+        DaemonMetrics {
+            registry: root,
+            ..m
+        }
     }
 
     /// The Prometheus text exposition (format 0.0.4).
@@ -285,6 +291,11 @@ mod tests {
             r#"dranet_driver_published_devices_total{feature="total"} 5"#,
             r#"dranet_driver_published_devices_total{feature="rdma"} 4"#,
             "# TYPE dranet_driver_last_published_time_seconds gauge",
+            // Upstream's metrics e2e test greps this one.
+            "# TYPE process_start_time_seconds gauge",
+            "# TYPE process_cpu_seconds_total counter",
+            "process_open_fds ",
+            "process_resident_memory_bytes ",
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }

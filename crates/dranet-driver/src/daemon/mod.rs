@@ -19,6 +19,8 @@ pub mod devices;
 mod hooks;
 pub mod http;
 pub mod metrics;
+mod process;
+pub mod share;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -29,7 +31,10 @@ use std::time::{Duration, Instant};
 
 use dranet_alloc::cel::Program;
 use dranet_core::slice::{PublishedDevice, published_devices};
-use dranet_core::{AttributeOptions, CloudProvider, DRIVER_NAME, Inventory, NoCloud};
+use dranet_core::{
+    AttributeOptions, CloudProvider, DRIVER_NAME, DeviceIdentifiers, Inventory, NoCloud,
+    ProfileProvider,
+};
 use dranet_kubeletplugin::{
     HealthReporter, KubeApi, KubeletPlugin, PublishState, RegistrationState,
 };
@@ -88,10 +93,14 @@ pub struct DaemonConfig {
     pub bind_address: Option<SocketAddr>,
     /// Which scanned devices are published (`--filter`); `None` publishes all.
     pub filter: Option<Program>,
+    /// Which published devices are offered for sharing (`--share-filter`); `None`: none.
+    pub share: Option<share::Share>,
     /// Attribute choices.
     pub attributes: AttributeOptions,
     /// Cloud attributes and per-NIC cloud config.
     pub cloud: Arc<dyn CloudProvider>,
+    /// Resolves claims' named profiles (`--profile-provider`); `None` refuses them.
+    pub profiles: Option<Arc<dyn ProfileProvider>>,
     /// RDMA namespace mode; `None` reads the kernel's.
     pub rdma_mode: Option<NetnsMode>,
     /// Rescans.
@@ -109,7 +118,9 @@ impl std::fmt::Debug for DaemonConfig {
             .field("nri_socket", &self.nri_socket)
             .field("bind_address", &self.bind_address)
             .field("filter", &self.filter.as_ref().map(Program::source))
+            .field("share", &self.share)
             .field("cloud", &self.cloud.name())
+            .field("profiles", &self.profiles.as_ref().map(|p| p.name()))
             .field("poll", &self.poll)
             .finish_non_exhaustive()
     }
@@ -126,8 +137,10 @@ impl DaemonConfig {
             nri_index: 10,
             bind_address: None,
             filter: None,
+            share: None,
             attributes: AttributeOptions::default(),
             cloud: Arc::new(NoCloud),
+            profiles: None,
             rdma_mode: None,
             poll: PollConfig::default(),
             shutdown_grace: Duration::from_secs(20),
@@ -281,11 +294,28 @@ impl std::fmt::Debug for Daemon {
     }
 }
 
-async fn scan(rescan: &Rescan) -> Result<Inventory, String> {
+/// Scans the node, then brings the cloud provider up to date for its devices (the webhook is
+/// asked about each), so that the publication that follows has their attributes.
+async fn scan(rescan: &Rescan, cloud: &dyn CloudProvider) -> Result<Inventory, String> {
     let r = rescan.clone();
-    tokio::task::spawn_blocking(move || r())
+    let inv = tokio::task::spawn_blocking(move || r())
         .await
-        .map_err(|e| format!("scan task: {e}"))?
+        .map_err(|e| format!("scan task: {e}"))??;
+    let ids: Vec<DeviceIdentifiers> = inv.devices.iter().map(DeviceIdentifiers::of).collect();
+    cloud.refresh(&ids).await;
+    Ok(inv)
+}
+
+/// Releases the profiles whose release is owed, in the background: a provider that does not
+/// answer must not hold up rescans.
+fn retry_profile_releases(driver: &Arc<NetworkDriver>) {
+    let d = driver.clone();
+    tokio::spawn(async move {
+        let owed = d.retry_profile_releases().await;
+        if owed > 0 {
+            tracing::warn!(owed, "profile releases still owed to the profile provider");
+        }
+    });
 }
 
 impl Daemon {
@@ -302,7 +332,7 @@ impl Daemon {
 
         // 1. Inventory.
         let t = Instant::now();
-        let inv = scan(&rescan).await;
+        let inv = scan(&rescan, config.cloud.as_ref()).await;
         metrics.scan("start", inv.is_ok(), t.elapsed());
         let inv = inv.map_err(DaemonError::Discovery)?;
         tracing::info!(
@@ -319,6 +349,9 @@ impl Daemon {
                 .cloud(config.cloud.clone())
                 .status(status_writer(api.clone()))
                 .claim_reader(claim_reader(api.clone()));
+        if let Some(p) = &config.profiles {
+            builder = builder.profiles(p.clone());
+        }
         if let Some(m) = config.rdma_mode {
             builder = builder.rdma_mode(m);
         }
@@ -327,6 +360,7 @@ impl Daemon {
             .map_err(|e| DaemonError::Discovery(format!("driver start task: {e}")))??;
         driver.set_inventory(inv.clone());
         let driver = Arc::new(driver);
+        retry_profile_releases(&driver);
         let hooks = Arc::new(Instrumented::new(
             driver.clone(),
             metrics.clone(),
@@ -441,6 +475,8 @@ impl Daemon {
             &self.published,
         );
         warnings.extend(filter_warnings);
+        let (list, share_warnings) = share::devices(&next, self.config.share.as_ref());
+        warnings.extend(share_warnings);
         warnings.extend(inv.warnings.iter().cloned());
         let warnings: BTreeSet<String> = warnings.into_iter().collect();
         for w in warnings.difference(&self.warnings) {
@@ -456,7 +492,6 @@ impl Daemon {
         self.excluded = excluded;
         let changed = next != self.published || self.known.is_empty();
         if changed {
-            let list = next.values().map(PublishedDevice::to_k8s).collect();
             self.plugin.publish(list)?;
             self.metrics
                 .published(next.len(), devices::rdma_count(&next));
@@ -499,7 +534,7 @@ impl Daemon {
 
     async fn rescan(&mut self, trigger: &str, since: Option<Instant>) {
         let t = Instant::now();
-        let inv = scan(&self.rescan).await;
+        let inv = scan(&self.rescan, self.config.cloud.as_ref()).await;
         self.metrics.scan(trigger, inv.is_ok(), t.elapsed());
         match inv {
             Ok(inv) => match self.publish(&inv) {
@@ -583,6 +618,7 @@ impl Daemon {
                 }
                 _ = tokio::time::sleep_until(next_periodic) => {
                     self.rescan("periodic", None).await;
+                    retry_profile_releases(self.hooks.driver());
                     next_periodic = tokio::time::Instant::now() + poll.max_interval;
                 }
                 r = publish_state.changed() => {

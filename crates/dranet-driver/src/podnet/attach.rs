@@ -55,7 +55,7 @@ impl PodNet {
     /// MTU against its PF's (from sysfs).
     ///
     /// [`check_config`]: super::check_config
-    fn validate(&self, link: &str, config: &NetworkConfig) -> Result<()> {
+    pub(super) fn validate(&self, link: &str, config: &NetworkConfig) -> Result<()> {
         let invalid = |reason: String| Error::InvalidConfig {
             device: link.to_string(),
             reason,
@@ -90,7 +90,13 @@ impl PodNet {
     /// Moves `req.link` into the pod namespace and configures it. Retried with the same key and
     /// owner after it succeeded, it answers again without changing anything. A link another
     /// sandbox holds under this key while its namespace exists is refused ([`Error::InUse`]).
+    ///
+    /// A config of a child type (`IPVLAN`, `Macvlan`) leaves the link on the host and gives the
+    /// pod a child of it instead; see the `child` module.
     pub async fn attach(&self, req: &AttachRequest<'_>) -> Result<Attached> {
+        if req.config.interface_type().is_child() {
+            return self.attach_child(req).await;
+        }
         Journal::check_key(req.key)?;
         let _key = self.locks.key(req.key).await;
         let existing = self.journal.read(req.key)?;
@@ -117,13 +123,7 @@ impl PodNet {
         }
         self.validate(req.link, req.config)?;
 
-        let pod = Netns::open(req.pod_netns)?;
-        let pod_id = pod.id()?;
-        if self.host_ids.contains(&pod_id) {
-            return Err(Error::HostNetns {
-                netns: req.pod_netns.to_path_buf(),
-            });
-        }
+        let (pod, pod_id) = self.open_pod(req.pod_netns)?;
         let host = self.host.rtnl().await?;
         let podr = pod.rtnl().await?;
         let link = host
@@ -252,6 +252,18 @@ impl PodNet {
             source: e.source,
             rollback,
         })
+    }
+
+    /// Opens the pod's namespace and its identity, refusing the host's own.
+    pub(super) fn open_pod(&self, path: &Path) -> Result<(Netns, crate::netns::NetnsId)> {
+        let pod = Netns::open(path)?;
+        let pod_id = pod.id()?;
+        if self.host_ids.contains(&pod_id) {
+            return Err(Error::HostNetns {
+                netns: path.to_path_buf(),
+            });
+        }
+        Ok((pod, pod_id))
     }
 
     /// The answer to a retry of a completed attach: the link as the pod has it, if it is still

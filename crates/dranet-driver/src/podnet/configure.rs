@@ -17,12 +17,16 @@ use rtnetlink::packet_route::link::{
     InfoData, InfoKind, InfoVrf, LinkAttribute, LinkInfo, LinkMessage,
 };
 
+use super::carry;
 use super::journal::Entry;
 use super::messages::{
     address_message, l3mdev_rules, neighbour_message, parse_cidr, parse_mac, route_message,
     rule_message, set_up,
 };
-use super::{EEXIST, PodNet, RawMessage, StepResult, at, identity, is_errno, state};
+use super::{
+    EEXIST, EHOSTUNREACH, ENETUNREACH, PodNet, RawMessage, StepResult, at, identity, is_errno,
+    state,
+};
 use crate::Error;
 use crate::netns::{Netns, Rtnl};
 
@@ -152,6 +156,10 @@ impl PodNet {
         if let Some(v) = iface.arp_announce {
             sysctls.push((format!("ipv4/conf/{name}/arp_announce"), v.to_string()));
         }
+        // The move resets it to the pod namespace's default, so it is set after.
+        if let Some(v) = iface.accept_ra {
+            sysctls.push((format!("ipv6/conf/{name}/accept_ra"), v.to_string()));
+        }
         if let Some(f) = iface.forwarding {
             let v = if f { "1" } else { "0" };
             sysctls.push((format!("ipv4/conf/{name}/forwarding"), v.into()));
@@ -214,6 +222,7 @@ impl PodNet {
                 .map_err(at(vrf_step))?;
         }
 
+        let vrf_table = iface.vrf.as_ref().and_then(|v| v.table);
         let addresses = if iface.addresses.is_empty() {
             state::global_addresses(&entry.host)
         } else {
@@ -238,6 +247,44 @@ impl PodNet {
             crate::ethtool::set_features(pod, &entry.pod_name, features).map_err(ethtool_err)?;
             crate::ethtool::set_private_flags(pod, &entry.pod_name, private_flags)
                 .map_err(ethtool_err)?;
+        }
+
+        let pod_ips = carry::address_ips(&addresses).map_err(at("the pod's addresses"))?;
+        let carried = carry::carried(
+            &entry.host,
+            &carry::PodSide {
+                index: pod_index,
+                name: &entry.pod_name,
+                addresses: &pod_ips,
+                vrf_table,
+                config: cfg,
+            },
+        )
+        .map_err(at("read the host's routes, rules and neighbours"))?;
+        // The host's routes first: a claim route may go through one of them. Addresses the
+        // claim chose may not reach a host route's gateway; that route stays behind.
+        let own_addresses = !iface.addresses.is_empty();
+        for r in carried.routes {
+            self.step("route")?;
+            let step = format!("copy the host's route {}", carry::describe(&r));
+            match podr
+                .request(RouteNetlinkMessage::NewRoute(r), NLM_F_CREATE | NLM_F_EXCL)
+                .await
+            {
+                Ok(_) => {}
+                // The pod's kernel made it already (from an address).
+                Err(e) if is_errno(&e, EEXIST) => {}
+                Err(e)
+                    if own_addresses
+                        && (is_errno(&e, ENETUNREACH) || is_errno(&e, EHOSTUNREACH)) =>
+                {
+                    tracing::warn!(
+                        route = step,
+                        "the claim's addresses do not reach the gateway; not copied"
+                    );
+                }
+                Err(e) => return Err(at(step)(e)),
+            }
         }
 
         // Link-scope routes first: gateways of the others are reached through them.
@@ -280,6 +327,38 @@ impl PodNet {
             create(podr, RouteNetlinkMessage::NewNeighbour(msg), step).await?;
         }
 
+        // The host's rules and neighbours after the claim's: an equal one the claim (or another
+        // NIC of the pod) made already is not ours to record.
+        for r in carried.rules {
+            self.step("rule")?;
+            let raw = RawMessage::new(&RouteNetlinkMessage::NewRule(r.clone()));
+            let step = format!("copy the host's rule {}", raw.summary);
+            match podr
+                .request(RouteNetlinkMessage::NewRule(r), NLM_F_CREATE | NLM_F_EXCL)
+                .await
+            {
+                Ok(_) => entry.pod_rules.push(raw),
+                Err(e) if is_errno(&e, EEXIST) => {}
+                Err(e) => return Err(at(step)(e)),
+            }
+        }
+        for n in carried.neighbours {
+            self.step("neighbour")?;
+            let raw = RawMessage::new(&RouteNetlinkMessage::NewNeighbour(n.clone()));
+            let step = format!("copy the host's neighbour {}", raw.summary);
+            match podr
+                .request(
+                    RouteNetlinkMessage::NewNeighbour(n),
+                    NLM_F_CREATE | NLM_F_EXCL,
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_errno(&e, EEXIST) => {}
+                Err(e) => return Err(at(step)(e)),
+            }
+        }
+
         self.step("done")?;
         let link = podr
             .link_by_index(pod_index)
@@ -292,14 +371,14 @@ impl PodNet {
 
 /// Adds `msg` in the pod. One that exists already is an error: the pod's is not ours to take
 /// over, nor to remove at detach.
-async fn create(podr: &Rtnl, msg: RouteNetlinkMessage, step: String) -> StepResult<()> {
+pub(super) async fn create(podr: &Rtnl, msg: RouteNetlinkMessage, step: String) -> StepResult<()> {
     podr.request(msg, NLM_F_CREATE | NLM_F_EXCL)
         .await
         .map(drop)
         .map_err(at(step))
 }
 
-fn nonneg(v: i32, what: &str) -> StepResult<u32> {
+pub(super) fn nonneg(v: i32, what: &str) -> StepResult<u32> {
     u32::try_from(v).map_err(|_| {
         at(what.to_string())(io::Error::new(
             io::ErrorKind::InvalidInput,

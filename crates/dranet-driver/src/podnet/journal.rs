@@ -12,7 +12,6 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -192,18 +191,9 @@ fn read_entry(path: &Path) -> Result<Option<Entry>> {
 }
 
 /// Moves an unreadable entry aside, as the kubelet plugin's checkpoint does.
-fn quarantine(path: &Path, reason: &str) -> Result<Option<Entry>> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    let moved_to = PathBuf::from(format!(
-        "{}.corrupt-{}.{:09}",
-        path.display(),
-        now.as_secs(),
-        now.subsec_nanos()
-    ));
-    match std::fs::rename(path, &moved_to) {
-        Ok(()) => tracing::error!(
+pub(super) fn quarantine<T>(path: &Path, reason: &str) -> Result<Option<T>> {
+    match crate::durable::quarantine(path) {
+        Ok(moved_to) => tracing::error!(
             path = %path.display(),
             moved_to = %moved_to.display(),
             reason,

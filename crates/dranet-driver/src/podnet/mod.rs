@@ -41,6 +41,10 @@
 //! # }
 //! ```
 //!
+//! A config whose `interface.type` is `IPVLAN` or `Macvlan` does not move the link: the pod
+//! gets a child of it, made in its namespace, recorded in a journal of its own and deleted on
+//! its own (see `child`); the link stays on the host for every pod sharing it.
+//!
 //! The work is one file per operation: [`attach`](PodNet::attach) checks the request and records
 //! the host's state, `configure` applies the `NetworkConfig` in the pod step by step,
 //! [`detach`](PodNet::detach) and [`recover`](PodNet::recover) give the host its link back, and
@@ -57,6 +61,9 @@
 //! the pod's namespace exists.
 
 mod attach;
+mod carry;
+mod child;
+mod child_journal;
 mod configure;
 mod identity;
 mod journal;
@@ -71,6 +78,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use attach::{AttachRequest, Attached};
+pub use child_journal::{CHILD_JOURNAL_VERSION, ChildEntry, ChildJournal};
 pub use journal::{Entry, JOURNAL_VERSION, Journal, Phase};
 pub use messages::{format_mac, parse_cidr, parse_mac};
 pub use restore::Recovery;
@@ -91,6 +99,7 @@ pub struct PodNet {
     /// The identities of the host's namespace and of the daemon's own, which no pod may have.
     host_ids: [NetnsId; 2],
     journal: Journal,
+    children: ChildJournal,
     sysfs: PathBuf,
     hook: Option<StepHook>,
     locks: locks::Locks,
@@ -124,6 +133,8 @@ fn is_errno(e: &io::Error, errno: i32) -> bool {
 
 const EEXIST: i32 = 17;
 const ENOENT: i32 = 2;
+const ENETUNREACH: i32 = 101;
+const EHOSTUNREACH: i32 = 113;
 const ESRCH: i32 = 3;
 
 impl PodNet {
@@ -131,10 +142,12 @@ impl PodNet {
     /// `journal_dir` where attachments are recorded (created 0700).
     pub fn new(host: Netns, journal_dir: impl Into<PathBuf>) -> Result<Self> {
         let host_ids = [host.id()?, Netns::current()?.id()?];
+        let journal = Journal::open(journal_dir)?;
         Ok(Self {
             host,
             host_ids,
-            journal: Journal::open(journal_dir)?,
+            children: ChildJournal::open(journal.dir().join("children"))?,
+            journal,
             sysfs: PathBuf::from("/sys"),
             hook: None,
             locks: locks::Locks::default(),

@@ -45,8 +45,10 @@ type Asks = fn(&NetworkConfig) -> bool;
 /// Fields of upstream's `NetworkConfig` that dranet-rs does not implement yet, each with the test
 /// of whether a config asks for it. Implementing one is deleting its line.
 const NOT_YET: &[(&str, Asks)] = &[
-    ("profile", |c| !c.profile.is_empty()),
     ("interface.dhcp", |c| c.interface.dhcp == Some(true)),
+    ("interface.addressing: DHCP", |c| {
+        c.interface.addressing == Some(dranet_core::Addressing::Dhcp)
+    }),
     ("interface.disableEbpfPrograms", |c| {
         c.interface.disable_ebpf_programs == Some(true)
     }),
@@ -334,7 +336,8 @@ mod tests {
         );
         assert!(e.to_string().contains("not supported yet"), "{e}");
         check_config(&with(|c| c.interface.dhcp = Some(false))).unwrap();
-        assert!(check_config(&with(|c| c.profile = "x".into())).is_err());
+        // A profile is resolved by the profile provider at prepare, not refused here.
+        check_config(&with(|c| c.profile = "x".into())).unwrap();
         assert!(check_config(&with(|c| c.interface.disable_ebpf_programs = Some(true))).is_err());
     }
 

@@ -5,10 +5,33 @@
 
 pub mod claims;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dranet_core::Discover;
+use dranet_driver::netns::Netns;
+use dranet_driver::podnet::PodNet;
+use dranet_driver::rdma::NetnsMode;
+use dranet_driver::{NetworkDriver, NetworkDriverBuilder, Rescan};
 
 use serde_json::Value;
+
+/// A driver's builder for the node whose sysfs is `sysfs`, its state under `state` (the same
+/// `state` again: as after a restart), in this network namespace, RDMA in shared mode; each
+/// rescan counted in `scans`.
+pub fn driver_builder(sysfs: &Path, state: &Path, scans: Arc<AtomicUsize>) -> NetworkDriverBuilder {
+    let sysfs = sysfs.to_path_buf();
+    let rescan: Rescan = Arc::new(move || {
+        scans.fetch_add(1, Ordering::SeqCst);
+        dranet_discovery::host(&sysfs, Default::default())
+            .discover()
+            .map_err(|e| e.to_string())
+    });
+    let podnet = PodNet::new(Netns::current().unwrap(), state.join("podnet")).unwrap();
+    NetworkDriver::builder(podnet, state.join("driver"), rescan).rdma_mode(NetnsMode::Shared)
+}
 
 /// Root and iproute2 are needed; without them the test prints why and passes.
 pub fn can_run(test: &str) -> bool {
@@ -90,7 +113,7 @@ impl Ns {
         .to_string()
     }
 
-    fn json(&self, args: &[&str]) -> Value {
+    pub fn json(&self, args: &[&str]) -> Value {
         let mut all = vec!["-j"];
         all.extend_from_slice(args);
         let out = self.ip(&all);
@@ -287,4 +310,44 @@ fn busy_link(h: &Ns, dev: &str) {
         "nud",
         "permanent",
     ]);
+}
+
+/// A step hook that SIGKILLs this process at step `at`: the crash tests re-run their own test
+/// binary as a child with it (see [`rerun_until_killed`]).
+pub fn killing_hook(at: String) -> dranet_driver::podnet::StepHook {
+    std::sync::Arc::new(move |s: &str| {
+        if s == at {
+            let _ = Command::new("kill")
+                .args(["-9", &std::process::id().to_string()])
+                .status();
+            std::thread::sleep(std::time::Duration::from_secs(10));
+        }
+        Ok(())
+    })
+}
+
+/// Re-runs this test binary's `test` alone with the crash environment (host and pod namespace,
+/// journal, step) and checks it died by SIGKILL.
+pub fn rerun_until_killed(
+    test: &str,
+    host: &std::path::Path,
+    pod: &std::path::Path,
+    journal: &std::path::Path,
+    step: &str,
+) {
+    use std::os::unix::process::ExitStatusExt;
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env("DRANET_T_HOST", host)
+        .env("DRANET_T_POD", pod)
+        .env("DRANET_T_JOURNAL", journal)
+        .env("DRANET_T_CRASH_AT", step)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "{test} should die by SIGKILL at {step}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -139,3 +139,54 @@ pub(crate) fn map_insert<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Val
     }
     Ok(Value::Map(Rc::new(map)))
 }
+
+/// `x in [constant list]` as cel-go's planner rewrites it: a lookup in a hash set of the
+/// elements, where an integer element also stands as its double (rounded) and a non-negative
+/// one as its uint, and an integral double as its int and uint where it converts exactly. So
+/// `9223372036854775807 in [dyn(9223372036854775808.0)]` is false although the two compare
+/// equal. `None` where cel-go keeps the plain `in`: an element that is not a string, bool or
+/// number, or a left side a Go map cannot look up.
+#[allow(clippy::cast_precision_loss, clippy::float_cmp)]
+pub(crate) fn set_membership(v: &Value<'_>, elems: &[Value<'_>]) -> Option<bool> {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    const TWO_64: f64 = 18_446_744_073_709_551_616.0;
+    if !matches!(
+        v,
+        Value::Int(_)
+            | Value::Uint(_)
+            | Value::Double(_)
+            | Value::Str(_)
+            | Value::Bool(_)
+            | Value::Null
+            | Value::Duration(_)
+            | Value::Timestamp(..)
+    ) {
+        return None;
+    }
+    let mut found = false;
+    for e in elems {
+        found |= match (e, v) {
+            (Value::Int(i), Value::Int(x)) => i == x,
+            (Value::Int(i), Value::Double(x)) => *i as f64 == *x,
+            (Value::Int(i), Value::Uint(x)) => u64::try_from(*i).is_ok_and(|i| i == *x),
+            (Value::Uint(u), Value::Uint(x)) => u == x,
+            (Value::Uint(u), Value::Double(x)) => *u as f64 == *x,
+            (Value::Uint(u), Value::Int(x)) => i64::try_from(*u).is_ok_and(|u| u == *x),
+            (Value::Double(d), Value::Double(x)) => d == x,
+            (Value::Double(d), Value::Int(x)) => {
+                d.fract() == 0.0 && *d >= -TWO_63 && *d < TWO_63 && *d as i64 == *x
+            }
+            (Value::Double(d), Value::Uint(x)) => {
+                d.fract() == 0.0 && *d >= 0.0 && *d < TWO_64 && *d as u64 == *x
+            }
+            (Value::Str(s), Value::Str(x)) => **s == **x,
+            (Value::Bool(b), Value::Bool(x)) => b == x,
+            (
+                Value::Int(_) | Value::Uint(_) | Value::Double(_) | Value::Str(_) | Value::Bool(_),
+                _,
+            ) => false,
+            _ => return None,
+        };
+    }
+    Some(found)
+}

@@ -318,10 +318,19 @@ fn as_float(v: &Value<'_>, clause: &str) -> Result<f64, String> {
 
 /// `%e` as the scheduler prints it: the strings extension formats through a localised number
 /// printer, which writes the exponent as a power of ten in superscript (`1.234500×10⁰³`) and
-/// ignores the precision (always six decimals). Measured against the 1.34 scheduler.
-fn scientific(d: f64) -> String {
+/// ignores the precision (always six decimals). A NaN or an infinity is the printer's symbol
+/// (`NaN`, `∞`, `-∞`) right-aligned in a width of the precision (default 6): `"   NaN"`,
+/// `"%.2e"` of infinity `" ∞"`. Measured against the 1.34 and 1.36 schedulers.
+fn scientific(d: f64, precision: Option<usize>) -> String {
     if !d.is_finite() {
-        return format_double(d);
+        let symbol = if d.is_nan() {
+            "NaN"
+        } else if d > 0.0 {
+            "∞"
+        } else {
+            "-∞"
+        };
+        return format!("{symbol:>width$}", width = precision.unwrap_or(6));
     }
     let s = format!("{d:.6e}");
     let Some((mantissa, exp)) = s.split_once('e') else {
@@ -431,7 +440,7 @@ fn render(env: &Activation<'_>, f: &str, args: &[Value<'_>]) -> Result<String, S
                 precision.unwrap_or(6),
                 as_float(arg, "fixed-point")?
             ),
-            'e' => scientific(as_float(arg, "scientific")?),
+            'e' => scientific(as_float(arg, "scientific")?, precision),
             'b' => match arg {
                 Value::Int(v) => format!("{v:b}"),
                 Value::Uint(v) => format!("{v:b}"),

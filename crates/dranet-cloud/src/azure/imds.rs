@@ -3,12 +3,11 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use dranet_core::{
-    AttributeValue, Attributes, CloudProvider, DeviceIdentifiers, NetworkConfig, RouteConfig,
-    RuleConfig,
+    Attributes, CloudProvider, DeviceIdentifiers, NetworkConfig, RouteConfig, RuleConfig,
 };
 use serde::Deserialize;
 
-use crate::{Error, Result};
+use crate::http::{Result, json_object};
 
 /// Attribute names (fully qualified in the `azure.dra.net` domain).
 pub mod attr {
@@ -109,24 +108,35 @@ pub struct Subnet {
     pub prefix: String,
 }
 
-fn json<T: serde::de::DeserializeOwned>(what: &'static str, body: &[u8]) -> Result<T> {
-    let err = |source| Error::Json { what, source };
-    let v: serde_json::Value = serde_json::from_slice(body).map_err(err)?;
-    // serde would also accept an array for a struct; IMDS documents are objects.
-    if !v.is_object() {
-        return Err(Error::NotAnObject { what });
-    }
-    serde_json::from_value(v).map_err(err)
-}
-
 /// Parses the compute document.
 pub fn parse_compute(body: &[u8]) -> Result<Compute> {
-    json("compute", body)
+    json_object("Azure IMDS compute document", body)
 }
 
 /// Parses the network document.
 pub fn parse_network(body: &[u8]) -> Result<Network> {
-    json("network", body)
+    json_object("Azure IMDS network document", body)
+}
+
+/// An IMDS document saved on the node (`curl -H Metadata:true
+/// "http://169.254.169.254/metadata/instance?api-version=2021-02-01"`): the whole instance document
+/// (`compute` and `network`), or its `compute` part alone.
+pub fn parse_instance_document(body: &[u8]) -> Result<AzureInstance> {
+    let v: serde_json::Value = json_object("Azure IMDS instance document", body)?;
+    let part = |k: &str| serde_json::to_vec(&v[k]).unwrap_or_default();
+    if v.get("compute").is_none() {
+        return Ok(AzureInstance {
+            compute: parse_compute(body)?,
+            network: Network::default(),
+        });
+    }
+    Ok(AzureInstance {
+        compute: parse_compute(&part("compute"))?,
+        network: match v.get("network") {
+            Some(_) => parse_network(&part("network"))?,
+            None => Network::default(),
+        },
+    })
 }
 
 /// What IMDS said about this VM.
@@ -179,19 +189,15 @@ impl CloudProvider for AzureInstance {
 
     fn node_attributes(&self) -> Attributes {
         let c = &self.compute;
-        [
-            (attr::PLACEMENT_GROUP_ID, &c.placement_group_id),
+        crate::attrs::strings([
+            (attr::PLACEMENT_GROUP_ID, c.placement_group_id.as_str()),
             (attr::VM_SIZE, &c.vm_size),
             (attr::INTERCONNECT_GROUP_ID, &c.interconnect_group_id),
             (attr::INTERCONNECT_SUBGROUP_ID, &c.interconnect_subgroup_id),
             (attr::LOCATION, &c.location),
             (attr::ZONE, &c.zone),
             (attr::VM_SCALE_SET_NAME, &c.vm_scale_set_name),
-        ]
-        .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (k.to_string(), AttributeValue::String(v.clone())))
-        .collect()
+        ])
     }
 
     fn device_config(&self, id: &DeviceIdentifiers) -> Option<NetworkConfig> {

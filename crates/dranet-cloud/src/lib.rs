@@ -1,0 +1,47 @@
+//! `dranet-cloud`: what the cloud knows about a node, for dranet. Each provider implements
+//! [`dranet_core::CloudProvider`]; the webhook also [`dranet_core::ProfileProvider`].
+//!
+//! | provider | service | attributes |
+//! |---|---|---|
+//! | [`azure`] | IMDS, `Metadata: true` | `azure.dra.net/*`: placement group, VM size, interconnect groups; per-NIC routing |
+//! | [`gce`] | metadata server, `Metadata-Flavor: Google` | `gce.dra.net/*`: machine type, block, sub-block, host; per NIC network and alias ranges |
+//! | [`aws`] | IMDSv2 (session token) | `aws.dra.net/*`: instance type, placement group, EFA, network card; Neuron device groups |
+//! | [`oke`] | OCI IMDS v2, `Authorization: Bearer Oracle` | `oke.dra.net/*`: HPC island, network and local block, rack, GPU memory fabric |
+//! | [`alibaba`] | IMDS (session token) + sysfs | `alibaba.dra.net/*`: instance type, eRDMA |
+//! | [`webhook`] | the operator's HTTP server | whatever it answers; device config; profiles |
+//!
+//! [`detect::Detector`] decides which cloud the node is on: from DMI when it can tell, so a node
+//! off every cloud makes no request at all; by short parallel probes when DMI is unreadable.
+//! Every request goes through one client ([`http`]): bounded time (connect, request and whole
+//! answer), bounded body ([`MAX_BODY_BYTES`]), no proxy; a service known to be there is retried
+//! within a budget ([`RetryPolicy`]). Every failure is a warning and no attributes, never a crash.
+//!
+//! ```no_run
+//! use dranet_cloud::detect::{Detector, Hint};
+//! let d = Detector::new("/sys", Hint::Auto).detect_blocking();
+//! for w in &d.warnings { eprintln!("{w}"); }
+//! let cloud = d.provider.map(|p| p.into_cloud_provider());
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod alibaba;
+mod attrs;
+pub mod aws;
+pub mod azure;
+mod client;
+pub mod detect;
+pub mod dmi;
+#[cfg(feature = "fake")]
+pub mod fake;
+pub mod gce;
+pub mod http;
+pub mod oke;
+mod paths;
+mod retry;
+pub mod webhook;
+
+pub use client::{LINK_LOCAL_ENDPOINT, MetadataClient};
+pub use http::{Error, MAX_BODY_BYTES, Result};
+pub use paths::PathMap;
+pub use retry::RetryPolicy;

@@ -1,0 +1,334 @@
+//! An operator's webhook (upstream's "bring your own data plane"): device attributes, device
+//! configuration and named profiles (an address from an IPAM, say) from an HTTP server the
+//! operator runs on the node, over TCP or a unix socket.
+//!
+//! The protocol is upstream dranet's:
+//!
+//! - `GET /health` → 200 and `{"cloudProvider": bool, "profileProvider": bool}`: what it serves;
+//! - `POST /GetDeviceAttributes` with the device's identifiers (`{"name": "eth1",
+//!   "mac_address": "…", "pci_address": "…"}`, empty ones left out but `name`) → a map of
+//!   attributes in the DRA API's form (`{"dra.net/webhook_attr": {"string": "python"}}`);
+//! - `POST /GetDeviceConfig` with the same → a `NetworkConfig` (a claim's opaque parameters'
+//!   shape), laid under the claim's;
+//! - `POST /GetProfileConfig` with `{"device": …, "claim_uid": "…", "config": {…}}` → the
+//!   `NetworkConfig` of `config.profile` for this claim and device;
+//! - `POST /ReleaseProfileConfig` with the same → 200 once whatever it allocated is free.
+//!
+//! Attributes and device configuration are asked for every device after each scan
+//! ([`CloudProvider::refresh`]), a few requests at a time, and answered from memory in between;
+//! a device the webhook fails to answer for keeps its last answer. Every request has a timeout and
+//! every answer a size limit; an answer that is not the documented JSON is an error naming what
+//! is wrong (an unknown configuration field included), never ignored.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use dranet_core::{
+    Attributes, BoxFuture, CloudProvider, DRIVER_NAME, DeviceIdentifiers, NetworkConfig,
+    ProfileError, ProfileProvider, ProfileRequest,
+};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::http::{Endpoint, Error, Request, Result};
+use crate::retry::RetryPolicy;
+
+/// `GET`: capabilities.
+pub const PATH_HEALTH: &str = "/health";
+/// `POST`: a device's attributes.
+pub const PATH_GET_DEVICE_ATTRIBUTES: &str = "/GetDeviceAttributes";
+/// `POST`: a device's configuration.
+pub const PATH_GET_DEVICE_CONFIG: &str = "/GetDeviceConfig";
+/// `POST`: a profile's configuration for a claim's device.
+pub const PATH_GET_PROFILE_CONFIG: &str = "/GetProfileConfig";
+/// `POST`: release what a profile allocated.
+pub const PATH_RELEASE_PROFILE_CONFIG: &str = "/ReleaseProfileConfig";
+
+/// Upstream's request timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Requests to the webhook at once during a refresh.
+const CONCURRENCY: usize = 8;
+
+/// What the webhook serves (`GET /health`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// Attributes and device configuration.
+    #[serde(default)]
+    pub cloud_provider: bool,
+    /// Profiles.
+    #[serde(default)]
+    pub profile_provider: bool,
+}
+
+/// A device's identifiers on the wire (upstream's `DeviceIdentifiers`): `name` is the interface
+/// name, empty for a device without one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireDevice {
+    /// MAC address.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mac_address: String,
+    /// PCI address.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pci_address: String,
+    /// Interface name.
+    #[serde(default)]
+    pub name: String,
+}
+
+impl From<&DeviceIdentifiers> for WireDevice {
+    fn from(id: &DeviceIdentifiers) -> Self {
+        Self {
+            mac_address: id.mac.clone().unwrap_or_default(),
+            pci_address: id.pci_address.map(|p| p.to_string()).unwrap_or_default(),
+            name: id.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// A profile request on the wire (upstream's `ProfileRequest`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireProfileRequest {
+    /// The device.
+    pub device: WireDevice,
+    /// The claim's UID.
+    pub claim_uid: String,
+    /// The configuration so far; `profile` names the profile.
+    pub config: NetworkConfig,
+}
+
+impl From<&ProfileRequest> for WireProfileRequest {
+    fn from(r: &ProfileRequest) -> Self {
+        Self {
+            device: (&r.device).into(),
+            claim_uid: r.claim_uid.clone(),
+            config: r.config.clone(),
+        }
+    }
+}
+
+/// What the webhook last said about one device.
+#[derive(Debug, Clone, Default)]
+struct Answer {
+    attributes: Attributes,
+    config: Option<NetworkConfig>,
+}
+
+/// A connected webhook.
+#[derive(Debug)]
+pub struct Webhook {
+    endpoint: Endpoint,
+    timeout: Duration,
+    capabilities: Capabilities,
+    answers: Mutex<HashMap<DeviceIdentifiers, Answer>>,
+}
+
+impl Webhook {
+    /// Asks `GET /health` (retrying transient errors within `policy`) and keeps the
+    /// capabilities. `url` is `http://host[:port][/base]` or `unix:///path/to.sock`; `timeout`
+    /// bounds each request.
+    pub async fn connect(url: &str, timeout: Duration, policy: RetryPolicy) -> Result<Self> {
+        let endpoint = Endpoint::parse(url, true)?;
+        let health = Request::get(PATH_HEALTH);
+        let resp = policy
+            .run(timeout, "webhook health", |t| endpoint.fetch(&health, t))
+            .await?;
+        let capabilities = crate::http::json_object("webhook /health answer", &resp.body)?;
+        Ok(Self {
+            endpoint,
+            timeout,
+            capabilities,
+            answers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// What it serves.
+    pub fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> &str {
+        self.endpoint.as_str()
+    }
+
+    async fn post<T: Serialize>(&self, path: &str, body: &T) -> Result<hyper::body::Bytes> {
+        let body = serde_json::to_vec(body).map_err(|source| Error::Json {
+            what: "webhook request",
+            source,
+        })?;
+        let req = Request::post_json(path, body);
+        Ok(self.endpoint.fetch(&req, self.timeout).await?.body)
+    }
+
+    /// `POST /GetDeviceAttributes` for one device.
+    pub async fn get_device_attributes(&self, id: &DeviceIdentifiers) -> Result<Attributes> {
+        let body = self
+            .post(PATH_GET_DEVICE_ATTRIBUTES, &WireDevice::from(id))
+            .await?;
+        let attrs: Option<Attributes> =
+            serde_json::from_slice(&body).map_err(|source| Error::Json {
+                what: "webhook GetDeviceAttributes answer",
+                source,
+            })?;
+        // `dra.net/x` is the driver's own `x`: published under the one name, so that the
+        // webhook's value replaces discovery's instead of standing beside it.
+        let own = format!("{DRIVER_NAME}/");
+        Ok(attrs
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| match k.strip_prefix(&own) {
+                Some(short) => (short.to_string(), v),
+                None => (k, v),
+            })
+            .collect())
+    }
+
+    /// `POST /GetDeviceConfig` for one device; `None` for an empty configuration.
+    pub async fn get_device_config(&self, id: &DeviceIdentifiers) -> Result<Option<NetworkConfig>> {
+        let body = self
+            .post(PATH_GET_DEVICE_CONFIG, &WireDevice::from(id))
+            .await?;
+        let what = "webhook GetDeviceConfig answer";
+        let config = network_config(what, &body)?;
+        if let Some(c) = &config {
+            c.validate().map_err(|e| Error::Invalid {
+                what,
+                reason: e.to_string(),
+            })?;
+        }
+        Ok(config.filter(|c| *c != NetworkConfig::default()))
+    }
+
+    /// Asks the attributes and configuration of one device.
+    async fn ask<'a>(&self, id: &'a DeviceIdentifiers) -> (&'a DeviceIdentifiers, Result<Answer>) {
+        let answer = async {
+            Ok(Answer {
+                attributes: self.get_device_attributes(id).await?,
+                config: self.get_device_config(id).await?,
+            })
+        };
+        (id, answer.await)
+    }
+
+    fn answers(&self) -> std::sync::MutexGuard<'_, HashMap<DeviceIdentifiers, Answer>> {
+        self.answers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn profile_error(&self, e: Error) -> ProfileError {
+        ProfileError::Provider {
+            provider: format!("webhook {}", self.url()),
+            source: Box::new(e),
+        }
+    }
+}
+
+/// A `NetworkConfig` answer, strict: an unknown field is an error naming it; `null` is none.
+fn network_config(what: &'static str, body: &[u8]) -> Result<Option<NetworkConfig>> {
+    serde_json::from_slice(body).map_err(|source| Error::Json { what, source })
+}
+
+impl CloudProvider for Webhook {
+    fn name(&self) -> &str {
+        "webhook"
+    }
+
+    fn node_attributes(&self) -> Attributes {
+        Attributes::new()
+    }
+
+    fn device_attributes(&self, id: &DeviceIdentifiers) -> Attributes {
+        self.answers()
+            .get(id)
+            .map(|a| a.attributes.clone())
+            .unwrap_or_default()
+    }
+
+    fn device_config(&self, id: &DeviceIdentifiers) -> Option<NetworkConfig> {
+        self.answers().get(id).and_then(|a| a.config.clone())
+    }
+
+    fn refresh<'a>(&'a self, devices: &'a [DeviceIdentifiers]) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if !self.capabilities.cloud_provider {
+                return;
+            }
+            // Collected first: a lazy `map` closure here trips rustc's higher-ranked `Send`
+            // check on the returned future.
+            let asks: Vec<_> = devices.iter().map(|id| self.ask(id)).collect();
+            let results: Vec<(&DeviceIdentifiers, Result<Answer>)> = futures::stream::iter(asks)
+                .buffer_unordered(CONCURRENCY)
+                .collect()
+                .await;
+            let mut answers = self.answers();
+            let mut next = HashMap::with_capacity(results.len());
+            let mut failed = 0usize;
+            let mut first = None;
+            for (id, r) in results {
+                match r {
+                    Ok(a) => {
+                        next.insert(id.clone(), a);
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        first.get_or_insert(e);
+                        // A webhook that fails for a moment must not make devices flap in and
+                        // out of the claims that select on its attributes.
+                        if let Some(old) = answers.remove(id) {
+                            next.insert(id.clone(), old);
+                        }
+                    }
+                }
+            }
+            *answers = next;
+            if let Some(e) = first {
+                tracing::warn!(
+                    failed,
+                    devices = devices.len(),
+                    error = %e,
+                    "the webhook did not answer for every device; those keep their last answer"
+                );
+            }
+        })
+    }
+}
+
+impl ProfileProvider for Webhook {
+    fn name(&self) -> &str {
+        "webhook"
+    }
+
+    fn get_profile_config<'a>(
+        &'a self,
+        req: &'a ProfileRequest,
+    ) -> BoxFuture<'a, std::result::Result<NetworkConfig, ProfileError>> {
+        Box::pin(async move {
+            let body = self
+                .post(PATH_GET_PROFILE_CONFIG, &WireProfileRequest::from(req))
+                .await
+                .map_err(|e| self.profile_error(e))?;
+            let config = network_config("webhook GetProfileConfig answer", &body)
+                .map_err(|e| self.profile_error(e))?
+                .unwrap_or_default();
+            config.validate().map_err(|source| ProfileError::Invalid {
+                provider: format!("webhook {}", self.url()),
+                source,
+            })?;
+            Ok(config)
+        })
+    }
+
+    fn release_profile_config<'a>(
+        &'a self,
+        req: &'a ProfileRequest,
+    ) -> BoxFuture<'a, std::result::Result<(), ProfileError>> {
+        Box::pin(async move {
+            self.post(PATH_RELEASE_PROFILE_CONFIG, &WireProfileRequest::from(req))
+                .await
+                .map(|_| ())
+                .map_err(|e| self.profile_error(e))
+        })
+    }
+}
