@@ -1007,6 +1007,9 @@ impl<'a> Search<'a> {
                 *slot = Some(*q);
             }
         }
+        if !a.version.counts_held_devices_against_counters() {
+            return avail;
+        }
         for i in p.devices.clone() {
             if self.held.any(i)
                 && let Some(cu) = &a.devices[i].counters
