@@ -142,11 +142,10 @@ impl KubernetesVersion {
         self >= KubernetesVersion::V1_36
     }
 
-    /// Whether devices other claims hold use up a pool's shared counters. 1.36.3 starts every
-    /// allocation from the pool's full counter sets (measured with its allocbench: a device
-    /// that fits only without the held devices' consumption is allocated); 1.35 subtracts them.
-    pub(crate) fn counts_held_devices_against_counters(self) -> bool {
-        self < KubernetesVersion::V1_36
+    /// 1.36.3 takes a device's shared counters after its taints and the claim's constraints
+    /// allow it, so a device they reject consumes none (measured with its allocbench).
+    pub(crate) fn takes_counters_last(self) -> bool {
+        self >= KubernetesVersion::V1_36
     }
 
     /// 1.35 and newer copy the request's tolerations into each result.

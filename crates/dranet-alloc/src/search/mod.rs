@@ -13,9 +13,10 @@
 //!   the end of the list, where it can still meet a CEL error or an invalid pool; those
 //!   "hazards" are kept in the candidate list and checked before stopping.
 //!
-//! With shared counters (partitionable devices) a rejected device keeps what it consumed for
-//! the rest of the call (as in the scheduler), which makes the outcome depend on the path, so
-//! such claims are searched over permutations exactly as the scheduler does.
+//! With shared counters (partitionable devices) a device rejected after taking its counters
+//! keeps what it consumed for the rest of the call (as in the scheduler; 1.36 takes counters
+//! last, so only its counter check itself rejects there), which makes the outcome depend on
+//! the path, so such claims are searched over permutations exactly as the scheduler does.
 
 mod candidates;
 mod constraint;
@@ -790,13 +791,16 @@ impl<'a> Search<'a> {
         if multi && !must && !self.capacity_fits(d, r, s) {
             return Ok(None);
         }
+        // 1.36 takes counters once the taints and constraints allow the device, so a rejected
+        // device consumes none; older versions take them first, and keep them on a rejection.
+        let counters_last = a.version.takes_counters_last();
         if let Some(cu) = &dev.counters {
             if !a.features.partitionable_devices {
                 return Ok(None);
             }
             // A device shared already took its counters with its first share.
             let shared_already = multi && self.capacity_in_use(d);
-            if !shared_already && !self.consume(d, cu.owner, cu.pool, &cu.uses) {
+            if !counters_last && !shared_already && !self.consume(d, cu.owner, cu.pool, &cu.uses) {
                 return Ok(None);
             }
         }
@@ -832,6 +836,19 @@ impl<'a> Search<'a> {
                     return Ok(None);
                 }
             }
+        }
+        if counters_last
+            && let Some(cu) = &dev.counters
+            && !(multi && self.capacity_in_use(d))
+            && !self.consume(d, cu.owner, cu.pool, &cu.uses)
+        {
+            for (cj, cb) in self.claim.constraints.iter().enumerate() {
+                if cb.applies(r, s, has_subs) {
+                    let u = take_undo(&mut undo, cj);
+                    self.states[cj].remove(r, u);
+                }
+            }
+            return Ok(None);
         }
         if multi && must && !self.capacity_fits(d, r, s) {
             // The scheduler leaves the device in every constraint.
@@ -1006,9 +1023,6 @@ impl<'a> Search<'a> {
             if let Some(slot) = avail.get_mut(*at) {
                 *slot = Some(*q);
             }
-        }
-        if !a.version.counts_held_devices_against_counters() {
-            return avail;
         }
         for i in p.devices.clone() {
             if self.held.any(i)
