@@ -15,7 +15,7 @@ pub(crate) type Programs = Result<OneOrMany<Arc<Program>>, (String, CelError)>;
 
 /// Compiles a selector list; the error names the expression (empty when a selector has no
 /// `cel`). Claims and classes are compiled as the API server of `version` admits them, cost
-/// limit included ([`Program::compile_in`]): one it would refuse to store never reaches the
+/// limit included ([`Program::compile_at`]): one it would refuse to store never reaches the
 /// scheduler, so allocating it would answer a question no cluster asks. For every selector it
 /// admits, the program is the scheduler's. A cache compiles for its own version, which the
 /// allocator checked is `version`.

@@ -15,7 +15,7 @@ use crate::version::KubernetesVersion;
 /// Owned by the caller and shared (it is `Sync`) by every allocator that should reuse
 /// compilations: hand it to [`crate::Options::programs`]. Compile errors are kept too, so
 /// a broken selector is not recompiled for every pod. Expressions compile with
-/// [`Program::compile_in`] the cache's version, so a cached program is exactly what compiling
+/// [`Program::compile_at`] the cache's version, so a cached program is exactly what compiling
 /// anew gives.
 ///
 /// ```
@@ -97,7 +97,7 @@ impl ProgramCache {
     }
 
     /// A cache holding at most `capacity` expressions (at least one), compiled as the API
-    /// server of Kubernetes `version` admits them ([`Program::compile_in`]).
+    /// server of Kubernetes `version` admits them ([`Program::compile_at`]).
     pub fn for_version(version: KubernetesVersion, capacity: usize) -> ProgramCache {
         ProgramCache {
             capacity: capacity.max(1),
