@@ -54,6 +54,7 @@ mod ast;
 mod attrs;
 mod cache;
 mod check;
+mod civil;
 mod cost;
 mod decls;
 mod device;
@@ -67,6 +68,8 @@ mod parse;
 mod program;
 mod stack;
 mod types;
+#[cfg(feature = "tzdb")]
+mod tz;
 mod validate;
 mod value;
 

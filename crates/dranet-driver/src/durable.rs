@@ -72,18 +72,4 @@ pub(crate) fn list(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Moves an unreadable record aside as `<file>.corrupt-<seconds>.<nanoseconds>` (nanoseconds: two
-/// in one second keep both), where [`list`] no longer sees it and an operator still can.
-pub(crate) fn quarantine(path: &Path) -> io::Result<PathBuf> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let moved_to = PathBuf::from(format!(
-        "{}.corrupt-{}.{:09}",
-        path.display(),
-        now.as_secs(),
-        now.subsec_nanos()
-    ));
-    fs::rename(path, &moved_to)?;
-    Ok(moved_to)
-}
+pub(crate) use dranet_util::quarantine;

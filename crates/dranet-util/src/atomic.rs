@@ -209,6 +209,23 @@ impl std::error::Error for AtomicWriteError {
     }
 }
 
+/// Moves an unreadable file aside as `<file>.corrupt-<seconds>.<nanoseconds>` (nanoseconds: two
+/// in one second keep both), where its reader no longer finds it and an operator still can.
+/// Where it went.
+pub fn quarantine(path: &Path) -> io::Result<PathBuf> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let moved_to = PathBuf::from(format!(
+        "{}.corrupt-{}.{:09}",
+        path.display(),
+        now.as_secs(),
+        now.subsec_nanos()
+    ));
+    fs::rename(path, &moved_to)?;
+    Ok(moved_to)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,6 @@ mod atomic;
 mod backoff;
 mod chain;
 
-pub use atomic::{AtomicWrite, AtomicWriteError, AtomicWriteStep, temp_path};
+pub use atomic::{AtomicWrite, AtomicWriteError, AtomicWriteStep, quarantine, temp_path};
 pub use backoff::Backoff;
 pub use chain::error_chain;

@@ -17,6 +17,9 @@ pub(crate) struct Activation<'a> {
     /// The `device` variable.
     pub(crate) dev: DeviceView<'a>,
     steps: Cell<u64>,
+    /// The program's zone cache, when the caller gave one.
+    #[cfg(feature = "tzdb")]
+    pub(crate) zones: Option<&'a super::tz::ZoneCache>,
 }
 
 fn attr_value(v: &AttributeValue) -> Value<'_> {
@@ -35,7 +38,20 @@ impl<'a> Activation<'a> {
         Activation {
             dev,
             steps: Cell::new(0),
+            #[cfg(feature = "tzdb")]
+            zones: None,
         }
+    }
+
+    /// The UTC offset (seconds east) of the named zone `name` at the Unix instant `t`.
+    #[cfg(feature = "tzdb")]
+    pub(crate) fn zone_offset(&self, name: &str, t: i64) -> R<i64> {
+        let zone = match self.zones {
+            Some(cache) => cache.get(name),
+            None => super::tz::load(name).map(std::sync::Arc::new),
+        };
+        zone.map(|z| z.offset_at(t))
+            .map_err(|e| Error::msg(e.to_string()))
     }
 
     pub(crate) fn step(&self) -> R<()> {

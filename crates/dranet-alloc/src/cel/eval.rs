@@ -83,6 +83,13 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
         }
     }
 
+    /// Named time zones come from `zones` (the program's), read once for all devices; without
+    /// it each evaluation reads the files it needs.
+    #[cfg(feature = "tzdb")]
+    pub(crate) fn set_zones(&mut self, zones: &'e super::tz::ZoneCache) {
+        self.env.zones = Some(zones);
+    }
+
     fn reference(&self, e: &Expr) -> &'e Ref {
         self.refs.get(e.id as usize).unwrap_or(&Ref::None)
     }

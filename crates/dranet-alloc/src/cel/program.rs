@@ -21,6 +21,9 @@ pub struct Program {
     /// expression was recognised as one of the common shapes (see [`fast::recognize`]).
     checked: OnceLock<Result<Checked, CelError>>,
     env: EnvType,
+    /// The named time zones this program's evaluations read, shared by its clones.
+    #[cfg(feature = "tzdb")]
+    zones: std::sync::Arc<super::tz::ZoneCache>,
 }
 
 /// What the general compile makes of an expression.
@@ -125,6 +128,8 @@ impl Program {
                 fast: Some(f),
                 checked: OnceLock::new(),
                 env,
+                #[cfg(feature = "tzdb")]
+                zones: Default::default(),
             });
         }
         let (checked, fast) = Program::check(source, env)?;
@@ -133,6 +138,8 @@ impl Program {
             fast,
             checked: OnceLock::from(Ok(checked)),
             env,
+            #[cfg(feature = "tzdb")]
+            zones: Default::default(),
         })
     }
 
@@ -249,6 +256,8 @@ impl Program {
         }
         let checked = self.checked()?;
         let mut ev = eval::Eval::new(device.view(), &checked.refs);
+        #[cfg(feature = "tzdb")]
+        ev.set_zones(&self.zones);
         match ev.eval(&checked.expr) {
             Ok(value::Value::Bool(b)) => Ok(b),
             // A `dyn` result (an attribute) that is not a bool: the scheduler's runtime error.

@@ -10,7 +10,7 @@ use std::fs::{self, File};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use dranet_util::{AtomicWrite, AtomicWriteStep};
 use tokio::sync::oneshot;
@@ -262,17 +262,7 @@ impl Checkpoint {
                         return Err(Error::CheckpointCorrupt { path, source });
                     }
                     CheckpointPolicy::Quarantine => {
-                        // Nanoseconds, so two quarantines in one second keep both files.
-                        let now = SystemTime::now()
-                            .duration_since(UNIX_EPOCH)
-                            .unwrap_or_default();
-                        let moved_to = PathBuf::from(format!(
-                            "{}.corrupt-{}.{:09}",
-                            path.display(),
-                            now.as_secs(),
-                            now.subsec_nanos()
-                        ));
-                        fs::rename(&path, &moved_to)
+                        let moved_to = dranet_util::quarantine(&path)
                             .map_err(|e| Error::io("move corrupt checkpoint aside", &path, e))?;
                         let reason = source.to_string();
                         tracing::error!(

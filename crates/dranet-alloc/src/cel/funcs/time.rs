@@ -1,8 +1,9 @@
 //! Timestamps and durations: `timestamp()`, `duration()`, their text forms and accessors, with
-//! time zones given as offsets.
+//! time zones given as offsets or (feature `tzdb`) as names read from the system zone files.
 
 use super::{conversion_error, nso};
 use crate::cel::activation::Activation;
+use crate::cel::civil::{civil, days_from_civil};
 use crate::cel::value::{Error, R, Value};
 
 const MIN_UNIX: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
@@ -17,30 +18,6 @@ pub(crate) fn ts_add<'a>(s: i64, n: u32, offset: i32, d_nanos: i128) -> R<Value<
         return Err(Error::msg("timestamp overflow"));
     }
     Ok(Value::Timestamp(secs, nanos, offset))
-}
-
-/// Days since the epoch to (year, month 1-12, day 1-31).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// RFC 3339 with nanoseconds as Go prints a time: in the offset it was written with, `Z` for UTC.
@@ -259,9 +236,10 @@ pub(crate) fn to_duration<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Valu
     }))
 }
 
-/// A time zone argument: `UTC`, or a fixed offset `+HH:MM` / `-HH:MM`. Named zones need the
-/// IANA database, which this pure-logic crate does not read.
-fn zone_offset(tz: &str) -> R<i64> {
+/// A time zone argument at the Unix instant `t`: `UTC`, a fixed offset `+HH:MM` / `-HH:MM`,
+/// or (with the `tzdb` feature) a named zone from the system's zone files. cel-go takes an
+/// argument with a `:` for an offset, any other for a name.
+fn zone_offset(env: &Activation<'_>, tz: &str, t: i64) -> R<i64> {
     if tz.is_empty() || tz == "UTC" {
         return Ok(0);
     }
@@ -279,10 +257,15 @@ fn zone_offset(tz: &str) -> R<i64> {
         let o = h * 3600 + m * 60;
         return Ok(if b[0] == b'-' { -o } else { o });
     }
+    #[cfg(feature = "tzdb")]
+    if !tz.contains(':') {
+        return env.zone_offset(tz, t);
+    }
+    let _ = (env, t);
     Err(Error::msg(format!("unknown time zone {tz}")))
 }
 
-fn time_part<'a>(a: &[Value<'a>], which: u8) -> R<Value<'a>> {
+fn time_part<'a>(env: &Activation<'a>, a: &[Value<'a>], which: u8) -> R<Value<'a>> {
     let (s, n) = match &a[0] {
         Value::Timestamp(s, n, _) => (*s, *n),
         Value::Duration(d) => {
@@ -297,7 +280,7 @@ fn time_part<'a>(a: &[Value<'a>], which: u8) -> R<Value<'a>> {
         _ => return nso(),
     };
     let off = match a.get(1) {
-        Some(Value::Str(tz)) => zone_offset(tz)?,
+        Some(Value::Str(tz)) => zone_offset(env, tz, s)?,
         Some(_) => return nso(),
         None => 0,
     };
@@ -320,33 +303,33 @@ fn time_part<'a>(a: &[Value<'a>], which: u8) -> R<Value<'a>> {
     }))
 }
 
-pub(crate) fn get_full_year<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 0)
+pub(crate) fn get_full_year<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 0)
 }
-pub(crate) fn get_month<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 1)
+pub(crate) fn get_month<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 1)
 }
-pub(crate) fn get_day_of_year<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 2)
+pub(crate) fn get_day_of_year<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 2)
 }
-pub(crate) fn get_day_of_month<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 3)
+pub(crate) fn get_day_of_month<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 3)
 }
-pub(crate) fn get_date<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 8)
+pub(crate) fn get_date<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 8)
 }
-pub(crate) fn get_day_of_week<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 9)
+pub(crate) fn get_day_of_week<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 9)
 }
-pub(crate) fn get_hours<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 4)
+pub(crate) fn get_hours<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 4)
 }
-pub(crate) fn get_minutes<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 5)
+pub(crate) fn get_minutes<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 5)
 }
-pub(crate) fn get_seconds<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 6)
+pub(crate) fn get_seconds<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 6)
 }
-pub(crate) fn get_milliseconds<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
-    time_part(a, 7)
+pub(crate) fn get_milliseconds<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+    time_part(env, a, 7)
 }
