@@ -148,6 +148,12 @@ impl KubernetesVersion {
         self >= KubernetesVersion::V1_36
     }
 
+    /// 1.36.3 gives a shared device's counters back when the share that took them is undone
+    /// (measured with its allocbench); 1.35's source keeps them taken for the rest of the call.
+    pub(crate) fn share_returns_counters(self) -> bool {
+        self >= KubernetesVersion::V1_36
+    }
+
     /// 1.35 and newer copy the request's tolerations into each result.
     pub(crate) fn results_carry_tolerations(self) -> bool {
         self >= KubernetesVersion::V1_35

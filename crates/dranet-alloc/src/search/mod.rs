@@ -384,6 +384,8 @@ struct Saved<'a> {
     undo: Vec<(usize, Undo<'a>)>,
     /// The device was not in use by another claim of the pod before.
     set_used: bool,
+    /// A share that took the device's counters (its first share in this allocation).
+    share_took_counters: bool,
 }
 
 /// A device chosen, with what its share consumes when it allows multiple allocations.
@@ -794,12 +796,13 @@ impl<'a> Search<'a> {
         // 1.36 takes counters once the taints and constraints allow the device, so a rejected
         // device consumes none; older versions take them first, and keep them on a rejection.
         let counters_last = a.version.takes_counters_last();
+        // A device shared already took its counters with its first share.
+        let share_takes_counters = multi && dev.counters.is_some() && !self.capacity_in_use(d);
         if let Some(cu) = &dev.counters {
             if !a.features.partitionable_devices {
                 return Ok(None);
             }
-            // A device shared already took its counters with its first share.
-            let shared_already = multi && self.capacity_in_use(d);
+            let shared_already = multi && !share_takes_counters;
             if !counters_last && !shared_already && !self.consume(d, cu.owner, cu.pool, &cu.uses) {
                 return Ok(None);
             }
@@ -880,6 +883,7 @@ impl<'a> Search<'a> {
             device: d,
             undo,
             set_used,
+            share_took_counters: share_takes_counters,
         }))
     }
 
@@ -890,6 +894,7 @@ impl<'a> Search<'a> {
             device: d,
             mut undo,
             set_used,
+            share_took_counters,
         } = saved;
         if set_used {
             self.used.set(d, false);
@@ -905,7 +910,6 @@ impl<'a> Search<'a> {
             }
         }
         if let Some(amounts) = chosen.and_then(|c| c.share) {
-            // Shares give back their capacity, never their counters (as in the scheduler).
             if let Some(at) = self.allocating.iter().position(|(x, _)| *x == d) {
                 let sum = &mut self.allocating[at].1;
                 for (q, v) in sum.iter_mut().zip(&amounts) {
@@ -915,7 +919,11 @@ impl<'a> Search<'a> {
                     self.allocating.remove(at);
                 }
             }
-            return;
+            // A share gives back its capacity; 1.36 also the counters its first share took,
+            // 1.35 never (measured with 1.36.3's allocbench; 1.35 from its source).
+            if !(share_took_counters && self.a.version.share_returns_counters()) {
+                return;
+            }
         }
         if let Some(cu) = &self.a.devices[d].counters
             && let Some(o) = cu.owner
