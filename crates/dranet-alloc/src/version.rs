@@ -142,9 +142,10 @@ impl KubernetesVersion {
         self >= KubernetesVersion::V1_36
     }
 
-    /// 1.36.3 takes a device's shared counters after its taints and the claim's constraints
-    /// allow it, so a device they reject consumes none (measured with its allocbench).
-    pub(crate) fn takes_counters_last(self) -> bool {
+    /// 1.36.3 gives a device's shared counters back when its taints or the claim's
+    /// constraints reject it after its counter check (measured with its allocbench); older
+    /// versions keep them taken for the rest of the call.
+    pub(crate) fn gives_back_rejected_counters(self) -> bool {
         self >= KubernetesVersion::V1_36
     }
 

@@ -14,9 +14,10 @@
 //!   "hazards" are kept in the candidate list and checked before stopping.
 //!
 //! With shared counters (partitionable devices) a device rejected after taking its counters
-//! keeps what it consumed for the rest of the call (as in the scheduler; 1.36 takes counters
-//! last, so only its counter check itself rejects there), which makes the outcome depend on
-//! the path, so such claims are searched over permutations exactly as the scheduler does.
+//! keeps what it consumed for the rest of the call (as in the scheduler before 1.36, which
+//! gives them back), and the first device to reach a pool name's counters fixes what is
+//! available under it: the outcome depends on the path, so such claims are searched over
+//! permutations exactly as the scheduler does.
 
 mod candidates;
 mod constraint;
@@ -793,22 +794,28 @@ impl<'a> Search<'a> {
         if multi && !must && !self.capacity_fits(d, r, s) {
             return Ok(None);
         }
-        // 1.36 takes counters once the taints and constraints allow the device, so a rejected
-        // device consumes none; older versions take them first, and keep them on a rejection.
-        let counters_last = a.version.takes_counters_last();
+        // Every version checks and takes counters before taints and constraints (the first
+        // device to reach a counter key fixes what is available under it); 1.36 gives them
+        // back when those reject the device, older versions keep them taken.
+        let gives_back = a.version.gives_back_rejected_counters();
         // A device shared already took its counters with its first share.
         let share_takes_counters = multi && dev.counters.is_some() && !self.capacity_in_use(d);
+        let mut took = false;
         if let Some(cu) = &dev.counters {
             if !a.features.partitionable_devices {
                 return Ok(None);
             }
-            let shared_already = multi && !share_takes_counters;
-            if !counters_last && !shared_already && !self.consume(d, cu.owner, cu.pool, &cu.uses) {
-                return Ok(None);
+            if !multi || share_takes_counters {
+                if !self.consume(d, cu.owner, cu.pool, &cu.uses) {
+                    return Ok(None);
+                }
+                took = gives_back;
             }
         }
-        // From here on a rejected device keeps its counters consumed, as in the scheduler.
         if taints_prevent(a, dev, &alt.tolerations) {
+            if took {
+                self.release(d);
+            }
             return Ok(None);
         }
         let has_subs = self.claim.requests[r].subrequests;
@@ -836,22 +843,12 @@ impl<'a> Search<'a> {
                             self.states[cj].remove(r, u);
                         }
                     }
+                    if took {
+                        self.release(d);
+                    }
                     return Ok(None);
                 }
             }
-        }
-        if counters_last
-            && let Some(cu) = &dev.counters
-            && !(multi && self.capacity_in_use(d))
-            && !self.consume(d, cu.owner, cu.pool, &cu.uses)
-        {
-            for (cj, cb) in self.claim.constraints.iter().enumerate() {
-                if cb.applies(r, s, has_subs) {
-                    let u = take_undo(&mut undo, cj);
-                    self.states[cj].remove(r, u);
-                }
-            }
-            return Ok(None);
         }
         if multi && must && !self.capacity_fits(d, r, s) {
             // The scheduler leaves the device in every constraint.
@@ -925,6 +922,11 @@ impl<'a> Search<'a> {
                 return;
             }
         }
+        self.release(d);
+    }
+
+    /// Gives back what device `d` consumes from shared counters.
+    fn release(&mut self, d: usize) {
         if let Some(cu) = &self.a.devices[d].counters
             && let Some(o) = cu.owner
         {
