@@ -1,8 +1,8 @@
 //! A claim checked and compiled once: its requests and sub-requests, constraints and config.
 
 use k8s_openapi::api::resource::v1::{
-    CapacityRequirements, DeviceClaimConfiguration, DeviceSelector, DeviceToleration,
-    ResourceClaimSpec,
+    CapacityRequirements, DeviceClaimConfiguration, DeviceRequest, DeviceSelector,
+    DeviceToleration, ResourceClaimSpec,
 };
 
 use std::sync::Arc;
@@ -44,6 +44,10 @@ pub(crate) struct Req {
     pub name: Arc<str>,
     /// `firstAvailable`: the alternatives are sub-requests.
     pub subrequests: bool,
+    /// The feature it uses that is off: the scheduler refuses the claim on reaching this
+    /// request as it validates the claims in order, so a request or claim before it may fail
+    /// first (its alternatives are then not compiled).
+    pub refused: Option<AllocError>,
     pub alts: OneOrMany<Alt>,
 }
 
@@ -120,7 +124,9 @@ impl CompiledClaim {
                 return Err(invalid(format!("request name {:?} is used twice", r.name)));
             }
             let name: Arc<str> = Arc::from(r.name.as_str());
+            let refused = refused_feature(a, r);
             let alts = match (&r.exactly, &r.first_available) {
+                _ if refused.is_some() => OneOrMany::Empty,
                 (Some(e), None) => OneOrMany::One(compile_alt(
                     a,
                     AltSpec {
@@ -135,12 +141,6 @@ impl CompiledClaim {
                     },
                 )?),
                 (None, Some(subs)) if !subs.is_empty() => {
-                    if !a.features.prioritized_list {
-                        return Err(AllocError::FeatureDisabled {
-                            request: r.name.clone(),
-                            feature: "firstAvailable (DRAPrioritizedList)".into(),
-                        });
-                    }
                     // Every sub-request's name is checked before any is compiled.
                     for (j, s) in subs.iter().enumerate() {
                         if s.name.is_empty() || subs[..j].iter().any(|o| o.name == s.name) {
@@ -190,6 +190,7 @@ impl CompiledClaim {
             requests.push(Req {
                 name,
                 subrequests: r.first_available.is_some(),
+                refused,
                 alts,
             });
         }
@@ -235,6 +236,8 @@ impl CompiledClaim {
                         })?;
                     let ai = match sub {
                         None => None,
+                        // A refused request fails the claim before its constraints matter.
+                        Some(_) if requests[ri].refused.is_some() => Some(0),
                         Some(sub) => Some(
                             requests[ri]
                                 .alts
@@ -279,20 +282,36 @@ impl CompiledClaim {
     }
 }
 
-fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
-    if s.admin.is_some() && !a.features.admin_access {
-        return Err(AllocError::FeatureDisabled {
-            request: s.label.to_string(),
-            feature: "adminAccess (DRAAdminAccess)".into(),
-        });
+/// The first feature request `r` uses that is off, in the order the scheduler checks them:
+/// `firstAvailable`, a capacity request (of any sub-request), `adminAccess`.
+fn refused_feature(a: &Allocator, r: &DeviceRequest) -> Option<AllocError> {
+    let off = |request: &str, feature: &str| {
+        Some(AllocError::FeatureDisabled {
+            request: request.to_string(),
+            feature: feature.to_string(),
+        })
+    };
+    let subs = r.first_available.as_deref().unwrap_or_default();
+    if !subs.is_empty() && !a.features.prioritized_list {
+        return off(&r.name, "firstAvailable (DRAPrioritizedList)");
     }
-    let capacity = match s.capacity {
-        Some(_) if !a.features.consumable_capacity => {
-            return Err(AllocError::FeatureDisabled {
-                request: s.label.to_string(),
-                feature: "a capacity request (DRAConsumableCapacity)".into(),
-            });
+    if !a.features.consumable_capacity {
+        let capacity = "a capacity request (DRAConsumableCapacity)";
+        if r.exactly.as_ref().is_some_and(|e| e.capacity.is_some()) {
+            return off(&r.name, capacity);
         }
+        if let Some(s) = subs.iter().find(|s| s.capacity.is_some()) {
+            return off(&format!("{}/{}", r.name, s.name), capacity);
+        }
+    }
+    if !a.features.admin_access && r.exactly.as_ref().is_some_and(|e| e.admin_access.is_some()) {
+        return off(&r.name, "adminAccess (DRAAdminAccess)");
+    }
+    None
+}
+
+fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
+    let capacity = match s.capacity {
         Some(c) => {
             let mut requests = Requests::new();
             for (name, q) in c.requests.iter().flatten() {

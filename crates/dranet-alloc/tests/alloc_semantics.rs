@@ -3,7 +3,7 @@
 //! scheduler versions differ, a test names the version (`alloc_versions.rs` has the rest).
 
 use dranet_alloc::{
-    AllocError, Allocation, Allocator, DeviceId, KubernetesVersion, Options, SchedulerBugs,
+    AllocError, Allocation, Allocator, DeviceId, InUse, KubernetesVersion, Options, SchedulerBugs,
 };
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
 use serde_json::{Value, json};
@@ -823,9 +823,33 @@ fn capacity_requests_are_refused_as_the_scheduler_does() {
     let a = of(KubernetesVersion::V1_34, &[nics(1)]);
     let mut r = req("r", "nic", &[]);
     r["exactly"]["capacity"] = json!({"requests": {"dra.net/bw": "1Gi"}});
-    let e = a.compile(&claim(json!({"requests": [r]}))).unwrap_err();
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [r.clone()]})), &[])
+        .unwrap_err();
     assert!(matches!(e, AllocError::FeatureDisabled { .. }), "{e:?}");
     assert!(e.to_string().contains("DRAConsumableCapacity"), "{e}");
+    // The scheduler validates requests in order: an `All` request before it whose selector
+    // fails on a device fails the claim first, and so does an earlier claim of the pod.
+    let mut all = req(
+        "all",
+        "nic",
+        &["device.attributes[\"dra.net\"].nosuch == 1"],
+    );
+    all["exactly"]["allocationMode"] = json!("All");
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [all.clone(), r.clone()]})), &[])
+        .unwrap_err();
+    assert!(matches!(e, AllocError::CelRuntime { .. }), "{e:?}");
+    let first = a.compile(&claim(json!({"requests": [all]}))).unwrap();
+    let second = a.compile(&claim(json!({"requests": [r]}))).unwrap();
+    let e = a
+        .allocate_pod(&[&first, &second], &InUse::default())
+        .unwrap_err();
+    assert!(matches!(e, AllocError::CelRuntime { .. }), "{e:?}");
+    let e = a
+        .allocate_pod(&[&second, &first], &InUse::default())
+        .unwrap_err();
+    assert!(matches!(e, AllocError::FeatureDisabled { .. }), "{e:?}");
 }
 
 #[test]

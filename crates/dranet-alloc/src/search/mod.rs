@@ -247,6 +247,9 @@ fn run(
     for c in 0..claims.len() {
         let mut min_total = 0usize;
         for req in &claim.requests[pod.requests(c)] {
+            if let Some(e) = &req.refused {
+                return Err(e.clone());
+            }
             let mut per: OneOrMany<AltData> = OneOrMany::Empty;
             let mut min_req = usize::MAX;
             for (s, alt) in req.alts.iter().enumerate() {
