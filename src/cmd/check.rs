@@ -288,6 +288,15 @@ fn discover(sysfs: &Path, node: &str, cloud: &super::CloudArgs) -> Result<Host, 
 /// Runs the check and returns the report; errors are about inputs, not about claims that cannot
 /// be allocated (those are in each [`ClaimReport::error`]).
 pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
+    check_skipping(args, &mut Vec::new())
+}
+
+/// The objects of `--classes` files that are not DeviceClasses (a Pod, a template beside them,
+/// as a file for `kubectl apply` holds): `file: Kind name`, skipped.
+type Skipped = Vec<String>;
+
+/// [`check`], naming in `skipped` what `--classes` files held besides DeviceClasses.
+fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, CheckError> {
     let cluster = args.cluster();
     if args.sysfs.is_none() && args.slices.is_empty() && !cluster {
         return Err(CheckError::Usage(
@@ -324,7 +333,9 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
         for d in super::load::documents(path, &mut errors) {
             match d.kind() {
                 "DeviceClass" => read_class(&d, &mut classes, &mut errors),
-                _ => errors.push(wrong_kind(&d, "DeviceClass")),
+                // Not a Kubernetes object at all: a wrong file, not one to skip.
+                "" => errors.push(wrong_kind(&d, "DeviceClass")),
+                kind => skipped.push(format!("{}: {kind} {}", path.display(), d.name())),
             }
         }
     }
@@ -730,7 +741,14 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
     if args.node_name.is_some() {
         eprintln!("dranet: warning: --node-name is deprecated for check; use --node");
     }
-    let report = check(args)?;
+    let mut skipped = Skipped::new();
+    let report = check_skipping(args, &mut skipped)?;
+    if !skipped.is_empty() {
+        eprintln!(
+            "dranet: note: --classes: read the DeviceClasses, skipped {}",
+            skipped.join(", ")
+        );
+    }
     let cluster = args.cluster();
     let notes: Vec<String> = report.notes.iter().map(|n| note_text(n, cluster)).collect();
     let stdout = std::io::stdout();
@@ -951,6 +969,40 @@ mod tests {
         let mut a = gb300("1nic-aligned");
         a.sysfs = Some(root().join("does/not/exist"));
         assert!(matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("not a directory")));
+    }
+
+    #[test]
+    fn classes_files_for_kubectl_apply_give_their_device_classes() {
+        // A file `kubectl apply -f` takes: the classes beside a template and a Pod.
+        let classes = root().join("examples/azure_aks/deviceclasses.yaml");
+        let text = std::fs::read_to_string(&classes).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("apply.yaml");
+        let extra = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec: {}\n---\n\
+                     apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\n\
+                     metadata:\n  name: nics\nspec:\n  spec: {}\n---\n";
+        std::fs::write(&file, format!("{extra}{text}")).unwrap();
+        let only = check(&gb300("1nic-aligned")).unwrap();
+        let mut a = gb300("1nic-aligned");
+        a.classes = vec![file.clone()];
+        let mut skipped = Skipped::new();
+        let r = check_skipping(&a, &mut skipped).unwrap();
+        let shown = file.display();
+        assert_eq!(
+            skipped,
+            [
+                format!("{shown}: Pod web"),
+                format!("{shown}: ResourceClaimTemplate nics")
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(&r.claims).unwrap(),
+            serde_json::to_value(&only.claims).unwrap()
+        );
+        // A document that is no Kubernetes object is still an error.
+        std::fs::write(&file, format!("just: text\n---\n{text}")).unwrap();
+        let e = check(&a).unwrap_err().to_string();
+        assert!(e.contains("not a Kubernetes object"), "{e}");
     }
 
     /// The GB300 slices with the dra.net ones moved to another node, as `kubectl get
