@@ -197,9 +197,9 @@ pub(crate) fn build<'a>(
     }
     let whole_pools = options.version.gathers_whole_pools();
     // 1.35+ reads every slice of a pool, whichever node it is for, to know whether the pool is
-    // complete: `only` cannot narrow that down.
+    // complete: `only` then holds every slice of the node's pools.
     let mut plan = if whole_pools {
-        gather::whole_pools(slices, options)?
+        gather::whole_pools(slices, only, options)?
     } else {
         gather::node_slices(slices, only, options)?
     };

@@ -191,27 +191,37 @@ pub(crate) fn node_slices(
 }
 
 /// Kubernetes 1.35 and newer: the pools of the slices the node reaches, completed with their
-/// slices of other nodes.
-pub(crate) fn whole_pools(slices: &[ResourceSlice], options: &Options) -> Result<Plan, AllocError> {
+/// slices of other nodes. `only` (positions in `slices`, ascending) limits it to those slices:
+/// the ones that may be on the node and every slice of their pools, picked once for many nodes.
+pub(crate) fn whole_pools(
+    slices: &[ResourceSlice],
+    only: Option<&[usize]>,
+    options: &Options,
+) -> Result<Plan, AllocError> {
     let features = &options.features;
     let version = options.version;
     let mut plan = Plan::default();
+    let universe: Vec<usize> = match only {
+        Some(only) => only.to_vec(),
+        None => (0..slices.len()).collect(),
+    };
     // The scheduler looks at the node's own slices first, then at those for every node or
     // declaring counters, each in the order given.
     let shared =
         |s: &ResourceSlice| s.spec.node_name.as_deref().unwrap_or("").is_empty() || has_counters(s);
     let order: Vec<usize> = match &options.node {
         Some(node) => {
-            let own = (0..slices.len()).filter(|&i| {
+            let own = universe.iter().copied().filter(|&i| {
                 !shared(&slices[i]) && slices[i].spec.node_name.as_deref() == Some(&node.name)
             });
-            own.chain((0..slices.len()).filter(|&i| shared(&slices[i])))
+            own.chain(universe.iter().copied().filter(|&i| shared(&slices[i])))
                 .collect()
         }
-        None => (0..slices.len()).collect(),
+        None => universe.clone(),
     };
-    // The relevant slices of each pool, in the order met; pools in the order first met.
-    let mut pools: Vec<((&str, &str), Vec<Visit>)> = Vec::new();
+    // The relevant slices of each pool, in the order met, and whether one of them is for the
+    // node; pools in the order first met.
+    let mut pools: Vec<((&str, &str), Vec<Visit>, bool)> = Vec::new();
     for i in order {
         let s = &slices[i];
         let counters = has_counters(s);
@@ -229,12 +239,11 @@ pub(crate) fn whole_pools(slices: &[ResourceSlice], options: &Options) -> Result
             ));
             continue;
         }
-        // Counter slices are needed whatever node they name.
-        let scope = if counters {
-            SliceScope::All
-        } else {
-            scope(s, options)?
-        };
+        // Counter slices are needed whatever node they name, but make no pool of their own
+        // for a node that has none of the pool's devices (the scheduler gathers the node's).
+        let own_scope = scope(s, options)?;
+        let for_node = own_scope != SliceScope::None;
+        let scope = if counters { SliceScope::All } else { own_scope };
         if scope == SliceScope::None {
             continue;
         }
@@ -243,17 +252,21 @@ pub(crate) fn whole_pools(slices: &[ResourceSlice], options: &Options) -> Result
             scope,
             binding: has_binding(s),
         };
-        match pools.iter_mut().find(|(k, _)| *k == pool_key(s)) {
-            Some((_, list)) => list.push(v),
-            None => pools.push((pool_key(s), vec![v])),
+        match pools.iter_mut().find(|(k, _, _)| *k == pool_key(s)) {
+            Some((_, list, any)) => {
+                list.push(v);
+                *any |= for_node;
+            }
+            None => pools.push((pool_key(s), vec![v], for_node)),
         }
     }
+    pools.retain(|(_, _, for_node)| *for_node);
     // Go map order: random before 1.36, which sorts. (driver, pool) is the order this crate
     // visits by default either way.
     pools.sort_by(|a, b| a.0.cmp(&b.0));
     let mut plans = Vec::with_capacity(pools.len());
     let mut binding_plans = Vec::new();
-    for (_, mut list) in pools {
+    for (_, mut list, _) in pools {
         // The newest generation among the node's slices replaces the older ones.
         let newest = list
             .iter()
@@ -280,7 +293,8 @@ pub(crate) fn whole_pools(slices: &[ResourceSlice], options: &Options) -> Result
             let key = pool_key(head);
             let mut all = Vec::new();
             let mut newer = None;
-            for (j, s) in slices.iter().enumerate() {
+            for &j in &universe {
+                let s = &slices[j];
                 if pool_key(s) != key {
                     continue;
                 }

@@ -588,7 +588,13 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
             programs: programs.clone(),
             ..crate::Options::for_version(version)
         };
-        let picked = node.as_deref().map(|n| by_node.slices_of(n));
+        let picked = node.as_deref().map(|n| {
+            if version.gathers_whole_pools() {
+                by_node.pools_of(&typed, n)
+            } else {
+                by_node.slices_of(n)
+            }
+        });
         let alloc =
             crate::build::build(&typed, Some(&slices), picked.as_deref(), &classes, &options)?;
         for w in alloc.warnings() {
