@@ -196,6 +196,8 @@ fn check_reads_slices_and_classes_from_a_real_cluster(kit: &Kit) {
     );
     assert_eq!(out.status.code(), Some(0), "fits on a node");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // The scheduler modelled is the API server's version (1.34 or 1.36), not the default.
+    assert_eq!(json["kubernetesVersion"], kit.version.kit, "{json}");
     let devices: Vec<(&str, &str)> = json["claims"][0]["devices"]
         .as_array()
         .expect("devices")

@@ -758,6 +758,7 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
         CheckFormat::Table => render_table(&report, &notes, &mut out).map_err(io)?,
         CheckFormat::Json => {
             let json = JsonReport {
+                kubernetes_version: report.version.to_string(),
                 claims: &report.claims,
                 notes,
             };
@@ -776,6 +777,10 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
 #[derive(Serialize)]
 #[serde(crate = "k8s_openapi::serde")]
 struct JsonReport<'a> {
+    /// The Kubernetes version answered for: the API server's, `--kubernetes-version`, or the
+    /// newest supported.
+    #[serde(rename = "kubernetesVersion")]
+    kubernetes_version: String,
     claims: &'a [ClaimReport],
     notes: Vec<String>,
 }

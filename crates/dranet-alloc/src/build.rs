@@ -221,6 +221,7 @@ pub(crate) fn build<'a>(
         capacities: Vec::new(),
     };
     let mut warnings = std::mem::take(&mut plan.warnings);
+    let mut binding: Vec<bool> = Vec::with_capacity(plan.pools.len());
     for p in &plan.pools {
         let (driver, pool) = {
             let s = &slices[p.first];
@@ -256,6 +257,7 @@ pub(crate) fn build<'a>(
                 None,
             )
         };
+        binding.push(visits.iter().any(|v| v.binding));
         b.pools.push(Pool {
             driver: Cow::Borrowed(driver),
             name: Cow::Borrowed(pool),
@@ -263,6 +265,25 @@ pub(crate) fn build<'a>(
             invalid,
             devices: start..b.devices.len(),
             counters,
+        });
+    }
+    // 1.36 puts pools with binding conditions last, but an invalid pool keeps no devices, so
+    // it stays in (driver, pool) order among the others (1.36.3's allocbench, seeds 118, 1028).
+    let mut order = Vec::new();
+    if options.version.sorts_pools()
+        && b.pools
+            .iter()
+            .zip(&binding)
+            .any(|(p, b)| *b && p.invalid.is_some())
+    {
+        order = (0..b.pools.len()).collect();
+        let pools = &b.pools;
+        order.sort_by(|&x, &y| {
+            let key = |i: usize| {
+                let p = &pools[i];
+                (binding[i] && p.invalid.is_none(), &p.driver, &p.name)
+            };
+            key(x).cmp(&key(y))
         });
     }
     let mut classes: Vec<ClassEntry> = classes
@@ -291,7 +312,7 @@ pub(crate) fn build<'a>(
     Ok(Allocator {
         devices,
         pools,
-        order: Vec::new(),
+        order,
         slices: infos,
         index: OnceLock::new(),
         classes,

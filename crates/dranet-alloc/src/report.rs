@@ -273,6 +273,9 @@ pub struct Report {
     pub claims: Vec<ClaimReport>,
     /// About the inputs.
     pub notes: Vec<Note>,
+    /// The Kubernetes version whose scheduler the answers are for ([`Input::version`]).
+    #[serde(skip)]
+    pub version: crate::KubernetesVersion,
 }
 
 /// A claim to check.
@@ -625,6 +628,7 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     Ok(Report {
         claims: reports,
         notes,
+        version,
     })
 }
 

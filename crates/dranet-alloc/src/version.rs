@@ -136,12 +136,6 @@ impl KubernetesVersion {
         self >= KubernetesVersion::V1_36
     }
 
-    /// 1.36 checks every pool before an `All` request's selectors run: an incomplete or
-    /// invalid pool fails the request even when a selector would fail first on an earlier pool.
-    pub(crate) fn checks_pools_before_all(self) -> bool {
-        self >= KubernetesVersion::V1_36
-    }
-
     /// 1.36.3 gives a device's shared counters back when its taints or the claim's
     /// constraints reject it after its counter check (measured with its allocbench); older
     /// versions keep them taken for the rest of the call.

@@ -325,12 +325,8 @@ pub(super) fn prepare<'a>(
     let mut data = AltData::default();
     match alt.mode {
         Mode::All => {
-            // 1.36 refuses an `All` request over an unusable pool before any selector runs;
-            // older versions on reaching the pool.
-            let pools_first = a.version.checks_pools_before_all();
-            for p in a.visit_order().filter(|_| pools_first) {
-                all_over_usable_pool(&a.pools[p], &alt.label)?;
-            }
+            // An unusable pool fails the request on reaching it: a selector failing on a
+            // device of an earlier pool fails it first.
             for p in a.visit_order() {
                 let pool = &a.pools[p];
                 all_over_usable_pool(pool, &alt.label)?;
