@@ -286,7 +286,9 @@ fn discover(sysfs: &Path, node: &str, cloud: &super::CloudArgs) -> Result<Host, 
 }
 
 /// Runs the check and returns the report; errors are about inputs, not about claims that cannot
-/// be allocated (those are in each [`ClaimReport::error`]).
+/// be allocated (those are in each [`ClaimReport::error`]). The tests' entry: `run` also reports
+/// what `--classes` files held besides DeviceClasses.
+#[cfg(test)]
 pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     check_skipping(args, &mut Vec::new())
 }
@@ -295,7 +297,9 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
 /// as a file for `kubectl apply` holds): `file: Kind name`, skipped.
 type Skipped = Vec<String>;
 
-/// [`check`], naming in `skipped` what `--classes` files held besides DeviceClasses.
+/// Runs the check and returns the report, naming in `skipped` what `--classes` files held
+/// besides DeviceClasses; errors are about inputs, not about claims that cannot be allocated
+/// (those are in each [`ClaimReport::error`]).
 fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, CheckError> {
     let cluster = args.cluster();
     if args.sysfs.is_none() && args.slices.is_empty() && !cluster {
