@@ -1142,3 +1142,40 @@ fn a_slice_the_allocator_refuses_is_an_error_at_its_field() {
         "{err}"
     );
 }
+
+/// `--kubernetes-version` picks the scheduler that answers: 1.36 (the default) honours device
+/// taints, 1.34 (whose API server drops them, the gate being off) does not; an unsupported
+/// version is a usage error naming the supported ones.
+#[test]
+fn check_answers_as_the_kubernetes_version_asked_for() {
+    let tainted = GOOD_SLICE.replace(
+        "      dra.net/numaNode: {int: 0}\n",
+        "      dra.net/numaNode: {int: 0}\n    taints:\n    - {key: dra.net/down, effect: NoSchedule}\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (c, s) = (dir.path().join("c.yaml"), dir.path().join("s.yaml"));
+    std::fs::write(&c, GOOD_TEMPLATE).unwrap();
+    std::fs::write(&s, tainted).unwrap();
+    let (c, s) = (c.to_str().unwrap(), s.to_str().unwrap());
+    let run = |extra: &[&str]| {
+        let mut args = vec!["check", c, "--slices", s];
+        args.extend_from_slice(extra);
+        dranet_io(&args, &[], None)
+    };
+    let (code, out, err) = run(&[]);
+    assert_ne!(
+        code,
+        Some(0),
+        "1.36 must refuse the tainted NIC:\n{out}\n{err}"
+    );
+    let (code, out, err) = run(&["--kubernetes-version", "1.36"]);
+    assert_ne!(code, Some(0), "{out}\n{err}");
+    let (code, out, err) = run(&["--kubernetes-version", "v1.34.9"]);
+    assert_eq!(code, Some(0), "1.34 ignores taints:\n{out}\n{err}");
+    let (code, _, err) = run(&["--kubernetes-version", "1.33"]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("1.33 is not supported (supported: 1.34, 1.35, 1.36)"),
+        "{err}"
+    );
+}

@@ -196,6 +196,8 @@ fn check_reads_slices_and_classes_from_a_real_cluster(kit: &Kit) {
     );
     assert_eq!(out.status.code(), Some(0), "fits on a node");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // The scheduler modelled is the API server's version (1.34 or 1.36), not the default.
+    assert_eq!(json["kubernetesVersion"], kit.version.kit, "{json}");
     let devices: Vec<(&str, &str)> = json["claims"][0]["devices"]
         .as_array()
         .expect("devices")
@@ -335,7 +337,8 @@ fn cluster_flags_name_what_is_wrong_without_a_cluster() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("list ResourceSlices"), "{err}");
+    // The server's version is the first thing asked (it picks the scheduler modelled).
+    assert!(err.contains("read the server version"), "{err}");
     // Files and a cluster are one source or the other; a usage error exits 1, not clap's 2
     // (2 is "fits on no node").
     let out = check(Command::new(bin), &["--kubeconfig", "x", "--slices", "y"]);

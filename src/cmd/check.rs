@@ -107,6 +107,11 @@ pub struct CheckArgs {
     /// $KUBECONFIG or ~/.kube/config.
     #[arg(long, conflicts_with = "slices")]
     pub from_cluster: bool,
+    /// Answer as the scheduler of this Kubernetes version does (its default feature gates, its
+    /// allocator, its CEL environment): 1.34, 1.35 or 1.36. Default: with `--kubeconfig` or
+    /// `--from-cluster` the API server's version, else the newest supported (1.36).
+    #[arg(long, value_name = "VERSION")]
+    pub kubernetes_version: Option<dranet_alloc::KubernetesVersion>,
     /// Also fail (exit 4) when a claim fits only unaligned: a GPU with no NIC of the claim on
     /// its NUMA node.
     #[arg(long, value_enum, value_name = "LEVEL", default_value_t = FailOn::Error)]
@@ -281,8 +286,21 @@ fn discover(sysfs: &Path, node: &str, cloud: &super::CloudArgs) -> Result<Host, 
 }
 
 /// Runs the check and returns the report; errors are about inputs, not about claims that cannot
-/// be allocated (those are in each [`ClaimReport::error`]).
+/// be allocated (those are in each [`ClaimReport::error`]). The tests' entry: `run` also reports
+/// what `--classes` files held besides DeviceClasses.
+#[cfg(test)]
 pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
+    check_skipping(args, &mut Vec::new())
+}
+
+/// The objects of `--classes` files that are not DeviceClasses (a Pod, a template beside them,
+/// as a file for `kubectl apply` holds): `file: Kind name`, skipped.
+type Skipped = Vec<String>;
+
+/// Runs the check and returns the report, naming in `skipped` what `--classes` files held
+/// besides DeviceClasses; errors are about inputs, not about claims that cannot be allocated
+/// (those are in each [`ClaimReport::error`]).
+fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, CheckError> {
     let cluster = args.cluster();
     if args.sysfs.is_none() && args.slices.is_empty() && !cluster {
         return Err(CheckError::Usage(
@@ -319,7 +337,9 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
         for d in super::load::documents(path, &mut errors) {
             match d.kind() {
                 "DeviceClass" => read_class(&d, &mut classes, &mut errors),
-                _ => errors.push(wrong_kind(&d, "DeviceClass")),
+                // Not a Kubernetes object at all: a wrong file, not one to skip.
+                "" => errors.push(wrong_kind(&d, "DeviceClass")),
+                kind => skipped.push(format!("{}: {kind} {}", path.display(), d.name())),
             }
         }
     }
@@ -339,9 +359,13 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     let mut input = Input::default();
     let mut cluster_classes = None;
     if cluster {
-        let (slices, classes) = read_cluster(args)?;
+        let (slices, classes, version) = read_cluster(args)?;
         input.slices = slices;
         cluster_classes = Some(classes);
+        input.version = version;
+    }
+    if let Some(v) = args.kubernetes_version {
+        input.version = v;
     }
     input.slices.extend(file_slices);
     let slice_nodes = report::slice_nodes(&input.slices);
@@ -380,11 +404,19 @@ pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
     Ok(report::check(input, &claims)?)
 }
 
-/// The ResourceSlices (as v1 JSON) and DeviceClasses of the cluster of `--kubeconfig` or
-/// `--from-cluster`.
+/// The ResourceSlices (as v1 JSON), DeviceClasses and Kubernetes version of the cluster of
+/// `--kubeconfig` or `--from-cluster` (the version is read only without
+/// `--kubernetes-version`).
 fn read_cluster(
     args: &CheckArgs,
-) -> Result<(Vec<serde_json::Value>, Vec<DeviceClass>), CheckError> {
+) -> Result<
+    (
+        Vec<serde_json::Value>,
+        Vec<DeviceClass>,
+        dranet_alloc::KubernetesVersion,
+    ),
+    CheckError,
+> {
     let flag = match &args.kubeconfig {
         Some(p) => format!("--kubeconfig {}", p.display()),
         None => "--from-cluster".to_string(),
@@ -403,6 +435,17 @@ fn read_cluster(
             None => KubeClient::infer().await,
         }
         .map_err(|e| failed(&e))?;
+        let version = match args.kubernetes_version {
+            Some(v) => v,
+            None => {
+                let (major, minor) = api.server_version().await.map_err(|e| failed(&e))?;
+                dranet_alloc::KubernetesVersion::from_server(&major, &minor).map_err(|e| {
+                    failed(&format!(
+                        "{e}; pass --kubernetes-version to answer as a supported version"
+                    ))
+                })?
+            }
+        };
         let slices = api.list_all_slices().await.map_err(|e| failed(&e))?;
         let classes = api.list_device_classes().await.map_err(|e| failed(&e))?;
         let slices = slices
@@ -410,7 +453,7 @@ fn read_cluster(
             .map(serde_json::to_value)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| failed(&e))?;
-        Ok((slices, classes))
+        Ok((slices, classes, version))
     })
 }
 
@@ -702,7 +745,14 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
     if args.node_name.is_some() {
         eprintln!("dranet: warning: --node-name is deprecated for check; use --node");
     }
-    let report = check(args)?;
+    let mut skipped = Skipped::new();
+    let report = check_skipping(args, &mut skipped)?;
+    if !skipped.is_empty() {
+        eprintln!(
+            "dranet: note: --classes: read the DeviceClasses, skipped {}",
+            skipped.join(", ")
+        );
+    }
     let cluster = args.cluster();
     let notes: Vec<String> = report.notes.iter().map(|n| note_text(n, cluster)).collect();
     let stdout = std::io::stdout();
@@ -712,6 +762,7 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
         CheckFormat::Table => render_table(&report, &notes, &mut out).map_err(io)?,
         CheckFormat::Json => {
             let json = JsonReport {
+                kubernetes_version: report.version.to_string(),
                 claims: &report.claims,
                 notes,
             };
@@ -730,6 +781,10 @@ pub fn run(args: &CheckArgs) -> Result<(), CheckError> {
 #[derive(Serialize)]
 #[serde(crate = "k8s_openapi::serde")]
 struct JsonReport<'a> {
+    /// The Kubernetes version answered for: the API server's, `--kubernetes-version`, or the
+    /// newest supported.
+    #[serde(rename = "kubernetesVersion")]
+    kubernetes_version: String,
     claims: &'a [ClaimReport],
     notes: Vec<String>,
 }
@@ -768,6 +823,7 @@ mod tests {
             node: None,
             kubeconfig: None,
             from_cluster: false,
+            kubernetes_version: None,
             fail_on: FailOn::Error,
             cloud: crate::cmd::CloudArgs::default(),
             output: CheckFormat::Table,
@@ -922,6 +978,40 @@ mod tests {
         let mut a = gb300("1nic-aligned");
         a.sysfs = Some(root().join("does/not/exist"));
         assert!(matches!(check(&a), Err(CheckError::Usage(m)) if m.contains("not a directory")));
+    }
+
+    #[test]
+    fn classes_files_for_kubectl_apply_give_their_device_classes() {
+        // A file `kubectl apply -f` takes: the classes beside a template and a Pod.
+        let classes = root().join("examples/azure_aks/deviceclasses.yaml");
+        let text = std::fs::read_to_string(&classes).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("apply.yaml");
+        let extra = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec: {}\n---\n\
+                     apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\n\
+                     metadata:\n  name: nics\nspec:\n  spec: {}\n---\n";
+        std::fs::write(&file, format!("{extra}{text}")).unwrap();
+        let only = check(&gb300("1nic-aligned")).unwrap();
+        let mut a = gb300("1nic-aligned");
+        a.classes = vec![file.clone()];
+        let mut skipped = Skipped::new();
+        let r = check_skipping(&a, &mut skipped).unwrap();
+        let shown = file.display();
+        assert_eq!(
+            skipped,
+            [
+                format!("{shown}: Pod web"),
+                format!("{shown}: ResourceClaimTemplate nics")
+            ]
+        );
+        assert_eq!(
+            serde_json::to_value(&r.claims).unwrap(),
+            serde_json::to_value(&only.claims).unwrap()
+        );
+        // A document that is no Kubernetes object is still an error.
+        std::fs::write(&file, format!("just: text\n---\n{text}")).unwrap();
+        let e = check(&a).unwrap_err().to_string();
+        assert!(e.contains("not a Kubernetes object"), "{e}");
     }
 
     /// The GB300 slices with the dra.net ones moved to another node, as `kubectl get

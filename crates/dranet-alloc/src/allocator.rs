@@ -8,13 +8,15 @@ use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::api::resource::v1::{DeviceClassConfiguration, DeviceSelector};
 
+use crate::capacity::Capacities;
 use crate::cel::{ProgramCache, hash_words};
 use crate::device::{Device, DeviceId};
 use crate::error::AllocError;
 use crate::features::{Features, SchedulerBugs};
 use crate::node::Node;
 use crate::selectors::{Match, Programs, selector_programs};
-use crate::source::{SliceCounters, SliceInfo};
+use crate::source::{CounterKey, PoolCounters, SliceInfo};
+use crate::version::KubernetesVersion;
 
 /// A pool as the search sees it.
 #[derive(Debug, Clone)]
@@ -27,6 +29,8 @@ pub(crate) struct Pool<'a> {
     pub(crate) invalid: Option<String>,
     /// Its devices in [`Allocator::devices`].
     pub(crate) devices: std::ops::Range<usize>,
+    /// Kubernetes 1.35+: its shared counters.
+    pub(crate) counters: Option<Box<PoolCounters>>,
 }
 
 impl Pool<'_> {
@@ -37,6 +41,7 @@ impl Pool<'_> {
             incomplete: self.incomplete,
             invalid: self.invalid,
             devices: self.devices,
+            counters: self.counters,
         }
     }
 
@@ -62,13 +67,21 @@ pub(crate) struct ClassEntry<'a> {
 
 impl ClassEntry<'_> {
     /// The compiled selectors, or the first that does not compile.
-    pub(crate) fn programs(&self, cache: Option<&ProgramCache>) -> &Programs {
+    pub(crate) fn programs(
+        &self,
+        cache: Option<&ProgramCache>,
+        version: KubernetesVersion,
+    ) -> &Programs {
         self.programs
-            .get_or_init(|| selector_programs(self.selectors, cache))
+            .get_or_init(|| selector_programs(self.selectors, cache, version))
     }
 
-    pub(crate) fn into_owned(self, cache: Option<&ProgramCache>) -> ClassEntry<'static> {
-        self.programs(cache);
+    pub(crate) fn into_owned(
+        self,
+        cache: Option<&ProgramCache>,
+        version: KubernetesVersion,
+    ) -> ClassEntry<'static> {
+        self.programs(cache, version);
         ClassEntry {
             name: Cow::Owned(self.name.into_owned()),
             hash: self.hash,
@@ -100,11 +113,14 @@ pub struct Allocator<'a> {
     pub(crate) index: OnceLock<Vec<u32>>,
     /// Sorted by name, one entry per name (the last class given of a name).
     pub(crate) classes: Vec<ClassEntry<'a>>,
+    pub(crate) version: KubernetesVersion,
     pub(crate) features: Features,
     pub(crate) bugs: SchedulerBugs,
     pub(crate) node: Option<Node>,
-    /// Shared counters, per slice that declares them.
-    pub(crate) counter_sets: Vec<SliceCounters>,
+    /// Shared counters, by the key the scheduler keeps them under.
+    pub(crate) counter_keys: Vec<CounterKey>,
+    /// With consumable capacity: each device's capacities and their policies (empty without).
+    pub(crate) capacities: Vec<Capacities>,
     pub(crate) warnings: Vec<String>,
     /// Where claims' selectors are compiled ([`Options::programs`](crate::Options::programs)).
     pub(crate) programs: Option<Arc<ProgramCache>>,
@@ -124,12 +140,14 @@ impl<'a> Allocator<'a> {
             classes: self
                 .classes
                 .into_iter()
-                .map(|c| c.into_owned(self.programs.as_deref()))
+                .map(|c| c.into_owned(self.programs.as_deref(), self.version))
                 .collect(),
+            version: self.version,
             features: self.features,
             bugs: self.bugs,
             node: self.node,
-            counter_sets: self.counter_sets,
+            counter_keys: self.counter_keys,
+            capacities: self.capacities,
             warnings: self.warnings,
             programs: self.programs,
             claims: self.claims,
@@ -184,6 +202,11 @@ impl<'a> Allocator<'a> {
     /// The node this allocator allocates for (`None`: every slice is taken to be on it).
     pub fn node(&self) -> Option<&Node> {
         self.node.as_ref()
+    }
+
+    /// The Kubernetes version whose scheduler this allocator reproduces.
+    pub fn version(&self) -> KubernetesVersion {
+        self.version
     }
 
     /// The feature set.

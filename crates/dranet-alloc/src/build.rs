@@ -3,25 +3,18 @@
 //! the order given.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceSlice};
 
 use crate::allocator::{Allocator, ClassEntry, Pool, class_hash};
-use crate::cel::{ProgramCache, Quantity, same_bytes};
+use crate::capacity::{self, Capacities};
+use crate::cel::{Quantity, same_bytes};
 use crate::device::{Device, Origin};
 use crate::error::AllocError;
-use crate::features::{Features, SchedulerBugs};
-use crate::node::{Node, SliceScope, device_on_node, slice_scope};
-use crate::source::{CounterUse, Known, Placement, SliceCounters, SliceInfo, Source};
-
-fn slice_label(s: &ResourceSlice, i: usize) -> String {
-    s.metadata
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("#{i} (unnamed)"))
-}
+use crate::gather::{self, Plan, PoolPlan, Visit, slice_label};
+use crate::options::Options;
+use crate::source::{CounterKey, CounterUse, Known, Placement, PoolCounters, SliceInfo, Source};
 
 /// The first name (in the order given) that repeats an earlier one. Sorting finds repeats in
 /// n log n without hashing every device name, which showed as a tenth of building a
@@ -114,60 +107,9 @@ fn by_name_last_wins<T>(entries: &mut Vec<T>, name: impl Fn(&T) -> &str) {
     });
 }
 
-/// A slice the node reaches, as the pools are gathered.
-#[derive(Debug, Clone, Copy)]
-struct Visit {
-    /// Index into the slices given.
-    slice: usize,
-    scope: SliceScope,
-    /// Devices of it have binding conditions.
-    binding: bool,
-}
-
-/// Where the run of `items` (grouped by `key`) starting at `at` ends.
-fn run_end<'k, T>(items: &[T], at: usize, key: impl Fn(&T) -> (&'k str, &'k str)) -> usize {
-    let k = key(&items[at]);
-    let same = |(a, b): (&str, &str)| {
-        same_bytes(a.as_bytes(), k.0.as_bytes()) && same_bytes(b.as_bytes(), k.1.as_bytes())
-    };
-    at + items[at..].iter().take_while(|i| same(key(i))).count()
-}
-
-/// The runs of `items` (grouped by `key`) of one key each, as ranges of `items`.
-fn runs<'i, 'k, T>(
-    items: &'i [T],
-    key: impl Fn(&T) -> (&'k str, &'k str) + Copy + 'i,
-) -> impl Iterator<Item = std::ops::Range<usize>> + 'i {
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        if at == items.len() {
-            return None;
-        }
-        let start = at;
-        at = run_end(items, at, key);
-        Some(start..at)
-    })
-}
-
-/// How to build an [`Allocator`].
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// The node to allocate for: only slices and devices it can reach are used, and the
-    /// allocation's node selector names it. `None` takes every slice given to be on the node
-    /// (a node's own slices, as `dranet check` reads them).
-    pub node: Option<Node>,
-    /// The scheduler's feature gates.
-    pub features: Features,
-    /// The scheduler's bugs to reproduce (none by default).
-    pub bugs: SchedulerBugs,
-    /// Compiled selectors to reuse across allocators, as the scheduler keeps its CEL cache;
-    /// `None` compiles every DeviceClass and claim selector anew.
-    pub programs: Option<Arc<ProgramCache>>,
-}
-
 impl<'a> Allocator<'a> {
     /// Builds the device set from ResourceSlices and the classes, every slice taken to be on
-    /// the node, with 1.34's default features. Malformed slices (a device without a name, an
+    /// the node, for the newest Kubernetes version ([`Options::default`]). Malformed slices (a device without a name, an
     /// attribute without a value, a bad version or quantity) are errors naming the slice and
     /// device.
     pub fn new(
@@ -179,7 +121,7 @@ impl<'a> Allocator<'a> {
 
     /// Like [`Allocator::new`], for a given node and feature set: only the slices (and, with
     /// `perDeviceNodeSelection`, the devices) the node can reach are used, as the scheduler
-    /// decides it ([`slice_scope`]).
+    /// decides it ([`slice_scope`](crate::slice_scope)).
     pub fn with_options(
         slices: &'a [ResourceSlice],
         classes: &'a [DeviceClass],
@@ -244,249 +186,105 @@ pub(crate) fn build<'a>(
     classes: &'a [DeviceClass],
     options: &Options,
 ) -> Result<Allocator<'a>, AllocError> {
-    let features = options.features;
-    let mut warnings = Vec::new();
-    let picked: &mut dyn Iterator<Item = usize> = match only {
-        Some(only) => &mut only.iter().copied(),
-        None => &mut (0..slices.len()),
-    };
-    // The slices the node reaches, how, and whether devices of theirs have binding conditions.
-    let mut visit: Vec<Visit> = Vec::with_capacity(only.map_or(slices.len(), <[usize]>::len));
-    for i in picked {
-        let s = &slices[i];
+    options.check()?;
+    for (i, s) in slices.iter().enumerate() {
         if s.spec.driver.is_empty() {
             return Err(AllocError::InvalidSlice {
                 slice: slice_label(s, i),
                 reason: "spec.driver is empty".into(),
             });
         }
-        let scope = match &options.node {
-            Some(node) => slice_scope(s, node, &features)?,
-            None if !features.partitionable_devices
-                && s.spec.per_device_node_selection.is_some() =>
-            {
-                SliceScope::None
-            }
-            None if s.spec.per_device_node_selection == Some(true) => SliceScope::PerDevice,
-            None => SliceScope::All,
+    }
+    let whole_pools = options.version.gathers_whole_pools();
+    // 1.35+ reads every slice of a pool, whichever node it is for, to know whether the pool is
+    // complete: `only` then holds every slice of the node's pools.
+    let mut plan = if whole_pools {
+        gather::whole_pools(slices, only, options)?
+    } else {
+        gather::node_slices(slices, only, options)?
+    };
+    let mut b = Builder {
+        slices,
+        raw,
+        options,
+        devices: Vec::with_capacity(
+            plan.visits
+                .iter()
+                .map(|v| slices[v.slice].spec.devices.as_ref().map_or(0, Vec::len))
+                .sum(),
+        ),
+        pools: Vec::with_capacity(plan.pools.len()),
+        infos: Vec::with_capacity(plan.visits.len()),
+        counter_keys: Vec::new(),
+        known: Known::default(),
+        names: PoolNames::new(),
+        capacities: Vec::new(),
+    };
+    let mut warnings = std::mem::take(&mut plan.warnings);
+    let mut binding: Vec<bool> = Vec::with_capacity(plan.pools.len());
+    for p in &plan.pools {
+        let (driver, pool) = {
+            let s = &slices[p.first];
+            (s.spec.driver.as_str(), s.spec.pool.name.as_str())
         };
-        if scope == SliceScope::None {
-            if !features.partitionable_devices && s.spec.per_device_node_selection.is_some() {
-                warnings.push(format!(
-                    "ResourceSlice {}: perDeviceNodeSelection needs the DRAPartitionableDevices feature, ignored",
-                    slice_label(s, i)
-                ));
-            }
-            continue;
+        if let Some(why) = &p.incomplete {
+            warnings.push(format!("pool {driver}/{pool} {why}"));
         }
-        let binding = s
-            .spec
-            .devices
-            .iter()
-            .flatten()
-            .any(|d| d.binding_conditions.is_some());
-        visit.push(Visit {
-            slice: i,
-            scope,
-            binding,
+        let visits = &plan.visits[p.slices.clone()];
+        let start = b.devices.len();
+        let (invalid, counters) = if whole_pools {
+            // 1.35+: an incomplete or invalid pool is not searched; its devices are not read.
+            if p.incomplete.is_some() {
+                (None, None)
+            } else if let Some(dup) = b.invalid_names(visits) {
+                (Some(dup), None)
+            } else {
+                match b.pool_counters(pool, p, &plan)? {
+                    Err(why) => (Some(why), None),
+                    Ok(counters) => {
+                        b.read_devices(visits, DeviceCounters::Pool(counters.as_ref()))?;
+                        (None, counters.map(Box::new))
+                    }
+                }
+            }
+        } else {
+            b.names.clear();
+            b.read_devices(visits, DeviceCounters::Slice)?;
+            (
+                b.names
+                    .first_repeat()
+                    .map(|dup| format!("duplicate device name {dup}")),
+                None,
+            )
+        };
+        binding.push(visits.iter().any(|v| v.binding));
+        b.pools.push(Pool {
+            driver: Cow::Borrowed(driver),
+            name: Cow::Borrowed(pool),
+            incomplete: p.incomplete.clone(),
+            invalid,
+            devices: start..b.devices.len(),
+            counters,
         });
     }
-    let key = |v: &Visit| {
-        let s = &slices[v.slice];
-        (s.spec.driver.as_str(), s.spec.pool.name.as_str())
-    };
-    let generation = |v: &Visit| slices[v.slice].spec.pool.generation;
-    // Grouped by pool in (driver, pool) order, each pool's slices in the order the scheduler
-    // adds them: those without binding conditions first (it prefers their devices), each kind
-    // in the order given (the sort is stable).
-    visit.sort_by(|x, y| (key(x), x.binding).cmp(&(key(y), y.binding)));
-    // Per pool, the newest generation wins; the others are named in the order given.
-    let (mut kept, mut at) = (0, 0);
-    let mut outdated: Vec<usize> = Vec::new();
-    while at < visit.len() {
-        let run = at..run_end(&visit, at, key);
-        at = run.end;
-        let newest = visit[run.clone()].iter().map(generation).max().unwrap_or(0);
-        for j in run {
-            let v = visit[j];
-            if generation(&v) == newest {
-                visit[kept] = v;
-                kept += 1;
-            } else {
-                outdated.push(v.slice);
-            }
-        }
-    }
-    visit.truncate(kept);
-    outdated.sort_unstable();
-    for i in outdated {
-        let s = &slices[i];
-        warnings.push(format!(
-            "ResourceSlice {}: pool {}/{} generation {} is outdated, ignored",
-            slice_label(s, i),
-            s.spec.driver,
-            s.spec.pool.name,
-            s.spec.pool.generation
-        ));
-    }
-
-    let device_total: usize = visit
-        .iter()
-        .map(|v| slices[v.slice].spec.devices.as_ref().map_or(0, Vec::len))
-        .sum();
-    let mut devices = Vec::with_capacity(device_total);
-    let mut out_pools = Vec::new();
-    let mut infos = Vec::with_capacity(visit.len());
-    let mut counter_sets: Vec<SliceCounters> = Vec::new();
-    let mut counters_by_slice: HashMap<String, usize> = HashMap::new();
-    let mut known = Known::default();
-    let mut names = PoolNames::new();
-    // Pools in (driver, pool) order, those with binding conditions last.
-    for binding in [false, true] {
-        for run in runs(&visit, key) {
-            let pool_slices = &visit[run];
-            if pool_slices.iter().any(|v| v.binding) != binding {
-                continue;
-            }
-            let pk = key(&pool_slices[0]);
-            let first = &slices[pool_slices[0].slice];
-            let want = first.spec.pool.resource_slice_count;
-            let incomplete = (pool_slices.len() as i64 != want).then(|| {
-                format!(
-                    "is incomplete (generation {}: {} of {want} slices present, being updated)",
-                    first.spec.pool.generation,
-                    pool_slices.len()
-                )
-            });
-            if let Some(why) = &incomplete {
-                warnings.push(format!("pool {}/{} {why}", pk.0, pk.1));
-            }
-            let start = devices.len();
-            names.clear();
-            for v in pool_slices {
-                let si = v.slice;
-                let s = &slices[si];
-                let raw = raw.and_then(|r| r.get(si));
-                // The label is made only for an error.
-                let bad = |reason: String| AllocError::InvalidSlice {
-                    slice: slice_label(s, si),
-                    reason,
-                };
-                let slice_index = infos.len();
-                let per_device = s.spec.per_device_node_selection == Some(true);
-                infos.push(SliceInfo {
-                    name: Cow::Borrowed(s.metadata.name.as_deref().unwrap_or_default()),
-                    placement: Placement {
-                        node_name: s.spec.node_name.as_deref().map(Cow::Borrowed),
-                        node_selector: s.spec.node_selector.as_ref().map(Cow::Borrowed),
-                    },
-                });
-                let owner = match &s.spec.shared_counters {
-                    Some(sets) if !sets.is_empty() => {
-                        let name = s.metadata.name.clone().unwrap_or_default();
-                        // The scheduler keys counters by slice name: the first slice of a name wins.
-                        Some(*counters_by_slice.entry(name.clone()).or_insert_with(|| {
-                            counter_sets.push(SliceCounters {
-                                slice: name,
-                                totals: Vec::new(),
-                            });
-                            counter_sets.len() - 1
-                        }))
-                    }
-                    _ => None,
-                };
-                if let (Some(o), Some(sets)) = (owner, &s.spec.shared_counters)
-                    && counter_sets[o].totals.is_empty()
-                {
-                    for set in sets {
-                        for (name, c) in &set.counters {
-                            let q = Quantity::parse(&c.value.0).map_err(|e| {
-                                bad(format!(
-                                    "sharedCounters {}: counter {name}: invalid quantity {:?}: {e}",
-                                    set.name, c.value.0
-                                ))
-                            })?;
-                            counter_sets[o]
-                                .totals
-                                .push((set.name.clone(), name.clone(), q));
-                        }
-                    }
-                }
-                for (j, d) in s.spec.devices.iter().flatten().enumerate() {
-                    if d.name.is_empty() {
-                        return Err(bad(format!("device #{j} has no name")));
-                    }
-                    names.push(&d.name);
-                    let source = Source {
-                        slice: s,
-                        device: d,
-                        raw: raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes")),
-                    };
-                    source
-                        .check(&mut known)
-                        .map_err(|e| bad(format!("device {}: {e}", d.name)))?;
-                    let on_node = match (v.scope, &options.node) {
-                        (SliceScope::PerDevice, Some(node)) => device_on_node(d, node)
-                            .map_err(|e| bad(format!("device {}: {e}", d.name)))?,
-                        _ => true,
-                    };
-                    let placement = per_device.then(|| {
-                        Box::new(Placement {
-                            node_name: d.node_name.as_deref().map(Cow::Borrowed),
-                            node_selector: d.node_selector.as_ref().map(Cow::Borrowed),
-                        })
-                    });
-                    let counters = match &d.consumes_counters {
-                        Some(cs) if !cs.is_empty() => {
-                            let mut uses = Vec::new();
-                            for c in cs {
-                                for (name, q) in &c.counters {
-                                    let q = Quantity::parse(&q.value.0).map_err(|e| {
-                                    bad(format!(
-                                        "device {}: consumesCounters {}: counter {name}: invalid quantity {:?}: {e}",
-                                        d.name, c.counter_set, q.value.0
-                                    ))
-                                })?;
-                                    let at = owner.and_then(|o| {
-                                        counter_sets[o]
-                                            .totals
-                                            .iter()
-                                            .position(|(s, n, _)| *s == c.counter_set && n == name)
-                                    });
-                                    if let Some(at) = at {
-                                        uses.push((at, q));
-                                    }
-                                }
-                            }
-                            Some(Box::new(CounterUse { owner, uses }))
-                        }
-                        _ => None,
-                    };
-                    let binding = d.binding_conditions.is_some();
-                    devices.push(Device {
-                        origin: Origin::Slice(source),
-                        attributes: OnceLock::new(),
-                        allow_multiple_allocations: d.allow_multiple_allocations.unwrap_or(false),
-                        on_node,
-                        binding,
-                        // Slices are counted in u32 as the API counts them (resourceSliceCount).
-                        slice: u32::try_from(slice_index).unwrap_or(u32::MAX),
-                        counters,
-                        placement,
-                    });
-                }
-            }
-            let invalid = names
-                .first_repeat()
-                .map(|dup| format!("duplicate device name {dup}"));
-            out_pools.push(Pool {
-                driver: Cow::Borrowed(pk.0),
-                name: Cow::Borrowed(pk.1),
-                incomplete,
-                invalid,
-                devices: start..devices.len(),
-            });
-        }
+    // 1.36 puts pools with binding conditions last, but an invalid pool keeps no devices, so
+    // it stays in (driver, pool) order among the others (1.36.3's allocbench, seeds 118, 1028).
+    let mut order = Vec::new();
+    if options.version.sorts_pools()
+        && b.pools
+            .iter()
+            .zip(&binding)
+            .any(|(p, b)| *b && p.invalid.is_some())
+    {
+        order = (0..b.pools.len()).collect();
+        let pools = &b.pools;
+        order.sort_by(|&x, &y| {
+            let key = |i: usize| {
+                let p = &pools[i];
+                (binding[i] && p.invalid.is_none(), &p.driver, &p.name)
+            };
+            key(x).cmp(&key(y))
+        });
     }
     let mut classes: Vec<ClassEntry> = classes
         .iter()
@@ -503,21 +301,359 @@ pub(crate) fn build<'a>(
         })
         .collect();
     by_name_last_wins(&mut classes, |c| &c.name);
+    let Builder {
+        devices,
+        pools,
+        infos,
+        counter_keys,
+        capacities,
+        ..
+    } = b;
     Ok(Allocator {
         devices,
-        pools: out_pools,
-        order: Vec::new(),
+        pools,
+        order,
         slices: infos,
         index: OnceLock::new(),
         classes,
-        features,
+        version: options.version,
+        features: options.features,
         bugs: options.bugs,
         node: options.node.clone(),
-        counter_sets,
+        counter_keys,
+        capacities,
         warnings,
         programs: options.programs.clone(),
         claims: Default::default(),
     })
+}
+
+/// Where a pool's devices take their counters from.
+#[derive(Clone, Copy)]
+enum DeviceCounters<'p> {
+    /// 1.34: the counter sets of the device's own slice.
+    Slice,
+    /// 1.35+: the pool's (none when it declares none).
+    Pool(Option<&'p PoolCounters>),
+}
+
+/// What [`build`] assembles, pool by pool.
+struct Builder<'a, 'o> {
+    slices: &'a [ResourceSlice],
+    raw: Option<&'a [serde_json::Value]>,
+    options: &'o Options,
+    devices: Vec<Device<'a>>,
+    pools: Vec<Pool<'a>>,
+    infos: Vec<SliceInfo<'a>>,
+    counter_keys: Vec<CounterKey>,
+    known: Known<'a>,
+    names: PoolNames<'a>,
+    /// Per device, with consumable capacity: its capacities and their policies.
+    capacities: Vec<Capacities>,
+}
+
+impl<'a> Builder<'a, '_> {
+    fn bad(&self, si: usize, reason: String) -> AllocError {
+        AllocError::InvalidSlice {
+            slice: slice_label(&self.slices[si], si),
+            reason,
+        }
+    }
+
+    /// The first device name given twice among the slices (1.35+, before reading them).
+    fn invalid_names(&mut self, visits: &[Visit]) -> Option<String> {
+        let slices = self.slices;
+        self.names.clear();
+        for v in visits {
+            for d in slices[v.slice].spec.devices.iter().flatten() {
+                self.names.push(&d.name);
+            }
+        }
+        self.names
+            .first_repeat()
+            .map(|dup| format!("duplicate device name {dup}"))
+    }
+
+    /// The counter key of `key`, made when first needed.
+    fn counter_key(&mut self, key: &str) -> usize {
+        match self.counter_keys.iter().position(|k| k.key == key) {
+            Some(i) => i,
+            None => {
+                self.counter_keys.push(CounterKey {
+                    key: key.to_string(),
+                    names: Vec::new(),
+                    totals: Vec::new(),
+                });
+                self.counter_keys.len() - 1
+            }
+        }
+    }
+
+    /// The index of (set, counter) under key `k`, added when new.
+    fn counter_name(&mut self, k: usize, set: &str, counter: &str) -> usize {
+        let names = &mut self.counter_keys[k].names;
+        match names.iter().position(|(s, c)| s == set && c == counter) {
+            Some(i) => i,
+            None => {
+                names.push((set.to_string(), counter.to_string()));
+                names.len() - 1
+            }
+        }
+    }
+
+    /// 1.35+: the pool's counters from its counter slices, checked as the scheduler checks them
+    /// (`Err`: why the pool is invalid): a counter set declared twice, a device consuming a set
+    /// or counter the pool does not declare. `None` without partitionable devices or counters.
+    #[allow(clippy::type_complexity)]
+    fn pool_counters(
+        &mut self,
+        pool_name: &str,
+        p: &PoolPlan,
+        plan: &Plan,
+    ) -> Result<Result<Option<PoolCounters>, String>, AllocError> {
+        let slices = self.slices;
+        if !self.options.features.partitionable_devices {
+            return Ok(Ok(None));
+        }
+        let mut sets: Vec<(&str, Vec<(&str, Quantity)>)> = Vec::new();
+        for &si in &plan.extra[p.counter_slices.clone()] {
+            for set in slices[si].spec.shared_counters.iter().flatten() {
+                if sets.iter().any(|(n, _)| *n == set.name) {
+                    return Ok(Err(format!("duplicate counter set name {}", set.name)));
+                }
+                let mut counters = Vec::new();
+                for (name, c) in &set.counters {
+                    let q = Quantity::parse(&c.value.0).map_err(|e| {
+                        self.bad(
+                            si,
+                            format!(
+                                "sharedCounters {}: counter {name}: invalid quantity {:?}: {e}",
+                                set.name, c.value.0
+                            ),
+                        )
+                    })?;
+                    counters.push((name.as_str(), q));
+                }
+                sets.push((&set.name, counters));
+            }
+        }
+        // Every device of the pool's slices (the node's, counter slices and the others)
+        // consumes only what the pool declares.
+        let all = plan.visits[p.slices.clone()]
+            .iter()
+            .map(|v| v.slice)
+            .chain(plan.extra[p.counter_slices.clone()].iter().copied())
+            .chain(plan.extra[p.outside.clone()].iter().copied());
+        for si in all {
+            for d in slices[si].spec.devices.iter().flatten() {
+                for c in d.consumes_counters.iter().flatten() {
+                    let Some((_, counters)) = sets.iter().find(|(n, _)| *n == c.counter_set) else {
+                        return Ok(Err(format!("counter set {} not found", c.counter_set)));
+                    };
+                    if let Some(name) = c
+                        .counters
+                        .keys()
+                        .find(|n| !counters.iter().any(|(x, _)| x == *n))
+                    {
+                        return Ok(Err(format!(
+                            "counter {name} not found in counter set {}",
+                            c.counter_set
+                        )));
+                    }
+                }
+            }
+        }
+        if sets.is_empty() {
+            return Ok(Ok(None));
+        }
+        let key = self.counter_key(pool_name);
+        let mut totals = Vec::new();
+        for (set, counters) in &sets {
+            for (name, q) in counters {
+                totals.push((self.counter_name(key, set, name), *q));
+            }
+        }
+        let mut outside = Vec::new();
+        for &si in &plan.extra[p.outside.clone()] {
+            for d in slices[si].spec.devices.iter().flatten() {
+                let uses = self.uses(si, d, key)?;
+                if !uses.is_empty() {
+                    outside.push((d.name.clone(), uses));
+                }
+            }
+        }
+        Ok(Ok(Some(PoolCounters {
+            key,
+            totals,
+            outside,
+        })))
+    }
+
+    /// What a device consumes, under counter key `key` (1.35+, where the pool declares every
+    /// counter it consumes).
+    fn uses(
+        &mut self,
+        si: usize,
+        d: &k8s_openapi::api::resource::v1::Device,
+        key: usize,
+    ) -> Result<Vec<(usize, Quantity)>, AllocError> {
+        let mut uses = Vec::new();
+        for c in d.consumes_counters.iter().flatten() {
+            for (name, q) in &c.counters {
+                let q = Quantity::parse(&q.value.0).map_err(|e| {
+                    self.bad(
+                        si,
+                        format!(
+                            "device {}: consumesCounters {}: counter {name}: invalid quantity {:?}: {e}",
+                            d.name, c.counter_set, q.value.0
+                        ),
+                    )
+                })?;
+                uses.push((self.counter_name(key, &c.counter_set, name), q));
+            }
+        }
+        Ok(uses)
+    }
+
+    /// 1.34: the counter key of a slice declaring shared counters (the first slice of a name
+    /// wins, as the scheduler keys them by slice name), its totals read when new.
+    fn slice_counters(&mut self, si: usize) -> Result<Option<usize>, AllocError> {
+        let s = &self.slices[si];
+        let sets = match &s.spec.shared_counters {
+            Some(sets) if !sets.is_empty() => sets,
+            _ => return Ok(None),
+        };
+        let name = s.metadata.name.as_deref().unwrap_or_default();
+        if let Some(k) = self.counter_keys.iter().position(|k| k.key == name) {
+            return Ok(Some(k));
+        }
+        let k = self.counter_key(name);
+        for set in sets {
+            for (counter, c) in &set.counters {
+                let q = Quantity::parse(&c.value.0).map_err(|e| {
+                    self.bad(
+                        si,
+                        format!(
+                            "sharedCounters {}: counter {counter}: invalid quantity {:?}: {e}",
+                            set.name, c.value.0
+                        ),
+                    )
+                })?;
+                self.counter_name(k, &set.name, counter);
+                self.counter_keys[k].totals.push(q);
+            }
+        }
+        Ok(Some(k))
+    }
+
+    /// Reads the devices of a pool's slices, in order.
+    fn read_devices(
+        &mut self,
+        visits: &[Visit],
+        counters: DeviceCounters<'_>,
+    ) -> Result<(), AllocError> {
+        let slices = self.slices;
+        let options = self.options;
+        let with_capacity = options.features.consumable_capacity;
+        for v in visits {
+            let si = v.slice;
+            let s = &slices[si];
+            let raw = self.raw.and_then(|r| r.get(si));
+            let slice_index = self.infos.len();
+            let per_device = s.spec.per_device_node_selection == Some(true);
+            self.infos.push(SliceInfo {
+                name: Cow::Borrowed(s.metadata.name.as_deref().unwrap_or_default()),
+                placement: Placement {
+                    node_name: s.spec.node_name.as_deref().map(Cow::Borrowed),
+                    node_selector: s.spec.node_selector.as_ref().map(Cow::Borrowed),
+                },
+            });
+            let owner = match counters {
+                DeviceCounters::Slice => self.slice_counters(si)?,
+                DeviceCounters::Pool(p) => p.map(|p| p.key),
+            };
+            for (j, d) in s.spec.devices.iter().flatten().enumerate() {
+                if d.name.is_empty() {
+                    return Err(self.bad(si, format!("device #{j} has no name")));
+                }
+                if let DeviceCounters::Slice = counters {
+                    self.names.push(&d.name);
+                }
+                let source = Source {
+                    slice: s,
+                    device: d,
+                    raw: raw.and_then(|r| r["spec"]["devices"].get(j)?.get("attributes")),
+                };
+                source
+                    .check(&mut self.known)
+                    .map_err(|e| self.bad(si, format!("device {}: {e}", d.name)))?;
+                let on_node = gather::device_reached(v, d, options).map_err(|e| self.bad(si, e))?;
+                let placement = per_device.then(|| {
+                    Box::new(Placement {
+                        node_name: d.node_name.as_deref().map(Cow::Borrowed),
+                        node_selector: d.node_selector.as_ref().map(Cow::Borrowed),
+                    })
+                });
+                let device_counters = match (&d.consumes_counters, counters) {
+                    (Some(cs), _) if cs.is_empty() => None,
+                    (None, _) => None,
+                    (Some(_), DeviceCounters::Pool(Some(_))) => {
+                        let k = owner.unwrap_or_default();
+                        Some(Box::new(CounterUse {
+                            owner,
+                            pool: u32::try_from(self.pools.len()).unwrap_or(u32::MAX),
+                            uses: self.uses(si, d, k)?,
+                        }))
+                    }
+                    (Some(cs), _) => {
+                        let mut uses = Vec::new();
+                        for c in cs {
+                            for (name, q) in &c.counters {
+                                let q = Quantity::parse(&q.value.0).map_err(|e| {
+                                    self.bad(si, format!(
+                                        "device {}: consumesCounters {}: counter {name}: invalid quantity {:?}: {e}",
+                                        d.name, c.counter_set, q.value.0
+                                    ))
+                                })?;
+                                // Counters the slice does not declare are never checked.
+                                let at = owner.and_then(|o| {
+                                    self.counter_keys[o]
+                                        .names
+                                        .iter()
+                                        .position(|(s, n)| *s == c.counter_set && n == name)
+                                });
+                                if let Some(at) = at {
+                                    uses.push((at, q));
+                                }
+                            }
+                        }
+                        Some(Box::new(CounterUse {
+                            owner,
+                            pool: u32::try_from(self.pools.len()).unwrap_or(u32::MAX),
+                            uses,
+                        }))
+                    }
+                };
+                if with_capacity {
+                    let caps = capacity::capacities(d.capacity.as_ref())
+                        .map_err(|e| self.bad(si, format!("device {}: {e}", d.name)))?;
+                    self.capacities.push(caps);
+                }
+                self.devices.push(Device {
+                    origin: Origin::Slice(source),
+                    attributes: OnceLock::new(),
+                    allow_multiple_allocations: d.allow_multiple_allocations.unwrap_or(false),
+                    on_node,
+                    binding: d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()),
+                    // Slices are counted in u32 as the API counts them (resourceSliceCount).
+                    slice: u32::try_from(slice_index).unwrap_or(u32::MAX),
+                    counters: device_counters,
+                    placement,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@
 //! The API server checks a selector of a new claim, claim template or device class in an older
 //! environment than the one the scheduler compiles stored selectors in: that of the minor
 //! version below its own, with default feature gates. [`Program::compile_at`] checks as the API
-//! server of a [`KubeVersion`] does at creation, [`Program::compile_for_scheduler_at`] as its
+//! server of a [`KubernetesVersion`](crate::KubernetesVersion) does at creation, [`Program::compile_for_scheduler_at`] as its
 //! scheduler does ([`Program::compile`] and [`Program::compile_for_scheduler`]: 1.34). What
 //! differs:
 //!
@@ -72,7 +72,6 @@ mod types;
 mod tz;
 mod validate;
 mod value;
-mod version;
 
 pub use activation::MAX_EVAL_STEPS;
 pub use attrs::{AttrKey, AttributesError, DeviceAttributes, split_qualified};
@@ -86,7 +85,6 @@ pub use dranet_core::AttributeValue;
 pub use dranet_core::{Quantity, Semver};
 pub use error::{CelError, MAX_EXPRESSION_LEN};
 pub use program::Program;
-pub use version::{KubeVersion, UnsupportedVersion};
 
 pub(crate) use attrs::{Given, NameArena};
 pub(crate) use device::{FastDevice, FullDevice, Scalar};

@@ -1,14 +1,17 @@
 //! A claim checked and compiled once: its requests and sub-requests, constraints and config.
 
 use k8s_openapi::api::resource::v1::{
-    DeviceClaimConfiguration, DeviceSelector, DeviceToleration, ResourceClaimSpec,
+    CapacityRequirements, DeviceClaimConfiguration, DeviceRequest, DeviceSelector,
+    DeviceToleration, ResourceClaimSpec,
 };
 
 use std::sync::Arc;
 
 use crate::allocator::Allocator;
+use crate::capacity::{Amount, Requests};
 use crate::cel::{AttrKey, Program};
 use crate::error::AllocError;
+use crate::features::DistinctAttribute;
 use crate::limits::MAX_REQUESTS;
 use crate::one_or_many::OneOrMany;
 use crate::selectors::selector_programs;
@@ -32,6 +35,8 @@ pub(crate) struct Alt {
     pub mode: Mode,
     pub admin: bool,
     pub tolerations: Vec<DeviceToleration>,
+    /// `capacity.requests` (consumable capacity).
+    pub capacity: Option<Requests>,
 }
 
 #[derive(Debug, Clone)]
@@ -39,6 +44,10 @@ pub(crate) struct Req {
     pub name: Arc<str>,
     /// `firstAvailable`: the alternatives are sub-requests.
     pub subrequests: bool,
+    /// The feature it uses that is off: the scheduler refuses the claim on reaching this
+    /// request as it validates the claims in order, so a request or claim before it may fail
+    /// first (its alternatives are then not compiled).
+    pub refused: Option<AllocError>,
     pub alts: OneOrMany<Alt>,
 }
 
@@ -85,7 +94,7 @@ struct AltSpec<'a> {
     mode: Option<&'a str>,
     count: Option<i64>,
     admin: Option<bool>,
-    capacity: bool,
+    capacity: Option<&'a CapacityRequirements>,
     tolerations: &'a Option<Vec<DeviceToleration>>,
 }
 
@@ -115,7 +124,9 @@ impl CompiledClaim {
                 return Err(invalid(format!("request name {:?} is used twice", r.name)));
             }
             let name: Arc<str> = Arc::from(r.name.as_str());
+            let refused = refused_feature(a, r);
             let alts = match (&r.exactly, &r.first_available) {
+                _ if refused.is_some() => OneOrMany::Empty,
                 (Some(e), None) => OneOrMany::One(compile_alt(
                     a,
                     AltSpec {
@@ -125,17 +136,11 @@ impl CompiledClaim {
                         mode: e.allocation_mode.as_deref(),
                         count: e.count,
                         admin: e.admin_access,
-                        capacity: e.capacity.is_some(),
+                        capacity: e.capacity.as_ref(),
                         tolerations: &e.tolerations,
                     },
                 )?),
                 (None, Some(subs)) if !subs.is_empty() => {
-                    if !a.features.prioritized_list {
-                        return Err(AllocError::FeatureDisabled {
-                            request: r.name.clone(),
-                            feature: "firstAvailable (DRAPrioritizedList)".into(),
-                        });
-                    }
                     // Every sub-request's name is checked before any is compiled.
                     for (j, s) in subs.iter().enumerate() {
                         if s.name.is_empty() || subs[..j].iter().any(|o| o.name == s.name) {
@@ -156,7 +161,7 @@ impl CompiledClaim {
                                 mode: s.allocation_mode.as_deref(),
                                 count: s.count,
                                 admin: None,
-                                capacity: s.capacity.is_some(),
+                                capacity: s.capacity.as_ref(),
                                 tolerations: &s.tolerations,
                             },
                         )?);
@@ -185,6 +190,7 @@ impl CompiledClaim {
             requests.push(Req {
                 name,
                 subrequests: r.first_available.is_some(),
+                refused,
                 alts,
             });
         }
@@ -199,6 +205,14 @@ impl CompiledClaim {
                     )));
                 }
             };
+            if kind == ConstraintKind::Distinct
+                && a.bugs.distinct_attribute == DistinctAttribute::Refused
+            {
+                return Err(invalid(format!(
+                    "constraint #{i}: distinctAttribute is unknown to the Kubernetes {} scheduler's allocator (DRAConsumableCapacity is off)",
+                    a.version
+                )));
+            }
             if !attribute.contains('/') {
                 return Err(invalid(format!(
                     "constraint #{i}: attribute {attribute:?} must be fully qualified (domain/name)"
@@ -222,6 +236,8 @@ impl CompiledClaim {
                         })?;
                     let ai = match sub {
                         None => None,
+                        // A refused request fails the claim before its constraints matter.
+                        Some(_) if requests[ri].refused.is_some() => Some(0),
                         Some(sub) => Some(
                             requests[ri]
                                 .alts
@@ -266,21 +282,48 @@ impl CompiledClaim {
     }
 }
 
+/// The first feature request `r` uses that is off, in the order the scheduler checks them:
+/// `firstAvailable`, a capacity request (of any sub-request), `adminAccess`.
+fn refused_feature(a: &Allocator, r: &DeviceRequest) -> Option<AllocError> {
+    let off = |request: &str, feature: &str| {
+        Some(AllocError::FeatureDisabled {
+            request: request.to_string(),
+            feature: feature.to_string(),
+        })
+    };
+    let subs = r.first_available.as_deref().unwrap_or_default();
+    if !subs.is_empty() && !a.features.prioritized_list {
+        return off(&r.name, "firstAvailable (DRAPrioritizedList)");
+    }
+    if !a.features.consumable_capacity {
+        let capacity = "a capacity request (DRAConsumableCapacity)";
+        if r.exactly.as_ref().is_some_and(|e| e.capacity.is_some()) {
+            return off(&r.name, capacity);
+        }
+        if let Some(s) = subs.iter().find(|s| s.capacity.is_some()) {
+            return off(&format!("{}/{}", r.name, s.name), capacity);
+        }
+    }
+    if !a.features.admin_access && r.exactly.as_ref().is_some_and(|e| e.admin_access.is_some()) {
+        return off(&r.name, "adminAccess (DRAAdminAccess)");
+    }
+    None
+}
+
 fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
-    if s.admin.is_some() && !a.features.admin_access {
-        return Err(AllocError::FeatureDisabled {
-            request: s.label.to_string(),
-            feature: "adminAccess (DRAAdminAccess)".into(),
-        });
-    }
-    if s.capacity {
-        // The 1.34 scheduler refuses capacity requests unless DRAConsumableCapacity (alpha) is
-        // on; that feature is not modelled.
-        return Err(AllocError::FeatureDisabled {
-            request: s.label.to_string(),
-            feature: "a capacity request (DRAConsumableCapacity)".into(),
-        });
-    }
+    let capacity = match s.capacity {
+        Some(c) => {
+            let mut requests = Requests::new();
+            for (name, q) in c.requests.iter().flatten() {
+                let amount = Amount::parse(&q.0).map_err(|e| {
+                    AllocError::InvalidClaim(format!("request {}: capacity {name}: {e}", s.label))
+                })?;
+                requests.insert(name.clone(), amount);
+            }
+            Some(requests)
+        }
+        None => None,
+    };
     let mode = match s.mode.unwrap_or("ExactCount") {
         "ExactCount" => {
             let n = s.count.unwrap_or(1);
@@ -320,7 +363,7 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
             class: s.class.to_string(),
         });
     };
-    if let Err((expression, error)) = a.classes[class].programs(a.programs.as_deref()) {
+    if let Err((expression, error)) = a.classes[class].programs(a.programs.as_deref(), a.version) {
         return Err(AllocError::Cel {
             request: s.label.to_string(),
             class: Some(s.class.to_string()),
@@ -329,15 +372,14 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
         });
     }
     let selectors = s.selectors.as_deref().unwrap_or_default();
-    let programs =
-        selector_programs(selectors, a.programs.as_deref()).map_err(|(expression, error)| {
-            AllocError::Cel {
-                request: s.label.to_string(),
-                class: None,
-                expression,
-                error,
-            }
-        })?;
+    let programs = selector_programs(selectors, a.programs.as_deref(), a.version).map_err(
+        |(expression, error)| AllocError::Cel {
+            request: s.label.to_string(),
+            class: None,
+            expression,
+            error,
+        },
+    )?;
     Ok(Alt {
         label: s.label,
         class,
@@ -346,6 +388,7 @@ fn compile_alt(a: &Allocator, s: AltSpec<'_>) -> Result<Alt, AllocError> {
         mode,
         admin: s.admin == Some(true),
         tolerations: s.tolerations.clone().unwrap_or_default(),
+        capacity,
     })
 }
 

@@ -46,7 +46,7 @@ pub struct Device<'a> {
     pub allow_multiple_allocations: bool,
     /// Reachable from the node (only `false` under `perDeviceNodeSelection`).
     pub(crate) on_node: bool,
-    /// Never selected: `bindingConditions` are set (their gate is off).
+    /// `bindingConditions` are set: never selected while their gate is off.
     pub(crate) binding: bool,
     /// Index into the allocator's slice infos.
     pub(crate) slice: u32,
@@ -72,6 +72,9 @@ pub(crate) struct OwnedDevice {
     pub(crate) pool: String,
     pub(crate) name: String,
     pub(crate) taints: Vec<DeviceTaint>,
+    pub(crate) binds_to_node: bool,
+    pub(crate) binding_conditions: Vec<String>,
+    pub(crate) binding_failure_conditions: Vec<String>,
 }
 
 // A node's devices fit in few bytes each (see `Device::attributes`).
@@ -161,6 +164,34 @@ impl<'a> Device<'a> {
         }
     }
 
+    /// `bindsToNode`: an allocation with this device is for the node it was made on.
+    pub fn binds_to_node(&self) -> bool {
+        match &self.origin {
+            Origin::Slice(s) => s.device.binds_to_node == Some(true),
+            Origin::Owned(o) => o.binds_to_node,
+        }
+    }
+
+    /// `bindingConditions`: what must be true before a pod using it is bound.
+    pub fn binding_conditions(&self) -> &[String] {
+        match &self.origin {
+            Origin::Slice(s) => s.device.binding_conditions.as_deref().unwrap_or_default(),
+            Origin::Owned(o) => &o.binding_conditions,
+        }
+    }
+
+    /// `bindingFailureConditions`: what makes binding fail.
+    pub fn binding_failure_conditions(&self) -> &[String] {
+        match &self.origin {
+            Origin::Slice(s) => s
+                .device
+                .binding_failure_conditions
+                .as_deref()
+                .unwrap_or_default(),
+            Origin::Owned(o) => &o.binding_failure_conditions,
+        }
+    }
+
     /// The same device owning its names, its index built.
     pub(crate) fn into_owned(self) -> Device<'static> {
         self.attributes();
@@ -170,6 +201,13 @@ impl<'a> Device<'a> {
                 pool: s.pool().to_string(),
                 name: s.name().to_string(),
                 taints: s.taints().to_vec(),
+                binds_to_node: s.device.binds_to_node == Some(true),
+                binding_conditions: s.device.binding_conditions.clone().unwrap_or_default(),
+                binding_failure_conditions: s
+                    .device
+                    .binding_failure_conditions
+                    .clone()
+                    .unwrap_or_default(),
             })),
             Origin::Owned(o) => Origin::Owned(o.clone()),
         };

@@ -6,8 +6,8 @@ use crate::limits::MAX_ALLOCATED_DEVICES;
 
 /// Why an allocation could not be simulated or found.
 ///
-/// [`AllocError::Unsatisfiable`] is the only "does not fit": the scheduler would try other
-/// nodes. Every other variant is an error the scheduler reports for the claim (or that the API
+/// [`AllocError::Unsatisfiable`] and [`AllocError::InvalidPools`] are "does not fit": the
+/// scheduler would try other nodes. Every other variant is an error the scheduler reports for the claim (or that the API
 /// server would have refused), see [`AllocError::is_unsatisfiable`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AllocError {
@@ -19,6 +19,10 @@ pub enum AllocError {
         /// What is wrong.
         reason: String,
     },
+    /// The [`Options`](crate::Options) ask for what cannot be built (a feature not modelled
+    /// for the version, a program cache of another version).
+    #[error("allocator options: {0}")]
+    Options(String),
     /// The claim's structure is invalid.
     #[error("invalid claim: {0}")]
     InvalidClaim(String),
@@ -93,6 +97,14 @@ pub enum AllocError {
         /// What is wrong.
         reason: String,
     },
+    /// Kubernetes 1.35 and newer: no solution on the node, and some of its pools are invalid
+    /// (a device name given twice, counters declared twice or consumed but not declared). The
+    /// scheduler reports this node as not fitting and tries the others.
+    #[error("invalid resource pools were encountered: {}", pools.join(", "))]
+    InvalidPools {
+        /// `driver/pool (why)`.
+        pools: Vec<String>,
+    },
     /// The claim needs more than [`MAX_ALLOCATED_DEVICES`] devices.
     #[error("the claim needs {needed} devices, more than the limit of {MAX_ALLOCATED_DEVICES}")]
     TooManyDevices {
@@ -134,6 +146,9 @@ impl AllocError {
     /// from being scheduled at all until its inputs change (a CEL runtime error, an `All`
     /// request breaking a constraint, a missing class, …) and for [`AllocError::SearchLimit`].
     pub fn is_unsatisfiable(&self) -> bool {
-        matches!(self, AllocError::Unsatisfiable { .. })
+        matches!(
+            self,
+            AllocError::Unsatisfiable { .. } | AllocError::InvalidPools { .. }
+        )
     }
 }

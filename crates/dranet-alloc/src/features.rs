@@ -1,41 +1,85 @@
 //! The scheduler's feature gates and, to reproduce a given Kubernetes version exactly, its bugs.
 
-/// Optional allocator features, named after the scheduler's feature gates. The default is
-/// Kubernetes 1.34's: the beta features on, the alpha ones off.
+use crate::version::KubernetesVersion;
+
+/// Optional allocator features, named after the scheduler's feature gates. The default is the
+/// newest supported version's ([`Features::of`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Features {
-    /// `DRAAdminAccess` (beta, on): requests with `adminAccess: true`.
+    /// `DRAAdminAccess`: requests with `adminAccess: true`.
     pub admin_access: bool,
-    /// `DRAPrioritizedList` (beta, on): `firstAvailable` requests.
+    /// `DRAPrioritizedList`: `firstAvailable` requests.
     pub prioritized_list: bool,
-    /// `DRADeviceTaints` (alpha, off): device taints must be tolerated; when off, taints are
-    /// ignored (the API server drops them).
+    /// `DRADeviceTaints`: device taints must be tolerated; when off, taints are ignored (the
+    /// API server drops them).
     pub device_taints: bool,
-    /// `DRAPartitionableDevices` (alpha, off): shared counters and `perDeviceNodeSelection`;
-    /// when off, slices with `perDeviceNodeSelection` and devices consuming counters are
-    /// skipped.
+    /// `DRAPartitionableDevices`: shared counters and `perDeviceNodeSelection`; when off, slices
+    /// with `perDeviceNodeSelection` and devices consuming counters are skipped.
     pub partitionable_devices: bool,
+    /// `DRAConsumableCapacity`: devices with `allowMultipleAllocations` shared by several
+    /// claims, capacity requests with each capacity's `requestPolicy`, `consumedCapacity` and
+    /// `shareID` in the results; when off, a request with `capacity` is refused.
+    pub consumable_capacity: bool,
+    /// `DRADeviceBindingConditions` (with `DRAResourceClaimDeviceStatus`, which it requires):
+    /// devices with `bindingConditions` can be allocated (after the others), their conditions
+    /// are copied into the result, and `bindsToNode` pins the allocation to the node; when
+    /// off, devices with `bindingConditions` are never selected.
+    pub device_binding_conditions: bool,
 }
 
-impl Default for Features {
-    fn default() -> Self {
+impl Features {
+    /// The features the scheduler of `version` enables with its default feature gates
+    /// (`pkg/features/versioned_kube_features.go` of Kubernetes):
+    ///
+    /// - 1.34 and 1.35: `DRAAdminAccess` and `DRAPrioritizedList` (beta); taints, partitionable
+    ///   devices, consumable capacity and binding conditions are alpha and off.
+    /// - 1.36: all of them (`DRAAdminAccess` and `DRAPrioritizedList` GA, the others beta).
+    pub fn of(version: KubernetesVersion) -> Features {
+        let beta_in_1_36 = version >= KubernetesVersion::V1_36;
         Features {
             admin_access: true,
             prioritized_list: true,
-            device_taints: false,
-            partitionable_devices: false,
+            device_taints: beta_in_1_36,
+            partitionable_devices: beta_in_1_36,
+            consumable_capacity: beta_in_1_36,
+            device_binding_conditions: beta_in_1_36,
         }
     }
 }
 
+impl Default for Features {
+    /// [`Features::of`] the newest supported version.
+    fn default() -> Self {
+        Features::of(KubernetesVersion::default())
+    }
+}
+
+/// How a version's allocator treats `distinctAttribute` constraints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DistinctAttribute {
+    /// As the API defines it: no two devices of the requests it covers share a value.
+    #[default]
+    Enforced,
+    /// Kubernetes 1.34: values are compared by pointer, so only a missing attribute is
+    /// rejected and equal values pass.
+    NotEnforced,
+    /// Kubernetes 1.35 (the allocator of its default feature gates): the constraint is unknown
+    /// to it and the claim fails (the API server drops `distinctAttribute` while
+    /// `DRAConsumableCapacity` is off, so such a claim cannot be created there).
+    Refused,
+    /// Kubernetes 1.36: the values taken are kept per request, and a request's device replaces
+    /// the value its previous device recorded, so a value taken by an earlier device of the
+    /// same request can be taken again; removing a device while backtracking forgets its
+    /// request's value altogether.
+    LastPerRequest,
+}
+
 /// Bugs of the Kubernetes scheduler's allocator that change which devices it picks, to
-/// reproduce a given version exactly. The default has none: the API's semantics, as the
-/// scheduler of Kubernetes 1.36 allocates.
+/// reproduce a given version exactly. The default has none: the API's semantics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SchedulerBugs {
-    /// Kubernetes 1.34 and older: `distinctAttribute` compares pointers instead of values, so
-    /// it only requires the attribute and lets equal values through (fixed in 1.35).
-    pub distinct_attribute_not_enforced: bool,
+    /// How `distinctAttribute` is enforced.
+    pub distinct_attribute: DistinctAttribute,
     /// Kubernetes 1.35 and older mishandle `allocationMode: All` in `firstAvailable`
     /// sub-requests (fixed in 1.36): an `All` sub-request other than the first takes its first
     /// device, then goes on as the first sub-request (its devices, its count, its name in the
@@ -46,19 +90,21 @@ pub struct SchedulerBugs {
 }
 
 impl SchedulerBugs {
-    /// The bugs of the Kubernetes 1.34 scheduler.
-    pub fn kubernetes_1_34() -> SchedulerBugs {
-        SchedulerBugs {
-            distinct_attribute_not_enforced: true,
-            first_available_all_mode: true,
-        }
-    }
-
-    /// The bugs of the Kubernetes 1.35 scheduler.
-    pub fn kubernetes_1_35() -> SchedulerBugs {
-        SchedulerBugs {
-            distinct_attribute_not_enforced: false,
-            first_available_all_mode: true,
+    /// The bugs of the scheduler of `version`.
+    pub fn of(version: KubernetesVersion) -> SchedulerBugs {
+        match version {
+            KubernetesVersion::V1_34 => SchedulerBugs {
+                distinct_attribute: DistinctAttribute::NotEnforced,
+                first_available_all_mode: true,
+            },
+            KubernetesVersion::V1_35 => SchedulerBugs {
+                distinct_attribute: DistinctAttribute::Refused,
+                first_available_all_mode: true,
+            },
+            KubernetesVersion::V1_36 => SchedulerBugs {
+                distinct_attribute: DistinctAttribute::LastPerRequest,
+                first_available_all_mode: false,
+            },
         }
     }
 }

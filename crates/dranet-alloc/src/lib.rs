@@ -132,26 +132,33 @@ pub mod report;
 mod allocation;
 mod allocator;
 mod build;
+mod capacity;
 mod claim;
 mod device;
 mod error;
 mod features;
+mod gather;
+mod in_use;
 mod limits;
 mod node;
 mod one_or_many;
+mod options;
 mod search;
 mod selectors;
 mod source;
+mod version;
 
 pub use allocation::{Allocation, DeviceResult};
 pub use allocator::Allocator;
-pub use build::Options;
 pub use claim::CompiledClaim;
 pub use device::{Device, DeviceId};
 pub use error::AllocError;
-pub use features::{Features, SchedulerBugs};
+pub use features::{DistinctAttribute, Features, SchedulerBugs};
+pub use in_use::{InUse, Share};
 pub use limits::{MAX_ALLOCATED_DEVICES, MAX_REQUESTS, MAX_SEARCH_STEPS};
 pub use node::{
     Node, NodeSelectorError, RequirementError, SliceScope, device_on_node, node_selector_matches,
     slice_scope,
 };
+pub use options::Options;
+pub use version::{KubernetesVersion, VersionError};

@@ -346,17 +346,18 @@ fn name_chars_ok(s: &str) -> bool {
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
-/// The allocation's node selector, as the scheduler builds it from the chosen devices: the
-/// node's name as soon as one device is local to a node; else the requirements of the
-/// devices' node selectors merged into one term; else `None` (every node).
+/// The allocation's node selector, as the scheduler builds it from the chosen devices
+/// (placement, slice name, `bindsToNode`): the node's name as soon as one device is local to a
+/// node or binds to it; else the requirements of the devices' node selectors merged into one
+/// term; else `None` (every node).
 pub(crate) fn allocation_node_selector<'a>(
-    placements: impl Iterator<Item = (&'a Placement<'a>, &'a str)>,
+    placements: impl Iterator<Item = (&'a Placement<'a>, &'a str, bool)>,
     node_name: &str,
 ) -> Result<Option<NodeSelector>, AllocError> {
     let mut fields: Vec<NodeSelectorRequirement> = Vec::new();
     let mut exprs: Vec<NodeSelectorRequirement> = Vec::new();
-    for (p, slice) in placements {
-        if p.node_name.is_some() {
+    for (p, slice, binds) in placements {
+        if p.node_name.is_some() || binds {
             return Ok(Some(NodeSelector {
                 node_selector_terms: vec![NodeSelectorTerm {
                     match_fields: Some(vec![NodeSelectorRequirement {

@@ -273,6 +273,9 @@ pub struct Report {
     pub claims: Vec<ClaimReport>,
     /// About the inputs.
     pub notes: Vec<Note>,
+    /// The Kubernetes version whose scheduler the answers are for ([`Input::version`]).
+    #[serde(skip)]
+    pub version: crate::KubernetesVersion,
 }
 
 /// A claim to check.
@@ -310,6 +313,9 @@ pub struct Input {
     pub host: Option<Host>,
     /// Check on this node only; `None`: on every node of [`Input::nodes`], each on its own.
     pub node: Option<String>,
+    /// The Kubernetes version whose scheduler answers (its default feature gates, its
+    /// allocator, its CEL environment); the default is the newest supported.
+    pub version: crate::KubernetesVersion,
 }
 
 impl Input {
@@ -507,6 +513,7 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
         classes,
         host,
         node,
+        version,
     } = input;
     let mut notes = Vec::new();
     if let Some(h) = &host {
@@ -569,7 +576,10 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     };
     // Every node's allocator sees the same classes and claims: compile their selectors once,
     // and each claim once (a compiled claim names the classes by position, the same in each).
-    let programs = Some(std::sync::Arc::new(crate::cel::ProgramCache::default()));
+    let programs = Some(std::sync::Arc::new(crate::cel::ProgramCache::for_version(
+        version,
+        crate::cel::ProgramCache::DEFAULT_CAPACITY,
+    )));
     let mut compiled: Vec<Option<Result<crate::CompiledClaim, AllocError>>> =
         vec![None; claims.len()];
     // Node by node, each node's allocator dropped once its claims are checked; the reports are
@@ -579,9 +589,15 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
         let options = crate::Options {
             node: node.as_deref().map(crate::Node::new),
             programs: programs.clone(),
-            ..Default::default()
+            ..crate::Options::for_version(version)
         };
-        let picked = node.as_deref().map(|n| by_node.slices_of(n));
+        let picked = node.as_deref().map(|n| {
+            if version.gathers_whole_pools() {
+                by_node.pools_of(&typed, n)
+            } else {
+                by_node.slices_of(n)
+            }
+        });
         let alloc =
             crate::build::build(&typed, Some(&slices), picked.as_deref(), &classes, &options)?;
         for w in alloc.warnings() {
@@ -612,6 +628,7 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     Ok(Report {
         claims: reports,
         notes,
+        version,
     })
 }
 

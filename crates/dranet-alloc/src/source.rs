@@ -271,21 +271,41 @@ impl<'a> Few<'a> {
     }
 }
 
-/// A slice's shared counters (partitionable devices): counter sets by name, each counter's
-/// total. Keyed by slice name, as the scheduler keys them.
+/// Shared counters (partitionable devices) as the scheduler keys them: Kubernetes 1.34 by the
+/// name of the slice that declares them, 1.35 and newer by pool name, so pools of one name (of
+/// different drivers) share them.
 #[derive(Debug, Clone)]
-pub(crate) struct SliceCounters {
-    pub slice: String,
-    /// Every counter of every set: the set, the counter, the total.
-    pub totals: Vec<(String, String, Quantity)>,
+pub(crate) struct CounterKey {
+    /// The slice name (1.34) or pool name (1.35+).
+    pub key: String,
+    /// Every counter under the key: (counter set, counter).
+    pub names: Vec<(String, String)>,
+    /// 1.34: the slice's total of each of `names`. Empty for 1.35+, where each pool of the key
+    /// has its own ([`PoolCounters::totals`]).
+    pub totals: Vec<Quantity>,
 }
 
-/// What one device consumes from its slice's counters: (index into
-/// [`SliceCounters::totals`], amount). Consumption of counters the slice does not declare is
-/// dropped: the scheduler never checks it.
+/// A pool's shared counters (Kubernetes 1.35+: from the pool's own counter slices).
+#[derive(Debug, Clone)]
+pub(crate) struct PoolCounters {
+    /// Index of the pool's name in the allocator's counter keys.
+    pub key: usize,
+    /// The total of each counter the pool declares: (index into [`CounterKey::names`], total).
+    pub totals: Vec<(usize, Quantity)>,
+    /// Devices of the pool's slices the node does not reach, by name: they still consume
+    /// counters when allocated.
+    pub outside: Vec<(String, Vec<(usize, Quantity)>)>,
+}
+
+/// What one device consumes from shared counters: (index into [`CounterKey::names`],
+/// amount). Consumption of counters its key does not declare is dropped: the scheduler never
+/// checks it.
 #[derive(Debug, Clone)]
 pub(crate) struct CounterUse {
+    /// Its counter key.
     pub owner: Option<usize>,
+    /// Its pool (1.35+, whose counters are the key's until another pool of the name is first).
+    pub pool: u32,
     pub uses: Vec<(usize, Quantity)>,
 }
 

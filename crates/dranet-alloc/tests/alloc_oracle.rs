@@ -1,23 +1,27 @@
-//! Differential test: `dranet_alloc` against the Kubernetes 1.34.9 scheduler's own
-//! allocator (`allocbench` from the shared k8s kit) on random but valid inputs.
+//! Differential test: `dranet_alloc` against the scheduler's own allocator of Kubernetes 1.34.9
+//! and of 1.36.3 (`allocbench` from the shared k8s kit) on random but valid inputs, each with
+//! its version's default feature gates on our side too.
 //!
-//! Each case is a node generated from a seed (see `oracle/gen.rs`) with many claim templates;
-//! allocbench allocates each template alone, and so do we. They must agree on every claim:
-//! the same devices for the same requests (with the same config and node selector), or both
-//! "cannot allocate", or both an error of the same class. The scheduler visits pools in random
-//! order (Go map iteration), so when its answer differs from ours with our default pool order,
-//! ours must be one it gives under some order: every order is tried.
+//! Each case is a node generated from a seed (see `oracle/generate.rs`) with many claim
+//! templates; allocbench allocates each template alone, and so do we; for 1.36, a few groups of
+//! templates are also allocated together as one pod's. They must agree on every claim: the
+//! same devices for the same requests (with the same config and node selector, shares and the
+//! capacity they consume, binding conditions), or both "cannot allocate", or both an error of
+//! the same class. The 1.34 scheduler visits pools in random order (Go map iteration), so when
+//! its answer differs from ours with our default pool order, ours must be one it gives under
+//! some order: every order is tried. 1.36 sorts its pools: ours must be its answer as is.
 //!
-//! Our allocator reproduces the 1.34 scheduler's bugs for this ([`SchedulerBugs`]); their
+//! Our allocator reproduces each scheduler's bugs for this ([`SchedulerBugs::of`]); their
 //! fixed behaviour is covered by `alloc_semantics.rs`.
 //!
 //! Counted, not failures: claims the scheduler searches for longer than the per-claim limit
 //! (its search is exponential where ours is not), a speed finding printed with our time.
 //!
-//! [`SchedulerBugs`]: dranet_alloc::SchedulerBugs
+//! [`SchedulerBugs::of`]: dranet_alloc::SchedulerBugs::of
 //!
 //! On a disagreement the case is written to a file, the seed printed, and the test fails.
-//! Knobs: `DRANET_ORACLE_CASES` (default 160), `DRANET_ORACLE_CLAIMS` (claims per case, 20),
+//! Knobs: `DRANET_ORACLE_CASES` (default 160 per version), `DRANET_ORACLE_CLAIMS` (claims per
+//! case, 20),
 //! `DRANET_ORACLE_SEED` (first seed), `DRANET_ORACLE_GO_TIMEOUT_MS` (per claim, 2000),
 //! `DRANET_ORACLE_REPLAY=<case file>` (run one saved case), `DRANET_ORACLE_KEEP=1` (keep the
 //! case files of agreeing cases too), `DRANET_ORACLE_SAVE=<dir>` (write, with the scheduler's
@@ -36,7 +40,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use oracle::{Case, GoResult, Ours, Outcome, generate, run_allocbench};
+use dranet_alloc::KubernetesVersion;
+use oracle::{Case, GoResult, Ours, Outcome, generate, run_allocbench, run_allocbench_pod};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -56,6 +61,9 @@ struct Stats {
     by_kind: BTreeMap<String, usize>,
     go_timeouts: Vec<(u64, String, Duration, String)>,
     mismatches: Vec<String>,
+    /// Pods allocated, and those whose every claim agreed.
+    pods: usize,
+    pods_agreed: usize,
 }
 
 fn kind(o: &Outcome) -> String {
@@ -103,6 +111,8 @@ fn check_case(
         .and_then(|_| Ours::with_bugs(case, dranet_alloc::SchedulerBugs::default()).ok());
     let mut ok = true;
     let mut local = Stats::default();
+    // 1.36 visits pools in a fixed order: only our answer in it counts.
+    let any_order = case.header.version < KubernetesVersion::V1_36;
     for name in &names {
         local.claims += 1;
         let (g, msg) = match &go[name] {
@@ -127,13 +137,17 @@ fn check_case(
                     seed,
                     name,
                     &g,
-                    "only with the 1.34 scheduler's bugs reproduced",
+                    "only with the scheduler's bugs reproduced",
                 );
             }
             continue;
         }
-        let all = ours.outcomes(name, 120);
-        if all.contains(&g) {
+        let all = if any_order {
+            ours.outcomes(name, 120)
+        } else {
+            vec![ours.outcome(name)]
+        };
+        if any_order && all.contains(&g) {
             save_as_regression(case, seed, name, &g, "only under another pool order");
             local.agreed += 1;
             local.other_order += 1;
@@ -154,8 +168,64 @@ fn check_case(
                 .join(" | ")
         ));
     }
+    // The pods: their claims allocated together.
+    for pod in &case.header.pods {
+        // allocbench allocates a pod's claims in the order of the file, not of `-name`.
+        let pod: Vec<String> = names.iter().filter(|n| pod.contains(n)).cloned().collect();
+        let pod = &pod;
+        let label = pod.join("+");
+        let go = match run_allocbench_pod(bin, file, &case.header, pod, limit) {
+            Ok(go) => go,
+            Err(e) => {
+                ok = false;
+                local
+                    .mismatches
+                    .push(format!("seed {seed} pod {label}: allocbench failed: {e}"));
+                continue;
+            }
+        };
+        local.pods += 1;
+        if go.values().any(|g| *g == GoResult::Timeout) {
+            let t = Instant::now();
+            let o = ours.pod_outcomes(pod);
+            local.go_timeouts.push((
+                seed,
+                label,
+                t.elapsed(),
+                o.iter().map(Outcome::short).collect::<Vec<_>>().join(" | "),
+            ));
+            continue;
+        }
+        let theirs: Vec<Outcome> = pod
+            .iter()
+            .map(|c| match &go[c] {
+                GoResult::Done(g, _) => g.clone(),
+                GoResult::Timeout => Outcome::Unsatisfiable,
+            })
+            .collect();
+        let mine = ours.pod_outcomes(pod);
+        if mine == theirs {
+            local.pods_agreed += 1;
+            continue;
+        }
+        ok = false;
+        local.mismatches.push(format!(
+            "seed {seed} pod {label}: scheduler: {}\n    ours: {}",
+            theirs
+                .iter()
+                .map(Outcome::short)
+                .collect::<Vec<_>>()
+                .join(" | "),
+            mine.iter()
+                .map(Outcome::short)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+    }
     let mut s = stats.lock().unwrap();
     s.cases += 1;
+    s.pods += local.pods;
+    s.pods_agreed += local.pods_agreed;
     s.claims += local.claims;
     s.agreed += local.agreed;
     s.other_order += local.other_order;
@@ -226,17 +296,29 @@ fn kept_cases_get_the_schedulers_answers() {
 }
 
 #[test]
-fn the_allocator_agrees_with_the_scheduler_on_random_inputs() {
-    let Some(bin) = oracle::allocbench() else {
+fn the_allocator_agrees_with_the_1_34_scheduler_on_random_inputs() {
+    agrees_on_random_inputs(KubernetesVersion::V1_34);
+}
+
+#[test]
+fn the_allocator_agrees_with_the_1_36_scheduler_on_random_inputs() {
+    agrees_on_random_inputs(KubernetesVersion::V1_36);
+}
+
+fn agrees_on_random_inputs(version: KubernetesVersion) {
+    let Some(bin) = oracle::allocbench(version) else {
         return;
     };
     let start = Instant::now();
     let limit = Duration::from_millis(env_or("DRANET_ORACLE_GO_TIMEOUT_MS", 2000));
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("alloc-oracle");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("alloc-oracle-{version}"));
     let stats = Mutex::new(Stats::default());
     let mut failed_files = Vec::new();
     if let Ok(replay) = std::env::var("DRANET_ORACLE_REPLAY") {
         let case = Case::load(std::path::Path::new(&replay));
+        if case.header.version != version {
+            return;
+        }
         let file = dir.join("replay.yaml");
         if !check_case(&bin, &case, &file, 0, limit, &stats) {
             failed_files.push(file);
@@ -257,7 +339,7 @@ fn the_allocator_agrees_with_the_scheduler_on_random_inputs() {
                             break;
                         }
                         let seed = first + i as u64;
-                        let case = generate::case(seed, per_case);
+                        let case = generate::case(seed, per_case, version);
                         let file = dir.join(format!("case-{seed}.yaml"));
                         if check_case(&bin, &case, &file, seed, limit, &stats) {
                             if !keep {
@@ -275,11 +357,13 @@ fn the_allocator_agrees_with_the_scheduler_on_random_inputs() {
     let s = stats.into_inner().unwrap();
     let wall = start.elapsed();
     println!(
-        "alloc oracle: {} cases, {} claims: {} agreed with the scheduler ({} only under another pool order), {} mismatches, {} scheduler timeouts (> {:?}); {:.1} s",
+        "alloc oracle {version}: {} cases, {} claims: {} agreed with the scheduler ({} only under another pool order), {} pods: {} agreed, {} mismatches, {} scheduler timeouts (> {:?}); {:.1} s",
         s.cases,
         s.claims,
         s.agreed,
         s.other_order,
+        s.pods,
+        s.pods_agreed,
         s.mismatches.len(),
         s.go_timeouts.len(),
         limit,
@@ -303,7 +387,7 @@ fn the_allocator_agrees_with_the_scheduler_on_random_inputs() {
     }
     assert!(
         s.mismatches.is_empty(),
-        "{} claims disagree with the scheduler (see above)",
+        "{} claims disagree with the {version} scheduler (see above)",
         s.mismatches.len()
     );
 }

@@ -1,7 +1,10 @@
 //! The structured-parameters rules of the Kubernetes DRA documentation, one test each, on small
-//! hand-made ResourceSlices (including the unsatisfiable cases and their messages).
+//! hand-made ResourceSlices (including the unsatisfiable cases and their messages). Where the
+//! scheduler versions differ, a test names the version (`alloc_versions.rs` has the rest).
 
-use dranet_alloc::{AllocError, Allocation, Allocator, DeviceId};
+use dranet_alloc::{
+    AllocError, Allocation, Allocator, DeviceId, InUse, KubernetesVersion, Options, SchedulerBugs,
+};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec};
 use serde_json::{Value, json};
 
@@ -25,6 +28,20 @@ fn slice_gen(
             "devices": devices.iter().map(|(n, a)| json!({"name": n, "attributes": a})).collect::<Vec<_>>(),
         }
     })
+}
+
+/// An allocator of the scheduler of `version`.
+fn of(version: KubernetesVersion, slices: &[Value]) -> Allocator<'static> {
+    Allocator::from_json_with_options(slices, &classes(), &Options::for_version(version)).unwrap()
+}
+
+/// An allocator with the API's semantics (the newest version's features, no scheduler bugs).
+fn api(slices: &[Value]) -> Allocator<'static> {
+    let options = Options {
+        bugs: SchedulerBugs::default(),
+        ..Options::default()
+    };
+    Allocator::from_json_with_options(slices, &classes(), &options).unwrap()
 }
 
 fn class(name: &str, expr: &str) -> DeviceClass {
@@ -292,10 +309,10 @@ fn all_mode_takes_every_matching_device() {
 
 #[test]
 fn all_mode_over_an_incomplete_pool_is_an_error_and_exact_count_is_not() {
-    // The pool says two slices, only one is present: the scheduler refuses `All` outright
-    // (an error, not "does not fit"), and allocates single devices from it.
+    // The pool says two slices, only one is present: the 1.34 scheduler refuses `All`
+    // outright (an error, not "does not fit"), and allocates single devices from it.
     let s = slice_gen("dra.net", "n", 1, 2, &[("nic0", json!({}))]);
-    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    let a = of(KubernetesVersion::V1_34, &[s]);
     assert!(a.warnings().iter().any(|w| w.contains("incomplete")));
     let mut r = req("all", "nic", &[]);
     r["exactly"]["allocationMode"] = json!("All");
@@ -433,7 +450,7 @@ fn match_attribute_on_list_values_uses_the_intersection() {
 
 #[test]
 fn distinct_attribute_needs_different_values() {
-    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let a = api(&[nics(4)]);
     let mut r = req("nics", "nic", &[]);
     r["exactly"]["count"] = json!(2);
     let c = claim(
@@ -463,7 +480,7 @@ fn distinct_attribute_bug_of_1_34_is_reproduced_only_on_request() {
         &[nics(4)],
         &classes(),
         &Options {
-            bugs: SchedulerBugs::kubernetes_1_34(),
+            bugs: SchedulerBugs::of(dranet_alloc::KubernetesVersion::V1_34),
             ..Options::default()
         },
     )
@@ -472,7 +489,7 @@ fn distinct_attribute_bug_of_1_34_is_reproduced_only_on_request() {
         names(&buggy.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("nics", "nic0"), ("nics", "nic1"), ("nics", "nic2")])
     );
-    let fixed = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let fixed = api(&[nics(4)]);
     assert!(fixed.allocate_spec(&c, &[]).is_err());
 }
 
@@ -762,9 +779,10 @@ fn malformed_slices_are_errors_naming_slice_and_device() {
         e.contains("device nic1: attribute dra.net/numaNode is given twice"),
         "{e}"
     );
-    // A device name twice makes the pool invalid: an error once the search reaches it.
+    // A device name twice makes the pool invalid: for 1.34 an error once the search reaches
+    // it (for 1.35 and newer, see `alloc_versions.rs`).
     let s = slice("dra.net", "n", &[("nic0", json!({})), ("nic0", json!({}))]);
-    let a = Allocator::from_json(&[s], &classes()).unwrap();
+    let a = of(KubernetesVersion::V1_34, &[s]);
     let e = a
         .allocate_spec(&claim(json!({"requests": [req("r", "nic", &[])]})), &[])
         .unwrap_err();
@@ -801,13 +819,37 @@ fn no_claim_gets_more_than_32_devices() {
 #[test]
 fn capacity_requests_are_refused_as_the_scheduler_does() {
     // Consumable capacity is alpha in 1.34: the scheduler refuses such requests unless its
-    // gate is on, and this engine does not model it.
-    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    // gate is on (this engine models it as 1.36 allocates).
+    let a = of(KubernetesVersion::V1_34, &[nics(1)]);
     let mut r = req("r", "nic", &[]);
     r["exactly"]["capacity"] = json!({"requests": {"dra.net/bw": "1Gi"}});
-    let e = a.compile(&claim(json!({"requests": [r]}))).unwrap_err();
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [r.clone()]})), &[])
+        .unwrap_err();
     assert!(matches!(e, AllocError::FeatureDisabled { .. }), "{e:?}");
     assert!(e.to_string().contains("DRAConsumableCapacity"), "{e}");
+    // The scheduler validates requests in order: an `All` request before it whose selector
+    // fails on a device fails the claim first, and so does an earlier claim of the pod.
+    let mut all = req(
+        "all",
+        "nic",
+        &["device.attributes[\"dra.net\"].nosuch == 1"],
+    );
+    all["exactly"]["allocationMode"] = json!("All");
+    let e = a
+        .allocate_spec(&claim(json!({"requests": [all.clone(), r.clone()]})), &[])
+        .unwrap_err();
+    assert!(matches!(e, AllocError::CelRuntime { .. }), "{e:?}");
+    let first = a.compile(&claim(json!({"requests": [all]}))).unwrap();
+    let second = a.compile(&claim(json!({"requests": [r]}))).unwrap();
+    let e = a
+        .allocate_pod(&[&first, &second], &InUse::default())
+        .unwrap_err();
+    assert!(matches!(e, AllocError::CelRuntime { .. }), "{e:?}");
+    let e = a
+        .allocate_pod(&[&second, &first], &InUse::default())
+        .unwrap_err();
+    assert!(matches!(e, AllocError::FeatureDisabled { .. }), "{e:?}");
 }
 
 #[test]
@@ -1012,12 +1054,12 @@ fn the_allocator_borrowing_typed_slices_answers_as_the_one_from_json() {
     }
 }
 
-/// How the scheduler gathers pools: per (driver, pool) the newest generation's slices, in the
-/// order given; pools in (driver, pool) order, a pool with devices under binding conditions
+/// How the 1.34 scheduler gathers pools: per (driver, pool) the newest generation's slices, in
+/// the order given; pools in (driver, pool) order, a pool with devices under binding conditions
 /// after the others (and those devices never chosen); an outdated slice is a warning, in the
 /// order the slices were given.
 #[test]
-fn pools_are_gathered_as_the_scheduler_gathers_them() {
+fn pools_are_gathered_as_the_1_34_scheduler_gathers_them() {
     fn dev(n: &str) -> (&str, Value) {
         (n, json!({"rdma": {"bool": true}}))
     }
@@ -1033,7 +1075,7 @@ fn pools_are_gathered_as_the_scheduler_gathers_them() {
         slice("gpu.example.com", "a", &[dev("g0")]),
         slice_gen("dra.net", "c", 1, 1, &[dev("old1")]),
     ];
-    let a = Allocator::from_json(&slices, &classes()).unwrap();
+    let a = of(KubernetesVersion::V1_34, &slices);
     assert_eq!(
         a.pool_order(),
         [

@@ -23,7 +23,8 @@ mod fixtures;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use dranet_alloc::cel::{CelError, KubeVersion, Program};
+use dranet_alloc::KubernetesVersion;
+use dranet_alloc::cel::{CelError, Program};
 use serde_json::json;
 
 /// Selectors only the scheduler's (stored) environment declares.
@@ -95,9 +96,9 @@ fn selectors() -> Vec<&'static str> {
         .collect()
 }
 
-fn recorded_path(version: KubeVersion) -> PathBuf {
+fn recorded_path(version: KubernetesVersion) -> PathBuf {
     let name = match version {
-        KubeVersion::V1_34 => "admission-corpus.jsonl".to_string(),
+        KubernetesVersion::V1_34 => "admission-corpus.jsonl".to_string(),
         v => format!("admission-corpus-{v}.jsonl"),
     };
     fixtures::root().join("testdata/cel").join(name)
@@ -106,7 +107,7 @@ fn recorded_path(version: KubeVersion) -> PathBuf {
 /// The API server's verdict on one selector: `None` admitted, else its message.
 type Verdict = Option<String>;
 
-fn load_recorded(version: KubeVersion) -> HashMap<String, Verdict> {
+fn load_recorded(version: KubernetesVersion) -> HashMap<String, Verdict> {
     let regen = "record it with DRANET_CEL_ADMISSION_REGEN=1 and the kit running";
     fixtures::jsonl(&recorded_path(version), regen)
         .into_iter()
@@ -123,7 +124,7 @@ fn load_recorded(version: KubeVersion) -> HashMap<String, Verdict> {
         .collect()
 }
 
-fn write_recorded(selectors: &[&str], verdicts: &[Verdict], version: KubeVersion) {
+fn write_recorded(selectors: &[&str], verdicts: &[Verdict], version: KubernetesVersion) {
     let mut out = String::new();
     for (s, v) in selectors.iter().zip(verdicts) {
         let line = json!({"selector": s,
@@ -156,7 +157,7 @@ fn cel_issues(message: &str) -> Vec<(usize, String)> {
 /// How our compile differs from the API server's verdict on `selector`, if it does: the same
 /// verdict, and for a refusal the same issues, in the API server's order, the first at the same
 /// place (single-line ASCII selectors: column = byte offset + 1).
-fn mismatch(selector: &str, theirs: &Verdict, version: KubeVersion) -> Option<String> {
+fn mismatch(selector: &str, theirs: &Verdict, version: KubernetesVersion) -> Option<String> {
     let ours = Program::compile_at(selector, version);
     match (theirs, &ours) {
         (None, Ok(_)) => None,
@@ -190,15 +191,15 @@ fn mismatch(selector: &str, theirs: &Verdict, version: KubeVersion) -> Option<St
 
 #[test]
 fn new_selectors_are_checked_in_the_1_34_api_servers_create_environment() {
-    new_selectors_are_checked_in_the_api_servers_create_environment(KubeVersion::V1_34);
+    new_selectors_are_checked_in_the_api_servers_create_environment(KubernetesVersion::V1_34);
 }
 
 #[test]
 fn new_selectors_are_checked_in_the_1_36_api_servers_create_environment() {
-    new_selectors_are_checked_in_the_api_servers_create_environment(KubeVersion::V1_36);
+    new_selectors_are_checked_in_the_api_servers_create_environment(KubernetesVersion::V1_36);
 }
 
-fn new_selectors_are_checked_in_the_api_servers_create_environment(version: KubeVersion) {
+fn new_selectors_are_checked_in_the_api_servers_create_environment(version: KubernetesVersion) {
     let all = selectors();
     // The live check needs the kit running this version.
     let kit = fixtures::kit_script()
@@ -230,7 +231,7 @@ fn new_selectors_are_checked_in_the_api_servers_create_environment(version: Kube
         if let Some(why) = mismatch(s, theirs, version) {
             failures.push(format!("{s}\n    recorded API server: {why}"));
         }
-        let declared = version >= KubeVersion::V1_36 || !STORED_ONLY_1_36.contains(s);
+        let declared = version >= KubernetesVersion::V1_36 || !STORED_ONLY_1_36.contains(s);
         match Program::compile_for_scheduler_at(s, version) {
             Err(e) if declared => failures.push(format!(
                 "{s}\n    compile_for_scheduler_at({version}) refused it: {e}"
@@ -245,7 +246,7 @@ fn new_selectors_are_checked_in_the_api_servers_create_environment(version: Kube
     // The corpus must hold what it is about: every stored-only selector refused at creation,
     // every control admitted; the 1.34 stored-only ones admitted by the 1.36 API server.
     let stored_only: &[&str] = match version {
-        KubeVersion::V1_34 => STORED_ONLY,
+        KubernetesVersion::V1_34 => STORED_ONLY,
         _ => STORED_ONLY_1_36,
     };
     for s in stored_only {
@@ -255,7 +256,7 @@ fn new_selectors_are_checked_in_the_api_servers_create_environment(version: Kube
             ));
         }
     }
-    if version >= KubeVersion::V1_36 {
+    if version >= KubernetesVersion::V1_36 {
         for s in STORED_ONLY {
             if matches!(recorded.get(*s), Some(Some(_))) {
                 failures.push(format!(

@@ -1,8 +1,9 @@
 //! The Kubernetes DRA CEL environment: device fields, attribute domains, missing attributes,
 //! the semver and quantity libraries, and compile-time errors.
 
+use dranet_alloc::KubernetesVersion;
 use dranet_alloc::cel::{
-    AttributeValue, CelError, DeviceAttributes, DeviceView, KubeVersion, Program, Quantity, Semver,
+    AttributeValue, CelError, DeviceAttributes, DeviceView, Program, Quantity, Semver,
 };
 
 fn attrs() -> DeviceAttributes {
@@ -375,14 +376,14 @@ fn each_version_has_its_environments() {
             && e.contains("CEL environment of Kubernetes 1.33"),
         "{e}"
     );
-    assert!(Program::compile_at(sort, KubeVersion::V1_36).is_ok());
+    assert!(Program::compile_at(sort, KubernetesVersion::V1_36).is_ok());
     let multi = "!device.allowMultipleAllocations";
     assert!(Program::compile(multi).is_err());
-    assert!(Program::compile_at(multi, KubeVersion::V1_36).is_ok());
+    assert!(Program::compile_at(multi, KubernetesVersion::V1_36).is_ok());
 
     let includes = r#"device.attributes["dra.net"].rdmaDevice.includes("mlx5_0")"#;
     assert!(Program::compile_for_scheduler(includes).is_err());
-    let e = Program::compile_at(includes, KubeVersion::V1_36)
+    let e = Program::compile_at(includes, KubernetesVersion::V1_36)
         .unwrap_err()
         .to_string();
     assert!(
@@ -390,8 +391,8 @@ fn each_version_has_its_environments() {
             && e.contains("CEL environment of Kubernetes 1.35"),
         "{e}"
     );
-    let p = Program::compile_for_scheduler_at(includes, KubeVersion::V1_36).unwrap();
-    assert_eq!(p.kube_version(), KubeVersion::V1_36);
+    let p = Program::compile_for_scheduler_at(includes, KubernetesVersion::V1_36).unwrap();
+    assert_eq!(p.kube_version(), KubernetesVersion::V1_36);
     let a = attrs();
     let v = DeviceView {
         driver: "dra.net",

@@ -424,6 +424,13 @@ impl Quantity {
     pub fn sign(self) -> i64 {
         self.nanos.signum() as i64
     }
+
+    /// The value rounded up to a whole number, as Kubernetes' `Quantity.Value()` gives it
+    /// (`1.5` is 2, `-1.5` is -1); `None` beyond the int64 range.
+    pub fn ceil_int(self) -> Option<i64> {
+        let whole = self.nanos.div_euclid(NANO) + i128::from(self.nanos.rem_euclid(NANO) != 0);
+        i64::try_from(whole).ok()
+    }
 }
 
 impl fmt::Display for Quantity {
@@ -439,6 +446,22 @@ impl fmt::Display for Quantity {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn ceil_int_rounds_up_as_value_does() {
+        for (s, want) in [
+            ("1.5", Some(2)),
+            ("-1.5", Some(-1)),
+            ("100m", Some(1)),
+            ("2", Some(2)),
+            ("0", Some(0)),
+            ("1Gi", Some(1 << 30)),
+            ("1Ei", Some(1 << 60)),
+            ("16Ei", None),
+        ] {
+            assert_eq!(Quantity::parse(s).unwrap().ceil_int(), want, "{s}");
+        }
+    }
 
     /// 20,000 strings of up to `max_len` characters of `alphabet`, from a seeded xorshift so
     /// the cases are the same every run.

@@ -248,6 +248,17 @@ impl KubeClient {
         self.list_all("list ResourceSlices").await
     }
 
+    /// The API server's Kubernetes version, `(major, minor)` as `/version` gives them (a
+    /// provider's minor may end in `+`).
+    pub async fn server_version(&self) -> Result<(String, String)> {
+        let info = self
+            .client
+            .apiserver_version()
+            .await
+            .map_err(|e| map_kube_error("read the server version", e))?;
+        Ok((info.major, info.minor))
+    }
+
     /// Every DeviceClass of the cluster (the classes a claim's requests name).
     pub async fn list_device_classes(&self) -> Result<Vec<DeviceClass>> {
         self.list_all("list DeviceClasses").await

@@ -8,13 +8,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::error::CelError;
 use super::program::Program;
+use crate::version::KubernetesVersion;
 
 /// A bounded cache of compiled selector expressions, least recently used out first.
 ///
 /// Owned by the caller and shared (it is `Sync`) by every allocator that should reuse
 /// compilations: hand it to [`crate::Options::programs`]. Compile errors are kept too, so
 /// a broken selector is not recompiled for every pod. Expressions compile with
-/// [`Program::compile`], so a cached program is exactly what compiling anew gives.
+/// [`Program::compile_at`] the cache's version, so a cached program is exactly what compiling
+/// anew gives.
 ///
 /// ```
 /// use dranet_alloc::cel::ProgramCache;
@@ -28,6 +30,8 @@ use super::program::Program;
 #[derive(Debug)]
 pub struct ProgramCache {
     capacity: usize,
+    /// The Kubernetes version whose CEL environment expressions compile in.
+    version: KubernetesVersion,
     inner: Mutex<Inner>,
 }
 
@@ -86,12 +90,25 @@ impl ProgramCache {
     /// Room for the selectors of a node's DeviceClasses and the claims of its pods.
     pub const DEFAULT_CAPACITY: usize = 1024;
 
-    /// A cache holding at most `capacity` expressions (at least one).
+    /// A cache holding at most `capacity` expressions (at least one), compiled for the newest
+    /// supported Kubernetes version.
     pub fn new(capacity: usize) -> ProgramCache {
+        ProgramCache::for_version(KubernetesVersion::default(), capacity)
+    }
+
+    /// A cache holding at most `capacity` expressions (at least one), compiled as the API
+    /// server of Kubernetes `version` admits them ([`Program::compile_at`]).
+    pub fn for_version(version: KubernetesVersion, capacity: usize) -> ProgramCache {
         ProgramCache {
             capacity: capacity.max(1),
+            version,
             inner: Mutex::new(Inner::default()),
         }
+    }
+
+    /// The Kubernetes version expressions compile for.
+    pub fn version(&self) -> KubernetesVersion {
+        self.version
     }
 
     /// The compiled `source`, compiled now unless the cache has it. The lock is not held while
@@ -110,7 +127,7 @@ impl ProgramCache {
             }
             inner.misses += 1;
         }
-        let program = Program::compile(source).map(Arc::new);
+        let program = Program::compile_at(source, self.version).map(Arc::new);
         let mut inner = self.lock();
         if inner.entries.len() >= self.capacity && !inner.entries.contains_key(source) {
             // A linear scan: eviction happens once per miss of a full cache, and a cache this

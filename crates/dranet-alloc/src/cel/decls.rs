@@ -8,7 +8,7 @@
 
 use super::funcs::{self as f, Imp};
 use super::types::{self as t, Type};
-use super::version::KubeVersion;
+use crate::version::KubernetesVersion;
 
 /// A type in a declaration; `P(n)` is the overload's n-th type parameter.
 #[derive(Debug, Clone, Copy)]
@@ -143,12 +143,12 @@ const DRA_INCLUDES: u8 = 36;
 pub(crate) enum EnvType {
     /// `NewExpressions`: what a new ResourceClaim, ResourceClaimTemplate or DeviceClass is
     /// checked against: the base environment at the version's
-    /// [`new_expressions_minor`](KubeVersion::new_expressions_minor), feature gates at their
+    /// [`new_expressions_minor`](KubernetesVersion::new_expressions_minor), feature gates at their
     /// defaults.
-    New(KubeVersion),
+    New(KubernetesVersion),
     /// `StoredExpressions`: every declaration of the version's build, feature gates ignored;
     /// what the scheduler compiles a stored selector in.
-    Stored(KubeVersion),
+    Stored(KubernetesVersion),
 }
 
 impl EnvType {
@@ -158,7 +158,7 @@ impl EnvType {
     }
 
     /// The Kubernetes version.
-    pub(crate) fn version(self) -> KubeVersion {
+    pub(crate) fn version(self) -> KubernetesVersion {
         match self {
             EnvType::New(v) | EnvType::Stored(v) => v,
         }
@@ -172,8 +172,8 @@ impl EnvType {
     /// Whether this environment declares `f`.
     pub(crate) fn declares(self, f: &Func) -> bool {
         match self {
-            EnvType::New(v) => f.since <= v.new_expressions_minor(),
-            EnvType::Stored(v) => f.since <= v.minor(),
+            EnvType::New(v) => u32::from(f.since) <= v.new_expressions_minor(),
+            EnvType::Stored(v) => u32::from(f.since) <= v.minor(),
         }
     }
 
@@ -187,7 +187,7 @@ impl EnvType {
     /// stored environment ignores the gate and declares the newest `device` type.
     pub(crate) fn has_allow_multiple_allocations(self) -> bool {
         match self {
-            EnvType::New(v) => v.consumable_capacity(),
+            EnvType::New(v) => v.declares_consumable_capacity(),
             EnvType::Stored(_) => true,
         }
     }

@@ -358,9 +358,9 @@ mod tests {
     use dranet_core::AttributeValue;
 
     use super::super::decls::EnvType;
-    use super::super::version::KubeVersion;
     use super::super::{DeviceAttributes, DeviceView, Program, Quantity, Semver};
     use super::*;
+    use crate::version::KubernetesVersion;
 
     /// Wherever the shortcut decides, it decides as the evaluator does; where the evaluator
     /// fails, the shortcut leaves it to the evaluator.
@@ -644,7 +644,7 @@ mod tests {
             let src = selector(&mut g, 3);
             total += 1;
             let rec = recognize(&src);
-            for env in KubeVersion::ALL
+            for env in KubernetesVersion::ALL
                 .into_iter()
                 .flat_map(|v| [EnvType::New(v), EnvType::Stored(v)])
             {
@@ -659,7 +659,7 @@ mod tests {
             }
             recognised += 1;
             let fast = Program::compile(&src).unwrap();
-            let slow = Program::check(&src, EnvType::New(KubeVersion::V1_34))
+            let slow = Program::check(&src, EnvType::New(KubernetesVersion::V1_34))
                 .unwrap()
                 .0;
             assert_eq!(fast.estimated_cost(), slow.cost, "{src:?}");

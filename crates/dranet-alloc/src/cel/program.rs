@@ -8,8 +8,8 @@ use super::cost::{self, CostEstimate, MAX_SELECTOR_COST};
 use super::decls::EnvType;
 use super::device::{DeviceView, FullDevice};
 use super::error::{CelError, MAX_EXPRESSION_LEN};
-use super::version::KubeVersion;
 use super::{ast, check, eval, explain, fast, parse, types, validate, value};
+use crate::version::KubernetesVersion;
 
 /// A compiled selector expression.
 #[derive(Debug, Clone)]
@@ -62,7 +62,7 @@ fn compile_error(mut issues: Vec<parse::Issue>, source: &str) -> CelError {
 }
 
 /// Appended to a compile error of a selector the scheduler's environment of `version` accepts.
-fn new_expressions_hint(version: KubeVersion) -> String {
+fn new_expressions_hint(version: KubernetesVersion) -> String {
     format!(
         "the {version} scheduler accepts this selector, but the API server refuses it in a new \
          claim, claim template or device class: it checks new selectors in the CEL environment \
@@ -73,9 +73,9 @@ fn new_expressions_hint(version: KubeVersion) -> String {
 
 impl Program {
     /// Compiles `source` as the 1.34 API server admits it when a claim, claim template or
-    /// device class is created: [`Program::compile_at`] with [`KubeVersion::V1_34`].
+    /// device class is created: [`Program::compile_at`] with [`KubernetesVersion::V1_34`].
     pub fn compile(source: &str) -> Result<Program, CelError> {
-        Program::compile_at(source, KubeVersion::V1_34)
+        Program::compile_at(source, KubernetesVersion::V1_34)
     }
 
     /// Compiles `source` as the API server of `version` admits it when a claim, claim template
@@ -85,14 +85,14 @@ impl Program {
     /// with both but without `includes`), and refused, as the API server refuses the object,
     /// when its estimated worst-case cost is over [`MAX_SELECTOR_COST`]
     /// ([`CelError::TooComplex`]).
-    pub fn compile_at(source: &str, version: KubeVersion) -> Result<Program, CelError> {
+    pub fn compile_at(source: &str, version: KubernetesVersion) -> Result<Program, CelError> {
         Program::build(source, EnvType::New(version))
     }
 
     /// Compiles as the 1.34 scheduler does: [`Program::compile_for_scheduler_at`] with
-    /// [`KubeVersion::V1_34`].
+    /// [`KubernetesVersion::V1_34`].
     pub fn compile_for_scheduler(source: &str) -> Result<Program, CelError> {
-        Program::compile_for_scheduler_at(source, KubeVersion::V1_34)
+        Program::compile_for_scheduler_at(source, KubernetesVersion::V1_34)
     }
 
     /// Compiles as the scheduler of `version` does: in its stored-expressions environment, a
@@ -100,13 +100,13 @@ impl Program {
     /// scheduler does not make (it only compiles selectors the API server admitted).
     pub fn compile_for_scheduler_at(
         source: &str,
-        version: KubeVersion,
+        version: KubernetesVersion,
     ) -> Result<Program, CelError> {
         Program::build(source, EnvType::Stored(version))
     }
 
     /// The Kubernetes version whose environment this program was compiled in.
-    pub fn kube_version(&self) -> KubeVersion {
+    pub fn kube_version(&self) -> KubernetesVersion {
         self.env.version()
     }
 

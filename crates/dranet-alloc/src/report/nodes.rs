@@ -15,6 +15,8 @@ pub(crate) struct ByNode<'s> {
     own: HashMap<&'s str, Vec<usize>>,
     /// Positions of the slices that name no node, ascending.
     shared: Vec<usize>,
+    /// Positions of each pool's slices, ascending, by (driver, pool).
+    pools: HashMap<(&'s str, &'s str), Vec<usize>>,
 }
 
 impl<'s> ByNode<'s> {
@@ -25,8 +27,34 @@ impl<'s> ByNode<'s> {
                 Some(n) => by.own.entry(n).or_default().push(i),
                 None => by.shared.push(i),
             }
+            by.pools
+                .entry((s.spec.driver.as_str(), s.spec.pool.name.as_str()))
+                .or_default()
+                .push(i);
         }
         by
+    }
+
+    /// [`ByNode::slices_of`] with every slice of their pools, ascending: what Kubernetes 1.35
+    /// and newer read for the node (a pool is complete, and has its counters, across nodes).
+    pub(crate) fn pools_of(&self, slices: &[ResourceSlice], node: &str) -> Vec<usize> {
+        let mine = self.slices_of(node);
+        let mut keys: Vec<(&str, &str)> = Vec::new();
+        let mut out = Vec::with_capacity(mine.len());
+        for &i in &mine {
+            let s = &slices[i];
+            let key = (s.spec.driver.as_str(), s.spec.pool.name.as_str());
+            if keys.contains(&key) {
+                continue;
+            }
+            keys.push(key);
+            if let Some(all) = self.pools.get(&key) {
+                out.extend_from_slice(all);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// The nodes named, in [`node_order`].

@@ -8,11 +8,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{DeviceTaint, DeviceToleration};
 
-use crate::allocator::Allocator;
+use crate::allocator::{Allocator, Pool};
+use crate::capacity;
 use crate::cel::{Program, Quantity};
 use crate::claim::{Alt, Mode};
 use crate::device::Device;
+use crate::device::DeviceId;
 use crate::error::AllocError;
+use crate::in_use::Share;
 use crate::selectors::{Match, selectors_match};
 
 use super::constraint::ValueKey;
@@ -27,7 +30,7 @@ impl Allocator<'_> {
             let programs = self.class_programs(class);
             self.devices
                 .iter()
-                .map(|d| class_match(programs, d))
+                .map(|d| class_match(programs, d, self.unselectable(d)))
                 .collect()
         })
     }
@@ -35,7 +38,7 @@ impl Allocator<'_> {
     /// A class's compiled selectors, `None` when they do not compile.
     pub(super) fn class_programs(&self, class: usize) -> Option<&[Arc<Program>]> {
         let c = self.classes.get(class)?;
-        c.programs(self.programs.as_deref())
+        c.programs(self.programs.as_deref(), self.version)
             .as_ref()
             .ok()
             .map(|p| &p[..])
@@ -43,18 +46,31 @@ impl Allocator<'_> {
 }
 
 /// What a class's compiled selectors say of device `d` (`None`: they do not compile, and the
-/// class selects nothing).
-pub(super) fn class_match(programs: Option<&[Arc<Program>]>, d: &Device) -> Match {
+/// class selects nothing); an `unselectable` device matches nothing.
+pub(super) fn class_match(
+    programs: Option<&[Arc<Program>]>,
+    d: &Device,
+    unselectable: bool,
+) -> Match {
     match programs {
-        Some(p) if !d.binding => selectors_match(p, d),
+        Some(p) if !unselectable => selectors_match(p, d),
         _ => Match::No,
     }
 }
 
-/// Whether other claims hold device `d` (`taken` is empty when they hold none).
-#[inline]
-pub(super) fn held(taken: &[bool], d: usize) -> bool {
-    taken.get(d).copied().unwrap_or(false)
+impl Allocator<'_> {
+    /// Whether the device can never be selected: it has binding conditions while their
+    /// feature is off.
+    #[inline]
+    pub(super) fn unselectable(&self, d: &Device) -> bool {
+        d.binding && !self.features.device_binding_conditions
+    }
+
+    /// Whether a device allows multiple allocations (with consumable capacity).
+    #[inline]
+    pub(super) fn multi(&self, d: usize) -> bool {
+        self.features.consumable_capacity && self.devices[d].allow_multiple_allocations
+    }
 }
 
 /// One entry of a slot's candidate list.
@@ -122,7 +138,7 @@ impl AltData<'_> {
     }
 }
 
-pub(super) fn tolerated(taint: &DeviceTaint, tolerations: &[DeviceToleration]) -> bool {
+fn tolerated(taint: &DeviceTaint, tolerations: &[DeviceToleration]) -> bool {
     tolerations.iter().any(|t| {
         if t.effect
             .as_deref()
@@ -146,46 +162,99 @@ pub(super) fn tolerated(taint: &DeviceTaint, tolerations: &[DeviceToleration]) -
     })
 }
 
-/// Shared counters left per slice once the devices other claims hold are subtracted, and a
-/// zero consumption for each.
-pub(super) fn counters_left(
-    a: &Allocator,
-    taken: &[bool],
-) -> (Vec<Vec<Quantity>>, Vec<Vec<Quantity>>) {
-    if !a.features.partitionable_devices || a.counter_sets.is_empty() {
-        return (Vec::new(), Vec::new());
-    }
-    let mut available: Vec<Vec<Quantity>> = a
-        .counter_sets
-        .iter()
-        .map(|s| s.totals.iter().map(|t| t.2).collect())
-        .collect();
-    for (i, d) in a.devices.iter().enumerate() {
-        if !held(taken, i) {
-            continue;
-        }
-        if let Some(cu) = &d.counters
-            && let Some(o) = cu.owner
-            && a.slices[d.slice as usize].name == a.counter_sets[o].slice
-        {
-            for (at, q) in &cu.uses {
-                let left = &mut available[o][*at];
-                *left = left.checked_sub(*q).unwrap_or(*left);
+/// Whether the device's taints keep it from a request with these tolerations: a taint not
+/// tolerated, of an effect that prevents allocation (1.35 and newer act only on `NoSchedule`
+/// and `NoExecute`; 1.34 on every effect). Only with [`Features::device_taints`](crate::Features::device_taints).
+pub(super) fn taints_prevent(a: &Allocator, d: &Device, tolerations: &[DeviceToleration]) -> bool {
+    a.features.device_taints
+        && d.taints().iter().any(|t| {
+            (!a.version.ignores_other_taint_effects()
+                || t.effect == "NoSchedule"
+                || t.effect == "NoExecute")
+                && !tolerated(t, tolerations)
+        })
+}
+
+/// What other claims hold, per device of the allocator, for one call.
+#[derive(Debug, Default)]
+pub(super) struct Held<'i> {
+    /// Devices allocated whole (empty when none are).
+    taken: Vec<bool>,
+    /// With consumable capacity: what shares consume of each device's capacities, aligned with
+    /// them (empty when there are no shares).
+    shares: Vec<Option<Vec<Quantity>>>,
+    /// Everything held, to find the devices of other nodes' slices that consume counters.
+    devices: &'i [DeviceId],
+    shared: &'i [Share],
+}
+
+impl<'i> Held<'i> {
+    pub(super) fn new(a: &Allocator, devices: &'i [DeviceId], shared: &'i [Share]) -> Held<'i> {
+        let mut h = Held {
+            devices,
+            shared,
+            ..Held::default()
+        };
+        if !devices.is_empty() {
+            h.taken = vec![false; a.devices.len()];
+            for id in devices {
+                if let Some(i) = a.position(id) {
+                    h.taken[i] = true;
+                }
             }
         }
+        if !shared.is_empty() {
+            h.shares = vec![None; a.devices.len()];
+            for share in shared {
+                let Some(i) = a.position(&share.device) else {
+                    continue;
+                };
+                let caps = a.capacities.get(i).map(Vec::as_slice).unwrap_or_default();
+                let sums =
+                    h.shares[i].get_or_insert_with(|| vec![Quantity::from_int(0); caps.len()]);
+                for (c, sum) in caps.iter().zip(sums.iter_mut()) {
+                    if let Some(q) = share.consumed.get(&c.name) {
+                        *sum = sum.checked_add(*q).unwrap_or(*sum);
+                    }
+                }
+            }
+        }
+        h
     }
-    let consumed = available
-        .iter()
-        .map(|v| vec![Quantity::from_int(0); v.len()])
-        .collect();
-    (available, consumed)
+
+    /// Whether other claims hold device `d` whole.
+    #[inline]
+    pub(super) fn whole(&self, d: usize) -> bool {
+        self.taken.get(d).copied().unwrap_or(false)
+    }
+
+    /// What shares of device `d` consume, when it has any.
+    #[inline]
+    pub(super) fn shared(&self, d: usize) -> Option<&[Quantity]> {
+        self.shares.get(d).and_then(|s| s.as_deref())
+    }
+
+    /// Whether device `d` is held in any way (it then consumes its counters).
+    pub(super) fn any(&self, d: usize) -> bool {
+        self.whole(d) || self.shared(d).is_some()
+    }
+
+    /// How many shares of a device other claims hold.
+    pub(super) fn shares_of(&self, id: &DeviceId) -> usize {
+        self.shared.iter().filter(|s| s.device == *id).count()
+    }
+
+    /// Whether a device, maybe of a slice the node does not reach, is held in any way.
+    pub(super) fn holds(&self, id: &DeviceId) -> bool {
+        self.devices.contains(id) || self.shared.iter().any(|s| s.device == *id)
+    }
 }
 
 /// The candidates of one request or sub-request, in search order.
 pub(super) fn prepare<'a>(
     a: &'a Allocator<'a>,
     alt: &Alt,
-    taken: &[bool],
+    held: &Held,
 ) -> Result<AltData<'a>, AllocError> {
     // A kept allocator (deciding its second claim or more) keeps what each class says of
     // every device, and builds the index of the devices its selectors read: lookups in it cost
@@ -211,11 +280,23 @@ pub(super) fn prepare<'a>(
         let dev = &a.devices[d];
         match pool {
             _ if kept => class.get(d).cloned().unwrap_or(Match::No),
-            // As `class_match`: a device under binding conditions is never selected.
-            Some(_) if dev.binding => Match::No,
+            // As `class_match`: a device under binding conditions may never be selected.
+            Some(_) if a.unselectable(dev) => Match::No,
             Some(v) => v.clone(),
-            None => class_match(programs, dev),
+            None => class_match(programs, dev, a.unselectable(dev)),
         }
+    };
+    // With consumable capacity, a device whose capacities cannot take the request is not a
+    // candidate (a device shared by several claims is judged again as the search goes).
+    let fits = |d: usize, all: bool| -> bool {
+        if !a.features.consumable_capacity {
+            return true;
+        }
+        if a.multi(d) && !all {
+            return true;
+        }
+        let caps = a.capacities.get(d).map(Vec::as_slice).unwrap_or_default();
+        capacity::fits(caps, alt.capacity.as_ref(), held.shared(d), None) == Some(true)
     };
     // What the selectors say, and whether an error is the class's.
     let judge = |d: usize, pool: &Option<Match>| -> (Match, bool) {
@@ -244,25 +325,15 @@ pub(super) fn prepare<'a>(
     let mut data = AltData::default();
     match alt.mode {
         Mode::All => {
+            // An unusable pool fails the request on reaching it: a selector failing on a
+            // device of an earlier pool fails it first.
             for p in a.visit_order() {
                 let pool = &a.pools[p];
-                if let Some(why) = pool.incomplete.as_ref() {
-                    return Err(AllocError::AllOverUnusablePool {
-                        request: alt.label.to_string(),
-                        pool: pool.label(),
-                        reason: why.clone(),
-                    });
-                }
-                if let Some(why) = pool.invalid.as_ref() {
-                    return Err(AllocError::AllOverUnusablePool {
-                        request: alt.label.to_string(),
-                        pool: pool.label(),
-                        reason: format!("is invalid ({why})"),
-                    });
-                }
+                all_over_usable_pool(pool, &alt.label)?;
                 let pool_match = pool_class(p);
                 for d in pool.devices.clone() {
                     match judge(d, &pool_match) {
+                        (Match::Yes, _) if !fits(d, true) => {}
                         (Match::Yes, _) => data.all.push(d),
                         (Match::No, _) => {}
                         (Match::Err(e), of_class) => return Err(runtime_error(d, of_class, *e)),
@@ -273,19 +344,22 @@ pub(super) fn prepare<'a>(
         }
         Mode::Exact(n) => {
             data.num = n;
+            let whole_pools = a.version.gathers_whole_pools();
             for p in a.visit_order() {
                 let pool = &a.pools[p];
-                if pool.invalid.is_some() {
+                // 1.34 fails on reaching an invalid pool; 1.35+ passes it (it has no devices).
+                if pool.invalid.is_some() && !whole_pools {
                     data.hazards.push(data.cands.len());
                     data.cands.push(Cand::Barrier(p));
                 }
                 let pool_match = pool_class(p);
                 for d in pool.devices.clone() {
                     // Devices other claims hold are skipped before any selector runs.
-                    if held(taken, d) && !alt.admin {
+                    if held.whole(d) && !alt.admin {
                         continue;
                     }
                     match judge(d, &pool_match) {
+                        (Match::Yes, _) if !fits(d, false) => {}
                         (Match::Yes, _) => data.cands.push(Cand::Dev(d)),
                         (Match::No, _) => {}
                         (Match::Err(e), of_class) => {
@@ -299,4 +373,19 @@ pub(super) fn prepare<'a>(
         }
     }
     Ok(data)
+}
+
+/// An `All` request takes every matching device, so a pool that is incomplete or invalid
+/// fails it.
+fn all_over_usable_pool(pool: &Pool<'_>, request: &str) -> Result<(), AllocError> {
+    let reason = match (&pool.incomplete, &pool.invalid) {
+        (Some(why), _) => why.clone(),
+        (None, Some(why)) => format!("is invalid ({why})"),
+        (None, None) => return Ok(()),
+    };
+    Err(AllocError::AllOverUnusablePool {
+        request: request.to_string(),
+        pool: pool.label(),
+        reason,
+    })
 }

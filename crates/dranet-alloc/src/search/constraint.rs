@@ -47,15 +47,6 @@ pub(super) fn scalars(v: AttrRef<'_>) -> Vec<Scalar<'_>> {
     }
 }
 
-/// Per-constraint state while searching.
-#[derive(Debug, Clone)]
-pub(super) enum CState<'a> {
-    /// Match: values every device so far shares (`None` before the first device).
-    Common(Option<Vec<Scalar<'a>>>),
-    /// Distinct: values already taken.
-    Taken(Vec<Scalar<'a>>),
-}
-
 /// A scalar value as the scheduler compares it, as a map key: borrowed, so indexing and
 /// counting devices by value allocates nothing (versions compare by their text).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,32 +72,126 @@ pub(super) fn value_key(v: AttrRef<'_>) -> Option<ValueKey<'_>> {
     scalar(v).as_ref().map(scalar_key)
 }
 
-/// The constraint state after adding a device with value `v`: `None` when it breaks the
-/// constraint, `Some(None)` when the state does not change.
-pub(super) fn next_state<'a>(state: &CState<'a>, v: AttrRef<'a>) -> Option<Option<CState<'a>>> {
-    match state {
-        CState::Common(None) => Some(Some(CState::Common(Some(scalars(v))))),
-        CState::Common(Some(common)) => {
-            // A scalar equal to the single common value leaves the state as it is.
-            if let (Some(x), [only]) = (scalar(v), common.as_slice()) {
-                return (x == *only).then_some(None);
+/// Per-constraint state while searching, kept as the scheduler keeps it.
+#[derive(Debug, Clone)]
+pub(super) enum CState<'a> {
+    /// Match: the values every device so far shares, and how many devices it counts (the
+    /// values are stale when it counts none: the next device sets them).
+    Common(Option<Vec<Scalar<'a>>>, usize),
+    /// Distinct: the values taken.
+    Taken(Vec<Scalar<'a>>),
+    /// Distinct as Kubernetes 1.34 compares it (by pointer): only a missing attribute fails.
+    Present,
+    /// Distinct as Kubernetes 1.36 keeps it ([`DistinctAttribute::LastPerRequest`]): the value of
+    /// the last device of each request (by request index; `None` for a list, which nothing
+    /// equals), and how many devices it counts.
+    ///
+    /// [`DistinctAttribute::LastPerRequest`]: crate::DistinctAttribute::LastPerRequest
+    PerRequest(Vec<(usize, Option<Scalar<'a>>)>, usize),
+}
+
+/// What undoing an `add` takes beyond the scheduler's own `remove` (which only counts down).
+#[derive(Debug, Clone)]
+pub(super) enum Undo<'a> {
+    /// Nothing.
+    Nothing,
+    /// A match on list values narrowed its values: they come back.
+    Values(Option<Vec<Scalar<'a>>>),
+    /// Distinct values were taken from this length on.
+    Taken(usize),
+}
+
+impl<'a> CState<'a> {
+    /// The scheduler's `add` of request `r`'s device whose attribute is `v`: `None` when the
+    /// device breaks the constraint (the state is then unchanged), else what undoing it needs.
+    pub(super) fn add(&mut self, v: Option<AttrRef<'a>>, r: usize) -> Option<Undo<'a>> {
+        let v = v?;
+        match self {
+            CState::Common(values, n) => {
+                if *n == 0 || values.is_none() {
+                    *values = Some(scalars(v));
+                    *n = 1;
+                    return Some(Undo::Nothing);
+                }
+                let common = values.as_ref()?;
+                if let (Some(x), [only]) = (scalar(v), common.as_slice()) {
+                    if x != *only {
+                        return None;
+                    }
+                    *n += 1;
+                    return Some(Undo::Nothing);
+                }
+                let vals = scalars(v);
+                let inter: Vec<Scalar> = common
+                    .iter()
+                    .filter(|x| vals.contains(x))
+                    .copied()
+                    .collect();
+                if inter.is_empty() {
+                    return None;
+                }
+                *n += 1;
+                Some(Undo::Values(values.replace(inter)))
             }
-            let vals = scalars(v);
-            let inter: Vec<Scalar> = common
-                .iter()
-                .filter(|x| vals.contains(x))
-                .copied()
-                .collect();
-            (!inter.is_empty()).then_some(Some(CState::Common(Some(inter))))
+            CState::Taken(taken) => {
+                let vals = scalars(v);
+                if vals.iter().any(|x| taken.contains(x)) {
+                    return None;
+                }
+                let at = taken.len();
+                taken.extend(vals);
+                Some(Undo::Taken(at))
+            }
+            CState::Present => Some(Undo::Nothing),
+            CState::PerRequest(entries, n) => {
+                let x = scalar(v);
+                if *n > 0 {
+                    // A list is of no known type: the scheduler refuses it after the first.
+                    let x = x?;
+                    if entries.iter().any(|(_, e)| *e == Some(x)) {
+                        return None;
+                    }
+                }
+                entries.retain(|(q, _)| *q != r);
+                entries.push((r, x));
+                *n = if *n == 0 { 1 } else { *n + 1 };
+                Some(Undo::Nothing)
+            }
         }
-        CState::Taken(taken) => {
-            let vals = scalars(v);
-            if vals.iter().any(|x| taken.contains(x)) {
-                return None;
+    }
+
+    /// The scheduler's `remove` of request `r`'s device, then what `undo` restores: a match
+    /// counts one device less; a per-request distinct forgets request `r`'s entry whatever
+    /// other devices of the request are still taken.
+    pub(super) fn remove(&mut self, r: usize, undo: Undo<'a>) {
+        match self {
+            CState::Common(values, n) => {
+                *n = n.saturating_sub(1);
+                if let Undo::Values(old) = undo {
+                    *values = old;
+                }
             }
-            let mut t = taken.clone();
-            t.extend(vals);
-            Some(Some(CState::Taken(t)))
+            CState::Taken(taken) => {
+                if let Undo::Taken(at) = undo {
+                    taken.truncate(at);
+                }
+            }
+            CState::Present => {}
+            CState::PerRequest(entries, n) => {
+                entries.retain(|(q, _)| *q != r);
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+
+    /// The single value every device so far shares, when there is one.
+    pub(super) fn single(&self) -> Option<&Scalar<'a>> {
+        match self {
+            CState::Common(Some(v), n) if *n > 0 => match v.as_slice() {
+                [only] => Some(only),
+                _ => None,
+            },
+            _ => None,
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::claim::{ConstraintKind, Mode};
 use crate::error::AllocError;
 use crate::limits::MAX_ALLOCATED_DEVICES;
 
-use super::candidates::{Cand, held, tolerated};
+use super::candidates::{Cand, taints_prevent};
 use super::constraint::{ValueKey, value_key};
 use super::outcome::who;
 use super::{Doom, Search};
@@ -53,7 +53,7 @@ impl<'a> Search<'a> {
             return Doom::Unsatisfiable(AllocError::Unsatisfiable { request, reason });
         }
         // Shared counters make the scheduler's path decide which states it reaches.
-        if self.permutations {
+        if self.mode.permutations {
             return Doom::Undecided;
         }
         for j in 0..reached {
@@ -114,12 +114,19 @@ impl<'a> Search<'a> {
         if self.doomed(j, avoid).is_some() {
             return Some(None);
         }
-        let mut f = Search::new(self.a, self.claim, self.alts, self.taken, false);
+        let mut f = Search::new(
+            self.a,
+            self.claim,
+            self.claim_of,
+            self.alts,
+            self.held,
+            self.mode,
+        );
         f.feasibility = true;
         f.upto = j;
         f.avoid = avoid;
         match f.request(0) {
-            Ok(true) => Some(Some(f.chosen.iter().map(|c| c.2).collect())),
+            Ok(true) => Some(Some(f.chosen.iter().map(|c| c.d).collect())),
             Ok(false) => Some(None),
             Err(_) => None,
         }
@@ -140,9 +147,8 @@ impl<'a> Search<'a> {
         let usable = |r: usize, s: usize, d: usize| -> bool {
             let alt = &claim.requests[r].alts[s];
             let dev = &a.devices[d];
-            let tolerated_all = dev.taints().iter().all(|t| tolerated(t, &alt.tolerations));
             Some(d) != avoid
-                && (tolerated_all || !a.features.device_taints)
+                && !taints_prevent(a, dev, &alt.tolerations)
                 && (dev.counters.is_none() || a.features.partitionable_devices)
                 && claim.constraints.iter().all(|c| {
                     !c.applies(r, s, claim.requests[r].subrequests)
@@ -191,7 +197,7 @@ impl<'a> Search<'a> {
                     let busy = data
                         .all
                         .iter()
-                        .filter(|&&d| !alt.admin && held(self.taken, d))
+                        .filter(|&&d| !alt.admin && self.held.whole(d))
                         .count();
                     if data.all.is_empty() {
                         Err(format!(

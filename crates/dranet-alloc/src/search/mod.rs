@@ -13,15 +13,18 @@
 //!   the end of the list, where it can still meet a CEL error or an invalid pool; those
 //!   "hazards" are kept in the candidate list and checked before stopping.
 //!
-//! With shared counters (partitionable devices) a rejected device keeps what it consumed for
-//! the rest of the call (as in the scheduler), which makes the outcome depend on the path, so
-//! such claims are searched over permutations exactly as the scheduler does.
+//! With shared counters (partitionable devices) a device rejected after taking its counters
+//! keeps what it consumed for the rest of the call (as in the scheduler before 1.36, which
+//! gives them back), and the first device to reach a pool name's counters fixes what is
+//! available under it: the outcome depends on the path, so such claims are searched over
+//! permutations exactly as the scheduler does.
 
 mod candidates;
 mod constraint;
 mod doom;
 mod outcome;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
@@ -29,15 +32,18 @@ use k8s_openapi::api::resource::v1::ResourceClaimSpec;
 
 use crate::allocation::Allocation;
 use crate::allocator::Allocator;
+use crate::capacity::{self, Amount};
 use crate::cel::Quantity;
-use crate::claim::{CompiledClaim, ConstraintKind, Mode};
+use crate::claim::{CompiledClaim, Constraint, ConstraintKind, Mode, Req};
 use crate::device::{Device, DeviceId};
 use crate::error::AllocError;
-use crate::limits::{MAX_ALLOCATED_DEVICES, MAX_REQUESTS, MAX_SEARCH_STEPS};
+use crate::features::DistinctAttribute;
+use crate::in_use::InUse;
+use crate::limits::{MAX_ALLOCATED_DEVICES, MAX_SEARCH_STEPS};
 use crate::one_or_many::OneOrMany;
 
-use candidates::{AltData, Cand, Subset, counters_left, held, prepare, tolerated};
-use constraint::{CState, ValueKey, next_state, scalar_key, value_key};
+use candidates::{AltData, Cand, Held, Subset, prepare, taints_prevent};
+use constraint::{CState, Undo, ValueKey, scalar_key, value_key};
 use outcome::finish;
 
 impl Allocator<'_> {
@@ -49,8 +55,34 @@ impl Allocator<'_> {
         claim: &CompiledClaim,
         allocated: &[DeviceId],
     ) -> Result<Allocation, AllocError> {
+        let mut out = self.run_claims(&[claim], &Held::new(self, allocated, &[]))?;
+        Ok(out.pop().unwrap_or_default())
+    }
+
+    /// Allocates a pod's claims together, as the scheduler does in one call: one solution for
+    /// all of them (a device serves several claims only when it allows multiple allocations),
+    /// one [`Allocation`] per claim, in order; an error or "does not fit" is the pod's. What
+    /// other claims hold is `in_use`: whole devices, and shares of devices that allow multiple
+    /// allocations with the capacity they consume.
+    pub fn allocate_pod(
+        &self,
+        claims: &[&CompiledClaim],
+        in_use: &InUse,
+    ) -> Result<Vec<Allocation>, AllocError> {
+        self.run_claims(claims, &Held::new(self, &in_use.devices, &in_use.shares))
+    }
+
+    fn run_claims(
+        &self,
+        claims: &[&CompiledClaim],
+        held: &Held,
+    ) -> Result<Vec<Allocation>, AllocError> {
         // The classes are kept by position: another allocator's may be others.
-        for alt in claim.requests.iter().flat_map(|r| r.alts.iter()) {
+        for alt in claims
+            .iter()
+            .flat_map(|c| c.requests.iter())
+            .flat_map(|r| r.alts.iter())
+        {
             if self
                 .classes
                 .get(alt.class)
@@ -66,7 +98,7 @@ impl Allocator<'_> {
         let _ = self
             .claims
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
-        run(self, claim, allocated)
+        run(self, claims, held)
     }
 
     /// [`Allocator::compile`] then [`Allocator::allocate`].
@@ -139,122 +171,201 @@ impl Bits {
     }
 }
 
-/// What undoes one added device.
-struct Saved<'a> {
-    device: usize,
-    old: Vec<(usize, CState<'a>)>,
+/// A pod's claims as one search: their requests in order, each claim's constraints over its
+/// own requests.
+struct Pod<'c> {
+    claim: Cow<'c, CompiledClaim>,
+    /// Each request's claim (empty for one claim).
+    claim_of: Vec<usize>,
+    /// Where each claim's requests start.
+    starts: Vec<usize>,
 }
 
-struct Search<'a> {
-    a: &'a Allocator<'a>,
-    claim: &'a CompiledClaim,
-    alts: &'a [OneOrMany<AltData<'a>>],
-    /// Held by other claims.
-    taken: &'a [bool],
-    /// Chosen for this claim.
-    used: Bits,
-    chosen: Vec<(usize, usize, usize)>,
-    /// The sub-request chosen per request.
-    selected: [usize; MAX_REQUESTS],
-    states: Vec<CState<'a>>,
-    /// Shared counters: what is left after other claims, and what this claim consumes.
-    available: Vec<Vec<Quantity>>,
-    consumed: Vec<Vec<Quantity>>,
-    /// Search over permutations, as the scheduler (see the module docs).
-    permutations: bool,
-    steps: u64,
-    /// Steps allowed before stopping.
-    limit: u64,
-    /// Furthest request reached, and constraint rejections.
-    deepest: usize,
-    rejected_by: Vec<u64>,
-    /// Feasibility only: requests `..upto` placed with selectable devices other than
-    /// `avoid` is success, and errors are not looked for.
-    feasibility: bool,
-    upto: usize,
-    avoid: Option<usize>,
-}
-
-pub(crate) fn run(
-    a: &Allocator,
-    claim: &CompiledClaim,
-    allocated: &[DeviceId],
-) -> Result<Allocation, AllocError> {
-    // Most claims are decided with nothing held: no list then.
-    let mut taken = Vec::new();
-    if !allocated.is_empty() {
-        taken = vec![false; a.devices.len()];
-        for id in allocated {
-            if let Some(i) = a.position(id) {
-                taken[i] = true;
-            }
-        }
-    }
-    // Validation, as the scheduler does it before searching: the devices of `All` requests
-    // (every pool must be complete and valid, every selector must evaluate), and the claim's
-    // size.
-    let mut alts = Vec::with_capacity(claim.requests.len());
-    let mut min_total = 0usize;
-    for req in &claim.requests {
-        let mut per: OneOrMany<AltData> = OneOrMany::Empty;
-        let mut min_req = usize::MAX;
-        for (s, alt) in req.alts.iter().enumerate() {
-            let data = match (s, per.first()) {
-                // Kubernetes ≤ 1.35 validates the second sub-request with the first one's
-                // cache key: after an `All` first one, an `All` second one reads its matches.
-                (1, Some(first))
-                    if a.bugs.first_available_all_mode
-                        && req.alts[0].mode == Mode::All
-                        && alt.mode == Mode::All =>
-                {
-                    AltData {
-                        all: first.all.clone(),
-                        num: first.num,
-                        ..AltData::default()
-                    }
-                }
-                _ => prepare(a, alt, &taken)?,
+impl<'c> Pod<'c> {
+    fn new(claims: &[&'c CompiledClaim]) -> Pod<'c> {
+        if let [one] = claims {
+            return Pod {
+                claim: Cow::Borrowed(*one),
+                claim_of: Vec::new(),
+                starts: vec![0],
             };
-            min_req = min_req.min(data.num);
-            per.push(data);
         }
-        min_total = min_total.saturating_add(if per.is_empty() { 0 } else { min_req });
-        alts.push(per);
+        let mut requests: Vec<Req> = Vec::new();
+        let mut constraints: Vec<Constraint> = Vec::new();
+        let (mut claim_of, mut starts) = (Vec::new(), Vec::new());
+        for (c, claim) in claims.iter().enumerate() {
+            let start = requests.len();
+            starts.push(start);
+            for con in &claim.constraints {
+                let scope = match &con.scope {
+                    Some(s) => s.iter().map(|(r, a)| (r + start, *a)).collect(),
+                    None => (start..start + claim.requests.len())
+                        .map(|r| (r, None))
+                        .collect(),
+                };
+                constraints.push(Constraint {
+                    scope: Some(scope),
+                    ..con.clone()
+                });
+            }
+            requests.extend(claim.requests.iter().cloned());
+            claim_of.resize(requests.len(), c);
+        }
+        Pod {
+            claim: Cow::Owned(CompiledClaim {
+                requests,
+                constraints,
+                config: Vec::new(),
+            }),
+            claim_of,
+            starts,
+        }
     }
-    if min_total > MAX_ALLOCATED_DEVICES {
-        return Err(AllocError::TooManyDevices { needed: min_total });
+
+    /// The requests of claim `c`.
+    fn requests(&self, c: usize) -> std::ops::Range<usize> {
+        let end = self
+            .starts
+            .get(c + 1)
+            .copied()
+            .unwrap_or(self.claim.requests.len());
+        self.starts[c]..end
     }
-    let permutations = a.features.partitionable_devices
-        && alts.iter().flatten().any(|d| {
+}
+
+fn run(
+    a: &Allocator,
+    claims: &[&CompiledClaim],
+    held: &Held,
+) -> Result<Vec<Allocation>, AllocError> {
+    let pod = Pod::new(claims);
+    let claim: &CompiledClaim = &pod.claim;
+    // Validation, as the scheduler does it before searching, claim by claim: the devices of
+    // `All` requests (every pool must be complete and valid, every selector must evaluate),
+    // and each claim's size.
+    let mut alts = Vec::with_capacity(claim.requests.len());
+    for c in 0..claims.len() {
+        let mut min_total = 0usize;
+        for req in &claim.requests[pod.requests(c)] {
+            if let Some(e) = &req.refused {
+                return Err(e.clone());
+            }
+            let mut per: OneOrMany<AltData> = OneOrMany::Empty;
+            let mut min_req = usize::MAX;
+            for (s, alt) in req.alts.iter().enumerate() {
+                let data = match (s, per.first()) {
+                    // Kubernetes ≤ 1.35 validates the second sub-request with the first one's
+                    // cache key: after an `All` first one, an `All` second one reads its matches.
+                    (1, Some(first))
+                        if a.bugs.first_available_all_mode
+                            && req.alts[0].mode == Mode::All
+                            && alt.mode == Mode::All =>
+                    {
+                        AltData {
+                            all: first.all.clone(),
+                            num: first.num,
+                            ..AltData::default()
+                        }
+                    }
+                    _ => prepare(a, alt, held)?,
+                };
+                min_req = min_req.min(data.num);
+                per.push(data);
+            }
+            min_total = min_total.saturating_add(if per.is_empty() { 0 } else { min_req });
+            alts.push(per);
+        }
+        if min_total > MAX_ALLOCATED_DEVICES {
+            return Err(AllocError::TooManyDevices { needed: min_total });
+        }
+    }
+    let touches = |f: &dyn Fn(&Device) -> bool| {
+        alts.iter().flatten().any(|d| {
             d.cands.iter().any(|c| match c {
-                Cand::Dev(i) | Cand::Err(i, _) => a.devices[*i].counters.is_some(),
+                Cand::Dev(i) | Cand::Err(i, _) => f(&a.devices[*i]),
                 Cand::Barrier(_) => false,
-            }) || d.all.iter().any(|i| a.devices[*i].counters.is_some())
-        });
+            }) || d.all.iter().any(|i| f(&a.devices[*i]))
+        })
+    };
+    // With shared counters a rejected device keeps what it consumed, and 1.36's distinct
+    // constraint forgets values as devices come and go: the outcome depends on every device
+    // the scheduler tries, so the search tries them all as it does (over permutations before
+    // 1.36).
+    let counters = a.features.partitionable_devices && touches(&|d| d.counters.is_some());
+    let per_request = a.bugs.distinct_attribute == DistinctAttribute::LastPerRequest
+        && claim
+            .constraints
+            .iter()
+            .any(|c| c.kind == ConstraintKind::Distinct);
+    let shared = a.features.consumable_capacity && touches(&|d| d.allow_multiple_allocations);
+    let mode = Mode_ {
+        permutations: counters && !a.version.searches_combinations(),
+        exhaustive: counters || per_request,
+        // Counting devices cannot tell a claim has no solution when a device serves several
+        // requests, or over several claims.
+        countable: !shared && claims.len() == 1,
+    };
+    let new = |limit| {
+        let mut s = Search::new(a, claim, &pod.claim_of, &alts, held, mode);
+        s.limit = limit;
+        s
+    };
     // A plain search first: most claims are decided in a few steps.
-    let mut quick = Search::new(a, claim, &alts, &taken, permutations);
-    quick.limit = QUICK_STEPS;
+    let mut quick = new(QUICK_STEPS);
     let first = quick.request(0);
     match first {
         Err(Stop::Budget) => {}
         // No solution: the analysis names the request or constraint that makes it so better
         // than where the search happened to stop.
-        Ok(false) => {
-            let mut s = Search::new(a, claim, &alts, &taken, permutations);
+        Ok(false) if mode.countable => {
+            let mut s = new(MAX_SEARCH_STEPS);
             if let Doom::Unsatisfiable(e) = s.doomed_outcome() {
-                return Err(e);
+                return Err(no_solution(a, e));
             }
-            return finish(&mut quick, first, Doom::Undecided);
+            return finish(&mut quick, first, Doom::Undecided, &pod, claims);
         }
-        _ => return finish(&mut quick, first, Doom::Undecided),
+        _ => return finish(&mut quick, first, Doom::Undecided, &pod, claims),
     }
-    let mut s = Search::new(a, claim, &alts, &taken, permutations);
-    let doom = s.doomed_outcome();
+    let mut s = new(MAX_SEARCH_STEPS);
+    let doom = if mode.countable {
+        s.doomed_outcome()
+    } else {
+        Doom::Undecided
+    };
     if let Doom::Unsatisfiable(e) = doom {
-        return Err(e);
+        return Err(no_solution(a, e));
     }
     let outcome = s.request(0);
-    finish(&mut s, outcome, doom)
+    finish(&mut s, outcome, doom, &pod, claims)
+}
+
+/// "No solution" as the version reports it: 1.35 and newer fail the node for its invalid pools
+/// when nothing else fits.
+fn no_solution(a: &Allocator, e: AllocError) -> AllocError {
+    if !a.version.gathers_whole_pools() {
+        return e;
+    }
+    let invalid: Vec<String> = a
+        .pools
+        .iter()
+        .filter_map(|p| Some(format!("{} ({})", p.label(), p.invalid.as_ref()?)))
+        .collect();
+    if invalid.is_empty() {
+        e
+    } else {
+        AllocError::InvalidPools { pools: invalid }
+    }
+}
+
+/// How the search goes for one call.
+#[derive(Debug, Clone, Copy)]
+struct Mode_ {
+    /// Every slot starts at the first candidate (the scheduler before 1.36 tries permutations).
+    permutations: bool,
+    /// Every candidate the scheduler reaches is tried: no shortcut skips one.
+    exhaustive: bool,
+    /// Counting devices may prove there is no solution ([`Search::doomed_outcome`]).
+    countable: bool,
 }
 
 /// What is known before searching of a claim without solution.
@@ -268,35 +379,115 @@ enum Doom {
     Failing(AllocError),
 }
 
+/// A device added to the allocation, as `remove` needs it.
+struct Saved<'a> {
+    r: usize,
+    s: usize,
+    device: usize,
+    /// What undoing the constraints takes beyond counting down.
+    undo: Vec<(usize, Undo<'a>)>,
+    /// The device was not in use by another claim of the pod before.
+    set_used: bool,
+    /// A share that took the device's counters (its first share in this allocation).
+    share_took_counters: bool,
+}
+
+/// A device chosen, with what its share consumes when it allows multiple allocations.
+pub(super) struct Chosen {
+    pub r: usize,
+    pub s: usize,
+    pub d: usize,
+    pub share: Option<Vec<Amount>>,
+}
+
+/// Shared counters while searching: what is left after other claims per counter key (computed
+/// when first needed, from the pool of the device that needs it, as the scheduler does), and
+/// what this allocation consumes.
+#[derive(Default)]
+struct Counters {
+    available: Vec<Option<Vec<Option<Quantity>>>>,
+    consumed: Vec<Vec<Quantity>>,
+}
+
+struct Search<'a> {
+    a: &'a Allocator<'a>,
+    claim: &'a CompiledClaim,
+    /// Each request's claim (empty for one claim).
+    claim_of: &'a [usize],
+    alts: &'a [OneOrMany<AltData<'a>>],
+    held: &'a Held<'a>,
+    /// Chosen for a claim of this call (devices that allow multiple allocations never are).
+    used: Bits,
+    chosen: Vec<Chosen>,
+    /// Devices chosen per claim.
+    per_claim: Vec<usize>,
+    /// The sub-request chosen per request.
+    selected: Vec<usize>,
+    states: Vec<CState<'a>>,
+    counters: Counters,
+    /// What this allocation consumes of the capacities of devices that allow multiple
+    /// allocations, per device, as the scheduler keeps it (an entry goes when all of it is
+    /// zero).
+    allocating: Vec<(usize, Vec<Quantity>)>,
+    mode: Mode_,
+    steps: u64,
+    /// Steps allowed before stopping.
+    limit: u64,
+    /// Furthest request reached, and constraint rejections.
+    deepest: usize,
+    rejected_by: Vec<u64>,
+    /// Feasibility only: requests `..upto` placed with selectable devices other than
+    /// `avoid` is success, and errors are not looked for.
+    feasibility: bool,
+    upto: usize,
+    avoid: Option<usize>,
+}
+
 impl<'a> Search<'a> {
     fn new(
         a: &'a Allocator<'a>,
         claim: &'a CompiledClaim,
+        claim_of: &'a [usize],
         alts: &'a [OneOrMany<AltData<'a>>],
-        taken: &'a [bool],
-        permutations: bool,
+        held: &'a Held<'a>,
+        mode: Mode_,
     ) -> Search<'a> {
-        let (available, consumed) = counters_left(a, taken);
+        let distinct = match a.bugs.distinct_attribute {
+            DistinctAttribute::NotEnforced => CState::Present,
+            DistinctAttribute::LastPerRequest => CState::PerRequest(Vec::new(), 0),
+            DistinctAttribute::Enforced | DistinctAttribute::Refused => CState::Taken(Vec::new()),
+        };
         let states = claim
             .constraints
             .iter()
             .map(|c| match c.kind {
-                ConstraintKind::Match => CState::Common(None),
-                ConstraintKind::Distinct => CState::Taken(Vec::new()),
+                ConstraintKind::Match => CState::Common(None, 0),
+                ConstraintKind::Distinct => distinct.clone(),
             })
             .collect();
+        let mut counters = Counters::default();
+        if a.features.partitionable_devices && !a.counter_keys.is_empty() {
+            counters.available = vec![None; a.counter_keys.len()];
+            counters.consumed = a
+                .counter_keys
+                .iter()
+                .map(|k| vec![Quantity::from_int(0); k.names.len()])
+                .collect();
+        }
         Search {
             a,
             claim,
+            claim_of,
             alts,
-            taken,
+            held,
             used: Bits::new(a.devices.len()),
             chosen: Vec::new(),
-            selected: [0; MAX_REQUESTS],
+            per_claim: vec![0; claim_of.last().map_or(1, |c| c + 1)],
+            selected: vec![0; claim.requests.len()],
             states,
-            available,
-            consumed,
-            permutations,
+            counters,
+            allocating: Vec::new(),
+            mode,
             steps: 0,
             limit: MAX_SEARCH_STEPS,
             deepest: 0,
@@ -305,6 +496,12 @@ impl<'a> Search<'a> {
             upto: claim.requests.len(),
             avoid: None,
         }
+    }
+
+    /// The claim of request `r`.
+    #[inline]
+    fn claim_of(&self, r: usize) -> usize {
+        self.claim_of.get(r).copied().unwrap_or(0)
     }
 
     fn tick(&mut self) -> Result<(), Stop> {
@@ -318,8 +515,21 @@ impl<'a> Search<'a> {
         Ok(())
     }
 
-    /// Allocates request `r` and all after it.
+    /// Allocates request `r` and all after it. Going on to the next claim, the size limit of
+    /// the previous claims no longer applies: running into it there is only a failure.
     fn request(&mut self, r: usize) -> Step {
+        let res = self.request_from(r);
+        if r > 0
+            && r < self.claim.requests.len()
+            && self.claim_of(r) != self.claim_of(r - 1)
+            && let Err(Stop::MaxSize) = res
+        {
+            return Ok(false);
+        }
+        res
+    }
+
+    fn request_from(&mut self, r: usize) -> Step {
         if r == self.upto {
             return Ok(true);
         }
@@ -359,7 +569,7 @@ impl<'a> Search<'a> {
         if k >= n {
             return self.request(r + 1);
         }
-        if self.chosen.len() + n - k > MAX_ALLOCATED_DEVICES {
+        if self.per_claim[self.claim_of(r)] + n - k > MAX_ALLOCATED_DEVICES {
             return Err(Stop::MaxSize);
         }
         if all {
@@ -384,14 +594,11 @@ impl<'a> Search<'a> {
             return res;
         }
         let left = n - k;
-        let start = if self.permutations { 0 } else { from };
+        let exhaustive = self.mode.exhaustive;
+        let start = if self.mode.permutations { 0 } else { from };
         // With a constraint's value already fixed, only the candidates of that value (and the
         // hazards) can be met: the others would be rejected without any effect.
-        let only: Option<&'a Subset> = if self.permutations {
-            None
-        } else {
-            self.subset(r, s)
-        };
+        let only: Option<&'a Subset> = if exhaustive { None } else { self.subset(r, s) };
         let mut idx = match only {
             Some(sub) => sub.positions.partition_point(|&p| p < start),
             None => start,
@@ -406,7 +613,7 @@ impl<'a> Search<'a> {
                 None if idx < data.cands.len() => (idx, data.devs_from(idx)),
                 None => return Ok(false),
             };
-            if !self.permutations && remaining < left {
+            if !exhaustive && remaining < left {
                 return self.tail_hazard(r, s, i);
             }
             idx += 1;
@@ -423,12 +630,12 @@ impl<'a> Search<'a> {
                     }));
                 }
                 Cand::Err(d, e) => {
-                    if !self.used.get(d) {
+                    if !self.busy(r, s, d) {
                         return Err(Stop::Fatal(data.errors[e].clone()));
                     }
                 }
                 Cand::Dev(d) => {
-                    if self.used.get(d) {
+                    if self.busy(r, s, d) {
                         continue;
                     }
                     self.tick()?;
@@ -447,6 +654,33 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// Whether the scheduler passes device `d` over for request `r` without a look: chosen
+    /// already (for an admin request, by the same claim), or held by another claim. A device
+    /// that allows multiple allocations is only ever held whole by others.
+    #[inline]
+    fn busy(&self, r: usize, s: usize, d: usize) -> bool {
+        let admin = self.claim.requests[r].alts[s].admin;
+        if self.a.multi(d) {
+            return !admin && self.held.whole(d);
+        }
+        if admin {
+            return self.used_by_claim(d, self.claim_of(r));
+        }
+        self.used.get(d) || self.held.whole(d)
+    }
+
+    /// Whether device `d` is chosen for claim `c`.
+    fn used_by_claim(&self, d: usize, c: usize) -> bool {
+        if self.claim_of.is_empty() {
+            return self.used.get(d);
+        }
+        self.used.get(d)
+            && self
+                .chosen
+                .iter()
+                .any(|x| x.d == d && self.claim_of(x.r) == c)
+    }
+
     /// The candidates of (r, s) a fixed `matchAttribute` value leaves, when there is one.
     fn subset(&self, r: usize, s: usize) -> Option<&'a Subset> {
         let data: &'a AltData<'a> = &self.alts[r][s];
@@ -456,10 +690,7 @@ impl<'a> Search<'a> {
             if c.kind != ConstraintKind::Match || !c.applies(r, s, has_subs) {
                 continue;
             }
-            let CState::Common(Some(common)) = &self.states[ci] else {
-                continue;
-            };
-            let [only] = common.as_slice() else {
+            let Some(only) = self.states[ci].single() else {
                 continue;
             };
             if data.index.get().is_none() {
@@ -537,7 +768,7 @@ impl<'a> Search<'a> {
                         reason: pool.invalid.clone().unwrap_or_default(),
                     }));
                 }
-                Cand::Err(d, e) if !self.used.get(d) => {
+                Cand::Err(d, e) if !self.busy(r, s, d) => {
                     return Err(Stop::Fatal(data.errors[e].clone()));
                 }
                 _ => {}
@@ -546,110 +777,292 @@ impl<'a> Search<'a> {
         Ok(false)
     }
 
-    /// Takes device `d` for request `r`, alternative `s` if it is free, its counters suffice,
-    /// its taints are tolerated and every constraint allows it; returns what undoes it. For
-    /// `All` (`must`), a constraint that does not allow it is an error.
+    /// Takes device `d` for request `r`, alternative `s`, with the scheduler's checks in its
+    /// order: free, capacity left (`ExactCount`), counters, taints, constraints, capacity left
+    /// (`All`); returns what undoes it. For `All` (`must`), a constraint that does not allow it
+    /// is an error.
     fn add(&mut self, r: usize, s: usize, d: usize, must: bool) -> Result<Option<Saved<'a>>, Stop> {
         let alt = &self.claim.requests[r].alts[s];
-        if self.used.get(d) || (held(self.taken, d) && !alt.admin) {
+        let a = self.a;
+        let multi = a.multi(d);
+        let c = self.claim_of(r);
+        if alt.admin {
+            if !multi && self.used_by_claim(d, c) {
+                return Ok(None);
+            }
+        } else if self.held.whole(d) || (!multi && self.used.get(d)) {
             return Ok(None);
         }
-        let dev: &'a Device = &self.a.devices[d];
+        let dev: &'a Device = &a.devices[d];
+        if multi && !must && !self.capacity_fits(d, r, s) {
+            return Ok(None);
+        }
+        // Every version checks and takes counters before taints and constraints (the first
+        // device to reach a counter key fixes what is available under it); 1.36 gives them
+        // back when those reject the device, older versions keep them taken.
+        let gives_back = a.version.gives_back_rejected_counters();
+        // A device shared already took its counters with its first share.
+        let share_takes_counters = multi && dev.counters.is_some() && !self.capacity_in_use(d);
+        let mut took = false;
         if let Some(cu) = &dev.counters {
-            if !self.a.features.partitionable_devices {
+            if !a.features.partitionable_devices {
                 return Ok(None);
             }
-            if !self.consume(cu.owner, &cu.uses) {
-                return Ok(None);
+            if !multi || share_takes_counters {
+                if !self.consume(d, cu.owner, cu.pool, &cu.uses) {
+                    return Ok(None);
+                }
+                took = gives_back;
             }
         }
-        // From here on a rejected device keeps its counters consumed, as in the scheduler.
-        if self.a.features.device_taints
-            && !dev.taints().iter().all(|t| tolerated(t, &alt.tolerations))
-        {
+        if taints_prevent(a, dev, &alt.tolerations) {
+            if took {
+                self.release(d);
+            }
             return Ok(None);
         }
         let has_subs = self.claim.requests[r].subrequests;
-        let mut changes = Vec::new();
-        for (ci, c) in self.claim.constraints.iter().enumerate() {
-            if !c.applies(r, s, has_subs) {
+        let mut undo: Vec<(usize, Undo<'a>)> = Vec::new();
+        for (ci, con) in self.claim.constraints.iter().enumerate() {
+            if !con.applies(r, s, has_subs) {
                 continue;
             }
-            let value = dev.attr_ref(&c.attribute);
-            let next = match value {
-                // Kubernetes 1.34 compares pointers: only a missing attribute is rejected.
-                Some(_)
-                    if c.kind == ConstraintKind::Distinct
-                        && self.a.bugs.distinct_attribute_not_enforced =>
-                {
-                    Some(None)
-                }
-                Some(v) => next_state(&self.states[ci], v),
-                None => None,
-            };
-            match next {
-                Some(Some(next)) => changes.push((ci, next)),
-                Some(None) => {}
+            match self.states[ci].add(dev.attr_ref(&con.attribute), r) {
+                Some(Undo::Nothing) => {}
+                Some(u) => undo.push((ci, u)),
                 None => {
                     self.rejected_by[ci] += 1;
                     if must {
                         return Err(Stop::Fatal(AllocError::ConstraintViolated {
                             request: alt.label.to_string(),
                             device: dev.id(),
-                            constraint: c.label.clone(),
+                            constraint: con.label.clone(),
                         }));
+                    }
+                    // The scheduler takes the device out of the constraints before this one.
+                    for (cj, cb) in self.claim.constraints[..ci].iter().enumerate() {
+                        if cb.applies(r, s, has_subs) {
+                            let u = take_undo(&mut undo, cj);
+                            self.states[cj].remove(r, u);
+                        }
+                    }
+                    if took {
+                        self.release(d);
                     }
                     return Ok(None);
                 }
             }
         }
-        let mut old = Vec::with_capacity(changes.len());
-        for (ci, next) in changes {
-            old.push((ci, std::mem::replace(&mut self.states[ci], next)));
+        if multi && must && !self.capacity_fits(d, r, s) {
+            // The scheduler leaves the device in every constraint.
+            return Ok(None);
         }
-        self.used.set(d, true);
-        self.chosen.push((r, s, d));
-        Ok(Some(Saved { device: d, old }))
+        let set_used = !multi && !self.used.get(d);
+        if set_used {
+            self.used.set(d, true);
+        }
+        let share = multi.then(|| {
+            let caps = a.capacities.get(d).map(Vec::as_slice).unwrap_or_default();
+            let amounts = capacity::consumption(caps, alt.capacity.as_ref());
+            let values: Vec<Quantity> = amounts.iter().map(|x| x.value).collect();
+            match self.allocating.iter_mut().find(|(x, _)| *x == d) {
+                Some((_, sum)) => {
+                    for (q, v) in sum.iter_mut().zip(&values) {
+                        *q = q.checked_add(*v).unwrap_or(*q);
+                    }
+                }
+                None => self.allocating.push((d, values)),
+            }
+            amounts
+        });
+        self.chosen.push(Chosen { r, s, d, share });
+        self.per_claim[c] += 1;
+        Ok(Some(Saved {
+            r,
+            s,
+            device: d,
+            undo,
+            set_used,
+            share_took_counters: share_takes_counters,
+        }))
     }
 
     fn remove(&mut self, saved: Saved<'a>) {
-        let d = saved.device;
-        self.used.set(d, false);
-        self.chosen.pop();
-        for (ci, st) in saved.old {
-            self.states[ci] = st;
+        let Saved {
+            r,
+            s,
+            device: d,
+            mut undo,
+            set_used,
+            share_took_counters,
+        } = saved;
+        if set_used {
+            self.used.set(d, false);
         }
+        let c = self.claim_of(r);
+        self.per_claim[c] -= 1;
+        let chosen = self.chosen.pop();
+        let has_subs = self.claim.requests[r].subrequests;
+        for (ci, con) in self.claim.constraints.iter().enumerate() {
+            if con.applies(r, s, has_subs) {
+                let u = take_undo(&mut undo, ci);
+                self.states[ci].remove(r, u);
+            }
+        }
+        if let Some(amounts) = chosen.and_then(|c| c.share) {
+            if let Some(at) = self.allocating.iter().position(|(x, _)| *x == d) {
+                let sum = &mut self.allocating[at].1;
+                for (q, v) in sum.iter_mut().zip(&amounts) {
+                    *q = q.checked_sub(v.value).unwrap_or(*q);
+                }
+                if sum.iter().all(|q| q.sign() == 0) {
+                    self.allocating.remove(at);
+                }
+            }
+            // A share gives back its capacity; 1.36 also the counters its first share took,
+            // 1.35 never (measured with 1.36.3's allocbench; 1.35 from its source).
+            if !(share_took_counters && self.a.version.share_returns_counters()) {
+                return;
+            }
+        }
+        self.release(d);
+    }
+
+    /// Gives back what device `d` consumes from shared counters.
+    fn release(&mut self, d: usize) {
         if let Some(cu) = &self.a.devices[d].counters
             && let Some(o) = cu.owner
         {
             for (at, q) in &cu.uses {
-                let c = &mut self.consumed[o][*at];
+                let c = &mut self.counters.consumed[o][*at];
                 *c = c.checked_sub(*q).unwrap_or(*c);
             }
         }
     }
 
-    /// Adds a device's counter consumption; when any counter of its slice is then overdrawn,
+    /// Whether the capacities of device `d` (which allows multiple allocations) still take
+    /// request `r`'s alternative `s`.
+    fn capacity_fits(&self, d: usize, r: usize, s: usize) -> bool {
+        let alt = &self.claim.requests[r].alts[s];
+        let caps = self
+            .a
+            .capacities
+            .get(d)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let allocating = self
+            .allocating
+            .iter()
+            .find(|(x, _)| *x == d)
+            .map(|(_, v)| v.as_slice());
+        capacity::fits(caps, alt.capacity.as_ref(), self.held.shared(d), allocating) == Some(true)
+    }
+
+    /// Whether some of device `d`'s capacity is taken, by other claims or this allocation.
+    fn capacity_in_use(&self, d: usize) -> bool {
+        self.held.shared(d).is_some() || self.allocating.iter().any(|(x, _)| *x == d)
+    }
+
+    /// Adds a device's counter consumption; when any counter of its key is then overdrawn,
     /// takes it back and says no.
-    fn consume(&mut self, owner: Option<usize>, uses: &[(usize, Quantity)]) -> bool {
+    fn consume(
+        &mut self,
+        d: usize,
+        owner: Option<usize>,
+        pool: u32,
+        uses: &[(usize, Quantity)],
+    ) -> bool {
         let Some(o) = owner else {
             return true;
         };
+        if self.counters.available[o].is_none() {
+            self.counters.available[o] = Some(self.available_counters(o, d, pool as usize));
+        }
+        let consumed = &mut self.counters.consumed[o];
         for (at, q) in uses {
-            let c = &mut self.consumed[o][*at];
+            let c = &mut consumed[*at];
             *c = c.checked_add(*q).unwrap_or(*c);
         }
-        let ok = self.available[o]
+        let available = self.counters.available[o].as_deref().unwrap_or_default();
+        let ok = available
             .iter()
-            .zip(&self.consumed[o])
-            .all(|(avail, used)| avail >= used);
+            .zip(consumed.iter())
+            .all(|(avail, used)| avail.is_none_or(|a| a >= *used));
         if !ok {
             for (at, q) in uses {
-                let c = &mut self.consumed[o][*at];
+                let c = &mut consumed[*at];
                 *c = c.checked_sub(*q).unwrap_or(*c);
             }
         }
         ok
+    }
+
+    /// What is left of counter key `o`'s counters after other claims, computed when device
+    /// `d` of `pool` first needs them: 1.34 from the slice that declares them, minus its held
+    /// devices; 1.35+ from `pool`'s counter sets, minus every held device of the pool, also on
+    /// other nodes.
+    fn available_counters(&self, o: usize, d: usize, pool: usize) -> Vec<Option<Quantity>> {
+        let a = self.a;
+        let key = &a.counter_keys[o];
+        let sub = |avail: &mut Vec<Option<Quantity>>, uses: &[(usize, Quantity)]| {
+            for (at, q) in uses {
+                if let Some(Some(left)) = avail.get_mut(*at) {
+                    *left = left.checked_sub(*q).unwrap_or(*left);
+                }
+            }
+        };
+        if !a.version.gathers_whole_pools() {
+            let mut avail: Vec<Option<Quantity>> = key.totals.iter().copied().map(Some).collect();
+            let slice = &a.slices[a.devices[d].slice as usize].name;
+            for (i, dev) in a.devices.iter().enumerate() {
+                if self.held.whole(i)
+                    && let Some(cu) = &dev.counters
+                    && cu.owner == Some(o)
+                    && a.slices[dev.slice as usize].name == *slice
+                {
+                    sub(&mut avail, &cu.uses);
+                }
+            }
+            return avail;
+        }
+        let mut avail = vec![None; key.names.len()];
+        let Some(p) = a.pools.get(pool) else {
+            return avail;
+        };
+        let Some(pc) = &p.counters else {
+            return avail;
+        };
+        for (at, q) in &pc.totals {
+            if let Some(slot) = avail.get_mut(*at) {
+                *slot = Some(*q);
+            }
+        }
+        for i in p.devices.clone() {
+            if self.held.any(i)
+                && let Some(cu) = &a.devices[i].counters
+            {
+                sub(&mut avail, &cu.uses);
+            }
+        }
+        for (name, uses) in &pc.outside {
+            let id = DeviceId {
+                driver: p.driver.to_string(),
+                pool: p.name.to_string(),
+                device: name.clone(),
+            };
+            if self.held.holds(&id) {
+                sub(&mut avail, uses);
+            }
+        }
+        avail
+    }
+}
+
+/// The undo recorded for constraint `ci`, taken out of `undo` (nothing when none was).
+fn take_undo<'a>(undo: &mut Vec<(usize, Undo<'a>)>, ci: usize) -> Undo<'a> {
+    match undo.iter().position(|(c, _)| *c == ci) {
+        Some(at) => undo.swap_remove(at).1,
+        None => Undo::Nothing,
     }
 }
 

@@ -4,23 +4,28 @@
 use k8s_openapi::api::resource::v1::DeviceAllocationConfiguration;
 
 use crate::allocation::{Allocation, DeviceResult};
-use crate::claim::{Alt, Mode};
+use crate::cel::hash_words;
+use crate::claim::{Alt, CompiledClaim, Mode};
+use crate::device::DeviceId;
 use crate::error::AllocError;
 use crate::limits::{MAX_ALLOCATED_DEVICES, MAX_SEARCH_STEPS};
 use crate::node::allocation_node_selector;
 
-use super::candidates::held;
-use super::{Doom, QUICK_STEPS, Search, Step, Stop};
+use super::{Chosen, Doom, Pod, QUICK_STEPS, Search, Step, Stop, no_solution};
 
-/// The claim's result from the search's outcome.
+/// The claims' results from the search's outcome.
 pub(super) fn finish(
     s: &mut Search<'_>,
     outcome: Step,
     doom: Doom,
-) -> Result<Allocation, AllocError> {
+    pod: &Pod<'_>,
+    claims: &[&CompiledClaim],
+) -> Result<Vec<Allocation>, AllocError> {
     match outcome {
-        Ok(true) => s.result(),
-        Ok(false) => Err(s.unsatisfiable()),
+        Ok(true) => (0..claims.len())
+            .map(|c| s.result(c, pod, claims[c]))
+            .collect(),
+        Ok(false) => Err(no_solution(s.a, s.unsatisfiable())),
         Err(Stop::MaxSize) => Err(AllocError::TooManyDevices {
             needed: MAX_ALLOCATED_DEVICES + 1,
         }),
@@ -38,6 +43,24 @@ pub(super) fn finish(
     }
 }
 
+/// A share ID for the `nth` device of claim `c` in this call: UID-shaped (a version 4 UUID's
+/// layout), derived from the device and what shares it already has, so an answer is the same
+/// every time it is asked and two shares of a device differ.
+fn share_id(dev: &DeviceId, c: usize, nth: usize, held: usize) -> String {
+    let seed = (c as u64) << 40 ^ (nth as u64) << 20 ^ held as u64;
+    let text = dev.to_string();
+    let h1 = hash_words(seed, text.as_bytes());
+    let h2 = hash_words(h1 ^ 0x9e37_79b9_7f4a_7c15, text.as_bytes());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        h1 >> 32,
+        (h1 >> 16) & 0xffff,
+        h1 & 0xfff,
+        0x8000 | (h2 >> 48) & 0x3fff,
+        h2 & 0xffff_ffff_ffff
+    )
+}
+
 /// The prefix naming a sub-request in a reason (`"gpu/a: "`), empty for a plain request.
 pub(super) fn who(subrequests: bool, label: &str) -> String {
     if subrequests {
@@ -48,37 +71,68 @@ pub(super) fn who(subrequests: bool, label: &str) -> String {
 }
 
 impl<'a> Search<'a> {
-    pub(super) fn result(&self) -> Result<Allocation, AllocError> {
+    /// Claim `c`'s allocation: its devices in the order chosen, its config and node selector.
+    pub(super) fn result(
+        &self,
+        c: usize,
+        pod: &Pod<'_>,
+        claim: &CompiledClaim,
+    ) -> Result<Allocation, AllocError> {
         let a = self.a;
-        let results: Vec<DeviceResult> = self
+        let mine: Vec<&Chosen> = self
             .chosen
             .iter()
-            .map(|&(r, s, d)| {
-                let dev = &a.devices[d];
-                let alt = &self.claim.requests[r].alts[s];
-                DeviceResult {
-                    request: alt.label.to_string(),
-                    driver: dev.driver().to_string(),
-                    pool: dev.pool().to_string(),
-                    device: dev.name().to_string(),
-                    admin_access: alt.admin.then_some(true),
-                }
-            })
+            .filter(|x| self.claim_of(x.r) == c)
             .collect();
-        let placements = self.chosen.iter().map(|&(_, _, d)| {
-            let dev = &a.devices[d];
+        let mut results = Vec::with_capacity(mine.len());
+        for (nth, x) in mine.iter().enumerate() {
+            let dev = &a.devices[x.d];
+            let alt = &self.claim.requests[x.r].alts[x.s];
+            let mut r = DeviceResult {
+                request: alt.label.to_string(),
+                driver: dev.driver().to_string(),
+                pool: dev.pool().to_string(),
+                device: dev.name().to_string(),
+                admin_access: alt.admin.then_some(true),
+                share_id: None,
+                consumed_capacity: Default::default(),
+                binding_conditions: Vec::new(),
+                binding_failure_conditions: Vec::new(),
+                tolerations: Vec::new(),
+            };
+            if let Some(amounts) = &x.share {
+                let id = dev.id();
+                r.share_id = Some(share_id(&id, c, nth, self.held.shares_of(&id)));
+                let caps = a.capacities.get(x.d).map(Vec::as_slice).unwrap_or_default();
+                r.consumed_capacity = caps
+                    .iter()
+                    .zip(amounts)
+                    .map(|(cap, amount)| (cap.name.clone(), amount.text.clone()))
+                    .collect();
+            }
+            if a.features.device_binding_conditions {
+                r.binding_conditions = dev.binding_conditions().to_vec();
+                r.binding_failure_conditions = dev.binding_failure_conditions().to_vec();
+            }
+            if a.version.results_carry_tolerations() {
+                r.tolerations = alt.tolerations.clone();
+            }
+            results.push(r);
+        }
+        let placements = mine.iter().map(|x| {
+            let dev = &a.devices[x.d];
             let slice = &a.slices[dev.slice as usize];
             let p = dev.placement.as_deref().unwrap_or(&slice.placement);
-            (p, slice.name.as_ref())
+            let binds = a.version.honours_binds_to_node() && dev.binds_to_node();
+            (p, slice.name.as_ref(), binds)
         });
         let node_name: &str = match &a.node {
             Some(n) => &n.name,
             // Without a node, the node is the one a local device names.
-            None => self
-                .chosen
+            None => mine
                 .iter()
-                .find_map(|&(_, _, d)| {
-                    let dev = &a.devices[d];
+                .find_map(|x| {
+                    let dev = &a.devices[x.d];
                     let slice = &a.slices[dev.slice as usize];
                     dev.placement
                         .as_deref()
@@ -91,19 +145,27 @@ impl<'a> Search<'a> {
         let node_selector = allocation_node_selector(placements, node_name)?;
         Ok(Allocation {
             results,
-            config: self.config(),
+            config: self.config(pod, c, claim),
             node_selector,
         })
     }
 
-    /// The configuration, assembled as the scheduler does: each class's config once (naming
-    /// every request that uses the class), then the claim's for the requests it names.
-    pub(super) fn config(&self) -> Vec<DeviceAllocationConfiguration> {
+    /// The configuration of claim `c`, assembled as the scheduler does: each class's config
+    /// once (naming every request that uses the class), then the claim's for the requests it
+    /// names.
+    pub(super) fn config(
+        &self,
+        pod: &Pod<'_>,
+        c: usize,
+        claim: &CompiledClaim,
+    ) -> Vec<DeviceAllocationConfiguration> {
+        let offset = pod.requests(c).start;
+        let selected = |r: usize| self.selected[offset + r];
         let mut out: Vec<DeviceAllocationConfiguration> = Vec::new();
         // The classes with config met so far: (class, its entries in `out`).
         let mut seen: Vec<(usize, usize, usize)> = Vec::new();
-        for (r, req) in self.claim.requests.iter().enumerate() {
-            let alt = &req.alts[if req.subrequests { self.selected[r] } else { 0 }];
+        for (r, req) in claim.requests.iter().enumerate() {
+            let alt = &req.alts[if req.subrequests { selected(r) } else { 0 }];
             if let Some((_, start, end)) = seen.iter().find(|(c, _, _)| *c == alt.class) {
                 for c in &mut out[*start..*end] {
                     c.requests
@@ -126,7 +188,7 @@ impl<'a> Search<'a> {
                 seen.push((alt.class, start, out.len()));
             }
         }
-        for cc in &self.claim.config {
+        for cc in &claim.config {
             let names = cc.requests.as_deref().unwrap_or(&[]);
             let entry = || DeviceAllocationConfiguration {
                 opaque: cc.opaque.clone(),
@@ -139,16 +201,12 @@ impl<'a> Search<'a> {
             }
             // One entry per request it names (so a config naming two requests appears twice),
             // as the scheduler writes it.
-            for (r, req) in self.claim.requests.iter().enumerate() {
+            for (r, req) in claim.requests.iter().enumerate() {
                 if names.iter().any(|n| **n == *req.name) {
                     out.push(entry());
                     continue;
                 }
-                if req.subrequests
-                    && names
-                        .iter()
-                        .any(|n| **n == *req.alts[self.selected[r]].label)
-                {
+                if req.subrequests && names.iter().any(|n| **n == *req.alts[selected(r)].label) {
                     out.push(entry());
                 }
             }
@@ -206,7 +264,7 @@ impl<'a> Search<'a> {
                         let busy = data
                             .all
                             .iter()
-                            .filter(|&&d| held(self.taken, d) && !alt.admin)
+                            .filter(|&&d| self.held.whole(d) && !alt.admin)
                             .count();
                         if data.all.is_empty() {
                             reasons.push(format!(

@@ -26,8 +26,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use dranet_alloc::KubernetesVersion;
 use dranet_alloc::cel::{
-    AttributeValue, CelError, DeviceAttributes, DeviceView, KubeVersion, Program, Quantity,
+    AttributeValue, CelError, DeviceAttributes, DeviceView, Program, Quantity,
 };
 use serde_json::{Value, json};
 
@@ -115,9 +116,9 @@ struct Result_ {
     message: String,
 }
 
-fn recorded_path(version: KubeVersion) -> PathBuf {
+fn recorded_path(version: KubernetesVersion) -> PathBuf {
     let name = match version {
-        KubeVersion::V1_34 => "corpus.jsonl".to_string(),
+        KubernetesVersion::V1_34 => "corpus.jsonl".to_string(),
         v => format!("corpus-{v}.jsonl"),
     };
     fixtures::root().join("testdata/cel").join(name)
@@ -125,7 +126,7 @@ fn recorded_path(version: KubeVersion) -> PathBuf {
 
 /// Our engine's outcome, as the scheduler decides: a compile error refuses the claim, a runtime
 /// error fails it, otherwise the device is allocated when the selector is true.
-fn ours(selector: &str, view: &DeviceView<'_>, version: KubeVersion) -> Result_ {
+fn ours(selector: &str, view: &DeviceView<'_>, version: KubernetesVersion) -> Result_ {
     // A panic is a bug to report against the selector, not a reason to stop comparing.
     std::panic::catch_unwind(|| ours_unguarded(selector, view, version)).unwrap_or_else(|_| {
         Result_ {
@@ -135,7 +136,7 @@ fn ours(selector: &str, view: &DeviceView<'_>, version: KubeVersion) -> Result_ 
     })
 }
 
-fn ours_unguarded(selector: &str, view: &DeviceView<'_>, version: KubeVersion) -> Result_ {
+fn ours_unguarded(selector: &str, view: &DeviceView<'_>, version: KubernetesVersion) -> Result_ {
     match Program::compile_for_scheduler_at(selector, version) {
         Err(e) => Result_ {
             outcome: Outcome::CompileError,
@@ -213,7 +214,7 @@ fn allocbench_input(cases: &[generate::Case]) -> String {
 }
 
 /// Runs the allocbench of `version` on all cases at once (`-mode separate`: each claim alone).
-fn allocbench(kit: &Path, cases: &[generate::Case], version: KubeVersion) -> Vec<Result_> {
+fn allocbench(kit: &Path, cases: &[generate::Case], version: KubernetesVersion) -> Vec<Result_> {
     try_allocbench(kit, cases, version).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -222,7 +223,7 @@ fn allocbench(kit: &Path, cases: &[generate::Case], version: KubeVersion) -> Vec
 fn try_allocbench(
     kit: &Path,
     cases: &[generate::Case],
-    version: KubeVersion,
+    version: KubernetesVersion,
 ) -> Result<Vec<Result_>, String> {
     let dir = std::env::temp_dir().join(format!(
         "dranet-cel-corpus-{}-{version}",
@@ -299,7 +300,7 @@ fn classify(claim: &Value) -> Result_ {
     }
 }
 
-fn load_recorded(version: KubeVersion) -> HashMap<String, Result_> {
+fn load_recorded(version: KubernetesVersion) -> HashMap<String, Result_> {
     let text = std::fs::read_to_string(recorded_path(version)).unwrap_or_default();
     text.lines()
         .filter(|l| !l.trim().is_empty())
@@ -316,7 +317,7 @@ fn load_recorded(version: KubeVersion) -> HashMap<String, Result_> {
         .collect()
 }
 
-fn write_recorded(cases: &[generate::Case], results: &[Result_], version: KubeVersion) {
+fn write_recorded(cases: &[generate::Case], results: &[Result_], version: KubernetesVersion) {
     let mut out = String::new();
     for (c, r) in cases.iter().zip(results) {
         let line = json!({"family": c.family, "function": c.function, "selector": c.selector,
@@ -456,15 +457,15 @@ fn compare(
 
 #[test]
 fn corpus_agrees_with_the_1_34_scheduler() {
-    corpus_agrees_with_the_scheduler(KubeVersion::V1_34);
+    corpus_agrees_with_the_scheduler(KubernetesVersion::V1_34);
 }
 
 #[test]
 fn corpus_agrees_with_the_1_36_scheduler() {
-    corpus_agrees_with_the_scheduler(KubeVersion::V1_36);
+    corpus_agrees_with_the_scheduler(KubernetesVersion::V1_36);
 }
 
-fn corpus_agrees_with_the_scheduler(version: KubeVersion) {
+fn corpus_agrees_with_the_scheduler(version: KubernetesVersion) {
     let cases = generate::cases();
     assert!(
         cases.len() >= 1000,
@@ -572,8 +573,8 @@ fn corpus_agrees_with_the_scheduler(version: KubeVersion) {
 fn versions_differ_only_where_their_environments_do() {
     let cases = generate::cases();
     let (old, new) = (
-        load_recorded(KubeVersion::V1_34),
-        load_recorded(KubeVersion::V1_36),
+        load_recorded(KubernetesVersion::V1_34),
+        load_recorded(KubernetesVersion::V1_36),
     );
     let mut changed = 0;
     let mut unexplained = Vec::new();
@@ -616,7 +617,7 @@ fn probe() {
         eprintln!("SKIP: the Kubernetes kit (../shared/k8s/kit.sh) is not there");
         return;
     };
-    let version: KubeVersion = std::env::var("KUBE_VERSION")
+    let version: KubernetesVersion = std::env::var("KUBE_VERSION")
         .as_deref()
         .unwrap_or("1.34")
         .parse()

@@ -21,7 +21,8 @@ mod fixtures;
 
 use std::path::{Path, PathBuf};
 
-use dranet_alloc::cel::{CelError, KubeVersion, MAX_SELECTOR_COST, Program};
+use dranet_alloc::KubernetesVersion;
+use dranet_alloc::cel::{CelError, MAX_SELECTOR_COST, Program};
 use families::Case;
 use serde_json::json;
 
@@ -64,7 +65,7 @@ fn recorded_path() -> PathBuf {
 }
 
 /// Our verdict, with the estimate or error for the report.
-fn ours(selector: &str, version: KubeVersion) -> (Verdict, String) {
+fn ours(selector: &str, version: KubernetesVersion) -> (Verdict, String) {
     match Program::compile_at(selector, version) {
         Ok(p) => (
             Verdict::Accepted,
@@ -155,7 +156,7 @@ fn compare(
     what: &str,
     cases: &[&Case],
     theirs: &[(Verdict, String)],
-    version: KubeVersion,
+    version: KubernetesVersion,
 ) -> Vec<String> {
     let mut failures = Vec::new();
     for (c, (t, tm)) in cases.iter().zip(theirs) {
@@ -187,7 +188,7 @@ fn cost_corpus_agrees_with_the_api_server() {
     if let Some(kit) = kit
         .as_deref()
         .filter(|_| std::env::var("DRANET_CEL_COST_REGEN").is_ok())
-        && fixtures::kit_version(kit) != KubeVersion::V1_34
+        && fixtures::kit_version(kit) != KubernetesVersion::V1_34
     {
         panic!(
             "DRANET_CEL_COST_REGEN=1 records the 1.34 API server's verdicts: run the kit on 1.34"
@@ -229,7 +230,7 @@ fn cost_corpus_agrees_with_the_api_server() {
         recorded.len()
     );
     let mut failures = Vec::new();
-    for version in KubeVersion::ALL {
+    for version in KubernetesVersion::ALL {
         failures.extend(compare("recorded API server", &cases, &theirs, version));
         // The scheduler compiles whatever the API server admitted, and never estimates cost.
         for r in &recorded {

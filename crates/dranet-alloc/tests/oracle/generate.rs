@@ -4,10 +4,17 @@
 //! `firstAvailable` requests, counts, `All`, constraints and CEL of every kind the Kubernetes
 //! DRA environment offers (attributes, capacity, driver, string and list functions, semver,
 //! quantities, reads of missing keys).
+//!
+//! For Kubernetes 1.36 also what its default gates bring: taints of every effect (and the
+//! tolerations that match them), shared counters in slices of their own, devices with binding
+//! conditions or bound to the node, devices shared by several claims (`allowMultipleAllocations`
+//! with capacities under a `requestPolicy`) and claims asking for capacity, and groups of claims
+//! allocated together as one pod's. The 1.34 cases are what they were before (the same seeds
+//! give the same cases).
 
 use std::collections::BTreeMap;
 
-use dranet_alloc::Features;
+use dranet_alloc::{Features, KubernetesVersion};
 use serde_json::{Value, json};
 
 use super::{Case, Header};
@@ -61,6 +68,48 @@ pub const NODE: &str = "node-1";
 struct Ctx {
     drivers: Vec<&'static str>,
     features: Features,
+    version: KubernetesVersion,
+}
+
+impl Ctx {
+    /// 1.36's inputs (counters in their own slice, taint effects, sharing, binding).
+    fn v136(&self) -> bool {
+        self.version >= KubernetesVersion::V1_36
+    }
+}
+
+/// Capacities of a device shared by several claims: bandwidth in 5G steps from 10G, and
+/// slots of 1, 2 or 4.
+fn shared_capacities(rng: &mut Rng) -> Value {
+    let mut caps = serde_json::Map::new();
+    if rng.chance(0.8) {
+        let mut range = json!({"min": "10G", "step": "5G"});
+        if rng.chance(0.4) {
+            range["max"] = json!(rng.pick(&["50G", "100G"]));
+        }
+        let mut policy = json!({"validRange": range});
+        if rng.chance(0.7) {
+            policy["default"] = json!(rng.pick(&["10G", "20G"]));
+        }
+        caps.insert(
+            "bw".into(),
+            json!({"value": rng.pick(&["100G", "200G", "40G"]), "requestPolicy": policy}),
+        );
+    }
+    if rng.chance(0.6) {
+        let mut policy = json!({"validValues": ["1", "2", "4"]});
+        if rng.chance(0.6) {
+            policy["default"] = json!("1");
+        }
+        caps.insert(
+            "slots".into(),
+            json!({"value": rng.pick(&["4", "8"]), "requestPolicy": policy}),
+        );
+    }
+    if rng.chance(0.3) {
+        caps.insert("memory".into(), json!({"value": rng.pick(&MEMORY)}));
+    }
+    Value::Object(caps)
 }
 
 fn device(
@@ -120,9 +169,14 @@ fn device(
         d["capacity"] = Value::Object(caps);
     }
     if ctx.features.device_taints && rng.chance(0.2) {
+        let effects: &[&str] = if ctx.v136() {
+            &["NoSchedule", "NoExecute", "None"]
+        } else {
+            &["NoSchedule", "NoExecute"]
+        };
         let taints: Vec<Value> = (0..rng.range(1, 2))
             .map(|_| {
-                let mut t = json!({"key": rng.pick(&["k1", "k2"]), "effect": rng.pick(&["NoSchedule", "NoExecute"])});
+                let mut t = json!({"key": rng.pick(&["k1", "k2"]), "effect": rng.pick(effects)});
                 if rng.chance(0.6) {
                     t["value"] = json!(rng.pick(&["v1", "v2"]));
                 }
@@ -142,6 +196,24 @@ fn device(
             }
         }
     }
+    if ctx.v136() {
+        if rng.chance(0.25) {
+            d["allowMultipleAllocations"] = json!(true);
+            let caps = shared_capacities(rng);
+            if caps.as_object().is_some_and(|c| !c.is_empty()) {
+                d["capacity"] = caps;
+            }
+        }
+        if rng.chance(0.06) {
+            d["bindingConditions"] = json!(["attached"]);
+            d["bindingFailureConditions"] = json!(["failed"]);
+            if rng.chance(0.5) {
+                d["bindsToNode"] = json!(true);
+            }
+        } else if rng.chance(0.03) {
+            d["bindsToNode"] = json!(true);
+        }
+    }
     if let Some(set) = counters
         && rng.chance(0.6)
     {
@@ -155,6 +227,12 @@ fn device(
         if rng.chance(0.5) {
             c.insert("slots".into(), json!({"value": rng.pick(&["1", "2"])}));
         }
+        // A set the pool does not declare, now and then: the pool is invalid (1.36).
+        let set = if ctx.v136() && rng.chance(0.02) {
+            "cs9"
+        } else {
+            set
+        };
         if !c.is_empty() {
             d["consumesCounters"] = json!([{"counterSet": set, "counters": c}]);
         }
@@ -194,7 +272,9 @@ fn slices(rng: &mut Rng, ctx: &Ctx, docs: &mut Vec<Value>) -> Vec<(String, Strin
         let generation = rng.range(1, 3) as i64;
         let incomplete = rng.chance(0.02);
         let duplicate = rng.chance(0.02);
-        let count = nslices as i64 + i64::from(incomplete);
+        // 1.36: the pool's shared counters in a slice of their own.
+        let pool_counters = ctx.v136() && ctx.features.partitionable_devices && rng.chance(0.4);
+        let count = nslices as i64 + i64::from(incomplete) + i64::from(pool_counters);
         let mut device_no = 0;
         for si in 0..nslices {
             let n = if si + 1 == nslices {
@@ -203,7 +283,11 @@ fn slices(rng: &mut Rng, ctx: &Ctx, docs: &mut Vec<Value>) -> Vec<(String, Strin
                 share / nslices
             };
             let per_device = ctx.features.partitionable_devices && rng.chance(0.15);
-            let counters = (ctx.features.partitionable_devices && rng.chance(0.5)).then_some("cs0");
+            let counters = if ctx.v136() {
+                pool_counters.then(|| *rng.pick(&["cs0", "cs0", "cs1"]))
+            } else {
+                (ctx.features.partitionable_devices && rng.chance(0.5)).then_some("cs0")
+            };
             let mut devices = Vec::new();
             for _ in 0..n {
                 let name = if duplicate && device_no > 0 && rng.chance(0.1) {
@@ -243,7 +327,7 @@ fn slices(rng: &mut Rng, ctx: &Ctx, docs: &mut Vec<Value>) -> Vec<(String, Strin
                     }
                 }
             };
-            if let Some(set) = counters {
+            if let Some(set) = counters.filter(|_| !ctx.v136()) {
                 spec["sharedCounters"] = json!([{"name": set, "counters": {
                     "mem": {"value": rng.pick(&["40Gi", "80Gi"])},
                     "slots": {"value": rng.pick(&["2", "4"])},
@@ -262,6 +346,27 @@ fn slices(rng: &mut Rng, ctx: &Ctx, docs: &mut Vec<Value>) -> Vec<(String, Strin
             docs.push(json!({
                 "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                 "metadata": {"name": name}, "spec": spec,
+            }));
+        }
+        if pool_counters {
+            let set = |rng: &mut Rng, name: &str| {
+                json!({"name": name, "counters": {
+                    "mem": {"value": rng.pick(&["40Gi", "80Gi"])},
+                    "slots": {"value": rng.pick(&["2", "4"])},
+                }})
+            };
+            let mut sets = vec![set(rng, "cs0"), set(rng, "cs1")];
+            if rng.chance(0.03) {
+                // A set declared twice: the pool is invalid.
+                sets.push(set(rng, "cs0"));
+            }
+            let node = if rng.chance(0.8) { NODE } else { "node-2" };
+            docs.push(json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": format!("{}-{}-counters", driver.replace('.', "-"), pool)},
+                "spec": {"driver": driver, "nodeName": node,
+                         "pool": {"name": pool, "generation": generation, "resourceSliceCount": count},
+                         "sharedCounters": sets},
             }));
         }
         if rng.chance(0.1) {
@@ -462,9 +567,38 @@ fn request_body(
     if !sub && ctx.features.admin_access && rng.chance(0.05) {
         body["adminAccess"] = json!(true);
     }
+    if ctx.v136() && rng.chance(0.3) {
+        let mut reqs = serde_json::Map::new();
+        match rng.below(6) {
+            0 | 1 => {
+                reqs.insert(
+                    "bw".into(),
+                    json!(rng.pick(&["5G", "12G", "20G", "60G", "150G"])),
+                );
+            }
+            2 => {
+                reqs.insert("slots".into(), json!(rng.pick(&["1", "2", "3", "5"])));
+            }
+            3 => {
+                reqs.insert("bw".into(), json!(rng.pick(&["10G", "25G"])));
+                reqs.insert("slots".into(), json!(rng.pick(&["1", "2"])));
+            }
+            4 => {
+                reqs.insert("memory".into(), json!(rng.pick(&["16Gi", "40Gi"])));
+            }
+            _ => {
+                // A capacity no device has: no device fits.
+                reqs.insert("lanes".into(), json!("1"));
+            }
+        }
+        body["capacity"] = json!({"requests": reqs});
+    }
     if ctx.features.device_taints && rng.chance(0.4) {
+        let kinds = if ctx.v136() { 6 } else { 4 };
         let tols: Vec<Value> = (0..rng.range(1, 2))
-            .map(|_| match rng.below(4) {
+            .map(|_| match rng.below(kinds) {
+                4 => json!({"key": "k1", "operator": "Exists", "effect": "None"}),
+                5 => json!({"key": "k2", "operator": "Equal", "value": "v2"}),
                 0 => json!({"key": "k1", "operator": "Exists"}),
                 1 => {
                     json!({"key": "k2", "operator": "Equal", "value": "v1", "effect": "NoSchedule"})
@@ -556,21 +690,41 @@ fn claim(
     })
 }
 
-/// One case: a node and `claims` claim templates.
-pub fn case(seed: u64, claims: usize) -> Case {
+/// One case of Kubernetes `version`: a node and `claims` claim templates (and, for 1.36, a few
+/// pods of them).
+pub fn case(seed: u64, claims: usize, version: KubernetesVersion) -> Case {
     let mut rng = Rng::new(seed);
-    let mut features = Features::default();
-    match rng.below(10) {
-        0 | 1 => features.device_taints = true,
-        2 | 3 => features.partitionable_devices = true,
-        _ => {}
+    let mut features = Features::of(version);
+    if version >= KubernetesVersion::V1_36 {
+        // Mostly the default gates; now and then some of them off.
+        if rng.chance(0.15) {
+            features.device_taints = rng.chance(0.5);
+            features.partitionable_devices = rng.chance(0.5);
+            features.consumable_capacity = rng.chance(0.5);
+            features.device_binding_conditions = rng.chance(0.5);
+            // With both off 1.36 runs its "stable" variant, which the allocator refuses to
+            // model (an options error): keep one of them.
+            if !features.consumable_capacity && !features.device_binding_conditions {
+                features.device_binding_conditions = true;
+            }
+        }
+    } else {
+        match rng.below(10) {
+            0 | 1 => features.device_taints = true,
+            2 | 3 => features.partitionable_devices = true,
+            _ => {}
+        }
     }
     let mut drivers: Vec<&'static str> = DRIVERS.to_vec();
     let keep = rng.range(1, 3);
     while drivers.len() > keep {
         drivers.remove(rng.below(drivers.len()));
     }
-    let ctx = Ctx { drivers, features };
+    let ctx = Ctx {
+        drivers,
+        features,
+        version,
+    };
     let mut docs = Vec::new();
     let visible = slices(&mut rng, &ctx, &mut docs);
     let classes = classes(&mut rng, &ctx, &mut docs);
@@ -592,14 +746,31 @@ pub fn case(seed: u64, claims: usize) -> Case {
         let distinct = rng.chance(0.05);
         docs.push(claim(&mut rng, &ctx, &classes, &format!("c{i}"), distinct));
     }
+    // Pods: groups of 2–3 of the claims, allocated together.
+    let mut pods = Vec::new();
+    if ctx.v136() && claims >= 3 {
+        for _ in 0..3 {
+            let n = rng.range(2, 3);
+            let mut pod: Vec<String> = Vec::new();
+            while pod.len() < n {
+                let c = format!("c{}", rng.below(claims));
+                if !pod.contains(&c) {
+                    pod.push(c);
+                }
+            }
+            pods.push(pod);
+        }
+    }
     let mut labels = BTreeMap::new();
     labels.insert("zone".to_string(), "a".to_string());
     labels.insert("rack".to_string(), "3".to_string());
     Case {
         header: Header {
+            version,
             node: NODE.to_string(),
             labels,
             features,
+            pods,
             expect: BTreeMap::new(),
             note: format!("generated from seed {seed}"),
         },

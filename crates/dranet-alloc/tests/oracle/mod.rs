@@ -1,11 +1,13 @@
-//! The scheduler's allocator as a test oracle: `allocbench` (the Kubernetes 1.34.9 structured
-//! allocator as a CLI, from the shared k8s kit) run on the same files as `dranet_alloc`,
-//! and the two answers compared.
+//! The scheduler's allocator as a test oracle: `allocbench` (the structured allocator of the
+//! Kubernetes 1.34.9 or 1.36.3 scheduler as a CLI, from the shared k8s kit) run on the same
+//! files as `dranet_alloc`, and the two answers compared.
 //!
 //! A case is one node (ResourceSlices, DeviceClasses, claims already holding devices) and many
-//! ResourceClaimTemplates, each allocated alone (`allocbench -mode separate`). Its file is a
-//! YAML stream whose first document (`kind: AllocCase`, which allocbench skips) says the node,
-//! its labels, the feature gates and, for kept regression cases, the scheduler's answers.
+//! ResourceClaimTemplates, each allocated alone (`allocbench -mode separate`), and some groups
+//! of them allocated together as one pod's (`-mode together`). Its file is a YAML stream whose
+//! first document (`kind: AllocCase`, which allocbench skips) says the Kubernetes version, the
+//! node, its labels, the feature gates, the pods and, for kept regression cases, the
+//! scheduler's answers.
 
 #![allow(dead_code)]
 
@@ -19,7 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dranet_alloc::{
-    AllocError, Allocation, Allocator, DeviceId, Features, Node, Options, SchedulerBugs,
+    AllocError, Allocation, Allocator, DeviceId, Features, KubernetesVersion, Node, Options,
+    SchedulerBugs,
 };
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
@@ -31,9 +34,10 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The allocbench binary, unpacked by the kit (`DRANET_K8S_KIT`, else `../shared/k8s/kit.sh`
-/// beside the repository). `None` when there is no kit: the caller skips with a message.
-pub fn allocbench() -> Option<PathBuf> {
+/// The allocbench binary of `version` (1.34 or 1.36, the versions the kit has), unpacked by the
+/// kit (`DRANET_K8S_KIT`, else `../shared/k8s/kit.sh` beside the repository). `None` when there
+/// is no kit: the caller skips with a message.
+pub fn allocbench(version: KubernetesVersion) -> Option<PathBuf> {
     let kit = std::env::var_os("DRANET_K8S_KIT")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("../shared/k8s/kit.sh"));
@@ -46,6 +50,7 @@ pub fn allocbench() -> Option<PathBuf> {
     }
     let out = Command::new(&kit)
         .args(["unpack", "allocbench"])
+        .env("KUBE_VERSION", version.to_string())
         .stderr(Stdio::inherit())
         .output()
         .ok()?;
@@ -63,13 +68,18 @@ pub fn allocbench() -> Option<PathBuf> {
     Some(bin)
 }
 
-/// The node and gates of a case, and the scheduler's answers when kept as a regression case.
+/// The version, node and gates of a case, its pods, and the scheduler's answers when kept as a
+/// regression case.
 #[derive(Debug, Clone)]
 pub struct Header {
+    pub version: KubernetesVersion,
     pub node: String,
     pub labels: BTreeMap<String, String>,
     pub features: Features,
-    /// Claim name → the outcomes the scheduler may give (one unless the pool order matters).
+    /// Groups of claims allocated together, as one pod's.
+    pub pods: Vec<Vec<String>>,
+    /// Claim name (or a pod's claims joined by `+`) → the outcomes the scheduler may give (one
+    /// unless the pool order matters).
     pub expect: BTreeMap<String, Vec<Outcome>>,
     pub note: String,
 }
@@ -77,18 +87,15 @@ pub struct Header {
 impl Header {
     pub fn go_features(&self) -> String {
         let mut f = vec!["DeviceStatus"];
-        if self.features.admin_access {
-            f.push("AdminAccess");
-        }
-        if self.features.prioritized_list {
-            f.push("PrioritizedList");
-        }
-        if self.features.device_taints {
-            f.push("DeviceTaints");
-        }
-        if self.features.partitionable_devices {
-            f.push("PartitionableDevices");
-        }
+        let on = [
+            (self.features.admin_access, "AdminAccess"),
+            (self.features.prioritized_list, "PrioritizedList"),
+            (self.features.device_taints, "DeviceTaints"),
+            (self.features.partitionable_devices, "PartitionableDevices"),
+            (self.features.consumable_capacity, "ConsumableCapacity"),
+            (self.features.device_binding_conditions, "DeviceBinding"),
+        ];
+        f.extend(on.iter().filter(|(b, _)| *b).map(|(_, n)| *n));
         f.join(",")
     }
 
@@ -97,6 +104,7 @@ impl Header {
             "apiVersion": "dranet.dev/test",
             "kind": "AllocCase",
             "note": self.note,
+            "kubernetesVersion": self.version.to_string(),
             "node": self.node,
             "nodeLabels": self.labels,
             "features": {
@@ -104,7 +112,10 @@ impl Header {
                 "prioritizedList": self.features.prioritized_list,
                 "deviceTaints": self.features.device_taints,
                 "partitionableDevices": self.features.partitionable_devices,
+                "consumableCapacity": self.features.consumable_capacity,
+                "deviceBindingConditions": self.features.device_binding_conditions,
             },
+            "pods": self.pods,
             "expect": self.expect.iter().map(|(k, v)| (k.clone(), v.iter().map(Outcome::to_json).collect::<Vec<_>>())).collect::<BTreeMap<_, _>>(),
         })
     }
@@ -112,7 +123,13 @@ impl Header {
     pub fn from_json(v: &Value) -> Header {
         let f = &v["features"];
         let flag = |k: &str, d: bool| f[k].as_bool().unwrap_or(d);
+        // Cases kept before versions were named are 1.34's.
+        let version = v["kubernetesVersion"]
+            .as_str()
+            .map(|s| s.parse().expect("kubernetesVersion"))
+            .unwrap_or(KubernetesVersion::V1_34);
         Header {
+            version,
             node: v["node"].as_str().unwrap_or("node-1").to_string(),
             labels: serde_json::from_value(v["nodeLabels"].clone()).unwrap_or_default(),
             features: Features {
@@ -120,7 +137,10 @@ impl Header {
                 prioritized_list: flag("prioritizedList", true),
                 device_taints: flag("deviceTaints", false),
                 partitionable_devices: flag("partitionableDevices", false),
+                consumable_capacity: flag("consumableCapacity", false),
+                device_binding_conditions: flag("deviceBindingConditions", false),
             },
+            pods: serde_json::from_value(v["pods"].clone()).unwrap_or_default(),
             expect: v["expect"]
                 .as_object()
                 .map(|m| {
@@ -301,6 +321,7 @@ pub fn go_error_class(msg: &str) -> String {
         ("allocation max size exceeded", "too-many-devices"),
         (" is invalid: ", "invalid-pool"),
         ("feature is disabled", "feature-disabled"),
+        ("invalid resource pools were encountered", "invalid-pools"),
         ("could not retrieve device class", "class-not-found"),
         ("CEL compile error", "cel-compile"),
         ("node selection", "node-selector"),
@@ -329,6 +350,7 @@ pub fn our_error_class(e: &AllocError) -> Outcome {
         AllocError::TooManyDevices { .. } => "too-many-devices".into(),
         AllocError::InvalidPool { .. } => "invalid-pool".into(),
         AllocError::FeatureDisabled { .. } => "feature-disabled".into(),
+        AllocError::InvalidPools { .. } => "invalid-pools".into(),
         AllocError::ClassNotFound { .. } => "class-not-found".into(),
         AllocError::Cel { .. } => "cel-compile".into(),
         other => format!("ours: {other}"),
@@ -336,30 +358,77 @@ pub fn our_error_class(e: &AllocError) -> Outcome {
     Outcome::Error(c)
 }
 
-/// Our answer, normalized.
+/// A device of a result: `[request, driver, pool, device, adminAccess]`, and when any is set,
+/// `{share: true, consumedCapacity, bindingConditions}` (the share ID is random in the
+/// scheduler: only its presence is compared).
+#[allow(clippy::too_many_arguments)] // one argument per field of a result row
+fn device_row(
+    request: &Value,
+    driver: &Value,
+    pool: &Value,
+    device: &Value,
+    admin: bool,
+    share: bool,
+    consumed: BTreeMap<String, String>,
+    binding: Vec<String>,
+) -> Value {
+    let mut row = vec![
+        request.clone(),
+        driver.clone(),
+        pool.clone(),
+        device.clone(),
+        json!(admin),
+    ];
+    if share || !consumed.is_empty() || !binding.is_empty() {
+        row.push(
+            json!({"share": share, "consumedCapacity": consumed, "bindingConditions": binding}),
+        );
+    }
+    Value::Array(row)
+}
+
+/// Our answer for one claim, normalized.
 pub fn our_outcome(r: &Result<Allocation, AllocError>) -> Outcome {
     match r {
-        Ok(a) => {
-            let devices = a
-                .results
-                .iter()
-                .map(|d| {
-                    json!([
-                        d.request,
-                        d.driver,
-                        d.pool,
-                        d.device,
-                        d.admin_access.unwrap_or(false)
-                    ])
-                })
-                .collect();
-            allocated(
-                devices,
-                &serde_json::to_value(&a.config).unwrap_or(Value::Null),
-                &serde_json::to_value(&a.node_selector).unwrap_or(Value::Null),
-            )
+        Ok(a) => our_allocated(a),
+        Err(e) => {
+            if std::env::var_os("DRANET_ORACLE_DEBUG").is_some() {
+                eprintln!("DEBUG ours: {e}");
+            }
+            our_error_class(e)
         }
-        Err(e) => our_error_class(e),
+    }
+}
+
+fn our_allocated(a: &Allocation) -> Outcome {
+    let devices = a
+        .results
+        .iter()
+        .map(|d| {
+            device_row(
+                &json!(d.request),
+                &json!(d.driver),
+                &json!(d.pool),
+                &json!(d.device),
+                d.admin_access.unwrap_or(false),
+                d.share_id.is_some(),
+                d.consumed_capacity.clone(),
+                d.binding_conditions.clone(),
+            )
+        })
+        .collect();
+    allocated(
+        devices,
+        &serde_json::to_value(&a.config).unwrap_or(Value::Null),
+        &serde_json::to_value(&a.node_selector).unwrap_or(Value::Null),
+    )
+}
+
+/// Our answer for a pod's claims, normalized: one outcome per claim.
+pub fn our_pod_outcomes(r: &Result<Vec<Allocation>, AllocError>, n: usize) -> Vec<Outcome> {
+    match r {
+        Ok(v) => v.iter().map(our_allocated).collect(),
+        Err(e) => vec![our_error_class(e); n],
     }
 }
 
@@ -371,13 +440,16 @@ pub fn go_outcome(c: &Value) -> Outcome {
             .into_iter()
             .flatten()
             .map(|d| {
-                json!([
-                    d["request"],
-                    d["driver"],
-                    d["pool"],
-                    d["device"],
-                    d["adminAccess"].as_bool().unwrap_or(false)
-                ])
+                device_row(
+                    &d["request"],
+                    &d["driver"],
+                    &d["pool"],
+                    &d["device"],
+                    d["adminAccess"].as_bool().unwrap_or(false),
+                    d["shareID"].is_string(),
+                    serde_json::from_value(d["consumedCapacity"].clone()).unwrap_or_default(),
+                    serde_json::from_value(d["bindingConditions"].clone()).unwrap_or_default(),
+                )
             })
             .collect();
         return allocated(devices, &c["config"], &c["nodeSelector"]);
@@ -406,6 +478,33 @@ pub fn run_allocbench(
     claims: &[String],
     limit: Duration,
 ) -> Result<BTreeMap<String, GoResult>, String> {
+    run_allocbench_mode(bin, file, header, claims, limit, "separate")
+}
+
+/// A pod's claims allocated together (`-mode together`): one answer per claim, or the pod
+/// timed out (every claim's answer is then [`GoResult::Timeout`]).
+pub fn run_allocbench_pod(
+    bin: &Path,
+    file: &Path,
+    header: &Header,
+    claims: &[String],
+    limit: Duration,
+) -> Result<BTreeMap<String, GoResult>, String> {
+    let mut out = run_allocbench_mode(bin, file, header, claims, limit, "together")?;
+    if out.values().any(|g| *g == GoResult::Timeout) {
+        out.values_mut().for_each(|g| *g = GoResult::Timeout);
+    }
+    Ok(out)
+}
+
+fn run_allocbench_mode(
+    bin: &Path,
+    file: &Path,
+    header: &Header,
+    claims: &[String],
+    limit: Duration,
+    mode: &str,
+) -> Result<BTreeMap<String, GoResult>, String> {
     let mut out = BTreeMap::new();
     let mut remaining: Vec<String> = claims.to_vec();
     let labels: Vec<String> = header
@@ -415,7 +514,7 @@ pub fn run_allocbench(
         .collect();
     while !remaining.is_empty() {
         let mut child = Command::new(bin)
-            .args(["-pretty=false", "-mode", "separate", "-v", "5"])
+            .args(["-pretty=false", "-mode", mode, "-v", "5"])
             .args(["-features", &header.go_features()])
             .args(["-node", &header.node])
             .args(["-node-labels", &labels.join(",")])
@@ -436,7 +535,10 @@ pub fn run_allocbench(
                     let mut g = p.lock().unwrap_or_else(|e| e.into_inner());
                     g.0 += 1;
                     g.1 = Instant::now();
-                } else if !line.contains("allocator_experimental.go") && other.len() < 4096 {
+                } else if !line.contains("allocator_experimental.go")
+                    && !line.contains("allocator_incubating.go")
+                    && other.len() < 4096
+                {
                     other.push_str(&line);
                     other.push('\n');
                 }
@@ -466,6 +568,12 @@ pub fn run_allocbench(
         let stdout = reader.join().unwrap_or_default();
         let stderr = log.join().unwrap_or_default();
         if let Some(i) = killed_at {
+            if mode == "together" {
+                for n in remaining.drain(..) {
+                    out.insert(n, GoResult::Timeout);
+                }
+                continue;
+            }
             let name = remaining.remove(i.min(remaining.len() - 1));
             out.insert(name, GoResult::Timeout);
             continue;
@@ -507,9 +615,10 @@ pub struct Ours {
 }
 
 impl Ours {
-    /// Our allocator reproducing the 1.34 scheduler's bugs, as the oracle runs.
+    /// Our allocator reproducing the scheduler of the case's version, bugs included, as the
+    /// oracle runs.
     pub fn new(case: &Case) -> Result<Ours, AllocError> {
-        Ours::with_bugs(case, SchedulerBugs::kubernetes_1_34())
+        Ours::with_bugs(case, SchedulerBugs::of(case.header.version))
     }
 
     /// Our allocator with the given scheduler bugs reproduced.
@@ -520,10 +629,11 @@ impl Ours {
             .map(|c| serde_json::from_value(c.clone()).expect("class parses"))
             .collect();
         let options = Options {
+            version: case.header.version,
             node: Some(case.header.node()),
             features: case.header.features,
             bugs,
-            ..Options::default()
+            programs: None,
         };
         let alloc = Allocator::from_json_with_options(&slices, &classes, &options)?;
         let typed = slices
@@ -563,6 +673,20 @@ impl Ours {
             held,
             templates,
         })
+    }
+
+    /// Our answers for a pod's claims, allocated together, with the default pool order.
+    pub fn pod_outcomes(&self, claims: &[String]) -> Vec<Outcome> {
+        let compiled: Result<Vec<_>, _> = claims
+            .iter()
+            .map(|c| self.alloc.compile(&self.templates[c].spec.spec))
+            .collect();
+        let in_use = dranet_alloc::InUse::from(self.held.clone());
+        let result = compiled.and_then(|cs| {
+            let refs: Vec<_> = cs.iter().collect();
+            self.alloc.allocate_pod(&refs, &in_use)
+        });
+        our_pod_outcomes(&result, claims.len())
     }
 
     /// Our answer with the default pool order.
