@@ -38,7 +38,8 @@
 //! Not ported here:
 //! - **"validate vrf routing"**: this kernel has no VRF. It belongs in the qemu guest.
 //! - **DHCP and IPVLAN**: upstream's other suites (whereabouts, webhook) and NIC sharing. This
-//!   kernel has no ipvlan, and DHCP is not implemented; both are another helper's.
+//!   kernel has no ipvlan (the qemu guest runs it); DHCP is tested against dnsmasq
+//!   (`crates/dranet-driver/tests/dhcp.rs`).
 //!
 //! Needs root, the kit (`DRANET_K8S_KIT` or `../shared/k8s/kit.sh`), ethtool, tc, nsenter and
 //! python3. Without root or the kit it prints a `SKIP` line and passes.
