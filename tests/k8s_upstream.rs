@@ -21,20 +21,28 @@
 //!   `pod_configs` key of the pod. Here the test checks what dranet-rs keeps of the pod's claim:
 //!   the attach journal's entry under `--state-dir` (keyed by claim UID) and the claim's entry in
 //!   the kubelet plugin's checkpoint.
+//! - **eBPF programs without clang or bpftool.** Upstream attaches a compiled object with `tc` and
+//!   `bpftool`. Here the test loads `r0 = 0; exit` itself (the discovery tests' loader) and attaches
+//!   it as upstream's would be: a direct-action TC filter named as `tc` names one from an object
+//!   file (`dummy_bpf.o:[classifier]`), and a TCX ingress program named `handle_ingress`. Debian
+//!   12's bpftool predates TCX, so the TCX hooks are listed with discovery's `BPF_PROG_QUERY`, in
+//!   bpftool's words (`tcx/ingress handle_ingress prog_id N`). The slice's attributes are
+//!   unqualified (`ebpf`, which the API reads as upstream's `dra.net/ebpf`). In "validate bpf
+//!   programs are removed", the TC filter cannot reach the pod (the kernel drops a link's qdiscs
+//!   when it changes namespace), so only the TCX check there rests on `disableEbpfPrograms`; the
+//!   test also checks both programs are in the slice before the claim.
 //! - **Reapply.** Upstream re-adds the veth's address by hand after the first deployment, because
 //!   its dummy comes back without it. dranet-rs gives the address back, so the test asserts that
 //!   instead.
 //!
 //! Not ported here:
 //! - **"validate vrf routing"**: this kernel has no VRF. It belongs in the qemu guest.
-//! - **"validate bpf filter attributes"**, **"validate tcx bpf filter attributes"** and
-//!   **"validate bpf programs are removed"**: dranet-rs does not publish `dra.net/ebpf`,
-//!   `tcFilterNames` or `tcxProgramNames`, and it refuses `disableEbpfPrograms` (issue 36, item 6).
 //! - **DHCP and IPVLAN**: upstream's other suites (whereabouts, webhook) and NIC sharing. This
-//!   kernel has no ipvlan, and DHCP is not implemented; both are another helper's.
+//!   kernel has no ipvlan (the qemu guest runs it); DHCP is tested against dnsmasq
+//!   (`crates/dranet-driver/tests/dhcp.rs`).
 //!
-//! Needs root, the kit (`DRANET_K8S_KIT` or `../shared/k8s/kit.sh`), ethtool, nsenter and python3.
-//! Without root or the kit it prints a `SKIP` line and passes.
+//! Needs root, the kit (`DRANET_K8S_KIT` or `../shared/k8s/kit.sh`), ethtool, tc, nsenter and
+//! python3. Without root or the kit it prints a `SKIP` line and passes.
 
 mod support;
 
@@ -44,7 +52,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use dranet_driver::netns::Netns;
 use support::k8s::{Daemon, Kit, VERSIONS, free_port, http_get, wait_for};
+
+#[path = "../crates/dranet-discovery/tests/support/bpf.rs"]
+mod bpf;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -159,6 +171,21 @@ const SCENARIOS: &[Scenario] = &[
         name: "allocated_device_in_resourceslice_remains_unchanged",
         upstream: "allocated device in ResourceSlice remains unchanged",
         run: slice_attributes_unchanged,
+    },
+    Scenario {
+        name: "validate_bpf_filter_attributes",
+        upstream: "validate bpf filter attributes",
+        run: bpf_filter_attributes,
+    },
+    Scenario {
+        name: "validate_tcx_bpf_filter_attributes",
+        upstream: "validate tcx bpf filter attributes",
+        run: tcx_filter_attributes,
+    },
+    Scenario {
+        name: "validate_bpf_programs_are_removed",
+        upstream: "validate bpf programs are removed",
+        run: bpf_programs_removed,
     },
 ];
 
@@ -685,6 +712,83 @@ fn address_in_pod_and_claims(env: &Env, pod: &str, dev: &str, addr: &str) {
     eventually_has(env, &["resourceclaims", "-o", "yaml"], addr);
 }
 
+/// The name `tc` gives the filter upstream attaches (`obj dummy_bpf.o sec classifier`):
+/// `FILE:[SECTION]`.
+const TC_FILTER_NAME: &str = "dummy_bpf.o:[classifier]";
+/// The name of upstream's TCX program (its function in `dummy_bpf_tcx.o`).
+const TCX_PROGRAM_NAME: &str = "handle_ingress";
+
+/// Upstream's `setup_bpf_device`: `dummy0` with a clsact qdisc and the program as a direct-action
+/// filter on its ingress hook, then up.
+fn bpf_device(env: &mut Env) {
+    env.veth("dummy0", "upk0", false);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .expect("a tokio runtime");
+    rt.block_on(async {
+        let rtnl = Netns::current().unwrap().rtnl().await.unwrap();
+        let index = rtnl.link_by_name("dummy0").await.unwrap().expect("dummy0");
+        let prog = bpf::load_pass_program("classifier");
+        bpf::attach_tc_ingress(rtnl.handle(), index.header.index, &prog, TC_FILTER_NAME).await;
+    });
+    ip(&["link", "set", "up", "dev", "dummy0"]);
+}
+
+/// Upstream's `setup_tcx_filter`: the program on `dummy0`'s TCX ingress hook, then the link down
+/// and up, so the driver reads its programs again (no netlink event tells of an attach).
+fn tcx_filter() {
+    let host = Netns::current().unwrap();
+    let index = host.run(|| ifindex("dummy0")).unwrap();
+    let prog = bpf::load_pass_program(TCX_PROGRAM_NAME);
+    bpf::attach_tcx_ingress(index, &prog);
+    ip(&["link", "set", "down", "dev", "dummy0"]);
+    ip(&["link", "set", "up", "dev", "dummy0"]);
+}
+
+/// The index of `link` in the calling thread's namespace.
+fn ifindex(link: &str) -> u32 {
+    let name = std::ffi::CString::new(link).unwrap();
+    // SAFETY: `name` is a NUL-terminated string alive for the call.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    assert_ne!(index, 0, "{link}: {}", std::io::Error::last_os_error());
+    index
+}
+
+/// What `bpftool net show dev LINK` lists of `link`'s TCX programs in namespace `ns`, in its
+/// words (`tcx/ingress NAME prog_id ID`): Debian 12's bpftool predates TCX, so they come from
+/// discovery's `BPF_PROG_QUERY`.
+fn tcx_listing(ns: &Netns, link: &str) -> String {
+    ns.run(|| {
+        let programs = dranet_discovery::ebpf::tcx_programs(ifindex(link)).expect("query TCX");
+        programs
+            .iter()
+            .map(|p| {
+                let hook = match p.hook {
+                    dranet_discovery::ebpf::TcxHook::Ingress => "ingress",
+                    dranet_discovery::ebpf::TcxHook::Egress => "egress",
+                };
+                format!("tcx/{hook} {} prog_id {}\n", p.name, p.id)
+            })
+            .collect()
+    })
+    .unwrap()
+}
+
+/// Waits until `dummy0`'s attribute `name` in the slice is `want` (upstream polls too).
+fn dummy0_attribute(env: &Env, name: &str, want: serde_json::Value) {
+    wait_for(
+        &format!("dummy0's {name} to be {want}"),
+        LIMIT,
+        || {
+            let attrs = attributes_of(env.kit, "dummy0")?;
+            let value = attrs[name].as_object()?.values().next()?.clone();
+            (value == want).then_some(())
+        },
+        || format!("{:?}\n{}", attributes_of(env.kit, "dummy0"), env.tail()),
+    );
+}
+
 // ---- the scenarios ----
 
 /// Upstream's first two scenarios, on a link named `link`.
@@ -1089,5 +1193,56 @@ fn slice_attributes_unchanged(env: &mut Env) {
         attributes_of(env.kit, "dummy0").as_ref(),
         Some(&original),
         "dummy0's attributes after the daemon's restart"
+    );
+}
+
+fn bpf_filter_attributes(env: &mut Env) {
+    bpf_device(env);
+    assert_has(
+        &run_ok(Command::new("tc").args(["filter", "show", "dev", "dummy0", "ingress"])),
+        "dummy_bpf.o:[classifier] direct-action",
+    );
+    dummy0_attribute(env, "ebpf", true.into());
+    dummy0_attribute(env, "tcFilterNames", TC_FILTER_NAME.into());
+}
+
+fn tcx_filter_attributes(env: &mut Env) {
+    bpf_device(env);
+    tcx_filter();
+    assert_has(
+        &tcx_listing(&Netns::current().unwrap(), "dummy0"),
+        "tcx/ingress handle_ingress prog_id",
+    );
+    dummy0_attribute(env, "ebpf", true.into());
+    dummy0_attribute(env, "tcxProgramNames", TCX_PROGRAM_NAME.into());
+}
+
+fn bpf_programs_removed(env: &mut Env) {
+    bpf_device(env);
+    tcx_filter();
+    // Not in upstream: both programs are there before the claim, so what follows can fail.
+    dummy0_attribute(env, "tcFilterNames", TC_FILTER_NAME.into());
+    dummy0_attribute(env, "tcxProgramNames", TCX_PROGRAM_NAME.into());
+
+    env.apply("deviceclass.yaml");
+    env.apply("resourceclaim_disable_ebpf.yaml");
+    let pod = env.ready_pod("app=pod");
+    assert_eq!(pod, "pod-ebpf");
+    let ns = pod_netns(env.kit, &pod);
+    // The TCX program went into the pod with the link; the claim's `disableEbpfPrograms`
+    // detached it.
+    assert_lacks(
+        &tcx_listing(&Netns::open(&ns).unwrap(), "dummy0"),
+        "tcx/ingress handle_ingress prog_id",
+    );
+    // The kernel drops a link's qdiscs, with their filters, when it changes namespace: the TC
+    // filter never reaches the pod, with or without the flag.
+    assert_lacks(
+        &in_pod(
+            env.kit,
+            &pod,
+            &["tc", "filter", "show", "dev", "dummy0", "ingress"],
+        ),
+        TC_FILTER_NAME,
     );
 }
