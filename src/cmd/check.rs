@@ -839,6 +839,7 @@ mod tests {
             from_cluster: false,
             kubernetes_version: None,
             fail_on: FailOn::Error,
+            pods: report::Pods::ONE,
             cloud: crate::cmd::CloudArgs::default(),
             output: CheckFormat::Table,
         }
@@ -889,6 +890,52 @@ mod tests {
             .map(|d| d.label.clone().unwrap())
             .collect();
         assert_eq!(labels, ["mlx5_0", "mlx5_1"]);
+    }
+
+    /// `--pods` on a NIC shared three ways: the table names each pod's rows and how many fit;
+    /// bad counts are refused by the flag itself.
+    #[test]
+    fn pods_share_a_nic_until_its_children_run_out() {
+        let mut a = args("examples/sharing/nic-share.yaml", Some("nic-share-a"));
+        a.classes = Vec::new();
+        a.slices = vec![root().join("testdata/slices/nic-share.yaml")];
+        a.pods = "4".parse().unwrap();
+        let r = check(&a).unwrap();
+        let mut out = Vec::new();
+        render_table(&r, &[], &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("on node gpu-node-1: does not fit (3 of 4 pods)\n  error: pod 4 of 4: "),
+            "{text}"
+        );
+        a.pods = "3".parse().unwrap();
+        let r = check(&a).unwrap();
+        let mut out = Vec::new();
+        render_table(&r, &[], &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("fits (3 of 3 pods)"), "{text}");
+        assert!(text.contains("  POD  REQUEST"), "{text}");
+        assert!(text.contains("\n  3    nic      dra.net"), "{text}");
+
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            check: CheckArgs,
+        }
+        for (n, why) in [
+            ("0", "0 pods: nothing to check"),
+            ("1025", "1025 pods: at most 1024"),
+            ("two", "\"two\" is not a number of pods"),
+        ] {
+            let e = Cli::try_parse_from(["check", "c.yaml", "--pods", n])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains(why), "--pods {n}: {e}");
+        }
+        let ok = Cli::try_parse_from(["check", "c.yaml"]).unwrap();
+        assert_eq!(ok.check.pods, report::Pods::ONE);
     }
 
     #[test]
