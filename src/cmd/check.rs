@@ -116,6 +116,11 @@ pub struct CheckArgs {
     /// its NUMA node.
     #[arg(long, value_enum, value_name = "LEVEL", default_value_t = FailOn::Error)]
     pub fail_on: FailOn,
+    /// Allocate each claim (template) for N pods on each node, one after another, as N pods
+    /// each with their own claim from it: each sees what the earlier ones hold, and the claim
+    /// fits only when all N do (1 to 1024).
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub pods: report::Pods,
     /// Cloud provider attributes for the devices discovered with `--sysfs` (as `inventory`).
     #[command(flatten)]
     pub cloud: super::CloudArgs,
@@ -367,6 +372,7 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
     if let Some(v) = args.kubernetes_version {
         input.version = v;
     }
+    input.pods = args.pods;
     input.slices.extend(file_slices);
     let slice_nodes = report::slice_nodes(&input.slices);
     if let Some(sysfs) = &args.sysfs {
@@ -620,35 +626,42 @@ pub fn render_table(r: &Report, notes: &[String], out: &mut dyn Write) -> std::i
         if i > 0 || !notes.is_empty() {
             writeln!(out)?;
         }
+        let pods = c
+            .pods
+            .map(|p| format!(" ({} of {} pods)", p.fit, p.asked))
+            .unwrap_or_default();
         match &c.node {
             Some(n) => writeln!(
                 out,
-                "{} {} on node {n}: {}",
+                "{} {} on node {n}: {}{pods}",
                 c.kind,
                 c.name,
                 c.verdict.as_str()
             )?,
-            None => writeln!(out, "{} {}: {}", c.kind, c.name, c.verdict.as_str())?,
+            None => writeln!(out, "{} {}: {}{pods}", c.kind, c.name, c.verdict.as_str())?,
         }
         if let Some(e) = &c.error {
             writeln!(out, "  error: {e}")?;
             continue;
         }
-        let mut rows = vec![
-            [
-                "REQUEST",
-                "DRIVER",
-                "POOL",
-                "DEVICE",
-                "LABEL",
-                "NUMA",
-                "PCIE ROOT",
-            ]
-            .map(String::from)
-            .to_vec(),
-        ];
+        // With several pods, each row names its pod.
+        let by_pod = c.pods.is_some();
+        let mut header = vec!["POD"];
+        header.extend([
+            "REQUEST",
+            "DRIVER",
+            "POOL",
+            "DEVICE",
+            "LABEL",
+            "NUMA",
+            "PCIE ROOT",
+        ]);
+        let skip = usize::from(!by_pod);
+        let mut rows = vec![header[skip..].iter().map(|h| h.to_string()).collect()];
         for d in &c.devices {
-            rows.push(vec![
+            let pod = d.pod.map(|p| p.to_string()).unwrap_or_else(|| "-".into());
+            let mut row = vec![
+                pod,
                 d.request.clone(),
                 d.driver.clone(),
                 d.pool.clone(),
@@ -658,7 +671,8 @@ pub fn render_table(r: &Report, notes: &[String], out: &mut dyn Write) -> std::i
                     .map(|n| n.to_string())
                     .unwrap_or_else(|| "-".into()),
                 d.pcie_root.clone().unwrap_or_else(|| "-".into()),
-            ]);
+            ];
+            rows.push(row.split_off(skip));
         }
         write!(out, "{}", super::aligned(&rows, "  "))?;
         if !c.topology.is_empty() {
@@ -825,6 +839,7 @@ mod tests {
             from_cluster: false,
             kubernetes_version: None,
             fail_on: FailOn::Error,
+            pods: report::Pods::ONE,
             cloud: crate::cmd::CloudArgs::default(),
             output: CheckFormat::Table,
         }
@@ -875,6 +890,52 @@ mod tests {
             .map(|d| d.label.clone().unwrap())
             .collect();
         assert_eq!(labels, ["mlx5_0", "mlx5_1"]);
+    }
+
+    /// `--pods` on a NIC shared three ways: the table names each pod's rows and how many fit;
+    /// bad counts are refused by the flag itself.
+    #[test]
+    fn pods_share_a_nic_until_its_children_run_out() {
+        let mut a = args("examples/sharing/nic-share.yaml", Some("nic-share-a"));
+        a.classes = Vec::new();
+        a.slices = vec![root().join("testdata/slices/nic-share.yaml")];
+        a.pods = "4".parse().unwrap();
+        let r = check(&a).unwrap();
+        let mut out = Vec::new();
+        render_table(&r, &[], &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("on node gpu-node-1: does not fit (3 of 4 pods)\n  error: pod 4 of 4: "),
+            "{text}"
+        );
+        a.pods = "3".parse().unwrap();
+        let r = check(&a).unwrap();
+        let mut out = Vec::new();
+        render_table(&r, &[], &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("fits (3 of 3 pods)"), "{text}");
+        assert!(text.contains("  POD  REQUEST"), "{text}");
+        assert!(text.contains("\n  3    nic      dra.net"), "{text}");
+
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            check: CheckArgs,
+        }
+        for (n, why) in [
+            ("0", "0 pods: nothing to check"),
+            ("1025", "1025 pods: at most 1024"),
+            ("two", "\"two\" is not a number of pods"),
+        ] {
+            let e = Cli::try_parse_from(["check", "c.yaml", "--pods", n])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains(why), "--pods {n}: {e}");
+        }
+        let ok = Cli::try_parse_from(["check", "c.yaml"]).unwrap();
+        assert_eq!(ok.check.pods, report::Pods::ONE);
     }
 
     #[test]

@@ -57,10 +57,12 @@ use crate::{AllocError, Allocator, Device, DeviceId};
 use dranet_core::{AttributeValue, DRIVER_NAME, Inventory, PciDevice, Relation};
 
 mod nodes;
+mod pods;
 mod reason;
 mod summary;
 
 pub use nodes::node_order;
+pub use pods::{PodCount, Pods, PodsError};
 pub use summary::{
     ClaimSummary, ClaimVerdict, FailOn, Failure, ReasonGroup, VerdictCount, per_claim, summaries,
     summarize, verdict_error,
@@ -127,6 +129,10 @@ pub struct DeviceRow {
     pub pcie_root: Option<String>,
     /// Whether it is a NIC (driver `dra.net`) rather than a GPU or other accelerator.
     pub nic: bool,
+    /// Which of the pods it was allocated for (1-based), when more than one is checked
+    /// ([`Input::pods`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<u32>,
 }
 
 impl DeviceRow {
@@ -147,6 +153,7 @@ impl DeviceRow {
             numa_node: int_attr(d, &[STD_NUMA, &own("numaNode")]),
             pcie_root: str_attr(d, &[STD_ROOT]),
             nic,
+            pod: None,
         }
     }
 
@@ -195,9 +202,13 @@ pub struct ClaimReport {
     pub kind: String,
     /// The node it was allocated for (`None`: the slices name no node).
     pub node: Option<String>,
-    /// The outcome.
+    /// The outcome: with several pods ([`Input::pods`]), the outcome of all of them.
     pub verdict: Verdict,
-    /// The chosen devices (empty when it cannot be allocated).
+    /// With several pods ([`Input::pods`]), how many of them fit; `None` for one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pods: Option<PodCount>,
+    /// The chosen devices (empty when it cannot be allocated); with several pods, those of
+    /// every pod that fit, each row naming its pod.
     pub devices: Vec<DeviceRow>,
     /// Every GPU × NIC pair.
     pub topology: Vec<PairRow>,
@@ -316,6 +327,10 @@ pub struct Input {
     /// The Kubernetes version whose scheduler answers (its default feature gates, its
     /// allocator, its CEL environment); the default is the newest supported.
     pub version: crate::KubernetesVersion,
+    /// How many pods, each with its own claim from the claim (template), are allocated one
+    /// after another on each node, each seeing what the earlier ones hold: a claim fits only
+    /// when all of them do.
+    pub pods: Pods,
 }
 
 impl Input {
@@ -514,6 +529,7 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
         host,
         node,
         version,
+        pods,
     } = input;
     let mut notes = Vec::new();
     if let Some(h) = &host {
@@ -591,6 +607,7 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
             programs: programs.clone(),
             ..crate::Options::for_version(version)
         };
+        let gate = options.features.consumable_capacity;
         let picked = node.as_deref().map(|n| {
             if version.gathers_whole_pools() {
                 by_node.pools_of(&typed, n)
@@ -616,7 +633,13 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
             .zip(compiled.iter_mut())
             .map(|(claim, compiled)| {
                 let compiled = compiled.get_or_insert_with(|| alloc.compile(&claim.spec));
-                check_one(claim, compiled, node.clone(), &alloc, inv)
+                let on = Placement {
+                    node: node.clone(),
+                    alloc: &alloc,
+                    inv,
+                    consumable_capacity: gate,
+                };
+                check_one(claim, compiled, &on, pods)
             })
             .collect();
         by_node_reports.push(reports.into_iter());
@@ -653,60 +676,122 @@ fn parse_slices(slices: &mut [serde_json::Value]) -> Result<Vec<ResourceSlice>, 
         .collect()
 }
 
-/// One claim, compiled with the first node's allocator, on one node's allocator.
+/// Where a claim is checked: one node's allocator, its PCI tree when known, and whether shares
+/// of devices are counted as shares (the consumable-capacity gate).
+struct Placement<'a> {
+    node: Option<String>,
+    alloc: &'a Allocator<'a>,
+    inv: Option<&'a Inventory>,
+    consumable_capacity: bool,
+}
+
+/// One claim, compiled with the first node's allocator, on one node's allocator, for `pods`
+/// pods one after another: each pod's allocation held while the next is allocated, as the
+/// scheduler counts allocated claims.
 fn check_one(
     claim: &Claim,
     compiled: &Result<crate::CompiledClaim, AllocError>,
-    node: Option<String>,
-    alloc: &Allocator,
-    inv: Option<&Inventory>,
+    on: &Placement,
+    pods: Pods,
 ) -> ClaimReport {
+    let several = pods != Pods::ONE;
     let mut report = ClaimReport {
         name: claim.name.clone(),
         kind: claim.kind.clone(),
-        node,
+        node: on.node.clone(),
         verdict: Verdict::Fits,
+        pods: several.then_some(PodCount {
+            asked: pods.get(),
+            fit: 0,
+        }),
         devices: Vec::new(),
         topology: Vec::new(),
         warnings: Vec::new(),
         error: None,
         reason: None,
     };
-    let outcome = match compiled {
-        Ok(c) => alloc.allocate(c, &[]),
-        Err(e) => Err(e.clone()),
-    };
-    match outcome {
-        Ok(a) => {
-            report.devices = a
-                .results
-                .iter()
-                .filter_map(|r| {
-                    let id = DeviceId {
-                        driver: r.driver.clone(),
-                        pool: r.pool.clone(),
-                        device: r.device.clone(),
-                    };
-                    Some(DeviceRow::new(alloc.device(&id)?, &r.request))
-                })
-                .collect();
-            let (pairs, warnings) = topology(&report.devices, alloc, inv);
-            report.topology = pairs;
-            if !warnings.is_empty() {
-                report.verdict = Verdict::FitsUnaligned;
-                report.reason = Some(warnings.join("; "));
-            }
-            report.warnings = warnings;
-        }
+    let compiled = match compiled {
+        Ok(c) => c,
+        // Wrong whatever the pod: said once, as for one pod.
         Err(e) => {
-            report.verdict = if e.is_unsatisfiable() {
-                Verdict::DoesNotFit
-            } else {
-                Verdict::Invalid
-            };
-            report.reason = Some(reason::of_error(&claim.spec, alloc, &e));
+            fail(&mut report, claim, on.alloc, e, None);
+            return report;
+        }
+    };
+    let mut in_use = crate::InUse::default();
+    for pod in 1..=pods.get() {
+        let outcome = if several {
+            on.alloc
+                .allocate_pod(&[compiled], &in_use)
+                .map(|mut a| a.pop().unwrap_or_default())
+        } else {
+            on.alloc.allocate(compiled, &[])
+        };
+        let a = match outcome {
+            Ok(a) => a,
+            Err(e) => {
+                let which = several.then(|| format!("pod {pod} of {}", pods.get()));
+                fail(&mut report, claim, on.alloc, &e, which);
+                return report;
+            }
+        };
+        let rows: Vec<DeviceRow> = a
+            .results
+            .iter()
+            .filter_map(|r| {
+                let id = DeviceId {
+                    driver: r.driver.clone(),
+                    pool: r.pool.clone(),
+                    device: r.device.clone(),
+                };
+                let mut row = DeviceRow::new(on.alloc.device(&id)?, &r.request);
+                row.pod = several.then_some(pod);
+                Some(row)
+            })
+            .collect();
+        // A pod's GPUs pair with its own NICs only.
+        let (pairs, warnings) = topology(&rows, on.alloc, on.inv);
+        report.devices.extend(rows);
+        report.topology.extend(pairs);
+        for w in warnings {
+            if !report.warnings.contains(&w) {
+                report.warnings.push(w);
+            }
+        }
+        if let Some(c) = &mut report.pods {
+            c.fit = pod;
+        }
+        in_use.record(&a, on.consumable_capacity);
+    }
+    if !report.warnings.is_empty() {
+        report.verdict = Verdict::FitsUnaligned;
+        report.reason = Some(report.warnings.join("; "));
+    }
+    report
+}
+
+/// `report` made the failure `e`, of the pod `which` when several are checked.
+fn fail(
+    report: &mut ClaimReport,
+    claim: &Claim,
+    alloc: &Allocator,
+    e: &AllocError,
+    which: Option<String>,
+) {
+    report.verdict = if e.is_unsatisfiable() {
+        Verdict::DoesNotFit
+    } else {
+        Verdict::Invalid
+    };
+    let reason = reason::of_error(&claim.spec, alloc, e);
+    match which {
+        Some(w) => {
+            report.reason = Some(format!("{w}: {reason}"));
+            report.error = Some(format!("{w}: {e}"));
+        }
+        None => {
+            report.reason = Some(reason);
             report.error = Some(e.to_string());
         }
     }
-    report
 }

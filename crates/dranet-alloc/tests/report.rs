@@ -370,3 +370,112 @@ fn list_valued_attributes_survive_the_parse() {
     let e = report::check(both, &[claim]).unwrap_err().to_string();
     assert!(e.contains("more than one value type"), "{e}");
 }
+
+/// The shared NIC of `testdata/slices/nic-share.yaml` (3 children) and one template of
+/// `examples/sharing/nic-share.yaml` (1 child each), for `pods` pods on `version`.
+fn share(pods: u32, version: &str) -> Report {
+    let t = docs("examples/sharing/nic-share.yaml");
+    let classes: Vec<DeviceClass> = t
+        .iter()
+        .filter(|d| d["kind"] == "DeviceClass")
+        .map(|d| serde_json::from_value(d.clone()).unwrap())
+        .collect();
+    let input = Input {
+        slices: docs("testdata/slices/nic-share.yaml"),
+        classes: Some(classes),
+        version: version.parse().unwrap(),
+        pods: report::Pods::new(pods).unwrap(),
+        ..Input::default()
+    };
+    let t = t
+        .into_iter()
+        .find(|d| d["metadata"]["name"] == "nic-share-a")
+        .unwrap();
+    let t: ResourceClaimTemplate = serde_json::from_value(t).unwrap();
+    let claim = Claim {
+        name: "nic-share-a".into(),
+        kind: "ResourceClaimTemplate".into(),
+        spec: t.spec.spec,
+    };
+    report::check(input, &[claim]).unwrap()
+}
+
+#[test]
+fn pods_share_a_nic_as_many_times_as_it_has_children() {
+    let r = share(3, "1.36");
+    let c = &r.claims[0];
+    assert_eq!(c.verdict, Verdict::Fits, "{c:?}");
+    assert_eq!(c.pods.map(|p| (p.asked, p.fit)), Some((3, 3)));
+    let devices: Vec<_> = c
+        .devices
+        .iter()
+        .map(|d| (d.pod, d.label.as_deref()))
+        .collect();
+    assert_eq!(
+        devices,
+        [
+            (Some(1), Some("mlx5_0")),
+            (Some(2), Some("mlx5_0")),
+            (Some(3), Some("mlx5_0"))
+        ]
+    );
+
+    let r = share(4, "1.36");
+    let c = &r.claims[0];
+    assert_eq!(c.verdict, Verdict::DoesNotFit);
+    assert_eq!(c.pods.map(|p| (p.asked, p.fit)), Some((4, 3)));
+    let error = c.error.as_deref().unwrap();
+    assert!(error.starts_with("pod 4 of 4: "), "{error}");
+    assert!(c.reason.as_deref().unwrap().starts_with("pod 4 of 4: "));
+    let json = serde_json::to_value(c).unwrap();
+    assert_eq!(json["pods"], serde_json::json!({"asked": 4, "fit": 3}));
+    assert_eq!(json["devices"][2]["pod"], 3);
+
+    // One pod: the report of a claim on its own, no count in it.
+    let r = share(1, "1.36");
+    let json = serde_json::to_value(&r.claims[0]).unwrap();
+    assert_eq!(r.claims[0].pods, None);
+    assert!(json.get("pods").is_none() && json["devices"][0].get("pod").is_none());
+}
+
+#[test]
+fn pods_asking_capacity_are_refused_on_1_34() {
+    for pods in [1, 4] {
+        let c = &share(pods, "1.34").claims[0];
+        assert_eq!(c.verdict, Verdict::Invalid, "{c:?}");
+        let error = c.error.as_deref().unwrap();
+        assert!(
+            error.contains("a capacity request (DRAConsumableCapacity) is requested, but the feature is disabled"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn pods_of_exclusive_nics_take_one_each() {
+    // A claim for the node's NIC that is not shared: the first pod holds it whole, the second
+    // finds it taken.
+    let claim = Claim {
+        name: "any-rdma".into(),
+        kind: "ResourceClaimTemplate".into(),
+        spec: serde_json::from_value(serde_json::json!({"devices": {"requests": [{"name": "nic",
+            "exactly": {"deviceClassName": "dra.net",
+                "selectors": [{"cel": {"expression": "!(\"children\" in device.capacity[\"dra.net\"])"}}]}}]}}))
+        .unwrap(),
+    };
+    let check = |pods| {
+        let input = Input {
+            slices: docs("testdata/slices/nic-share.yaml"),
+            pods: report::Pods::new(pods).unwrap(),
+            ..Input::default()
+        };
+        report::check(input, std::slice::from_ref(&claim)).unwrap()
+    };
+    let r = check(1);
+    assert_eq!(r.claims[0].verdict, Verdict::Fits, "{:?}", r.claims[0]);
+    let r = check(2);
+    let c = &r.claims[0];
+    assert_eq!(c.verdict, Verdict::DoesNotFit);
+    assert_eq!(c.pods.map(|p| p.fit), Some(1));
+    assert!(c.error.as_deref().unwrap().starts_with("pod 2 of 2: "));
+}

@@ -301,8 +301,20 @@ impl<'a> Search<'a> {
                 "no matching device satisfies {} together with the requests before it",
                 claim.constraints[c].label
             ),
-            None if self.a.features.device_taints => "not enough unused matching devices whose taints the request tolerates (devices are allocated at most once)".to_string(),
-            None => "not enough unused matching devices for all requests of the claim (devices are allocated at most once)".to_string(),
+            None => {
+                let what = if self.a.features.device_taints {
+                    "not enough unused matching devices whose taints the request tolerates"
+                } else {
+                    "not enough unused matching devices for all requests of the claim"
+                };
+                // With shared devices, "at most once" is not the rule: name the one that is.
+                let once = if (0..self.a.devices.len()).any(|d| self.a.multi(d)) {
+                    "devices are allocated at most once, or several times while their capacity lasts"
+                } else {
+                    "devices are allocated at most once"
+                };
+                format!("{what} ({once})")
+            }
         };
         AllocError::Unsatisfiable {
             request: req.name.to_string(),
