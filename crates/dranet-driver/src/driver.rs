@@ -15,7 +15,6 @@
 //! A claim's named `profile` is resolved by the profile provider at prepare and released at
 //! unprepare (see [`NetworkDriver::release_profiles`]).
 
-mod claim_locks;
 mod leases;
 mod profiles;
 mod rdma_only;
@@ -215,7 +214,7 @@ impl NetworkDriverBuilder {
             rescan: self.rescan,
             cloud: self.cloud,
             profiles: self.profiles,
-            profile_locks: claim_locks::ClaimLocks::default(),
+            profile_locks: crate::locks::Locks::default(),
             status: self.status,
             claims: self.claims,
             rdma_mode,
@@ -319,7 +318,7 @@ pub struct NetworkDriver {
     profiles: Option<Arc<dyn ProfileProvider>>,
     /// A claim's profiles are asked for or released by one task at a time, so that a release
     /// retried in the background never crosses a prepare of the same claim; other claims go on.
-    profile_locks: claim_locks::ClaimLocks,
+    profile_locks: crate::locks::Locks,
     status: Option<StatusWriter>,
     claims: Option<ClaimReader>,
     rdma_mode: NetnsMode,

@@ -24,6 +24,7 @@ pub mod doctor;
 pub mod driver;
 mod durable;
 pub mod ethtool;
+mod locks;
 pub mod netlink;
 pub mod netns;
 pub mod podnet;

@@ -69,7 +69,6 @@ mod ebpf;
 mod health;
 mod identity;
 mod journal;
-mod locks;
 pub(crate) mod messages;
 mod restore;
 mod state;
@@ -104,7 +103,7 @@ pub struct PodNet {
     children: ChildJournal,
     sysfs: PathBuf,
     hook: Option<StepHook>,
-    locks: locks::Locks,
+    locks: crate::locks::Locks,
 }
 
 impl std::fmt::Debug for PodNet {
@@ -152,7 +151,7 @@ impl PodNet {
             journal,
             sysfs: PathBuf::from("/sys"),
             hook: None,
-            locks: locks::Locks::default(),
+            locks: crate::locks::Locks::default(),
         })
     }
 

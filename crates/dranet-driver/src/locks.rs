@@ -1,8 +1,9 @@
-//! One async lock per attachment key and per host link, so that attaches and detaches of
-//! different devices run side by side while two operations on one key or one link never
-//! interleave. A lock exists while someone holds or waits for it.
+//! Async locks by name, so that work on different things runs side by side while two
+//! operations on one thing never interleave: podnet's attachment keys and host links, and a
+//! claim's profile work. A lock exists while someone holds or waits for it.
 //!
-//! Order, so that no two operations wait on each other: the key first, then the links, sorted.
+//! Podnet's order, so that no two operations wait on each other: the key first, then the links,
+//! sorted.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,12 +13,12 @@ use tokio::sync::OwnedMutexGuard;
 type Lock = Arc<tokio::sync::Mutex<()>>;
 
 #[derive(Debug, Default)]
-pub(super) struct Locks {
+pub(crate) struct Locks {
     named: Mutex<HashMap<String, Lock>>,
 }
 
 /// A held lock; released, and forgotten when nobody else wants it, on drop.
-pub(super) struct Held<'a> {
+pub(crate) struct Held<'a> {
     locks: &'a Locks,
     name: String,
     guard: Option<OwnedMutexGuard<()>>,
@@ -38,13 +39,18 @@ impl Locks {
         }
     }
 
+    /// The lock of claim `uid`'s profile work (asking the provider, releasing what it gave).
+    pub(crate) async fn claim(&self, uid: &str) -> Held<'_> {
+        self.lock(format!("claim:{uid}")).await
+    }
+
     /// The lock of attachment `key`.
-    pub(super) async fn key(&self, key: &str) -> Held<'_> {
+    pub(crate) async fn key(&self, key: &str) -> Held<'_> {
         self.lock(format!("key:{key}")).await
     }
 
     /// The locks of host links `names`, in name order (taken after the key's).
-    pub(super) async fn links(&self, names: &[&str]) -> Vec<Held<'_>> {
+    pub(crate) async fn links(&self, names: &[&str]) -> Vec<Held<'_>> {
         let mut names: Vec<&str> = names.to_vec();
         names.sort_unstable();
         names.dedup();
