@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use dranet_alloc::KubernetesVersion;
-use dranet_alloc::cel::{CelError, Program};
+use dranet_alloc::cel::{CelError, MAX_EXPRESSION_LEN, Program};
 use serde_json::json;
 
 /// Selectors only the scheduler's (stored) environment declares.
@@ -87,12 +87,20 @@ const BOTH: &[&str] = &[
     r#""%d".format([1]) == "1""#,
 ];
 
+/// A selector of exactly `len` bytes: the API server's field validation admits 10 KiB
+/// (`CELSelectorExpressionMaxLength`), and refuses one byte more before compiling it; the
+/// scheduler compiles either.
+fn of_length(len: usize) -> &'static str {
+    format!("\"{}\" != \"\"", "a".repeat(len - 8)).leak()
+}
+
 fn selectors() -> Vec<&'static str> {
     STORED_ONLY
         .iter()
         .chain(STORED_ONLY_1_36)
         .chain(BOTH)
         .copied()
+        .chain([of_length(10 * 1024), of_length(10 * 1024 + 1)])
         .collect()
 }
 
@@ -184,6 +192,12 @@ fn mismatch(selector: &str, theirs: &Verdict, version: KubernetesVersion) -> Opt
                     issues[0].0
                 )
             })
+        }
+        (Some(m), Err(CelError::TooLong(n))) => {
+            // "...: Too long: may not be more than 10240 bytes"
+            let limit = format!("more than {MAX_EXPRESSION_LEN} bytes");
+            (*n != selector.len() || !m.contains("Too long") || !m.contains(&limit))
+                .then(|| format!("API server: {m}\n      ours: {}", CelError::TooLong(*n)))
         }
         (Some(m), Err(e)) => Some(format!("API server: {m}\n      ours: {e}")),
     }

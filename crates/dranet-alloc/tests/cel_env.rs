@@ -262,6 +262,9 @@ fn compile_errors_say_what_and_where() {
         Program::compile(&"a".repeat(20_000)),
         Err(CelError::TooLong(20_000))
     ));
+    // A stored selector has no such limit: the scheduler compiles it.
+    let long = format!("\"{}\" != \"\"", "a".repeat(20_000));
+    assert!(Program::compile_for_scheduler(&long).is_ok());
 }
 
 #[test]

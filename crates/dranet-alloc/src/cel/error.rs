@@ -1,6 +1,7 @@
 //! What can go wrong compiling or evaluating a selector.
 
-/// Longest expression accepted, as the Kubernetes API validation allows.
+/// Longest expression the API server admits in a new selector (its field validation; the
+/// scheduler has no such limit).
 pub const MAX_EXPRESSION_LEN: usize = 10 * 1024;
 
 /// What can go wrong compiling or evaluating an expression.
@@ -14,7 +15,8 @@ pub enum CelError {
         /// What is wrong.
         message: String,
     },
-    /// The expression is longer than [`MAX_EXPRESSION_LEN`].
+    /// The expression is longer than [`MAX_EXPRESSION_LEN`] (only in the API server's
+    /// environment: [`Program::compile_at`](super::Program::compile_at)).
     #[error("expression is {0} bytes long, the limit is {MAX_EXPRESSION_LEN}")]
     TooLong(usize),
     /// The expression cannot produce a bool.

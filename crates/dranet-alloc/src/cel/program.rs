@@ -117,7 +117,10 @@ impl Program {
     }
 
     fn build(source: &str, env: EnvType) -> Result<Program, CelError> {
-        if source.len() > MAX_EXPRESSION_LEN {
+        // The 10 KiB limit is the API server's field validation, not CEL's: the scheduler
+        // compiles a stored selector of any length, up to cel-go's parser limit (100,000 code
+        // points, which the parser checks).
+        if env.is_new() && source.len() > MAX_EXPRESSION_LEN {
             return Err(CelError::TooLong(source.len()));
         }
         // The common shapes compile to the same program without the general passes, which cost
