@@ -5,48 +5,26 @@
 //! Podnet's order, so that no two operations wait on each other: the key first, then the links,
 //! sorted.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use dranet_kubeletplugin::{NamedGuard, NamedLocks};
 
-use tokio::sync::OwnedMutexGuard;
-
-type Lock = Arc<tokio::sync::Mutex<()>>;
-
+/// The driver's locks, named by what they guard.
 #[derive(Debug, Default)]
 pub(crate) struct Locks {
-    named: Mutex<HashMap<String, Lock>>,
+    named: NamedLocks,
 }
 
 /// A held lock; released, and forgotten when nobody else wants it, on drop.
-pub(crate) struct Held<'a> {
-    locks: &'a Locks,
-    name: String,
-    guard: Option<OwnedMutexGuard<()>>,
-}
+pub(crate) type Held<'a> = NamedGuard<'a>;
 
 impl Locks {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Lock>> {
-        self.named.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    async fn lock(&self, name: String) -> Held<'_> {
-        let lock = self.map().entry(name.clone()).or_default().clone();
-        let guard = lock.lock_owned().await;
-        Held {
-            locks: self,
-            name,
-            guard: Some(guard),
-        }
-    }
-
     /// The lock of claim `uid`'s profile work (asking the provider, releasing what it gave).
     pub(crate) async fn claim(&self, uid: &str) -> Held<'_> {
-        self.lock(format!("claim:{uid}")).await
+        self.named.lock(format!("claim:{uid}")).await
     }
 
     /// The lock of attachment `key`.
     pub(crate) async fn key(&self, key: &str) -> Held<'_> {
-        self.lock(format!("key:{key}")).await
+        self.named.lock(format!("key:{key}")).await
     }
 
     /// The locks of host links `names`, in name order (taken after the key's).
@@ -56,28 +34,14 @@ impl Locks {
         names.dedup();
         let mut held = Vec::with_capacity(names.len());
         for n in names {
-            held.push(self.lock(format!("link:{n}")).await);
+            held.push(self.named.lock(format!("link:{n}")).await);
         }
         held
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.map().len()
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        drop(self.guard.take());
-        let mut map = self.locks.map();
-        // Only the map's own reference left: nobody holds or waits for it.
-        if map
-            .get(&self.name)
-            .is_some_and(|l| Arc::strong_count(l) == 1)
-        {
-            map.remove(&self.name);
-        }
+        self.named.len()
     }
 }
 
@@ -99,7 +63,7 @@ mod tests {
         assert_eq!(locks.len(), 0);
         // Links in any order come back sorted, each once.
         let held = locks.links(&["eth2", "eth1", "eth2"]).await;
-        let names: Vec<&str> = held.iter().map(|h| h.name.as_str()).collect();
+        let names: Vec<&str> = held.iter().map(|h| h.name()).collect();
         assert_eq!(names, ["link:eth1", "link:eth2"]);
         drop(held);
         assert_eq!(locks.len(), 0);

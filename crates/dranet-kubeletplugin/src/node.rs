@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
 
@@ -19,51 +19,7 @@ use crate::driver::{
 use crate::error::{Error, Result};
 use crate::flock;
 use crate::metrics::Metrics;
-
-/// One lock per claim UID, dropped from the map when nobody holds or waits for it.
-#[derive(Default)]
-struct ClaimLocks {
-    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-struct ClaimGuard<'a> {
-    locks: &'a ClaimLocks,
-    uid: String,
-    // Declared last: dropped after `Drop::drop` has looked at the reference count.
-    _guard: tokio::sync::OwnedMutexGuard<()>,
-}
-
-impl ClaimLocks {
-    async fn lock(&self, uid: &str) -> ClaimGuard<'_> {
-        let m = {
-            let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(map.entry(uid.to_string()).or_default())
-        };
-        let guard = m.lock_owned().await;
-        ClaimGuard {
-            locks: self,
-            uid: uid.to_string(),
-            _guard: guard,
-        }
-    }
-}
-
-impl Drop for ClaimGuard<'_> {
-    fn drop(&mut self) {
-        let mut map = self
-            .locks
-            .map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        // The map's reference plus our guard's: nobody else waits, so the entry can go.
-        if map
-            .get(&self.uid)
-            .is_some_and(|m| Arc::strong_count(m) <= 2)
-        {
-            map.remove(&self.uid);
-        }
-    }
-}
+use crate::named_locks::NamedLocks;
 
 pub(crate) struct NodeService<D, A> {
     pub driver: Arc<D>,
@@ -74,7 +30,8 @@ pub(crate) struct NodeService<D, A> {
     /// prepared before, and unprepare must ask the driver to clean up.
     pub checkpoint_trusted: bool,
     pub metrics: Arc<dyn Metrics>,
-    locks: ClaimLocks,
+    /// One lock per claim UID.
+    locks: NamedLocks,
     /// Rolling updates: where the per-claim lock files live that serialize calls for one claim
     /// across the two instances.
     claim_lock_dir: Option<PathBuf>,
@@ -101,7 +58,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             checkpoint,
             checkpoint_trusted,
             metrics,
-            locks: ClaimLocks::default(),
+            locks: NamedLocks::default(),
             claim_lock_dir,
             lookup_timeout: std::time::Duration::from_secs(20),
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_CLAIMS_IN_FLIGHT)),
@@ -221,7 +178,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
 
     async fn prepare_one(&self, c: &ClaimRef) -> Result<Vec<PreparedDevice>> {
         check_ref(c)?;
-        let _guard = self.locks.lock(&c.uid).await;
+        let _guard = self.locks.lock(c.uid.as_str()).await;
         let file_lock = self.file_lock(&c.uid).await?;
         let result = self.prepare_locked(c).await;
         // A claim that failed may never be unprepared (the kubelet only unprepares what it
@@ -354,7 +311,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
 
     async fn unprepare_one(&self, c: &ClaimRef) -> Result<()> {
         check_ref(c)?;
-        let _guard = self.locks.lock(&c.uid).await;
+        let _guard = self.locks.lock(c.uid.as_str()).await;
         let file_lock = self.file_lock(&c.uid).await?;
         let recorded = self.checkpoint.lookup_async(&c.uid).await?;
         if let Some(e) = &recorded {
