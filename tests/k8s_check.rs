@@ -308,6 +308,79 @@ fn check_reads_slices_and_classes_from_a_real_cluster(kit: &Kit) {
     ]);
 }
 
+/// A 1.36 cluster with the alpha `DRAListTypeAttributes` gate keeps list-valued attributes
+/// (`numaNode: {ints: [0, 1]}`, a NIC between two NUMA nodes), which the v1 types of
+/// Kubernetes 1.34 that dranet is built with do not have: `check --kubeconfig` must read the
+/// slices as the API server serves them, not through those types (which left such an attribute
+/// without a value: "attribute numaNode: no value").
+#[test]
+fn check_reads_list_attributes_of_a_1_36_cluster_with_the_gate() {
+    let what = "dranet check --kubeconfig, list attributes";
+    let gates = "DRAListTypeAttributes=true";
+    let Some(kit) = Kit::start_with_gates(what, support::k8s::V1_36, gates) else {
+        return;
+    };
+    let nic_slice = |node: &str, numa: &str| {
+        format!(
+            r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: {node}-dra.net}}
+spec:
+  driver: dra.net
+  nodeName: {node}
+  pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}
+  devices:
+  - name: pci-0000-01-00-0
+    attributes:
+      ifName: {{string: eth1}}
+      numaNode: {{ints: {numa}}}
+"#
+        )
+    };
+    kit.apply(CLASSES);
+    kit.apply(&nic_slice("list-node-a", "[0, 1]"));
+    kit.apply(&nic_slice("list-node-b", "[1]"));
+    let stored = kit.get_json(&["resourceslice", "list-node-a-dra.net"]);
+    assert_eq!(
+        stored["spec"]["devices"][0]["attributes"]["numaNode"],
+        serde_json::json!({"ints": [0, 1]}),
+        "the API server with {gates} keeps the list"
+    );
+    let template = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: nic-on-both-numa}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: nic
+        exactly:
+          deviceClassName: dranet.net
+          selectors:
+          - cel: {expression: 'device.attributes["dra.net"].numaNode == [0, 1]'}
+"#;
+    kit.apply(template);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("template.yaml");
+    std::fs::write(&file, template).expect("write the template");
+    let kubeconfig = kit.var("KUBECONFIG").to_string();
+    let out = kit
+        .command(env!("CARGO_BIN_EXE_dranet"))
+        .args(["check", file.to_str().expect("utf-8 path")])
+        .args(["--kubeconfig", &kubeconfig, "-o", "json"])
+        .env_remove("NODE_NAME")
+        .output()
+        .expect("run dranet check");
+    assert_eq!(
+        verdicts(&out),
+        pairs(&[("list-node-a", "fits"), ("list-node-b", "does-not-fit")]),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn cluster_flags_name_what_is_wrong_without_a_cluster() {
     let bin = env!("CARGO_BIN_EXE_dranet");

@@ -454,11 +454,6 @@ fn read_cluster(
         };
         let slices = api.list_all_slices().await.map_err(|e| failed(&e))?;
         let classes = api.list_device_classes().await.map_err(|e| failed(&e))?;
-        let slices = slices
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| failed(&e))?;
         Ok((slices, classes, version))
     })
 }

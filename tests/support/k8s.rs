@@ -85,6 +85,8 @@ pub struct Kit {
     script: PathBuf,
     /// The version running.
     pub version: Version,
+    /// The feature gates it runs with besides the version's defaults (`FEATURE_GATES`).
+    pub gates: &'static str,
     /// What `kit.sh env` exports (KUBECONFIG, DRANET_K8S_*).
     pub env: HashMap<String, String>,
     _lock: MutexGuard<'static, ()>,
@@ -111,6 +113,12 @@ pub fn kit_script() -> Option<PathBuf> {
 impl Kit {
     /// Starts `version`'s cluster, or says why `test` is skipped and returns `None`.
     pub fn start(test: &str, version: Version) -> Option<Kit> {
+        Kit::start_with_gates(test, version, "")
+    }
+
+    /// [`Kit::start`] with `--feature-gates=GATES` on every component (`""`: the version's
+    /// defaults). A cluster left running is taken down first: `up` would keep its gates.
+    pub fn start_with_gates(test: &str, version: Version, gates: &'static str) -> Option<Kit> {
         if !is_root() {
             eprintln!(
                 "SKIP {test} on {version}: needs root (the kubelet and containerd run as root)"
@@ -142,10 +150,14 @@ impl Kit {
         let mut kit = Kit {
             script,
             version,
+            gates,
             env: HashMap::new(),
             _lock: lock,
             _machine_lock: machine_lock,
         };
+        if !gates.is_empty() {
+            kit.down();
+        }
         kit.up();
         // A cluster left running (a killed test) keeps the version it was started with: `up`
         // leaves running pieces alone. Then start over.
@@ -169,6 +181,7 @@ impl Kit {
         let up = Command::new(&self.script)
             .arg("up")
             .env("KUBE_VERSION", self.version.kit)
+            .env("FEATURE_GATES", self.gates)
             .output()
             .expect("run kit.sh up");
         assert!(

@@ -15,8 +15,8 @@ use k8s_openapi::api::resource::v1::{
     AllocatedDeviceStatus, DeviceClass, ResourceClaim, ResourceSlice,
 };
 use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent,
-    WatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    Preconditions, WatchEvent, WatchParams,
 };
 
 use crate::error::{Error, Result};
@@ -243,9 +243,26 @@ impl KubeClient {
 
     /// Every ResourceSlice of the cluster, of all nodes and drivers (what `kubectl get
     /// resourceslices` lists), for tools that look at the whole cluster, such as `dranet check
-    /// --kubeconfig`. Read in pages, as kubectl does.
-    pub async fn list_all_slices(&self) -> Result<Vec<ResourceSlice>> {
-        self.list_all("list ResourceSlices").await
+    /// --kubeconfig`. Read in pages, as kubectl does, and returned as the API server serves them
+    /// (`resource.k8s.io/v1` JSON), fields newer than this build's types included.
+    pub async fn list_all_slices(&self) -> Result<Vec<serde_json::Value>> {
+        // Untyped: a newer API server's fields (1.36's list attributes) are kept, which this
+        // build's v1 types would drop.
+        let resource = ApiResource::erase::<ResourceSlice>(&());
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let action = "list ResourceSlices";
+        let mut out = Vec::new();
+        for o in self.list_all(api, action).await? {
+            let mut v = serde_json::to_value(&o).map_err(|e| Error::ApiTransport {
+                action: action.to_string(),
+                source: Box::new(e),
+            })?;
+            // List items come without their type.
+            v["apiVersion"] = resource.api_version.clone().into();
+            v["kind"] = resource.kind.clone().into();
+            out.push(v);
+        }
+        Ok(out)
     }
 
     /// The API server's Kubernetes version, `(major, minor)` as `/version` gives them (a
@@ -261,19 +278,15 @@ impl KubeClient {
 
     /// Every DeviceClass of the cluster (the classes a claim's requests name).
     pub async fn list_device_classes(&self) -> Result<Vec<DeviceClass>> {
-        self.list_all("list DeviceClasses").await
+        self.list_all(Api::all(self.client.clone()), "list DeviceClasses")
+            .await
     }
 
-    /// Every object of a cluster-scoped kind, following the list's continue tokens.
-    async fn list_all<K>(&self, action: &str) -> Result<Vec<K>>
+    /// Every object `api` lists, following the list's continue tokens.
+    async fn list_all<K>(&self, api: Api<K>, action: &str) -> Result<Vec<K>>
     where
-        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        K::DynamicType: Default,
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
-        let api: Api<K> = Api::all(self.client.clone());
         let mut lp = ListParams::default().limit(LIST_PAGE);
         let mut items = Vec::new();
         loop {
