@@ -42,7 +42,7 @@ pub(crate) fn instantiate(root: &Expr, refs: &[Ref], positions: &[u32]) -> Resul
 
 /// Functions whose single argument, when constant, the planner converts ahead of time.
 /// cel-go's `TypeName()` of a checked type, as its format validator prints it.
-fn type_name(t: &Type) -> String {
+pub(crate) fn type_name(t: &Type) -> String {
     match t {
         Type::Any => "google.protobuf.Any".into(),
         Type::Null => "null_type".into(),
@@ -52,6 +52,7 @@ fn type_name(t: &Type) -> String {
         Type::Map(..) => "map".into(),
         Type::Type(_) => "type".into(),
         Type::Opaque(n, _) | Type::Object(n) => (*n).into(),
+        Type::Wrapper(t) => type_name(t),
         other => other.to_string(),
     }
 }
@@ -144,7 +145,7 @@ impl Validator<'_> {
             let t = self.elem_type(x, optional.get(i).copied().unwrap_or(false));
             match &first {
                 None => first = Some(t),
-                Some(f) if *f != t => {
+                Some(f) if !f.exact(&t) => {
                     let f = f.clone();
                     self.mismatch(x, &f, &t);
                     break;
@@ -163,10 +164,10 @@ impl Validator<'_> {
                 None => first = Some((kt, vt)),
                 Some((k0, v0)) => {
                     let (k0, v0) = (k0.clone(), v0.clone());
-                    if k0 != kt {
+                    if !k0.exact(&kt) {
                         self.mismatch(&en.key, &k0, &kt);
                     }
-                    if v0 != vt {
+                    if !v0.exact(&vt) {
                         self.mismatch(&en.value, &v0, &vt);
                     }
                 }
