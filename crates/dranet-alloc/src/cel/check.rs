@@ -22,6 +22,8 @@ pub(crate) enum Ref {
     Var,
     /// A type name used as a value.
     TypeIdent(String),
+    /// A protobuf enum value (`google.protobuf.NullValue.NULL_VALUE`): an `int` constant.
+    EnumValue(i64),
     /// A function and the overloads that matched, by index.
     Func(&'static Func, Vec<u16>),
 }
@@ -180,6 +182,9 @@ impl Checker<'_> {
         }
         if name == "device" {
             return Some((Type::Object(t::DEVICE), Ref::Device));
+        }
+        if let Some(v) = crate::cel::message::enum_value(name) {
+            return Some((Type::Int, Ref::EnumValue(v)));
         }
         decls::type_ident(name).map(|t| (t, Ref::TypeIdent(name.to_string())))
     }

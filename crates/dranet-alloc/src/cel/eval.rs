@@ -120,6 +120,7 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
             Kind::Ident(name) => match self.reference(e) {
                 Ref::Device => Ok(Value::Device),
                 Ref::TypeIdent(t) => Ok(Value::typ(t)),
+                Ref::EnumValue(v) => Ok(Value::Int(*v)),
                 _ => self
                     .scopes
                     .iter()

@@ -7,10 +7,11 @@
 mod any;
 mod construct;
 mod json;
+mod read;
 
 pub(crate) use construct::construct;
 
-use super::types::Type;
+use super::types::{EMPTY, Type};
 
 /// A well-known message type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +24,8 @@ pub(crate) enum Message {
     Value,
     ListValue,
     Any,
+    /// `google.protobuf.Empty`: a message of its own, not unwrapped to a CEL value.
+    Empty,
 }
 
 /// How a field is stored in the protobuf message: what a CEL value must convert to.
@@ -85,6 +88,11 @@ const VALUE_FIELDS: [Field; 6] = [
 const LIST_FIELDS: [Field; 1] = [f("values", Scalar::ValueList)];
 const ANY_FIELDS: [Field; 2] = [f("type_url", Scalar::String), f("value", Scalar::Bytes)];
 
+/// The value of a well-known enum constant: `google.protobuf.NullValue.NULL_VALUE`, the only one.
+pub(crate) fn enum_value(name: &str) -> Option<i64> {
+    (name == "google.protobuf.NullValue.NULL_VALUE").then_some(0)
+}
+
 impl Message {
     /// The message named `name` (fully qualified, without a leading dot).
     pub(crate) fn find(name: &str) -> Option<Message> {
@@ -96,6 +104,7 @@ impl Message {
             "Value" => Message::Value,
             "ListValue" => Message::ListValue,
             "Any" => Message::Any,
+            "Empty" => Message::Empty,
             _ => Message::Wrapper(WRAPPERS.iter().find(|(n, _)| *n == name)?.1),
         })
     }
@@ -113,6 +122,7 @@ impl Message {
             Message::Value => "google.protobuf.Value",
             Message::ListValue => "google.protobuf.ListValue",
             Message::Any => "google.protobuf.Any",
+            Message::Empty => EMPTY,
         }
     }
 
@@ -139,6 +149,7 @@ impl Message {
             Message::Value => &VALUE_FIELDS,
             Message::ListValue => &LIST_FIELDS,
             Message::Any => &ANY_FIELDS,
+            Message::Empty => &[],
         }
     }
 
@@ -157,6 +168,7 @@ impl Message {
             Message::Value => Type::Dyn,
             Message::ListValue => Type::list(Type::Dyn),
             Message::Any => Type::Any,
+            Message::Empty => Type::Object(EMPTY),
         }
     }
 }
@@ -213,22 +225,30 @@ mod tests {
             Message::Value,
             Message::ListValue,
             Message::Any,
+            Message::Empty,
         ] {
             assert_eq!(Message::find(m.name()), Some(m));
         }
         assert_eq!(Message::find("google.protobuf.NullValue"), None);
-        assert_eq!(Message::find("google.protobuf.Empty"), None);
+        assert_eq!(Message::find("google.protobuf.FieldMask"), None);
     }
 
     #[test]
     fn fields_and_types() {
         let i32v = Message::find("google.protobuf.Int32Value").unwrap();
-        assert_eq!(i32v.field("value").unwrap().scalar.checked_type(), Type::Int);
+        assert_eq!(
+            i32v.field("value").unwrap().scalar.checked_type(),
+            Type::Int
+        );
         assert_eq!(i32v.checked_type().to_string(), "wrapper(int)");
         assert!(i32v.field("foo").is_none());
         let v = Message::Value;
         assert_eq!(
-            v.field("struct_value").unwrap().scalar.checked_type().to_string(),
+            v.field("struct_value")
+                .unwrap()
+                .scalar
+                .checked_type()
+                .to_string(),
             "map(string, dyn)"
         );
         assert_eq!(Message::ListValue.checked_type().to_string(), "list(dyn)");

@@ -44,6 +44,8 @@ pub(crate) const CIDR: &str = "net.CIDR";
 pub(crate) const URL: &str = "kubernetes.URL";
 pub(crate) const FORMAT: &str = "kubernetes.NamedFormat";
 pub(crate) const DEVICE: &str = "kubernetes.DRADevice";
+/// `google.protobuf.Empty`, the one well-known message that stays a message when built.
+pub(crate) const EMPTY: &str = "google.protobuf.Empty";
 
 impl Type {
     pub(crate) fn list(t: Type) -> Type {
@@ -85,7 +87,9 @@ impl Type {
             (Type::Map(k1, v1), Type::Map(k2, v2)) => k1.exact(k2) && v1.exact(v2),
             (Type::Type(Some(a)), Type::Type(Some(b))) => a.exact(b),
             (Type::Opaque(n1, p1), Type::Opaque(n2, p2)) => {
-                n1 == n2 && p1.len() == p2.len() && p1.iter().zip(p2.iter()).all(|(a, b)| a.exact(b))
+                n1 == n2
+                    && p1.len() == p2.len()
+                    && p1.iter().zip(p2.iter()).all(|(a, b)| a.exact(b))
             }
             _ => self == o,
         }
@@ -136,6 +140,23 @@ impl Type {
             Type::Any => true,
             _ => false,
         }
+    }
+}
+
+/// cel-go's `TypeName()` of a checked type, as its format validator and the message
+/// construction checker print it.
+pub(crate) fn type_name(t: &Type) -> String {
+    match t {
+        Type::Any => "google.protobuf.Any".into(),
+        Type::Null => "null_type".into(),
+        Type::Duration => "google.protobuf.Duration".into(),
+        Type::Timestamp => "google.protobuf.Timestamp".into(),
+        Type::List(_) => "list".into(),
+        Type::Map(..) => "map".into(),
+        Type::Type(_) => "type".into(),
+        Type::Opaque(n, _) | Type::Object(n) => (*n).into(),
+        Type::Wrapper(t) => type_name(t),
+        other => other.to_string(),
     }
 }
 

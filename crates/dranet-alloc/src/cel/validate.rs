@@ -15,7 +15,7 @@ use super::check::Ref;
 use super::device::DeviceView;
 use super::eval::Eval;
 use super::parse::Issue;
-use super::types::{OPTIONAL, Type};
+use super::types::{OPTIONAL, Type, type_name};
 
 /// Runs the validators over a checked tree; `types` and `positions` are indexed by node id.
 pub(crate) fn validate(root: &Expr, types: &[Type], refs: &[Ref], positions: &[u32]) -> Vec<Issue> {
@@ -41,21 +41,6 @@ pub(crate) fn instantiate(root: &Expr, refs: &[Ref], positions: &[u32]) -> Resul
 }
 
 /// Functions whose single argument, when constant, the planner converts ahead of time.
-/// cel-go's `TypeName()` of a checked type, as its format validator prints it.
-pub(crate) fn type_name(t: &Type) -> String {
-    match t {
-        Type::Any => "google.protobuf.Any".into(),
-        Type::Null => "null_type".into(),
-        Type::Duration => "google.protobuf.Duration".into(),
-        Type::Timestamp => "google.protobuf.Timestamp".into(),
-        Type::List(_) => "list".into(),
-        Type::Map(..) => "map".into(),
-        Type::Type(_) => "type".into(),
-        Type::Opaque(n, _) | Type::Object(n) => (*n).into(),
-        Type::Wrapper(t) => type_name(t),
-        other => other.to_string(),
-    }
-}
 
 struct Validator<'a> {
     types: &'a [Type],
@@ -383,7 +368,10 @@ impl Folder<'_> {
     fn fold_node(&mut self, e: &Expr) -> Result<bool, Issue> {
         Ok(match &e.kind {
             Kind::Lit(_) => true,
-            Kind::Ident(_) => matches!(self.refs.get(e.id as usize), Some(Ref::TypeIdent(_))),
+            Kind::Ident(_) => matches!(
+                self.refs.get(e.id as usize),
+                Some(Ref::TypeIdent(_) | Ref::EnumValue(_))
+            ),
             Kind::Select { operand, .. } => {
                 self.fold(operand)?;
                 false

@@ -7,12 +7,16 @@ use super::Checker;
 use crate::cel::ast::{Expr, Kind};
 use crate::cel::message::Message;
 use crate::cel::types::Type;
-use crate::cel::validate::type_name;
+use crate::cel::types::type_name;
 
 impl Checker<'_> {
     pub(super) fn check_struct(&mut self, e: &mut Expr) {
         let id = e.id;
-        let Kind::Struct { type_name: name, fields } = &mut e.kind else {
+        let Kind::Struct {
+            type_name: name,
+            fields,
+        } = &mut e.kind
+        else {
             return;
         };
         let resolved = name.strip_prefix('.').unwrap_or(name).to_string();

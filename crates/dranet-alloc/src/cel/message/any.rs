@@ -6,6 +6,7 @@
 use std::rc::Rc;
 
 use super::Message;
+use super::read::{duration, timestamp, zero};
 use crate::cel::value::{Error, Map, R, Value};
 
 /// Nested Anys and messages deeper than this are refused (protobuf's own default limit).
@@ -64,15 +65,16 @@ fn unpack_at<'a>(type_url: &str, value: &[u8], depth: u32) -> Option<Value<'a>> 
                 Some(Wire::Varint(v)) => v as i32,
                 _ => 0,
             };
-            let fields = vec![
-                ("seconds", Value::Int(secs)),
-                ("nanos", Value::Int(i64::from(nanos))),
-            ];
-            super::construct(m, fields, &NoMaps).ok()?
+            if m == Message::Duration {
+                Value::Duration(duration(secs, nanos))
+            } else {
+                timestamp(secs, nanos).ok()?
+            }
         }
         Message::Struct => json_struct(&fields, depth)?,
         Message::ListValue => json_list(&fields, depth)?,
         Message::Value => json_value(&fields, depth)?,
+        Message::Empty => Value::Empty,
         Message::Any => {
             let url = match last(1) {
                 Some(Wire::Bytes(b)) => utf8(b)?,
@@ -85,28 +87,6 @@ fn unpack_at<'a>(type_url: &str, value: &[u8], depth: u32) -> Option<Value<'a>> 
             unpack_at(&url, inner, depth + 1)?
         }
     })
-}
-
-fn zero<'a>(s: super::Scalar) -> Value<'a> {
-    super::construct(Message::Wrapper(s), Vec::new(), &NoMaps).unwrap_or(Value::Null)
-}
-
-/// Unpacked values hold only literal maps.
-struct NoMaps;
-
-impl<'a> crate::cel::value::MapView<'a> for NoMaps {
-    fn keys(&self, m: &Value<'a>) -> Vec<Value<'a>> {
-        match m {
-            Value::Map(m) => m.entries.iter().map(|(k, _)| k.clone()).collect(),
-            _ => Vec::new(),
-        }
-    }
-    fn get(&self, m: &Value<'a>, k: &Value<'a>) -> Option<Value<'a>> {
-        match m {
-            Value::Map(m) => m.find(k).cloned(),
-            _ => None,
-        }
-    }
 }
 
 /// A `google.protobuf.Value` message's fields as the JSON value they hold (the last member of
@@ -279,7 +259,11 @@ mod tests {
             "unsupported conversion to ref.Val: (*dynamicpb.Message)\
              type_url:\"type.googleapis.com/google.protobuf.Int64Value\"  value:\"\\xff\""
         );
-        assert!(unpack("type.googleapis.com/google.protobuf.Empty", b"").is_err());
+        assert!(matches!(
+            unpack("type.googleapis.com/google.protobuf.Empty", b""),
+            Ok(Value::Empty)
+        ));
+        assert!(unpack("type.googleapis.com/google.protobuf.FieldMask", b"").is_err());
     }
 
     #[test]
@@ -294,9 +278,7 @@ mod tests {
         let mut value = vec![0x32, list.len() as u8];
         value.extend_from_slice(&list);
         let v = unpack("x/google.protobuf.Value", &value).unwrap();
-        let Value::List(l) = v else {
-            panic!("{v:?}")
-        };
+        let Value::List(l) = v else { panic!("{v:?}") };
         assert!(matches!(l[0], Value::Double(d) if d == 1.0));
         assert_eq!(l[1].as_str(), Some("a"));
     }

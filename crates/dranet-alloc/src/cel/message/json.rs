@@ -51,6 +51,8 @@ pub(super) fn to_json<'a>(v: &Value<'a>, maps: &dyn MapView<'a>) -> R<Value<'a>>
         Value::List(l) => to_json_list(l, maps)?,
         Value::Optional(Some(inner)) => to_json(inner, maps)?,
         Value::Optional(None) => return Err(Error::msg("optional.none() dereference")),
+        // A message as its JSON form: an Empty is `{}`.
+        Value::Empty => Value::Map(Rc::new(Map::default())),
         m if m.is_map() => to_json_struct(m, maps)?,
         other => return Err(conversion_error(other, "*structpb.Value")),
     })
@@ -58,10 +60,7 @@ pub(super) fn to_json<'a>(v: &Value<'a>, maps: &dyn MapView<'a>) -> R<Value<'a>>
 
 /// A list as a `google.protobuf.ListValue`.
 pub(super) fn to_json_list<'a>(l: &[Value<'a>], maps: &dyn MapView<'a>) -> R<Value<'a>> {
-    let out = l
-        .iter()
-        .map(|x| to_json(x, maps))
-        .collect::<R<Vec<_>>>()?;
+    let out = l.iter().map(|x| to_json(x, maps)).collect::<R<Vec<_>>>()?;
     Ok(Value::list(out))
 }
 

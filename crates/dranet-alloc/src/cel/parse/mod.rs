@@ -620,20 +620,25 @@ impl<'a> Parser<'a> {
         self.expect("{")?;
         let mut fields = Vec::new();
         let mut depth = 0;
-        while !self.eat("}") {
-            let opt = self.eat("?");
-            let field = self.ident_after_dot()?;
-            let col = self.at();
-            self.expect(":")?;
-            let (v, d) = self.expr()?;
-            depth = depth.max(d);
-            let id = self.new_id(col);
-            fields.push((id, field, v, opt));
-            if self.eat("}") {
-                break;
-            }
-            if !self.eat(",") {
-                return self.syntax_error("{',', '}'}");
+        // The grammar allows a lone trailing comma: `Name{,}`.
+        if self.peek() == Tok::Op(",") && self.peek_at(1) == Tok::Op("}") {
+            self.pos += 2;
+        } else {
+            while !self.eat("}") {
+                let opt = self.eat("?");
+                let field = self.ident_after_dot()?;
+                let col = self.at();
+                self.expect(":")?;
+                let (v, d) = self.expr()?;
+                depth = depth.max(d);
+                let id = self.new_id(col);
+                fields.push((id, field, v, opt));
+                if self.eat("}") {
+                    break;
+                }
+                if !self.eat(",") {
+                    return self.syntax_error("{',', '}'}");
+                }
             }
         }
         Ok((
