@@ -27,10 +27,12 @@ pub(super) fn conversion_error(v: &Value<'_>, go: &str) -> Error {
         Value::List(_) => format!("type conversion error from list to '{go}'"),
         Value::Type(_) => "type conversion not supported for 'type'".to_string(),
         m if m.is_map() => format!("type conversion error from map to '{go}'"),
-        other => format!(
-            "type conversion error from '{}' to '{go}'",
-            other.type_name()
-        ),
+        // The Kubernetes types name themselves without their namespace (`'Semver'`).
+        other => {
+            let name = other.type_name();
+            let short = name.rsplit('.').next().unwrap_or(name);
+            format!("type conversion error from '{short}' to '{go}'")
+        }
     })
 }
 

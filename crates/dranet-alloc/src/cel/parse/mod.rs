@@ -599,6 +599,17 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// A second comma in a message construction: ANTLR drops it as extraneous, then wants `}`.
+    fn extraneous_comma<T>(&mut self) -> Result<T, ()> {
+        let t = self.toks[self.pos];
+        let msg = format!(
+            "Syntax error: extraneous input '{}' expecting '}}'",
+            describe(&t.tok)
+        );
+        self.error_at(Some(t.at), msg);
+        Err(())
+    }
+
     fn message(&mut self, leading: bool) -> P {
         let mut name = if leading {
             ".".to_string()
@@ -621,13 +632,39 @@ impl<'a> Parser<'a> {
         let mut fields = Vec::new();
         let mut depth = 0;
         // The grammar allows a lone trailing comma: `Name{,}`.
-        if self.peek() == Tok::Op(",") && self.peek_at(1) == Tok::Op("}") {
-            self.pos += 2;
+        if self.eat(",") {
+            if self.peek() == Tok::Op(",") {
+                return self.extraneous_comma();
+            }
+            if !self.eat("}") {
+                return self.syntax_error("'}'");
+            }
         } else {
             while !self.eat("}") {
+                if self.peek() == Tok::Op(",") {
+                    return self.extraneous_comma();
+                }
                 let opt = self.eat("?");
                 let field = self.ident_after_dot()?;
                 let col = self.at();
+                if matches!(
+                    self.peek(),
+                    Tok::Ident(_)
+                        | Tok::Int(_)
+                        | Tok::Uint(_)
+                        | Tok::Float(_)
+                        | Tok::Str(_)
+                        | Tok::Bytes(_)
+                        | Tok::True
+                        | Tok::False
+                        | Tok::Null
+                ) {
+                    // ANTLR repairs a missing `:` before what can start the value.
+                    let t = self.toks[self.pos];
+                    let msg = format!("Syntax error: missing ':' at '{}'", describe(&t.tok));
+                    self.error_at(Some(t.at), msg);
+                    return Err(());
+                }
                 self.expect(":")?;
                 let (v, d) = self.expr()?;
                 depth = depth.max(d);
