@@ -10,16 +10,28 @@ use super::read::{duration, timestamp, zero};
 use super::{Message, Scalar, any};
 use crate::cel::value::{Error, Map, MapView, R, Value};
 
-/// The message `m` with `fields` set (in source order: a field named twice keeps the later
-/// value, as cel-go's field map does).
+/// The message `m` with `fields` set (in source order; a field named twice keeps the later
+/// value).
 pub(crate) fn construct<'a>(
     m: Message,
     fields: Vec<(&str, Value<'a>)>,
     maps: &dyn MapView<'a>,
 ) -> R<Value<'a>> {
-    let mut set: Vec<(Scalar, Value<'a>)> = Vec::with_capacity(fields.len());
+    // cel-go collects the fields in a map first (a later value replaces an earlier one, which is
+    // then never converted), and converts them after.
     let mut names: Vec<&str> = Vec::with_capacity(fields.len());
+    let mut values: Vec<Value<'a>> = Vec::with_capacity(fields.len());
     for (name, v) in fields {
+        match names.iter().position(|n| *n == name) {
+            Some(i) => values[i] = v,
+            None => {
+                names.push(name);
+                values.push(v);
+            }
+        }
+    }
+    let mut set: Vec<(Scalar, Value<'a>)> = Vec::with_capacity(names.len());
+    for (name, v) in names.iter().copied().zip(values) {
         let field = m
             .field(name)
             .ok_or_else(|| Error::msg(format!("no such field: {name}")))?;
@@ -37,13 +49,7 @@ pub(crate) fn construct<'a>(
                 ))
             })?,
         };
-        match names.iter().position(|n| *n == name) {
-            Some(i) => set[i].1 = stored,
-            None => {
-                names.push(name);
-                set.push((field.scalar, stored));
-            }
-        }
+        set.push((field.scalar, stored));
     }
     let get = |name: &str| {
         names

@@ -45,6 +45,8 @@ pub(super) fn messages(o: &mut Out) {
             "PB.UInt64Value{value: 18446744073709551615u} == 18446744073709551615u",
             "PB.UInt64Value{} == 0u",
             "PB.Int64Value{value: 1, value: 2} == 2",
+            "PB.Int32Value{value: 3000000000, value: 1} == 1",
+            "PB.Int32Value{value: 1, value: 3000000000} == 1",
             ".PB.Int64Value{value: 1} == 1",
             "PB.Int64Value{value: 1,} == 1",
             "PB.Int64Value{,} == 0",
