@@ -186,7 +186,9 @@ impl Checker<'_> {
         if let Some(v) = crate::cel::message::enum_value(name) {
             return Some((Type::Int, Ref::EnumValue(v)));
         }
-        decls::type_ident(name).map(|t| (t, Ref::TypeIdent(name.to_string())))
+        decls::type_ident(name)
+            .or_else(|| crate::cel::message::type_ident(name))
+            .map(|t| (t, Ref::TypeIdent(name.to_string())))
     }
 
     /// Checks `e`; deep trees continue on a fresh stack segment (see `with_stack`).

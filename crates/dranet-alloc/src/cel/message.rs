@@ -93,6 +93,22 @@ pub(crate) fn enum_value(name: &str) -> Option<i64> {
     (name == "google.protobuf.NullValue.NULL_VALUE").then_some(0)
 }
 
+/// The checker's type of a well-known message name used as a value (`google.protobuf.Struct`);
+/// `None` for the ones the declarations give (`google.protobuf.Duration`) and other names.
+pub(crate) fn type_ident(name: &str) -> Option<Type> {
+    match Message::find(name)? {
+        Message::Duration | Message::Timestamp => None,
+        m => Some(Type::type_of(m.checked_type())),
+    }
+}
+
+/// Whether the planner refuses the type name `name` as a value: cel-go's checker resolves every
+/// message name to its type, its planner has a type value only for the ones that stay messages
+/// (`google.protobuf.Empty`) and those CEL itself names (`google.protobuf.Duration`).
+pub(crate) fn undefined_type_value(name: &str) -> bool {
+    Message::find(name) != Some(Message::Empty) && type_ident(name).is_some()
+}
+
 impl Message {
     /// The message named `name` (fully qualified, without a leading dot).
     pub(crate) fn find(name: &str) -> Option<Message> {

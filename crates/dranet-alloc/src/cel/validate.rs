@@ -368,10 +368,15 @@ impl Folder<'_> {
     fn fold_node(&mut self, e: &Expr) -> Result<bool, Issue> {
         Ok(match &e.kind {
             Kind::Lit(_) => true,
-            Kind::Ident(_) => matches!(
-                self.refs.get(e.id as usize),
-                Some(Ref::TypeIdent(_) | Ref::EnumValue(_))
-            ),
+            Kind::Ident(_) => match self.refs.get(e.id as usize) {
+                // The checker knows the well-known message names as types, the planner only
+                // the ones CEL has values for (`google.protobuf.Duration`, `Timestamp`).
+                Some(Ref::TypeIdent(name)) if super::message::undefined_type_value(name) => {
+                    return Err(self.fail(e, &format!("reference to undefined type: {name}")));
+                }
+                Some(Ref::TypeIdent(_) | Ref::EnumValue(_)) => true,
+                _ => false,
+            },
             Kind::Select { operand, .. } => {
                 self.fold(operand)?;
                 false

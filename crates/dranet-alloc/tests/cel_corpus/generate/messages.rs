@@ -127,6 +127,15 @@ pub(super) fn messages(o: &mut Out) {
             "PB.Int64Value == int",
             "type(1) == PB.Int64Value",
             "PB.Struct == map",
+            "PB.Int64Value == 1",
+            "PB.Value == null",
+            "PB.Any == type(1)",
+            "[PB.ListValue][0] == list",
+            "PB.NullValue == null_type",
+            "true || PB.Struct == map",
+            "PB.Empty == PB.Empty",
+            "type(PB.Empty{}) == PB.Empty",
+            "PB.Duration == type(duration(\"1s\"))",
         ],
     );
     all(
