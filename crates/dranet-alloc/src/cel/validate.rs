@@ -40,8 +40,6 @@ pub(crate) fn instantiate(root: &Expr, refs: &[Ref], positions: &[u32]) -> Resul
     f.fold(root).map(|_| ())
 }
 
-/// Functions whose single argument, when constant, the planner converts ahead of time.
-
 struct Validator<'a> {
     types: &'a [Type],
     refs: &'a [Ref],

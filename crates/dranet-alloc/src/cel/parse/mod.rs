@@ -109,6 +109,21 @@ struct Parser<'a> {
 /// A parsed subtree with its depth as cel-go's visitor counts it.
 type P = Result<(Expr, u32), ()>;
 
+/// Whether `t` is a literal token.
+fn is_literal(t: Tok<'_>) -> bool {
+    matches!(
+        t,
+        Tok::Int(_)
+            | Tok::Uint(_)
+            | Tok::Float(_)
+            | Tok::Str(_)
+            | Tok::Bytes(_)
+            | Tok::True
+            | Tok::False
+            | Tok::Null
+    )
+}
+
 /// Binary operators by precedence level (relations, additive, multiplicative).
 fn relation_op(t: Tok) -> Option<&'static str> {
     Some(match t {
@@ -495,14 +510,7 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
                 self.literal(Some(at))
             }
-            Tok::Int(_)
-            | Tok::Uint(_)
-            | Tok::Float(_)
-            | Tok::Str(_)
-            | Tok::Bytes(_)
-            | Tok::True
-            | Tok::False
-            | Tok::Null => self.literal(None),
+            t if is_literal(t) => self.literal(None),
             Tok::Op("(") => {
                 self.pos += 1;
                 let e = self.expr()?;
@@ -647,18 +655,7 @@ impl<'a> Parser<'a> {
                 let opt = self.eat("?");
                 let field = self.ident_after_dot()?;
                 let col = self.at();
-                if matches!(
-                    self.peek(),
-                    Tok::Ident(_)
-                        | Tok::Int(_)
-                        | Tok::Uint(_)
-                        | Tok::Float(_)
-                        | Tok::Str(_)
-                        | Tok::Bytes(_)
-                        | Tok::True
-                        | Tok::False
-                        | Tok::Null
-                ) {
+                if matches!(self.peek(), Tok::Ident(_)) || is_literal(self.peek()) {
                     // ANTLR repairs a missing `:` before what can start the value.
                     let t = self.toks[self.pos];
                     let msg = format!("Syntax error: missing ':' at '{}'", describe(&t.tok));
