@@ -64,6 +64,7 @@ mod explain;
 mod fast;
 mod funcs;
 mod hash;
+mod message;
 mod parse;
 mod program;
 mod stack;

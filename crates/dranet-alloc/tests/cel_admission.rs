@@ -319,3 +319,71 @@ fn new_selectors_are_checked_in_the_api_servers_create_environment(version: Kube
     );
     fixtures::assert_no_mismatches(&failures);
 }
+
+/// Message constructions (protobuf's well-known types): the API server checks them with the
+/// same type registry as the scheduler, so a new selector is admitted exactly when the
+/// scheduler compiles it, unless the cost estimate refuses it.
+const MESSAGES: &[&str] = &[
+    "google.protobuf.Int64Value{value: 1} == 1",
+    ".google.protobuf.Int64Value{value: 1,} == 1",
+    "google.protobuf.Int64Value{value: 1u} == 1",
+    "google.protobuf.Int64Value{foo: 1} == 1",
+    "google.protobuf.Foo{} == 1",
+    "int{} == 1",
+    "null_type{} == null",
+    "google.protobuf.Duration{seconds: 90} + duration(\"30s\") == duration(\"2m\")",
+    "google.protobuf.Timestamp{seconds: 1} > timestamp(\"1970-01-01T00:00:00Z\")",
+    "google.protobuf.Struct{fields: {\"a\": 1}}.a == 1",
+    "google.protobuf.Value{list_value: [1, \"a\"]} == [1]",
+    "google.protobuf.Value{bool_value: true}",
+    "google.protobuf.Any{} == 1",
+    "google.protobuf.NullValue.NULL_VALUE == 0",
+    "[google.protobuf.Int64Value{}, null][0] == 0",
+];
+
+#[test]
+fn message_construction_is_admitted_as_the_scheduler_compiles_it() {
+    for version in KubernetesVersion::ALL {
+        for s in MESSAGES {
+            let admitted = Program::compile_at(s, version).map_err(|e| e.to_string());
+            let compiled = Program::compile_for_scheduler_at(s, version).map_err(|e| e.to_string());
+            assert_eq!(
+                admitted.is_ok(),
+                compiled.is_ok(),
+                "{version} {s}: {admitted:?}"
+            );
+        }
+    }
+}
+
+/// cel-go's estimate of a message construction: `StructCreateBaseCost` (40) plus its fields'.
+/// Its size is unknown to the estimate, so comparing two constructions (an equality's cost
+/// grows with the smaller operand) has no bound: the API server refuses what the scheduler
+/// would compile.
+#[test]
+fn message_construction_costs_forty_plus_its_fields() {
+    let cost = |s: &str| {
+        Program::compile(s)
+            .unwrap_or_else(|e| panic!("{s}: {e}"))
+            .estimated_cost()
+            .unwrap_or_else(|| panic!("{s}: no estimate"))
+    };
+    for field in [
+        "1",
+        "size(\"ab\")",
+        "device.attributes[\"dra.net\"].numaNode",
+    ] {
+        let with = cost(&format!(
+            "google.protobuf.Int64Value{{value: {field}}} == 1"
+        ));
+        let without = cost(&format!("{field} == 1"));
+        assert_eq!(with.min, without.min + 40, "{field}");
+        assert_eq!(with.max, without.max + 40, "{field}");
+    }
+    let s = "google.protobuf.Empty{} == google.protobuf.Empty{}";
+    assert!(Program::compile_for_scheduler(s).is_ok());
+    assert!(matches!(
+        Program::compile(s),
+        Err(CelError::TooComplex { .. })
+    ));
+}

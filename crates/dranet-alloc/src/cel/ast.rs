@@ -50,7 +50,7 @@ pub(crate) enum Kind {
     Map {
         entries: Vec<Entry>,
     },
-    /// `Name{field: value}`: no message types are declared, so always a compile error.
+    /// `Name{field: value}`: a message construction (the checker resolves `type_name`).
     Struct {
         type_name: String,
         fields: Vec<(Id, String, Expr, bool)>,

@@ -3,6 +3,8 @@
 //! `google.protobuf.Any`, checked like `dyn`; capacities are `kubernetes.Quantity`), overloads
 //! chosen by assignability with type parameters, and the same error messages.
 
+mod message;
+
 use super::ast::{Comprehension, Expr, Id, Kind, Lit};
 use super::decls::{self, EnvType, Func};
 use super::parse::Issue;
@@ -20,6 +22,8 @@ pub(crate) enum Ref {
     Var,
     /// A type name used as a value.
     TypeIdent(String),
+    /// A protobuf enum value (`google.protobuf.NullValue.NULL_VALUE`): an `int` constant.
+    EnumValue(i64),
     /// A function and the overloads that matched, by index.
     Func(&'static Func, Vec<u16>),
 }
@@ -179,7 +183,12 @@ impl Checker<'_> {
         if name == "device" {
             return Some((Type::Object(t::DEVICE), Ref::Device));
         }
-        decls::type_ident(name).map(|t| (t, Ref::TypeIdent(name.to_string())))
+        if let Some(v) = crate::cel::message::enum_value(name) {
+            return Some((Type::Int, Ref::EnumValue(v)));
+        }
+        decls::type_ident(name)
+            .or_else(|| crate::cel::message::type_ident(name))
+            .map(|t| (t, Ref::TypeIdent(name.to_string())))
     }
 
     /// Checks `e`; deep trees continue on a fresh stack segment (see `with_stack`).
@@ -275,23 +284,7 @@ impl Checker<'_> {
                 };
                 self.set_type(e.id, Type::map(k, v));
             }
-            Kind::Struct { type_name, fields } => {
-                let name = type_name.clone();
-                for (_, _, v, _) in fields.iter_mut() {
-                    self.check(v);
-                }
-                self.set_type(e.id, Type::Error);
-                match self.lookup_ident(&name) {
-                    None => self.error(
-                        e.id,
-                        format!("undeclared reference to '{name}' (in container '')"),
-                    ),
-                    Some((Type::Type(Some(inner)), _)) => {
-                        self.error(e.id, format!("'{inner}' is not a message type"))
-                    }
-                    Some((t, _)) => self.error(e.id, format!("'{t}' is not a type")),
-                }
-            }
+            Kind::Struct { .. } => self.check_struct(e),
             Kind::Comprehension(c) => {
                 let id = e.id;
                 self.check_comprehension(id, c);

@@ -59,6 +59,8 @@ impl D {
     pub(crate) fn may_accept(self, t: &Type) -> bool {
         match (self, t) {
             (D::P(_) | D::Dyn | D::Obj(_), _) => true,
+            // A wrapper message is checked as its primitive.
+            (_, Type::Wrapper(inner)) => self.may_accept(inner),
             (
                 _,
                 Type::Dyn

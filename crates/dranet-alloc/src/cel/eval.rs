@@ -2,6 +2,8 @@
 //! checker resolved; `&&`, `||`, `?:` and comprehensions are evaluated here, with CEL's error
 //! absorption and a step budget so no selector can run unbounded.
 
+mod message;
+
 use std::rc::Rc;
 
 use super::activation::Activation;
@@ -118,6 +120,7 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
             Kind::Ident(name) => match self.reference(e) {
                 Ref::Device => Ok(Value::Device),
                 Ref::TypeIdent(t) => Ok(Value::typ(t)),
+                Ref::EnumValue(v) => Ok(Value::Int(*v)),
                 _ => self
                     .scopes
                     .iter()
@@ -175,7 +178,7 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
                 }
                 Ok(Value::Map(Rc::new(m)))
             }
-            Kind::Struct { type_name, .. } => Err(Error::msg(format!("unknown type: {type_name}"))),
+            Kind::Struct { type_name, fields } => self.construct(type_name, fields),
             Kind::Comprehension(c) => {
                 let range = self.eval(&c.range)?;
                 let items: Vec<(Value<'a>, Value<'a>)> = match &range {

@@ -151,7 +151,8 @@ impl Walker<'_> {
                     self.walk(x);
                 }
             }
-            Kind::Struct { .. } | Kind::Lit(_) | Kind::Ident(_) => {}
+            Kind::Struct { fields, .. } => fields.iter().for_each(|(_, _, v, _)| self.walk(v)),
+            Kind::Lit(_) | Kind::Ident(_) => {}
         }
     }
 

@@ -173,7 +173,8 @@ impl Program {
             .get(parsed.expr.id as usize)
             .cloned()
             .unwrap_or(types::Type::Dyn);
-        if !matches!(root, types::Type::Bool) && !root.is_dyn() {
+        // The scheduler takes `bool` or `any` (what attribute values are), not `dyn`.
+        if !matches!(root, types::Type::Bool | types::Type::Any) {
             return Err(CelError::NotBool(root.to_string()));
         }
         let issues = validate::validate(

@@ -29,6 +29,9 @@ pub(crate) enum Type {
     Opaque(&'static str, Rc<[Type]>),
     /// A message type: only `kubernetes.DRADevice`.
     Object(&'static str),
+    /// A protobuf wrapper message of a primitive (`google.protobuf.Int64Value{}`): checked as
+    /// the primitive that also takes `null`, as cel-go's nullable types are; `wrapper(int)`.
+    Wrapper(Rc<Type>),
     /// A type variable of the checker.
     Param(u32),
 }
@@ -41,6 +44,8 @@ pub(crate) const CIDR: &str = "net.CIDR";
 pub(crate) const URL: &str = "kubernetes.URL";
 pub(crate) const FORMAT: &str = "kubernetes.NamedFormat";
 pub(crate) const DEVICE: &str = "kubernetes.DRADevice";
+/// `google.protobuf.Empty`, the one well-known message that stays a message when built.
+pub(crate) const EMPTY: &str = "google.protobuf.Empty";
 
 impl Type {
     pub(crate) fn list(t: Type) -> Type {
@@ -70,9 +75,24 @@ impl Type {
         }
     }
 
-    /// The same type up to type variables and dyn-ness of parameters ("exact type").
-    fn exact(&self, o: &Type) -> bool {
-        self == o
+    /// The same type up to type variables and dyn-ness of parameters ("exact type"); a
+    /// wrapper is exactly its primitive, as cel-go compares kinds and names, not nullability.
+    pub(crate) fn exact(&self, o: &Type) -> bool {
+        match (self, o) {
+            (Type::Wrapper(a), b) | (b, Type::Wrapper(a)) => match b {
+                Type::Wrapper(b) => a.exact(b),
+                b => a.exact(b),
+            },
+            (Type::List(a), Type::List(b)) => a.exact(b),
+            (Type::Map(k1, v1), Type::Map(k2, v2)) => k1.exact(k2) && v1.exact(v2),
+            (Type::Type(Some(a)), Type::Type(Some(b))) => a.exact(b),
+            (Type::Opaque(n1, p1), Type::Opaque(n2, p2)) => {
+                n1 == n2
+                    && p1.len() == p2.len()
+                    && p1.iter().zip(p2.iter()).all(|(a, b)| a.exact(b))
+            }
+            _ => self == o,
+        }
     }
 
     fn kind(&self) -> u8 {
@@ -95,6 +115,7 @@ impl Type {
             Type::Opaque(..) => 15,
             Type::Object(_) => 16,
             Type::Param(_) => 17,
+            Type::Wrapper(t) => t.kind(),
         }
     }
 
@@ -119,6 +140,23 @@ impl Type {
             Type::Any => true,
             _ => false,
         }
+    }
+}
+
+/// cel-go's `TypeName()` of a checked type, as its format validator and the message
+/// construction checker print it.
+pub(crate) fn type_name(t: &Type) -> String {
+    match t {
+        Type::Any => "google.protobuf.Any".into(),
+        Type::Null => "null_type".into(),
+        Type::Duration => "google.protobuf.Duration".into(),
+        Type::Timestamp => "google.protobuf.Timestamp".into(),
+        Type::List(_) => "list".into(),
+        Type::Map(..) => "map".into(),
+        Type::Type(_) => "type".into(),
+        Type::Opaque(n, _) | Type::Object(n) => (*n).into(),
+        Type::Wrapper(t) => type_name(t),
+        other => other.to_string(),
     }
 }
 
@@ -154,6 +192,7 @@ impl fmt::Display for Type {
             }
             Type::Object(n) => f.write_str(n),
             Type::Param(i) => write!(f, "_var{i}"),
+            Type::Wrapper(t) => write!(f, "wrapper({t})"),
         }
     }
 }
@@ -322,10 +361,10 @@ pub(crate) fn internal_is_assignable(m: &mut Mapping, t1: &Type, t2: &Type) -> b
         return true;
     }
     if matches!(t1, Type::Null) {
-        return is_legacy_nullable(t2) || matches!(t2, Type::Null);
+        return is_legacy_nullable(t2) || matches!(t2, Type::Null | Type::Wrapper(_));
     }
     if matches!(t2, Type::Null) {
-        return is_legacy_nullable(t1);
+        return is_legacy_nullable(t1) || matches!(t1, Type::Wrapper(_));
     }
     match t1 {
         Type::Bool
@@ -337,7 +376,8 @@ pub(crate) fn internal_is_assignable(m: &mut Mapping, t1: &Type, t2: &Type) -> b
         | Type::Any
         | Type::Duration
         | Type::Timestamp
-        | Type::Object(_) => t2.assignable_from(t1),
+        | Type::Object(_)
+        | Type::Wrapper(_) => t2.assignable_from(t1),
         Type::Type(_) => matches!(t2, Type::Type(_)),
         Type::Opaque(n1, p1) => match t2 {
             Type::Opaque(n2, p2) => n1 == n2 && assignable_list(m, p1, p2),

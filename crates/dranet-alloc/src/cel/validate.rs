@@ -15,7 +15,7 @@ use super::check::Ref;
 use super::device::DeviceView;
 use super::eval::Eval;
 use super::parse::Issue;
-use super::types::{OPTIONAL, Type};
+use super::types::{OPTIONAL, Type, type_name};
 
 /// Runs the validators over a checked tree; `types` and `positions` are indexed by node id.
 pub(crate) fn validate(root: &Expr, types: &[Type], refs: &[Ref], positions: &[u32]) -> Vec<Issue> {
@@ -38,22 +38,6 @@ pub(crate) fn instantiate(root: &Expr, refs: &[Ref], positions: &[u32]) -> Resul
         attrs: DeviceAttributes::default(),
     };
     f.fold(root).map(|_| ())
-}
-
-/// Functions whose single argument, when constant, the planner converts ahead of time.
-/// cel-go's `TypeName()` of a checked type, as its format validator prints it.
-fn type_name(t: &Type) -> String {
-    match t {
-        Type::Any => "google.protobuf.Any".into(),
-        Type::Null => "null_type".into(),
-        Type::Duration => "google.protobuf.Duration".into(),
-        Type::Timestamp => "google.protobuf.Timestamp".into(),
-        Type::List(_) => "list".into(),
-        Type::Map(..) => "map".into(),
-        Type::Type(_) => "type".into(),
-        Type::Opaque(n, _) | Type::Object(n) => (*n).into(),
-        other => other.to_string(),
-    }
 }
 
 struct Validator<'a> {
@@ -144,7 +128,7 @@ impl Validator<'_> {
             let t = self.elem_type(x, optional.get(i).copied().unwrap_or(false));
             match &first {
                 None => first = Some(t),
-                Some(f) if *f != t => {
+                Some(f) if !f.exact(&t) => {
                     let f = f.clone();
                     self.mismatch(x, &f, &t);
                     break;
@@ -163,10 +147,10 @@ impl Validator<'_> {
                 None => first = Some((kt, vt)),
                 Some((k0, v0)) => {
                     let (k0, v0) = (k0.clone(), v0.clone());
-                    if k0 != kt {
+                    if !k0.exact(&kt) {
                         self.mismatch(&en.key, &k0, &kt);
                     }
-                    if v0 != vt {
+                    if !v0.exact(&vt) {
                         self.mismatch(&en.value, &v0, &vt);
                     }
                 }
@@ -382,7 +366,15 @@ impl Folder<'_> {
     fn fold_node(&mut self, e: &Expr) -> Result<bool, Issue> {
         Ok(match &e.kind {
             Kind::Lit(_) => true,
-            Kind::Ident(_) => matches!(self.refs.get(e.id as usize), Some(Ref::TypeIdent(_))),
+            Kind::Ident(_) => match self.refs.get(e.id as usize) {
+                // The checker knows the well-known message names as types, the planner only
+                // the ones CEL has values for (`google.protobuf.Duration`, `Timestamp`).
+                Some(Ref::TypeIdent(name)) if super::message::undefined_type_value(name) => {
+                    return Err(self.fail(e, &format!("reference to undefined type: {name}")));
+                }
+                Some(Ref::TypeIdent(_) | Ref::EnumValue(_)) => true,
+                _ => false,
+            },
             Kind::Select { operand, .. } => {
                 self.fold(operand)?;
                 false

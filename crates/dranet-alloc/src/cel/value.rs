@@ -186,6 +186,8 @@ pub(crate) enum Value<'a> {
     Format(&'static str),
     /// `device`.
     Device,
+    /// A `google.protobuf.Empty` message.
+    Empty,
     /// `device.attributes`: domain → attributes.
     Attributes,
     /// `device.capacity`: domain → capacities.
@@ -234,6 +236,7 @@ impl<'a> Value<'a> {
             Value::Url(_) => super::types::URL,
             Value::Format(_) => super::types::FORMAT,
             Value::Device => super::types::DEVICE,
+            Value::Empty => super::types::EMPTY,
         }
     }
 
@@ -275,6 +278,7 @@ pub(crate) fn equal<'a>(a: &Value<'a>, b: &Value<'a>, maps: &dyn MapView<'a>) ->
         (V::Duration(x), V::Duration(y)) => x == y,
         (V::Timestamp(s1, n1, _), V::Timestamp(s2, n2, _)) => s1 == s2 && n1 == n2,
         (V::Type(x), V::Type(y)) => x == y,
+        (V::Empty, V::Empty) => true,
         (V::Optional(x), V::Optional(y)) => match (x, y) {
             (None, None) => true,
             (Some(x), Some(y)) => equal(x, y, maps)?,

@@ -350,11 +350,7 @@ struct Tally {
 
 /// Selectors where we knowingly answer differently from the scheduler, each with the reason.
 /// The test fails if one of them starts to agree (then it belongs out of this list).
-const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
-    "google.protobuf.Int64Value{value: 1} == 1",
-    "protobuf message construction: no message types are declared in our environment; a \
-         device selector has no use for protobuf wrapper messages",
-)];
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
 
 /// The reason a selector is a known difference, if it is one.
 fn known_difference(selector: &str) -> Option<&'static str> {

@@ -109,6 +109,21 @@ struct Parser<'a> {
 /// A parsed subtree with its depth as cel-go's visitor counts it.
 type P = Result<(Expr, u32), ()>;
 
+/// Whether `t` is a literal token.
+fn is_literal(t: Tok<'_>) -> bool {
+    matches!(
+        t,
+        Tok::Int(_)
+            | Tok::Uint(_)
+            | Tok::Float(_)
+            | Tok::Str(_)
+            | Tok::Bytes(_)
+            | Tok::True
+            | Tok::False
+            | Tok::Null
+    )
+}
+
 /// Binary operators by precedence level (relations, additive, multiplicative).
 fn relation_op(t: Tok) -> Option<&'static str> {
     Some(match t {
@@ -495,14 +510,7 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
                 self.literal(Some(at))
             }
-            Tok::Int(_)
-            | Tok::Uint(_)
-            | Tok::Float(_)
-            | Tok::Str(_)
-            | Tok::Bytes(_)
-            | Tok::True
-            | Tok::False
-            | Tok::Null => self.literal(None),
+            t if is_literal(t) => self.literal(None),
             Tok::Op("(") => {
                 self.pos += 1;
                 let e = self.expr()?;
@@ -599,6 +607,17 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// A second comma in a message construction: ANTLR drops it as extraneous, then wants `}`.
+    fn extraneous_comma<T>(&mut self) -> Result<T, ()> {
+        let t = self.toks[self.pos];
+        let msg = format!(
+            "Syntax error: extraneous input '{}' expecting '}}'",
+            describe(&t.tok)
+        );
+        self.error_at(Some(t.at), msg);
+        Err(())
+    }
+
     fn message(&mut self, leading: bool) -> P {
         let mut name = if leading {
             ".".to_string()
@@ -620,20 +639,40 @@ impl<'a> Parser<'a> {
         self.expect("{")?;
         let mut fields = Vec::new();
         let mut depth = 0;
-        while !self.eat("}") {
-            let opt = self.eat("?");
-            let field = self.ident_after_dot()?;
-            let col = self.at();
-            self.expect(":")?;
-            let (v, d) = self.expr()?;
-            depth = depth.max(d);
-            let id = self.new_id(col);
-            fields.push((id, field, v, opt));
-            if self.eat("}") {
-                break;
+        // The grammar allows a lone trailing comma: `Name{,}`.
+        if self.eat(",") {
+            if self.peek() == Tok::Op(",") {
+                return self.extraneous_comma();
             }
-            if !self.eat(",") {
-                return self.syntax_error("{',', '}'}");
+            if !self.eat("}") {
+                return self.syntax_error("'}'");
+            }
+        } else {
+            while !self.eat("}") {
+                if self.peek() == Tok::Op(",") {
+                    return self.extraneous_comma();
+                }
+                let opt = self.eat("?");
+                let field = self.ident_after_dot()?;
+                let col = self.at();
+                if matches!(self.peek(), Tok::Ident(_)) || is_literal(self.peek()) {
+                    // ANTLR repairs a missing `:` before what can start the value.
+                    let t = self.toks[self.pos];
+                    let msg = format!("Syntax error: missing ':' at '{}'", describe(&t.tok));
+                    self.error_at(Some(t.at), msg);
+                    return Err(());
+                }
+                self.expect(":")?;
+                let (v, d) = self.expr()?;
+                depth = depth.max(d);
+                let id = self.new_id(col);
+                fields.push((id, field, v, opt));
+                if self.eat("}") {
+                    break;
+                }
+                if !self.eat(",") {
+                    return self.syntax_error("{',', '}'}");
+                }
             }
         }
         Ok((
