@@ -941,7 +941,8 @@ fn all_mode_over_a_used_up_share_leaves_the_constraints_as_they_were() {
         "requests": [req("first", "gpu", &[]), all],
         "constraints": [{"matchAttribute": "gpu.example.com/model"}],
     }));
-    let e = api(&[slice.clone()]).allocate_spec(&c, &[]).unwrap_err();
+    let slices = [slice];
+    let e = api(&slices).allocate_spec(&c, &[]).unwrap_err();
     match &e {
         AllocError::ConstraintViolated {
             request, device, ..
@@ -956,7 +957,7 @@ fn all_mode_over_a_used_up_share_leaves_the_constraints_as_they_were() {
         ..SchedulerBugs::default()
     };
     let before = Allocator::from_json_with_options(
-        &[slice],
+        &slices,
         &classes(),
         &Options {
             bugs,
