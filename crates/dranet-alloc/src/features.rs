@@ -87,6 +87,12 @@ pub struct SchedulerBugs {
     /// devices instead of evaluating its own selectors (a cache keyed by the wrong
     /// sub-request).
     pub first_available_all_mode: bool,
+    /// Kubernetes 1.35 and older (fixed in 1.36.3, kubernetes#140431): when a device that allows multiple
+    /// allocations has too little capacity left for an `allocationMode: All` request, which is
+    /// checked after the claim's constraints, the device stays in those constraints: a
+    /// `matchAttribute` keeps its value for the rest of the call, so a later choice with
+    /// another value is rejected.
+    pub all_capacity_keeps_constraints: bool,
 }
 
 impl SchedulerBugs {
@@ -96,14 +102,17 @@ impl SchedulerBugs {
             KubernetesVersion::V1_34 => SchedulerBugs {
                 distinct_attribute: DistinctAttribute::NotEnforced,
                 first_available_all_mode: true,
+                all_capacity_keeps_constraints: true,
             },
             KubernetesVersion::V1_35 => SchedulerBugs {
                 distinct_attribute: DistinctAttribute::Refused,
                 first_available_all_mode: true,
+                all_capacity_keeps_constraints: true,
             },
             KubernetesVersion::V1_36 => SchedulerBugs {
                 distinct_attribute: DistinctAttribute::LastPerRequest,
                 first_available_all_mode: false,
+                all_capacity_keeps_constraints: false,
             },
         }
     }

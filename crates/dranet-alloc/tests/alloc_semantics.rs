@@ -911,6 +911,64 @@ fn all_mode_under_match_attribute_is_an_error_when_a_device_breaks_it() {
     );
 }
 
+/// An `All` request meets a shared device whose capacity an earlier request used up: the
+/// device is not taken, and it leaves the claim's constraints as it came (1.36.3, kubernetes
+/// #140431), so the search goes on with another value for `matchAttribute` and reaches the
+/// `All` request's constraint error. Before, the device stayed in the constraints and pinned
+/// their value: no solution (measured with 1.34.9's and 1.36.3's allocbench).
+#[test]
+fn all_mode_over_a_used_up_share_leaves_the_constraints_as_they_were() {
+    let slice = json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "gpus"},
+        "spec": {
+            "driver": "gpu.example.com", "nodeName": "n",
+            "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": "shared", "allowMultipleAllocations": true,
+                 "attributes": {"model": {"string": "h100"}},
+                 "capacity": {"bw": {"value": "100G"}}},
+                {"name": "whole", "attributes": {"model": {"string": "mi300x"}}},
+            ],
+        }
+    });
+    // `first` takes all of the shared device's bandwidth (no request, no policy), which
+    // leaves `all` none of it.
+    let mut all = req("all", "gpu", &[]);
+    all["exactly"]["allocationMode"] = json!("All");
+    all["exactly"]["capacity"] = json!({"requests": {"bw": "20G"}});
+    let c = claim(json!({
+        "requests": [req("first", "gpu", &[]), all],
+        "constraints": [{"matchAttribute": "gpu.example.com/model"}],
+    }));
+    let slices = [slice];
+    let e = api(&slices).allocate_spec(&c, &[]).unwrap_err();
+    match &e {
+        AllocError::ConstraintViolated {
+            request, device, ..
+        } => assert_eq!(
+            (request.as_str(), device.device.as_str()),
+            ("all", "shared")
+        ),
+        other => panic!("{other:?}"),
+    }
+    let bugs = SchedulerBugs {
+        all_capacity_keeps_constraints: true,
+        ..SchedulerBugs::default()
+    };
+    let before = Allocator::from_json_with_options(
+        &slices,
+        &classes(),
+        &Options {
+            bugs,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let e = before.allocate_spec(&c, &[]).unwrap_err();
+    assert!(e.is_unsatisfiable(), "{e:?}");
+}
+
 #[test]
 fn a_selector_over_the_api_servers_cost_limit_makes_the_claim_invalid() {
     // The API server refuses to store this claim (estimated cost over 1,000,000), so the

@@ -854,7 +854,19 @@ impl<'a> Search<'a> {
             }
         }
         if multi && must && !self.capacity_fits(d, r, s) {
-            // The scheduler leaves the device in every constraint.
+            // Before 1.36.3 the scheduler leaves the device in every constraint (and its
+            // counters taken); 1.36.3 takes it out of them and gives the counters back.
+            if !a.bugs.all_capacity_keeps_constraints {
+                for (ci, con) in self.claim.constraints.iter().enumerate() {
+                    if con.applies(r, s, has_subs) {
+                        let u = take_undo(&mut undo, ci);
+                        self.states[ci].remove(r, u);
+                    }
+                }
+            }
+            if took {
+                self.release(d);
+            }
             return Ok(None);
         }
         let set_used = !multi && !self.used.get(d);
