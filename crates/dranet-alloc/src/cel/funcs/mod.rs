@@ -11,6 +11,7 @@ mod containers;
 mod convert;
 mod dra;
 pub(super) mod format;
+mod gofloat;
 mod lists;
 mod net;
 mod optionals;
