@@ -442,6 +442,8 @@ fn render(env: &Activation<'_>, f: &str, args: &[Value<'_>]) -> Result<String, S
             ),
             'e' => scientific(as_float(arg, "scientific")?, precision),
             'b' => match arg {
+                // Go's strconv: a sign and the magnitude, not Rust's two's complement.
+                Value::Int(v) if *v < 0 => format!("-{:b}", v.unsigned_abs()),
                 Value::Int(v) => format!("{v:b}"),
                 Value::Uint(v) => format!("{v:b}"),
                 Value::Bool(b) => if *b { "1" } else { "0" }.into(),
