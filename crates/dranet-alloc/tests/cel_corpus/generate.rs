@@ -2,6 +2,8 @@
 //! Written for this project; the expected outcomes come from the scheduler's allocator, never
 //! from here.
 
+mod edges;
+
 /// One selector of the corpus.
 pub struct Case {
     /// `dra`, `standard`, `kubernetes`, `extensions`, `limits` or `versions`.
@@ -69,6 +71,7 @@ pub fn cases() -> Vec<Case> {
     limits(&mut o);
     versions(&mut o);
     planner(&mut o);
+    edges::edges(&mut o);
     o.0
 }
 
