@@ -22,6 +22,7 @@ mod semver;
 mod sets;
 mod strings;
 mod time;
+mod tracked;
 mod url;
 
 pub(crate) use arith::*;
