@@ -6,8 +6,8 @@ use std::cell::Cell;
 use dranet_core::AttributeValue;
 
 use super::device::DeviceView;
-use super::funcs::GoRegexp;
 use super::value::{Error, Map, MapView, R, Value, Ver};
+use crate::version::KubernetesVersion;
 
 /// Evaluation steps (nodes visited, comprehension iterations) allowed per device before the
 /// evaluation is cancelled.
@@ -18,8 +18,8 @@ pub(crate) struct Activation<'a> {
     /// The `device` variable.
     pub(crate) dev: DeviceView<'a>,
     steps: Cell<u64>,
-    /// The regular expression syntax of the Go release the component was built with.
-    pub(crate) regexp: GoRegexp,
+    /// The Kubernetes version whose components evaluate (their Go release's regexp syntax).
+    pub(crate) version: KubernetesVersion,
     /// The program's zone cache, when the caller gave one.
     #[cfg(feature = "tzdb")]
     pub(crate) zones: Option<&'a super::tz::ZoneCache>,
@@ -37,11 +37,11 @@ fn attr_value(v: &AttributeValue) -> Value<'_> {
 }
 
 impl<'a> Activation<'a> {
-    pub(crate) fn new(dev: DeviceView<'a>, regexp: GoRegexp) -> Activation<'a> {
+    pub(crate) fn new(dev: DeviceView<'a>, version: KubernetesVersion) -> Activation<'a> {
         Activation {
             dev,
             steps: Cell::new(0),
-            regexp,
+            version,
             #[cfg(feature = "tzdb")]
             zones: None,
         }

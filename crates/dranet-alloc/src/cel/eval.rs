@@ -9,7 +9,6 @@ use super::ast::{Expr, Kind, Lit};
 use super::check::Ref;
 use super::decls::D;
 use super::device::DeviceView;
-use super::funcs::GoRegexp;
 use super::value::{Error, Map, R, Str, Value};
 use crate::version::KubernetesVersion;
 
@@ -78,7 +77,7 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
     /// An evaluation as the components of Kubernetes `version` make it.
     pub(crate) fn new(dev: DeviceView<'a>, refs: &'e [Ref], version: KubernetesVersion) -> Self {
         Eval {
-            env: Activation::new(dev, GoRegexp::of(version)),
+            env: Activation::new(dev, version),
             refs,
             scopes: Vec::new(),
             depth: 0,

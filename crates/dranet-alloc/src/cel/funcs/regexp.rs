@@ -30,13 +30,14 @@ fn first_line(s: &str) -> String {
 
 pub(crate) fn matches<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
-    let re = compile_regex(p, env.regexp).map_err(Error::msg)?;
+    let re = compile_regex(p, GoRegexp::of(env.version)).map_err(Error::msg)?;
     Ok(Value::Bool(re.is_match(s)))
 }
 
 pub(crate) fn find<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
-    let re = compile_regex(p, env.regexp).map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
+    let re = compile_regex(p, GoRegexp::of(env.version))
+        .map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
     Ok(Value::string(
         re.find(s)
             .map(|m| m.as_str().to_string())
@@ -47,7 +48,8 @@ pub(crate) fn find<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>
 pub(crate) fn find_all<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
     let n = if a.len() > 2 { int_arg(&a[2])? } else { -1 };
-    let re = compile_regex(p, env.regexp).map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
+    let re = compile_regex(p, GoRegexp::of(env.version))
+        .map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
     let it = re
         .find_iter(s)
         .map(|m| Value::string(m.as_str().to_string()));
