@@ -7,6 +7,7 @@ use dranet_core::AttributeValue;
 
 use super::device::DeviceView;
 use super::value::{Error, Map, MapView, R, Value, Ver};
+use crate::version::KubernetesVersion;
 
 /// Evaluation steps (nodes visited, comprehension iterations) allowed per device before the
 /// evaluation is cancelled.
@@ -17,6 +18,8 @@ pub(crate) struct Activation<'a> {
     /// The `device` variable.
     pub(crate) dev: DeviceView<'a>,
     steps: Cell<u64>,
+    /// The Kubernetes version whose components evaluate (their Go release's regexp syntax).
+    pub(crate) version: KubernetesVersion,
     /// The program's zone cache, when the caller gave one.
     #[cfg(feature = "tzdb")]
     pub(crate) zones: Option<&'a super::tz::ZoneCache>,
@@ -34,10 +37,11 @@ fn attr_value(v: &AttributeValue) -> Value<'_> {
 }
 
 impl<'a> Activation<'a> {
-    pub(crate) fn new(dev: DeviceView<'a>) -> Activation<'a> {
+    pub(crate) fn new(dev: DeviceView<'a>, version: KubernetesVersion) -> Activation<'a> {
         Activation {
             dev,
             steps: Cell::new(0),
+            version,
             #[cfg(feature = "tzdb")]
             zones: None,
         }

@@ -12,6 +12,7 @@ use super::check::Ref;
 use super::decls::D;
 use super::device::DeviceView;
 use super::value::{Error, Map, R, Str, Value};
+use crate::version::KubernetesVersion;
 
 /// Whether a runtime value fits a declared parameter type (overload dispatch at run time).
 fn fits(d: &D, v: &Value<'_>) -> bool {
@@ -75,9 +76,10 @@ fn as_bool(v: &R<Value<'_>>) -> Option<bool> {
 // `'e: 'a`: values may borrow from the program (string literals, field names) as well as from
 // the device, so evaluation allocates no copies of them.
 impl<'e: 'a, 'a> Eval<'e, 'a> {
-    pub(crate) fn new(dev: DeviceView<'a>, refs: &'e [Ref]) -> Self {
+    /// An evaluation as the components of Kubernetes `version` make it.
+    pub(crate) fn new(dev: DeviceView<'a>, refs: &'e [Ref], version: KubernetesVersion) -> Self {
         Eval {
-            env: Activation::new(dev),
+            env: Activation::new(dev, version),
             refs,
             scopes: Vec::new(),
             depth: 0,

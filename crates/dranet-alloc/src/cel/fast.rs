@@ -411,7 +411,8 @@ mod tests {
                     allow_multiple_allocations: false,
                 };
                 let c = p.checked().unwrap();
-                let full = super::super::eval::Eval::new(view, &c.refs).eval(&c.expr);
+                let full = super::super::eval::Eval::new(view, &c.refs, KubernetesVersion::V1_34)
+                    .eval(&c.expr);
                 if let Some(b) = f.eval(&view) {
                     decided += 1;
                     assert!(
@@ -669,10 +670,13 @@ mod tests {
                     attributes: attrs,
                     allow_multiple_allocations: false,
                 };
-                let full = match super::super::eval::Eval::new(view, &slow.refs).eval(&slow.expr) {
-                    Ok(super::super::value::Value::Bool(b)) => Ok(b),
-                    _ => Err(()),
-                };
+                let full =
+                    match super::super::eval::Eval::new(view, &slow.refs, KubernetesVersion::V1_34)
+                        .eval(&slow.expr)
+                    {
+                        Ok(super::super::value::Value::Bool(b)) => Ok(b),
+                        _ => Err(()),
+                    };
                 assert_eq!(
                     fast.matches(&view).map_err(|_| ()),
                     full,

@@ -178,6 +178,7 @@ impl Program {
             return Err(CelError::NotBool(root.to_string()));
         }
         let issues = validate::validate(
+            env.version(),
             &parsed.expr,
             &checked.types,
             &checked.refs,
@@ -186,8 +187,13 @@ impl Program {
         if !issues.is_empty() {
             return Err(compile_error(issues, source));
         }
-        validate::instantiate(&parsed.expr, &checked.refs, &parsed.positions)
-            .map_err(|i| compile_error(vec![i], source))?;
+        validate::instantiate(
+            env.version(),
+            &parsed.expr,
+            &checked.refs,
+            &parsed.positions,
+        )
+        .map_err(|i| compile_error(vec![i], source))?;
         // The API server estimates the cost of the selectors it admits; the scheduler does not.
         let cost = if env.is_new() {
             let c = cost::estimate(&parsed.expr, &checked.types, &checked.refs);
@@ -259,7 +265,7 @@ impl Program {
             return Ok(b);
         }
         let checked = self.checked()?;
-        let mut ev = eval::Eval::new(device.view(), &checked.refs);
+        let mut ev = eval::Eval::new(device.view(), &checked.refs, self.env.version());
         #[cfg(feature = "tzdb")]
         ev.set_zones(&self.zones);
         match ev.eval(&checked.expr) {

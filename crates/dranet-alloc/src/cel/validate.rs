@@ -14,12 +14,21 @@ use super::attrs::DeviceAttributes;
 use super::check::Ref;
 use super::device::DeviceView;
 use super::eval::Eval;
+use super::funcs::GoRegexp;
 use super::parse::Issue;
 use super::types::{OPTIONAL, Type, type_name};
+use crate::version::KubernetesVersion;
 
 /// Runs the validators over a checked tree; `types` and `positions` are indexed by node id.
-pub(crate) fn validate(root: &Expr, types: &[Type], refs: &[Ref], positions: &[u32]) -> Vec<Issue> {
+pub(crate) fn validate(
+    version: KubernetesVersion,
+    root: &Expr,
+    types: &[Type],
+    refs: &[Ref],
+    positions: &[u32],
+) -> Vec<Issue> {
     let mut v = Validator {
+        version,
         types,
         refs,
         positions,
@@ -31,8 +40,14 @@ pub(crate) fn validate(root: &Expr, types: &[Type], refs: &[Ref], positions: &[u
 
 /// Builds the program as cel-go's planner does, only to find the errors it raises: the first
 /// constant conversion or constant regular expression that fails.
-pub(crate) fn instantiate(root: &Expr, refs: &[Ref], positions: &[u32]) -> Result<(), Issue> {
+pub(crate) fn instantiate(
+    version: KubernetesVersion,
+    root: &Expr,
+    refs: &[Ref],
+    positions: &[u32],
+) -> Result<(), Issue> {
     let mut f = Folder {
+        version,
         refs,
         positions,
         attrs: DeviceAttributes::default(),
@@ -41,6 +56,7 @@ pub(crate) fn instantiate(root: &Expr, refs: &[Ref], positions: &[u32]) -> Resul
 }
 
 struct Validator<'a> {
+    version: KubernetesVersion,
     types: &'a [Type],
     refs: &'a [Ref],
     positions: &'a [u32],
@@ -171,7 +187,7 @@ impl Validator<'_> {
                 };
                 let attrs = DeviceAttributes::default();
                 let view = view(&attrs);
-                if Eval::new(view, self.refs).eval(call).is_err() {
+                if Eval::new(view, self.refs, self.version).eval(call).is_err() {
                     self.issue(arg, format!("invalid {func} argument"));
                 }
             }
@@ -185,7 +201,7 @@ impl Validator<'_> {
                 else {
                     return;
                 };
-                if super::funcs::compile_regex(p).is_err() {
+                if super::funcs::compile_regex(p, GoRegexp::of(self.version)).is_err() {
                     self.issue(arg, "invalid matches argument".into());
                 }
             }
@@ -345,6 +361,7 @@ fn view(attrs: &DeviceAttributes) -> DeviceView<'_> {
 }
 
 struct Folder<'a> {
+    version: KubernetesVersion,
     refs: &'a [Ref],
     positions: &'a [u32],
     attrs: DeviceAttributes,
@@ -423,7 +440,7 @@ impl Folder<'_> {
                     };
                     if consts[1]
                         && let Some(p) = pattern.and_then(|p| self.const_string(p))
-                        && let Err(m) = super::funcs::compile_regex(&p)
+                        && let Err(m) = super::funcs::compile_regex(&p, GoRegexp::of(self.version))
                     {
                         return Err(self.fail(e, &m));
                     }
@@ -449,7 +466,7 @@ impl Folder<'_> {
 
     /// The string a constant subtree evaluates to, if it is one.
     fn const_string(&self, e: &Expr) -> Option<String> {
-        match Eval::new(view(&self.attrs), self.refs).eval(e) {
+        match Eval::new(view(&self.attrs), self.refs, self.version).eval(e) {
             Ok(super::value::Value::Str(s)) => Some(s.to_string()),
             _ => None,
         }
@@ -458,7 +475,7 @@ impl Folder<'_> {
     /// The Go type of a constant index that cannot be a qualifier, as cel-go names it.
     fn invalid_qualifier(&self, e: &Expr) -> Option<&'static str> {
         use super::value::Value as V;
-        match Eval::new(view(&self.attrs), self.refs).eval(e) {
+        match Eval::new(view(&self.attrs), self.refs, self.version).eval(e) {
             Ok(V::Bytes(_)) => Some("types.Bytes"),
             Ok(V::Null) => Some("types.Null"),
             Ok(V::Duration(_)) => Some("types.Duration"),
@@ -469,7 +486,7 @@ impl Folder<'_> {
 
     /// The error evaluating a constant subtree raises, if any.
     fn const_error(&self, e: &Expr) -> Option<String> {
-        Eval::new(view(&self.attrs), self.refs)
+        Eval::new(view(&self.attrs), self.refs, self.version)
             .eval(e)
             .err()
             .map(|err| err.message().to_string())

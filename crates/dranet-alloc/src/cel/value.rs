@@ -235,7 +235,8 @@ impl<'a> Value<'a> {
             Value::Cidr(..) => super::types::CIDR,
             Value::Url(_) => super::types::URL,
             Value::Format(_) => super::types::FORMAT,
-            Value::Device => super::types::DEVICE,
+            // Declared as an object to the checker, but the scheduler hands cel-go a map.
+            Value::Device => "map",
             Value::Empty => super::types::EMPTY,
         }
     }

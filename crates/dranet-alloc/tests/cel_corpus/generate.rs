@@ -2,6 +2,7 @@
 //! Written for this project; the expected outcomes come from the scheduler's allocator, never
 //! from here.
 
+mod edges;
 mod messages;
 
 /// One selector of the corpus.
@@ -72,6 +73,7 @@ pub fn cases() -> Vec<Case> {
     versions(&mut o);
     planner(&mut o);
     messages::messages(&mut o);
+    edges::edges(&mut o);
     o.0
 }
 

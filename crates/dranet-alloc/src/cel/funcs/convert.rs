@@ -1,6 +1,7 @@
 //! The conversions `int()`, `uint()`, `double()`, `bool()`, `bytes()`, `string()`, with Go's
 //! number syntax.
 
+use super::gofloat::parse_go_float;
 use super::time::{duration_string, timestamp_string};
 use super::{conversion_error, int_overflow, nso, take, uint_overflow};
 use crate::cel::activation::Activation;
@@ -56,33 +57,6 @@ pub(crate) fn to_uint<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a
         }
         _ => return nso(),
     }))
-}
-
-/// Go's `strconv.ParseFloat(s, 64)` for the forms CEL users write (including `inf`, `NaN`).
-pub(crate) fn parse_go_float(s: &str) -> Option<f64> {
-    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let neg = s.starts_with('-');
-    let lower = body.to_ascii_lowercase();
-    let special = match lower.as_str() {
-        "inf" | "infinity" => Some(f64::INFINITY),
-        "nan" => Some(f64::NAN),
-        _ => None,
-    };
-    if let Some(v) = special {
-        return Some(if neg { -v } else { v });
-    }
-    if body.is_empty()
-        || !body
-            .bytes()
-            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
-    {
-        return None;
-    }
-    let v: f64 = s.parse().ok()?;
-    if v.is_infinite() {
-        return None;
-    }
-    Some(v)
 }
 
 pub(crate) fn to_double<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {

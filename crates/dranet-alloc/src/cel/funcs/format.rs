@@ -321,6 +321,12 @@ fn as_float(v: &Value<'_>, clause: &str) -> Result<f64, String> {
 /// ignores the precision (always six decimals). A NaN or an infinity is the printer's symbol
 /// (`NaN`, `∞`, `-∞`) right-aligned in a width of the precision (default 6): `"   NaN"`,
 /// `"%.2e"` of infinity `" ∞"`. Measured against the 1.34 and 1.36 schedulers.
+/// The localised printer cel-go formats `%f` and `%e` with writes -0 as 0 (a negative value
+/// that rounds to zero keeps its sign).
+fn unsigned_zero(d: f64) -> f64 {
+    if d == 0.0 { 0.0 } else { d }
+}
+
 fn scientific(d: f64, precision: Option<usize>) -> String {
     if !d.is_finite() {
         let symbol = if d.is_nan() {
@@ -438,10 +444,12 @@ fn render(env: &Activation<'_>, f: &str, args: &[Value<'_>]) -> Result<String, S
             'f' => format!(
                 "{:.*}",
                 precision.unwrap_or(6),
-                as_float(arg, "fixed-point")?
+                unsigned_zero(as_float(arg, "fixed-point")?)
             ),
-            'e' => scientific(as_float(arg, "scientific")?, precision),
+            'e' => scientific(unsigned_zero(as_float(arg, "scientific")?), precision),
             'b' => match arg {
+                // Go's strconv: a sign and the magnitude, not Rust's two's complement.
+                Value::Int(v) if *v < 0 => format!("-{:b}", v.unsigned_abs()),
                 Value::Int(v) => format!("{v:b}"),
                 Value::Uint(v) => format!("{v:b}"),
                 Value::Bool(b) => if *b { "1" } else { "0" }.into(),

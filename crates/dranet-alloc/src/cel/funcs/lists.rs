@@ -3,11 +3,11 @@
 use std::cmp::Ordering;
 
 use super::arith::add;
-use super::{int_arg, list_arg};
+use super::{int_arg, list_arg, tracked};
 use crate::cel::activation::Activation;
 use crate::cel::value::{Error, R, Value, compare, equal};
 
-pub(crate) fn slice<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+pub(crate) fn slice<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let l = list_arg(&a[0])?;
     let (s, e) = (int_arg(&a[1])?, int_arg(&a[2])?);
     if s < 0 || e < 0 {
@@ -26,6 +26,7 @@ pub(crate) fn slice<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>>
             l.len()
         )));
     }
+    tracked::output(env, (e - s) as usize)?;
     Ok(Value::list(l[s as usize..e as usize].to_vec()))
 }
 
@@ -38,12 +39,13 @@ fn flatten_into<'a>(l: &[Value<'a>], depth: i64, out: &mut Vec<Value<'a>>) {
     }
 }
 
-pub(crate) fn flatten<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+pub(crate) fn flatten<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let l = list_arg(&a[0])?;
     let depth = if a.len() > 1 { int_arg(&a[1])? } else { 1 };
     if depth < 0 {
         return Err(Error::msg("level must be non-negative"));
     }
+    tracked::flatten(env, depth, l.len())?;
     let mut out = Vec::new();
     flatten_into(l, depth, &mut out);
     Ok(Value::list(out))
@@ -84,14 +86,19 @@ fn sort_by_keys<'a>(list: &[Value<'a>], keys: &[Value<'a>]) -> R<Value<'a>> {
     ))
 }
 
-pub(crate) fn sort<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+pub(crate) fn sort<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let l = list_arg(&a[0])?.clone();
+    tracked::self_compare(env, &l)?;
     sort_by_keys(&l, &l)
 }
 
-pub(crate) fn sort_by_associated_keys<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+pub(crate) fn sort_by_associated_keys<'a>(
+    env: &Activation<'a>,
+    a: &mut [Value<'a>],
+) -> R<Value<'a>> {
     let l = list_arg(&a[0])?.clone();
     let k = list_arg(&a[1])?.clone();
+    tracked::self_compare(env, &k)?;
     sort_by_keys(&l, &k)
 }
 
@@ -104,13 +111,15 @@ pub(crate) fn lists_range<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Va
     Ok(Value::list((0..n.max(0)).map(Value::Int).collect()))
 }
 
-pub(crate) fn reverse<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
+pub(crate) fn reverse<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let l = list_arg(&a[0])?;
+    tracked::output(env, l.len())?;
     Ok(Value::list(l.iter().rev().cloned().collect()))
 }
 
 pub(crate) fn distinct<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let l = list_arg(&a[0])?;
+    tracked::self_compare(env, l)?;
     let mut out: Vec<Value<'a>> = Vec::new();
     for v in l.iter() {
         if !out.iter().any(|o| matches!(equal(o, v, env), Ok(true))) {

@@ -11,6 +11,9 @@ pub(crate) fn optional_of<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Valu
     Ok(Value::Optional(Some(Rc::new(take(a, 0)))))
 }
 
+/// Go's zero `time.Time`, 0001-01-01T00:00:00Z, in seconds since the Unix epoch.
+const GO_ZERO_TIME_UNIX: i64 = -62_135_596_800;
+
 fn is_zero(env: &Activation<'_>, v: &Value<'_>) -> bool {
     match v {
         Value::Null => true,
@@ -23,8 +26,9 @@ fn is_zero(env: &Activation<'_>, v: &Value<'_>) -> bool {
         Value::List(l) => l.is_empty(),
         m if m.is_map() => env.size(m) == 0,
         Value::Duration(d) => *d == 0,
-        Value::Timestamp(s, n, _) => *s == 0 && *n == 0,
-        Value::Optional(o) => o.is_none(),
+        // Go's zero `time.Time` (year 1), not the Unix epoch.
+        Value::Timestamp(s, n, _) => *s == GO_ZERO_TIME_UNIX && *n == 0,
+        // cel-go's optional is no `Zeroer`: `optional.none()` is a value like any other here.
         _ => false,
     }
 }

@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use dranet_core::Quantity;
+use dranet_core::{Quantity, QuantityError};
 
 use super::{nso, string_arg};
 use crate::cel::activation::Activation;
@@ -22,9 +22,15 @@ pub(crate) fn quantity<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'
         .map_err(|_| Error::msg("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
 }
 
+/// `isQuantity` asks only whether `ParseQuantity` reads the string, which holds any size in an
+/// arbitrary-precision decimal; our quantities stop at about 10^29 and 10^-60, whose errors do
+/// not make the string less of a quantity.
 pub(crate) fn is_quantity<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let s = string_arg(&a[0])?;
-    Ok(Value::Bool(Quantity::parse(&s).is_ok()))
+    Ok(Value::Bool(!matches!(
+        Quantity::parse(&s),
+        Err(QuantityError::Format | QuantityError::Suffix)
+    )))
 }
 
 pub(crate) fn quantity_sign<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {

@@ -46,8 +46,10 @@ pub(crate) fn timestamp_string(s: i64, n: u32, offset: i32) -> String {
     out
 }
 
-/// RFC 3339 as Go's `time.Parse(time.RFC3339, s)` accepts it: seconds and nanoseconds since
-/// the epoch, and the offset east of UTC it was written with.
+/// RFC 3339 as Go's `time.Parse(time.RFC3339, s)` accepts it (its general parser, which takes
+/// over where the strict one refuses): an hour of one digit, a fraction of any length after `.`
+/// or `,` (cut to nanoseconds), an offset up to `+24:60`; `T` and `Z` upper case only. Seconds
+/// and nanoseconds since the epoch, and the offset east of UTC it was written with.
 pub(crate) fn parse_timestamp(s: &str) -> Option<(i64, u32, i32)> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
@@ -56,38 +58,38 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<(i64, u32, i32)> {
             .all(|c| c.is_ascii_digit())
             .then(|| t.parse().ok())?
     };
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    if !(at(4, b'-') && at(7, b'-') && at(10, b'T')) {
         return None;
     }
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut i = 19;
+    // Go reads the hour (`15` in the layout) with one digit or two.
+    let hour_len = if digit(12) { 2 } else { 1 };
+    let h = num(11..11 + hour_len)?;
+    let mut i = 11 + hour_len;
+    if !(at(i, b':') && at(i + 3, b':')) {
+        return None;
+    }
+    let (mi, se) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+    i += 6;
     let mut nanos: u32 = 0;
-    if b.get(i) == Some(&b'.') {
+    if (at(i, b'.') || at(i, b',')) && digit(i + 1) {
         let start = i + 1;
         let mut j = start;
-        while j < b.len() && b[j].is_ascii_digit() {
+        while digit(j) {
             j += 1;
         }
-        if j == start || j - start > 9 {
-            return None;
-        }
-        let frac = &s[start..j];
+        let frac = &s[start..j.min(start + 9)];
         nanos = format!("{frac:0<9}").parse().ok()?;
         i = j;
     }
     let offset: i64 = match b.get(i) {
-        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
+        Some(b'Z') if i + 1 == b.len() => 0,
         Some(sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
             let oh = num(i + 1..i + 3)?;
             let om = num(i + 4..i + 6)?;
-            if oh > 23 || om > 59 {
+            if oh > 24 || om > 60 {
                 return None;
             }
             let o = oh * 3600 + om * 60;
@@ -243,26 +245,40 @@ fn zone_offset(env: &Activation<'_>, tz: &str, t: i64) -> R<i64> {
     if tz.is_empty() || tz == "UTC" {
         return Ok(0);
     }
-    let b = tz.as_bytes();
-    if b.len() == 6 && matches!(b[0], b'+' | b'-') && b[3] == b':' {
-        let h: i64 = tz[1..3]
-            .parse()
-            .map_err(|_| Error::msg(format!("unknown time zone {tz}")))?;
-        let m: i64 = tz[4..6]
-            .parse()
-            .map_err(|_| Error::msg(format!("unknown time zone {tz}")))?;
-        if m > 59 {
-            return Err(Error::msg(format!("unknown time zone {tz}")));
-        }
-        let o = h * 3600 + m * 60;
-        return Ok(if b[0] == b'-' { -o } else { o });
+    // Go's `Local`: the scheduler's container has no local zone, so it is UTC.
+    if tz == "Local" {
+        return Ok(0);
+    }
+    // cel-go reads hours and minutes around the first `:` with `strconv.Atoi` and checks no
+    // range: `1:00`, `+1:00` and `+01:75` are offsets too.
+    if let Some(colon) = tz.find(':') {
+        let (h, m) = (go_atoi(&tz[..colon])?, go_atoi(&tz[colon + 1..])?);
+        let minutes = if tz.starts_with('-') {
+            h.wrapping_mul(60).wrapping_sub(m)
+        } else {
+            h.wrapping_mul(60).wrapping_add(m)
+        };
+        return Ok(minutes.wrapping_mul(60));
     }
     #[cfg(feature = "tzdb")]
-    if !tz.contains(':') {
-        return env.zone_offset(tz, t);
+    return env.zone_offset(tz, t);
+    #[cfg(not(feature = "tzdb"))]
+    {
+        let _ = (env, t);
+        Err(Error::msg(format!("unknown time zone {tz}")))
     }
-    let _ = (env, t);
-    Err(Error::msg(format!("unknown time zone {tz}")))
+}
+
+/// Go's `strconv.Atoi`: an optional sign and decimal digits, in the int64 range.
+fn go_atoi(s: &str) -> R<i64> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(Error::msg(format!(
+            "strconv.Atoi: parsing {s:?}: invalid syntax"
+        )));
+    }
+    s.parse()
+        .map_err(|_| Error::msg(format!("strconv.Atoi: parsing {s:?}: value out of range")))
 }
 
 fn time_part<'a>(env: &Activation<'a>, a: &[Value<'a>], which: u8) -> R<Value<'a>> {

@@ -522,6 +522,11 @@ impl<'a> Parser<'a> {
                 let mut elems = Vec::new();
                 let mut optional = Vec::new();
                 let mut depth = 0;
+                // The grammar allows the trailing comma of an empty list too: `[,]`.
+                if self.eat(",") {
+                    self.expect("]")?;
+                    return Ok((self.node(at, Kind::List { elems, optional }), depth));
+                }
                 while !self.eat("]") {
                     let opt = self.eat("?");
                     let (e, d) = self.expr()?;
@@ -541,6 +546,11 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
                 let mut entries = Vec::new();
                 let mut depth = 0;
+                // As for lists: `{,}` is an empty map.
+                if self.eat(",") {
+                    self.expect("}")?;
+                    return Ok((self.node(at, Kind::Map { entries }), depth));
+                }
                 while !self.eat("}") {
                     let opt = self.eat("?");
                     let (key, d1) = self.expr()?;
