@@ -48,6 +48,10 @@ pub(crate) struct Eval<'e, 'a> {
     /// Arguments of the calls being evaluated, innermost last: one buffer for the whole
     /// evaluation instead of a list allocated per call.
     args: Vec<Value<'a>>,
+    /// The scope of the macro accumulator whose comprehension step is being evaluated: that
+    /// step reads it once, so the read moves it out and `map()`'s `@result + [x]` appends in
+    /// place instead of copying the list on every iteration (quadratic in its size).
+    movable: Option<usize>,
 }
 
 /// Levels of `eval` between two stack checks. Well inside `STACK_RED_ZONE` even in debug builds,
@@ -84,6 +88,7 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
             scopes: Vec::new(),
             depth: 0,
             args: Vec::new(),
+            movable: None,
         }
     }
 
@@ -123,13 +128,17 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
                 Ref::Device => Ok(Value::Device),
                 Ref::TypeIdent(t) => Ok(Value::typ(t)),
                 Ref::EnumValue(v) => Ok(Value::Int(*v)),
-                _ => self
-                    .scopes
-                    .iter()
-                    .rev()
-                    .find(|(n, _)| *n == name.as_str())
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_else(|| Err(Error::msg(format!("no such attribute: {name}")))),
+                _ => match self.scopes.iter().rposition(|(n, _)| *n == name.as_str()) {
+                    Some(i) if self.movable == Some(i) => {
+                        self.movable = None;
+                        // A macro's step never reads its accumulator twice; if one did, it
+                        // would get this error, not a wrong value.
+                        let moved = Err(Error::msg(format!("{name} read twice in one step")));
+                        std::mem::replace(&mut self.scopes[i].1, moved)
+                    }
+                    Some(i) => self.scopes[i].1.clone(),
+                    None => Err(Error::msg(format!("no such attribute: {name}"))),
+                },
             },
             Kind::Select {
                 operand,
@@ -246,7 +255,13 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
             if as_bool(&cond) == Some(false) {
                 break;
             }
+            let saved = self.movable;
+            // Only the accumulators of macros: `cel.bind` and user comprehensions aside.
+            if c.accu_var == super::ast::ACCU {
+                self.movable = Some(base);
+            }
             let next = self.eval(&c.step);
+            self.movable = saved;
             if let Err(Error::Cancel(_)) = next {
                 return next;
             }
