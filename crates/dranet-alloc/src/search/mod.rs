@@ -777,6 +777,30 @@ impl<'a> Search<'a> {
         Ok(false)
     }
 
+    /// Passes over device `d` after it was added to the first `added` constraints (those that
+    /// apply to request `r`, alternative `s`): takes it out of them again and gives back the
+    /// counters it took (`took`).
+    fn pass_over(
+        &mut self,
+        r: usize,
+        s: usize,
+        d: usize,
+        added: usize,
+        undo: &mut Vec<(usize, Undo<'a>)>,
+        took: bool,
+    ) {
+        let has_subs = self.claim.requests[r].subrequests;
+        for (ci, con) in self.claim.constraints[..added].iter().enumerate() {
+            if con.applies(r, s, has_subs) {
+                let u = take_undo(undo, ci);
+                self.states[ci].remove(r, u);
+            }
+        }
+        if took {
+            self.release(d);
+        }
+    }
+
     /// Takes device `d` for request `r`, alternative `s`, with the scheduler's checks in its
     /// order: free, capacity left (`ExactCount`), counters, taints, constraints, capacity left
     /// (`All`); returns what undoes it. For `All` (`must`), a constraint that does not allow it
@@ -840,15 +864,7 @@ impl<'a> Search<'a> {
                         }));
                     }
                     // The scheduler takes the device out of the constraints before this one.
-                    for (cj, cb) in self.claim.constraints[..ci].iter().enumerate() {
-                        if cb.applies(r, s, has_subs) {
-                            let u = take_undo(&mut undo, cj);
-                            self.states[cj].remove(r, u);
-                        }
-                    }
-                    if took {
-                        self.release(d);
-                    }
+                    self.pass_over(r, s, d, ci, &mut undo, took);
                     return Ok(None);
                 }
             }
@@ -856,17 +872,12 @@ impl<'a> Search<'a> {
         if multi && must && !self.capacity_fits(d, r, s) {
             // Before 1.36.3 the scheduler leaves the device in every constraint (and its
             // counters taken); 1.36.3 takes it out of them and gives the counters back.
-            if !a.bugs.all_capacity_keeps_constraints {
-                for (ci, con) in self.claim.constraints.iter().enumerate() {
-                    if con.applies(r, s, has_subs) {
-                        let u = take_undo(&mut undo, ci);
-                        self.states[ci].remove(r, u);
-                    }
-                }
-            }
-            if took {
-                self.release(d);
-            }
+            let added = if a.bugs.all_capacity_keeps_constraints {
+                0
+            } else {
+                self.claim.constraints.len()
+            };
+            self.pass_over(r, s, d, added, &mut undo, took);
             return Ok(None);
         }
         let set_used = !multi && !self.used.get(d);
