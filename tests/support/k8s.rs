@@ -76,8 +76,34 @@ pub fn run(what: &str, version: Version, body: fn(&Kit)) {
         return;
     };
     let t = Instant::now();
-    body(&kit);
+    // A failure on a node the kubelet tainted (disk or memory pressure) reads as a pod that never
+    // started; the node's own account goes with it.
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&kit))) {
+        kit.say(format_args!(
+            "{what} failed; the node then:\n{}",
+            kit.node_report()
+        ));
+        std::panic::resume_unwind(panic);
+    }
     kit.say(format_args!("{what}: done in {:.1?}", t.elapsed()));
+}
+
+/// The kubelet reports disk pressure, taints the node and evicts pods when less than this share
+/// of a filesystem is free (the kit's `evictionHard`: `nodefs.available` and `imagefs.available`
+/// at 1%).
+const EVICTION_PERCENT: u64 = 1;
+/// What a test's cluster writes besides (images, pod logs, snapshots), kept free on top.
+const DISK_MARGIN: u64 = 1 << 30;
+
+/// `(size, available)` bytes of the filesystem holding `path`, from `df`.
+fn disk_room(path: &str) -> Option<(u64, u64)> {
+    let out = Command::new("df")
+        .args(["-B1", "--output=size,avail", path])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut nums = text.lines().nth(1)?.split_whitespace();
+    Some((nums.next()?.parse().ok()?, nums.next()?.parse().ok()?))
 }
 
 /// A running kit cluster; taken down when dropped.
@@ -172,7 +198,63 @@ impl Kit {
                 "[{version}] the API server's version"
             );
         }
+        kit.check_disk_room();
         Some(kit)
+    }
+
+    /// Fails at once, naming the filesystem, when the kubelet would soon taint the node for disk
+    /// pressure: its pods would stay Pending ("untolerated taint") and a test time out later.
+    fn check_disk_room(&self) {
+        let kubelet_root = self.kubelet_root_dir();
+        let kubelet_root = kubelet_root.to_string_lossy();
+        for dir in [self.var("DRANET_K8S_DIR"), &kubelet_root] {
+            let Some((size, avail)) = disk_room(dir) else {
+                continue;
+            };
+            let need = size / 100 * EVICTION_PERCENT + DISK_MARGIN;
+            assert!(
+                avail >= need,
+                "[{}] {:.1} GiB free on the filesystem of {dir}, {:.1} GiB needed: the kubelet \
+                 taints the node (disk pressure) when less than {EVICTION_PERCENT}% of its {:.0} GiB is free; \
+                 free some disk (a build's target/ directory?)",
+                self.version,
+                gib(avail),
+                gib(need),
+                gib(size),
+            );
+        }
+    }
+
+    /// The node's taints, its conditions and the free disk of the kit's directories, for a
+    /// failure message.
+    pub fn node_report(&self) -> String {
+        let mut out = String::new();
+        let node = self.get_json(&["node", self.node()]);
+        out += &format!("taints: {}\n", node["spec"]["taints"]);
+        for c in node["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            out += &format!(
+                "condition {}={} ({}: {})\n",
+                c["type"].as_str().unwrap_or("?"),
+                c["status"].as_str().unwrap_or("?"),
+                c["reason"].as_str().unwrap_or(""),
+                c["message"].as_str().unwrap_or("")
+            );
+        }
+        let kubelet_root = self.kubelet_root_dir();
+        for dir in [self.var("DRANET_K8S_DIR"), &kubelet_root.to_string_lossy()] {
+            if let Some((size, avail)) = disk_room(dir) {
+                out += &format!(
+                    "{dir}: {:.1} GiB free of {:.0} GiB\n",
+                    gib(avail),
+                    gib(size)
+                );
+            }
+        }
+        out
     }
 
     /// `kit.sh up` of this version, then its environment.
@@ -419,6 +501,11 @@ pub fn wait_for<T>(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Bytes in GiB, for messages.
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 30)
 }
 
 /// The last `n` lines of `s`, for failure messages.
