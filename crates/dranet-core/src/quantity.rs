@@ -5,21 +5,46 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// A Kubernetes resource quantity (`100m`, `1.5Gi`, `2e3`), exact to the nano unit.
+/// A Kubernetes resource quantity (`100m`, `1.5Gi`, `2e3`, `1e30`), exact to the nano unit.
 ///
-/// Equality, order and hashing are by value. The quantity also remembers whether Kubernetes
-/// would hold it as a scaled 64-bit integer or as an arbitrary-precision decimal, because
-/// `asInteger()` and `isInteger()` answer from that representation, not from the value:
-/// `quantity("1.5Gi").asInteger()` is an error in the scheduler although 1.5Gi is a whole number.
+/// Equality, order and hashing are by value. The quantity also remembers how Kubernetes would
+/// hold it, a scaled 64-bit integer or an arbitrary-precision decimal, because `asInteger()`,
+/// `isInteger()` and `asApproximateFloat()` answer from that representation, not from the value:
+/// `quantity("1.5Gi").asInteger()` is an error in the scheduler although 1.5Gi is a whole number,
+/// and `quantity("0.3").asApproximateFloat()` is `3 × 0.1`, `0.30000000000000004`.
 #[derive(Debug, Clone, Copy)]
 pub struct Quantity {
-    nanos: i128,
-    /// `Some(scale)` when Kubernetes holds the quantity as an int64 times 10^scale, `None` when
-    /// it holds an arbitrary-precision decimal.
-    int64_scale: Option<i32>,
+    /// The value is `coef × 10^exp` nano units. `exp` is 0 whenever the value fits an i128 of
+    /// nano units (about ±1.7 × 10^29 units); past that `coef` is not a multiple of ten, so equal
+    /// values have equal fields.
+    coef: i128,
+    exp: u32,
+    repr: Repr,
 }
 
-/// Why a string is not a quantity. The messages are apimachinery's.
+/// How apimachinery holds a quantity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Repr {
+    /// `int64Amount`: an int64 times 10^`scale`.
+    Int64 { scale: i32 },
+    /// `inf.Dec`: an arbitrary-precision integer divided by 10^`scale`.
+    Dec { scale: i32 },
+}
+
+impl Repr {
+    /// The scale an `inf.Dec` of this value has (`Quantity.ToDec` of an `int64Amount`).
+    fn dec_scale(self) -> i32 {
+        match self {
+            Repr::Int64 { scale } => scale.saturating_neg(),
+            Repr::Dec { scale } => scale,
+        }
+    }
+}
+
+/// Why a string is not a quantity. The messages are apimachinery's, but for [`TooLarge`], which
+/// it has no need of.
+///
+/// [`TooLarge`]: QuantityError::TooLarge
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
     /// Not a number followed by a suffix.
@@ -27,13 +52,12 @@ pub enum QuantityError {
         "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
     )]
     Format,
-    /// A suffix that is not one of the SI, binary or exponent suffixes.
+    /// A suffix that is not one of the SI, binary or exponent suffixes (an exponent past the
+    /// int64 range is not one either).
     #[error("unable to parse quantity's suffix")]
     Suffix,
-    /// An exponent (`e<n>`) outside -60..=60.
-    #[error("quantity exponent out of the supported range")]
-    ExponentOutOfRange,
-    /// A value too large to hold exactly to the nano unit.
+    /// A value with more significant digits than 128 bits hold, counted to the nano unit
+    /// (about 38), or a power of ten past 2^32 nano units.
     #[error("quantity is too large")]
     TooLarge,
 }
@@ -41,7 +65,7 @@ pub enum QuantityError {
 impl PartialEq for Quantity {
     #[inline]
     fn eq(&self, o: &Self) -> bool {
-        self.nanos == o.nanos
+        (self.coef, self.exp) == (o.coef, o.exp)
     }
 }
 impl Eq for Quantity {}
@@ -54,34 +78,119 @@ impl PartialOrd for Quantity {
 impl Ord for Quantity {
     #[inline]
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.nanos.cmp(&o.nanos)
+        if self.exp == 0 && o.exp == 0 {
+            return self.coef.cmp(&o.coef);
+        }
+        let sign = self.coef.signum().cmp(&o.coef.signum());
+        if sign.is_ne() || self.coef == 0 {
+            return sign;
+        }
+        let m = magnitude_cmp(
+            (self.coef.unsigned_abs(), self.exp),
+            (o.coef.unsigned_abs(), o.exp),
+        );
+        if self.coef < 0 { m.reverse() } else { m }
     }
 }
 impl std::hash::Hash for Quantity {
     #[inline]
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.nanos.hash(h)
+        (self.coef, self.exp).hash(h)
     }
 }
 
-/// `nanos` as an int64 count of 10^`scale` units, if it is exactly that.
-fn unscaled(nanos: i128, scale: i32) -> Option<i64> {
-    let shift = scale + 9;
-    let v = if shift >= 0 {
-        let d = pow10(shift as u32)?;
-        if nanos % d != 0 {
-            return None;
-        }
-        nanos / d
+/// Orders `a.0 × 10^a.1` and `b.0 × 10^b.1`, both non-zero.
+fn magnitude_cmp(a: (u128, u32), b: (u128, u32)) -> std::cmp::Ordering {
+    let digits = |m: u128| m.checked_ilog10().map_or(0, |d| d + 1);
+    let (la, lb) = (
+        u64::from(digits(a.0)) + u64::from(a.1),
+        u64::from(digits(b.0)) + u64::from(b.1),
+    );
+    if la != lb {
+        return la.cmp(&lb);
+    }
+    // As many digits: bring the one with the larger exponent down to the other's; past u128 it
+    // is the larger.
+    let (hi, lo, flip) = if a.1 >= b.1 {
+        (a, b, false)
     } else {
-        nanos.checked_mul(pow10((-shift) as u32)?)?
+        (b, a, true)
     };
-    i64::try_from(v).ok()
+    let o = match 10u128
+        .checked_pow(hi.1 - lo.1)
+        .and_then(|p| hi.0.checked_mul(p))
+    {
+        Some(h) => h.cmp(&lo.0),
+        None => std::cmp::Ordering::Greater,
+    };
+    if flip { o.reverse() } else { o }
 }
 
-/// `10^e` for `e` in 0..=38.
-fn pow10(e: u32) -> Option<i128> {
-    10i128.checked_pow(e)
+/// `coef × 10^exp` nano units in normal form (see [`Quantity`]); `None` past `u32` exponents.
+fn normal(mut coef: i128, mut exp: u64) -> Option<(i128, u32)> {
+    if coef == 0 {
+        return Some((0, 0));
+    }
+    if let Some(v) = u32::try_from(exp)
+        .ok()
+        .and_then(|e| 10i128.checked_pow(e))
+        .and_then(|p| coef.checked_mul(p))
+    {
+        return Some((v, 0));
+    }
+    while coef % 10 == 0 {
+        coef /= 10;
+        exp += 1;
+    }
+    Some((coef, u32::try_from(exp).ok()?))
+}
+
+/// `coef × 10^exp` divided by `10^shift`, if that is a whole number that fits.
+fn shifted(coef: i128, exp: u32, shift: i64) -> Option<i128> {
+    let e = i64::from(exp) - shift;
+    if e >= 0 {
+        return coef.checked_mul(10i128.checked_pow(u32::try_from(e).ok()?)?);
+    }
+    match u32::try_from(-e).ok().and_then(|e| 10i128.checked_pow(e)) {
+        Some(d) => (coef % d == 0).then(|| coef / d),
+        None => (coef == 0).then_some(0),
+    }
+}
+
+/// `m × 10^scale` nano units, `m` ≥ 0, in normal form; a fraction of a nano unit rounds up, as
+/// `ParseQuantity` rounds it.
+fn round_up(m: i128, scale: i64) -> Option<(i128, u32)> {
+    if scale >= 0 {
+        return normal(m, scale as u64);
+    }
+    let v = match u32::try_from(-scale)
+        .ok()
+        .and_then(|e| 10i128.checked_pow(e))
+    {
+        Some(d) => m / d + i128::from(m % d != 0),
+        None => i128::from(m != 0),
+    };
+    Some((v, 0))
+}
+
+/// Go's `math.Pow10`, whose products `asApproximateFloat()` reproduces to the last bit.
+fn go_pow10(n: i64) -> f64 {
+    const TAB: [f64; 32] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27, 1e28, 1e29, 1e30, 1e31,
+    ];
+    const POS32: [f64; 10] = [
+        1e0, 1e32, 1e64, 1e96, 1e128, 1e160, 1e192, 1e224, 1e256, 1e288,
+    ];
+    const NEG32: [f64; 11] = [
+        1e-0, 1e-32, 1e-64, 1e-96, 1e-128, 1e-160, 1e-192, 1e-224, 1e-256, 1e-288, 1e-320,
+    ];
+    match n {
+        0..=308 => POS32[n as usize / 32] * TAB[n as usize % 32],
+        -323..=-1 => NEG32[(-n) as usize / 32] / TAB[(-n) as usize % 32],
+        n if n > 0 => f64::INFINITY,
+        _ => 0.0,
+    }
 }
 
 const NANO: i128 = 1_000_000_000;
@@ -112,7 +221,7 @@ impl Parsed<'_> {
     /// Whether the API server keeps the string as written: its fast parser took the int64 path
     /// and the string already looks canonical (apimachinery's `ParseQuantity`).
     fn verbatim(&self) -> bool {
-        let Some(scale) = self.quantity.int64_scale else {
+        let Repr::Int64 { scale } = self.quantity.repr else {
             return false;
         };
         // apimachinery's numerator is "0" when the integer part was all zeros.
@@ -218,57 +327,80 @@ impl Quantity {
             "Ti" => (1 << 40, 0, Format::BinarySi),
             "Pi" => (1 << 50, 0, Format::BinarySi),
             "Ei" => (1 << 60, 0, Format::BinarySi),
+            // Read as an int64, then cut to int32 as apimachinery does: `1e4294967297` is 10.
             e if e.len() > 1 && e.starts_with(['e', 'E']) => {
                 let x: i64 = e[1..].parse().map_err(|_| QuantityError::Suffix)?;
-                if !(-60..=60).contains(&x) {
-                    return Err(QuantityError::ExponentOutOfRange);
-                }
                 (1, x as i32, Format::DecimalExponent)
             }
             _ => return Err(QuantityError::Suffix),
         };
         let binary = format == Format::BinarySi;
+        // The digits without their trailing zeros, which go to the exponent: `1` and forty
+        // zeros fits.
         let mut mantissa: i128 = 0;
+        let mut zeros: u32 = 0;
         for d in num.bytes().chain(frac.bytes()) {
-            mantissa = mantissa
-                .checked_mul(10)
+            if d == b'0' {
+                zeros = zeros.saturating_add(1);
+                continue;
+            }
+            mantissa = 10i128
+                .checked_pow(zeros + 1)
+                .and_then(|p| mantissa.checked_mul(p))
                 .and_then(|m| m.checked_add(i128::from(d - b'0')))
                 .ok_or(QuantityError::TooLarge)?;
+            zeros = 0;
         }
-        // value = mantissa * mult * 10^(exp10 - frac_len); in nanos add 9 to the exponent.
-        let scale = exp10 - frac.len() as i32 + 9;
-        let mut v = mantissa.checked_mul(mult).ok_or(QuantityError::TooLarge)?;
-        if scale >= 0 {
-            for _ in 0..scale {
-                v = v.checked_mul(10).ok_or(QuantityError::TooLarge)?;
+        if mantissa == 0 {
+            zeros = 0;
+        }
+        // value = mantissa * mult * 10^(exp10 - frac_len + zeros); in nanos add 9.
+        let scale = i64::from(exp10) - frac.len() as i64 + i64::from(zeros) + 9;
+        let (coef, exp) = if binary {
+            // ParseQuantity caps binary values at the int64 maximum.
+            let cap = i128::from(i64::MAX) * NANO;
+            match mantissa.checked_mul(mult).and_then(|m| round_up(m, scale)) {
+                Some((v, 0)) if v <= cap => (v, 0),
+                _ => (cap, 0),
             }
         } else {
-            let div = (0..-scale).try_fold(1i128, |acc, _| acc.checked_mul(10));
-            v = match div {
-                Some(div) => (v + div - 1) / div,
-                None => i128::from(v != 0),
-            };
-        }
-        if binary && v > i128::from(i64::MAX) * NANO {
-            v = i128::from(i64::MAX) * NANO;
-        }
+            round_up(mantissa, scale).ok_or(QuantityError::TooLarge)?
+        };
         // resource.ParseQuantity's fast path: an int64 with a decimal scale when the digits
         // surely fit (18 for decimal forms; for binary suffixes only whole numbers, with the
-        // suffix's digits counted as exponent*3/10), else a decimal.
-        let digits_len = (num.len() + frac.len()) as i32;
-        let int64_scale = if binary {
-            let exp2 = mult.trailing_zeros() as i32;
-            let precision = 15 - num.len() as i32 - exp2 * 3 / 10 - 1;
-            (frac.is_empty() && precision >= 0 && i64::try_from(mantissa * mult).is_ok())
+        // suffix's digits counted as exponent*3/10), else a decimal. An empty integer part
+        // counts as its "0".
+        let num_len = num.len().max(1) as i64;
+        let fast = if binary {
+            let exp2 = i64::from(mult.trailing_zeros());
+            let precision = 15 - num_len - exp2 * 3 / 10 - 1;
+            let whole = shifted(mantissa, zeros, 0).and_then(|m| m.checked_mul(mult));
+            (frac.is_empty() && precision >= 0 && whole.is_some_and(|w| i64::try_from(w).is_ok()))
                 .then_some(0)
         } else {
-            let scale = exp10 - frac.len() as i32;
-            (18 - digits_len >= 0 && scale >= -9).then_some(scale)
+            let scale = i64::from(exp10) - frac.len() as i64;
+            (num_len + frac.len() as i64 <= 18 && scale >= -9)
+                .then(|| i32::try_from(scale).ok())
+                .flatten()
+        };
+        let repr = match fast {
+            Some(scale) => Repr::Int64 { scale },
+            // inf.Dec rounds a non-zero value to nano units, scale 9; the binary cap is the
+            // int64 maximum, scale 0; zero keeps the scale its text gives.
+            None if coef == 0 && binary => Repr::Dec {
+                scale: frac.len() as i32,
+            },
+            None if coef == 0 => Repr::Dec {
+                scale: (frac.len() as i32).saturating_sub(exp10),
+            },
+            None if binary && coef == i128::from(i64::MAX) * NANO => Repr::Dec { scale: 0 },
+            None => Repr::Dec { scale: 9 },
         };
         Ok(Parsed {
             quantity: Quantity {
-                nanos: if neg { -v } else { v },
-                int64_scale,
+                coef: if neg { -coef } else { coef },
+                exp,
+                repr,
             },
             format,
             num,
@@ -290,13 +422,14 @@ impl Quantity {
         if s == "0" || p.verbatim() {
             return Ok(Cow::Borrowed(s));
         }
-        let magnitude = p.quantity.nanos.unsigned_abs();
-        let sign = if p.quantity.nanos < 0 { "-" } else { "" };
+        let magnitude = p.quantity.coef.unsigned_abs();
+        let sign = if p.quantity.coef < 0 { "-" } else { "" };
         if magnitude == 0 {
             return Ok(Cow::Borrowed("0"));
         }
         let mut format = p.format;
-        if format == Format::BinarySi {
+        // Binary values are capped below 2^63 units, so they are never past the first form.
+        if format == Format::BinarySi && p.quantity.exp == 0 {
             const UNIT: u128 = NANO as u128;
             if magnitude < 1024 * UNIT || !magnitude.is_multiple_of(UNIT) {
                 format = Format::DecimalSi;
@@ -321,7 +454,7 @@ impl Quantity {
         }
         // Strip factors of ten, then bring the exponent down to a multiple of three.
         let mut mantissa = magnitude;
-        let mut exp: i32 = -9;
+        let mut exp = i64::from(p.quantity.exp) - 9;
         while mantissa.is_multiple_of(10) {
             mantissa /= 10;
             exp += 1;
@@ -344,7 +477,9 @@ impl Quantity {
             (_, 12) => "T".into(),
             (_, 15) => "P".into(),
             (_, 18) => "E".into(),
-            (_, e) => format!("e{e}").into(),
+            // No SI suffix for the exponent: apimachinery writes none at all, so the API server
+            // stores `1000E` as `1` (sic).
+            _ => "".into(),
         };
         Ok(Cow::Owned(format!("{sign}{mantissa}{suffix}")))
     }
@@ -358,47 +493,77 @@ impl Quantity {
 
     /// The int64 Kubernetes would hold at `scale`, if the value is exactly that.
     fn unscaled(self, scale: i32) -> Option<i64> {
-        unscaled(self.nanos, scale)
+        shifted(self.coef, self.exp, i64::from(scale) + 9).and_then(|v| i64::try_from(v).ok())
     }
 
-    /// The representation of `self ± o`, as Kubernetes' int64 addition keeps it: the smaller
-    /// scale when both values fit there, else a decimal.
-    fn sum_scale(self, o: Quantity, nanos: i128) -> Option<i32> {
-        let (a, b) = (self.int64_scale?, o.int64_scale?);
-        if o.nanos == 0 {
-            return Some(a);
+    /// How Kubernetes holds `self + o` (`Quantity.Add`): the int64 at the smaller scale when
+    /// both values and `sum` fit there, else a decimal at the larger decimal scale.
+    fn sum_repr(self, o: Quantity, sum: Quantity) -> Repr {
+        if let (Repr::Int64 { scale: a }, Repr::Int64 { scale: b }) = (self.repr, o.repr) {
+            if o.coef == 0 {
+                return self.repr;
+            }
+            if self.coef == 0 {
+                return o.repr;
+            }
+            let s = a.min(b);
+            if self.unscaled(s).is_some() && o.unscaled(s).is_some() && sum.unscaled(s).is_some() {
+                return Repr::Int64 { scale: s };
+            }
         }
-        if self.nanos == 0 {
-            return Some(b);
+        Repr::Dec {
+            scale: self.repr.dec_scale().max(o.repr.dec_scale()),
         }
-        let s = a.min(b);
-        let ok =
-            self.unscaled(s).is_some() && o.unscaled(s).is_some() && unscaled(nanos, s).is_some();
-        ok.then_some(s)
     }
 
     /// A whole number of units.
     #[inline]
     pub fn from_int(v: i64) -> Quantity {
         Quantity {
-            nanos: i128::from(v) * NANO,
-            int64_scale: Some(0),
+            coef: i128::from(v) * NANO,
+            exp: 0,
+            repr: Repr::Int64 { scale: 0 },
         }
     }
 
-    /// Sum, `None` on overflow.
+    /// Sum, `None` when the exact sum has more significant digits than the quantity holds.
     pub fn checked_add(self, o: Quantity) -> Option<Quantity> {
-        self.nanos.checked_add(o.nanos).map(|nanos| Quantity {
-            nanos,
-            int64_scale: self.sum_scale(o, nanos),
-        })
+        let (coef, exp) = match self.coef.checked_add(o.coef) {
+            Some(v) if self.exp == 0 && o.exp == 0 => (v, 0),
+            _ => {
+                // Trailing zeros out of both, then the two at the smaller exponent.
+                let strip = |mut c: i128, mut e: u64| {
+                    while c != 0 && c % 10 == 0 {
+                        c /= 10;
+                        e += 1;
+                    }
+                    (c, e)
+                };
+                let (a, ea) = strip(self.coef, u64::from(self.exp));
+                let (b, eb) = strip(o.coef, u64::from(o.exp));
+                let m = ea.min(eb);
+                let align = |c: i128, e: u64| {
+                    10i128
+                        .checked_pow(u32::try_from(e - m).ok()?)?
+                        .checked_mul(c)
+                };
+                normal(align(a, ea)?.checked_add(align(b, eb)?)?, m)?
+            }
+        };
+        let mut sum = Quantity {
+            coef,
+            exp,
+            repr: Repr::Int64 { scale: 0 },
+        };
+        sum.repr = self.sum_repr(o, sum);
+        Some(sum)
     }
 
-    /// Difference, `None` on overflow.
+    /// Difference, `None` as for [`Quantity::checked_add`].
     pub fn checked_sub(self, o: Quantity) -> Option<Quantity> {
-        self.nanos.checked_sub(o.nanos).map(|nanos| Quantity {
-            nanos,
-            int64_scale: self.sum_scale(o, nanos),
+        self.checked_add(Quantity {
+            coef: o.coef.checked_neg()?,
+            ..o
         })
     }
 
@@ -407,38 +572,59 @@ impl Quantity {
     /// for fractions and for quantities held as decimals (`1.0`, `1.5Gi`, `1Ei`,
     /// `9223372036854775807`), whatever their value.
     pub fn as_integer(self) -> Option<i64> {
-        match self.int64_scale? {
-            s if s < 0 => None,
-            _ => self.unscaled(0),
+        match self.repr {
+            Repr::Int64 { scale } if scale >= 0 => self.unscaled(0),
+            _ => None,
         }
     }
 
-    /// The value as a float, possibly rounded.
-    #[inline]
+    /// The value as a float, as `Quantity.AsApproximateFloat64` computes it: the held integer
+    /// (rounded to a float) times Go's `math.Pow10` of its scale, so `0.3` (3 × 10^-1) is
+    /// `0.30000000000000004` and `300m` (300 × 10^-3) is `0.3`.
     pub fn as_f64(self) -> f64 {
-        self.nanos as f64 / NANO as f64
+        let exp10 = match self.repr {
+            Repr::Int64 { scale } => i64::from(scale),
+            Repr::Dec { scale } => -i64::from(scale),
+        };
+        let base = match shifted(self.coef, self.exp, exp10 + 9) {
+            Some(v) => v as f64,
+            // Past i128: the decimal reading rounds as Go's big.Float does.
+            None => format!("{}e{}", self.coef, i64::from(self.exp) - exp10 - 9)
+                .parse()
+                .unwrap_or(f64::NAN),
+        };
+        if exp10 == 0 {
+            base
+        } else {
+            base * go_pow10(exp10)
+        }
     }
 
     /// -1, 0 or 1.
     #[inline]
     pub fn sign(self) -> i64 {
-        self.nanos.signum() as i64
+        self.coef.signum() as i64
     }
 
     /// The value rounded up to a whole number, as Kubernetes' `Quantity.Value()` gives it
     /// (`1.5` is 2, `-1.5` is -1); `None` beyond the int64 range.
     pub fn ceil_int(self) -> Option<i64> {
-        let whole = self.nanos.div_euclid(NANO) + i128::from(self.nanos.rem_euclid(NANO) != 0);
+        if self.exp != 0 {
+            return None;
+        }
+        let whole = self.coef.div_euclid(NANO) + i128::from(self.coef.rem_euclid(NANO) != 0);
         i64::try_from(whole).ok()
     }
 }
 
 impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.nanos % NANO == 0 {
-            write!(f, "{}", self.nanos / NANO)
+        if self.exp != 0 {
+            write!(f, "{}e{}", self.coef, i64::from(self.exp) - 9)
+        } else if self.coef % NANO == 0 {
+            write!(f, "{}", self.coef / NANO)
         } else {
-            write!(f, "{}n", self.nanos)
+            write!(f, "{}n", self.coef)
         }
     }
 }
@@ -532,16 +718,87 @@ pub(crate) mod tests {
         assert_eq!(q("8Gi").as_integer(), Some(8 << 30));
         // As Go's ParseQuantity: no digits before the suffix reads as zero.
         assert_eq!(q("Gi"), Quantity::from_int(0));
-        for bad in [
-            "",
-            "aoeu",
-            "1.2.3",
-            "1Xi",
-            "1e999",
-            "99999999999999999999999E",
-        ] {
+        for bad in ["", "aoeu", "1.2.3", "1Xi", "1e99999999999999999999"] {
             assert!(Quantity::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Past the int64 and the i128 of nano units, as ParseQuantity holds them in a decimal;
+    /// each line agrees with the 1.34.9 and 1.36.3 schedulers' CEL (`kit.sh allocbench`).
+    #[test]
+    fn quantities_past_int64() {
+        let q = |s| Quantity::parse(s).unwrap();
+        assert_eq!(q("1e30"), q("1e30"));
+        assert!(q("1e30") < q("2e30"));
+        assert!(q("1e999") > q("1e998"));
+        assert!(q("-1e999") < q("-1e998"));
+        assert!(q("1e999") > q("99999999999999999999999E"));
+        assert_eq!(q("1e30").checked_sub(q("1e30")), Some(q("0")));
+        assert!(q("1e30").checked_add(q("1")).unwrap() > q("1e30"));
+        assert_eq!(q("1e30").as_integer(), None);
+        assert_eq!(q("1e18").as_integer(), Some(1_000_000_000_000_000_000));
+        assert_eq!(q("1e19").as_integer(), None);
+        assert_eq!(q("1e30").ceil_int(), None);
+        assert_eq!(q("1e30").sign(), 1);
+        assert_eq!(q("1e30").to_string(), "1e30");
+        assert_eq!(q("1e30").as_f64(), 1e30);
+        assert_eq!(q("3e400").as_f64(), f64::INFINITY);
+        assert_eq!(
+            q("100000000000000000000000000000000000000000000"),
+            q("1e44")
+        );
+        // Below a nano unit rounds up; the exponent is cut to int32 as Go's int32() does.
+        assert_eq!(q("1e-100"), q("1n"));
+        assert_eq!(q("1e4294967297"), q("10"));
+        assert_eq!(q("1e4294967296"), q("1"));
+        // 47 significant digits: the API server stores it, we cannot hold it.
+        assert_eq!(
+            Quantity::parse("12345678901234567890123456789012345678901234567"),
+            Err(QuantityError::TooLarge)
+        );
+    }
+
+    /// `asApproximateFloat()`: the held integer times Go's `math.Pow10` of the scale; each
+    /// value is the 1.34.9 and 1.36.3 schedulers' (`kit.sh allocbench`).
+    #[test]
+    fn as_f64_is_go_approximate_float() {
+        let q = |s| Quantity::parse(s).unwrap();
+        for (s, want) in [
+            ("0.3", 0.30000000000000004),
+            ("300m", 0.3),
+            ("-0.3", -0.30000000000000004),
+            ("2.3", 2.3000000000000003),
+            ("1.1", 1.1),
+            ("3e-5", 3.0000000000000004e-5),
+            ("1e-5", 0.00001),
+            ("7e-7", 0.0000007),
+            ("0.00000000013", 1e-9),
+            ("1e-100", 1e-9),
+            ("1.5Gi", 1610612736.0),
+            ("16Ei", 9223372036854775807.0),
+            ("123456789.123456789", 123456789.12345679),
+            ("0.12345678901234567e10", 1234567890.1234567),
+            ("3e300", 3e300),
+        ] {
+            assert_eq!(q(s).as_f64(), want, "{s}");
+        }
+        let sum = |a, b| q(a).checked_add(q(b)).unwrap().as_f64();
+        assert_eq!(sum("0.1", "0.2"), 0.30000000000000004);
+        assert_eq!(sum("1.3", "2"), 3.3000000000000003);
+        assert_eq!(sum("0.5", "0.25"), 0.75);
+        // A zero decimal of scale 10 makes the sum a decimal of scale 10: 3e9 × 10^-10.
+        assert_eq!(sum("0.0000000000", "0.3"), 0.3);
+        assert_eq!(
+            q("1.5Gi").checked_sub(q("0.1")).unwrap().as_f64(),
+            1610612735.9
+        );
+        assert_eq!(
+            q("9223372036854775807")
+                .checked_add(Quantity::from_int(1))
+                .unwrap()
+                .as_f64(),
+            9223372036854775808.0
+        );
     }
 
     #[test]
@@ -575,6 +832,15 @@ pub(crate) mod tests {
             ("1Ki", "1Ki"),
             ("1023", "1023"),
             ("+4", "+4"),
+            // Past the int64 and the SI suffixes (a live v1.34.9 API server's answers).
+            ("1e999", "1e999"),
+            ("99999999999999999999999E", "99999999999999999999999E"),
+            ("1e30", "1e30"),
+            ("100000000000000000000000000000000000000000000", "100"),
+            ("1000E", "1"),
+            ("1e-100", "1e-9"),
+            ("1e4294967297", "10"),
+            ("0.123456789012345678e10", "1234567890123456780e-9"),
         ] {
             assert_eq!(
                 Quantity::canonical(written).as_deref(),
@@ -609,7 +875,15 @@ pub(crate) mod tests {
 
     #[test]
     fn canonical_refuses_what_is_not_a_quantity() {
-        for bad in ["", "abc", "1.2.3", "1Qi", "1e", "1e999", "12 Gi"] {
+        for bad in [
+            "",
+            "abc",
+            "1.2.3",
+            "1Qi",
+            "1e",
+            "1e99999999999999999999",
+            "12 Gi",
+        ] {
             assert!(Quantity::canonical(bad).is_err(), "{bad}");
         }
     }

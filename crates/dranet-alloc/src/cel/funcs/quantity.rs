@@ -22,8 +22,8 @@ pub(crate) fn quantity<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'
         .map_err(|_| Error::msg("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
 }
 
-/// `isQuantity` asks only whether `ParseQuantity` reads the string, which holds any size in an
-/// arbitrary-precision decimal; our quantities stop at about 10^29 and 10^-60, whose errors do
+/// `isQuantity` asks only whether `ParseQuantity` reads the string, which holds any number of
+/// digits in an arbitrary-precision decimal; ours stop at 38 significant ones, an error that does
 /// not make the string less of a quantity.
 pub(crate) fn is_quantity<'a>(_: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let s = string_arg(&a[0])?;
