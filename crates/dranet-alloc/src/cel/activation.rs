@@ -2,10 +2,13 @@
 //! the index, never copied into a map) and the step budget.
 
 use std::cell::Cell;
+use std::sync::Arc;
 
 use dranet_core::AttributeValue;
 
 use super::device::DeviceView;
+use super::funcs::re2::GoRegexp;
+use super::funcs::regexp::{RegexCache, compile_regex};
 use super::value::{Error, Map, MapView, R, Value, Ver};
 use crate::version::KubernetesVersion;
 
@@ -23,6 +26,8 @@ pub(crate) struct Activation<'a> {
     /// The program's zone cache, when the caller gave one.
     #[cfg(feature = "tzdb")]
     pub(crate) zones: Option<&'a super::tz::ZoneCache>,
+    /// The program's compiled patterns, when the caller gave them.
+    pub(crate) regexes: Option<&'a RegexCache>,
 }
 
 fn attr_value(v: &AttributeValue) -> Value<'_> {
@@ -44,6 +49,17 @@ impl<'a> Activation<'a> {
             version,
             #[cfg(feature = "tzdb")]
             zones: None,
+            regexes: None,
+        }
+    }
+
+    /// `pattern` compiled with the Go syntax of this evaluation's version, once per program
+    /// when the program gave its cache.
+    pub(crate) fn regex(&self, pattern: &str) -> Result<Arc<regex::Regex>, String> {
+        let go = GoRegexp::of(self.version);
+        match self.regexes {
+            Some(cache) => cache.get(pattern, go),
+            None => compile_regex(pattern, go).map(Arc::new),
         }
     }
 

@@ -99,6 +99,11 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
         self.env.zones = Some(zones);
     }
 
+    /// Patterns come from `regexes` (the program's), compiled once for all devices.
+    pub(crate) fn set_regexes(&mut self, regexes: &'e super::funcs::regexp::RegexCache) {
+        self.env.regexes = Some(regexes);
+    }
+
     fn reference(&self, e: &Expr) -> &'e Ref {
         self.refs.get(e.id as usize).unwrap_or(&Ref::None)
     }

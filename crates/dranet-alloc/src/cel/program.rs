@@ -24,6 +24,8 @@ pub struct Program {
     /// The named time zones this program's evaluations read, shared by its clones.
     #[cfg(feature = "tzdb")]
     zones: std::sync::Arc<super::tz::ZoneCache>,
+    /// The patterns this program's evaluations compiled, shared by its clones.
+    regexes: std::sync::Arc<super::funcs::regexp::RegexCache>,
 }
 
 /// What the general compile makes of an expression.
@@ -133,6 +135,7 @@ impl Program {
                 env,
                 #[cfg(feature = "tzdb")]
                 zones: Default::default(),
+                regexes: Default::default(),
             });
         }
         let (checked, fast) = Program::check(source, env)?;
@@ -143,6 +146,7 @@ impl Program {
             env,
             #[cfg(feature = "tzdb")]
             zones: Default::default(),
+            regexes: Default::default(),
         })
     }
 
@@ -268,6 +272,7 @@ impl Program {
         let mut ev = eval::Eval::new(device.view(), &checked.refs, self.env.version());
         #[cfg(feature = "tzdb")]
         ev.set_zones(&self.zones);
+        ev.set_regexes(&self.regexes);
         match ev.eval(&checked.expr) {
             Ok(value::Value::Bool(b)) => Ok(b),
             // A `dyn` result (an attribute) that is not a bool: the scheduler's runtime error.

@@ -1,10 +1,41 @@
 //! Regular expressions with RE2 semantics: `matches()` and the Kubernetes regex library
 //! (`find`, `findAll`).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use super::re2::{self, GoRegexp};
 use super::{int_arg, strs};
 use crate::cel::activation::Activation;
 use crate::cel::value::{Error, R, Value};
+
+/// The most patterns a [`RegexCache`] keeps: a selector's constants, with room for a few built
+/// from attributes; past it a pattern is compiled for its one use.
+const MAX_CACHED: usize = 64;
+
+/// The patterns one program's evaluations compiled, shared by its clones: a selector's pattern
+/// is nearly always a constant, compiled once instead of once per device (the scheduler compiles
+/// constant patterns once too, with cel-go's regex optimisation). Keyed by the pattern alone:
+/// a program evaluates with one version's Go syntax.
+#[derive(Debug, Default)]
+pub(crate) struct RegexCache {
+    compiled: Mutex<HashMap<String, Result<Arc<regex::Regex>, String>>>,
+}
+
+impl RegexCache {
+    /// `pattern` compiled with `go`'s syntax, from the cache when it was compiled before.
+    pub(crate) fn get(&self, pattern: &str, go: GoRegexp) -> Result<Arc<regex::Regex>, String> {
+        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = compiled.get(pattern) {
+            return r.clone();
+        }
+        let r = compile_regex(pattern, go).map(Arc::new);
+        if compiled.len() < MAX_CACHED {
+            compiled.insert(pattern.to_string(), r.clone());
+        }
+        r
+    }
+}
 
 /// Compiles a regular expression with Go's RE2 syntax and meaning ([`re2::translate`]).
 pub(crate) fn compile_regex(pattern: &str, go: GoRegexp) -> Result<regex::Regex, String> {
@@ -30,13 +61,14 @@ fn first_line(s: &str) -> String {
 
 pub(crate) fn matches<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
-    let re = compile_regex(p, GoRegexp::of(env.version)).map_err(Error::msg)?;
+    let re = env.regex(p).map_err(Error::msg)?;
     Ok(Value::Bool(re.is_match(s)))
 }
 
 pub(crate) fn find<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
-    let re = compile_regex(p, GoRegexp::of(env.version))
+    let re = env
+        .regex(p)
         .map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
     Ok(Value::string(
         re.find(s)
@@ -48,7 +80,8 @@ pub(crate) fn find<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>
 pub(crate) fn find_all<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
     let n = if a.len() > 2 { int_arg(&a[2])? } else { -1 };
-    let re = compile_regex(p, GoRegexp::of(env.version))
+    let re = env
+        .regex(p)
         .map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
     let it = re
         .find_iter(s)
@@ -58,4 +91,29 @@ pub(crate) fn find_all<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value
     } else {
         it.take(n as usize).collect()
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_compiles_a_pattern_once_and_stays_bounded() {
+        let cache = RegexCache::default();
+        let go = GoRegexp::of(crate::version::KubernetesVersion::V1_34);
+        let a = cache.get("^eth[0-9]+$", go).unwrap();
+        let b = cache.get("^eth[0-9]+$", go).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "compiled twice");
+        // An invalid pattern's error is kept as well, with the message Go's would give.
+        let e = cache.get("(", go).unwrap_err();
+        assert_eq!(cache.get("(", go).unwrap_err(), e);
+        assert!(e.starts_with("error parsing regexp"), "{e}");
+        // Past the bound, patterns still compile; the cache does not grow.
+        for i in 0..MAX_CACHED * 2 {
+            let re = cache.get(&format!("^x{i}$"), go).unwrap();
+            assert!(re.is_match(&format!("x{i}")));
+        }
+        let held = cache.compiled.lock().unwrap().len();
+        assert_eq!(held, MAX_CACHED);
+    }
 }
