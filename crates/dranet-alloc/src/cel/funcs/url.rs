@@ -160,6 +160,17 @@ fn parse(raw: &str, via_request: bool) -> Result<Url, String> {
     if raw.is_empty() && via_request {
         return Err("empty url".into());
     }
+    // Go's parser takes "*" (the request target of `OPTIONS *`) as the path "*", which
+    // `EscapedPath` gives back unescaped.
+    if raw == "*" {
+        return Ok(Url {
+            text: raw.to_string(),
+            scheme: String::new(),
+            host: String::new(),
+            escaped_path: "*".into(),
+            query: Vec::new(),
+        });
+    }
     let (scheme, rest) = scheme(raw)?;
     let scheme = scheme.to_ascii_lowercase();
     let (rest, query) = if rest.ends_with('?') && rest.matches('?').count() == 1 {
