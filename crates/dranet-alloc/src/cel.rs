@@ -67,6 +67,7 @@ mod hash;
 mod message;
 mod parse;
 mod program;
+mod regex_cache;
 mod stack;
 mod types;
 #[cfg(feature = "tzdb")]

@@ -2,13 +2,11 @@
 //! the index, never copied into a map) and the step budget.
 
 use std::cell::Cell;
-use std::sync::Arc;
 
 use dranet_core::AttributeValue;
 
 use super::device::DeviceView;
-use super::funcs::re2::GoRegexp;
-use super::funcs::regexp::{RegexCache, compile_regex};
+use super::regex_cache::RegexCache;
 use super::value::{Error, Map, MapView, R, Value, Ver};
 use crate::version::KubernetesVersion;
 
@@ -50,16 +48,6 @@ impl<'a> Activation<'a> {
             #[cfg(feature = "tzdb")]
             zones: None,
             regexes: None,
-        }
-    }
-
-    /// `pattern` compiled with the Go syntax of this evaluation's version, once per program
-    /// when the program gave its cache.
-    pub(crate) fn regex(&self, pattern: &str) -> Result<Arc<regex::Regex>, String> {
-        let go = GoRegexp::of(self.version);
-        match self.regexes {
-            Some(cache) => cache.get(pattern, go),
-            None => compile_regex(pattern, go).map(Arc::new),
         }
     }
 

@@ -100,7 +100,7 @@ impl<'e: 'a, 'a> Eval<'e, 'a> {
     }
 
     /// Patterns come from `regexes` (the program's), compiled once for all devices.
-    pub(crate) fn set_regexes(&mut self, regexes: &'e super::funcs::regexp::RegexCache) {
+    pub(crate) fn set_regexes(&mut self, regexes: &'e super::regex_cache::RegexCache) {
         self.env.regexes = Some(regexes);
     }
 

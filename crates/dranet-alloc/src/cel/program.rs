@@ -25,7 +25,7 @@ pub struct Program {
     #[cfg(feature = "tzdb")]
     zones: std::sync::Arc<super::tz::ZoneCache>,
     /// The patterns this program's evaluations compiled, shared by its clones.
-    regexes: std::sync::Arc<super::funcs::regexp::RegexCache>,
+    regexes: std::sync::Arc<super::regex_cache::RegexCache>,
 }
 
 /// What the general compile makes of an expression.

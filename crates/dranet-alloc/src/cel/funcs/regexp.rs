@@ -1,41 +1,12 @@
 //! Regular expressions with RE2 semantics: `matches()` and the Kubernetes regex library
 //! (`find`, `findAll`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::re2::{self, GoRegexp};
 use super::{int_arg, strs};
 use crate::cel::activation::Activation;
 use crate::cel::value::{Error, R, Value};
-
-/// The most patterns a [`RegexCache`] keeps: a selector's constants, with room for a few built
-/// from attributes; past it a pattern is compiled for its one use.
-const MAX_CACHED: usize = 64;
-
-/// The patterns one program's evaluations compiled, shared by its clones: a selector's pattern
-/// is nearly always a constant, compiled once instead of once per device (the scheduler compiles
-/// constant patterns once too, with cel-go's regex optimisation). Keyed by the pattern alone:
-/// a program evaluates with one version's Go syntax.
-#[derive(Debug, Default)]
-pub(crate) struct RegexCache {
-    compiled: Mutex<HashMap<String, Result<Arc<regex::Regex>, String>>>,
-}
-
-impl RegexCache {
-    /// `pattern` compiled with `go`'s syntax, from the cache when it was compiled before.
-    pub(crate) fn get(&self, pattern: &str, go: GoRegexp) -> Result<Arc<regex::Regex>, String> {
-        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(r) = compiled.get(pattern) {
-            return r.clone();
-        }
-        let r = compile_regex(pattern, go).map(Arc::new);
-        if compiled.len() < MAX_CACHED {
-            compiled.insert(pattern.to_string(), r.clone());
-        }
-        r
-    }
-}
 
 /// Compiles a regular expression with Go's RE2 syntax and meaning ([`re2::translate`]).
 pub(crate) fn compile_regex(pattern: &str, go: GoRegexp) -> Result<regex::Regex, String> {
@@ -50,6 +21,16 @@ pub(crate) fn compile_regex(pattern: &str, go: GoRegexp) -> Result<regex::Regex,
         .map_err(|e| format!("error parsing regexp: {}", first_line(&e.to_string())))
 }
 
+/// `pattern` compiled with the Go syntax of the evaluation's version, once per program when the
+/// program gave its cache.
+fn regex(env: &Activation<'_>, pattern: &str) -> Result<Arc<regex::Regex>, String> {
+    let go = GoRegexp::of(env.version);
+    match env.regexes {
+        Some(cache) => cache.get_or(pattern, |p| compile_regex(p, go)),
+        None => compile_regex(pattern, go).map(Arc::new),
+    }
+}
+
 fn first_line(s: &str) -> String {
     s.lines()
         .rfind(|l| !l.trim().is_empty())
@@ -61,15 +42,13 @@ fn first_line(s: &str) -> String {
 
 pub(crate) fn matches<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
-    let re = env.regex(p).map_err(Error::msg)?;
+    let re = regex(env, p).map_err(Error::msg)?;
     Ok(Value::Bool(re.is_match(s)))
 }
 
 pub(crate) fn find<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
-    let re = env
-        .regex(p)
-        .map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
+    let re = regex(env, p).map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
     Ok(Value::string(
         re.find(s)
             .map(|m| m.as_str().to_string())
@@ -80,9 +59,7 @@ pub(crate) fn find<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>
 pub(crate) fn find_all<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value<'a>> {
     let (s, p) = strs(a)?;
     let n = if a.len() > 2 { int_arg(&a[2])? } else { -1 };
-    let re = env
-        .regex(p)
-        .map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
+    let re = regex(env, p).map_err(|e| Error::msg(format!("Illegal regex: {e}")))?;
     let it = re
         .find_iter(s)
         .map(|m| Value::string(m.as_str().to_string()));
@@ -96,24 +73,25 @@ pub(crate) fn find_all<'a>(env: &Activation<'a>, a: &mut [Value<'a>]) -> R<Value
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cel::regex_cache::{MAX_CACHED, RegexCache};
 
     #[test]
     fn the_cache_compiles_a_pattern_once_and_stays_bounded() {
         let cache = RegexCache::default();
         let go = GoRegexp::of(crate::version::KubernetesVersion::V1_34);
-        let a = cache.get("^eth[0-9]+$", go).unwrap();
-        let b = cache.get("^eth[0-9]+$", go).unwrap();
+        let get = |p: &str| cache.get_or(p, |p| compile_regex(p, go));
+        let a = get("^eth[0-9]+$").unwrap();
+        let b = get("^eth[0-9]+$").unwrap();
         assert!(Arc::ptr_eq(&a, &b), "compiled twice");
         // An invalid pattern's error is kept as well, with the message Go's would give.
-        let e = cache.get("(", go).unwrap_err();
-        assert_eq!(cache.get("(", go).unwrap_err(), e);
+        let e = get("(").unwrap_err();
+        assert_eq!(get("(").unwrap_err(), e);
         assert!(e.starts_with("error parsing regexp"), "{e}");
         // Past the bound, patterns still compile; the cache does not grow.
         for i in 0..MAX_CACHED * 2 {
-            let re = cache.get(&format!("^x{i}$"), go).unwrap();
+            let re = get(&format!("^x{i}$")).unwrap();
             assert!(re.is_match(&format!("x{i}")));
         }
-        let held = cache.compiled.lock().unwrap().len();
-        assert_eq!(held, MAX_CACHED);
+        assert_eq!(cache.len(), MAX_CACHED);
     }
 }
