@@ -123,6 +123,11 @@
 
 #![warn(missing_docs)]
 
+/// The README's example, compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The Kubernetes API types this crate's public items use, at the version the application picked.
 pub use dranet_core::k8s_openapi;
 

@@ -24,6 +24,12 @@
 //! ```
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+/// The README's example, compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 pub mod alibaba;
 mod attrs;

@@ -26,6 +26,12 @@
 //! serde, serde_json and thiserror.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+/// The README's example, compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 // Kubernetes API 1.34 or newer (resource.k8s.io/v1); the application picks the exact version.
 k8s_openapi::k8s_if_le_1_33! {

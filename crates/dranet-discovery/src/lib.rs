@@ -36,6 +36,11 @@
 
 #![warn(missing_docs)]
 
+/// The README's example, compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(feature = "netlink")]
 pub mod ebpf;
 mod enumerate;

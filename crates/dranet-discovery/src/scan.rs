@@ -167,6 +167,164 @@ fn parse_devnum(s: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
+/// The PCI functions of the node, by what they may become.
+#[derive(Default)]
+struct PciFunctions {
+    /// Network functions: devices unless the host holds them.
+    candidates: BTreeMap<PciAddress, PciDevice>,
+    /// Other functions, by sysfs path and class, in case an RDMA link hangs off one.
+    others: HashMap<PciAddress, (String, PciClass)>,
+    /// GPUs, for topology.
+    gpus: Vec<PciDevice>,
+}
+
+/// The node's netdevs by name, and which of them are IPoIB.
+#[derive(Default)]
+struct Netdevs {
+    netdevs: BTreeMap<String, Netdev>,
+    ipoib: HashSet<String>,
+}
+
+/// What the host holds and never publishes.
+struct Held {
+    /// Interface names.
+    names: HashSet<String>,
+    /// Their PCI functions.
+    pci: HashSet<PciAddress>,
+    /// Each with why.
+    excluded: Vec<Excluded>,
+}
+
+/// Where RDMA links go: the published devices and what the host holds.
+struct Owners<'a> {
+    by_pci: &'a mut BTreeMap<PciAddress, NetworkDevice>,
+    non_pci: &'a mut BTreeMap<String, NetworkDevice>,
+    netdev_pci: &'a HashMap<String, PciAddress>,
+    held_names: &'a HashSet<String>,
+    held_pci: &'a HashSet<PciAddress>,
+}
+
+/// What netlink knows of a link, over what sysfs said.
+fn merge_link_state(nd: &mut Netdev, l: dranet_core::LinkState) {
+    nd.ifindex = l.ifindex.or(nd.ifindex);
+    nd.kind = l.kind;
+    nd.operstate = l.operstate.or(nd.operstate.take());
+    nd.admin_up = l.admin_up.or(nd.admin_up);
+    nd.mtu = l.mtu.or(nd.mtu);
+    nd.ipv4 = l.ipv4;
+    nd.ipv6 = l.ipv6;
+    nd.default_routes = l.default_routes;
+    nd.master = l.master;
+    nd.lower = l.lower;
+    nd.ipv6_gateway = l.ipv6_gateway;
+    nd.ebpf = l.ebpf;
+}
+
+/// Adds, until nothing changes, the uplink's slaves, the interfaces it is stacked on, and those
+/// stacked on it.
+fn close_over_uplink(held: &mut BTreeMap<String, String>, netdevs: &BTreeMap<String, Netdev>) {
+    loop {
+        let before = held.len();
+        for n in netdevs.values() {
+            if let Some(m) = n.master.as_ref().filter(|m| held.contains_key(*m))
+                && !held.contains_key(&n.name)
+            {
+                let why = format!("enslaved to the uplink {m}");
+                held.insert(n.name.clone(), why);
+            }
+            if held.contains_key(&n.name)
+                && let Some(l) = &n.lower
+                && !held.contains_key(l)
+            {
+                let why = format!("the uplink {} is stacked on it", n.name);
+                held.insert(l.clone(), why);
+            }
+            // An upper of the uplink (a VLAN, macvlan or ipvlan on it) carries the host's
+            // traffic over the uplink: a pod taking it takes part of the host's network.
+            if let Some(l) = n.lower.as_ref().filter(|l| held.contains_key(*l))
+                && !held.contains_key(&n.name)
+            {
+                let why = format!("stacked on {l}, part of the node's uplink");
+                held.insert(n.name.clone(), why);
+            }
+        }
+        if held.len() == before {
+            break;
+        }
+    }
+}
+
+/// Ports of a bridge, bond or switch: taking one into a pod breaks the interface it belongs to
+/// (a CNI bridge's veths, the slaves of a RoCE LAG bond).
+fn hold_ports(held: &mut BTreeMap<String, String>, netdevs: &BTreeMap<String, Netdev>) {
+    for n in netdevs.values() {
+        if held.contains_key(&n.name) {
+            continue;
+        }
+        let Some(m) = &n.master else { continue };
+        if let Some(kind) = netdevs
+            .get(m)
+            .and_then(|m| m.kind.as_deref())
+            .filter(|k| PORT_MASTERS.contains(k))
+        {
+            let why = format!("a port of the {kind} {m}: taking it would break {m}");
+            held.insert(n.name.clone(), why);
+        }
+    }
+}
+
+/// Gives each netdev to its PCI function's device (the first netdev wins), or makes it a
+/// device of its own when it has no function; returns those. Held interfaces, and IPoIB ones
+/// unless they move with their function, are left out.
+fn attach_netdevs(
+    by_pci: &mut BTreeMap<PciAddress, NetworkDevice>,
+    netdevs: BTreeMap<String, Netdev>,
+    ipoib: &HashSet<String>,
+    held: &Held,
+    opts: &Options,
+) -> BTreeMap<String, NetworkDevice> {
+    let mut non_pci = BTreeMap::new();
+    for (name, nd) in netdevs {
+        if held.names.contains(&name) {
+            continue;
+        }
+        let is_ipoib = ipoib.contains(&name);
+        match nd.pci {
+            Some(a) => {
+                if is_ipoib && !opts.move_ib_interfaces {
+                    continue;
+                }
+                if let Some(dev) = by_pci.get_mut(&a)
+                    && dev.netdev.is_none()
+                {
+                    dev.netdev = Some(nd);
+                }
+            }
+            None if is_ipoib => {} // an IPoIB child without a function of its own
+            None => {
+                let dname = netdev_device_name(&name);
+                non_pci.insert(
+                    dname.clone(),
+                    NetworkDevice {
+                        name: dname,
+                        pci: None,
+                        netdev: Some(nd),
+                        rdma: None,
+                    },
+                );
+            }
+        }
+    }
+    non_pci
+}
+
+/// Links of a PCI function first: a function's own link wins over a software one (rxe) stacked
+/// on its netdev.
+fn rdma_in_owner_order(mut rdma: Vec<RdmaLink>) -> Vec<RdmaLink> {
+    rdma.sort_by_key(|l| l.pci.is_none());
+    rdma
+}
+
 impl Scan<'_> {
     fn warn(&mut self, w: String) {
         self.warnings.push(w);
@@ -517,18 +675,70 @@ impl Scan<'_> {
         NumaTopology { nodes }
     }
 
+    /// The scan, phase by phase; each phase's warnings come in this order.
     fn run(
         &mut self,
         names: &crate::DeviceNames,
         links: Vec<dranet_core::LinkState>,
         opts: &Options,
     ) -> Inventory {
-        // PCI functions: network ones are candidates, GPUs are kept for topology, the rest are
-        // remembered by path in case an RDMA link hangs off one (InfiniBand class 0c06, …).
-        let mut candidates: BTreeMap<PciAddress, PciDevice> = BTreeMap::new();
-        let mut others: HashMap<PciAddress, (String, PciClass)> = HashMap::new();
-        let mut gpus = Vec::new();
-        for name in &names.pci {
+        let PciFunctions {
+            mut candidates,
+            mut others,
+            mut gpus,
+        } = self.pci_functions(&names.pci);
+        let Netdevs { netdevs, ipoib } = self.netdevs(&names.net, links, opts);
+        let held = self.held(&netdevs, opts);
+        let rdma = self.rdma_links(&names.infiniband);
+        // RDMA links on PCI functions outside class 02 make those functions devices too.
+        for l in &rdma {
+            // `others` only holds functions that are not candidates.
+            if let Some(a) = l.pci
+                && let Some((path, class)) = others.remove(&a)
+                && let Some(d) = self.pci_device(a, &path, class, true)
+            {
+                candidates.insert(a, d);
+            }
+        }
+        let mut by_pci = self.pci_devices(candidates, &held);
+        // Which PCI function owns each netdev, for RDMA links that name only their netdev.
+        let netdev_pci: HashMap<String, PciAddress> = netdevs
+            .iter()
+            .filter_map(|(n, nd)| Some((n.clone(), nd.pci?)))
+            .collect();
+        let mut non_pci = attach_netdevs(&mut by_pci, netdevs, &ipoib, &held, opts);
+        let mut excluded = held.excluded;
+        let mut owners = Owners {
+            by_pci: &mut by_pci,
+            non_pci: &mut non_pci,
+            netdev_pci: &netdev_pci,
+            held_names: &held.names,
+            held_pci: &held.pci,
+        };
+        for l in rdma_in_owner_order(rdma) {
+            if let Some(e) = self.attach_rdma(l, &mut owners) {
+                excluded.push(e);
+            }
+        }
+        let mut devices = self.assemble(by_pci, non_pci);
+        gpus.sort_by_key(|g| g.address);
+        self.name_pci(&mut devices, &mut gpus, opts);
+        let numa = self.numa();
+        excluded.sort();
+        Inventory {
+            devices,
+            gpus,
+            numa,
+            warnings: Vec::new(),
+            excluded,
+        }
+    }
+
+    /// PCI functions: network ones are candidates, GPUs are kept for topology, the rest are
+    /// remembered by path in case an RDMA link hangs off one (InfiniBand class 0c06, …).
+    fn pci_functions(&mut self, names: &[String]) -> PciFunctions {
+        let mut found = PciFunctions::default();
+        for name in names {
             let addr = match name.parse::<PciAddress>() {
                 Ok(a) => a,
                 Err(e) => {
@@ -548,20 +758,28 @@ impl Scan<'_> {
             };
             if class.is_network() {
                 if let Some(d) = self.pci_device(addr, &path, class, true) {
-                    candidates.insert(addr, d);
+                    found.candidates.insert(addr, d);
                 }
             } else if class.is_gpu() {
                 if let Some(d) = self.pci_device(addr, &path, class, false) {
-                    gpus.push(d);
+                    found.gpus.push(d);
                 }
             } else {
-                others.insert(addr, (path, class));
+                found.others.insert(addr, (path, class));
             }
         }
+        found
+    }
 
-        let mut netdevs: BTreeMap<String, Netdev> = BTreeMap::new();
-        let mut ipoib: HashSet<String> = HashSet::new();
-        for name in &names.net {
+    /// Netdevs other than loopback, with what netlink knows of them.
+    fn netdevs(
+        &mut self,
+        names: &[String],
+        links: Vec<dranet_core::LinkState>,
+        opts: &Options,
+    ) -> Netdevs {
+        let mut found = Netdevs::default();
+        for name in names {
             let Some((nd, arphrd)) = self.netdev(name) else {
                 continue;
             };
@@ -569,124 +787,89 @@ impl Scan<'_> {
                 continue;
             }
             if arphrd == ARPHRD_INFINIBAND {
-                ipoib.insert(name.clone());
+                found.ipoib.insert(name.clone());
             }
-            netdevs.insert(name.clone(), nd);
+            found.netdevs.insert(name.clone(), nd);
         }
         for l in links {
-            if let Some(nd) = netdevs.get_mut(&l.name) {
-                nd.ifindex = l.ifindex.or(nd.ifindex);
-                nd.kind = l.kind;
-                nd.operstate = l.operstate.or(nd.operstate.take());
-                nd.admin_up = l.admin_up.or(nd.admin_up);
-                nd.mtu = l.mtu.or(nd.mtu);
-                nd.ipv4 = l.ipv4;
-                nd.ipv6 = l.ipv6;
-                nd.default_routes = l.default_routes;
-                nd.master = l.master;
-                nd.lower = l.lower;
-                nd.ipv6_gateway = l.ipv6_gateway;
-                nd.ebpf = l.ebpf;
+            if let Some(nd) = found.netdevs.get_mut(&l.name) {
+                merge_link_state(nd, l);
             }
         }
         if opts.move_ib_interfaces {
-            for n in &ipoib {
-                if let Some(nd) = netdevs.get_mut(n) {
+            for n in &found.ipoib {
+                if let Some(nd) = found.netdevs.get_mut(n) {
                     nd.kind.get_or_insert_with(|| "ipoib".into());
                 }
             }
         }
+        found
+    }
 
-        // The uplink: the interfaces carrying the host's default route (dranet-core's rule), or
-        // the ones the operator named, and those they depend on (their slaves and the
-        // interfaces they are stacked on). None of them, nor their PCI functions, is published:
-        // the host holds them, as it holds the ports of its bridges and bonds (below).
-        let mut held: BTreeMap<String, String> = match &opts.uplink_interfaces {
-            Some(named) => named
+    /// What the host holds: the uplink (the interfaces carrying the host's default route,
+    /// dranet-core's rule, or the ones the operator named), what it depends on (its slaves and
+    /// the interfaces it is stacked on) and what rides on it, and the ports of bridges and
+    /// bonds. None of them, nor their PCI functions, is published.
+    fn held(&mut self, netdevs: &BTreeMap<String, Netdev>, opts: &Options) -> Held {
+        let mut held = self.uplinks(netdevs, opts);
+        close_over_uplink(&mut held, netdevs);
+        hold_ports(&mut held, netdevs);
+        let excluded = held
+            .iter()
+            .map(|(name, why)| {
+                let reason = match netdevs.get(name).and_then(|n| n.pci) {
+                    Some(a) => format!("{why} (its PCI function {a} is not published either)"),
+                    None => why.clone(),
+                };
+                Excluded {
+                    name: name.clone(),
+                    reason,
+                }
+            })
+            .collect();
+        let names: HashSet<String> = held.into_keys().collect();
+        let pci = names.iter().filter_map(|n| netdevs.get(n)?.pci).collect();
+        Held {
+            names,
+            pci,
+            excluded,
+        }
+    }
+
+    /// The uplink interfaces, each with why it is one.
+    fn uplinks(
+        &mut self,
+        netdevs: &BTreeMap<String, Netdev>,
+        opts: &Options,
+    ) -> BTreeMap<String, String> {
+        if let Some(named) = &opts.uplink_interfaces {
+            return named
                 .iter()
                 .map(|n| (n.clone(), "uplink named by --uplink-interfaces".to_string()))
-                .collect(),
-            None => {
-                let found = dranet_core::uplinks(
-                    netdevs
-                        .values()
-                        .map(|n| (n.name.as_str(), n.default_routes.as_slice())),
-                );
-                if found.len() > PLAUSIBLE_UPLINKS {
-                    self.warn(format!(
-                        "{} interfaces carry a lowest-metric default route of the main table ({}): \
-                         more uplinks than a host plausibly has, and none of them is published; \
-                         name the real ones with --uplink-interfaces",
-                        found.len(),
-                        found.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ));
-                }
-                found
-                    .into_iter()
-                    .map(|(n, r)| (n, format!("uplink: {r}")))
-                    .collect()
-            }
-        };
-        loop {
-            let before = held.len();
-            for n in netdevs.values() {
-                if let Some(m) = n.master.as_ref().filter(|m| held.contains_key(*m))
-                    && !held.contains_key(&n.name)
-                {
-                    let why = format!("enslaved to the uplink {m}");
-                    held.insert(n.name.clone(), why);
-                }
-                if held.contains_key(&n.name)
-                    && let Some(l) = &n.lower
-                    && !held.contains_key(l)
-                {
-                    let why = format!("the uplink {} is stacked on it", n.name);
-                    held.insert(l.clone(), why);
-                }
-                // An upper of the uplink (a VLAN, macvlan or ipvlan on it) carries the host's
-                // traffic over the uplink: a pod taking it takes part of the host's network.
-                if let Some(l) = n.lower.as_ref().filter(|l| held.contains_key(*l))
-                    && !held.contains_key(&n.name)
-                {
-                    let why = format!("stacked on {l}, part of the node's uplink");
-                    held.insert(n.name.clone(), why);
-                }
-            }
-            if held.len() == before {
-                break;
-            }
+                .collect();
         }
-        // Ports of a bridge, bond or switch: taking one into a pod breaks the interface it
-        // belongs to (a CNI bridge's veths, the slaves of a RoCE LAG bond).
-        for n in netdevs.values() {
-            if held.contains_key(&n.name) {
-                continue;
-            }
-            let Some(m) = &n.master else { continue };
-            if let Some(kind) = netdevs
-                .get(m)
-                .and_then(|m| m.kind.as_deref())
-                .filter(|k| PORT_MASTERS.contains(k))
-            {
-                let why = format!("a port of the {kind} {m}: taking it would break {m}");
-                held.insert(n.name.clone(), why);
-            }
+        let found = dranet_core::uplinks(
+            netdevs
+                .values()
+                .map(|n| (n.name.as_str(), n.default_routes.as_slice())),
+        );
+        if found.len() > PLAUSIBLE_UPLINKS {
+            self.warn(format!(
+                "{} interfaces carry a lowest-metric default route of the main table ({}): \
+                 more uplinks than a host plausibly has, and none of them is published; \
+                 name the real ones with --uplink-interfaces",
+                found.len(),
+                found.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
         }
-        let mut excluded: Vec<Excluded> = Vec::new();
-        for (name, why) in &held {
-            let reason = match netdevs.get(name).and_then(|n| n.pci) {
-                Some(a) => format!("{why} (its PCI function {a} is not published either)"),
-                None => why.clone(),
-            };
-            excluded.push(Excluded {
-                name: name.clone(),
-                reason,
-            });
-        }
-        let held: HashSet<String> = held.into_keys().collect();
-        let held_pci: HashSet<PciAddress> =
-            held.iter().filter_map(|n| netdevs.get(n)?.pci).collect();
+        found
+            .into_iter()
+            .map(|(n, r)| (n, format!("uplink: {r}")))
+            .collect()
+    }
 
+    /// The RDMA links, with their char devices and `rdma_cm`.
+    fn rdma_links(&mut self, names: &[String]) -> Vec<RdmaLink> {
         let mut chars = self.char_devices();
         let rdma_cm = self
             .fs
@@ -701,26 +884,21 @@ impl Scan<'_> {
                 minor,
                 port: None,
             });
-        let mut rdma: Vec<RdmaLink> = Vec::new();
-        for name in &names.infiniband {
-            if let Some(l) = self.rdma_link(name, &mut chars, &rdma_cm) {
-                rdma.push(l);
-            }
-        }
-        // RDMA links on PCI functions outside class 02 make those functions devices too.
-        for l in &rdma {
-            // `others` only holds functions that are not candidates.
-            if let Some(a) = l.pci
-                && let Some((path, class)) = others.remove(&a)
-                && let Some(d) = self.pci_device(a, &path, class, true)
-            {
-                candidates.insert(a, d);
-            }
-        }
+        names
+            .iter()
+            .filter_map(|name| self.rdma_link(name, &mut chars, &rdma_cm))
+            .collect()
+    }
 
-        let mut by_pci: BTreeMap<PciAddress, NetworkDevice> = BTreeMap::new();
+    /// A device for each candidate function the host does not hold and a pod can use.
+    fn pci_devices(
+        &mut self,
+        candidates: BTreeMap<PciAddress, PciDevice>,
+        held: &Held,
+    ) -> BTreeMap<PciAddress, NetworkDevice> {
+        let mut by_pci = BTreeMap::new();
         for (addr, pci) in candidates {
-            if held_pci.contains(&addr) {
+            if held.pci.contains(&addr) {
                 continue;
             }
             if !pci.has_usable_driver() {
@@ -741,95 +919,69 @@ impl Scan<'_> {
                 },
             );
         }
-        // Which PCI function owns each netdev, for RDMA links that name only their netdev.
-        let netdev_pci: HashMap<String, PciAddress> = netdevs
-            .iter()
-            .filter_map(|(n, nd)| Some((n.clone(), nd.pci?)))
-            .collect();
-        let mut non_pci: BTreeMap<String, NetworkDevice> = BTreeMap::new();
-        for (name, nd) in netdevs {
-            if held.contains(&name) {
-                continue;
-            }
-            let is_ipoib = ipoib.contains(&name);
-            match nd.pci {
-                Some(a) => {
-                    if is_ipoib && !opts.move_ib_interfaces {
-                        continue;
-                    }
-                    if let Some(dev) = by_pci.get_mut(&a)
-                        && dev.netdev.is_none()
-                    {
-                        dev.netdev = Some(nd);
-                    }
-                }
-                None if is_ipoib => {} // an IPoIB child without a function of its own
-                None => {
-                    let dname = netdev_device_name(&name);
-                    non_pci.insert(
-                        dname.clone(),
-                        NetworkDevice {
-                            name: dname,
-                            pci: None,
-                            netdev: Some(nd),
-                            rdma: None,
-                        },
-                    );
-                }
-            }
-        }
-        // Links of a PCI function first: a function's own link wins over a software one (rxe)
-        // stacked on its netdev.
-        rdma.sort_by_key(|l| l.pci.is_none());
-        for l in rdma {
-            // An RDMA link without a PCI `device` (soft-RoCE, some cloud VFs) belongs to the
-            // device that owns its netdev, PCI function or not.
-            let owner_pci = l
-                .pci
-                .or_else(|| netdev_pci.get(l.parent_netdev.as_ref()?).copied());
-            let on_held = owner_pci.is_some_and(|a| held_pci.contains(&a))
-                || l.parent_netdev.as_ref().is_some_and(|n| held.contains(n));
-            if on_held {
-                let on = l
-                    .parent_netdev
-                    .clone()
-                    .or(owner_pci.map(|a| a.to_string()))
-                    .unwrap_or_default();
-                excluded.push(Excluded {
-                    name: l.name.clone(),
-                    reason: format!("RDMA link on {on}, which is not published"),
-                });
-                continue;
-            }
-            let target = match (owner_pci, &l.parent_netdev) {
-                (Some(a), _) => by_pci.get_mut(&a),
-                (None, Some(nd)) => non_pci.get_mut(&netdev_device_name(nd)),
-                (None, None) => None,
-            };
-            match target {
-                Some(dev) => match &dev.rdma {
-                    None => dev.rdma = Some(l),
-                    Some(first) => {
-                        let msg = format!(
-                            "RDMA link {} is on device {}, which already has RDMA link {}; link skipped",
-                            l.name, dev.name, first.name
-                        );
-                        self.warn(msg);
-                    }
-                },
-                None => {
-                    let owner = owner_pci
-                        .map(|a| a.to_string())
-                        .or(l.parent_netdev.clone())
-                        .unwrap_or_else(|| "nothing".into());
-                    self.warn(format!(
-                        "RDMA link {} belongs to {owner}, which is not published; link skipped",
-                        l.name
-                    ));
-                }
-            }
-        }
+        by_pci
+    }
 
+    /// Gives an RDMA link to the device that owns it; a link on a held interface is excluded
+    /// (returned), one without a published owner or on a device that has one is a warning.
+    fn attach_rdma(&mut self, l: RdmaLink, owners: &mut Owners<'_>) -> Option<Excluded> {
+        // An RDMA link without a PCI `device` (soft-RoCE, some cloud VFs) belongs to the
+        // device that owns its netdev, PCI function or not.
+        let owner_pci = l
+            .pci
+            .or_else(|| owners.netdev_pci.get(l.parent_netdev.as_ref()?).copied());
+        let on_held = owner_pci.is_some_and(|a| owners.held_pci.contains(&a))
+            || l.parent_netdev
+                .as_ref()
+                .is_some_and(|n| owners.held_names.contains(n));
+        if on_held {
+            let on = l
+                .parent_netdev
+                .clone()
+                .or(owner_pci.map(|a| a.to_string()))
+                .unwrap_or_default();
+            return Some(Excluded {
+                name: l.name.clone(),
+                reason: format!("RDMA link on {on}, which is not published"),
+            });
+        }
+        let target = match (owner_pci, &l.parent_netdev) {
+            (Some(a), _) => owners.by_pci.get_mut(&a),
+            (None, Some(nd)) => owners.non_pci.get_mut(&netdev_device_name(nd)),
+            (None, None) => None,
+        };
+        match target {
+            Some(dev) => match &dev.rdma {
+                None => dev.rdma = Some(l),
+                Some(first) => {
+                    let msg = format!(
+                        "RDMA link {} is on device {}, which already has RDMA link {}; link skipped",
+                        l.name, dev.name, first.name
+                    );
+                    self.warn(msg);
+                }
+            },
+            None => {
+                let owner = owner_pci
+                    .map(|a| a.to_string())
+                    .or(l.parent_netdev.clone())
+                    .unwrap_or_else(|| "nothing".into());
+                self.warn(format!(
+                    "RDMA link {} belongs to {owner}, which is not published; link skipped",
+                    l.name
+                ));
+            }
+        }
+        None
+    }
+
+    /// The devices in name order: PCI functions, then netdevs without one (skipped, with a
+    /// warning, where a name collides).
+    fn assemble(
+        &mut self,
+        by_pci: BTreeMap<PciAddress, NetworkDevice>,
+        non_pci: BTreeMap<String, NetworkDevice>,
+    ) -> Vec<NetworkDevice> {
         let mut devices: Vec<NetworkDevice> = by_pci.into_values().collect();
         for (name, d) in non_pci {
             if devices.iter().any(|x| x.name == name) {
@@ -841,18 +993,7 @@ impl Scan<'_> {
             devices.push(d);
         }
         devices.sort_by(|a, b| a.name.cmp(&b.name));
-        gpus.sort_by_key(|g| g.address);
-
-        self.name_pci(&mut devices, &mut gpus, opts);
-        let numa = self.numa();
-        excluded.sort();
-        Inventory {
-            devices,
-            gpus,
-            numa,
-            warnings: Vec::new(),
-            excluded,
-        }
+        devices
     }
 
     fn name_pci(&mut self, devices: &mut [NetworkDevice], gpus: &mut [PciDevice], opts: &Options) {

@@ -123,7 +123,13 @@
 //! conflicts, ResourceClaim and Node get), and `fake::FakeKubelet` calls the plugin's sockets the
 //! way the kubelet does.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's example, compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 // Kubernetes API 1.34 or newer (resource.k8s.io/v1); the application picks the exact version.
 k8s_openapi::k8s_if_le_1_33! {

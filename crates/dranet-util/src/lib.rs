@@ -11,6 +11,12 @@
 //! `dranet-core`; and a copy in each crate drifts.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+/// The README's example, compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 mod atomic;
 mod backoff;
