@@ -16,6 +16,34 @@ use crate::{CloudProvider, DeviceIdentifiers, Inventory};
 /// Most devices the API accepts in one ResourceSlice; larger pools are split.
 pub const MAX_DEVICES_PER_SLICE: usize = 128;
 
+/// Most devices the API accepts in a ResourceSlice in which any device has taints or consumes
+/// counters (Kubernetes 1.35 on; 1.34 drops the taints instead). A node that taints one link of
+/// a 65-device slice would otherwise have its whole slice refused, and lose every device.
+pub const MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS: usize = 64;
+
+/// A device as the slice limits see it: whether it lowers its slice's limit to
+/// [`MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS`].
+pub trait SliceDevice {
+    /// True when the device has taints or consumes counters.
+    fn has_taints_or_counters(&self) -> bool;
+}
+
+impl SliceDevice for Device {
+    fn has_taints_or_counters(&self) -> bool {
+        self.taints.as_ref().is_some_and(|t| !t.is_empty())
+            || self
+                .consumes_counters
+                .as_ref()
+                .is_some_and(|c| !c.is_empty())
+    }
+}
+
+impl SliceDevice for PublishedDevice {
+    fn has_taints_or_counters(&self) -> bool {
+        self.fault.is_some()
+    }
+}
+
 /// A device as it will be published: its name and final attributes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublishedDevice {
@@ -281,12 +309,35 @@ impl<'a> NodePool<'a> {
     }
 
     /// `devices` cut into the pool's slices, in order: one empty slice when there are none.
-    pub fn chunks<'d, T>(&self, devices: &'d [T]) -> Vec<&'d [T]> {
+    /// A slice holds at most [`NodePool::max_devices_per_slice`] devices, and at most
+    /// [`MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS`] once one of them has taints or consumes
+    /// counters: a slice is closed before the device that would break its limit.
+    pub fn chunks<'d, T: SliceDevice>(&self, devices: &'d [T]) -> Vec<&'d [T]> {
         if devices.is_empty() {
-            vec![&[]]
-        } else {
-            devices.chunks(self.max_devices_per_slice).collect()
+            return vec![&[]];
         }
+        let restricted_max = self
+            .max_devices_per_slice
+            .min(MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS);
+        let mut out = Vec::new();
+        let (mut start, mut restricted) = (0, false);
+        for (i, d) in devices.iter().enumerate() {
+            let with = restricted || d.has_taints_or_counters();
+            let max = if with {
+                restricted_max
+            } else {
+                self.max_devices_per_slice
+            };
+            if i - start + 1 > max {
+                out.push(&devices[start..i]);
+                start = i;
+                restricted = d.has_taints_or_counters();
+            } else {
+                restricted = with;
+            }
+        }
+        out.push(&devices[start..]);
+        out
     }
 
     /// The spec of one slice of the pool at `generation`, of `slice_count` slices in all.
@@ -472,9 +523,53 @@ mod tests {
         assert!(pool.with_max_devices_per_slice(0).is_none());
         assert!(pool.with_max_devices_per_slice(129).is_none());
         let small = pool.with_max_devices_per_slice(2).unwrap();
-        assert_eq!(small.chunks(&[1, 2, 3]), vec![&[1, 2][..], &[3][..]]);
-        let empty: &[u8] = &[];
+        let three = [Dev(false), Dev(false), Dev(false)];
+        assert_eq!(small.chunks(&three), vec![&three[..2], &three[2..]]);
+        let empty: &[Dev] = &[];
         assert_eq!(small.chunks(empty), vec![empty]);
+    }
+
+    /// A device for chunking: tainted or not.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    struct Dev(bool);
+
+    impl super::SliceDevice for Dev {
+        fn has_taints_or_counters(&self) -> bool {
+            self.0
+        }
+    }
+
+    /// The sizes of the slices `devices` is cut into, checking each holds what its devices allow
+    /// and that together they are `devices` in order.
+    fn slice_sizes(pool: &NodePool<'_>, devices: &[Dev]) -> Vec<usize> {
+        let chunks = pool.chunks(devices);
+        let joined: Vec<Dev> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        assert_eq!(joined, devices);
+        for c in &chunks {
+            let limit = if c.iter().any(|d| d.0) { 64 } else { 128 };
+            assert!(c.len() <= limit, "{} devices, limit {limit}", c.len());
+        }
+        chunks.iter().map(|c| c.len()).collect()
+    }
+
+    #[test]
+    fn a_tainted_device_lowers_its_slice_to_64() {
+        let pool = NodePool::new("node-a", "dra.net");
+        let node = |n: usize, tainted: &[usize]| -> Vec<Dev> {
+            (0..n).map(|i| Dev(tainted.contains(&i))).collect()
+        };
+        // 65 devices, one link down: one slice of 65 is refused by the 1.36 API server.
+        assert_eq!(slice_sizes(&pool, &node(65, &[])), [65]);
+        assert_eq!(slice_sizes(&pool, &node(65, &[40])), [64, 1]);
+        assert_eq!(slice_sizes(&pool, &node(65, &[64])), [64, 1]);
+        assert_eq!(slice_sizes(&pool, &node(200, &[])), [128, 72]);
+        // The taint closes the untainted run before it when the run is already past 63.
+        assert_eq!(slice_sizes(&pool, &node(200, &[100])), [100, 64, 36]);
+        assert_eq!(slice_sizes(&pool, &node(200, &[0, 199])), [64, 128, 8]);
+        assert_eq!(slice_sizes(&pool, &node(64, &[0, 63])), [64]);
+        // A smaller maximum stays the maximum.
+        let small = pool.with_max_devices_per_slice(10).unwrap();
+        assert_eq!(slice_sizes(&small, &node(25, &[3])), [10, 10, 5]);
     }
 
     #[test]

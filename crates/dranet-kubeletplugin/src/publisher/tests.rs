@@ -300,3 +300,30 @@ fn dropped_fields_name_the_feature_gate() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_tainted_device_keeps_its_slice_within_what_the_api_server_takes() {
+    // 65 devices, one link down: the 1.35+ API server takes at most 64 devices in a slice
+    // in which one has taints (one slice of 65 would be refused, and the node's devices lost).
+    let mut d = devs(65);
+    d[40].taints = Some(vec![DeviceTaint {
+        key: "dra.net/unhealthy".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }]);
+    let sizes = |p: &SlicePlan| -> Vec<usize> {
+        p.creates
+            .iter()
+            .chain(&p.updates)
+            .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+            .collect()
+    };
+    let tainted = plan(&d, &[], &params()).unwrap();
+    assert_eq!(sizes(&tainted), [64, 1]);
+    let state = apply(&[], &tainted);
+    assert!(plan(&d, &state, &params()).unwrap().is_empty());
+    // The carrier back: one slice again, the second one deleted.
+    let healed = plan(&devs(65), &state, &params()).unwrap();
+    assert_eq!(sizes(&healed), [65]);
+    assert_eq!(healed.deletes.len(), 1);
+}

@@ -1,5 +1,6 @@
 //! A slice as the real API server stores it, and what it refuses to store.
 
+use dranet_core::slice::{MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS, SliceDevice};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::Value;
 
@@ -97,9 +98,15 @@ fn as_stored_shape(slice: &mut ResourceSlice) {
 pub(super) fn validate(slice: &ResourceSlice) -> std::result::Result<(), String> {
     let s = &slice.spec;
     let devices = s.devices.as_deref().unwrap_or_default();
-    if devices.len() > crate::publisher::MAX_DEVICES_PER_SLICE {
+    // The 1.35+ API server's limits (this fake keeps taints, as 1.35+ does).
+    let max = if devices.iter().any(SliceDevice::has_taints_or_counters) {
+        MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS
+    } else {
+        crate::publisher::MAX_DEVICES_PER_SLICE
+    };
+    if devices.len() > max {
         return Err(format!(
-            "spec.devices: Too many: {}: must have at most 128 items",
+            "spec.devices: Too many: {}: must have at most {max} items",
             devices.len()
         ));
     }
@@ -138,4 +145,46 @@ pub(super) fn validate(slice: &ResourceSlice) -> std::result::Result<(), String>
         return Err("metadata.name: must be no more than 253 characters".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::resource::v1::{Device, DeviceTaint, ResourceSlice};
+
+    fn slice(devices: usize, tainted: Option<usize>) -> ResourceSlice {
+        let mut s = dranet_core::slice::NodePool::new("node1", "dra.net").slice(
+            0,
+            1,
+            1,
+            (0..devices)
+                .map(|i| Device {
+                    name: format!("dev{i}"),
+                    ..Device::default()
+                })
+                .collect(),
+        );
+        if let Some(i) = tainted {
+            s.spec.devices.as_mut().unwrap()[i].taints = Some(vec![DeviceTaint {
+                key: "dra.net/unhealthy".into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            }]);
+        }
+        s
+    }
+
+    #[test]
+    fn device_limits_are_the_api_servers() {
+        assert!(super::validate(&slice(128, None)).is_ok());
+        assert_eq!(
+            super::validate(&slice(129, None)).unwrap_err(),
+            "spec.devices: Too many: 129: must have at most 128 items"
+        );
+        assert!(super::validate(&slice(64, Some(63))).is_ok());
+        // What the 1.36.3 API server answers a 65-device slice with one taint.
+        assert_eq!(
+            super::validate(&slice(65, Some(0))).unwrap_err(),
+            "spec.devices: Too many: 65: must have at most 64 items"
+        );
+    }
 }
