@@ -53,6 +53,7 @@ pub(super) fn carried(h: &HostLink, pod: &PodSide<'_>) -> io::Result<Carried> {
         let RouteNetlinkMessage::NewRoute(mut r) = decode(raw)? else {
             continue;
         };
+        super::state::as_request(&mut r);
         if let Some(table) = pod.vrf_table {
             r.header.table = u8::try_from(table).unwrap_or(0);
             r.attributes

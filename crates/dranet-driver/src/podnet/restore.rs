@@ -362,8 +362,7 @@ impl PodNet {
         for raw in routes {
             replay(raw, &|m| match m {
                 RouteNetlinkMessage::NewRoute(mut r) => {
-                    r.attributes
-                        .retain(|a| !matches!(a, RouteAttribute::CacheInfo(_)));
+                    super::state::as_request(&mut r);
                     for a in &mut r.attributes {
                         match a {
                             RouteAttribute::Oif(i) if *i == old => *i = idx,

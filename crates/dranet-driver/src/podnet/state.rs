@@ -14,7 +14,9 @@ use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage, AddressScope};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use rtnetlink::packet_route::neighbour::{NeighbourMessage, NeighbourState};
-use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage, RouteProtocol, RouteType};
+use rtnetlink::packet_route::route::{
+    RouteAttribute, RouteFlags, RouteMessage, RouteNextHopFlags, RouteProtocol, RouteType,
+};
 use rtnetlink::packet_route::rule::{RuleAttribute, RuleMessage};
 use serde::{Deserialize, Serialize};
 
@@ -259,6 +261,25 @@ pub(crate) fn route_table(r: &RouteMessage) -> u32 {
             _ => None,
         })
         .unwrap_or(u32::from(r.header.table))
+}
+
+/// A recorded route made into a request the kernel takes. A dump reports state a request may not
+/// carry: a link without carrier marks its routes `LINKDOWN`, which a new route refuses with
+/// EINVAL ("invalid flags for nexthop"), as it refuses `DEAD`; offload, trap, notify and cache
+/// flags are the kernel's own. Only `ONLINK` and `PERVASIVE` are asked for; cache info goes too.
+pub(crate) fn as_request(r: &mut RouteMessage) {
+    let asked = RouteFlags::Onlink | RouteFlags::Pervasive;
+    r.header.flags &= asked;
+    let hop_asked = RouteNextHopFlags::Onlink | RouteNextHopFlags::Pervasive;
+    r.attributes
+        .retain(|a| !matches!(a, RouteAttribute::CacheInfo(_)));
+    for a in &mut r.attributes {
+        if let RouteAttribute::MultiPath(hops) = a {
+            for hop in hops {
+                hop.flags &= hop_asked;
+            }
+        }
+    }
 }
 
 /// Routes worth replaying: not those the kernel makes from addresses and link state, and not
