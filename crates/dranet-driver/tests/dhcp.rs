@@ -333,6 +333,22 @@ async fn dhcp_claim_through_prepare_pod_and_unprepare_after_restart() {
         .nth(2)
         .unwrap_or_else(|| panic!("{leases}"))
         .to_string();
+    // Every real pod has its network's default route (the CNI's) before the NIC arrives.
+    pod_ns.ip(&[
+        "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+    ]);
+    pod_ns.ip(&["addr", "add", "10.244.0.5/24", "dev", "eth0"]);
+    pod_ns.ip(&["link", "set", "eth0", "up"]);
+    pod_ns.ip(&["link", "set", "eth0p", "up"]);
+    pod_ns.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.244.0.1",
+        "dev",
+        "eth0",
+    ]);
     let pod = support::pod("pa", &pod_ns);
     d.start_pod(&pod).await.unwrap();
     let shown = pod_ns.ip(&["addr", "show", "net1"]);
@@ -340,12 +356,24 @@ async fn dhcp_claim_through_prepare_pod_and_unprepare_after_restart() {
     assert!(shown.contains("mtu 1400"), "{shown}");
     let routes = pod_ns.ip(&["route", "show"]);
     assert!(
-        routes.contains(&format!("default via {SERVER} dev net1")),
-        "{routes}"
+        routes.contains("default via 10.244.0.1 dev eth0") && !routes.contains("default via 10.77"),
+        "the pod's default route stays its network's: {routes}"
     );
     assert!(
         routes.contains(&format!("10.200.0.0/16 via {SERVER} dev net1")),
         "{routes}"
+    );
+    // The router of the lease, for traffic from the leased address: net1's own table.
+    let table = dranet_core::interface_type::table_for_name("net1").to_string();
+    let own = pod_ns.ip(&["route", "show", "table", &table]);
+    assert!(
+        own.contains(&format!("default via {SERVER} dev net1")),
+        "table {table}: {own}"
+    );
+    let rules = pod_ns.ip(&["rule", "show"]);
+    assert!(
+        rules.contains(&format!("32000:\tfrom {addr} lookup {table}")),
+        "{rules}"
     );
     d.stop_pod(&pod).await;
     assert!(server.leases().contains(&addr), "held until unprepare");

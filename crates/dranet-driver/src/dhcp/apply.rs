@@ -2,16 +2,25 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use dranet_core::{NetworkConfig, RouteConfig};
+use dranet_core::interface_type::{SOURCE_RULE_PRIORITY, table_for_name};
+use dranet_core::{NetworkConfig, RouteConfig, RuleConfig};
 
 use super::Lease;
 use crate::podnet::parse_cidr;
 
 /// `config` with the lease's address, routes and MTU, and static addressing: what the pod's
-/// interface is configured from. What the claim gives wins: its `mtu`, and its route to a
-/// destination the lease also routes (main table). Its DHCP setting is cleared, as the lease is
-/// now the configuration; the lease itself is recorded beside it.
-pub fn apply(config: &NetworkConfig, lease: &Lease) -> NetworkConfig {
+/// interface (`pod_ifname` in the pod) is configured from. What the claim gives wins: its `mtu`,
+/// and its route to a destination the lease also routes (main table). Its DHCP setting is
+/// cleared, as the lease is now the configuration; the lease itself is recorded beside it.
+///
+/// The lease's default route never goes into the pod's main table: every pod has its network's
+/// default route there already (the kernel would refuse a second one, and the pod's traffic
+/// must not leave through this NIC). It goes, with the on-link route of the lease's subnet, into
+/// a table of the interface's own ([`table_for_name`], as a child's source routing), looked up
+/// for traffic from the leased address (`from <address> lookup <table>`, priority
+/// [`SOURCE_RULE_PRIORITY`]). A claim that wants the NIC as the pod's default says so with a
+/// route of its own.
+pub fn apply(config: &NetworkConfig, lease: &Lease, pod_ifname: &str) -> NetworkConfig {
     let mut c = config.clone();
     c.interface.dhcp = None;
     c.interface.addressing = None;
@@ -28,6 +37,10 @@ pub fn apply(config: &NetworkConfig, lease: &Lease) -> NetworkConfig {
             continue;
         }
         let on_link = r.gateway.is_unspecified();
+        if r.prefix_len == 0 && !on_link {
+            source_default(&mut c, lease, r.gateway, pod_ifname);
+            continue;
+        }
         c.routes.push(RouteConfig {
             destination: format!("{}/{}", r.destination, r.prefix_len),
             gateway: if on_link {
@@ -41,6 +54,34 @@ pub fn apply(config: &NetworkConfig, lease: &Lease) -> NetworkConfig {
         });
     }
     c
+}
+
+/// The lease's default via `router`, in the interface's own table, for traffic from the leased
+/// address.
+fn source_default(c: &mut NetworkConfig, lease: &Lease, router: Ipv4Addr, pod_ifname: &str) {
+    let table = table_for_name(pod_ifname);
+    let mask = u32::MAX
+        .checked_shl(32 - u32::from(lease.prefix_len))
+        .unwrap_or(0);
+    let subnet = Ipv4Addr::from(u32::from(lease.address) & mask);
+    c.routes.push(RouteConfig {
+        destination: format!("{subnet}/{}", lease.prefix_len),
+        scope: 253,
+        table,
+        ..RouteConfig::default()
+    });
+    c.routes.push(RouteConfig {
+        destination: "0.0.0.0/0".into(),
+        gateway: router.to_string(),
+        table,
+        ..RouteConfig::default()
+    });
+    c.rules.push(RuleConfig {
+        priority: SOURCE_RULE_PRIORITY,
+        source: format!("{}/32", lease.address),
+        table,
+        ..RuleConfig::default()
+    });
 }
 
 fn in_main(r: &RouteConfig) -> bool {
@@ -99,15 +140,34 @@ mod tests {
     fn the_lease_becomes_a_static_config() {
         let mut c = NetworkConfig::default();
         c.interface.dhcp = Some(true);
-        let got = apply(&c, &lease());
+        let got = apply(&c, &lease(), "net1");
         assert_eq!(got.interface.dhcp, None);
         assert_eq!(got.interface.addresses, vec!["10.9.0.50/24"]);
         assert_eq!(got.interface.mtu, Some(1400));
-        assert_eq!(got.routes.len(), 2);
-        assert_eq!(got.routes[0].destination, "0.0.0.0/0");
-        assert_eq!(got.routes[0].gateway, "10.9.0.1");
-        assert_eq!(got.routes[1].gateway, "");
-        assert_eq!(got.routes[1].scope, 253);
+        // The default goes to net1's own table with its subnet, for traffic from the lease.
+        let t = table_for_name("net1");
+        let routes: Vec<(&str, &str, u32, u8)> = got
+            .routes
+            .iter()
+            .map(|r| (r.destination.as_str(), r.gateway.as_str(), r.table, r.scope))
+            .collect();
+        assert_eq!(
+            routes,
+            vec![
+                ("10.9.0.0/24", "", t, 253),
+                ("0.0.0.0/0", "10.9.0.1", t, 0),
+                ("172.16.0.0/12", "", 0, 253),
+            ]
+        );
+        assert_eq!(got.rules.len(), 1);
+        assert_eq!(
+            (
+                got.rules[0].priority,
+                got.rules[0].source.as_str(),
+                got.rules[0].table
+            ),
+            (32000, "10.9.0.50/32", t)
+        );
         // The config the pod gets passes the checks a static one does.
         crate::podnet::check_config(&got).unwrap();
     }
@@ -128,12 +188,13 @@ mod tests {
             table: 100,
             ..RouteConfig::default()
         });
-        let got = apply(&c, &lease());
+        let got = apply(&c, &lease(), "net1");
         assert_eq!(got.interface.addressing, None);
         assert_eq!(got.interface.mtu, Some(9000));
         let gws: Vec<&str> = got.routes.iter().map(|r| r.gateway.as_str()).collect();
-        // The claim's default stays, the lease's is dropped; a route in another table does not
-        // hide the lease's route of the main table.
+        // The claim's default stays, the lease's is dropped (no source table either); a route in
+        // another table does not hide the lease's route of the main table.
         assert_eq!(gws, vec!["10.9.0.254", "10.9.0.253", ""]);
+        assert!(got.rules.is_empty());
     }
 }

@@ -82,7 +82,11 @@ impl NetworkDriver {
                     if lease.lease_secs.is_some_and(|s| s < SHORT_LEASE_SECS) {
                         tracing::warn!(claim = %cref, device = %d.device, secs = ?lease.lease_secs, "the DHCP lease is shorter than a day and dranet does not renew it: the server may give the address away while the pod runs");
                     }
-                    d.config = Arc::new(dhcp::apply(&d.config, &lease));
+                    let pod_ifname = match d.config.interface.name.as_str() {
+                        "" => d.netdev.clone().unwrap_or_default(),
+                        named => named.to_string(),
+                    };
+                    d.config = Arc::new(dhcp::apply(&d.config, &lease, &pod_ifname));
                     d.dhcp = Some(lease);
                 }
                 Err(e) => {
