@@ -62,6 +62,11 @@ struct Dnsmasq {
 
 impl Dnsmasq {
     fn start(srv: &Ns) -> Dnsmasq {
+        Dnsmasq::start_with(srv, &[])
+    }
+
+    /// [`Dnsmasq::start`] with `extra` arguments.
+    fn start_with(srv: &Ns, extra: &[&str]) -> Dnsmasq {
         let dir = tempfile::tempdir().unwrap();
         let p = |f: &str| dir.path().join(f).display().to_string();
         let child = Command::new("ip")
@@ -85,6 +90,7 @@ impl Dnsmasq {
                 "--dhcp-option=option:mtu,1400",
                 "--log-dhcp",
             ])
+            .args(extra)
             .arg(format!("--dhcp-leasefile={}", p("leases")))
             .arg(format!("--log-facility={}", p("log")))
             .arg(format!("--pid-file={}", p("pid")))
@@ -444,4 +450,58 @@ async fn dhcp_claims_refused_at_prepare() {
     assert!(e.contains("no DHCP lease within 20 s"), "{e}");
     assert!(e.contains("device dev-d0"), "{e}");
     assert!(!e.split_whitespace().any(|w| w == "d0"), "host link in {e}");
+}
+
+/// A link brought up on the host for DHCP takes nothing from its segment's router
+/// advertisements: while the exchange runs (the server answers after 2 s; its segment's router
+/// advertises a prefix), the host's link has IPv6 off, so no SLAAC address and no default route;
+/// afterwards the link is down with IPv6 as it was.
+#[tokio::test]
+async fn dhcp_link_takes_no_router_advertisements_on_the_host() {
+    let t = "dhcp_link_takes_no_router_advertisements_on_the_host";
+    if !can_run(t) || !has(t, "dnsmasq", "dnsmasq-base") {
+        return;
+    }
+    let net = Net::new("dra");
+    net.srv.ip(&["addr", "add", "fd00:77::1/64", "dev", "d0s"]);
+    let server = Dnsmasq::start_with(
+        &net.srv,
+        &[
+            "--enable-ra",
+            "--dhcp-range=fd00:77::,ra-only,64",
+            "--dhcp-reply-delay=2",
+        ],
+    );
+    let host = net.host_netns();
+    let taking =
+        tokio::spawn(async move { dhcp::acquire(&host, "d0", None, Timing::default()).await });
+    let mut watched = 0;
+    while !taking.is_finished() {
+        let addrs = net
+            .host
+            .ip(&["-6", "addr", "show", "dev", "d0", "scope", "global"]);
+        let routes = net.host.ip(&["-6", "route", "show", "default"]);
+        assert!(
+            addrs.trim().is_empty() && routes.trim().is_empty(),
+            "the host took the segment's router advertisement: {addrs} {routes}"
+        );
+        watched += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lease = taking.await.unwrap().unwrap();
+    assert!(
+        watched > 20,
+        "the exchange was watched for a second at least ({watched} looks)"
+    );
+    assert!(
+        server.log().contains("router advertisement on fd00:77::"),
+        "the server advertised: {}",
+        server.log()
+    );
+    assert_eq!(lease.server_id.to_string(), SERVER);
+    assert!(
+        !net.host.ip(&["link", "show", "d0"]).contains(",UP"),
+        "down again"
+    );
+    assert_eq!(net.host.read_sysctl("net/ipv6/conf/d0/disable_ipv6"), "0");
 }
