@@ -292,7 +292,16 @@ impl NetworkConfig {
     pub fn validate(&self) -> Result<()> {
         self.check_limits()?;
         for (i, a) in self.interface.addresses.iter().enumerate() {
-            check_cidr(&format!("interface.addresses[{i}]"), a)?;
+            let field = format!("interface.addresses[{i}]");
+            check_cidr(&field, a)?;
+            // An interface address's prefix is its subnet: /0 would make every address of the
+            // family on-link through this interface.
+            if a.ends_with("/0") {
+                return Err(Error::InvalidConfig {
+                    field,
+                    reason: format!("{a:?} has prefix length 0: give the subnet's prefix"),
+                });
+            }
         }
         if let Some(m) = self.interface.mtu
             && !(68..=65535).contains(&m)
@@ -596,6 +605,25 @@ mod tests {
             serde_json::from_str(r#"{"interface":{"vrf":{"name":"v","table":254}}}"#).unwrap();
         let e = main.validate().unwrap_err().to_string();
         assert!(e.contains("interface.vrf.table"), "{e}");
+    }
+
+    #[test]
+    fn an_interface_address_needs_a_subnet() {
+        for a in ["10.0.0.5/0", "fd00::5/0"] {
+            let c: NetworkConfig =
+                serde_json::from_value(serde_json::json!({"interface": {"addresses": [a]}}))
+                    .unwrap();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(
+                e.contains("interface.addresses[0]") && e.contains("prefix length 0"),
+                "{e}"
+            );
+        }
+        let route: NetworkConfig = serde_json::from_str(
+            r#"{"interface":{"addresses":["10.0.0.5/24"]},"routes":[{"destination":"0.0.0.0/0","gateway":"10.0.0.1"}]}"#,
+        )
+        .unwrap();
+        route.validate().unwrap();
     }
 
     #[test]

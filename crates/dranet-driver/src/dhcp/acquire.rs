@@ -246,6 +246,12 @@ fn lease(
             "the server {server_id} acknowledged no address"
         )));
     }
+    // RFC 2131 §4.3.1: an ACK names its server; the release at unprepare goes to it.
+    if ack.ipv4(code::SERVER_ID).is_none() {
+        return Err(unusable(format!(
+            "the server {server_id}'s DHCPACK has no server identifier (option 54)"
+        )));
+    }
     let prefix_len = ack
         .ipv4(code::SUBNET_MASK)
         .and_then(message::prefix_len)
@@ -282,7 +288,7 @@ fn lease(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    Ok(Lease {
+    let lease = Lease {
         address: ack.yiaddr,
         prefix_len,
         server_id,
@@ -292,7 +298,54 @@ fn lease(
         mtu: ack.u16(code::INTERFACE_MTU).filter(|m| *m >= MIN_MTU),
         lease_secs: ack.u32(code::LEASE_TIME),
         granted_at,
-    })
+    };
+    check(&lease).map_err(|why| unusable(format!("the server {server_id} gave {why}")))?;
+    Ok(lease)
+}
+
+/// What a lease must be for the pod's interface to take it, as a claim's static addresses and
+/// routes must: a unicast host address in a subnet, routers on that subnet, route destinations
+/// without host bits. Refused at prepare, a bad lease never reaches a sandbox start.
+fn check(l: &Lease) -> Result<(), String> {
+    let a = l.address;
+    if a.is_multicast() || a.is_broadcast() || a.is_loopback() || a.is_unspecified() {
+        return Err(format!("{a}, which is not a unicast address"));
+    }
+    if l.prefix_len == 0 {
+        return Err(format!("{a} with the subnet mask 0.0.0.0"));
+    }
+    let mask = |len: u8| u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+    let net = u32::from(a) & mask(l.prefix_len);
+    if l.prefix_len < 31 && (u32::from(a) == net || u32::from(a) == net | !mask(l.prefix_len)) {
+        return Err(format!(
+            "{a}/{}, the network or broadcast address of its subnet",
+            l.prefix_len
+        ));
+    }
+    for r in &l.routes {
+        let dest = u32::from(r.destination);
+        if dest & !mask(r.prefix_len) != 0 {
+            return Err(format!(
+                "the route {}/{} with host bits set (option 121)",
+                r.destination, r.prefix_len
+            ));
+        }
+        let g = r.gateway;
+        if g.is_unspecified() {
+            continue;
+        }
+        if u32::from(g) & mask(l.prefix_len) != net || g == a {
+            return Err(format!(
+                "the router {g} for {}/{}, which is not another address of the leased subnet \
+                 {}/{}",
+                r.destination,
+                r.prefix_len,
+                Ipv4Addr::from(net),
+                l.prefix_len
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -304,7 +357,8 @@ mod tests {
             .with(code::SUBNET_MASK, [255, 255, 255, 0])
             .with(code::ROUTER, [10, 9, 0, 1])
             .with(code::INTERFACE_MTU, 1400u16.to_be_bytes())
-            .with(code::LEASE_TIME, 3600u32.to_be_bytes());
+            .with(code::LEASE_TIME, 3600u32.to_be_bytes())
+            .with(code::SERVER_ID, [10, 9, 0, 1]);
         m.reply = true;
         m.yiaddr = Ipv4Addr::new(10, 9, 0, 50);
         m
@@ -345,6 +399,57 @@ mod tests {
         let mut m = ack();
         m.yiaddr = Ipv4Addr::UNSPECIFIED;
         assert!(lease("eth1", &m, Ipv4Addr::new(10, 9, 0, 1), [9; 6], [2; 6]).is_err());
+    }
+
+    #[test]
+    fn leases_a_pod_cannot_take_are_refused_naming_the_value() {
+        let refused = |m: &Message, says: &str| {
+            let e = lease("eth1", m, Ipv4Addr::new(10, 9, 0, 1), [9; 6], [2; 6]).unwrap_err();
+            assert!(e.to_string().contains(says), "{e}");
+        };
+        for (addr, says) in [
+            (
+                Ipv4Addr::new(224, 0, 0, 5),
+                "224.0.0.5, which is not a unicast",
+            ),
+            (Ipv4Addr::BROADCAST, "not a unicast"),
+            (
+                Ipv4Addr::new(127, 0, 0, 9),
+                "127.0.0.9, which is not a unicast",
+            ),
+            (
+                Ipv4Addr::new(10, 9, 0, 255),
+                "broadcast address of its subnet",
+            ),
+            (Ipv4Addr::new(10, 9, 0, 0), "network or broadcast"),
+        ] {
+            let mut m = ack();
+            m.yiaddr = addr;
+            refused(&m, says);
+        }
+        let mut m = ack();
+        m.options.retain(|(c, _)| *c != code::SUBNET_MASK);
+        refused(
+            &m.with(code::SUBNET_MASK, [0, 0, 0, 0]),
+            "subnet mask 0.0.0.0",
+        );
+        let mut m = ack();
+        m.options.retain(|(c, _)| *c != code::ROUTER);
+        refused(
+            &m.with(code::ROUTER, [192, 168, 1, 1]),
+            "the router 192.168.1.1 for 0.0.0.0/0, which is not another address of the leased subnet 10.9.0.0/24",
+        );
+        // Option 121: a /9 whose second (significant) octet has a bit past the prefix.
+        refused(
+            &ack().with(code::CLASSLESS_ROUTES, [9, 10, 192, 10, 9, 0, 2]),
+            "the route 10.192.0.0/9 with host bits set",
+        );
+        let mut m = ack();
+        m.options.retain(|(c, _)| *c != code::SERVER_ID);
+        refused(&m, "no server identifier (option 54)");
+        // A router of the subnet and a host bit-free route pass.
+        let ok = ack().with(code::CLASSLESS_ROUTES, [16, 172, 16, 10, 9, 0, 7]);
+        assert!(lease("eth1", &ok, Ipv4Addr::new(10, 9, 0, 1), [9; 6], [2; 6]).is_ok());
     }
 
     #[test]

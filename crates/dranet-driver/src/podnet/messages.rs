@@ -105,8 +105,8 @@ pub(super) fn address_message(index: u32, ip: IpAddr, len: u8) -> AddressMessage
     if let IpAddr::V4(v4) = ip
         && len < 31
     {
-        let host_bits = 32 - u32::from(len);
-        let bcast = u32::from(v4) | ((1u32 << host_bits) - 1);
+        let host_mask = u32::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+        let bcast = u32::from(v4) | host_mask;
         m.attributes
             .push(AddressAttribute::Broadcast(std::net::Ipv4Addr::from(bcast)));
     }
@@ -252,7 +252,19 @@ mod tests {
             !m.attributes
                 .iter()
                 .any(|a| matches!(a, AddressAttribute::Broadcast(_)))
-        );
+        ); // Every prefix length has its broadcast without overflowing (a /0 once shifted by 32).
+        for (len, bcast) in [
+            (0, "255.255.255.255"),
+            (1, "127.255.255.255"),
+            (30, "10.1.2.3"),
+        ] {
+            let m = address_message(3, "10.1.2.3".parse().unwrap(), len);
+            assert!(
+                m.attributes
+                    .contains(&AddressAttribute::Broadcast(bcast.parse().unwrap())),
+                "/{len}"
+            );
+        }
     }
 
     #[test]
