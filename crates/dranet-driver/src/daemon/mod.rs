@@ -188,14 +188,18 @@ struct Probes {
 const TICK: Duration = Duration::from_secs(1);
 
 impl Probes {
-    /// What is down, one line each.
-    fn down(&self) -> Vec<String> {
-        let mut down = Vec::new();
+    /// Whether the process itself is stuck: its main loop has not turned for ten ticks. The
+    /// only thing a restart mends, so the only thing `/healthz` reports.
+    fn stuck(&self) -> Option<String> {
         let beat = Duration::from_millis(self.heartbeat.load(Ordering::Relaxed));
         let since = self.started.elapsed().saturating_sub(beat);
-        if since > TICK * 10 {
-            down.push(format!("main loop: last turned {since:?} ago"));
-        }
+        (since > TICK * 10).then(|| format!("main loop: last turned {since:?} ago"))
+    }
+
+    /// What is down, one line each: the process, and what it depends on (the kubelet, the
+    /// runtime's NRI, the API server), which a restart does not mend.
+    fn down(&self) -> Vec<String> {
+        let mut down: Vec<String> = self.stuck().into_iter().collect();
         match &*self.registration.borrow() {
             RegistrationState::Registered => {}
             RegistrationState::Refused { error } => {
@@ -222,25 +226,26 @@ impl Probes {
         down
     }
 
+    /// The liveness probe's answer: 503 only when the process is stuck. An API server outage,
+    /// a kubelet restart or a lost NRI connection are waited out (and shown by `/readyz` and
+    /// the metrics): restarting the daemon for them would mend nothing and cost its pods' starts.
     fn healthz(&self) -> http::Answer {
-        let down = self.down();
-        if down.is_empty() {
-            (200, "text/plain", "ok\n".into())
-        } else {
-            (503, "text/plain", format!("{}\n", down.join("\n")))
+        match self.stuck() {
+            None => (200, "text/plain", "ok\n".into()),
+            Some(why) => (503, "text/plain", format!("{why}\n")),
         }
     }
 
+    /// The readiness probe's answer: 200 once start-up is done and while nothing is down.
     fn readyz(&self) -> http::Answer {
-        if *self.ready.borrow() {
-            (200, "text/plain", "ready\n".into())
-        } else {
-            let mut why = self.down();
-            if why.is_empty() {
-                why.push("starting".into());
-            }
-            (503, "text/plain", format!("{}\n", why.join("\n")))
+        let mut why = self.down();
+        if why.is_empty() && *self.ready.borrow() {
+            return (200, "text/plain", "ready\n".into());
         }
+        if why.is_empty() {
+            why.push("starting".into());
+        }
+        (503, "text/plain", format!("{}\n", why.join("\n")))
     }
 }
 
@@ -693,5 +698,62 @@ impl Daemon {
         nri_task.abort();
         http_stop.send_replace(true);
         tracing::info!("stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Probes whose dependencies are as given and whose main loop just turned.
+    fn probes(publish: PublishState, nri: ConnectionState, ready: bool) -> Probes {
+        let (ready_tx, _) = watch::channel(ready);
+        Probes {
+            started: Instant::now(),
+            heartbeat: AtomicU64::new(0),
+            ready: ready_tx,
+            registration: watch::channel(RegistrationState::Registered).1,
+            nri: watch::channel(nri).1,
+            publish: watch::channel(publish).1,
+        }
+    }
+
+    #[test]
+    fn an_api_outage_makes_the_daemon_unready_never_restarted() {
+        let retrying = PublishState::Retrying {
+            error: "connection refused".into(),
+            attempts: 6,
+        };
+        let p = probes(retrying, ConnectionState::Registered, true);
+        assert_eq!(p.healthz().0, 200, "liveness: the process is fine");
+        let (code, _, body) = p.readyz();
+        assert_eq!(code, 503);
+        assert!(
+            body.contains("ResourceSlice publishing: retrying (6 attempts)"),
+            "{body}"
+        );
+        let lost = ConnectionState::Disconnected {
+            error: "EOF".into(),
+        };
+        let p = probes(PublishState::NotStarted, lost, true);
+        assert_eq!(p.healthz().0, 200);
+        assert!(p.readyz().2.contains("NRI: disconnected: EOF"));
+        let p = probes(PublishState::NotStarted, ConnectionState::Registered, true);
+        assert_eq!(p.readyz(), (200, "text/plain", "ready\n".to_string()));
+        let p = probes(PublishState::NotStarted, ConnectionState::Registered, false);
+        assert_eq!(p.readyz().0, 503, "still starting");
+    }
+
+    #[test]
+    fn a_stuck_main_loop_fails_the_liveness_probe() {
+        let p = probes(PublishState::NotStarted, ConnectionState::Registered, true);
+        p.heartbeat.store(0, Ordering::Relaxed);
+        let p = Probes {
+            started: Instant::now() - TICK * 11,
+            ..p
+        };
+        let (code, _, body) = p.healthz();
+        assert_eq!(code, 503);
+        assert!(body.contains("main loop: last turned"), "{body}");
     }
 }
