@@ -319,7 +319,9 @@ fn join_whole<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
 
 /// Publishing order of importance: when a device has more than
 /// [`MAX_ATTRIBUTES_PER_DEVICE`] attributes, those last in this list go first; attributes not
-/// listed (a cloud provider's, say) rank after `rdmaDevice`.
+/// listed (a cloud provider's or a webhook's, say) rank after the device's identity and
+/// topology (through `mac`): a device is never published without what says what it is (a
+/// filter, a claim or an operator reading the slice selects on `type` and `ifName`).
 const PRIORITY: &[&str] = &[
     names::PCI_ADDRESS,
     names::STD_PCI_BUS_ID,
@@ -328,14 +330,14 @@ const PRIORITY: &[&str] = &[
     names::NUMA_NODE,
     names::RDMA,
     names::RDMA_DEVICE,
-    names::IB_ONLY,
+    names::TYPE,
     names::IF_NAME,
+    names::MAC,
+    names::IB_ONLY,
     names::IS_SRIOV_VF,
     names::SRIOV,
     names::SRIOV_VFS,
     names::VIRTUAL,
-    names::TYPE,
-    names::MAC,
     names::MTU,
     names::STATE,
     names::PCI_VENDOR,
@@ -500,6 +502,31 @@ mod tests {
         assert!(check_attribute_name(&"a".repeat(33)).is_err());
         assert!(check_attribute_name("Bad_Domain.io/x").is_err());
         assert!(check_attribute_name(&format!("{}.io/x", "a".repeat(61))).is_err());
+    }
+
+    #[test]
+    fn a_providers_many_attributes_never_cost_the_device_its_identity() {
+        let mut a = Attributes::new();
+        for (k, v) in [
+            (names::PCI_ADDRESS, "0000:01:00.0"),
+            (names::RDMA_DEVICE, "mlx5_0"),
+            (names::TYPE, "vxlan"),
+            (names::IF_NAME, "vx0"),
+            (names::MAC, "02:00:00:00:00:01"),
+        ] {
+            a.insert(k.into(), AttributeValue::String(v.into()));
+        }
+        for i in 0..30 {
+            a.insert(
+                format!("webhook.example.com/extra{i:02}"),
+                AttributeValue::Int(i),
+            );
+        }
+        let w = enforce_limits("pci-0000-01-00-0", &mut a);
+        assert_eq!(w.len(), 3, "{w:?}");
+        for k in [names::TYPE, names::IF_NAME, names::MAC, names::RDMA_DEVICE] {
+            assert!(a.contains_key(k), "{k} kept");
+        }
     }
 
     #[test]
