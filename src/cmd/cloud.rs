@@ -92,10 +92,15 @@ pub struct CloudArgs {
     /// (`meta-data/instance/instance-type`): the alibaba.dra.net attributes without IMDS.
     #[arg(long, value_name = "FILE", env = "DRANET_ALIBABA_METADATA_FILE")]
     pub alibaba_metadata_file: Option<PathBuf>,
-    /// The webhook provider's URL (`http://127.0.0.1:8081`, `unix:///run/dranet-webhook.sock`):
-    /// for `--cloud-provider-hint webhook` and `--profile-provider webhook`.
+    /// The webhook provider's URL (`http://127.0.0.1:8081`, `unix:///run/dranet-webhook.sock`,
+    /// `https://dranet-webhook.ops.svc:8443` off the node): for `--cloud-provider-hint webhook`
+    /// and `--profile-provider webhook`.
     #[arg(long, value_name = "URL", env = "DRANET_WEBHOOK_URL")]
     pub webhook_url: Option<String>,
+    /// The CA bundle (PEM) an `https://` webhook's certificate is checked with; by default the
+    /// cluster's CA from the pod's service account, when there is one.
+    #[arg(long, value_name = "FILE", env = "DRANET_WEBHOOK_CA_FILE")]
+    pub webhook_ca_file: Option<PathBuf>,
     /// Timeout of each webhook request (upstream's: 10s).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::run::parse_duration, env = "DRANET_WEBHOOK_TIMEOUT")]
     pub webhook_timeout: Duration,
@@ -114,6 +119,7 @@ impl Default for CloudArgs {
             oke_metadata_file: None,
             alibaba_metadata_file: None,
             webhook_url: None,
+            webhook_ca_file: None,
             webhook_timeout: dranet_cloud::webhook::DEFAULT_TIMEOUT,
         }
     }
@@ -128,6 +134,26 @@ pub struct Chosen {
 }
 
 impl CloudArgs {
+    /// How an `https://` webhook is trusted: `--webhook-ca-file`, else the service account's CA
+    /// when the daemon runs in a pod; `None` for other URLs (and for https without either, which
+    /// the webhook then refuses, naming the flag).
+    fn webhook_tls(&self) -> Result<Option<dranet_cloud::tls::Tls>, CliError> {
+        let https = self
+            .webhook_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("https://"));
+        let ca = match &self.webhook_ca_file {
+            Some(f) => f.clone(),
+            None if https && Path::new(dranet_cloud::tls::SERVICE_ACCOUNT_CA).exists() => {
+                PathBuf::from(dranet_cloud::tls::SERVICE_ACCOUNT_CA)
+            }
+            None => return Ok(None),
+        };
+        dranet_cloud::tls::Tls::from_ca_file(&ca)
+            .map(Some)
+            .map_err(|e| CliError::Usage(format!("--webhook-ca-file: {e}")))
+    }
+
     /// The metadata file given, with its flag and cloud; more than one is an error.
     fn metadata_file(&self) -> Result<Option<(&'static str, Cloud, &Path)>, CliError> {
         let given: Vec<(&'static str, Cloud, &Path)> = [
@@ -207,10 +233,14 @@ impl CloudArgs {
                 },
                 ..Clients::default()
             },
-            webhook: self.webhook_url.as_ref().map(|url| WebhookOptions {
-                url: url.clone(),
-                timeout: self.webhook_timeout,
-            }),
+            webhook: match &self.webhook_url {
+                Some(url) => Some(WebhookOptions {
+                    url: url.clone(),
+                    tls: self.webhook_tls()?,
+                    timeout: self.webhook_timeout,
+                }),
+                None => None,
+            },
             ..Detector::new(sysfs, hint)
         };
         let d = detector.detect_blocking();
@@ -270,6 +300,7 @@ impl CloudArgs {
                 let w = rt
                     .block_on(Webhook::connect(
                         url,
+                        self.webhook_tls()?,
                         self.webhook_timeout,
                         dranet_cloud::RetryPolicy::default(),
                     ))

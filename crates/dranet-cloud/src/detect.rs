@@ -66,8 +66,10 @@ impl Default for Clients {
 /// The webhook to use (`--webhook-url`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookOptions {
-    /// `http://host[:port]` or `unix:///path/to.sock`.
+    /// `http://host[:port]`, `https://host[:port]` or `unix:///path/to.sock`.
     pub url: String,
+    /// How an `https://` webhook's certificate is checked.
+    pub tls: Option<crate::tls::Tls>,
     /// Timeout of each request.
     pub timeout: Duration,
 }
@@ -271,7 +273,7 @@ impl Detector {
             );
             return;
         };
-        match Webhook::connect(&w.url, w.timeout, self.retry).await {
+        match Webhook::connect(&w.url, w.tls.clone(), w.timeout, self.retry).await {
             Ok(h) if h.capabilities().cloud_provider => {
                 d.how.push_str(&format!("; webhook {} answered", w.url));
                 d.provider = Some(Provider::Webhook(Arc::new(h)));

@@ -1,7 +1,8 @@
 //! The one HTTP/1.1 client of every metadata service and of the webhook: one request per
 //! connection, no proxy, no redirects; connect, request and the whole answer under one timeout,
-//! the answer's body capped at [`MAX_BODY_BYTES`]. Over TCP (`http://host[:port][/base]`) or a
-//! unix socket (`unix:///path/to.sock`, as upstream's webhook URL).
+//! the answer's body capped at [`MAX_BODY_BYTES`]. Over TCP (`http://host[:port][/base]`), TLS
+//! (`https://`, the webhook only, checked against a CA bundle: [`crate::tls`]) or a unix socket
+//! (`unix:///path/to.sock`, as upstream's webhook URL).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -89,9 +90,18 @@ pub enum Error {
         /// The limit.
         limit: usize,
     },
-    /// The endpoint is not `http://host[:port]` (or `unix:///path` where a socket is allowed).
-    #[error("endpoint {0:?}: expected http://host[:port] or unix:///path/to.sock")]
+    /// The endpoint is not `http://host[:port]` (or `https://` and `unix:///path` where they are
+    /// allowed).
+    #[error(
+        "endpoint {0:?}: expected http://host[:port], https://host[:port] or unix:///path/to.sock"
+    )]
     Endpoint(String),
+    /// An `https://` endpoint without a CA bundle to check its certificate with.
+    #[error(
+        "endpoint {0:?}: https needs a CA bundle to check the server's certificate with \
+         (--webhook-ca-file)"
+    )]
+    NoTrust(String),
     /// Retries ran out of time.
     #[error("did not answer within {after:?}; last error: {last}")]
     GaveUp {
@@ -129,17 +139,19 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Target {
     /// A host (name or address), resolved at each connect, and port; `authority` is the Host
-    /// header.
+    /// header; TLS checked with `tls` when it is set.
     Tcp {
         authority: String,
         host: String,
         port: u16,
+        tls: Option<crate::tls::Tls>,
     },
     /// A unix socket.
     Unix(PathBuf),
 }
 
-/// Where requests go: `http://host[:port][/base]` or `unix:///path/to.sock`.
+/// Where requests go: `http://host[:port][/base]`, `https://host[:port][/base]` or
+/// `unix:///path/to.sock`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     url: String,
@@ -152,6 +164,12 @@ impl Endpoint {
     /// Parses an endpoint. `unix://` is taken only when `allow_unix` (the webhook); metadata
     /// services are always HTTP on a link-local address.
     pub fn parse(url: &str, allow_unix: bool) -> Result<Self> {
+        Self::parse_with(url, allow_unix, None)
+    }
+
+    /// [`Endpoint::parse`] where `https://` is allowed too, its server checked with `tls` (which
+    /// it needs).
+    pub fn parse_with(url: &str, allow_unix: bool, tls: Option<crate::tls::Tls>) -> Result<Self> {
         let bad = || Error::Endpoint(url.to_string());
         if let Some(path) = url.strip_prefix("unix://") {
             if !allow_unix || !path.starts_with('/') || path.len() < 2 {
@@ -164,9 +182,15 @@ impl Endpoint {
             });
         }
         let uri: hyper::Uri = url.parse().map_err(|_| bad())?;
-        if uri.scheme_str() != Some("http") || uri.query().is_some() {
+        let https = uri.scheme_str() == Some("https") && allow_unix;
+        if !(uri.scheme_str() == Some("http") || https) || uri.query().is_some() {
             return Err(bad());
         }
+        let tls = match (https, tls) {
+            (true, None) => return Err(Error::NoTrust(url.to_string())),
+            (true, tls) => tls,
+            (false, _) => None,
+        };
         let authority = uri.authority().ok_or_else(bad)?;
         if authority.as_str().contains('@') || authority.host().is_empty() {
             return Err(bad());
@@ -180,7 +204,10 @@ impl Endpoint {
                     .trim_start_matches('[')
                     .trim_end_matches(']')
                     .to_string(),
-                port: authority.port_u16().unwrap_or(80),
+                port: authority
+                    .port_u16()
+                    .unwrap_or(if tls.is_some() { 443 } else { 80 }),
+                tls,
             },
             base: uri.path().trim_end_matches('/').to_string(),
         })
@@ -208,12 +235,25 @@ impl Endpoint {
                 source,
             })?;
             match &self.target {
-                Target::Tcp { host, port, .. } => {
+                Target::Tcp {
+                    host, port, tls, ..
+                } => {
                     let sock = tokio::net::TcpStream::connect((host.as_str(), *port))
                         .await
                         .map_err(|e| http(&url, e.into()))?;
                     sock.set_nodelay(true).map_err(|e| http(&url, e.into()))?;
-                    exchange(sock, request, &url).await
+                    match tls {
+                        None => exchange(sock, request, &url).await,
+                        Some(tls) => {
+                            let name = rustls::pki_types::ServerName::try_from(host.clone())
+                                .map_err(|e| http(&url, e.into()))?;
+                            let stream = tokio_rustls::TlsConnector::from(tls.config())
+                                .connect(name, sock)
+                                .await
+                                .map_err(|e| http(&url, e.into()))?;
+                            exchange(stream, request, &url).await
+                        }
+                    }
                 }
                 Target::Unix(path) => {
                     let sock = tokio::net::UnixStream::connect(path)
@@ -418,9 +458,15 @@ mod tests {
             Target::Tcp {
                 authority: "127.0.0.1:8081".into(),
                 host: "127.0.0.1".into(),
-                port: 8081
+                port: 8081,
+                tls: None,
             }
         );
+        // https: for the webhook only, and never without a CA to check the server with.
+        assert!(matches!(
+            Endpoint::parse("https://webhook.ops.svc", true),
+            Err(Error::NoTrust(_))
+        ));
         let e = Endpoint::parse("unix:///run/webhook.sock", true).unwrap();
         assert_eq!(e.target, Target::Unix("/run/webhook.sock".into()));
         for bad in [

@@ -45,6 +45,7 @@ pub mod http;
 pub mod oke;
 mod paths;
 mod retry;
+pub mod tls;
 pub mod webhook;
 
 pub use client::{LINK_LOCAL_ENDPOINT, MetadataClient};

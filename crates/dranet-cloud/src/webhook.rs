@@ -127,10 +127,16 @@ pub struct Webhook {
 
 impl Webhook {
     /// Asks `GET /health` (retrying transient errors within `policy`) and keeps the
-    /// capabilities. `url` is `http://host[:port][/base]` or `unix:///path/to.sock`; `timeout`
-    /// bounds each request.
-    pub async fn connect(url: &str, timeout: Duration, policy: RetryPolicy) -> Result<Self> {
-        let endpoint = Endpoint::parse(url, true)?;
+    /// capabilities. `url` is `http://host[:port][/base]`, `unix:///path/to.sock` or
+    /// `https://host[:port][/base]`, whose certificate `tls` checks (an off-node webhook's
+    /// answers over plain HTTP can be spoofed); `timeout` bounds each request.
+    pub async fn connect(
+        url: &str,
+        tls: Option<crate::tls::Tls>,
+        timeout: Duration,
+        policy: RetryPolicy,
+    ) -> Result<Self> {
+        let endpoint = Endpoint::parse_with(url, true, tls)?;
         let health = Request::get(PATH_HEALTH);
         let resp = policy
             .run(timeout, "webhook health", |t| endpoint.fetch(&health, t))

@@ -38,7 +38,9 @@ fn profile_request(profile: &str) -> ProfileRequest {
 const TIMEOUT: Duration = Duration::from_millis(500);
 
 async fn connect(url: &str) -> Webhook {
-    Webhook::connect(url, TIMEOUT, quick_retry()).await.unwrap()
+    Webhook::connect(url, None, TIMEOUT, quick_retry())
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -183,7 +185,7 @@ async fn answers_that_are_not_the_protocol_are_errors_that_name_the_problem() {
     let bad = FakeServer::start(|_, _| Reply::Json(200, "OK".into()))
         .await
         .unwrap();
-    let e = Webhook::connect(&bad.endpoint, TIMEOUT, quick_retry())
+    let e = Webhook::connect(&bad.endpoint, None, TIMEOUT, quick_retry())
         .await
         .unwrap_err();
     assert!(e.to_string().contains("webhook /health answer"), "{e}");
@@ -253,7 +255,7 @@ async fn health_is_retried_while_the_webhook_starts() {
     let down = FakeServer::start(|_, _| Reply::Json(503, "down".into()))
         .await
         .unwrap();
-    let e = Webhook::connect(&down.endpoint, TIMEOUT, policy)
+    let e = Webhook::connect(&down.endpoint, None, TIMEOUT, policy)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("HTTP 503: down"), "{e}");

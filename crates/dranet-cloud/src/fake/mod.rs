@@ -70,7 +70,7 @@ pub type Script = dyn Fn(&Request, usize) -> Reply + Send + Sync;
 
 /// A running fake; stops when dropped.
 pub struct FakeServer {
-    /// `http://127.0.0.1:<port>`, or `unix://<path>`.
+    /// `http://127.0.0.1:<port>`, `https://localhost:<port>` or `unix://<path>`.
     pub endpoint: String,
     seen: Arc<Mutex<Vec<Request>>>,
     task: tokio::task::JoinHandle<()>,
@@ -107,6 +107,52 @@ impl FakeServer {
                 async move { l.accept().await.map(|(s, _)| s) }
             },
         ))
+    }
+
+    /// Starts on 127.0.0.1 behind TLS, on the current tokio runtime: `https://localhost:<port>`
+    /// with the certificate chain and key given (PEM), as an off-node webhook behind a Service.
+    /// A client that refuses the certificate is dropped, and the server goes on.
+    pub async fn start_tls(
+        chain_pem: &[u8],
+        key_pem: &[u8],
+        script: impl Fn(&Request, usize) -> Reply + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let bad = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+        let chain = CertificateDer::pem_slice_iter(chain_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(e.to_string()))?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| bad(e.to_string()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| bad(e.to_string()))?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let endpoint = format!("https://localhost:{}", listener.local_addr()?.port());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s, script): (_, Arc<Script>) = (seen.clone(), Arc::new(script));
+        let task = tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let (acceptor, s, script) = (acceptor.clone(), s.clone(), script.clone());
+                tokio::spawn(async move {
+                    if let Ok(tls) = acceptor.accept(sock).await {
+                        serve(tls, s, script).await;
+                    }
+                });
+            }
+        });
+        Ok(Self {
+            endpoint,
+            seen,
+            task,
+            socket: None,
+            _rt: None,
+        })
     }
 
     /// Serves each connection `accept` gives with `script`, until dropped.
