@@ -471,7 +471,6 @@ mod tests {
         assert_eq!(e.target, Target::Unix("/run/webhook.sock".into()));
         for bad in [
             "ftp://example",
-            "https://x",
             "example",
             "http://",
             "http://u@h",
@@ -485,5 +484,10 @@ mod tests {
             );
         }
         assert!(Endpoint::parse("unix:///run/x.sock", false).is_err());
+        // Metadata services are plain HTTP on a link-local address: https is the webhook's.
+        assert!(matches!(
+            Endpoint::parse("https://x", false),
+            Err(Error::Endpoint(_))
+        ));
     }
 }
