@@ -52,7 +52,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dranet_driver::netns::Netns;
+use dranet_podnet::netns::Netns;
 use support::k8s::{Daemon, Kit, VERSIONS, free_port, http_get, wait_for};
 
 #[path = "../crates/dranet-discovery/tests/support/bpf.rs"]

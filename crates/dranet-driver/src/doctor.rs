@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use dranet_core::{Inventory, LinkSource, LinkState, Relation};
 use serde::Serialize;
 
-use crate::rdma::NetnsMode;
+use dranet_podnet::rdma::NetnsMode;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -38,7 +38,7 @@ use dranet_kubeletplugin::ClaimToPrepare;
 use serde::{Deserialize, Serialize};
 
 use crate::claim::{self, PodRef};
-use crate::dhcp::Lease;
+use dranet_podnet::dhcp::Lease;
 
 /// Format version of the record.
 pub const RECORD_VERSION: u32 = 1;

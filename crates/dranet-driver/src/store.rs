@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use dranet_core::ProfileRequest;
 use serde::{Deserialize, Serialize};
 
-use crate::durable;
 use crate::{Error, Result};
+use dranet_podnet::durable;
 
 /// Format version of the records.
 pub const STORE_VERSION: u32 = 1;
@@ -93,7 +93,7 @@ pub struct Store {
 }
 
 fn check_name(name: &str) -> Result<()> {
-    crate::podnet::Journal::check_key(name)
+    Ok(dranet_podnet::Journal::check_key(name)?)
 }
 
 impl Store {

@@ -5,12 +5,10 @@
 //! upstream's claim and upstream's expected outcome; each also checks that detach gives the host
 //! everything back and leaves the pod as it was.
 
-mod support;
-
+use crate::support::{Ns, can_run};
 use dranet_core::{InterfaceConfig, NetworkConfig};
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::{AttachRequest, PodNet};
-use support::{Ns, can_run};
+use dranet_podnet::netns::Netns;
+use dranet_podnet::{AttachRequest, PodNet};
 
 /// A host namespace with a veth `link` (its peer up too), up, nothing else.
 fn host_with(tag: &str, link: &str) -> Ns {

@@ -1,15 +1,15 @@
 //! Attach of one netdev with 2 addresses and 2 routes into a pod netns, and its detach with the
 //! full host restore. Needs root (network namespaces); prints why and does nothing otherwise.
 //!
-//! `cargo bench -p dranet-driver --bench podnet`
+//! `cargo bench -p dranet-podnet --bench podnet`
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dranet_core::{NetworkConfig, RouteConfig};
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::{AttachRequest, PodNet};
+use dranet_podnet::netns::Netns;
+use dranet_podnet::{AttachRequest, PodNet};
 
 fn ip(args: &[&str]) {
     let ok = Command::new("ip").args(args).status().map(|s| s.success());
@@ -138,7 +138,7 @@ fn bench(c: &mut Criterion) {
                 pns.rtnl().await.expect("rtnl"),
             )
         });
-        let mv = |r: &dranet_driver::netns::Rtnl, to: &Netns| {
+        let mv = |r: &dranet_podnet::netns::Rtnl, to: &Netns| {
             rt.block_on(async {
                 let l = r.link_by_name("v0").await.expect("dump").expect("v0");
                 let mut m = LinkMessage::default();

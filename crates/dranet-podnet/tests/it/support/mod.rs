@@ -1,38 +1,19 @@
 //! Network namespaces for podnet tests, built and inspected with iproute2 (an independent oracle:
-//! the tests never judge our netlink code with our netlink code).
+//! the tests never judge our netlink code with our netlink code), and eBPF programs to attach
+//! ([`bpf`]).
+//!
+//! The driver's tests have the same namespace helpers in their own support module, and
+//! [`bpf`] is discovery's test loader: until a test kit crate holds them, each test binary
+//! carries its copy (a `#[path]` include across crates is what this binary avoids).
 
 #![allow(dead_code)]
 
-pub mod claims;
+pub mod bpf;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use dranet_core::{Discover, Netdev, NetworkDevice};
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::PodNet;
-use dranet_driver::rdma::NetnsMode;
-use dranet_driver::{NetworkDriver, NetworkDriverBuilder, Rescan};
-use dranet_nri::{Namespace, PodSandbox};
 
 use serde_json::Value;
-
-/// A driver's builder for the node whose sysfs is `sysfs`, its state under `state` (the same
-/// `state` again: as after a restart), in this network namespace, RDMA in shared mode; each
-/// rescan counted in `scans`.
-pub fn driver_builder(sysfs: &Path, state: &Path, scans: Arc<AtomicUsize>) -> NetworkDriverBuilder {
-    let sysfs = sysfs.to_path_buf();
-    let rescan: Rescan = Arc::new(move || {
-        scans.fetch_add(1, Ordering::SeqCst);
-        dranet_discovery::host(&sysfs, Default::default())
-            .discover()
-            .map_err(|e| e.to_string())
-    });
-    let podnet = PodNet::new(Netns::current().unwrap(), state.join("podnet")).unwrap();
-    NetworkDriver::builder(podnet, state.join("driver"), rescan).rdma_mode(NetnsMode::Shared)
-}
 
 /// Root and iproute2 are needed; without them the test prints why and passes.
 pub fn can_run(test: &str) -> bool {
@@ -315,7 +296,7 @@ fn busy_link(h: &Ns, dev: &str) {
 
 /// A step hook that SIGKILLs this process at step `at`: the crash tests re-run their own test
 /// binary as a child with it (see [`rerun_until_killed`]).
-pub fn killing_hook(at: String) -> dranet_driver::podnet::StepHook {
+pub fn killing_hook(at: String) -> dranet_podnet::StepHook {
     std::sync::Arc::new(move |s: &str| {
         if s == at {
             let _ = Command::new("kill")
@@ -351,52 +332,4 @@ pub fn rerun_until_killed(
         "{test} should die by SIGKILL at {step}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// A veth end as a netdev device, published as `dev-<name>` so that messages can be checked for
-/// the host's link name apart from the device's.
-pub fn veth(name: &str) -> NetworkDevice {
-    NetworkDevice {
-        name: format!("dev-{name}"),
-        pci: None,
-        netdev: Some(Netdev {
-            name: name.into(),
-            kind: Some("veth".into()),
-            virtual_: true,
-            ..Default::default()
-        }),
-        rdma: None,
-    }
-}
-
-/// A driver whose node has the veth ends `links` of `host` (as [`veth`] devices), its state
-/// under `state` (the same `state` again: as after a restart), RDMA in shared mode.
-pub fn veth_driver(host: &Ns, state: &Path, links: &[&str]) -> NetworkDriver {
-    let devices: Vec<NetworkDevice> = links.iter().map(|l| veth(l)).collect();
-    let rescan: Rescan = Arc::new(move || {
-        Ok(dranet_core::Inventory {
-            devices: devices.clone(),
-            ..Default::default()
-        })
-    });
-    let podnet = PodNet::new(Netns::open(host.path()).unwrap(), state.join("podnet")).unwrap();
-    NetworkDriver::builder(podnet, state.join("driver"), rescan)
-        .rdma_mode(NetnsMode::Shared)
-        .build()
-        .unwrap()
-}
-
-/// Pod `pod-<uid>` (namespace `ml`, sandbox `sandbox-<uid>`) in the network namespace `netns`.
-pub fn pod(uid: &str, netns: &Ns) -> PodSandbox {
-    PodSandbox {
-        id: format!("sandbox-{uid}"),
-        name: format!("pod-{uid}"),
-        namespace: "ml".into(),
-        uid: uid.into(),
-        namespaces: vec![Namespace {
-            kind: "network".into(),
-            path: netns.path().display().to_string(),
-        }],
-        ..Default::default()
-    }
 }

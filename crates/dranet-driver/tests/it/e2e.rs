@@ -19,9 +19,8 @@
 //!
 //! Needs root; without root it prints a SKIP line and passes.
 
-#[path = "../../dranet-nri/tests/containerd/lab.rs"]
+#[path = "../../../dranet-nri/tests/containerd/lab.rs"]
 mod lab;
-mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -29,10 +28,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::{Ns, host_with_veth};
 use dranet_core::{Discover, Netdev, NetworkDevice};
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::PodNet;
-use dranet_driver::rdma::NetnsMode;
 use dranet_driver::{NetworkDriver, Rescan, status_writer};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
@@ -42,8 +39,10 @@ use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use dranet_kubeletplugin::{ClaimRef, KubeClient, KubeletPlugin};
 use dranet_nri::RunnerBuilder;
+use dranet_podnet::PodNet;
+use dranet_podnet::netns::Netns;
+use dranet_podnet::rdma::NetnsMode;
 use lab::Lab;
-use support::{Ns, host_with_veth};
 
 const NODE: &str = "node-a";
 const DRIVER: &str = "dra.net";
@@ -155,7 +154,7 @@ impl Daemon {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "driver_child",
+                "e2e::driver_child",
                 "--nocapture",
                 "--test-threads",
                 "1",

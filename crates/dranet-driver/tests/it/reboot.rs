@@ -12,13 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-#[path = "support/mod.rs"]
-mod support;
+use crate::support;
 
 use dranet_core::{Discover, Inventory, Netdev, NetworkDevice};
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::PodNet;
-use dranet_driver::rdma::NetnsMode;
 use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
@@ -28,6 +24,9 @@ use dranet_kubeletplugin::{
     ClaimRef, Driver, KubeletPlugin, Prepared, PreparedClaim, PreparedDevice,
 };
 use dranet_nri::{NriPlugin, PodSandbox};
+use dranet_podnet::PodNet;
+use dranet_podnet::netns::Netns;
+use dranet_podnet::rdma::NetnsMode;
 
 const NODE: &str = "node-a";
 

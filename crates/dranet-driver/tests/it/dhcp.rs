@@ -1,20 +1,16 @@
-//! The DHCP client against a real DHCP server (dnsmasq) in network namespaces the tests make
-//! (root, iproute2 and dnsmasq; iptables for the lost DISCOVER; each test skips with a message
-//! without them): the lease's address, router and MTU, the lease released at unprepare (even by
-//! a restarted driver, from the claim's record), a lost first DISCOVER retransmitted, and the
-//! client's backoff and deadline when no server answers.
-
-mod support;
+//! A claim with `addressing: DHCP` through the driver, against a real DHCP server (dnsmasq) in
+//! network namespaces the tests make (root, iproute2 and dnsmasq; each test skips with a message
+//! without them): the lease released at unprepare (even by a restarted driver, from the claim's
+//! record), and the claims refused at prepare. The client itself is tested in dranet-podnet.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use dranet_driver::NetworkDriver;
-use dranet_driver::dhcp::{self, DhcpError, Timing};
-use dranet_driver::netns::Netns;
 use dranet_kubeletplugin::{Driver, PreparedClaim};
-use support::{Ns, can_run, claims};
+
+use crate::support::{self, Ns, can_run, claims};
 
 const SERVER: &str = "10.77.0.1";
 
@@ -46,10 +42,6 @@ impl Net {
         srv.ip(&["addr", "add", &format!("{SERVER}/24"), "dev", "d0s"]);
         srv.ip(&["link", "set", "d0s", "up"]);
         Net { host, srv }
-    }
-
-    fn host_netns(&self) -> Netns {
-        Netns::open(self.host.path()).unwrap()
     }
 }
 
@@ -138,160 +130,6 @@ impl Drop for Dnsmasq {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn mac_of(ns: &Ns, link: &str) -> String {
-    ns.json(&["link", "show", link])[0]["address"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-/// The client on a host link: the lease's address, prefix, router and MTU; nothing configured
-/// on the host, the link down again as it was; RELEASE removes the lease from dnsmasq's file
-/// and dnsmasq logs it.
-#[tokio::test]
-async fn dhcp_lease_gives_address_router_mtu_and_is_released() {
-    let t = "dhcp_lease_gives_address_router_mtu_and_is_released";
-    if !can_run(t) || !has(t, "dnsmasq", "dnsmasq-base") {
-        return;
-    }
-    let net = Net::new("dhl");
-    let server = Dnsmasq::start(&net.srv);
-    let mac = mac_of(&net.host, "d0");
-    let lease = dhcp::acquire(&net.host_netns(), "d0", None, Timing::default())
-        .await
-        .unwrap();
-    let addr = lease.address.to_string();
-    assert!(addr.starts_with("10.77.0."), "{lease:?}");
-    assert_eq!(lease.prefix_len, 24);
-    assert_eq!(lease.server_id.to_string(), SERVER);
-    assert_eq!(lease.mtu, Some(1400));
-    assert_eq!(lease.lease_secs, Some(3600));
-    assert_eq!(lease.routes.len(), 1);
-    assert_eq!(lease.routes[0].prefix_len, 0);
-    assert_eq!(lease.routes[0].gateway.to_string(), SERVER);
-    assert_eq!(
-        lease.server_mac.map(|b| format!("{b:02x}")).join(":"),
-        mac_of(&net.srv, "d0s")
-    );
-    let leases = server.leases();
-    assert!(leases.contains(&addr) && leases.contains(&mac), "{leases}");
-    // The host: nothing configured on the link, which is down again.
-    let shown = net.host.json(&["addr", "show", "d0"]);
-    assert_eq!(shown[0]["addr_info"], serde_json::json!([]), "{shown}");
-    assert!(
-        !shown[0]["flags"]
-            .as_array()
-            .unwrap()
-            .contains(&serde_json::json!("UP")),
-        "{shown}"
-    );
-
-    dhcp::release(&net.host_netns(), "d0", &lease)
-        .await
-        .unwrap();
-    server.wait_for_leases("lease released", |l| !l.contains(&addr));
-    server.wait_for("DHCPRELEASE logged", |log| {
-        log.lines()
-            .any(|l| l.contains("DHCPRELEASE(d0s)") && l.contains(&addr))
-    });
-}
-
-/// RFC 2131 §4.1: a DISCOVER the network lost is retransmitted. The server's namespace drops
-/// the first DHCP datagram it gets (an iptables quota of one datagram's bytes); the client
-/// still gets its lease, the rule counted exactly one drop, and dnsmasq saw one DISCOVER: the
-/// retransmission. The lease is for the MAC given (a claim's `hardwareAddr`), not the link's.
-#[tokio::test]
-async fn dhcp_retransmits_a_lost_discover() {
-    let t = "dhcp_retransmits_a_lost_discover";
-    if !can_run(t) || !has(t, "dnsmasq", "dnsmasq-base") || !has(t, "iptables", "iptables") {
-        return;
-    }
-    let net = Net::new("dhr");
-    // A DISCOVER is a 328-byte IP datagram: the quota covers the first, not the second.
-    let drop_first = [
-        "INPUT", "-i", "d0s", "-p", "udp", "--dport", "67", "-m", "quota", "--quota", "400", "-j",
-        "DROP",
-    ];
-    let ipt = |args: &[&str]| {
-        let mut all = vec!["ip", "netns", "exec", &net.srv.name, "iptables"];
-        all.extend_from_slice(args);
-        support::run(&all)
-    };
-    ipt(&[&["-A"][..], &drop_first[..]].concat());
-    let server = Dnsmasq::start(&net.srv);
-    let lease = dhcp::acquire(
-        &net.host_netns(),
-        "d0",
-        Some([0x02, 0, 0, 0, 0x77, 0x01]),
-        Timing::default(),
-    )
-    .await
-    .unwrap();
-    let counters = ipt(&["-L", "INPUT", "-v", "-x", "-n"]);
-    let dropped: Vec<&str> = counters
-        .lines()
-        .find(|l| l.contains("DROP"))
-        .unwrap_or_else(|| panic!("{counters}"))
-        .split_whitespace()
-        .take(1)
-        .collect();
-    assert_eq!(
-        dropped,
-        ["1"],
-        "exactly the first DISCOVER dropped:\n{counters}"
-    );
-    let log = server.log();
-    assert_eq!(
-        log.lines()
-            .filter(|l| l.contains("DHCPDISCOVER(d0s)"))
-            .count(),
-        1,
-        "{log}"
-    );
-    let leases = server.leases();
-    assert!(
-        leases.contains("02:00:00:00:77:01") && leases.contains(&lease.address.to_string()),
-        "{leases}"
-    );
-}
-
-/// No server: DISCOVERs only, with growing intervals (at 0, ~0.2, ~0.6, ~1.4 s for a first wait
-/// of 0.2 s; a fixed interval would send about 8 in the 1.5 s), then the deadline's error.
-#[tokio::test]
-async fn dhcp_backs_off_and_gives_up_at_the_deadline() {
-    let t = "dhcp_backs_off_and_gives_up_at_the_deadline";
-    if !can_run(t) {
-        return;
-    }
-    let net = Net::new("dht");
-    let timing = Timing {
-        first_retransmit: Duration::from_millis(200),
-        max_retransmit: Duration::from_secs(64),
-        deadline: Duration::from_millis(1500),
-    };
-    let e = dhcp::acquire(&net.host_netns(), "d0", None, timing)
-        .await
-        .unwrap_err();
-    match &e {
-        DhcpError::Timeout {
-            discovers,
-            requests,
-            naks,
-            ..
-        } => {
-            assert!((2..=4).contains(discovers), "{e}");
-            assert_eq!((*requests, *naks), (0, 0), "{e}");
-        }
-        other => panic!("{other}"),
-    }
-    assert!(e.to_string().contains("is a DHCP server"), "{e}");
-    // No interface, no lease: the error says so.
-    let e = dhcp::acquire(&net.host_netns(), "nope0", None, timing)
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("not on the host"), "{e}");
 }
 
 fn driver(host: &Ns, state: &Path) -> NetworkDriver {

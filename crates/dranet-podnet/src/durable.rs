@@ -1,6 +1,7 @@
 //! Small JSON records kept in a directory, each written so that a crash leaves either the old or
 //! the new file ([`dranet_util::AtomicWrite`]: temporary file created 0600, fsync, rename, fsync
-//! of the directory). The attach journal and the driver's store share this.
+//! of the directory). The attach journal keeps its entries with these, and a driver may keep its
+//! own records the same way.
 
 use std::fs;
 use std::io;
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use dranet_util::AtomicWrite;
 
 /// Creates `dir` (and its parents) with mode 0700.
-pub(crate) fn create_dir(dir: &Path) -> io::Result<()> {
+pub fn create_dir(dir: &Path) -> io::Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -18,7 +19,7 @@ pub(crate) fn create_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Writes `data` to `dir/name` durably.
-pub(crate) fn write(dir: &Path, name: &str, data: &[u8]) -> io::Result<()> {
+pub fn write(dir: &Path, name: &str, data: &[u8]) -> io::Result<()> {
     // The callers name the record in their errors: the OS error is enough here.
     AtomicWrite::new(dir.join(name))
         .write(data)
@@ -26,7 +27,7 @@ pub(crate) fn write(dir: &Path, name: &str, data: &[u8]) -> io::Result<()> {
 }
 
 /// Removes `dir/name`; a missing file is not an error.
-pub(crate) fn remove(dir: &Path, name: &str) -> io::Result<()> {
+pub fn remove(dir: &Path, name: &str) -> io::Result<()> {
     match fs::remove_file(dir.join(name)) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -39,7 +40,7 @@ pub(crate) fn remove(dir: &Path, name: &str) -> io::Result<()> {
 
 /// Reads a record of at most `max` bytes; `None` when there is none. Anything but a regular file
 /// is an error (a symlink planted in our directory is never followed).
-pub(crate) fn read(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+pub fn read(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -58,7 +59,7 @@ pub(crate) fn read(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
 }
 
 /// The records (`*.json`, not temporaries) in `dir`, sorted.
-pub(crate) fn list(dir: &Path) -> io::Result<Vec<PathBuf>> {
+pub fn list(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for d in fs::read_dir(dir)? {
         let d = d?;
@@ -72,4 +73,6 @@ pub(crate) fn list(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-pub(crate) use dranet_util::quarantine;
+/// Moves a record that cannot be read aside, where its reader no longer finds it and an operator
+/// still can.
+pub use dranet_util::quarantine;

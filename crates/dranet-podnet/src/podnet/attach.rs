@@ -11,7 +11,7 @@ use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 use super::configure::Extras;
 use super::journal::{Entry, JOURNAL_VERSION, Journal, Phase};
 use super::messages::format_mac;
-use super::{PodNet, at, check_config, check_link, identity, state};
+use super::{PodNet, PreflightError, at, check_config, identity, preflight, state};
 use crate::netns::Netns;
 use crate::{Error, Result};
 
@@ -134,9 +134,12 @@ impl PodNet {
                 link: req.link.to_string(),
                 netns: self.host.path().to_path_buf(),
             })?;
-        check_link(&link, req.config).map_err(|e| Error::InvalidConfig {
-            device: req.link.to_string(),
-            reason: e.to_string(),
+        let checked = preflight(&self.host, &link, req.config).map_err(|e| match e {
+            PreflightError::Refused(r) => Error::InvalidConfig {
+                device: req.link.to_string(),
+                reason: r.to_string(),
+            },
+            PreflightError::Unreadable(e) => e,
         })?;
         let pod_name = if req.config.interface.name.is_empty() {
             req.link.to_string()
@@ -158,44 +161,23 @@ impl PodNet {
                 ),
             ));
         }
-        let snapshot = state::capture(&host, &link)
+        let mut snapshot = state::capture(&host, &link)
             .await
             .map_err(|e| self.attach_err(req, "record the host state", e))?;
-        // Ethtool: names checked against the device and the original values recorded before
-        // anything changes, so detach can put them back.
-        let mut snapshot = snapshot;
-        let mut eth = match &req.config.ethtool {
-            Some(e) if !e.features.is_empty() || !e.private_flags.is_empty() => {
-                let invalid = |reason: String| Error::InvalidConfig {
-                    device: req.link.to_string(),
-                    reason,
-                };
-                let now = crate::ethtool::features(&self.host, req.link)?;
-                let features = crate::ethtool::resolve(&e.features, &now)
-                    .map_err(|e| invalid(e.to_string()))?;
-                snapshot.ethtool_features =
-                    features.keys().map(|n| (n.clone(), now.is_on(n))).collect();
-                let (all, on) = if e.private_flags.is_empty() {
-                    (Vec::new(), Vec::new())
-                } else {
-                    crate::ethtool::private_flags(&self.host, req.link)?
-                };
-                crate::ethtool::check_private_flags(&e.private_flags, &all)
-                    .map_err(|e| invalid(e.to_string()))?;
-                snapshot.ethtool_private_flags = e
-                    .private_flags
-                    .keys()
-                    .map(|n| (n.clone(), on.contains(n)))
-                    .collect();
-                Extras {
-                    features,
-                    private_flags: e.private_flags.clone(),
-                    rdma_device: None,
-                }
-            }
-            _ => Extras::default(),
+        // Ethtool: the values the pre-flight read are recorded before anything changes, so
+        // detach can put them back.
+        snapshot.ethtool_features = checked.features_before;
+        snapshot.ethtool_private_flags = checked.private_flags_before;
+        let eth = Extras {
+            features: checked.features,
+            private_flags: req
+                .config
+                .ethtool
+                .as_ref()
+                .map(|e| e.private_flags.clone())
+                .unwrap_or_default(),
+            rdma_device: req.rdma_device.map(str::to_string),
         };
-        eth.rdma_device = req.rdma_device.map(str::to_string);
         let mut entry = Entry {
             version: JOURNAL_VERSION,
             key: req.key.to_string(),

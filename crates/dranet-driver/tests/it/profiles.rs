@@ -4,7 +4,7 @@
 //! while. The provider is a fake in memory (the webhook itself is tested in dranet-cloud and on a
 //! real node in `tests/k8s_webhook.rs`).
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -9,37 +9,7 @@
 //! daemon killed in the middle of either leaves nothing behind.
 //!
 //! Everything goes through rtnetlink sockets opened inside the namespaces ([`Netns`]); no
-//! command is executed.
-//!
-//! ```no_run
-//! use dranet_core::NetworkConfig;
-//! use dranet_driver::netns::Netns;
-//! use dranet_driver::podnet::{AttachRequest, PodNet};
-//!
-//! # async fn f() -> Result<(), dranet_driver::Error> {
-//! // At start: the daemon's own namespace, and give back what crashed pods left behind.
-//! let podnet = PodNet::new(Netns::current()?, "/var/lib/dranet/podnet")?;
-//! podnet.recover(|entry| entry.owner == "sandbox-still-running").await?;
-//!
-//! let mut config = NetworkConfig::default();
-//! config.interface.name = "net1".into();
-//! let attached = podnet
-//!     .attach(&AttachRequest {
-//!         key: "claim-uid-eth3",
-//!         owner: "sandbox-id",
-//!         link: "eth3",
-//!         pod_netns: "/var/run/netns/cni-1234".as_ref(),
-//!         config: &config,
-//!         rdma_device: Some("mlx5_3"),
-//!     })
-//!     .await?;
-//! println!("{} has {:?}", attached.pod_name, attached.addresses);
-//!
-//! // When the pod stops:
-//! podnet.detach("claim-uid-eth3").await?;
-//! # Ok(())
-//! # }
-//! ```
+//! command is executed. The crate's documentation has an example.
 //!
 //! A config whose `interface.type` is `IPVLAN` or `Macvlan` does not move the link: the pod
 //! gets a child of it, made in its namespace, recorded in a journal of its own and deleted on
@@ -84,7 +54,7 @@ pub use journal::{Entry, JOURNAL_VERSION, Journal, Phase};
 pub use messages::{format_mac, parse_cidr, parse_mac};
 pub use restore::Recovery;
 pub use state::{HostLink, Peer, RawMessage};
-pub use validate::{ConfigRefusal, check_config, check_link};
+pub use validate::{ConfigRefusal, Preflight, PreflightError, check_config, check_link, preflight};
 
 use crate::Result;
 use crate::netns::{Netns, NetnsId};

@@ -1,17 +1,21 @@
 //! What in a [`NetworkConfig`] cannot be applied, found before anything changes: the values the
 //! kernel refuses (checked as the kernel checks them), the fields dranet-rs does not implement
-//! yet, and the limits of the device itself. The driver runs [`check_config`] and
-//! [`check_link`] at prepare, so a claim's author sees the error on the claim, and
-//! [`PodNet::attach`](super::PodNet::attach) runs them again before its journal is written.
+//! yet, and the limits of the device itself. A driver runs [`check_config`] when it reads a
+//! claim and [`preflight`] (the device's limits and its ethtool names) at prepare, so a claim's
+//! author sees the error on the claim; [`PodNet::attach`](super::PodNet::attach) runs both again
+//! before its journal is written.
 //!
 //! Messages speak of the claim's fields (`interface.mtu`), never of the host.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use dranet_core::NetworkConfig;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 
 use super::messages::{parse_cidr, parse_mac};
+use crate::ethtool::{self, FeatureError};
+use crate::netns::Netns;
 
 /// Why a configuration cannot be applied, in the claim's terms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +28,9 @@ pub enum ConfigRefusal {
         /// What is wrong with it.
         reason: String,
     },
+    /// An ethtool feature or private flag the device does not have or cannot change.
+    #[error(transparent)]
+    Ethtool(#[from] FeatureError),
 }
 
 fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigRefusal {
@@ -181,6 +188,81 @@ pub fn check_link(link: &LinkMessage, c: &NetworkConfig) -> Result<(), ConfigRef
         }
     }
     Ok(())
+}
+
+/// What [`preflight`] read of the device: the ethtool settings to apply and their values now,
+/// which [`PodNet::attach`](super::PodNet::attach) records so that detach can put them back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preflight {
+    /// The features to set, by kernel name (`ethtool -K` names expanded; fixed features
+    /// already at the value asked for left out).
+    pub features: BTreeMap<String, bool>,
+    /// The values of [`features`](Self::features) now.
+    pub features_before: BTreeMap<String, bool>,
+    /// The private flags asked for, with their values now.
+    pub private_flags_before: BTreeMap<String, bool>,
+}
+
+/// Why [`preflight`] did not pass a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    /// The configuration cannot be applied to this device (in the claim's terms).
+    #[error(transparent)]
+    Refused(#[from] ConfigRefusal),
+    /// The device's ethtool settings could not be read, so the configuration was not checked
+    /// against them.
+    #[error(transparent)]
+    Unreadable(#[from] crate::Error),
+}
+
+/// Checks `config` against the device `link` (as the host namespace `host` lists it) before
+/// anything changes: its limits ([`check_link`]), then the ethtool features and private flags
+/// asked for against the device's, read over ethtool netlink in `host`. What the device has now
+/// is returned for the caller to record. The configuration's own rules are [`check_config`]'s.
+pub fn preflight(
+    host: &Netns,
+    link: &LinkMessage,
+    config: &NetworkConfig,
+) -> Result<Preflight, PreflightError> {
+    check_link(link, config)?;
+    let mut out = Preflight::default();
+    let Some(e) = config
+        .ethtool
+        .as_ref()
+        .filter(|e| !e.features.is_empty() || !e.private_flags.is_empty())
+    else {
+        return Ok(out);
+    };
+    let name = link
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            LinkAttribute::IfName(n) => Some(n.as_str()),
+            _ => None,
+        })
+        .ok_or_else(|| crate::Error::LinkNotFound {
+            link: format!("index {}", link.header.index),
+            netns: host.path().to_path_buf(),
+        })?;
+    if !e.features.is_empty() {
+        let now = ethtool::features(host, name)?;
+        out.features = ethtool::resolve(&e.features, &now).map_err(ConfigRefusal::from)?;
+        out.features_before = out
+            .features
+            .keys()
+            .map(|n| (n.clone(), now.is_on(n)))
+            .collect();
+    }
+    if !e.private_flags.is_empty() {
+        let (all, on) = ethtool::private_flags(host, name)?;
+        ethtool::check_private_flags(&e.private_flags, &all).map_err(ConfigRefusal::from)?;
+        out.private_flags_before = e
+            .private_flags
+            .keys()
+            .map(|n| (n.clone(), on.contains(n)))
+            .collect();
+    }
+    Ok(out)
 }
 
 /// The kernel's `dev_valid_name`, and no `%` (the kernel reads `net%d` as a pattern and picks a

@@ -4,18 +4,18 @@
 //! rollback of a failed attach, and by recovery after the daemon is killed mid-create — with the
 //! parent's host and the other pod unchanged (full iproute2 dumps).
 
-mod support;
+use crate::support;
 
 use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{Ns, can_run};
 use dranet_core::interface_type::table_for_name;
 use dranet_core::{Addressing, InterfaceConfig, InterfaceType, NetworkConfig, RouteConfig};
-use dranet_driver::Error;
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::{AttachRequest, PodNet, StepHook};
-use support::{Ns, can_run};
+use dranet_podnet::Error;
+use dranet_podnet::netns::Netns;
+use dranet_podnet::{AttachRequest, PodNet, StepHook};
 
 /// A host whose `v0` (a veth end, up, addressed, with the host's default route through it) is
 /// the NIC the pods share.
@@ -332,7 +332,7 @@ async fn a_daemon_killed_mid_create_leaves_no_orphan_child_after_restart() {
             .unwrap();
         let (host_before, pod_before, other_before) = (h.dump(), p.dump(), other.dump());
         support::rerun_until_killed(
-            "child_crash_helper",
+            "child::child_crash_helper",
             &h.path(),
             &p.path(),
             journal.path(),

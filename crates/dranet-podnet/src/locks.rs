@@ -1,13 +1,13 @@
 //! Async locks by name, so that work on different things runs side by side while two
-//! operations on one thing never interleave: podnet's attachment keys and host links, and a
-//! claim's profile work. A lock exists while someone holds or waits for it.
+//! operations on one thing never interleave: attachment keys and host links. A lock exists
+//! while someone holds or waits for it.
 //!
-//! Podnet's order, so that no two operations wait on each other: the key first, then the links,
+//! The order, so that no two operations wait on each other: the key first, then the links,
 //! sorted.
 
-use dranet_kubeletplugin::{NamedGuard, NamedLocks};
+use dranet_util::{NamedGuard, NamedLocks};
 
-/// The driver's locks, named by what they guard.
+/// Podnet's locks, named by what they guard.
 #[derive(Debug, Default)]
 pub(crate) struct Locks {
     named: NamedLocks,
@@ -17,11 +17,6 @@ pub(crate) struct Locks {
 pub(crate) type Held<'a> = NamedGuard<'a>;
 
 impl Locks {
-    /// The lock of claim `uid`'s profile work (asking the provider, releasing what it gave).
-    pub(crate) async fn claim(&self, uid: &str) -> Held<'_> {
-        self.named.lock(format!("claim:{uid}")).await
-    }
-
     /// The lock of attachment `key`.
     pub(crate) async fn key(&self, key: &str) -> Held<'_> {
         self.named.lock(format!("key:{key}")).await

@@ -1,22 +1,22 @@
 //! The driver's claim handling on the fixtures of real nodes, without root: which configuration
 //! applies, what is refused and why, and exactly which RDMA char devices each pod's containers
-//! get. Moving links into pods is covered as root by `podnet.rs` and `e2e.rs`.
+//! get. Moving links into pods is covered as root by dranet-podnet's tests and `e2e.rs`.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::support::claims::{claim, opaque};
 use dranet_core::{CharDeviceKind, Discover, Inventory};
-use dranet_driver::podnet::Attached;
 use dranet_driver::{ClaimReader, NetworkDriver};
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
     DeviceAllocationConfiguration, ResourceClaimConsumerReference,
 };
 use dranet_nri::PodSandbox;
-use support::claims::{claim, opaque};
+use dranet_podnet::Attached;
 
 struct Node {
     _dir: tempfile::TempDir,

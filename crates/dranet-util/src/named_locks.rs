@@ -1,6 +1,7 @@
 //! Async locks by name: work on different names runs side by side, two holders of one name
-//! never overlap. The plugin serializes the calls for one claim with them; a driver can take
-//! its own (by claim, by host link) the same way. A name's lock exists only while someone holds
+//! never overlap (feature `tokio`). The kubelet plugin serializes the calls for one claim with
+//! them; podnet serializes the work on one attachment and one host link, the driver a claim's
+//! profile work. A name's lock exists only while someone holds
 //! or waits for it, so a node's history of claims does not accumulate.
 
 use std::collections::HashMap;

@@ -3,16 +3,16 @@
 //! permanent neighbours) must be identical before the attach and after the detach, after every
 //! injected failure, and after a crash and recovery.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 
+use crate::support::{Ns, can_run, host_with_macvlan, host_with_veth};
 use dranet_core::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
 };
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::{AttachRequest, PodNet};
-use support::{Ns, can_run, host_with_macvlan, host_with_veth};
+use dranet_podnet::netns::Netns;
+use dranet_podnet::{AttachRequest, PodNet};
 
 fn podnet(h: &Ns, journal: &std::path::Path) -> PodNet {
     PodNet::new(Netns::open(h.path()).unwrap(), journal).unwrap()
@@ -88,8 +88,8 @@ fn full_config() -> NetworkConfig {
 }
 
 /// The link's ethtool features, as the kernel reports them.
-fn features(ns: &Ns, dev: &str) -> dranet_driver::ethtool::Features {
-    dranet_driver::ethtool::features(&Netns::open(ns.path()).unwrap(), dev).unwrap()
+fn features(ns: &Ns, dev: &str) -> dranet_podnet::ethtool::Features {
+    dranet_podnet::ethtool::features(&Netns::open(ns.path()).unwrap(), dev).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,7 +305,7 @@ async fn a_failure_at_any_step_leaves_both_namespaces_as_they_were() {
         "done",
     ] {
         let fail_at = step.to_string();
-        let hook: dranet_driver::podnet::StepHook = Arc::new(move |s: &str| {
+        let hook: dranet_podnet::StepHook = Arc::new(move |s: &str| {
             if s == fail_at {
                 Err(format!("injected failure at {s}"))
             } else {
@@ -533,7 +533,13 @@ async fn crash_and_recover(step: &str) {
     let host_before = h.dump();
     let pod_before = p.dump();
     let features_before = features(&h, "v0");
-    support::rerun_until_killed("crash_child", &h.path(), &p.path(), journal.path(), step);
+    support::rerun_until_killed(
+        "podnet::crash_child",
+        &h.path(),
+        &p.path(),
+        journal.path(),
+        step,
+    );
     assert_ne!(
         h.dump(),
         host_before,
@@ -748,20 +754,20 @@ async fn an_rdma_device_is_handled_by_the_subsystems_netns_mode() {
     let pod_path = p.path();
     let mut r = req("claim-9-v0", "sandbox-9", "v0", &pod_path, &cfg);
     r.rdma_device = Some("mlx5_0");
-    match dranet_driver::rdma::netns_mode() {
+    match dranet_podnet::rdma::netns_mode() {
         Err(_) => {
             let err = pn.attach(&r).await.unwrap_err().to_string();
             assert!(err.contains("rdma device mlx5_0"), "{err}");
             assert_eq!(h.dump(), host_before);
             assert_eq!(p.dump(), pod_before);
         }
-        Ok(dranet_driver::rdma::NetnsMode::Shared) => {
+        Ok(dranet_podnet::rdma::NetnsMode::Shared) => {
             pn.attach(&r).await.unwrap();
             assert!(pn.journal().entries().unwrap()[0].rdma_device.is_none());
             pn.detach("claim-9-v0").await.unwrap();
             assert_eq!(h.dump(), host_before);
         }
-        Ok(dranet_driver::rdma::NetnsMode::Exclusive) => {
+        Ok(dranet_podnet::rdma::NetnsMode::Exclusive) => {
             eprintln!("SKIP: exclusive RDMA netns mode needs a real RDMA device named in the test");
         }
     }
@@ -897,7 +903,7 @@ async fn attaches_of_different_links_run_side_by_side() {
     let stalled = Arc::new(AtomicBool::new(false));
     let released_by_second = Arc::new(AtomicBool::new(false));
     let (g, s, r) = (gate.clone(), stalled.clone(), released_by_second.clone());
-    let hook: dranet_driver::podnet::StepHook = Arc::new(move |step: &str| {
+    let hook: dranet_podnet::StepHook = Arc::new(move |step: &str| {
         if step == "sysctl" && !s.swap(true, Ordering::SeqCst) {
             let (m, cv) = &*g;
             let mut st = m.lock().unwrap();
@@ -989,7 +995,7 @@ fn the_daemons_own_namespace_is_refused_as_a_pod_namespace() {
         .arg(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "own_netns_child",
+            "podnet::own_netns_child",
             "--nocapture",
             "--test-threads",
             "1",
@@ -1245,7 +1251,7 @@ async fn a_failed_rollback_is_said_and_the_entry_kept_for_the_next_try() {
     let p = Ns::new("rbfail-p");
     let journal = tempfile::tempdir().unwrap();
     let host_before = h.dump();
-    let hook: dranet_driver::podnet::StepHook = Arc::new(|s: &str| match s {
+    let hook: dranet_podnet::StepHook = Arc::new(|s: &str| match s {
         "route" => Err("injected failure at route".into()),
         "detach:move" => Err("injected failure at detach:move".into()),
         _ => Ok(()),
@@ -1278,8 +1284,7 @@ async fn a_failed_rollback_is_said_and_the_entry_kept_for_the_next_try() {
     assert_eq!(h.dump(), host_before);
 }
 
-#[path = "../../dranet-discovery/tests/support/bpf.rs"]
-mod bpf;
+use crate::support::bpf;
 
 /// The link's eBPF programs as discovery sees them, in `ns`.
 fn ebpf_of(ns: &Ns, link: &str) -> dranet_core::EbpfPrograms {
