@@ -51,6 +51,11 @@
 
 #![warn(missing_docs)]
 
+// The README's example compiles.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 use std::io;
 use std::path::PathBuf;
 
