@@ -1,5 +1,7 @@
-//! Network namespaces for podnet tests, built and inspected with iproute2 (an independent oracle:
-//! the tests never judge our netlink code with our netlink code).
+//! Network namespaces for the driver's tests, built and inspected with iproute2 (an independent
+//! oracle: the tests never judge our netlink code with our netlink code), and drivers and pods
+//! on them. dranet-podnet's tests have the same namespace helpers (with more: crash re-runs, a
+//! macvlan host) in their own support module, until a test kit crate holds them.
 
 #![allow(dead_code)]
 
@@ -99,19 +101,6 @@ impl Ns {
             "-c",
             &format!("echo {value} > /proc/sys/{key}"),
         ]);
-    }
-
-    pub fn read_sysctl(&self, key: &str) -> String {
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &self.name,
-            "cat",
-            &format!("/proc/sys/{key}"),
-        ])
-        .trim()
-        .to_string()
     }
 
     pub fn json(&self, args: &[&str]) -> Value {
@@ -247,21 +236,6 @@ pub fn host_with_veth(tag: &str) -> Ns {
     h
 }
 
-/// A host namespace with a macvlan `mv0` on a veth `low0`, configured like [`host_with_veth`].
-pub fn host_with_macvlan(tag: &str) -> Ns {
-    let h = Ns::new(tag);
-    h.ip(&[
-        "link", "add", "low0", "type", "veth", "peer", "name", "low0p",
-    ]);
-    h.ip(&["link", "set", "low0", "up"]);
-    h.ip(&["link", "set", "low0p", "up"]);
-    h.ip(&[
-        "link", "add", "link", "low0", "name", "mv0", "type", "macvlan", "mode", "bridge",
-    ]);
-    busy_link(&h, "mv0");
-    h
-}
-
 fn busy_link(h: &Ns, dev: &str) {
     h.ip(&[
         "link",
@@ -311,46 +285,6 @@ fn busy_link(h: &Ns, dev: &str) {
         "nud",
         "permanent",
     ]);
-}
-
-/// A step hook that SIGKILLs this process at step `at`: the crash tests re-run their own test
-/// binary as a child with it (see [`rerun_until_killed`]).
-pub fn killing_hook(at: String) -> dranet_podnet::StepHook {
-    std::sync::Arc::new(move |s: &str| {
-        if s == at {
-            let _ = Command::new("kill")
-                .args(["-9", &std::process::id().to_string()])
-                .status();
-            std::thread::sleep(std::time::Duration::from_secs(10));
-        }
-        Ok(())
-    })
-}
-
-/// Re-runs this test binary's `test` alone with the crash environment (host and pod namespace,
-/// journal, step) and checks it died by SIGKILL.
-pub fn rerun_until_killed(
-    test: &str,
-    host: &std::path::Path,
-    pod: &std::path::Path,
-    journal: &std::path::Path,
-    step: &str,
-) {
-    use std::os::unix::process::ExitStatusExt;
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
-        .env("DRANET_T_HOST", host)
-        .env("DRANET_T_POD", pod)
-        .env("DRANET_T_JOURNAL", journal)
-        .env("DRANET_T_CRASH_AT", step)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.signal(),
-        Some(9),
-        "{test} should die by SIGKILL at {step}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A veth end as a netdev device, published as `dev-<name>` so that messages can be checked for
