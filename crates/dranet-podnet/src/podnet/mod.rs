@@ -35,13 +35,13 @@ mod carry;
 mod child;
 mod child_journal;
 mod configure;
-mod ebpf;
 mod health;
 mod identity;
 mod journal;
 pub(crate) mod messages;
 mod restore;
 mod state;
+mod steps;
 mod validate;
 
 use std::io;

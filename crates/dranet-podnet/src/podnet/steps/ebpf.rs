@@ -8,11 +8,21 @@ use std::io;
 use dranet_discovery::ebpf::{detach_tcx, tc_bpf_filters, tcx_programs};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
-use super::{StepResult, at};
+use super::super::{StepResult, at};
+use super::Attaching;
 use crate::netns::{Netns, Rtnl};
 
+/// `ebpf`, when the claim asks for it.
+pub(in super::super) async fn apply(a: &Attaching<'_>) -> StepResult<()> {
+    if a.cfg.interface.disable_ebpf_programs != Some(true) {
+        return Ok(());
+    }
+    a.podnet.step("ebpf")?;
+    detach_all(a.pod, a.podr, a.pod_index).await
+}
+
 /// Detaches every TC and TCX program of link `index` in the pod.
-pub(super) async fn detach_all(pod: &Netns, podr: &Rtnl, index: u32) -> StepResult<()> {
+async fn detach_all(pod: &Netns, podr: &Rtnl, index: u32) -> StepResult<()> {
     let filters = tc_bpf_filters(podr.handle(), index)
         .await
         .map_err(|e| at("list the link's TC filters")(io::Error::other(e)))?;
