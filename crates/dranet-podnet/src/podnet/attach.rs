@@ -8,9 +8,9 @@ use std::path::Path;
 use dranet_core::NetworkConfig;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 
-use super::configure::Extras;
 use super::journal::{Entry, JOURNAL_VERSION, Journal, Phase};
 use super::messages::format_mac;
+use super::steps::Extras;
 use super::{PodNet, PreflightError, at, check_config, identity, preflight, state};
 use crate::netns::Netns;
 use crate::{Error, Result};

@@ -33,10 +33,10 @@ use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteMessage}
 
 use super::attach::{AttachRequest, Attached};
 use super::child_journal::{CHILD_JOURNAL_VERSION, ChildEntry};
-use super::configure::{create, nonneg};
 use super::journal::{Journal, Phase};
 use super::messages::{address_message, neighbour_message, parse_cidr, parse_mac, rule_message};
 use super::messages::{route_message, set_up};
+use super::steps::{create, nonneg};
 use super::{ENOENT, PodNet, RawMessage, StepResult, at, identity, is_errno};
 use crate::netns::{Netns, Rtnl, link_name};
 use crate::{Error, Result};

@@ -5,30 +5,16 @@
 //! host's recorded state (the pod's rules, a VRF we created, an RDMA device moved in exclusive
 //! mode) is noted in the journal entry as it is done.
 
-use std::collections::BTreeMap;
-use std::io;
-
 use dranet_core::NetworkConfig;
-use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
-use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::LinkMessage;
 
 use super::journal::Entry;
 use super::steps::{
-    Attaching, addresses, ebpf, ethtool, link, mtu_mac, neighbours, rdma, routes, rules, sysctl,
-    vrf,
+    Attaching, Extras, addresses, ebpf, ethtool, link, mtu_mac, neighbours, rdma, routes, rules,
+    sysctl, vrf,
 };
 use super::{PodNet, StepResult, at, carry};
 use crate::netns::{Netns, Rtnl};
-
-/// What goes to the pod besides the link's netlink configuration: ethtool settings (kernel
-/// feature names) and the RDMA device.
-#[derive(Debug, Default)]
-pub(super) struct Extras {
-    pub(super) features: BTreeMap<String, bool>,
-    pub(super) private_flags: BTreeMap<String, bool>,
-    pub(super) rdma_device: Option<String>,
-}
 
 impl PodNet {
     /// Moves the link into `pod` and applies `cfg` there, step by step (see `steps`), recording
@@ -88,22 +74,4 @@ impl PodNet {
             .unwrap_or(moved);
         Ok((link, addresses))
     }
-}
-
-/// Adds `msg` in the pod. One that exists already is an error: the pod's is not ours to take
-/// over, nor to remove at detach.
-pub(super) async fn create(podr: &Rtnl, msg: RouteNetlinkMessage, step: String) -> StepResult<()> {
-    podr.request(msg, NLM_F_CREATE | NLM_F_EXCL)
-        .await
-        .map(drop)
-        .map_err(at(step))
-}
-
-pub(super) fn nonneg(v: i32, what: &str) -> StepResult<u32> {
-    u32::try_from(v).map_err(|_| {
-        at(what.to_string())(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{what} {v} is negative"),
-        ))
-    })
 }

@@ -3,9 +3,9 @@
 
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
-use super::super::configure::create;
 use super::super::messages::{address_message, parse_cidr};
 use super::super::{PodNet, StepResult, at, state};
+use super::create;
 use super::{Attaching, Restoring};
 
 /// `address`, once per address; the addresses the pod got.

@@ -31,14 +31,25 @@ pub(super) mod rules;
 pub(super) mod sysctl;
 pub(super) mod vrf;
 
+use std::collections::BTreeMap;
+use std::io;
+
 use dranet_core::NetworkConfig;
 use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 
-use super::configure::Extras;
 use super::journal::Entry;
-use super::{EEXIST, PodNet, RawMessage, is_errno};
+use super::{EEXIST, PodNet, RawMessage, StepResult, at, is_errno};
 use crate::netns::{Netns, Rtnl};
+
+/// What goes to the pod besides the link's netlink configuration: ethtool settings (kernel
+/// feature names) and the RDMA device.
+#[derive(Debug, Default)]
+pub(super) struct Extras {
+    pub(super) features: BTreeMap<String, bool>,
+    pub(super) private_flags: BTreeMap<String, bool>,
+    pub(super) rdma_device: Option<String>,
+}
 
 /// What the steps of one attach work on.
 pub(super) struct Attaching<'a> {
@@ -94,4 +105,22 @@ impl Restoring<'_> {
             Err(x) => self.failures.push(format!("{}: {x}", raw.summary)),
         }
     }
+}
+
+/// Adds `msg` in the pod. One that exists already is an error: the pod's is not ours to take
+/// over, nor to remove at detach.
+pub(super) async fn create(podr: &Rtnl, msg: RouteNetlinkMessage, step: String) -> StepResult<()> {
+    podr.request(msg, NLM_F_CREATE | NLM_F_EXCL)
+        .await
+        .map(drop)
+        .map_err(at(step))
+}
+
+pub(super) fn nonneg(v: i32, what: &str) -> StepResult<u32> {
+    u32::try_from(v).map_err(|_| {
+        at(what.to_string())(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} {v} is negative"),
+        ))
+    })
 }

@@ -4,9 +4,9 @@
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 
-use super::super::configure::nonneg;
 use super::super::messages::{parse_mac, set_up};
 use super::super::{PodNet, StepResult, at};
+use super::nonneg;
 use super::{Attaching, Restoring};
 use crate::netns::link_name;
 

@@ -8,9 +8,9 @@ use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::neighbour::{NeighbourAttribute, NeighbourMessage};
 
-use super::super::configure::create;
 use super::super::messages::{neighbour_message, parse_mac};
 use super::super::{EEXIST, PodNet, RawMessage, StepResult, at, is_errno};
+use super::create;
 use super::{Attaching, Restoring};
 
 /// `neighbour`, once per neighbour of the claim.

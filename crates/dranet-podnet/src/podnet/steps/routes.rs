@@ -6,10 +6,10 @@ use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage};
 
-use super::super::configure::create;
 use super::super::messages::route_message;
 use super::super::state::RawMessage;
 use super::super::{EEXIST, EHOSTUNREACH, ENETUNREACH, PodNet, StepResult, at, carry, is_errno};
+use super::create;
 use super::{Attaching, Restoring};
 
 /// `route`, once per host route: before the claim's, as a claim route may go through one of

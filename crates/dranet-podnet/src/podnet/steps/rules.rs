@@ -6,10 +6,10 @@ use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::rule::RuleMessage;
 
-use super::super::configure::create;
 use super::super::journal::Entry;
 use super::super::messages::rule_message;
 use super::super::{EEXIST, ENOENT, ESRCH, PodNet, RawMessage, StepResult, at, is_errno};
+use super::create;
 use super::{Attaching, Restoring};
 use crate::netns::Rtnl;
 
