@@ -12,7 +12,7 @@ use super::journal::{Entry, JOURNAL_VERSION, Journal, Phase};
 use super::messages::format_mac;
 use super::steps::Extras;
 use super::{PodNet, PreflightError, at, check_config, identity, preflight, state};
-use crate::netns::Netns;
+use crate::netns::{Netns, Rtnl};
 use crate::{Error, Result};
 
 /// What to attach.
@@ -105,21 +105,10 @@ impl PodNet {
             links.push(&e.host.name);
         }
         let _links = self.locks.links(&links).await;
-        if let Some(e) = existing {
-            if e.owner == req.owner && e.phase == Phase::Attached && e.host.name == req.link {
-                if let Some(a) = self.still_attached(req, &e).await? {
-                    return Ok(a);
-                }
-            } else if e.owner != req.owner && self.pod_netns(&e)?.is_some() {
-                return Err(Error::InUse {
-                    link: e.host.name.clone(),
-                    owner: e.owner.clone(),
-                });
-            }
-            // An interrupted attachment, or one of a sandbox whose namespace is gone: give the
-            // host its link back first.
-            self.restore_entry(&e).await?;
-            self.journal.remove(&e.key)?;
+        if let Some(e) = existing
+            && let Some(a) = self.settle_existing(req, e).await?
+        {
+            return Ok(a);
         }
         self.validate(req.link, req.config)?;
 
@@ -178,7 +167,7 @@ impl PodNet {
                 .unwrap_or_default(),
             rdma_device: req.rdma_device.map(str::to_string),
         };
-        let mut entry = Entry {
+        let entry = Entry {
             version: JOURNAL_VERSION,
             key: req.key.to_string(),
             owner: req.owner.to_string(),
@@ -194,13 +183,26 @@ impl PodNet {
             pod_l3mdev_rules: false,
             rdma_device: None,
         };
+        self.journal_and_configure(req, (&host, &pod, &podr), entry, &eth)
+            .await
+    }
+
+    /// Journals `entry` (the host's state, before anything changes), configures the link in the
+    /// pod, and journals it attached; on failure rolls back what was done.
+    async fn journal_and_configure(
+        &self,
+        req: &AttachRequest<'_>,
+        (host, pod, podr): (&Rtnl, &Netns, &Rtnl),
+        mut entry: Entry,
+        eth: &Extras,
+    ) -> Result<Attached> {
         if let Err(e) = self.step("journal") {
             return Err(self.attach_err(req, &e.step, e.source));
         }
         self.journal.write(&entry)?;
 
         let configured = match self
-            .configure(&host, &pod, &podr, &mut entry, req.config, &eth)
+            .configure(host, pod, podr, &mut entry, req.config, eth)
             .await
         {
             Ok((link, addresses)) => {
@@ -234,6 +236,25 @@ impl PodNet {
             source: e.source,
             rollback,
         })
+    }
+
+    /// An entry already under the request's key: the same attachment retried (answered again
+    /// when the link is still in the pod), a live pod's (refused), or one to give back first (an
+    /// interrupted attachment, or one of a sandbox whose namespace is gone).
+    async fn settle_existing(&self, req: &AttachRequest<'_>, e: Entry) -> Result<Option<Attached>> {
+        if e.owner == req.owner && e.phase == Phase::Attached && e.host.name == req.link {
+            if let Some(a) = self.still_attached(req, &e).await? {
+                return Ok(Some(a));
+            }
+        } else if e.owner != req.owner && self.pod_netns(&e)?.is_some() {
+            return Err(Error::InUse {
+                link: e.host.name.clone(),
+                owner: e.owner.clone(),
+            });
+        }
+        self.restore_entry(&e).await?;
+        self.journal.remove(&e.key)?;
+        Ok(None)
     }
 
     /// Opens the pod's namespace and its identity, refusing the host's own.

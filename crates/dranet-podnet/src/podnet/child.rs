@@ -169,103 +169,9 @@ impl PodNet {
         gateways: &[IpAddr],
     ) -> StepResult<Attached> {
         let iface = &cfg.interface;
-        self.step("create")?;
-        // Created by the host's socket (the parent's index is the host's) straight into the
-        // pod's namespace: the child never exists on the host, under any name.
-        let mut m = LinkMessage::default();
-        m.attributes
-            .push(LinkAttribute::IfName(entry.pod_name.clone()));
-        m.attributes.push(LinkAttribute::Link(entry.parent_index));
-        m.attributes
-            .push(LinkAttribute::NetNsFd(pod.as_fd().as_raw_fd()));
-        if let Some(mtu) = iface.mtu {
-            m.attributes.push(LinkAttribute::Mtu(nonneg(mtu, "mtu")?));
-        }
-        m.attributes
-            .push(LinkAttribute::LinkInfo(match entry.r#type {
-                InterfaceType::Ipvlan => vec![
-                    LinkInfo::Kind(InfoKind::IpVlan),
-                    LinkInfo::Data(InfoData::IpVlan(vec![
-                        InfoIpVlan::Mode(IpVlanMode::L2),
-                        InfoIpVlan::Flags(IpVlanFlags::empty()),
-                    ])),
-                ],
-                _ => vec![
-                    LinkInfo::Kind(InfoKind::MacVlan),
-                    LinkInfo::Data(InfoData::MacVlan(vec![InfoMacVlan::Mode(
-                        MacVlanMode::Bridge,
-                    )])),
-                ],
-            }));
-        let what = format!(
-            "create {} child {} of {}",
-            entry.r#type.as_str(),
-            entry.pod_name,
-            entry.parent
-        );
-        host.request(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL)
-            .await
-            .map_err(at(what.clone()))?;
-        let link = find_child(podr, entry)
-            .await
-            .map_err(at(what.clone()))?
-            .ok_or_else(|| at(what)(io::Error::other("created, but not in the pod")))?;
+        let link = self.create_child(host, pod, podr, entry, cfg).await?;
         let index = link.header.index;
-        entry.pod_index = Some(index);
-        self.children
-            .write(entry)
-            .map_err(|e| at("journal")(io::Error::other(e)))?;
-
-        self.step("link")?;
-        let mut m = LinkMessage::default();
-        m.header.index = index;
-        for (value, attr) in [
-            (
-                iface.gso_max_size,
-                LinkAttribute::GsoMaxSize as fn(u32) -> LinkAttribute,
-            ),
-            (iface.gro_max_size, LinkAttribute::GroMaxSize),
-            (iface.gso_ipv4_max_size, LinkAttribute::GsoIpv4MaxSize),
-            (iface.gro_ipv4_max_size, LinkAttribute::GroIpv4MaxSize),
-        ] {
-            if let Some(v) = value {
-                m.attributes.push(attr(nonneg(v, "gso/gro size")?));
-            }
-        }
-        if !m.attributes.is_empty() {
-            podr.request(RouteNetlinkMessage::SetLink(m), 0)
-                .await
-                .map_err(at("set gso/gro sizes"))?;
-        }
-
-        self.step("sysctl")?;
-        let name = entry.pod_name.clone();
-        let mut sysctls: Vec<(String, String)> = Vec::new();
-        for (key, v) in [
-            ("arp_ignore", iface.arp_ignore),
-            ("arp_announce", iface.arp_announce),
-        ] {
-            if let Some(v) = v {
-                sysctls.push((format!("ipv4/conf/{name}/{key}"), v.to_string()));
-            }
-        }
-        if let Some(f) = iface.forwarding {
-            for fam in ["ipv4", "ipv6"] {
-                sysctls.push((
-                    format!("{fam}/conf/{name}/forwarding"),
-                    u8::from(f).to_string(),
-                ));
-            }
-        }
-        if !sysctls.is_empty() {
-            pod.run(|| {
-                sysctls.iter().try_for_each(|(k, v)| {
-                    std::fs::write(Path::new("/proc/sys/net").join(k), v)
-                        .map_err(at(format!("sysctl {k}={v}")))
-                })
-            })
-            .map_err(|e| at("sysctl")(io::Error::other(e)))??;
-        }
+        self.child_link(pod, podr, entry, cfg, index).await?;
 
         let addresses = if cfg.addressing() == Addressing::Unnumbered {
             Vec::new()
@@ -341,6 +247,128 @@ impl PodNet {
             .map_err(at("read the child"))?
             .unwrap_or(link);
         Ok(attached(entry, &link, addresses))
+    }
+
+    /// `create`: the child made in the pod under its pod name, found there, and journaled.
+    async fn create_child(
+        &self,
+        host: &Rtnl,
+        pod: &Netns,
+        podr: &Rtnl,
+        entry: &mut ChildEntry,
+        cfg: &NetworkConfig,
+    ) -> StepResult<LinkMessage> {
+        let iface = &cfg.interface;
+        self.step("create")?;
+        // Created by the host's socket (the parent's index is the host's) straight into the
+        // pod's namespace: the child never exists on the host, under any name.
+        let mut m = LinkMessage::default();
+        m.attributes
+            .push(LinkAttribute::IfName(entry.pod_name.clone()));
+        m.attributes.push(LinkAttribute::Link(entry.parent_index));
+        m.attributes
+            .push(LinkAttribute::NetNsFd(pod.as_fd().as_raw_fd()));
+        if let Some(mtu) = iface.mtu {
+            m.attributes.push(LinkAttribute::Mtu(nonneg(mtu, "mtu")?));
+        }
+        m.attributes
+            .push(LinkAttribute::LinkInfo(match entry.r#type {
+                InterfaceType::Ipvlan => vec![
+                    LinkInfo::Kind(InfoKind::IpVlan),
+                    LinkInfo::Data(InfoData::IpVlan(vec![
+                        InfoIpVlan::Mode(IpVlanMode::L2),
+                        InfoIpVlan::Flags(IpVlanFlags::empty()),
+                    ])),
+                ],
+                _ => vec![
+                    LinkInfo::Kind(InfoKind::MacVlan),
+                    LinkInfo::Data(InfoData::MacVlan(vec![InfoMacVlan::Mode(
+                        MacVlanMode::Bridge,
+                    )])),
+                ],
+            }));
+        let what = format!(
+            "create {} child {} of {}",
+            entry.r#type.as_str(),
+            entry.pod_name,
+            entry.parent
+        );
+        host.request(RouteNetlinkMessage::NewLink(m), NLM_F_CREATE | NLM_F_EXCL)
+            .await
+            .map_err(at(what.clone()))?;
+        let link = find_child(podr, entry)
+            .await
+            .map_err(at(what.clone()))?
+            .ok_or_else(|| at(what)(io::Error::other("created, but not in the pod")))?;
+        let index = link.header.index;
+        entry.pod_index = Some(index);
+        self.children
+            .write(entry)
+            .map_err(|e| at("journal")(io::Error::other(e)))?;
+        Ok(link)
+    }
+
+    /// `link` and `sysctl`: the child's GSO/GRO sizes and ARP and forwarding sysctls.
+    async fn child_link(
+        &self,
+        pod: &Netns,
+        podr: &Rtnl,
+        entry: &ChildEntry,
+        cfg: &NetworkConfig,
+        index: u32,
+    ) -> StepResult<()> {
+        let iface = &cfg.interface;
+        self.step("link")?;
+        let mut m = LinkMessage::default();
+        m.header.index = index;
+        for (value, attr) in [
+            (
+                iface.gso_max_size,
+                LinkAttribute::GsoMaxSize as fn(u32) -> LinkAttribute,
+            ),
+            (iface.gro_max_size, LinkAttribute::GroMaxSize),
+            (iface.gso_ipv4_max_size, LinkAttribute::GsoIpv4MaxSize),
+            (iface.gro_ipv4_max_size, LinkAttribute::GroIpv4MaxSize),
+        ] {
+            if let Some(v) = value {
+                m.attributes.push(attr(nonneg(v, "gso/gro size")?));
+            }
+        }
+        if !m.attributes.is_empty() {
+            podr.request(RouteNetlinkMessage::SetLink(m), 0)
+                .await
+                .map_err(at("set gso/gro sizes"))?;
+        }
+
+        self.step("sysctl")?;
+        let name = entry.pod_name.clone();
+        let mut sysctls: Vec<(String, String)> = Vec::new();
+        for (key, v) in [
+            ("arp_ignore", iface.arp_ignore),
+            ("arp_announce", iface.arp_announce),
+        ] {
+            if let Some(v) = v {
+                sysctls.push((format!("ipv4/conf/{name}/{key}"), v.to_string()));
+            }
+        }
+        if let Some(f) = iface.forwarding {
+            for fam in ["ipv4", "ipv6"] {
+                sysctls.push((
+                    format!("{fam}/conf/{name}/forwarding"),
+                    u8::from(f).to_string(),
+                ));
+            }
+        }
+        if !sysctls.is_empty() {
+            pod.run(|| {
+                sysctls.iter().try_for_each(|(k, v)| {
+                    std::fs::write(Path::new("/proc/sys/net").join(k), v)
+                        .map_err(at(format!("sysctl {k}={v}")))
+                })
+            })
+            .map_err(|e| at("sysctl")(io::Error::other(e)))??;
+        }
+        Ok(())
     }
 
     /// The answer to a retry of a completed attach, if the child is still in the pod.
