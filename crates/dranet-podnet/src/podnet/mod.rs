@@ -17,10 +17,12 @@
 //!
 //! The work is one file per operation: [`attach`](PodNet::attach) checks the request and records
 //! the host's state, `configure` applies the `NetworkConfig` in the pod step by step,
-//! [`detach`](PodNet::detach) and [`recover`](PodNet::recover) give the host its link back, and
-//! `messages` builds the rtnetlink messages they send. [`check_config`] and [`check_link`]
-//! refuse what cannot be applied before anything changes; `identity` tells the link given to a
-//! pod from one the pod made; `locks` lets operations on different devices run side by side.
+//! [`detach`](PodNet::detach) and [`recover`](PodNet::recover) (`restore`) give the host its link
+//! back, and `messages` builds the rtnetlink messages they send. The steps themselves are one file
+//! per concern in `steps` (link, MTU and MAC, RDMA, sysctls, VRF, addresses, ethtool, eBPF,
+//! routes, rules, neighbours), each with what undoes it. [`check_config`] and [`preflight`] refuse
+//! what cannot be applied before anything changes; `identity` tells the link given to a pod from
+//! one the pod made; `locks` lets operations on different devices run side by side.
 //!
 //! # What a pod can and cannot do to the host through its link
 //!
