@@ -42,6 +42,8 @@ use dranet_kubeletplugin::{
     PreparedDevice,
 };
 use dranet_nri::{Container, ContainerAdjustment, LinuxDevice, NriPlugin, PodSandbox};
+use dranet_podnet::rdma::NetnsMode;
+use dranet_podnet::{AttachRequest, Attached, PodNet, PreflightError};
 use futures::future::BoxFuture;
 
 use crate::claim::PodRef;
@@ -49,8 +51,6 @@ use crate::claim::{self, DRIVER_NAME};
 use crate::record::{self, ClaimRecord, DeviceRecord};
 use crate::store::{PodRecord, STORE_VERSION, Store};
 use crate::{Error, Result};
-use dranet_podnet::rdma::NetnsMode;
-use dranet_podnet::{AttachRequest, Attached, PodNet, PreflightError};
 
 /// How often a claim status write is tried before it is left (the status is informational; the
 /// pod runs regardless).

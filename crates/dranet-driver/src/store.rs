@@ -21,10 +21,10 @@
 use std::path::{Path, PathBuf};
 
 use dranet_core::ProfileRequest;
+use dranet_podnet::durable;
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
-use dranet_podnet::durable;
 
 /// Format version of the records.
 pub const STORE_VERSION: u32 = 1;

@@ -39,14 +39,14 @@ use dranet_kubeletplugin::{
     HealthReporter, KubeApi, KubeletPlugin, PublishState, RegistrationState,
 };
 use dranet_nri::{ConnectionState, RunnerBuilder};
+use dranet_podnet::PodNet;
+use dranet_podnet::netns::Netns;
+use dranet_podnet::rdma::NetnsMode;
 use tokio::sync::watch;
 
 pub use hooks::{EventWriter, Instrumented, event_writer};
 
 use crate::{NetworkDriver, Rescan, claim_reader, status_writer};
-use dranet_podnet::PodNet;
-use dranet_podnet::netns::Netns;
-use dranet_podnet::rdma::NetnsMode;
 
 /// When the daemon rescans the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use dranet_core::Addressing;
 use dranet_kubeletplugin::ClaimRef;
+use dranet_podnet::dhcp::{self, Timing};
+use dranet_podnet::parse_mac;
 
 use super::NetworkDriver;
 use crate::record::DeviceRecord;
 use crate::{Error, Result};
-use dranet_podnet::dhcp::{self, Timing};
-use dranet_podnet::parse_mac;
 
 /// A lease shorter than this is warned of at prepare: the pod may outlive it (no renewal).
 const SHORT_LEASE_SECS: u32 = 24 * 3600;

@@ -2,13 +2,10 @@
 //! applies, what is refused and why, and exactly which RDMA char devices each pod's containers
 //! get. Moving links into pods is covered as root by dranet-podnet's tests and `e2e.rs`.
 
-use crate::support;
-
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::support::claims::{claim, opaque};
 use dranet_core::{CharDeviceKind, Discover, Inventory};
 use dranet_driver::{ClaimReader, NetworkDriver};
 use dranet_kubeletplugin::ClaimToPrepare;
@@ -17,6 +14,11 @@ use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
 };
 use dranet_nri::PodSandbox;
 use dranet_podnet::Attached;
+
+use crate::support::{
+    self,
+    claims::{claim, opaque},
+};
 
 struct Node {
     _dir: tempfile::TempDir,

@@ -2,17 +2,16 @@
 //! skipped with a message otherwise): pods started while the runtime could not reach the plugin,
 //! what a failed attach tells the pod's owner, and a journal with an unreadable entry.
 
-use crate::support;
-
 use std::sync::{Arc, Mutex};
 
-use crate::support::{Ns, can_run, claims, host_with_veth, pod};
 use dranet_driver::NetworkDriver;
 use dranet_driver::daemon::metrics::DaemonMetrics;
 use dranet_driver::daemon::{EventWriter, Instrumented};
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::Event;
 use dranet_nri::{Namespace, NriPlugin, PodSandbox};
+
+use crate::support::{self, Ns, can_run, claims, host_with_veth, pod};
 
 struct Node {
     host: Ns,

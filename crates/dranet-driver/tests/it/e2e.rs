@@ -28,7 +28,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::{Ns, host_with_veth};
 use dranet_core::{Discover, Netdev, NetworkDevice};
 use dranet_driver::{NetworkDriver, Rescan, status_writer};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
@@ -43,6 +42,8 @@ use dranet_podnet::PodNet;
 use dranet_podnet::netns::Netns;
 use dranet_podnet::rdma::NetnsMode;
 use lab::Lab;
+
+use crate::support::{Ns, host_with_veth};
 
 const NODE: &str = "node-a";
 const DRIVER: &str = "dra.net";

@@ -4,8 +4,6 @@
 //! while. The provider is a fake in memory (the webhook itself is tested in dranet-cloud and on a
 //! real node in `tests/k8s_webhook.rs`).
 
-use crate::support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,6 +20,8 @@ use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare};
 use serde_json::json;
+
+use crate::support;
 
 /// A fake profile provider: answers `answer` for every profile (or hangs, or fails), records what
 /// it was asked and released, and refuses the first `refuse_releases` releases.

@@ -12,8 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::support;
-
 use dranet_core::{Discover, Inventory, Netdev, NetworkDevice};
 use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
@@ -27,6 +25,8 @@ use dranet_nri::{NriPlugin, PodSandbox};
 use dranet_podnet::PodNet;
 use dranet_podnet::netns::Netns;
 use dranet_podnet::rdma::NetnsMode;
+
+use crate::support;
 
 const NODE: &str = "node-a";
 

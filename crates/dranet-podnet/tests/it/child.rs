@@ -4,18 +4,17 @@
 //! rollback of a failed attach, and by recovery after the daemon is killed mid-create — with the
 //! parent's host and the other pod unchanged (full iproute2 dumps).
 
-use crate::support;
-
 use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{Ns, can_run};
 use dranet_core::interface_type::table_for_name;
 use dranet_core::{Addressing, InterfaceConfig, InterfaceType, NetworkConfig, RouteConfig};
 use dranet_podnet::Error;
 use dranet_podnet::netns::Netns;
 use dranet_podnet::{AttachRequest, PodNet, StepHook};
+
+use crate::support::{self, Ns, can_run};
 
 /// A host whose `v0` (a veth end, up, addressed, with the host's default route through it) is
 /// the NIC the pods share.

@@ -1,11 +1,12 @@
 //! The state of a link given to a pod, read inside the pod's namespace (root only; skipped with
 //! a message otherwise): a link set down in the pod is a fault, and up again it is not.
 
-use crate::support::{Ns, can_run, host_with_veth};
 use dranet_core::NetworkConfig;
 use dranet_core::health::Fault;
 use dranet_podnet::netns::Netns;
 use dranet_podnet::{AttachRequest, PodNet};
+
+use crate::support::{Ns, can_run, host_with_veth};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_down_inside_the_pod_is_a_fault_until_it_is_up_again() {

@@ -3,16 +3,15 @@
 //! permanent neighbours) must be identical before the attach and after the detach, after every
 //! injected failure, and after a crash and recovery.
 
-use crate::support;
-
 use std::sync::Arc;
 
-use crate::support::{Ns, can_run, host_with_macvlan, host_with_veth};
 use dranet_core::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
 };
 use dranet_podnet::netns::Netns;
 use dranet_podnet::{AttachRequest, PodNet};
+
+use crate::support::{self, Ns, bpf, can_run, host_with_macvlan, host_with_veth};
 
 fn podnet(h: &Ns, journal: &std::path::Path) -> PodNet {
     PodNet::new(Netns::open(h.path()).unwrap(), journal).unwrap()
@@ -1283,8 +1282,6 @@ async fn a_failed_rollback_is_said_and_the_entry_kept_for_the_next_try() {
     podnet(&h, journal.path()).detach("claim-rb").await.unwrap();
     assert_eq!(h.dump(), host_before);
 }
-
-use crate::support::bpf;
 
 /// The link's eBPF programs as discovery sees them, in `ns`.
 fn ebpf_of(ns: &Ns, link: &str) -> dranet_core::EbpfPrograms {

@@ -5,10 +5,11 @@
 //! upstream's claim and upstream's expected outcome; each also checks that detach gives the host
 //! everything back and leaves the pod as it was.
 
-use crate::support::{Ns, can_run};
 use dranet_core::{InterfaceConfig, NetworkConfig};
 use dranet_podnet::netns::Netns;
 use dranet_podnet::{AttachRequest, PodNet};
+
+use crate::support::{Ns, can_run};
 
 /// A host namespace with a veth `link` (its peer up too), up, nothing else.
 fn host_with(tag: &str, link: &str) -> Ns {
