@@ -39,7 +39,7 @@
 //! - **"validate vrf routing"**: this kernel has no VRF. It belongs in the qemu guest.
 //! - **DHCP and IPVLAN**: upstream's other suites (whereabouts, webhook) and NIC sharing. This
 //!   kernel has no ipvlan (the qemu guest runs it); DHCP is tested against dnsmasq
-//!   (`crates/dranet-driver/tests/dhcp.rs`).
+//!   (`crates/dranet-podnet/tests/it/dhcp.rs`).
 //!
 //! Needs root, the kit (`DRANET_K8S_KIT` or `../shared/k8s/kit.sh`), ethtool, tc, nsenter and
 //! python3. Without root or the kit it prints a `SKIP` line and passes.
@@ -52,7 +52,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dranet_driver::netns::Netns;
+use dranet_podnet::netns::Netns;
 use support::k8s::{Daemon, Kit, VERSIONS, free_port, http_get, wait_for};
 
 #[path = "../crates/dranet-discovery/tests/support/bpf.rs"]

@@ -53,7 +53,7 @@ pub fn run(a: &DoctorArgs) -> Result<(), CliError> {
         mountinfo: host
             .then(|| std::fs::read_to_string("/proc/self/mountinfo").ok())
             .flatten(),
-        rdma_mode: host.then(|| dranet_driver::rdma::netns_mode().map_err(|e| e.to_string())),
+        rdma_mode: host.then(|| dranet_podnet::rdma::netns_mode().map_err(|e| e.to_string())),
         runtime_version: std::process::Command::new("containerd")
             .arg("--version")
             .output()

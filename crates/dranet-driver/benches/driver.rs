@@ -28,12 +28,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 // The tests' namespace helpers (root check, named netns deleted on drop).
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 use dranet_core::{Discover, Netdev, NetworkDevice};
-use dranet_driver::netns::Netns;
-use dranet_driver::podnet::PodNet;
-use dranet_driver::rdma::NetnsMode;
 use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
@@ -41,6 +38,9 @@ use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
 };
 use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare, KubeletPlugin};
 use dranet_nri::{Container, NriPlugin, PodSandbox};
+use dranet_podnet::PodNet;
+use dranet_podnet::netns::Netns;
+use dranet_podnet::rdma::NetnsMode;
 
 const NODE: &str = "bench-node";
 
@@ -264,7 +264,7 @@ fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path
     .expect("podnet");
     let cfg = dranet_core::NetworkConfig::default();
     let pod_ns = p.path();
-    let req = dranet_driver::podnet::AttachRequest {
+    let req = dranet_podnet::AttachRequest {
         key: "alone",
         owner: "alone",
         link: "v0",

@@ -84,7 +84,7 @@ pub enum ConfigError {
     /// A configuration the kernel would refuse, or with a field dranet-rs does not implement
     /// yet (the error names the field).
     #[error(transparent)]
-    Refused(crate::podnet::ConfigRefusal),
+    Refused(dranet_podnet::ConfigRefusal),
     /// One config entry of the claim or its DeviceClass, for the request it applies to.
     #[error("opaque config of driver {DRIVER_NAME} for request {request:?}: {source}")]
     Entry {
@@ -189,7 +189,7 @@ pub fn parse_parameters(parameters: &serde_json::Value) -> Result<NetworkConfig,
 
 /// The configuration of one allocated device: the cloud's, then every applying config entry of
 /// the claim and its DeviceClass, least specific first (see the [module docs](self)), merged and
-/// checked ([`crate::podnet::check_config`]: what the kernel refuses, fields not implemented
+/// checked ([`dranet_podnet::check_config`]: what the kernel refuses, fields not implemented
 /// yet). Errors name the entry's source and requests.
 pub fn config_for(
     claim: &ClaimToPrepare,
@@ -209,7 +209,7 @@ pub fn config_for(
         // Merging only adds identities: past a limit now, past it at the end.
         config.check_limits().map_err(ConfigError::Invalid)?;
     }
-    crate::podnet::check_config(&config).map_err(ConfigError::Refused)?;
+    dranet_podnet::check_config(&config).map_err(ConfigError::Refused)?;
     Ok(config)
 }
 

@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use dranet_core::{Inventory, LinkSource, LinkState, Relation};
+use dranet_podnet::rdma::NetnsMode;
 use serde::Serialize;
-
-use crate::rdma::NetnsMode;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

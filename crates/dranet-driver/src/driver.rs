@@ -42,12 +42,12 @@ use dranet_kubeletplugin::{
     PreparedDevice,
 };
 use dranet_nri::{Container, ContainerAdjustment, LinuxDevice, NriPlugin, PodSandbox};
+use dranet_podnet::rdma::NetnsMode;
+use dranet_podnet::{AttachRequest, Attached, PodNet, PreflightError};
 use futures::future::BoxFuture;
 
 use crate::claim::PodRef;
 use crate::claim::{self, DRIVER_NAME};
-use crate::podnet::{AttachRequest, Attached, PodNet};
-use crate::rdma::NetnsMode;
 use crate::record::{self, ClaimRecord, DeviceRecord};
 use crate::store::{PodRecord, STORE_VERSION, Store};
 use crate::{Error, Result};
@@ -201,7 +201,7 @@ impl NetworkDriverBuilder {
         }
         let rdma_mode = match self.rdma_mode {
             Some(m) => m,
-            None => crate::rdma::netns_mode().unwrap_or_else(|e| {
+            None => dranet_podnet::rdma::netns_mode().unwrap_or_else(|e| {
                 tracing::info!(error = %e, "RDMA netns mode unknown (no RDMA netlink); treating it as shared");
                 NetnsMode::Shared
             }),
@@ -214,7 +214,7 @@ impl NetworkDriverBuilder {
             rescan: self.rescan,
             cloud: self.cloud,
             profiles: self.profiles,
-            profile_locks: crate::locks::Locks::default(),
+            profile_locks: dranet_util::NamedLocks::default(),
             status: self.status,
             claims: self.claims,
             rdma_mode,
@@ -318,7 +318,7 @@ pub struct NetworkDriver {
     profiles: Option<Arc<dyn ProfileProvider>>,
     /// A claim's profiles are asked for or released by one task at a time, so that a release
     /// retried in the background never crosses a prepare of the same claim; other claims go on.
-    profile_locks: crate::locks::Locks,
+    profile_locks: dranet_util::NamedLocks,
     status: Option<StatusWriter>,
     claims: Option<ClaimReader>,
     rdma_mode: NetnsMode,
@@ -443,7 +443,7 @@ impl NetworkDriver {
 
     /// What [`Driver::prepare`] does, with this crate's error. Everything that would fail at
     /// every sandbox start is refused here, so the claim's author sees it on the claim: the
-    /// config (see [`crate::podnet::check_config`]), the device's own limits and ethtool names
+    /// config (see [`dranet_podnet::check_config`]), the device's own limits and ethtool names
     /// when its interface is on the host, and a device that moves into a pod's namespace
     /// (a network interface; an RDMA device in exclusive mode) reserved for more than one pod.
     /// Claims of RDMA-only devices may be shared by pods in the kernel's shared RDMA mode, where
@@ -609,10 +609,10 @@ impl NetworkDriver {
         }
     }
 
-    /// Checks a config against the device's interface on the host: its own limits
-    /// ([`crate::podnet::check_link`]), ethtool feature names and private flags. An interface
-    /// the host does not see now (still in a pod) is checked by the attach instead. The
-    /// message is in the claim's terms.
+    /// Checks a config against the device's interface on the host ([`dranet_podnet::preflight`]:
+    /// its own limits, ethtool feature names and private flags). An interface the host does not
+    /// see now (still in a pod), or whose ethtool settings cannot be read, is checked by the
+    /// attach instead. The message is in the claim's terms.
     async fn check_on_host(
         &self,
         link: &str,
@@ -631,30 +631,14 @@ impl NetworkDriver {
                 return Ok(());
             }
         };
-        crate::podnet::check_link(&l, config).map_err(|e| e.to_string())?;
-        let Some(e) = &config.ethtool else {
-            return Ok(());
-        };
-        if !e.features.is_empty() {
-            match crate::ethtool::features(host, link) {
-                Ok(f) => {
-                    crate::ethtool::resolve(&e.features, &f).map_err(|e| e.to_string())?;
-                }
-                Err(err) => {
-                    tracing::debug!(link, error = %err, "ethtool features not readable at prepare; checked at attach");
-                }
+        match dranet_podnet::preflight(host, &l, config) {
+            Ok(_) => Ok(()),
+            Err(PreflightError::Refused(r)) => Err(r.to_string()),
+            Err(PreflightError::Unreadable(e)) => {
+                tracing::debug!(link, error = %e, "ethtool settings not readable at prepare; checked at attach");
+                Ok(())
             }
         }
-        if !e.private_flags.is_empty() {
-            match crate::ethtool::private_flags(host, link) {
-                Ok((all, _)) => crate::ethtool::check_private_flags(&e.private_flags, &all)
-                    .map_err(|e| e.to_string())?,
-                Err(err) => {
-                    tracing::debug!(link, error = %err, "private flags not readable at prepare; checked at attach");
-                }
-            }
-        }
-        Ok(())
     }
 
     /// What [`Driver::unprepare`] does: releases the claim's profiles (what the provider does
@@ -760,7 +744,7 @@ impl NetworkDriver {
                         if result.is_ok() {
                             result = Err(Error::Pod {
                                 pod: who.clone(),
-                                reason: device_failure(c, d, &e),
+                                reason: device_failure(c, d, &Error::from(e)),
                             });
                         }
                     }

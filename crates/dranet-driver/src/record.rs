@@ -35,10 +35,10 @@ use std::sync::Arc;
 
 use dranet_core::{CharDevice, CloudProvider, Inventory, NetworkConfig};
 use dranet_kubeletplugin::ClaimToPrepare;
+use dranet_podnet::dhcp::Lease;
 use serde::{Deserialize, Serialize};
 
 use crate::claim::{self, PodRef};
-use crate::dhcp::Lease;
 
 /// Format version of the record.
 pub const RECORD_VERSION: u32 = 1;

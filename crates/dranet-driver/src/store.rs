@@ -21,9 +21,9 @@
 use std::path::{Path, PathBuf};
 
 use dranet_core::ProfileRequest;
+use dranet_podnet::durable;
 use serde::{Deserialize, Serialize};
 
-use crate::durable;
 use crate::{Error, Result};
 
 /// Format version of the records.
@@ -93,7 +93,7 @@ pub struct Store {
 }
 
 fn check_name(name: &str) -> Result<()> {
-    crate::podnet::Journal::check_key(name)
+    Ok(dranet_podnet::Journal::check_key(name)?)
 }
 
 impl Store {

@@ -156,7 +156,6 @@ mod flock;
 mod grpc;
 mod health;
 pub mod metrics;
-mod named_locks;
 mod node;
 mod plugin;
 pub mod proto;
@@ -171,6 +170,8 @@ pub use checkpoint::{CheckpointDefect, CheckpointPolicy, LoadOutcome};
 pub use dranet_util::Backoff;
 /// An error and its causes as one line: what the kubelet gets as a claim's error string.
 pub use dranet_util::error_chain;
+/// Async locks by name; the plugin serializes the calls for one claim with them.
+pub use dranet_util::{NamedGuard, NamedLocks};
 pub use driver::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, PrepareState, Prepared,
     PreparedClaim, PreparedDevice,
@@ -179,7 +180,6 @@ pub use error::{Error, Result};
 pub use grpc::RegistrationState;
 pub use health::{DeviceHealthReport, Health, HealthReporter};
 pub use metrics::{Method, Metrics, NoMetrics};
-pub use named_locks::{NamedGuard, NamedLocks};
 pub use node::{MAX_CLAIMS_IN_FLIGHT, MAX_STATE_DEPTH};
 pub use plugin::{DEFAULT_KUBELET_ROOT_DIR, KubeletPlugin, KubeletPluginBuilder};
 pub use publisher::PublishState;

@@ -19,7 +19,7 @@ use crate::driver::{
 use crate::error::{Error, Result};
 use crate::flock;
 use crate::metrics::Metrics;
-use crate::named_locks::NamedLocks;
+use dranet_util::NamedLocks;
 
 pub(crate) struct NodeService<D, A> {
     pub driver: Arc<D>,

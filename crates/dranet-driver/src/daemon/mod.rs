@@ -39,13 +39,13 @@ use dranet_kubeletplugin::{
     HealthReporter, KubeApi, KubeletPlugin, PublishState, RegistrationState,
 };
 use dranet_nri::{ConnectionState, RunnerBuilder};
+use dranet_podnet::PodNet;
+use dranet_podnet::netns::Netns;
+use dranet_podnet::rdma::NetnsMode;
 use tokio::sync::watch;
 
 pub use hooks::{EventWriter, Instrumented, event_writer};
 
-use crate::netns::Netns;
-use crate::podnet::PodNet;
-use crate::rdma::NetnsMode;
 use crate::{NetworkDriver, Rescan, claim_reader, status_writer};
 
 /// When the daemon rescans the node.
@@ -280,7 +280,7 @@ const IN_USE_MAX: u64 = 16 << 20;
 
 fn load_in_use(dir: &std::path::Path) -> BTreeMap<String, PublishedDevice> {
     let path = dir.join(IN_USE_FILE);
-    match crate::durable::read(&path, IN_USE_MAX) {
+    match dranet_podnet::durable::read(&path, IN_USE_MAX) {
         Ok(Some(b)) => serde_json::from_slice(&b).unwrap_or_else(|e| {
             tracing::warn!(path = %path.display(), error = %e, "ignoring an unreadable list of devices in use; they are described as scanned");
             BTreeMap::new()
@@ -349,8 +349,9 @@ impl Daemon {
         );
 
         // 2. The driver's state: prepared claims, pods, the attach journal.
-        let host = Netns::current()?;
-        let podnet = PodNet::new(host, config.state_dir.join("podnet"))?;
+        let host = Netns::current().map_err(crate::Error::from)?;
+        let podnet =
+            PodNet::new(host, config.state_dir.join("podnet")).map_err(crate::Error::from)?;
         let mut builder =
             NetworkDriver::builder(podnet, config.state_dir.join("driver"), rescan.clone())
                 .cloud(config.cloud.clone())
@@ -517,8 +518,8 @@ impl Daemon {
             let saved = serde_json::to_vec(&in_use_now)
                 .map_err(std::io::Error::other)
                 .and_then(|b| {
-                    crate::durable::create_dir(&self.config.state_dir)?;
-                    crate::durable::write(&self.config.state_dir, IN_USE_FILE, &b)
+                    dranet_podnet::durable::create_dir(&self.config.state_dir)?;
+                    dranet_podnet::durable::write(&self.config.state_dir, IN_USE_FILE, &b)
                 });
             match saved {
                 Ok(()) => self.saved_in_use = in_use_now,

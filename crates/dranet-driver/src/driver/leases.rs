@@ -1,6 +1,6 @@
 //! A claim's DHCP leases (`interface.addressing: DHCP`), as upstream: taken at prepare on the
 //! host for each device's interface, made the device's configuration, kept in the claim's record
-//! and released at unprepare (see [`crate::dhcp`]).
+//! and released at unprepare (see [`dranet_podnet::dhcp`]).
 //!
 //! A lease is in the claim's record once prepare returns, and the kubelet's checkpoint keeps
 //! that record before it answers; a daemon killed between the server's ACK and that write
@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use dranet_core::Addressing;
 use dranet_kubeletplugin::ClaimRef;
+use dranet_podnet::dhcp::{self, Timing};
+use dranet_podnet::parse_mac;
 
 use super::NetworkDriver;
-use crate::dhcp::{self, Timing};
-use crate::podnet::parse_mac;
 use crate::record::DeviceRecord;
 use crate::{Error, Result};
 

@@ -44,7 +44,7 @@ impl NetworkDriver {
                 d.device, d.config.profile
             )));
         };
-        let _one_at_a_time = self.profile_locks.claim(&claim.uid).await;
+        let _one_at_a_time = self.profile_locks.lock(&claim.uid).await;
         // A claim prepared before (the kubelet may prepare it again): its devices keep what
         // their profile gave them; the provider is not asked twice.
         let before = lock(&self.state).claims.get(&claim.uid).cloned();
@@ -129,7 +129,7 @@ impl NetworkDriver {
     /// Releases the profiles of claim `uid`, if it has any. Never fails: what the provider does
     /// not release stays recorded, owed, for [`NetworkDriver::retry_profile_releases`].
     pub async fn release_profiles(&self, uid: &str) {
-        let _one_at_a_time = self.profile_locks.claim(uid).await;
+        let _one_at_a_time = self.profile_locks.lock(uid).await;
         let record = match self.store.profile(uid) {
             Ok(Some(r)) => r,
             Ok(None) => return,
@@ -159,7 +159,7 @@ impl NetworkDriver {
         };
         let mut owed = 0;
         for uid in owing.collect::<Vec<_>>() {
-            let _one_at_a_time = self.profile_locks.claim(&uid).await;
+            let _one_at_a_time = self.profile_locks.lock(uid.as_str()).await;
             // Read again under the claim's lock: its unprepare may have released it meanwhile.
             let r = match self.store.profile(&uid) {
                 Ok(Some(r)) if r.releasing => r,

@@ -22,13 +22,17 @@ impl NetworkDriver {
             for d in c.devices.iter().filter(|d| d.netdev.is_none()) {
                 let Some(dev) = &d.rdma else { continue };
                 if pod_ns.is_none() {
-                    pod_ns = Some(crate::netns::Netns::open(netns).map_err(|e| fail(c, d, e))?);
+                    pod_ns = Some(
+                        dranet_podnet::netns::Netns::open(netns)
+                            .map_err(|e| fail(c, d, e.into()))?,
+                    );
                 }
                 let Some(ns) = pod_ns.as_ref() else { continue };
                 // Recorded first: a crash after the move still knows to give it back.
                 record.rdma_moved.push(dev.clone());
                 self.store.put_pod(record).map_err(|e| fail(c, d, e))?;
-                crate::rdma::move_device(dev, self.podnet.host(), ns).map_err(|e| fail(c, d, e))?;
+                dranet_podnet::rdma::move_device(dev, self.podnet.host(), ns)
+                    .map_err(|e| fail(c, d, e.into()))?;
             }
         }
         lock(&self.state)
@@ -46,13 +50,15 @@ impl NetworkDriver {
         if let Some(ns) = record
             .netns
             .as_ref()
-            .and_then(|p| crate::netns::Netns::open(p).ok())
+            .and_then(|p| dranet_podnet::netns::Netns::open(p).ok())
         {
             for dev in &record.rdma_moved {
-                let here = crate::rdma::devices(&ns)
+                let here = dranet_podnet::rdma::devices(&ns)
                     .map(|d| d.iter().any(|(_, n)| n == dev))
                     .unwrap_or(false);
-                if here && let Err(e) = crate::rdma::move_device(dev, &ns, self.podnet.host()) {
+                if here
+                    && let Err(e) = dranet_podnet::rdma::move_device(dev, &ns, self.podnet.host())
+                {
                     tracing::warn!(pod = %record.pod, device = %dev, error = %e, "could not move the RDMA device back; the kernel returns it when the pod's namespace goes");
                 }
             }

@@ -108,12 +108,12 @@ impl NetworkDriver {
     ) -> Option<PathBuf> {
         let state = state?;
         let file = format!("{uid}.json");
-        if crate::podnet::Journal::check_key(uid).is_err() {
+        if dranet_podnet::Journal::check_key(uid).is_err() {
             return None;
         }
         let data = serde_json::to_vec(state).ok()?;
-        crate::durable::create_dir(&self.quarantine)
-            .and_then(|()| crate::durable::write(&self.quarantine, &file, &data))
+        dranet_podnet::durable::create_dir(&self.quarantine)
+            .and_then(|()| dranet_podnet::durable::write(&self.quarantine, &file, &data))
             .map_err(|e| tracing::warn!(uid, error = %e, "could not keep the unreadable record"))
             .ok()?;
         Some(self.quarantine.join(file))

@@ -1,0 +1,285 @@
+//! A claim with `addressing: DHCP` through the driver, against a real DHCP server (dnsmasq) in
+//! network namespaces the tests make (root, iproute2 and dnsmasq; each test skips with a message
+//! without them): the lease released at unprepare (even by a restarted driver, from the claim's
+//! record), and the claims refused at prepare. The client itself is tested in dranet-podnet.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use dranet_driver::NetworkDriver;
+use dranet_kubeletplugin::{Driver, PreparedClaim};
+
+use crate::support::{self, Ns, can_run, claims};
+
+const SERVER: &str = "10.77.0.1";
+
+/// Whether a tool the test needs is installed; without it the test prints why and passes.
+fn has(test: &str, tool: &str, package: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("SKIP {test}: needs {tool} (Debian package {package}; .ci/deps installs it)");
+    }
+    found
+}
+
+/// A host namespace with the down veth end `d0`, whose peer `d0s` is in a server namespace
+/// with the address 10.77.0.1/24.
+struct Net {
+    host: Ns,
+    srv: Ns,
+}
+
+impl Net {
+    fn new(tag: &str) -> Net {
+        let host = Ns::new(&format!("{tag}-h"));
+        let srv = Ns::new(&format!("{tag}-s"));
+        host.ip(&["link", "add", "d0", "type", "veth", "peer", "name", "d0s"]);
+        host.ip(&["link", "set", "d0s", "netns", &srv.name]);
+        srv.ip(&["addr", "add", &format!("{SERVER}/24"), "dev", "d0s"]);
+        srv.ip(&["link", "set", "d0s", "up"]);
+        Net { host, srv }
+    }
+}
+
+/// dnsmasq serving DHCP on `d0s` (leases of an hour, router and MTU 1400 options), its lease
+/// file and log in a directory of its own; killed on drop.
+struct Dnsmasq {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Dnsmasq {
+    fn start(srv: &Ns) -> Dnsmasq {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |f: &str| dir.path().join(f).display().to_string();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &srv.name,
+                "dnsmasq",
+                "--keep-in-foreground",
+            ])
+            .args([
+                "--conf-file=/dev/null",
+                "--port=0",
+                "--bind-interfaces",
+                "--interface=d0s",
+                "--except-interface=lo",
+                "--user=root",
+                "--dhcp-authoritative",
+                "--dhcp-range=10.77.0.50,10.77.0.99,255.255.255.0,1h",
+                &format!("--dhcp-option=option:router,{SERVER}"),
+                "--dhcp-option=option:mtu,1400",
+                "--log-dhcp",
+            ])
+            .arg(format!("--dhcp-leasefile={}", p("leases")))
+            .arg(format!("--log-facility={}", p("log")))
+            .arg(format!("--pid-file={}", p("pid")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("dnsmasq");
+        let d = Dnsmasq { child, dir };
+        // Serving once it has logged its DHCP range.
+        d.wait_for("dnsmasq: log", |log| log.contains("DHCP, IP range"));
+        d
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    fn leases(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("leases")).unwrap_or_default()
+    }
+
+    /// Polls the log until `ok` holds (10 s at most).
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) {
+        for _ in 0..200 {
+            if ok(&self.log()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{what}: not seen; log:\n{}", self.log());
+    }
+
+    /// Polls the lease file until `ok` holds (10 s at most).
+    fn wait_for_leases(&self, what: &str, ok: impl Fn(&str) -> bool) {
+        for _ in 0..200 {
+            if ok(&self.leases()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "{what}: lease file {:?}; log:\n{}",
+            self.leases(),
+            self.log()
+        );
+    }
+}
+
+impl Drop for Dnsmasq {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn driver(host: &Ns, state: &Path) -> NetworkDriver {
+    support::veth_driver(host, state, &["d0"])
+}
+
+/// Upstream's DHCP scenario through the driver: a claim with `dhcp: true` is prepared (the lease
+/// taken on the host), the pod gets the leased address, the router as its default route and the
+/// MTU; the claim's own route wins over the lease's. The pod stops, the daemon restarts (a new
+/// driver from the checkpoint's record) and unprepare releases the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dhcp_claim_through_prepare_pod_and_unprepare_after_restart() {
+    let t = "dhcp_claim_through_prepare_pod_and_unprepare_after_restart";
+    if !can_run(t) || !has(t, "dnsmasq", "dnsmasq-base") {
+        return;
+    }
+    let net = Net::new("dhd");
+    let pod_ns = Ns::new("dhd-p");
+    let server = Dnsmasq::start(&net.srv);
+    let state = tempfile::tempdir().unwrap();
+    let claim = claims::claim(
+        "dhcp-nic",
+        &["pa"],
+        &[("nic", "dev-d0")],
+        vec![claims::opaque(
+            "FromClaim",
+            None,
+            serde_json::json!({
+                "interface": {"name": "net1", "dhcp": true},
+                "routes": [{"destination": "10.200.0.0/16", "gateway": SERVER}]
+            }),
+        )],
+    );
+    let d = driver(&net.host, state.path());
+    let prepared = d.prepare_claim(&claim).await.unwrap();
+    let leases = server.leases();
+    let addr = leases
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_else(|| panic!("{leases}"))
+        .to_string();
+    // Every real pod has its network's default route (the CNI's) before the NIC arrives.
+    pod_ns.ip(&[
+        "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+    ]);
+    pod_ns.ip(&["addr", "add", "10.244.0.5/24", "dev", "eth0"]);
+    pod_ns.ip(&["link", "set", "eth0", "up"]);
+    pod_ns.ip(&["link", "set", "eth0p", "up"]);
+    pod_ns.ip(&[
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.244.0.1",
+        "dev",
+        "eth0",
+    ]);
+    let pod = support::pod("pa", &pod_ns);
+    d.start_pod(&pod).await.unwrap();
+    let shown = pod_ns.ip(&["addr", "show", "net1"]);
+    assert!(shown.contains(&format!("inet {addr}/24")), "{shown}");
+    assert!(shown.contains("mtu 1400"), "{shown}");
+    let routes = pod_ns.ip(&["route", "show"]);
+    assert!(
+        routes.contains("default via 10.244.0.1 dev eth0") && !routes.contains("default via 10.77"),
+        "the pod's default route stays its network's: {routes}"
+    );
+    assert!(
+        routes.contains(&format!("10.200.0.0/16 via {SERVER} dev net1")),
+        "{routes}"
+    );
+    // The router of the lease, for traffic from the leased address: net1's own table.
+    let table = dranet_core::interface_type::table_for_name("net1").to_string();
+    let own = pod_ns.ip(&["route", "show", "table", &table]);
+    assert!(
+        own.contains(&format!("default via {SERVER} dev net1")),
+        "table {table}: {own}"
+    );
+    let rules = pod_ns.ip(&["rule", "show"]);
+    assert!(
+        rules.contains(&format!("32000:\tfrom {addr} lookup {table}")),
+        "{rules}"
+    );
+    d.stop_pod(&pod).await;
+    assert!(server.leases().contains(&addr), "held until unprepare");
+    drop(d);
+
+    // A restarted daemon: the kubelet plugin hands back the checkpoint's records.
+    let d = driver(&net.host, state.path());
+    Driver::restore_prepared(
+        &d,
+        vec![PreparedClaim {
+            claim_ref: claim.claim_ref.clone(),
+            prepared,
+        }],
+    )
+    .await;
+    d.unprepare_claim(&claim.claim_ref.uid).await.unwrap();
+    server.wait_for_leases("lease released at unprepare", |l| !l.contains(&addr));
+    server.wait_for("DHCPRELEASE logged", |log| log.contains("DHCPRELEASE(d0s)"));
+}
+
+/// What upstream refuses with DHCP is refused at prepare, naming the field, and a claim whose
+/// DHCP gets no answer fails at prepare, saying so without the host's interface name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dhcp_claims_refused_at_prepare() {
+    let t = "dhcp_claims_refused_at_prepare";
+    if !can_run(t) {
+        return;
+    }
+    let net = Net::new("dhv");
+    let state = tempfile::tempdir().unwrap();
+    let d = driver(&net.host, state.path());
+    for (config, words) in [
+        (
+            serde_json::json!({"interface": {"dhcp": true, "addresses": ["10.0.0.2/24"]}}),
+            &[
+                "interface.addresses",
+                "DHCP gives the interface its address",
+            ][..],
+        ),
+        (
+            serde_json::json!({"interface": {"type": "Macvlan", "addressing": "DHCP"}}),
+            &["interface.addressing", "Passthrough only"],
+        ),
+    ] {
+        let c = claims::claim(
+            "bad",
+            &["pa"],
+            &[("nic", "dev-d0")],
+            vec![claims::opaque("FromClaim", None, config)],
+        );
+        let e = d.prepare_claim(&c).await.unwrap_err().user_message();
+        for w in words {
+            assert!(e.contains(w), "{w:?} not in {e}");
+        }
+    }
+    // No server on the link: the claim fails after the deadline (the default's 20 s).
+    let c = claims::claim(
+        "silent",
+        &["pa"],
+        &[("nic", "dev-d0")],
+        vec![claims::opaque(
+            "FromClaim",
+            None,
+            serde_json::json!({"interface": {"addressing": "DHCP"}}),
+        )],
+    );
+    let e = d.prepare_claim(&c).await.unwrap_err().user_message();
+    assert!(e.contains("no DHCP lease within 20 s"), "{e}");
+    assert!(e.contains("device dev-d0"), "{e}");
+    assert!(!e.split_whitespace().any(|w| w == "d0"), "host link in {e}");
+}

@@ -1,0 +1,422 @@
+//! A claim's named profile: resolved by the profile provider at prepare (its configuration under
+//! the claim's), released at unprepare, and never leaked — not by a crash between prepare and
+//! unprepare, nor in the middle of a prepare, nor by a provider that refuses a release for a
+//! while. The provider is a fake in memory (the webhook itself is tested in dranet-cloud and on a
+//! real node in `tests/k8s_webhook.rs`).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dranet_core::{
+    Attributes, BoxFuture, CloudProvider, DeviceIdentifiers, Discover, NetworkConfig, ProfileError,
+    ProfileProvider, ProfileRequest,
+};
+use dranet_driver::NetworkDriver;
+use dranet_driver::claim::DRIVER_NAME;
+use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
+    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
+    ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
+};
+use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare};
+use serde_json::json;
+
+use crate::support;
+
+/// A fake profile provider: answers `answer` for every profile (or hangs, or fails), records what
+/// it was asked and released, and refuses the first `refuse_releases` releases.
+#[derive(Default)]
+struct FakeProfiles {
+    answer: Mutex<serde_json::Value>,
+    hang: bool,
+    /// Hangs only for this device.
+    hang_device: Option<String>,
+    fail_device: Option<String>,
+    refuse_releases: Mutex<usize>,
+    asked: Mutex<Vec<ProfileRequest>>,
+    released: Mutex<Vec<ProfileRequest>>,
+}
+
+impl FakeProfiles {
+    fn answering(v: serde_json::Value) -> Arc<Self> {
+        Arc::new(Self {
+            answer: Mutex::new(v),
+            ..Self::default()
+        })
+    }
+
+    fn asked(&self) -> Vec<ProfileRequest> {
+        self.asked.lock().unwrap().clone()
+    }
+
+    fn released(&self) -> Vec<ProfileRequest> {
+        self.released.lock().unwrap().clone()
+    }
+}
+
+fn refused(what: &str) -> ProfileError {
+    ProfileError::Provider {
+        provider: "fake".into(),
+        source: what.into(),
+    }
+}
+
+impl ProfileProvider for FakeProfiles {
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn get_profile_config<'a>(
+        &'a self,
+        req: &'a ProfileRequest,
+    ) -> BoxFuture<'a, Result<NetworkConfig, ProfileError>> {
+        Box::pin(async move {
+            self.asked.lock().unwrap().push(req.clone());
+            if self.hang || self.hang_device.as_deref() == req.device.name.as_deref() {
+                std::future::pending::<()>().await;
+            }
+            if self.fail_device.as_deref() == req.device.name.as_deref() {
+                return Err(refused("IPAM range exhausted"));
+            }
+            let v = self.answer.lock().unwrap().clone();
+            serde_json::from_value(v).map_err(|e| refused(&e.to_string()))
+        })
+    }
+
+    fn release_profile_config<'a>(
+        &'a self,
+        req: &'a ProfileRequest,
+    ) -> BoxFuture<'a, Result<(), ProfileError>> {
+        Box::pin(async move {
+            let mut left = self.refuse_releases.lock().unwrap();
+            if *left > 0 {
+                *left -= 1;
+                return Err(refused("IPAM unavailable"));
+            }
+            self.released.lock().unwrap().push(req.clone());
+            Ok(())
+        })
+    }
+}
+
+/// A cloud that sets MTU 9000 and a route on every NIC.
+struct FakeCloud;
+
+impl CloudProvider for FakeCloud {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    fn node_attributes(&self) -> Attributes {
+        Attributes::new()
+    }
+    fn device_config(&self, _: &DeviceIdentifiers) -> Option<NetworkConfig> {
+        serde_json::from_value(json!({"interface": {"mtu": 9000}, "routes": [{"destination": "10.0.0.0/8", "gateway": "10.1.0.1"}]})).ok()
+    }
+}
+
+struct Node {
+    _dir: tempfile::TempDir,
+    state: tempfile::TempDir,
+    sysfs: std::path::PathBuf,
+}
+
+impl Node {
+    fn new() -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        dranet_discovery::fixture::sriov_node(dir.path(), 2).unwrap();
+        Node {
+            sysfs: dir.path().join("sys"),
+            _dir: dir,
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// A driver on this node's state, with `profiles` (as after a restart when called again).
+    fn driver(&self, profiles: Option<Arc<FakeProfiles>>) -> NetworkDriver {
+        let mut b = support::driver_builder(&self.sysfs, self.state.path(), Default::default())
+            .cloud(Arc::new(FakeCloud));
+        if let Some(p) = profiles {
+            b = b.profiles(p);
+        }
+        b.build().unwrap()
+    }
+
+    fn device(&self, netdev: &str) -> String {
+        dranet_discovery::host(&self.sysfs, Default::default())
+            .discover()
+            .unwrap()
+            .devices
+            .into_iter()
+            .find(|d| d.netdev.as_ref().is_some_and(|n| n.name == netdev))
+            .map(|d| d.name)
+            .unwrap()
+    }
+
+    fn recorded_profiles(&self) -> Vec<String> {
+        let dir = self.state.path().join("driver/profiles");
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn claim(devices: &[&str], parameters: serde_json::Value) -> ClaimToPrepare {
+    claim_named("ipam", devices, parameters)
+}
+
+/// Claim `ml/<name>` (UID `uid-<name>`) of pod `pod-p`.
+fn claim_named(name: &str, devices: &[&str], parameters: serde_json::Value) -> ClaimToPrepare {
+    ClaimToPrepare {
+        claim_ref: ClaimRef {
+            namespace: "ml".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+        },
+        claim: ResourceClaim {
+            status: Some(ResourceClaimStatus {
+                reserved_for: Some(vec![ResourceClaimConsumerReference {
+                    api_group: None,
+                    resource: "pods".into(),
+                    name: "pod-p".into(),
+                    uid: "p".into(),
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        results: devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DeviceRequestAllocationResult {
+                request: format!("nic{i}"),
+                driver: DRIVER_NAME.into(),
+                pool: "node-a".into(),
+                device: d.to_string(),
+                ..Default::default()
+            })
+            .collect(),
+        config: vec![DeviceAllocationConfiguration {
+            source: "FromClaim".into(),
+            requests: None,
+            opaque: Some(OpaqueDeviceConfiguration {
+                driver: DRIVER_NAME.into(),
+                parameters: RawExtension(parameters),
+            }),
+        }],
+    }
+}
+
+#[tokio::test]
+async fn a_profile_is_resolved_under_the_claims_config_and_released_at_unprepare() {
+    let node = Node::new();
+    let p = FakeProfiles::answering(
+        json!({"interface": {"addresses": ["10.200.200.200/24"], "mtu": 1400}, "routes": [{"destination": "10.0.0.0/8", "gateway": "10.200.200.1"}]}),
+    );
+    let d = node.driver(Some(p.clone()));
+    let vf = node.device("ens1f0v0");
+    d.prepare_claim(&claim(
+        &[&vf],
+        json!({"profile": "python-profile", "interface": {"mtu": 1450}}),
+    ))
+    .await
+    .unwrap();
+    // Asked once, with the claim's configuration over the cloud's.
+    let asked = p.asked();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].claim_uid, "uid-ipam");
+    assert_eq!(asked[0].device.name.as_deref(), Some("ens1f0v0"));
+    assert!(asked[0].device.mac.is_some());
+    assert_eq!(asked[0].config.profile, "python-profile");
+    assert_eq!(asked[0].config.interface.mtu, Some(1450));
+    // The profile's configuration is under the claim's and the cloud's (upstream's order).
+    let got = &d.claims_of_pod("p")[0].devices[0].config;
+    assert_eq!(got.interface.addresses, ["10.200.200.200/24"]);
+    assert_eq!(got.interface.mtu, Some(1450), "the claim's MTU wins");
+    assert_eq!(got.routes.len(), 1);
+    assert_eq!(got.routes[0].gateway, "10.1.0.1", "the cloud's route wins");
+    assert_eq!(node.recorded_profiles(), ["uid-ipam.json"]);
+    // Prepared again (a kubelet restart): the provider is not asked twice.
+    d.prepare_claim(&claim(
+        &[&vf],
+        json!({"profile": "python-profile", "interface": {"mtu": 1450}}),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(p.asked().len(), 1);
+    assert_eq!(
+        d.claims_of_pod("p")[0].devices[0]
+            .config
+            .interface
+            .addresses,
+        ["10.200.200.200/24"]
+    );
+    // Unprepare releases what was asked, once; the record goes.
+    d.unprepare_claim("uid-ipam").await.unwrap();
+    d.unprepare_claim("uid-ipam").await.unwrap();
+    assert_eq!(p.released(), asked);
+    assert!(node.recorded_profiles().is_empty());
+}
+
+#[tokio::test]
+async fn a_crash_between_prepare_and_unprepare_does_not_leak_the_profile() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let params = json!({"profile": "p"});
+    let first = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
+    node.driver(Some(first.clone()))
+        .prepare_claim(&claim(&[&vf], params.clone()))
+        .await
+        .unwrap();
+    // The daemon dies; the next one unprepares.
+    let second = FakeProfiles::answering(json!({}));
+    let d = node.driver(Some(second.clone()));
+    d.unprepare_claim("uid-ipam").await.unwrap();
+    assert_eq!(second.released(), first.asked());
+    assert!(second.asked().is_empty());
+}
+
+#[tokio::test]
+async fn a_crash_while_the_provider_is_asked_does_not_leak_the_profile() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let hanging = Arc::new(FakeProfiles {
+        hang: true,
+        ..FakeProfiles::default()
+    });
+    let d = node.driver(Some(hanging.clone()));
+    // The daemon dies while the provider holds the request (the future is dropped).
+    let r = tokio::time::timeout(
+        Duration::from_millis(200),
+        d.prepare_claim(&claim(&[&vf], json!({"profile": "p"}))),
+    )
+    .await;
+    assert!(r.is_err(), "still asking");
+    assert_eq!(hanging.asked().len(), 1);
+    drop(d);
+    let next = FakeProfiles::answering(json!({}));
+    node.driver(Some(next.clone()))
+        .unprepare_claim("uid-ipam")
+        .await
+        .unwrap();
+    assert_eq!(next.released(), hanging.asked(), "released from the record");
+}
+
+#[tokio::test]
+async fn a_release_the_provider_refuses_is_owed_and_retried() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
+    *p.refuse_releases.lock().unwrap() = 2;
+    let d = node.driver(Some(p.clone()));
+    d.prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
+        .await
+        .unwrap();
+    // Unprepare succeeds (the pod may go); the release is owed.
+    d.unprepare_claim("uid-ipam").await.unwrap();
+    assert!(d.claims_of_pod("p").is_empty());
+    assert_eq!(node.recorded_profiles(), ["uid-ipam.json"]);
+    assert_eq!(d.retry_profile_releases().await, 1, "refused again");
+    // After a restart too.
+    let d = node.driver(Some(p.clone()));
+    assert_eq!(d.retry_profile_releases().await, 0);
+    assert_eq!(p.released().len(), 1);
+    assert!(node.recorded_profiles().is_empty());
+}
+
+#[tokio::test]
+async fn a_provider_slow_for_one_claim_does_not_hold_up_another() {
+    let node = Node::new();
+    let (a, b) = (node.device("ens1f0v0"), node.device("ens1f0v1"));
+    let p = Arc::new(FakeProfiles {
+        answer: Mutex::new(json!({"interface": {"addresses": ["10.2.0.5/24"]}})),
+        hang_device: Some("ens1f0v0".into()),
+        ..FakeProfiles::default()
+    });
+    let d = Arc::new(node.driver(Some(p.clone())));
+    let slow = {
+        let d = d.clone();
+        let c = claim_named("slow", &[&a], json!({"profile": "p"}));
+        tokio::spawn(async move { d.prepare_claim(&c).await })
+    };
+    // The slow claim is with the provider before the other one starts.
+    while p.asked().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let other = claim_named("fast", &[&b], json!({"profile": "p"}));
+    tokio::time::timeout(Duration::from_secs(10), d.prepare_claim(&other))
+        .await
+        .expect("claim fast waited for claim slow's provider")
+        .unwrap();
+    // Releasing the other claim's profile does not wait either.
+    tokio::time::timeout(Duration::from_secs(10), d.unprepare_claim("uid-fast"))
+        .await
+        .expect("the release waited for claim slow's provider")
+        .unwrap();
+    assert_eq!(p.released().len(), 1);
+    assert!(!slow.is_finished());
+    slow.abort();
+}
+
+#[tokio::test]
+async fn a_failed_profile_releases_what_was_asked_and_fails_the_claim() {
+    let node = Node::new();
+    let (a, b) = (node.device("ens1f0v0"), node.device("ens1f0v1"));
+    let p = Arc::new(FakeProfiles {
+        answer: Mutex::new(json!({"interface": {"addresses": ["10.2.0.5/24"]}})),
+        fail_device: Some("ens1f0v1".into()),
+        ..FakeProfiles::default()
+    });
+    let d = node.driver(Some(p.clone()));
+    let e = d
+        .prepare_claim(&claim(&[&a, &b], json!({"profile": "p"})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ml/ipam") && e.contains(&b) && e.contains("IPAM range exhausted"),
+        "{e}"
+    );
+    // Both requests went out (the failing one may have allocated before failing): both released.
+    assert_eq!(p.asked().len(), 2);
+    assert_eq!(p.released(), p.asked());
+    assert!(node.recorded_profiles().is_empty());
+    assert!(d.claims_of_pod("p").is_empty());
+}
+
+#[tokio::test]
+async fn a_profile_answer_that_is_not_valid_is_refused_and_released() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["not-an-address"]}}));
+    let d = node.driver(Some(p.clone()));
+    let e = d
+        .prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("interface.addresses[0]"), "{e}");
+    assert_eq!(p.released().len(), 1);
+}
+
+#[tokio::test]
+async fn without_a_profile_provider_a_profile_is_refused() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let e = node
+        .driver(None)
+        .prepare_claim(&claim(&[&vf], json!({"profile": "python-profile"})))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("profile \"python-profile\"") && e.contains("no profile provider"),
+        "{e}"
+    );
+    assert!(node.recorded_profiles().is_empty());
+}

@@ -1,0 +1,67 @@
+//! A NIC whose carrier is down (a veth whose peer is down; a real port without a cable): the
+//! kernel dumps its routes with `LINKDOWN`, a flag a route request may not carry. Attach and
+//! detach must copy them as requests, in the pod and back on the host (root only; skipped with a
+//! message otherwise).
+
+use dranet_core::NetworkConfig;
+use dranet_podnet::netns::Netns;
+use dranet_podnet::{AttachRequest, PodNet};
+
+use crate::support::{Ns, can_run, host_with_veth};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_without_carrier_goes_to_the_pod_and_back_with_its_routes() {
+    if !can_run("a_link_without_carrier_goes_to_the_pod_and_back_with_its_routes") {
+        return;
+    }
+    let h = host_with_veth("ld-h");
+    // Upstream's "rules and routes of another table" scenario (`host_with_veth` routes 10.3/16
+    // in table 100, with a rule), on a link without carrier.
+    // What the host has with carrier: without it the kernel holds back state of its own (the
+    // IPv6 multicast route comes with the carrier), so the comparison is made with it back.
+    let host_before = h.dump();
+    h.ip(&["link", "set", "v0p", "down"]);
+    let routes = h.ip(&["route", "show", "table", "all", "dev", "v0"]);
+    assert!(
+        routes.contains("linkdown"),
+        "the kernel marks the routes of a link without carrier: {routes}"
+    );
+    let p = Ns::new("ld-p");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = PodNet::new(Netns::open(h.path()).unwrap(), journal.path()).unwrap();
+    let cfg = NetworkConfig::default();
+    let req = AttachRequest {
+        key: "claim-ld-v0",
+        owner: "sandbox-ld",
+        link: "v0",
+        pod_netns: &p.path(),
+        config: &cfg,
+        rdma_device: None,
+    };
+    let attached = pn.attach(&req).await.unwrap();
+    let in_pod = p.ip(&["route", "show", "table", "100"]);
+    assert!(
+        in_pod.contains(&format!(
+            "10.3.0.0/16 via 10.1.0.1 dev {}",
+            attached.pod_name
+        )),
+        "the pod has the link's route of table 100: {in_pod}"
+    );
+    pn.detach("claim-ld-v0").await.unwrap();
+    let routes = h.ip(&["route", "show", "table", "100"]);
+    assert!(
+        routes.contains("10.3.0.0/16 via 10.1.0.1 dev v0"),
+        "the host has its route of table 100 back: {routes}"
+    );
+    h.ip(&["link", "set", "v0p", "up"]);
+    let mut after = h.dump();
+    for _ in 0..20 {
+        if after == host_before {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        after = h.dump();
+    }
+    assert_eq!(after, host_before, "host state after detach, carrier back");
+    assert!(pn.journal().entries().unwrap().is_empty());
+}
