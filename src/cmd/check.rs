@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use dranet_alloc::report::{self, Claim, ClaimReport, Host, Input, Note, Report, Verdict};
 use dranet_alloc::{AllocError, Allocator};
 use dranet_core::{Discover, Relation};
+use dranet_driver::publish::{InUse, PodFaults, publication};
 use dranet_kubeletplugin::api::KubeClient;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
 // The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
@@ -124,6 +125,9 @@ pub struct CheckArgs {
     /// Cloud provider attributes for the devices discovered with `--sysfs` (as `inventory`).
     #[command(flatten)]
     pub cloud: super::CloudArgs,
+    /// What the daemon publishes from the `--sysfs` tree: its `--filter`, sharing and gates.
+    #[command(flatten)]
+    pub publish: super::PublishArgs,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = CheckFormat::Table)]
     pub output: CheckFormat,
@@ -266,26 +270,37 @@ fn read_class(
 
 /// The node of a sysfs tree: dranet's ResourceSlices, and the inventory for exact topology.
 ///
-/// The same discovery and publishing `dranet inventory` runs, cloud provider included.
-fn discover(sysfs: &Path, node: &str, cloud: &super::CloudArgs) -> Result<Host, CheckError> {
+/// The same discovery and publication `dranet inventory` and the daemon run, cloud provider
+/// and `--filter`, `--share-filter` and `--feature-gates` included.
+fn discover(sysfs: &Path, node: &str, args: &CheckArgs) -> Result<Host, CheckError> {
     super::check_sysfs(sysfs).map_err(CheckError::Usage)?;
+    let policy = args
+        .publish
+        .policy()
+        .map_err(|e| CheckError::Usage(e.to_string()))?;
     let inv = dranet_discovery::host(sysfs, dranet_discovery::Options::default())
         .discover()
         .map_err(|e| CheckError::Discovery {
             path: sysfs.to_path_buf(),
             reason: e.to_string(),
         })?;
-    let cloud = cloud
+    let cloud = args
+        .cloud
         .provider(sysfs, &inv)
         .map_err(|e| CheckError::Usage(e.to_string()))?;
-    let (devices, _) = dranet_core::slice::published_devices(
+    let published = publication(
         &inv,
-        dranet_core::AttributeOptions::default(),
         cloud.as_ref(),
+        &policy,
+        &InUse::none(),
+        &PodFaults::new(),
     );
+    for w in &published.warnings {
+        tracing::warn!("{w}");
+    }
     Ok(Host {
         node: node.to_string(),
-        slices: dranet_core::slice::resource_slices(node, dranet_core::DRIVER_NAME, &devices, 1),
+        slices: published.resource_slices(node),
         inventory: inv,
     })
 }
@@ -377,7 +392,7 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
     let slice_nodes = report::slice_nodes(&input.slices);
     if let Some(sysfs) = &args.sysfs {
         let node = sysfs_node_name(args, &slice_nodes)?;
-        input.host = Some(discover(sysfs, &node, &args.cloud)?);
+        input.host = Some(discover(sysfs, &node, args)?);
     }
     input.classes = match cluster_classes {
         // The cluster's classes, those of the files overriding the ones of the same name.
@@ -836,6 +851,7 @@ mod tests {
             fail_on: FailOn::Error,
             pods: report::Pods::ONE,
             cloud: crate::cmd::CloudArgs::default(),
+            publish: crate::cmd::PublishArgs::default(),
             output: CheckFormat::Table,
         }
     }

@@ -28,6 +28,7 @@ mod locks;
 pub mod netlink;
 pub mod netns;
 pub mod podnet;
+pub mod publish;
 pub mod rdma;
 pub mod record;
 pub mod store;
