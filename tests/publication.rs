@@ -101,7 +101,15 @@ fn from_slice_devices<'a>(devices: impl Iterator<Item = &'a serde_json::Value>) 
 
 fn inventory(sys: &Path, flags: &[&str]) -> Seen {
     let sys = sys.to_str().unwrap();
-    let mut args = vec!["inventory", "--sysfs", sys, "--node-name", NODE, "-o", "json"];
+    let mut args = vec![
+        "inventory",
+        "--sysfs",
+        sys,
+        "--node-name",
+        NODE,
+        "-o",
+        "json",
+    ];
     args.extend(flags);
     let (ok, out, err) = dranet(&args);
     assert!(ok, "{args:?}: {err}");
@@ -145,7 +153,9 @@ fn claims() -> String {
 fn check(sys: &Path, claims: &Path, flags: &[&str]) -> BTreeSet<String> {
     let sys = sys.to_str().unwrap();
     let claims = claims.to_str().unwrap();
-    let mut args = vec!["check", claims, "--sysfs", sys, "--node", NODE, "-o", "json"];
+    let mut args = vec![
+        "check", claims, "--sysfs", sys, "--node", NODE, "-o", "json",
+    ];
     args.extend(flags);
     let (_, out, err) = dranet(&args);
     let v: serde_json::Value =
@@ -161,10 +171,7 @@ fn check(sys: &Path, claims: &Path, flags: &[&str]) -> BTreeSet<String> {
                     .map(|d| d["device"].as_str().unwrap().to_string()),
             ),
             // A part no device falls in.
-            _ => assert!(
-                c["devices"].as_array().unwrap().is_empty(),
-                "{args:?}: {c}"
-            ),
+            _ => assert!(c["devices"].as_array().unwrap().is_empty(), "{args:?}: {c}"),
         }
     }
     devices

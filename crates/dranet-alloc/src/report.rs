@@ -10,8 +10,8 @@
 //! node makes the placement [`Verdict::FitsUnaligned`], with one warning per NUMA node of such
 //! GPUs and, for the node types the seeds measured, the bandwidth it costs ([`measured`]).
 //!
-//! [`summarize`] gives one line per claim over its nodes, and [`verdict_error`] the worst outcome
-//! (what `dranet check` turns into its exit code).
+//! [`summarize`] gives one line per claim over its nodes, and [`per_claim`] each claim's best
+//! verdict (what `dranet check` makes its exit code of).
 //!
 //! ```
 //! use dranet_alloc::report::{self, Claim, Input, Verdict};
@@ -51,7 +51,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::{AllocError, Allocator, Device, DeviceId};
 use dranet_core::{AttributeValue, DRIVER_NAME, Inventory, PciDevice, Relation};
@@ -64,8 +64,7 @@ mod summary;
 pub use nodes::node_order;
 pub use pods::{PodCount, Pods, PodsError};
 pub use summary::{
-    ClaimSummary, ClaimVerdict, FailOn, Failure, ReasonGroup, VerdictCount, per_claim, summaries,
-    summarize, verdict_error,
+    ClaimSummary, ClaimVerdict, ReasonGroup, VerdictCount, per_claim, summaries, summarize,
 };
 
 /// The standard NUMA node attribute.
@@ -663,13 +662,7 @@ fn parse_slices(slices: &mut [serde_json::Value]) -> Result<Vec<ResourceSlice>, 
         .iter_mut()
         .enumerate()
         .map(|(i, v)| {
-            let typed = ResourceSlice::deserialize(&*v).map_err(|e| AllocError::InvalidSlice {
-                slice: v["metadata"]["name"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("#{i}")),
-                reason: e.to_string(),
-            })?;
+            let typed = crate::build::parse_slice(i, v)?;
             *v = crate::source::list_attributes(v);
             Ok(typed)
         })

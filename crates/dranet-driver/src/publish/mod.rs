@@ -339,17 +339,20 @@ pub(crate) mod tests {
             &PodFaults::new(),
         );
         assert!(p.shared.is_empty() && p.devices.len() == 3);
-        assert!(p.warnings.contains(&Warning::Share {
-            device: "veth1".into(),
-            error: p
-                .warnings
-                .iter()
-                .find_map(|w| match w {
-                    Warning::Share { device, error } if device == "veth1" => Some(error.clone()),
-                    _ => None,
-                })
-                .unwrap(),
-        }));
+        assert!(
+            p.warnings.contains(&Warning::Share {
+                device: "veth1".into(),
+                error: p
+                    .warnings
+                    .iter()
+                    .find_map(|w| match w {
+                        Warning::Share { device, error } if device == "veth1" =>
+                            Some(error.clone()),
+                        _ => None,
+                    })
+                    .unwrap(),
+            })
+        );
     }
 
     #[test]
@@ -387,7 +390,12 @@ pub(crate) mod tests {
         assert_eq!(p.devices["ib0"].fault, None);
         // The fault is the device's taint.
         let k8s = p.k8s_devices();
-        let taints = k8s.iter().find(|d| d.name == "gone").unwrap().taints.clone();
+        let taints = k8s
+            .iter()
+            .find(|d| d.name == "gone")
+            .unwrap()
+            .taints
+            .clone();
         assert_eq!(taints.map(|t| t.len()), Some(1));
         // veth1 is not listed as left out: it is published.
         assert!(p.excluded.iter().all(|e| e.device != "veth1"));

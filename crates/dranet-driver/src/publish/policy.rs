@@ -204,7 +204,8 @@ mod tests {
     fn feature_gates_as_upstream_daemonsets_pass_them() {
         let parse = FeatureGates::parse;
         assert_eq!(parse(""), Ok(FeatureGates::default()));
-        let g = parse("DRAListTypeAttributes=true, PersistentResourceSliceAttributes=true").unwrap();
+        let g =
+            parse("DRAListTypeAttributes=true, PersistentResourceSliceAttributes=true").unwrap();
         assert!(g.list_type_attributes);
         assert!(
             !parse("DRAListTypeAttributes=false")
@@ -246,7 +247,10 @@ mod tests {
             filter: r#"attributes["dra.net/type"].StringValue == "x""#,
             ..PolicyFlags::default()
         });
-        assert!(e.starts_with("--filter: ") && e.contains("upstream's"), "{e}");
+        assert!(
+            e.starts_with("--filter: ") && e.contains("upstream's"),
+            "{e}"
+        );
         let e = bad(PolicyFlags {
             share_filter: "(",
             ..PolicyFlags::default()
