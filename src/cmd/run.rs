@@ -286,6 +286,40 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn the_node_name_and_the_publishing_flags_as_upstream_and_inventory_spell_them() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: super::RunArgs,
+        }
+        for flag in ["--node-name", "--hostname-override"] {
+            let c = Cli::try_parse_from(["run", flag, "n1"]).unwrap();
+            assert_eq!(c.run.node.node_name.as_deref(), Some("n1"), "{flag}");
+            assert_eq!(c.run.node.name().unwrap(), "n1");
+        }
+        let c = Cli::try_parse_from([
+            "run",
+            "--filter",
+            "",
+            "--share-filter",
+            "true",
+            "--share-children",
+            "3",
+            "--feature-gates",
+            "DRAListTypeAttributes=true",
+        ])
+        .unwrap();
+        let config = c.run.config("n1".into()).unwrap();
+        assert!(config.policy.filter.is_none());
+        assert_eq!(config.policy.share.as_ref().map(|s| s.children), Some(3));
+        assert!(config.policy.attributes.numa_node_list);
+        let c = Cli::try_parse_from(["run", "--feature-gates", "Nope=true"]).unwrap();
+        let e = c.run.config("n1".into()).unwrap_err().to_string();
+        assert!(e.starts_with("--feature-gates: unknown feature gate"), "{e}");
+    }
+
+    #[test]
     fn durations_as_go_writes_them() {
         assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
