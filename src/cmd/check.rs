@@ -28,6 +28,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSli
 use k8s_openapi::serde::Serialize;
 
 mod many;
+mod measured;
 mod verdict;
 
 pub use verdict::{FailOn, verdict_error};
@@ -390,7 +391,9 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
         }
         input.node = Some(n.clone());
     }
-    Ok(report::check(input, &claims)?)
+    let mut report = report::check(input, &claims)?;
+    measured::add_costs(&mut report);
+    Ok(report)
 }
 
 /// The ResourceSlices (as v1 JSON), DeviceClasses and Kubernetes version of the cluster of

@@ -316,7 +316,10 @@ mod tests {
         assert!(config.policy.attributes.numa_node_list);
         let c = Cli::try_parse_from(["run", "--feature-gates", "Nope=true"]).unwrap();
         let e = c.run.config("n1".into()).unwrap_err().to_string();
-        assert!(e.starts_with("--feature-gates: unknown feature gate"), "{e}");
+        assert!(
+            e.starts_with("--feature-gates: unknown feature gate"),
+            "{e}"
+        );
     }
 
     #[test]

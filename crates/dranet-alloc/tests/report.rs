@@ -159,11 +159,15 @@ fn a_sys_placement_fits_unaligned_with_the_measured_cost() {
         c.warnings
     );
     assert!(
-        c.warnings[0].ends_with(&format!("({})", report::measured("NVIDIA GB300").unwrap())),
+        c.warnings[0].ends_with("GPUDirect RDMA is unlikely"),
         "{:?}",
         c.warnings
     );
-    assert!(c.warnings[0].contains("56 GB/s"), "{:?}", c.warnings);
+    assert!(
+        c.gpu_model.as_deref().is_some_and(|m| m.contains("GB300")),
+        "{:?}",
+        c.gpu_model
+    );
 
     assert_eq!(
         report::summarize(&r),
@@ -203,9 +207,12 @@ fn stranded_gpus_are_one_warning_per_numa_node() {
         cross.warnings
     );
     assert!(
-        cross.warnings[0].contains("42.5 GB/s"),
+        cross
+            .gpu_model
+            .as_deref()
+            .is_some_and(|m| m.contains("MI300X")),
         "{:?}",
-        cross.warnings
+        cross.gpu_model
     );
     // Every GPU has a local NIC among the 8: aligned, although half the pairs cross NUMA.
     let all = by("8nic-all");
