@@ -11,6 +11,8 @@
 //!   (RDMA netlink).
 //! - [`netlink`]: the framing both speak: messages, attributes, one request's answer, generic
 //!   netlink families.
+//! - [`publish`]: what the node publishes, one pure function of the scan and the operator's
+//!   policy, shared by the daemon, `dranet inventory` and `dranet check --sysfs`.
 
 #![warn(missing_docs)]
 
