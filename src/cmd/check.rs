@@ -21,7 +21,6 @@ use dranet_alloc::report::{self, Claim, ClaimReport, Host, Input, Note, Report};
 use dranet_alloc::served::{claim_spec_to_v1, slice_to_v1};
 use dranet_alloc::{AllocError, Allocator};
 use dranet_core::{Discover, Relation};
-use dranet_driver::publish::{InUse, PodFaults, publication};
 use dranet_kubeletplugin::api::KubeClient;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
 // The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
@@ -265,16 +264,7 @@ fn discover(sysfs: &Path, node: &str, args: &CheckArgs) -> Result<Host, CheckErr
         .cloud
         .provider(sysfs, &inv)
         .map_err(|e| CheckError::Usage(e.to_string()))?;
-    let published = publication(
-        &inv,
-        cloud.as_ref(),
-        &policy,
-        &InUse::none(),
-        &PodFaults::new(),
-    );
-    for w in &published.warnings {
-        tracing::warn!("{w}");
-    }
+    let published = super::publication_of(&inv, cloud.as_ref(), &policy);
     Ok(Host {
         node: node.to_string(),
         slices: published.resource_slices(node),

@@ -3,7 +3,6 @@
 use std::io::Write;
 
 use dranet_core::attributes::names;
-use dranet_driver::publish::{InUse, PodFaults, publication};
 
 use super::{CliError, CloudArgs, NodeArgs, PublishArgs, SourceArgs};
 
@@ -56,16 +55,7 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
     policy.attributes.numa_node_list |= a.numa_node_list;
     let inv = a.source.discover_quietly()?;
     let cloud = a.cloud.provider(&a.source.sysfs, &inv)?;
-    let published = publication(
-        &inv,
-        cloud.as_ref(),
-        &policy,
-        &InUse::none(),
-        &PodFaults::new(),
-    );
-    for w in &published.warnings {
-        tracing::warn!("{w}");
-    }
+    let published = super::publication_of(&inv, cloud.as_ref(), &policy);
     let devices: Vec<&dranet_core::slice::PublishedDevice> = published.devices.values().collect();
     let out = std::io::stdout();
     let mut out = out.lock();

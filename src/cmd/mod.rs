@@ -12,7 +12,9 @@ pub mod topo;
 use std::path::PathBuf;
 
 use dranet_core::{Discover, Inventory};
-use dranet_driver::publish::{DEFAULT_FILTER, Policy, PolicyFlags};
+use dranet_driver::publish::{
+    DEFAULT_FILTER, InUse, PodFaults, Policy, PolicyFlags, Publication, publication,
+};
 
 pub use cloud::CloudArgs;
 
@@ -101,6 +103,20 @@ impl PublishArgs {
         })
         .map_err(|e| CliError::Usage(e.to_string()))
     }
+}
+
+/// What the daemon would publish first for `inv` (nothing in use yet), its warnings logged: the
+/// node as `inventory` shows it and `check --sysfs` allocates from it.
+pub fn publication_of(
+    inv: &Inventory,
+    cloud: &dyn dranet_core::CloudProvider,
+    policy: &Policy,
+) -> Publication {
+    let p = publication(inv, cloud, policy, &InUse::none(), &PodFaults::new());
+    for w in &p.warnings {
+        tracing::warn!("{w}");
+    }
+    p
 }
 
 /// This node's name, for the commands that publish as the node (`run`, `inventory`).

@@ -86,26 +86,8 @@ pub fn health(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::publish::tests::published;
     use dranet_core::{Netdev, RdmaLink, RdmaPort};
-
-    fn published(name: &str, kind: Option<&str>) -> PublishedDevice {
-        let mut attributes = dranet_core::attributes::Attributes::new();
-        attributes.insert(
-            format!("dra.net/{}", names::IF_NAME),
-            AttributeValue::String(name.into()),
-        );
-        if let Some(k) = kind {
-            attributes.insert(
-                format!("dra.net/{}", names::TYPE),
-                AttributeValue::String(k.into()),
-            );
-        }
-        PublishedDevice {
-            name: name.into(),
-            attributes,
-            fault: None,
-        }
-    }
 
     fn device(name: &str, operstate: &str, port: Option<&str>) -> NetworkDevice {
         NetworkDevice {
