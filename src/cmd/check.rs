@@ -17,7 +17,8 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dranet_alloc::report::{self, Claim, ClaimReport, Host, Input, Note, Report, Verdict};
+use dranet_alloc::report::{self, Claim, ClaimReport, Host, Input, Note, Report};
+use dranet_alloc::served::{claim_spec_to_v1, slice_to_v1};
 use dranet_alloc::{AllocError, Allocator};
 use dranet_core::{Discover, Relation};
 use dranet_kubeletplugin::api::KubeClient;
@@ -26,6 +27,10 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSli
 use k8s_openapi::serde::Serialize;
 
 mod many;
+mod measured;
+mod verdict;
+
+pub use verdict::{FailOn, verdict_error};
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -34,34 +39,6 @@ pub enum CheckFormat {
     Table,
     /// One JSON document with every claim's report.
     Json,
-}
-
-/// `--fail-on` levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FailOn {
-    /// Exit non-zero when a claim does not fit or is invalid.
-    Error,
-    /// Also when a claim fits only unaligned.
-    Warning,
-}
-
-impl From<FailOn> for report::FailOn {
-    fn from(f: FailOn) -> Self {
-        match f {
-            FailOn::Error => report::FailOn::Error,
-            FailOn::Warning => report::FailOn::Warning,
-        }
-    }
-}
-
-/// Exit codes of `dranet check` (1 is any input or usage error).
-pub mod exit {
-    /// A claim fits on no node.
-    pub const DOES_NOT_FIT: u8 = 2;
-    /// A claim is invalid: the scheduler would fail the pod.
-    pub const INVALID: u8 = 3;
-    /// With `--fail-on warning`: a claim fits only unaligned.
-    pub const UNALIGNED: u8 = 4;
 }
 
 /// Arguments of `dranet check`.
@@ -124,6 +101,9 @@ pub struct CheckArgs {
     /// Cloud provider attributes for the devices discovered with `--sysfs` (as `inventory`).
     #[command(flatten)]
     pub cloud: super::CloudArgs,
+    /// What the daemon publishes from the `--sysfs` tree: its `--filter`, sharing and gates.
+    #[command(flatten)]
+    pub publish: super::PublishArgs,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = CheckFormat::Table)]
     pub output: CheckFormat,
@@ -266,36 +246,30 @@ fn read_class(
 
 /// The node of a sysfs tree: dranet's ResourceSlices, and the inventory for exact topology.
 ///
-/// The same discovery and publishing `dranet inventory` runs, cloud provider included.
-fn discover(sysfs: &Path, node: &str, cloud: &super::CloudArgs) -> Result<Host, CheckError> {
+/// The same discovery and publication `dranet inventory` and the daemon run, cloud provider
+/// and `--filter`, `--share-filter` and `--feature-gates` included.
+fn discover(sysfs: &Path, node: &str, args: &CheckArgs) -> Result<Host, CheckError> {
     super::check_sysfs(sysfs).map_err(CheckError::Usage)?;
+    let policy = args
+        .publish
+        .policy()
+        .map_err(|e| CheckError::Usage(e.to_string()))?;
     let inv = dranet_discovery::host(sysfs, dranet_discovery::Options::default())
         .discover()
         .map_err(|e| CheckError::Discovery {
             path: sysfs.to_path_buf(),
             reason: e.to_string(),
         })?;
-    let cloud = cloud
+    let cloud = args
+        .cloud
         .provider(sysfs, &inv)
         .map_err(|e| CheckError::Usage(e.to_string()))?;
-    let (devices, _) = dranet_core::slice::published_devices(
-        &inv,
-        dranet_core::AttributeOptions::default(),
-        cloud.as_ref(),
-    );
+    let published = super::publication_of(&inv, cloud.as_ref(), &policy);
     Ok(Host {
         node: node.to_string(),
-        slices: dranet_core::slice::resource_slices(node, dranet_core::DRIVER_NAME, &devices, 1),
+        slices: published.resource_slices(node),
         inventory: inv,
     })
-}
-
-/// Runs the check and returns the report; errors are about inputs, not about claims that cannot
-/// be allocated (those are in each [`ClaimReport::error`]). The tests' entry: `run` also reports
-/// what `--classes` files held besides DeviceClasses.
-#[cfg(test)]
-pub fn check(args: &CheckArgs) -> Result<Report, CheckError> {
-    check_skipping(args, &mut Vec::new())
 }
 
 /// The objects of `--classes` files that are not DeviceClasses (a Pod, a template beside them,
@@ -324,8 +298,8 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
         for mut d in super::load::documents(path, &mut errors) {
             match d.kind() {
                 "ResourceSlice" => {
-                    if let Err(reason) = slice_to_v1(&mut d.value) {
-                        errors.push(d.error("apiVersion", reason));
+                    if let Err(e) = slice_to_v1(&mut d.value) {
+                        errors.push(d.error("apiVersion", e.to_string()));
                         continue;
                     }
                     match check_slice(&d) {
@@ -377,7 +351,7 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
     let slice_nodes = report::slice_nodes(&input.slices);
     if let Some(sysfs) = &args.sysfs {
         let node = sysfs_node_name(args, &slice_nodes)?;
-        input.host = Some(discover(sysfs, &node, &args.cloud)?);
+        input.host = Some(discover(sysfs, &node, args)?);
     }
     input.classes = match cluster_classes {
         // The cluster's classes, those of the files overriding the ones of the same name.
@@ -407,7 +381,9 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
         }
         input.node = Some(n.clone());
     }
-    Ok(report::check(input, &claims)?)
+    let mut report = report::check(input, &claims)?;
+    measured::add_costs(&mut report);
+    Ok(report)
 }
 
 /// The ResourceSlices (as v1 JSON), DeviceClasses and Kubernetes version of the cluster of
@@ -483,7 +459,7 @@ fn read_claims(
             continue;
         }
         let spec = claim_spec_to_v1(&d.value, spec_value)
-            .map_err(|reason| vec![d.error("apiVersion", reason)])
+            .map_err(|e| vec![d.error("apiVersion", e.to_string())])
             .and_then(|v| d.decode::<ResourceClaimSpec>(at, &v, true));
         match spec {
             Ok(spec) => claims.push(Claim {
@@ -518,68 +494,6 @@ fn note_text(n: &Note, cluster: bool) -> String {
         ),
         other => other.to_string(),
     }
-}
-
-/// The API versions of `resource.k8s.io` a 1.34 API server serves.
-const SERVED: &str = "resource.k8s.io/v1, v1beta2 or v1beta1";
-
-fn api_version(doc: &serde_json::Value) -> Result<&str, String> {
-    match doc["apiVersion"].as_str().unwrap_or("resource.k8s.io/v1") {
-        v @ ("resource.k8s.io/v1" | "resource.k8s.io/v1beta2" | "resource.k8s.io/v1beta1") => Ok(v),
-        other => Err(format!(
-            "apiVersion {other:?} is not served by Kubernetes 1.34 for {} (use {SERVED})",
-            doc["kind"].as_str().unwrap_or("")
-        )),
-    }
-}
-
-/// A claim spec of any served version in the v1 shape. v1beta1 requests hold the class,
-/// selectors and count directly; v1 and v1beta2 put them under `exactly`.
-fn claim_spec_to_v1(
-    doc: &serde_json::Value,
-    mut spec: serde_json::Value,
-) -> Result<serde_json::Value, String> {
-    if api_version(doc)? != "resource.k8s.io/v1beta1" {
-        return Ok(spec);
-    }
-    if let Some(requests) = spec["devices"]["requests"].as_array_mut() {
-        for r in requests.iter_mut().filter_map(|r| r.as_object_mut()) {
-            if r.contains_key("firstAvailable") || r.contains_key("exactly") {
-                continue;
-            }
-            let mut exactly = serde_json::Map::new();
-            for k in [
-                "deviceClassName",
-                "selectors",
-                "allocationMode",
-                "count",
-                "adminAccess",
-                "tolerations",
-            ] {
-                if let Some(v) = r.remove(k) {
-                    exactly.insert(k.to_string(), v);
-                }
-            }
-            r.insert("exactly".into(), serde_json::Value::Object(exactly));
-        }
-    }
-    Ok(spec)
-}
-
-/// A ResourceSlice of any served version in the v1 shape: v1beta1 devices hold their
-/// attributes and capacity under `basic`.
-pub(super) fn slice_to_v1(slice: &mut serde_json::Value) -> Result<(), String> {
-    if api_version(slice)? == "resource.k8s.io/v1beta1"
-        && let Some(devices) = slice["spec"]["devices"].as_array_mut()
-    {
-        for d in devices.iter_mut().filter_map(|d| d.as_object_mut()) {
-            if let Some(serde_json::Value::Object(basic)) = d.remove("basic") {
-                d.extend(basic);
-            }
-        }
-    }
-    slice["apiVersion"] = "resource.k8s.io/v1".into();
-    Ok(())
 }
 
 /// The node the `--sysfs` tree is: the node checked (`--node`), else `$NODE_NAME`, else the one
@@ -798,24 +712,16 @@ struct JsonReport<'a> {
     notes: Vec<String>,
 }
 
-/// The exit code and message for a report: the worst claim wins (invalid, then fits nowhere,
-/// then, with `--fail-on warning`, fits only unaligned).
-pub fn verdict_error(r: &Report, fail_on: FailOn) -> Option<CheckError> {
-    let f = report::verdict_error(r, fail_on.into())?;
-    let code = match f.verdict {
-        Verdict::Invalid => exit::INVALID,
-        Verdict::DoesNotFit => exit::DOES_NOT_FIT,
-        Verdict::FitsUnaligned | Verdict::Fits => exit::UNALIGNED,
-    };
-    Some(CheckError::Verdict {
-        code,
-        message: f.to_string(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::verdict::exit;
     use super::*;
+    use dranet_alloc::report::Verdict;
+
+    /// Runs the check and returns the report, as `run` does without printing it.
+    fn check(args: &CheckArgs) -> Result<Report, CheckError> {
+        check_skipping(args, &mut Vec::new())
+    }
 
     fn root() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -836,6 +742,7 @@ mod tests {
             fail_on: FailOn::Error,
             pods: report::Pods::ONE,
             cloud: crate::cmd::CloudArgs::default(),
+            publish: crate::cmd::PublishArgs::default(),
             output: CheckFormat::Table,
         }
     }

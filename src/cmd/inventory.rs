@@ -3,11 +3,8 @@
 use std::io::Write;
 
 use dranet_core::attributes::names;
-use dranet_core::slice::{published_devices, resource_slices};
-use dranet_core::{AttributeOptions, DRIVER_NAME, Excluded};
-use dranet_driver::daemon::devices::{DEFAULT_FILTER, default_filter_reason, keeps};
 
-use super::{CliError, CloudArgs, SourceArgs};
+use super::{CliError, CloudArgs, NodeArgs, PublishArgs, SourceArgs};
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -34,9 +31,10 @@ pub struct InventoryArgs {
     source: SourceArgs,
     #[command(flatten)]
     cloud: CloudArgs,
-    /// Node name: the pool and the slices' `nodeName` (default: $NODE_NAME, else the hostname).
-    #[arg(long, value_name = "N")]
-    node_name: Option<String>,
+    #[command(flatten)]
+    node: NodeArgs,
+    #[command(flatten)]
+    publish: PublishArgs,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -49,25 +47,16 @@ pub struct InventoryArgs {
     /// with `-o json|yaml`.
     #[arg(long)]
     show_excluded: bool,
-    /// The daemon's `--filter`: only devices it keeps are shown as published (empty: all).
-    #[arg(long, value_name = "CEL", default_value = DEFAULT_FILTER, env = "DRANET_FILTER")]
-    filter: String,
 }
 
 /// Runs the command.
 pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
-    let inv = a.source.discover()?;
-    let opts = AttributeOptions {
-        numa_node_list: a.numa_node_list,
-    };
+    let mut policy = a.publish.policy()?;
+    policy.attributes.numa_node_list |= a.numa_node_list;
+    let inv = a.source.discover_quietly()?;
     let cloud = a.cloud.provider(&a.source.sysfs, &inv)?;
-    let (devices, warnings) = published_devices(&inv, opts, cloud.as_ref());
-    let (devices, filtered) = apply_filter(&a.filter, devices)?;
-    let mut inv = inv;
-    inv.excluded.extend(filtered);
-    for w in &warnings {
-        tracing::warn!("{w}");
-    }
+    let published = super::publication_of(&inv, cloud.as_ref(), &policy);
+    let devices: Vec<&dranet_core::slice::PublishedDevice> = published.devices.values().collect();
     let out = std::io::stdout();
     let mut out = out.lock();
     let io = |e: std::io::Error| CliError::Output(e.to_string());
@@ -131,28 +120,24 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
                 rows.push(row);
             }
             write!(out, "{}", super::aligned(&rows, "")).map_err(io)?;
-            if a.show_excluded && !inv.excluded.is_empty() {
+            if a.show_excluded && !published.excluded.is_empty() {
                 let mut rows = vec![vec!["NOT PUBLISHED".to_string(), "REASON".to_string()]];
                 rows.extend(
-                    inv.excluded
+                    published
+                        .excluded
                         .iter()
-                        .map(|e| vec![e.name.clone(), e.reason.clone()]),
+                        .map(|e| vec![e.device.clone(), e.reason.to_string()]),
                 );
                 write!(out, "\n{}", super::aligned(&rows, "")).map_err(io)?;
             }
         }
         Format::Json | Format::Yaml => {
             if a.show_excluded {
-                for e in &inv.excluded {
-                    eprintln!("not published: {}: {}", e.name, e.reason);
+                for e in &published.excluded {
+                    eprintln!("not published: {e}");
                 }
             }
-            let slices = resource_slices(
-                &super::node_name(&a.node_name, "--node-name")?,
-                DRIVER_NAME,
-                &devices,
-                1,
-            );
+            let slices = published.resource_slices(&a.node.name()?);
             if a.output == Format::Json {
                 let v = if slices.len() == 1 {
                     slices.into_iter().next().unwrap_or_default()
@@ -172,36 +157,4 @@ pub fn run(a: &InventoryArgs) -> Result<(), CliError> {
         }
     }
     Ok(())
-}
-
-/// Splits `devices` into those `filter` keeps and, for each it leaves out, why.
-fn apply_filter(
-    filter: &str,
-    devices: Vec<dranet_core::slice::PublishedDevice>,
-) -> Result<(Vec<dranet_core::slice::PublishedDevice>, Vec<Excluded>), CliError> {
-    if filter.trim().is_empty() {
-        return Ok((devices, Vec::new()));
-    }
-    let program = dranet_alloc::cel::Program::compile(filter)
-        .map_err(|e| CliError::Usage(format!("--filter: {e}")))?;
-    let default = filter == DEFAULT_FILTER;
-    let (mut kept, mut out) = (Vec::new(), Vec::new());
-    for d in devices {
-        let reason = match keeps(&program, &d) {
-            Ok(true) => {
-                kept.push(d);
-                continue;
-            }
-            Ok(false) => default
-                .then(|| default_filter_reason(&d))
-                .flatten()
-                .unwrap_or_else(|| "left out by --filter".into()),
-            Err(e) => format!("--filter failed on it: {e}"),
-        };
-        out.push(Excluded {
-            name: d.name,
-            reason,
-        });
-    }
-    Ok((kept, out))
 }

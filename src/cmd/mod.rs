@@ -12,6 +12,9 @@ pub mod topo;
 use std::path::PathBuf;
 
 use dranet_core::{Discover, Inventory};
+use dranet_driver::publish::{
+    DEFAULT_FILTER, InUse, PodFaults, Policy, PolicyFlags, Publication, publication,
+};
 
 pub use cloud::CloudArgs;
 
@@ -40,6 +43,96 @@ pub struct SourceArgs {
         env = "DRANET_UPLINK_INTERFACES"
     )]
     pub uplink_interfaces: Option<Vec<String>>,
+}
+
+/// What is published, as the daemon decides it: shared by `run`, `inventory` and `check`, so that
+/// the preview and the check see what the daemon publishes with the same flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PublishArgs {
+    /// CEL over a device's attributes (`device.attributes["dra.net"].…`): only devices it keeps
+    /// are published (empty: all).
+    #[arg(long, value_name = "CEL", default_value = DEFAULT_FILTER, env = "DRANET_FILTER")]
+    pub filter: String,
+    /// CEL like --filter: the published devices it keeps are offered for sharing — several claims
+    /// of a child type (Macvlan, IPVLAN) at once, on Kubernetes consumable capacity (1.36; an
+    /// older API server drops the fields and the devices stay exclusive). Empty: none. Not in
+    /// upstream dranet.
+    #[arg(
+        long,
+        value_name = "CEL",
+        default_value = "",
+        env = "DRANET_SHARE_FILTER"
+    )]
+    pub share_filter: String,
+    /// How many claims may share one device picked by --share-filter (its `children` capacity).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..), env = "DRANET_SHARE_CHILDREN")]
+    pub share_children: u32,
+    /// Upstream's feature gates, `Name=bool,…`: `DRAListTypeAttributes` publishes
+    /// resource.kubernetes.io/numaNode as a list (the API server needs it too);
+    /// `PersistentResourceSliceAttributes` is how dranet-rs always behaves (true only).
+    #[arg(
+        long,
+        value_name = "GATES",
+        default_value = "",
+        env = "DRANET_FEATURE_GATES"
+    )]
+    pub feature_gates: String,
+}
+
+impl Default for PublishArgs {
+    /// The daemon's defaults.
+    fn default() -> Self {
+        let d = PolicyFlags::default();
+        Self {
+            filter: d.filter.to_string(),
+            share_filter: d.share_filter.to_string(),
+            share_children: d.share_children,
+            feature_gates: d.feature_gates.to_string(),
+        }
+    }
+}
+
+impl PublishArgs {
+    /// The publication policy these flags ask for; a bad value is an error naming its flag.
+    pub fn policy(&self) -> Result<Policy, CliError> {
+        Policy::from_flags(&PolicyFlags {
+            filter: &self.filter,
+            share_filter: &self.share_filter,
+            share_children: self.share_children,
+            feature_gates: &self.feature_gates,
+        })
+        .map_err(|e| CliError::Usage(e.to_string()))
+    }
+}
+
+/// What the daemon would publish first for `inv` (nothing in use yet), its warnings logged: the
+/// node as `inventory` shows it and `check --sysfs` allocates from it.
+pub fn publication_of(
+    inv: &Inventory,
+    cloud: &dyn dranet_core::CloudProvider,
+    policy: &Policy,
+) -> Publication {
+    let p = publication(inv, cloud, policy, &InUse::none(), &PodFaults::new());
+    for w in &p.warnings {
+        tracing::warn!("{w}");
+    }
+    p
+}
+
+/// This node's name, for the commands that publish as the node (`run`, `inventory`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct NodeArgs {
+    /// The Node's name: the pool and the slices' nodeName (default: $NODE_NAME, else the
+    /// hostname). Upstream's `--hostname-override` is the same flag.
+    #[arg(long, value_name = "NAME", visible_alias = "hostname-override")]
+    pub node_name: Option<String>,
+}
+
+impl NodeArgs {
+    /// The name: the flag, else `$NODE_NAME`, else the hostname ([`node_name`]).
+    pub fn name(&self) -> Result<String, CliError> {
+        node_name(&self.node_name, "--node-name")
+    }
 }
 
 /// Errors of the binary: one line each.
@@ -89,12 +182,20 @@ impl SourceArgs {
 
     /// Discovers the node, logging each warning.
     pub fn discover(&self) -> Result<Inventory, CliError> {
-        check_sysfs(&self.sysfs).map_err(CliError::Usage)?;
-        let inv = dranet_discovery::host(&self.sysfs, self.discovery_options()?).discover()?;
+        let inv = self.discover_quietly()?;
         for w in &inv.warnings {
             tracing::warn!("{w}");
         }
         Ok(inv)
+    }
+
+    /// Discovers the node; its warnings are the caller's to tell (a [`publication`]'s carry
+    /// them).
+    ///
+    /// [`publication`]: dranet_driver::publish::publication
+    pub fn discover_quietly(&self) -> Result<Inventory, CliError> {
+        check_sysfs(&self.sysfs).map_err(CliError::Usage)?;
+        Ok(dranet_discovery::host(&self.sysfs, self.discovery_options()?).discover()?)
     }
 }
 

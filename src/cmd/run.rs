@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dranet_core::{Discover, Inventory};
-use dranet_driver::daemon::{Daemon, DaemonConfig, PollConfig, devices::DEFAULT_FILTER};
+use dranet_driver::daemon::{Daemon, DaemonConfig, PollConfig};
 use dranet_kubeletplugin::KubeClient;
 
-use super::{CliError, CloudArgs, SourceArgs};
+use super::{CliError, CloudArgs, NodeArgs, PublishArgs, SourceArgs};
 
 /// `--log-format` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -45,9 +45,8 @@ pub struct RunArgs {
     /// Kubeconfig file (default: in-cluster service account, else $KUBECONFIG or ~/.kube/config).
     #[arg(long, value_name = "FILE", env = "DRANET_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
-    /// The Node's name: the pool and the slices' nodeName (default: $NODE_NAME, else the hostname).
-    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
-    hostname_override: Option<String>,
+    #[command(flatten)]
+    node: NodeArgs,
     /// Address of /metrics, /healthz and /readyz (`:PORT` listens on all addresses; empty: none).
     #[arg(
         long,
@@ -56,23 +55,8 @@ pub struct RunArgs {
         env = "DRANET_BIND_ADDRESS"
     )]
     bind_address: String,
-    /// CEL over a device's attributes (`device.attributes["dra.net"].…`): only devices it keeps are published.
-    #[arg(long, value_name = "CEL", default_value = DEFAULT_FILTER, env = "DRANET_FILTER")]
-    filter: String,
-    /// CEL like --filter: the published devices it keeps are offered for sharing — several claims
-    /// of a child type (Macvlan, IPVLAN) at once, on Kubernetes consumable capacity (1.36; an
-    /// older API server drops the fields and the devices stay exclusive). Empty: none. Not in
-    /// upstream dranet.
-    #[arg(
-        long,
-        value_name = "CEL",
-        default_value = "",
-        env = "DRANET_SHARE_FILTER"
-    )]
-    share_filter: String,
-    /// How many claims may share one device picked by --share-filter (its `children` capacity).
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..), env = "DRANET_SHARE_CHILDREN")]
-    share_children: u32,
+    #[command(flatten)]
+    publish: PublishArgs,
     /// The kubelet's --root-dir: registration in DIR/plugins_registry, the socket in DIR/plugins/dra.net.
     #[arg(
         long,
@@ -116,63 +100,9 @@ pub struct RunArgs {
     /// on a machine without the hardware (pods get their RDMA char devices; nothing else is done).
     #[arg(long, value_name = "DIR", env = "DRANET_FIXTURE_SYSFS")]
     fixture_sysfs: Option<PathBuf>,
-    /// Upstream's feature gates, `Name=bool,…`: `DRAListTypeAttributes` publishes
-    /// resource.kubernetes.io/numaNode as a list (the API server needs it too);
-    /// `PersistentResourceSliceAttributes` is how dranet-rs always behaves (true only).
-    #[arg(
-        long,
-        value_name = "GATES",
-        default_value = "",
-        env = "DRANET_FEATURE_GATES"
-    )]
-    feature_gates: String,
     /// Log lines as text or JSON.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "DRANET_LOG_FORMAT")]
     pub log_format: LogFormat,
-}
-
-/// Upstream's feature gates this daemon knows.
-const FEATURE_GATES: &[&str] = &["DRAListTypeAttributes", "PersistentResourceSliceAttributes"];
-
-/// What `--feature-gates` turns on.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FeatureGates {
-    /// `DRAListTypeAttributes`: numaNode as a list.
-    pub list_type_attributes: bool,
-}
-
-/// Parses `--feature-gates` as Kubernetes components do (`A=true,B=false`, Go's booleans); an
-/// unknown gate is an error naming the known ones.
-pub fn parse_feature_gates(s: &str) -> Result<FeatureGates, String> {
-    let mut g = FeatureGates::default();
-    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (name, value) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("{pair:?} is not Name=true or Name=false"))?;
-        let on = match value.trim() {
-            "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
-            "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
-            v => return Err(format!("{name}: {v:?} is not true or false")),
-        };
-        match name.trim() {
-            "DRAListTypeAttributes" => g.list_type_attributes = on,
-            "PersistentResourceSliceAttributes" if on => {}
-            "PersistentResourceSliceAttributes" => {
-                return Err(
-                    "PersistentResourceSliceAttributes=false: dranet-rs always keeps \
-                            the attributes of allocated devices in its slices; drop the gate"
-                        .into(),
-                );
-            }
-            other => {
-                return Err(format!(
-                    "unknown feature gate {other:?} (known: {})",
-                    FEATURE_GATES.join(", ")
-                ));
-            }
-        }
-    }
-    Ok(g)
 }
 
 /// Go-style durations as upstream takes them: `500ms`, `2s`, `1m`, `1m30s`, `1h`.
@@ -223,27 +153,7 @@ impl RunArgs {
                     .map_err(|e| usage(format!("--bind-address: {e}")))?,
             )
         };
-        let filter = if self.filter.trim().is_empty() {
-            None
-        } else {
-            Some(dranet_alloc::cel::Program::compile(&self.filter).map_err(|e| {
-                let hint = if self.filter.contains("attributes[\"dra.net/") {
-                    "; write upstream's attributes[\"dra.net/type\"].StringValue as device.attributes[\"dra.net\"].type"
-                } else {
-                    ""
-                };
-                usage(format!("--filter: {e}{hint}"))
-            })?)
-        };
-        let share = if self.share_filter.trim().is_empty() {
-            None
-        } else {
-            Some(dranet_driver::daemon::share::Share {
-                filter: dranet_alloc::cel::Program::compile(&self.share_filter)
-                    .map_err(|e| usage(format!("--share-filter: {e}")))?,
-                children: self.share_children,
-            })
-        };
+        let policy = self.publish.policy()?;
         if self.inventory_max_poll_interval.is_zero() {
             return Err(usage(
                 "--inventory-max-poll-interval: must be more than 0".into(),
@@ -257,16 +167,12 @@ impl RunArgs {
                 .ok_or_else(|| usage(format!("--db-path {}: has no directory", p.display())))?,
             None => self.state_dir.clone(),
         };
-        let gates = parse_feature_gates(&self.feature_gates)
-            .map_err(|e| usage(format!("--feature-gates: {e}")))?;
         let mut c = DaemonConfig::new(node);
-        c.attributes.numa_node_list = gates.list_type_attributes;
         c.kubelet_root_dir = self.kubelet_root_dir.clone();
         c.state_dir = state_dir;
         c.nri_socket = self.nri_socket.clone();
         c.bind_address = bind_address;
-        c.filter = filter;
-        c.share = share;
+        c.policy = policy;
         c.poll = PollConfig {
             max_interval: self.inventory_max_poll_interval,
             min_interval: self.inventory_min_poll_interval,
@@ -320,7 +226,7 @@ fn merge(inv: &mut Inventory, extra: Inventory) {
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub fn run(a: &RunArgs) -> Result<(), CliError> {
-    let node = super::node_name(&a.hostname_override, "--hostname-override")?;
+    let node = a.node.name()?;
     let mut config = a.config(node)?;
     let rescan = a.rescan()?;
     // Cloud detection blocks (a short metadata probe at most), before the runtime starts.
@@ -376,32 +282,44 @@ async fn signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::{FeatureGates, parse_duration, parse_feature_gates};
+    use super::parse_duration;
     use std::time::Duration;
 
     #[test]
-    fn feature_gates_as_upstream_daemonsets_pass_them() {
-        assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
-        let g = parse_feature_gates(
-            "DRAListTypeAttributes=true, PersistentResourceSliceAttributes=true",
-        )
+    fn the_node_name_and_the_publishing_flags_as_upstream_and_inventory_spell_them() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: super::RunArgs,
+        }
+        for flag in ["--node-name", "--hostname-override"] {
+            let c = Cli::try_parse_from(["run", flag, "n1"]).unwrap();
+            assert_eq!(c.run.node.node_name.as_deref(), Some("n1"), "{flag}");
+            assert_eq!(c.run.node.name().unwrap(), "n1");
+        }
+        let c = Cli::try_parse_from([
+            "run",
+            "--filter",
+            "",
+            "--share-filter",
+            "true",
+            "--share-children",
+            "3",
+            "--feature-gates",
+            "DRAListTypeAttributes=true",
+        ])
         .unwrap();
-        assert!(g.list_type_attributes);
+        let config = c.run.config("n1".into()).unwrap();
+        assert!(config.policy.filter.is_none());
+        assert_eq!(config.policy.share.as_ref().map(|s| s.children), Some(3));
+        assert!(config.policy.attributes.numa_node_list);
+        let c = Cli::try_parse_from(["run", "--feature-gates", "Nope=true"]).unwrap();
+        let e = c.run.config("n1".into()).unwrap_err().to_string();
         assert!(
-            !parse_feature_gates("DRAListTypeAttributes=false")
-                .unwrap()
-                .list_type_attributes
-        );
-        let e = parse_feature_gates("DRAListTypeAttributes=true,Foo=true").unwrap_err();
-        assert!(
-            e.contains("\"Foo\"")
-                && e.contains("DRAListTypeAttributes, PersistentResourceSliceAttributes"),
+            e.starts_with("--feature-gates: unknown feature gate"),
             "{e}"
         );
-        assert!(parse_feature_gates("DRAListTypeAttributes").is_err());
-        assert!(parse_feature_gates("DRAListTypeAttributes=yes").is_err());
-        let e = parse_feature_gates("PersistentResourceSliceAttributes=false").unwrap_err();
-        assert!(e.contains("drop the gate"), "{e}");
     }
 
     #[test]

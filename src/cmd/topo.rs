@@ -150,9 +150,9 @@ fn read_slices(paths: &[PathBuf]) -> Result<Vec<serde_json::Value>, CliError> {
     for path in paths {
         for mut d in super::load::documents(path, &mut errors) {
             match d.kind() {
-                "ResourceSlice" => match super::check::slice_to_v1(&mut d.value) {
+                "ResourceSlice" => match dranet_alloc::served::slice_to_v1(&mut d.value) {
                     Ok(()) => out.push(d.value),
-                    Err(reason) => errors.push(d.error("apiVersion", reason)),
+                    Err(e) => errors.push(d.error("apiVersion", e.to_string())),
                 },
                 k => errors.push(d.error("kind", format!("kind {k} is not ResourceSlice"))),
             }

@@ -159,20 +159,26 @@ impl<'a> Allocator<'a> {
         classes: &[DeviceClass],
         options: &Options,
     ) -> Result<Allocator<'static>, AllocError> {
-        let mut parsed = Vec::with_capacity(slices.len());
-        for (i, v) in slices.iter().enumerate() {
-            let s: ResourceSlice =
-                serde_json::from_value(v.clone()).map_err(|e| AllocError::InvalidSlice {
-                    slice: v["metadata"]["name"]
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| format!("#{i}")),
-                    reason: e.to_string(),
-                })?;
-            parsed.push(s);
-        }
+        let parsed = slices
+            .iter()
+            .enumerate()
+            .map(|(i, v)| parse_slice(i, v))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(build(&parsed, Some(slices), None, classes, options)?.into_owned())
     }
+}
+
+/// The `i`th slice's JSON as the typed slice, or why not, naming the slice (its name, else its
+/// position).
+pub(crate) fn parse_slice(i: usize, v: &serde_json::Value) -> Result<ResourceSlice, AllocError> {
+    use serde::Deserialize;
+    ResourceSlice::deserialize(v).map_err(|e| AllocError::InvalidSlice {
+        slice: v["metadata"]["name"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("#{i}")),
+        reason: e.to_string(),
+    })
 }
 
 /// Builds an allocator over `slices`; `raw` is their JSON, in the same order, when they were

@@ -7,6 +7,8 @@
 //!   DeviceClasses, [`CompiledClaim`], [`Allocation`], [`AllocError`].
 //! - [`cel`]: selectors compiled and type-checked as the API server admits them and evaluated as
 //!   the scheduler does, with the Kubernetes CEL libraries.
+//! - [`served`]: claims and slices of every `resource.k8s.io` version a 1.34 API server serves,
+//!   read in the v1 shape.
 //! - [`report`]: a claim checked on each node of an inventory: its devices, the GPU × NIC
 //!   relations, the verdict (fits, fits unaligned, does not fit, invalid) — what `dranet check`
 //!   prints.
@@ -133,6 +135,7 @@ pub use dranet_core::k8s_openapi;
 
 pub mod cel;
 pub mod report;
+pub mod served;
 
 mod allocation;
 mod allocator;

@@ -8,10 +8,10 @@
 //! ([`Host`]), else bounded by the standard attributes (same `resource.kubernetes.io/pcieRoot` ⇒
 //! PHB or closer, same NUMA node ⇒ NODE, else SYS). A GPU with no NIC of the claim on its NUMA
 //! node makes the placement [`Verdict::FitsUnaligned`], with one warning per NUMA node of such
-//! GPUs and, for the node types the seeds measured, the bandwidth it costs ([`measured`]).
+//! GPUs, and the GPUs' model ([`ClaimReport::gpu_model`]) for a reader that knows what it costs.
 //!
-//! [`summarize`] gives one line per claim over its nodes, and [`verdict_error`] the worst outcome
-//! (what `dranet check` turns into its exit code).
+//! [`summarize`] gives one line per claim over its nodes, and [`per_claim`] each claim's best
+//! verdict (what `dranet check` makes its exit code of).
 //!
 //! ```
 //! use dranet_alloc::report::{self, Claim, Input, Verdict};
@@ -51,7 +51,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::{AllocError, Allocator, Device, DeviceId};
 use dranet_core::{AttributeValue, DRIVER_NAME, Inventory, PciDevice, Relation};
@@ -64,8 +64,7 @@ mod summary;
 pub use nodes::node_order;
 pub use pods::{PodCount, Pods, PodsError};
 pub use summary::{
-    ClaimSummary, ClaimVerdict, FailOn, Failure, ReasonGroup, VerdictCount, per_claim, summaries,
-    summarize, verdict_error,
+    ClaimSummary, ClaimVerdict, ReasonGroup, VerdictCount, per_claim, summaries, summarize,
 };
 
 /// The standard NUMA node attribute.
@@ -214,6 +213,10 @@ pub struct ClaimReport {
     pub topology: Vec<PairRow>,
     /// Placement warnings: one per NUMA node of GPUs with no NIC of the claim on it.
     pub warnings: Vec<String>,
+    /// The model of the claim's GPUs (their `productName`) when its placement is warned about:
+    /// for a reader that knows what the misplacement costs on that model.
+    #[serde(skip)]
+    pub gpu_model: Option<String>,
     /// Why the claim cannot be allocated.
     pub error: Option<String>,
     /// Why it does not fit, fails, or fits only unaligned, in words that name neither the
@@ -420,19 +423,14 @@ fn host_pci<'a>(inv: &'a Inventory, r: &DeviceRow, a: &Allocator) -> Option<&'a 
     inv.gpus.iter().find(|g| g.address.to_string() == bus)
 }
 
-/// What the seeds measured aligned against unaligned on a GPU model (NCCL all-reduce bus
-/// bandwidth on Azure ND nodes), as a hint of what a cross-NUMA placement costs; `None` for
-/// models not measured.
-pub fn measured(model: &str) -> Option<&'static str> {
-    if model.contains("GB300") {
-        Some("measured on ND GB300 v6: about 25 GB/s per NIC unaligned against 56 GB/s aligned")
-    } else if model.contains("MI300X") {
-        Some(
-            "measured on ND MI300X v5: 6.1 GB/s unaligned against 42.5 GB/s with 4 NICs on the GPUs' NUMA node",
+/// The model of the first GPU of an allocation's rows that names one (its `productName`).
+pub fn gpu_model(rows: &[DeviceRow], a: &Allocator) -> Option<String> {
+    rows.iter().filter(|r| !r.nic).find_map(|g| {
+        str_attr(
+            a.device(&g.id())?,
+            &["productName", "gpu.amd.com/productName"],
         )
-    } else {
-        None
-    }
+    })
 }
 
 /// Every GPU × NIC pair of an allocation's rows with its relation (exact when `inv`, the
@@ -486,17 +484,6 @@ pub fn topology(
             stranded.entry(gn).or_default().push(&g.device);
         }
     }
-    let model = gpus.iter().find_map(|g| {
-        str_attr(
-            a.device(&g.id())?,
-            &["productName", "gpu.amd.com/productName"],
-        )
-    });
-    let cost = model
-        .as_deref()
-        .and_then(measured)
-        .map(|m| format!(" ({m})"))
-        .unwrap_or_default();
     for (gn, gs) in stranded {
         let far: Vec<String> = nics
             .iter()
@@ -510,7 +497,7 @@ pub fn topology(
             format!("GPUs {} are", gs.join(", "))
         };
         warnings.push(format!(
-            "{who} on NUMA node {gn} but the claim's NICs {} are on other NUMA nodes: traffic crosses the inter-socket link and GPUDirect RDMA is unlikely{cost}",
+            "{who} on NUMA node {gn} but the claim's NICs {} are on other NUMA nodes: traffic crosses the inter-socket link and GPUDirect RDMA is unlikely",
             far.join(", "),
         ));
     }
@@ -663,13 +650,7 @@ fn parse_slices(slices: &mut [serde_json::Value]) -> Result<Vec<ResourceSlice>, 
         .iter_mut()
         .enumerate()
         .map(|(i, v)| {
-            let typed = ResourceSlice::deserialize(&*v).map_err(|e| AllocError::InvalidSlice {
-                slice: v["metadata"]["name"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("#{i}")),
-                reason: e.to_string(),
-            })?;
+            let typed = crate::build::parse_slice(i, v)?;
             *v = crate::source::list_attributes(v);
             Ok(typed)
         })
@@ -707,6 +688,7 @@ fn check_one(
         devices: Vec::new(),
         topology: Vec::new(),
         warnings: Vec::new(),
+        gpu_model: None,
         error: None,
         reason: None,
     };
@@ -751,6 +733,9 @@ fn check_one(
             .collect();
         // A pod's GPUs pair with its own NICs only.
         let (pairs, warnings) = topology(&rows, on.alloc, on.inv);
+        if !warnings.is_empty() && report.gpu_model.is_none() {
+            report.gpu_model = gpu_model(&rows, on.alloc);
+        }
         report.devices.extend(rows);
         report.topology.extend(pairs);
         for w in warnings {

@@ -288,14 +288,12 @@ fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path
 }
 
 fn daemon_rescan(c: &mut Criterion) {
-    use dranet_alloc::cel::Program;
-    use dranet_core::slice::published_devices;
-    use dranet_driver::daemon::devices::{DEFAULT_FILTER, health, select};
+    use dranet_driver::daemon::devices::health;
+    use dranet_driver::publish::{InUse, PodFaults, Policy, PolicyFlags, publication};
     use std::collections::{BTreeMap, BTreeSet};
 
-    let filter = Program::compile(DEFAULT_FILTER).expect("default filter");
+    let policy = Policy::from_flags(&PolicyFlags::default()).expect("default policy");
     let not_in_use: BTreeMap<String, String> = BTreeMap::new();
-    let nothing_before = BTreeMap::new();
     let mut g = c.benchmark_group("daemon_rescan");
     type Gen = fn(&Path) -> std::io::Result<()>;
     let fixtures: [(&str, Gen); 2] = [
@@ -309,8 +307,14 @@ fn daemon_rescan(c: &mut Criterion) {
         make(dir.path()).expect("fixture");
         let disc = dranet_discovery::host(&dir.path().join("sys"), Default::default());
         let publish_health = |inv: &dranet_core::Inventory| {
-            let (scanned, _) = published_devices(inv, Default::default(), &dranet_core::NoCloud);
-            let (published, _) = select(scanned, Some(&filter), &not_in_use, &nothing_before);
+            let published = publication(
+                inv,
+                &dranet_core::NoCloud,
+                &policy,
+                &InUse::none(),
+                &PodFaults::new(),
+            )
+            .devices;
             let mut known = BTreeSet::new();
             let reports = health(
                 NODE,

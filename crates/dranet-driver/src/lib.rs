@@ -8,6 +8,8 @@
 //!   driver keeps of prepared claims and pods across restarts.
 //! - [`daemon`]: the node daemon (kubelet plugin, NRI plugin, device publication, metrics);
 //!   [`doctor`]: the node's checks.
+//! - [`publish`]: what the node publishes, one pure function of the scan and the operator's
+//!   policy, shared by the daemon, `dranet inventory` and `dranet check --sysfs`.
 
 #![warn(missing_docs)]
 
@@ -19,6 +21,7 @@ pub mod claim;
 pub mod daemon;
 pub mod doctor;
 pub mod driver;
+pub mod publish;
 pub mod record;
 pub mod store;
 

@@ -1,6 +1,6 @@
 //! A report read per claim: its best verdict over the nodes, how many nodes give each verdict
 //! and why (the nodes of one reason counted together), the one line per claim `dranet check`
-//! ends with, and the worst outcome its exit code is made of.
+//! ends with.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -220,60 +220,4 @@ fn summary_line(s: &ClaimSummary) -> String {
             parts.join("; ")
         }
     }
-}
-
-/// Which outcome counts as a failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FailOn {
-    /// A claim that fits on no node or is invalid.
-    #[default]
-    Error,
-    /// Also a claim that fits only unaligned.
-    Warning,
-}
-
-/// The worst outcome of a report: the claims with that best verdict.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// [`Verdict::Invalid`], [`Verdict::DoesNotFit`] (on every node) or
-    /// [`Verdict::FitsUnaligned`] (with [`FailOn::Warning`]).
-    pub verdict: Verdict,
-    /// The claims, by name.
-    pub claims: Vec<String>,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let what = match self.verdict {
-            Verdict::Invalid => "invalid",
-            Verdict::DoesNotFit => "fit on no node",
-            Verdict::FitsUnaligned => "fit only unaligned",
-            Verdict::Fits => "fit",
-        };
-        write!(
-            f,
-            "{} claim(s) {what}: {}",
-            self.claims.len(),
-            self.claims.join(", ")
-        )
-    }
-}
-
-/// The failure of a report, if any: the worst claim wins (invalid, then fits on no node, then,
-/// with [`FailOn::Warning`], fits only unaligned).
-pub fn verdict_error(r: &Report, fail_on: FailOn) -> Option<Failure> {
-    let mut by: BTreeMap<Verdict, Vec<String>> = BTreeMap::new();
-    for v in per_claim(r) {
-        by.entry(v.best).or_default().push(v.claim.name.clone());
-    }
-    let mut worst = [Verdict::Invalid, Verdict::DoesNotFit].to_vec();
-    if fail_on == FailOn::Warning {
-        worst.push(Verdict::FitsUnaligned);
-    }
-    worst.into_iter().find_map(|verdict| {
-        Some(Failure {
-            verdict,
-            claims: by.remove(&verdict)?,
-        })
-    })
 }

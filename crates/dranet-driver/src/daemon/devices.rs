@@ -1,139 +1,14 @@
-//! What the daemon publishes and how healthy it says each device is: pure functions of the
-//! scan, the `--filter` expression and the devices in use.
+//! How healthy the daemon says each device is, and what its metrics count: pure functions of
+//! the scan, the publication ([`crate::publish`]) and the devices in use.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use dranet_alloc::cel::{DeviceAttributes, DeviceView, Program, Quantity};
 use dranet_core::attributes::{AttributeValue, names};
 use dranet_core::health::Fault;
 use dranet_core::slice::PublishedDevice;
 use dranet_core::{DRIVER_NAME, Inventory, NetworkDevice};
 use dranet_kubeletplugin::{DeviceHealthReport, Health};
-
-/// The default `--filter`: an allowlist of what a pod may own without taking something the node
-/// itself uses. A device with a PCI function (a NIC's physical function or an SR-IOV VF, with a
-/// netdev or RDMA-only), an IPoIB interface, and an RDMA device without a netdev. Every other
-/// virtual interface is left out unless the operator's `--filter` names it: an overlay
-/// (`vxlan`, `geneve`, `wireguard`, `tun`) keeps its socket in the host's namespace, so a pod
-/// holding `flannel.1` would receive the node's overlay traffic; bridges, bonds, veths,
-/// `ifb`, `dummy`, `ipip`/`gre`, VLANs, macvlans and VRFs are pieces of the host's own network.
-/// Discovery already leaves out the uplink and what is stacked on it or under it.
-pub const DEFAULT_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || "pciAddress" in device.attributes["dra.net"] || device.attributes["dra.net"].type == "ipoib""#;
-
-/// Why the default `--filter` leaves out a device: for `dranet inventory --show-excluded` and the
-/// daemon's log. `None` when the default keeps it.
-pub fn default_filter_reason(d: &PublishedDevice) -> Option<String> {
-    let get = |k: &str| {
-        d.attributes
-            .get(&format!("{DRIVER_NAME}/{k}"))
-            .or_else(|| d.attributes.get(k))
-    };
-    let kind = match get(names::TYPE) {
-        Some(AttributeValue::String(t)) => t.clone(),
-        _ => return None,
-    };
-    if get(names::PCI_ADDRESS).is_some() || kind == "ipoib" {
-        return None;
-    }
-    Some(format!(
-        "a virtual interface of type {kind}, without a PCI function: the default --filter \
-         publishes PCI functions, SR-IOV VFs, IPoIB and RDMA-only devices; name type {kind} in \
-         --filter to publish it"
-    ))
-}
-
-/// Why `--filter` could not decide on a device ([`keeps`]); it names nothing, the caller names
-/// the device.
-#[derive(Debug, thiserror::Error)]
-pub enum FilterError {
-    /// The device's attributes cannot be shown to the expression (two names for one attribute).
-    #[error(transparent)]
-    Attributes(dranet_alloc::cel::AttributesError),
-    /// The expression failed on the device.
-    #[error(transparent)]
-    Eval(dranet_alloc::cel::CelError),
-}
-
-/// Whether `filter` keeps `d`.
-pub fn keeps(filter: &Program, d: &PublishedDevice) -> Result<bool, FilterError> {
-    let attrs = d.attributes.iter().map(|(k, v)| (k.as_str(), v.clone()));
-    let none: [(&str, Quantity); 0] = [];
-    let attributes =
-        DeviceAttributes::new(DRIVER_NAME, attrs, none).map_err(FilterError::Attributes)?;
-    let view = DeviceView {
-        driver: DRIVER_NAME,
-        attributes: &attributes,
-        allow_multiple_allocations: false,
-    };
-    filter.matches(&view).map_err(FilterError::Eval)
-}
-
-/// The devices to publish, by name, and a warning for each device the filter could not decide
-/// (it is left out).
-///
-/// A device in use by a prepared claim is published as it was before (`previous`), even when
-/// the scan now sees it differently or not at all: its netdev is in a pod's namespace, out of the
-/// host's sight, and the scheduler must keep seeing the device it allocated.
-pub fn select(
-    scanned: Vec<PublishedDevice>,
-    filter: Option<&Program>,
-    in_use: &BTreeMap<String, String>,
-    previous: &BTreeMap<String, PublishedDevice>,
-) -> (BTreeMap<String, PublishedDevice>, Vec<String>) {
-    let mut out = BTreeMap::new();
-    let mut warnings = Vec::new();
-    for d in scanned {
-        if in_use.contains_key(&d.name)
-            && let Some(p) = previous.get(&d.name)
-        {
-            out.insert(d.name.clone(), p.clone());
-            continue;
-        }
-        let keep = match filter {
-            None => true,
-            Some(f) => match keeps(f, &d) {
-                Ok(k) => k,
-                Err(e) => {
-                    warnings.push(format!(
-                        "device {} is not published: --filter failed on it: {e}",
-                        d.name
-                    ));
-                    false
-                }
-            },
-        };
-        if keep {
-            out.insert(d.name.clone(), d);
-        }
-    }
-    for name in in_use.keys() {
-        if !out.contains_key(name)
-            && let Some(p) = previous.get(name)
-        {
-            out.insert(name.clone(), p.clone());
-        }
-    }
-    (out, warnings)
-}
-
-/// Gives each device in use whose netdev is in a pod (`in_pods`: its state there, read by
-/// [`crate::driver::NetworkDriver::pod_link_faults`]) the fault it has there, so that its taint
-/// follows the link in the pod instead of staying as it was when the claim was prepared. A
-/// device whose pod could not be read keeps its published fault.
-pub fn take_pod_faults(
-    devices: &mut BTreeMap<String, PublishedDevice>,
-    in_use: &BTreeMap<String, String>,
-    in_pods: &BTreeMap<String, Option<Fault>>,
-) {
-    for (name, fault) in in_pods {
-        if in_use.contains_key(name)
-            && let Some(d) = devices.get_mut(name)
-        {
-            d.fault.clone_from(fault);
-        }
-    }
-}
 
 /// How many published devices have an RDMA link (upstream's `feature="rdma"`).
 pub fn rdma_count(devices: &BTreeMap<String, PublishedDevice>) -> usize {
@@ -211,99 +86,8 @@ pub fn health(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::publish::tests::published;
     use dranet_core::{Netdev, RdmaLink, RdmaPort};
-
-    fn published(name: &str, kind: Option<&str>) -> PublishedDevice {
-        let mut attributes = dranet_core::attributes::Attributes::new();
-        attributes.insert(
-            format!("dra.net/{}", names::IF_NAME),
-            AttributeValue::String(name.into()),
-        );
-        if let Some(k) = kind {
-            attributes.insert(
-                format!("dra.net/{}", names::TYPE),
-                AttributeValue::String(k.into()),
-            );
-        }
-        PublishedDevice {
-            name: name.into(),
-            attributes,
-            fault: None,
-        }
-    }
-
-    #[test]
-    fn default_filter_publishes_only_what_a_pod_may_own() {
-        let f = Program::compile(DEFAULT_FILTER).unwrap();
-        // Overlays and the host's own virtual pieces: left out, with the reason.
-        for (name, kind) in [
-            ("veth0", "veth"),
-            ("cni0", "bridge"),
-            ("ifb0", "ifb"),
-            ("bond0", "bond"),
-            ("team0", "team"),
-            ("ovs-system", "openvswitch"),
-            ("flannel.1", "vxlan"),
-            ("tun0", "tun"),
-            ("tailscale0", "tun"),
-            ("wg0", "wireguard"),
-            ("gnv0", "geneve"),
-            ("dummy0", "dummy"),
-            ("tunl0", "ipip"),
-            ("gre1", "gre"),
-            ("eth0.100", "vlan"),
-            ("ipvl0", "ipvlan"),
-            ("mv0", "macvlan"),
-            ("vrf-blue", "vrf"),
-        ] {
-            let d = published(name, Some(kind));
-            assert!(!keeps(&f, &d).unwrap(), "{kind}");
-            let why = default_filter_reason(&d).unwrap();
-            assert!(why.contains(&format!("type {kind}")), "{why}");
-        }
-        // PCI functions and VFs (type "device"), IPoIB, and no type at all (RDMA-only): kept.
-        let mut pf = published("eth1", Some("device"));
-        pf.attributes.insert(
-            format!("{DRIVER_NAME}/pciAddress"),
-            AttributeValue::String("0000:01:00.0".into()),
-        );
-        for d in [pf, published("ib0", Some("ipoib")), published("ib", None)] {
-            assert!(keeps(&f, &d).unwrap(), "{d:?}");
-            assert_eq!(default_filter_reason(&d), None);
-        }
-        // A physical-looking interface with no PCI function (a tun-like driver without a
-        // link kind): not something the default knows a pod may own.
-        assert!(!keeps(&f, &published("eth9", Some("device"))).unwrap());
-    }
-
-    #[test]
-    fn a_filter_error_leaves_the_device_out_and_names_it() {
-        let f = Program::compile(r#"device.attributes["dra.net"].mtu > 1000"#).unwrap();
-        let (out, warnings) = select(
-            vec![published("eth1", None)],
-            Some(&f),
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        );
-        assert!(out.is_empty());
-        assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].contains("device eth1"), "{warnings:?}");
-    }
-
-    #[test]
-    fn devices_in_use_keep_their_description() {
-        let before = published("v0", Some("veth"));
-        let previous = BTreeMap::from([("v0".to_string(), before.clone())]);
-        let in_use = BTreeMap::from([("v0".to_string(), "ns/c".to_string())]);
-        // The netdev moved into the pod: the scan no longer sees it, and the default filter
-        // would drop a veth; it stays as it was.
-        let f = Program::compile(DEFAULT_FILTER).unwrap();
-        let (out, _) = select(Vec::new(), Some(&f), &in_use, &previous);
-        assert_eq!(out.get("v0"), Some(&before));
-        // Released: gone from the publication.
-        let (out, _) = select(Vec::new(), Some(&f), &BTreeMap::new(), &previous);
-        assert!(out.is_empty());
-    }
 
     fn device(name: &str, operstate: &str, port: Option<&str>) -> NetworkDevice {
         NetworkDevice {
@@ -385,37 +169,6 @@ mod tests {
             (Health::Unhealthy, "gone from the node".to_string())
         );
         assert_eq!(check(&present, &listed).0, Health::Healthy);
-    }
-
-    #[test]
-    fn a_device_in_use_takes_the_fault_of_its_link_in_the_pod() {
-        let down = Fault::of_link("net1", "lowerlayerdown", Some(true));
-        let mut tainted = published("a", None);
-        tainted.fault = down.clone();
-        let mut devices = BTreeMap::from([
-            ("a".to_string(), tainted.clone()),
-            ("b".to_string(), published("b", None)),
-            ("c".to_string(), tainted.clone()),
-        ]);
-        let in_use = BTreeMap::from([
-            ("a".to_string(), "ns/c1".to_string()),
-            ("b".to_string(), "ns/c2".to_string()),
-        ]);
-        let in_pods = BTreeMap::from([
-            // Carrier back in the pod: the taint goes.
-            ("a".to_string(), None),
-            // Lost in the pod: the taint comes.
-            ("b".to_string(), down.clone()),
-            // Not in use (a journal entry on its way out): left as scanned.
-            ("c".to_string(), None),
-        ]);
-        take_pod_faults(&mut devices, &in_use, &in_pods);
-        assert_eq!(devices["a"].fault, None);
-        assert_eq!(devices["b"].fault, down);
-        assert_eq!(devices["c"], tainted);
-        // A pod that could not be read: the device keeps what it had.
-        take_pod_faults(&mut devices, &in_use, &BTreeMap::new());
-        assert_eq!(devices["b"].fault, down);
     }
 
     #[test]

@@ -20,7 +20,6 @@ mod hooks;
 pub mod http;
 pub mod metrics;
 mod process;
-pub mod share;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -29,11 +28,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use dranet_alloc::cel::Program;
-use dranet_core::slice::{PublishedDevice, published_devices};
+use dranet_core::slice::PublishedDevice;
 use dranet_core::{
-    AttributeOptions, CloudProvider, DRIVER_NAME, DeviceIdentifiers, Inventory, NoCloud,
-    ProfileProvider,
+    CloudProvider, DRIVER_NAME, DeviceIdentifiers, Inventory, NoCloud, ProfileProvider,
 };
 use dranet_kubeletplugin::{
     HealthReporter, KubeApi, KubeletPlugin, PublishState, RegistrationState,
@@ -46,6 +43,7 @@ use tokio::sync::watch;
 
 pub use hooks::{EventWriter, Instrumented, event_writer};
 
+use crate::publish::{Excluded, InUse, Policy, Warning, publication};
 use crate::{NetworkDriver, Rescan, claim_reader, status_writer};
 
 /// When the daemon rescans the node.
@@ -91,12 +89,9 @@ pub struct DaemonConfig {
     pub nri_index: u8,
     /// `/metrics`, `/healthz`, `/readyz`; `None` serves none.
     pub bind_address: Option<SocketAddr>,
-    /// Which scanned devices are published (`--filter`); `None` publishes all.
-    pub filter: Option<Program>,
-    /// Which published devices are offered for sharing (`--share-filter`); `None`: none.
-    pub share: Option<share::Share>,
-    /// Attribute choices.
-    pub attributes: AttributeOptions,
+    /// What is published: attributes, `--filter`, `--share-filter` (default: every device,
+    /// none shared).
+    pub policy: Policy,
     /// Cloud attributes and per-NIC cloud config.
     pub cloud: Arc<dyn CloudProvider>,
     /// Resolves claims' named profiles (`--profile-provider`); `None` refuses them.
@@ -117,8 +112,7 @@ impl std::fmt::Debug for DaemonConfig {
             .field("state_dir", &self.state_dir)
             .field("nri_socket", &self.nri_socket)
             .field("bind_address", &self.bind_address)
-            .field("filter", &self.filter.as_ref().map(Program::source))
-            .field("share", &self.share)
+            .field("policy", &self.policy)
             .field("cloud", &self.cloud.name())
             .field("profiles", &self.profiles.as_ref().map(|p| p.name()))
             .field("poll", &self.poll)
@@ -136,9 +130,7 @@ impl DaemonConfig {
             nri_socket: PathBuf::from(dranet_nri::DEFAULT_SOCKET_PATH),
             nri_index: 10,
             bind_address: None,
-            filter: None,
-            share: None,
-            attributes: AttributeOptions::default(),
+            policy: Policy::default(),
             cloud: Arc::new(NoCloud),
             profiles: None,
             rdma_mode: None,
@@ -262,9 +254,10 @@ pub struct Daemon {
     http_stop: watch::Sender<bool>,
     published: BTreeMap<String, PublishedDevice>,
     known: BTreeSet<String>,
-    warnings: BTreeSet<String>,
-    /// The devices discovery excluded (the uplink, …), as last logged.
-    excluded: BTreeSet<dranet_core::Excluded>,
+    /// The publication's warnings, as last logged.
+    warnings: BTreeSet<Warning>,
+    /// The devices left out, as last logged.
+    excluded: BTreeSet<Excluded>,
     /// A hot-plug change waiting for the API server to hold its publication.
     awaiting_publish: Option<Instant>,
     /// What [`IN_USE_FILE`] holds.
@@ -475,38 +468,39 @@ impl Daemon {
         let driver = self.hooks.driver().clone();
         driver.set_inventory(inv.clone());
         let in_use = driver.devices_in_use();
-        let (scanned, mut warnings) =
-            published_devices(inv, self.config.attributes, self.config.cloud.as_ref());
-        let (mut next, filter_warnings) = devices::select(
-            scanned,
-            self.config.filter.as_ref(),
-            &in_use,
-            &self.published,
+        let next = publication(
+            inv,
+            self.config.cloud.as_ref(),
+            &self.config.policy,
+            &InUse {
+                claims: &in_use,
+                previous: &self.published,
+            },
+            &self.pod_links,
         );
-        devices::take_pod_faults(&mut next, &in_use, &self.pod_links);
-        warnings.extend(filter_warnings);
-        let (list, share_warnings) = share::devices(&next, self.config.share.as_ref());
-        warnings.extend(share_warnings);
-        warnings.extend(inv.warnings.iter().cloned());
-        let warnings: BTreeSet<String> = warnings.into_iter().collect();
-        for w in warnings.difference(&self.warnings) {
+        for w in next.warnings.difference(&self.warnings) {
             tracing::warn!("{w}");
         }
-        self.warnings = warnings;
+        self.warnings.clone_from(&next.warnings);
         // Each exclusion once, when it appears: an operator must be able to see why a NIC is
-        // not published without raising the log level.
-        let excluded: BTreeSet<dranet_core::Excluded> = inv.excluded.iter().cloned().collect();
+        // not published without raising the log level. What the filter leaves out (veths come
+        // and go with pods) is logged at debug.
+        let excluded: BTreeSet<Excluded> = next.excluded.iter().cloned().collect();
         for e in excluded.difference(&self.excluded) {
-            tracing::info!("not published: {}: {}", e.name, e.reason);
+            if e.reason.by_discovery() {
+                tracing::info!("not published: {e}");
+            } else {
+                tracing::debug!("not published: {e}");
+            }
         }
         self.excluded = excluded;
-        let changed = next != self.published || self.known.is_empty();
+        let changed = next.devices != self.published || self.known.is_empty();
         if changed {
-            self.plugin.publish(list)?;
+            self.plugin.publish(next.k8s_devices())?;
             self.metrics
-                .published(next.len(), devices::rdma_count(&next));
-            tracing::info!(devices = ?next.keys().collect::<Vec<_>>(), "publishing");
-            self.published = next;
+                .published(next.devices.len(), devices::rdma_count(&next.devices));
+            tracing::info!(devices = ?next.devices.keys().collect::<Vec<_>>(), "publishing");
+            self.published = next.devices;
         }
         let in_use_now: BTreeMap<String, PublishedDevice> = self
             .published
