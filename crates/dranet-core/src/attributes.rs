@@ -417,6 +417,19 @@ pub fn check_attribute_name(name: &str) -> Result<(), AttributeNameError> {
 /// attributes past [`MAX_ATTRIBUTES_PER_DEVICE`] (least important first) — and returns one
 /// warning per removal naming the device and the attribute. The device itself is always kept.
 pub fn enforce_limits(device: &str, attrs: &mut Attributes) -> Vec<String> {
+    enforce_limits_beside(device, attrs, 0)
+}
+
+/// [`enforce_limits`] for a device that also publishes `capacities` capacities: the API counts
+/// attributes and capacities together against [`MAX_ATTRIBUTES_PER_DEVICE`], so that many fewer
+/// attributes are kept (a shared NIC's `children` capacity on a device at the limit would
+/// otherwise get the whole slice refused).
+pub fn enforce_limits_beside(
+    device: &str,
+    attrs: &mut Attributes,
+    capacities: usize,
+) -> Vec<String> {
+    let room = MAX_ATTRIBUTES_PER_DEVICE.saturating_sub(capacities);
     let mut warnings = Vec::new();
     attrs.retain(|name, value| {
         if let Err(why) = check_attribute_name(name) {
@@ -438,14 +451,18 @@ pub fn enforce_limits(device: &str, attrs: &mut Attributes) -> Vec<String> {
         }
         true
     });
-    if attrs.len() > MAX_ATTRIBUTES_PER_DEVICE {
+    if attrs.len() > room {
         let mut by_rank: Vec<(usize, String)> =
             attrs.keys().map(|k| (rank(k), k.clone())).collect();
         by_rank.sort();
-        for (_, name) in by_rank.drain(MAX_ATTRIBUTES_PER_DEVICE..) {
+        let beside = match capacities {
+            0 => String::new(),
+            n => format!(" and capacities ({n})"),
+        };
+        for (_, name) in by_rank.drain(room..) {
             attrs.remove(&name);
             warnings.push(format!(
-                "device {device}: attribute {name:?} left out: more than {MAX_ATTRIBUTES_PER_DEVICE} attributes"
+                "device {device}: attribute {name:?} left out: more than {MAX_ATTRIBUTES_PER_DEVICE} attributes{beside}"
             ));
         }
     }

@@ -24,6 +24,9 @@ pub fn consumable_capacity_by_default(major: u32, minor: u32) -> bool {
     major > 1 || (major == 1 && minor >= FIRST_MINOR_WITH_CONSUMABLE_CAPACITY)
 }
 
+/// How many capacities [`shared`] gives a device (they count against the attribute limit).
+pub const CAPACITIES: usize = 1;
+
 /// `device` made allocatable to up to `children` claims at once, each consuming one child unless
 /// its request says `capacity.requests.children` (a whole number from 1 to `children`).
 pub fn shared(mut device: Device, children: u32) -> Device {

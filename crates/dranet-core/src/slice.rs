@@ -387,7 +387,15 @@ pub fn resource_slices(
     devices: &[PublishedDevice],
     generation: i64,
 ) -> Vec<serde_json::Value> {
-    let pool = NodePool::new(node, driver);
+    pool_slices(NodePool::new(node, driver), devices, generation)
+}
+
+/// [`resource_slices`] of a pool cut as `pool` says ([`NodePool::with_max_devices_per_slice`]).
+pub fn pool_slices(
+    pool: NodePool<'_>,
+    devices: &[PublishedDevice],
+    generation: i64,
+) -> Vec<serde_json::Value> {
     let chunks = pool.chunks(devices);
     chunks
         .iter()

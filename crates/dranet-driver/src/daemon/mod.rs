@@ -372,6 +372,7 @@ impl Daemon {
         // 3. Kubelet plugin: sockets, registration, the publisher.
         let health = HealthReporter::new();
         let plugin = KubeletPlugin::builder(hooks.clone(), api)
+            .max_devices_per_slice(crate::publish::DEVICES_PER_SLICE)
             .driver_name(DRIVER_NAME)
             .node_name(&config.node_name)
             .kubelet_root_dir(&config.kubelet_root_dir)

@@ -67,6 +67,13 @@ pub struct Publication {
     pub warnings: BTreeSet<Warning>,
 }
 
+/// Devices per ResourceSlice: the API's limit for a slice with a tainted device, always. dranet
+/// taints a device whenever its link loses its carrier; slices cut at 64 from the start keep
+/// every device in its slice when that happens, so a flapping link rewrites one slice (no
+/// devices moving between slices, no new pool generation), and no slice is ever over the limit.
+pub const DEVICES_PER_SLICE: usize =
+    dranet_core::slice::MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS;
+
 /// The publication of `inv` under `policy`. `cloud` gives the node's and each device's cloud
 /// attributes (brought up to date beforehand); `in_use` keeps the devices in use as they were
 /// published; `pod_faults` taints a device in use whose link is down in its pod.
@@ -91,6 +98,17 @@ pub fn publication(
     let mut devices = select::select(scanned, policy, in_use, &mut excluded, &mut warnings);
     select::take_pod_faults(&mut devices, in_use.claims, pod_faults);
     let shared = select::shared(&devices, policy, &mut warnings);
+    // A shared device also publishes its `children` capacity, counted with the attributes.
+    for name in &shared {
+        if let Some(d) = devices.get_mut(name) {
+            let trimmed = dranet_core::attributes::enforce_limits_beside(
+                name,
+                &mut d.attributes,
+                dranet_core::share::CAPACITIES,
+            );
+            warnings.extend(trimmed.into_iter().map(Warning::Attribute));
+        }
+    }
     Publication {
         devices,
         shared,
@@ -121,7 +139,10 @@ impl Publication {
     /// inventory` prints them and `dranet check` allocates from them.
     pub fn resource_slices(&self, node: &str) -> Vec<serde_json::Value> {
         let devices: Vec<PublishedDevice> = self.devices.values().cloned().collect();
-        let mut slices = dranet_core::slice::resource_slices(node, DRIVER_NAME, &devices, 1);
+        let pool = dranet_core::slice::NodePool::new(node, DRIVER_NAME)
+            .with_max_devices_per_slice(DEVICES_PER_SLICE)
+            .unwrap_or_else(|| dranet_core::slice::NodePool::new(node, DRIVER_NAME));
+        let mut slices = dranet_core::slice::pool_slices(pool, &devices, 1);
         if self.shared.is_empty() {
             return slices;
         }
@@ -303,6 +324,53 @@ pub(crate) mod tests {
             .to_string(),
             "device a is published unshared: --share-filter failed on it: e"
         );
+    }
+
+    /// A cloud that gives every device `n` attributes of its own.
+    struct Wordy(usize);
+
+    impl CloudProvider for Wordy {
+        fn name(&self) -> &str {
+            "wordy"
+        }
+        fn node_attributes(&self) -> dranet_core::Attributes {
+            (0..self.0)
+                .map(|i| {
+                    let key = format!("cloud.example.com/a{i:02}");
+                    (key, AttributeValue::Int(i64::try_from(i).unwrap_or(0)))
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_shared_device_keeps_attributes_and_capacity_within_the_limit() {
+        let share = policy("", r#"device.attributes["dra.net"].type == "bridge""#);
+        let p = publication(
+            &node(),
+            &Wordy(40),
+            &share,
+            &InUse::none(),
+            &PodFaults::new(),
+        );
+        let cni0 = &p.devices["cni0"];
+        assert_eq!(
+            cni0.attributes.len(),
+            31,
+            "31 attributes and the children capacity"
+        );
+        let veth = &p.devices["veth1"];
+        assert_eq!(veth.attributes.len(), 32, "not shared: 32 attributes");
+        assert!(p.warnings.iter().any(|w| {
+            w.to_string()
+                .contains("device cni0: attribute \"cloud.example.com/a")
+                && w.to_string().contains("and capacities (1)")
+        }));
+        let k8s = p.k8s_devices();
+        let cni0 = k8s.iter().find(|d| d.name == "cni0").unwrap();
+        let count = cni0.attributes.as_ref().map_or(0, |a| a.len())
+            + cni0.capacity.as_ref().map_or(0, |c| c.len());
+        assert_eq!(count, 32);
     }
 
     #[test]
