@@ -13,6 +13,11 @@
 
 #![warn(missing_docs)]
 
+/// The README's example, compiled and run with the doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 use std::path::PathBuf;
 
 use dranet_podnet::SEE_LOG;
