@@ -600,7 +600,7 @@ fn the_install_guide_shows_the_helm_commands_the_real_node_runs() {
     {
         assert!(
             shown.contains(line),
-            "docs/install.md does not show `{line}` (tests/k8s_install.rs runs it)"
+            "docs/install.md does not show `{line}` (tests/k8s/install.rs runs it)"
         );
     }
 }

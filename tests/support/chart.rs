@@ -27,7 +27,7 @@ pub const CHART_KINDS: [&str; 7] = [
     "ValidatingAdmissionPolicyBinding",
 ];
 
-/// The install guide's helm path (docs/install.md shows these lines), which tests/k8s_install.rs
+/// The install guide's helm path (docs/install.md shows these lines), which tests/k8s/install.rs
 /// runs from the repository's root: install (with the test's `-f VALUES` appended to the helm
 /// line), then a change of value, then uninstall.
 pub const GUIDE_HELM_INSTALL: [&str; 3] = [

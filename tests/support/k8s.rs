@@ -3,13 +3,11 @@
 //! kube-apiserver, scheduler, controller-manager and kubelet, its own containerd with NRI and
 //! CDI). `DRANET_K8S_KIT` names another `kit.sh`.
 //!
-//! [`kit_tests!`](crate::kit_tests) declares one test per version, each bringing up that version's
-//! cluster ([`Kit::start`]) and taking it down again when done ([`Kit`]'s drop wipes its state), so
-//! a failure names its version in the test's name (`NAME::kubernetes_1_36`); [`Kit::say`] prefixes
-//! the version to a test's own log lines. A test that cannot run (not root, no kit) prints a
-//! `SKIP` line naming it and passes. One cluster per machine: the tests of one binary take turns
-//! through [`Kit::start`]'s lock, and test binaries of other checkouts on the same machine wait for
-//! it on the file lock `/tmp/dranet-k8s-kit.lock`.
+//! The harness of `tests/k8s/main.rs` brings up each version's cluster once ([`Kit::start`]) and
+//! takes it down when done ([`Kit`]'s drop wipes its state); [`Kit::say`] prefixes the version to
+//! a scenario's log lines. Where the kit cannot run (not root, no kit) it prints a `SKIP` line
+//! and the scenarios pass. One cluster per machine: test binaries of other checkouts on the same
+//! machine wait for it on the file lock `/tmp/dranet-k8s-kit.lock`.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -47,45 +45,6 @@ impl std::fmt::Display for Version {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Kubernetes {}", self.full)
     }
-}
-
-/// One `#[test]` per version of [`VERSIONS`] for `fn NAME(kit: &Kit)`, in a module of that name:
-/// `NAME::kubernetes_1_34` and `NAME::kubernetes_1_36`. Each brings up its version's cluster and
-/// runs `NAME` on it (`cargo test NAME::kubernetes_1_36` runs one). `WHAT` names the test in the
-/// log.
-#[macro_export]
-macro_rules! kit_tests {
-    ($name:ident, $what:expr) => {
-        mod $name {
-            #[test]
-            fn kubernetes_1_34() {
-                $crate::support::k8s::run($what, $crate::support::k8s::V1_34, super::$name);
-            }
-            #[test]
-            fn kubernetes_1_36() {
-                $crate::support::k8s::run($what, $crate::support::k8s::V1_36, super::$name);
-            }
-        }
-    };
-}
-
-/// Brings up `version`'s cluster and runs `body` on it (nothing, after a `SKIP` line, when the
-/// kit cannot run here).
-pub fn run(what: &str, version: Version, body: fn(&Kit)) {
-    let Some(kit) = Kit::start(what, version) else {
-        return;
-    };
-    let t = Instant::now();
-    // A failure on a node the kubelet tainted (disk or memory pressure) reads as a pod that never
-    // started; the node's own account goes with it.
-    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&kit))) {
-        kit.say(format_args!(
-            "{what} failed; the node then:\n{}",
-            kit.node_report()
-        ));
-        std::panic::resume_unwind(panic);
-    }
-    kit.say(format_args!("{what}: done in {:.1?}", t.elapsed()));
 }
 
 /// The kubelet reports disk pressure, taints the node and evicts pods when less than this share

@@ -41,24 +41,20 @@
 //!
 //! Needs root, the kit and helm (`.ci/helm.sh`); skipped with a message otherwise.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use support::chart::{
+use crate::support::chart::{
     CHART_KINDS, GUIDE_HELM_INSTALL, GUIDE_HELM_UNINSTALL, GUIDE_HELM_UPGRADE, documents, helm,
     root,
 };
-use support::k8s::{Kit, tail, wait_for};
-use support::links::{
+use crate::support::k8s::{Kit, tail, wait_for};
+use crate::support::links::{
     VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
 };
-
-kit_tests!(installs_with_kubectl_then_helm, "install on a real node");
 
 const LIMIT: Duration = Duration::from_secs(120);
 const IMAGE: &str = "localhost/dranet:test";
@@ -414,7 +410,7 @@ fn claim_template() -> String {
     )
 }
 
-fn installs_with_kubectl_then_helm(kit: &Kit) {
+pub(crate) fn installs_with_kubectl_then_helm(kit: &Kit) {
     let Some(helm) = helm() else {
         panic!("no helm: run .ci/helm.sh (it caches helm in /var/cache/dranet-helm)");
     };
@@ -457,12 +453,12 @@ fn dry_runs(kit: &Kit, helm: &Path) {
         &["-k", root().join("deploy").to_str().unwrap()],
         "-k deploy",
     );
-    let chart = support::chart::chart();
+    let chart = crate::support::chart::chart();
     for values in ["ci/custom-values.yaml", "ci/minimal-values.yaml"] {
         let values_file = chart.join(values);
         let rendered = ok(
             values,
-            &support::chart::template(helm, &["-f", values_file.to_str().unwrap()]),
+            &crate::support::chart::template(helm, &["-f", values_file.to_str().unwrap()]),
         );
         let mut cmd = kit.command("kubectl");
         cmd.args(["apply", "--dry-run=server", "-f", "-"]);

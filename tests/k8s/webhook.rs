@@ -16,19 +16,12 @@
 //!
 //! Needs root and the kit; skipped with a message otherwise.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
-use support::links::{VETH_FILTER, Veths, claim_pod, host_link};
-
-kit_tests!(
-    upstreams_python_webhook_scenario,
-    "the python webhook scenario on a real node"
-);
+use crate::support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
+use crate::support::links::{VETH_FILTER, Veths, claim_pod, host_link};
 
 const LIMIT: Duration = Duration::from_secs(90);
 const VETH: &str = "drtw0";
@@ -137,7 +130,7 @@ spec:
     )
 }
 
-fn upstreams_python_webhook_scenario(kit: &Kit) {
+pub(crate) fn upstreams_python_webhook_scenario(kit: &Kit) {
     let tmp = tempfile::tempdir().unwrap();
     let mut veths = Veths::default();
     veths.add(VETH);
@@ -175,7 +168,7 @@ fn upstreams_python_webhook_scenario(kit: &Kit) {
         .arg(format!("--webhook-url=http://127.0.0.1:{hook_port}"))
         .args(["--log", "info"]);
     let mut daemon = Daemon::spawn(cmd, tmp.path().join("dranet.log"));
-    let tail = |d: &Daemon| support::k8s::tail(&d.output(), 60);
+    let tail = |d: &Daemon| crate::support::k8s::tail(&d.output(), 60);
     wait_for(
         "/readyz to answer 200",
         LIMIT,

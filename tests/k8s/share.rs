@@ -22,17 +22,13 @@
 //!
 //! Needs root and the kit; skipped with a message otherwise.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
+use crate::support::links::{VETH_FILTER, Veths, host_link, nic_pod};
 use serde_json::Value;
-use support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
-use support::links::{VETH_FILTER, Veths, host_link, nic_pod};
-
-kit_tests!(pods_share_one_nic, "pods sharing one NIC");
 
 const LIMIT: Duration = Duration::from_secs(90);
 /// The shared NIC: a veth the test makes (its name passes `VETH_FILTER`).
@@ -54,7 +50,7 @@ const PODS: [(&str, &str, &str); 4] = [
 ];
 
 fn tail(s: &str) -> String {
-    support::k8s::tail(s, 60)
+    crate::support::k8s::tail(s, 60)
 }
 
 /// `dranet run` sharing [`PARENT`].
@@ -251,7 +247,7 @@ fn delete_all(kit: &Kit, daemon: &Daemon, state: &Path, pods: &[&str], parent_be
     );
 }
 
-fn pods_share_one_nic(kit: &Kit) {
+pub(crate) fn pods_share_one_nic(kit: &Kit) {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     let mut veths = Veths::default();
@@ -512,8 +508,7 @@ fn exclusive(kit: &Kit, daemon: &Daemon, state: &Path, image: &str, parent_befor
 /// The manifests docs/claims.md shows under "The manifests" are, verbatim, in the file this test
 /// applies; every document of the file is the Kubernetes object it says, and every dra.net config
 /// in it is a valid `NetworkConfig` of a child type. (No cluster needed.)
-#[test]
-fn the_docs_show_the_manifests_the_test_applies() {
+pub(crate) fn the_docs_show_the_manifests_the_test_applies() {
     use dranet_core::NetworkConfig;
     use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
 

@@ -4,17 +4,10 @@
 //! claims through it, and a driver killed with SIGKILL comes back and still unprepares what it
 //! had prepared. Needs root and the kit (`../shared/k8s/`); skipped with a message otherwise.
 
-mod support;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use support::k8s::{Daemon, Kit, tail, wait_for};
-
-kit_tests!(
-    the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_driver,
-    "real kubelet test"
-);
+use crate::support::k8s::{Daemon, Kit, tail, wait_for};
 
 const DRIVER: &str = "minimal.example.com";
 const LIMIT: Duration = Duration::from_secs(60);
@@ -67,7 +60,9 @@ fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
 }
 
-fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_driver(kit: &Kit) {
+pub(crate) fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_driver(
+    kit: &Kit,
+) {
     let bin = example_binary().expect("examples/minimal_driver is built (by `cargo test`)");
     let started = Instant::now();
     let logs = tempfile::tempdir().unwrap();

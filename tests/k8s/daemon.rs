@@ -21,20 +21,16 @@
 //!
 //! Needs root and the kit; skipped with a message otherwise.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dranet_core::Discover;
-use support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
-use support::links::{
+use crate::support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
+use crate::support::links::{
     VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
 };
-
-kit_tests!(dranet_run_on_a_real_node, "dranet run on a real node");
+use dranet_core::Discover;
 
 const LIMIT: Duration = Duration::from_secs(90);
 const VETH: &str = "drt0";
@@ -91,7 +87,7 @@ fn rss_kb(pid: u32) -> u64 {
 }
 
 fn tail(s: &str) -> String {
-    support::k8s::tail(s, 60)
+    crate::support::k8s::tail(s, 60)
 }
 
 /// A DeviceClass for every dra.net device, and a claim template like the seeds' `1nic-aligned`
@@ -114,7 +110,7 @@ spec:
     format!("{class}---{template}")
 }
 
-fn dranet_run_on_a_real_node(kit: &Kit) {
+pub(crate) fn dranet_run_on_a_real_node(kit: &Kit) {
     let started = Instant::now();
     let tmp = tempfile::tempdir().unwrap();
     let fixture = tmp.path().join("fixture");

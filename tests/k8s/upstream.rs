@@ -1,10 +1,10 @@
 //! Upstream dranet's end-to-end scenarios (`tests/e2e.bats` of kubernetes-sigs/dranet) on the
 //! kit's real node, with `dranet run` as its DRA driver, on v1.34.9 and v1.36.3.
 //!
-//! Each scenario is one test, named after upstream's `@test` (`NAME::kubernetes_1_34`). It uses
-//! upstream's claim from `testdata/upstream/` and asserts what upstream's bats asserts. One cluster
-//! and one daemon per version serve every scenario, so this binary has its own harness (`harness =
-//! false`): it takes libtest's name filters, `--exact`, `--skip` and `--list`.
+//! Each scenario is one test, named after upstream's `@test` (`upstream::NAME::kubernetes_1_34`).
+//! It uses upstream's claim from `testdata/upstream/` and asserts what upstream's bats asserts.
+//! One daemon per version serves every scenario (the harness's cluster is shared with the other
+//! modules' scenarios, which run before these).
 //!
 //! What differs from upstream, because of this kernel or this kit:
 //! - **veth instead of dummy.** The kernel has no dummy links, so each scenario makes veths with
@@ -44,18 +44,17 @@
 //! Needs root, the kit (`DRANET_K8S_KIT` or `../shared/k8s/kit.sh`), ethtool, tc, nsenter and
 //! python3. Without root or the kit it prints a `SKIP` line and passes.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::k8s::{Daemon, Kit, Version, free_port, http_get, wait_for};
+use crate::{Args, Report};
 use dranet_driver::netns::Netns;
-use support::k8s::{Daemon, Kit, VERSIONS, free_port, http_get, wait_for};
 
-#[path = "../crates/dranet-discovery/tests/support/bpf.rs"]
+#[path = "../../crates/dranet-discovery/tests/support/bpf.rs"]
 mod bpf;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -189,119 +188,48 @@ const SCENARIOS: &[Scenario] = &[
     },
 ];
 
-// ---- the harness ----
+// ---- run from the harness (`main.rs`) ----
 
-/// libtest's command line, the parts this harness honours.
-#[derive(Default)]
-struct Args {
-    filters: Vec<String>,
-    skip: Vec<String>,
-    exact: bool,
-    list: bool,
+fn test_name(s: &Scenario, v: Version) -> String {
+    crate::test_name(&format!("upstream::{}", s.name), v)
 }
 
-impl Args {
-    fn parse() -> Args {
-        let mut a = Args::default();
-        let mut it = std::env::args().skip(1);
-        while let Some(arg) = it.next() {
-            match arg.as_str() {
-                "--exact" => a.exact = true,
-                "--list" => a.list = true,
-                "--skip" => a.skip.extend(it.next()),
-                // libtest flags with a value this harness has no use for.
-                "--test-threads" | "--format" | "--color" | "-Z" | "--logfile" => {
-                    it.next();
-                }
-                s if s.starts_with('-') => {}
-                s => a.filters.push(s.to_string()),
-            }
-        }
-        a
-    }
-
-    fn selects(&self, name: &str) -> bool {
-        let hit = |f: &String| {
-            if self.exact {
-                name == f
-            } else {
-                name.contains(f.as_str())
-            }
-        };
-        (self.filters.is_empty() || self.filters.iter().any(hit))
-            && !self.skip.iter().any(|s| name.contains(s.as_str()))
-    }
+/// The names of the scenarios `args` chooses on `version`.
+pub(crate) fn chosen(args: &Args, version: Version) -> Vec<String> {
+    SCENARIOS
+        .iter()
+        .map(|s| test_name(s, version))
+        .filter(|n| args.selects(n))
+        .collect()
 }
 
-fn test_name(s: &Scenario, v: support::k8s::Version) -> String {
-    format!("{}::kubernetes_{}", s.name, v.kit.replace('.', "_"))
-}
-
-fn main() {
-    let args = Args::parse();
+/// Runs the scenarios `args` chooses on `kit`'s cluster with one daemon of their own, each
+/// cleaned up after (a scenario that cannot be cleaned up after fails too; the next starts
+/// anyway); whether all passed.
+pub(crate) fn run(kit: &Kit, args: &Args, report: &mut Report) -> bool {
     let bin_dir = tempfile::tempdir().expect("a temporary directory");
     let bin = bin_dir.path().join("dranet");
     std::fs::copy(env!("CARGO_BIN_EXE_dranet"), &bin).expect("copy the dranet binary");
-    let mut failed = Vec::new();
-    let mut passed = 0;
-    for version in VERSIONS {
-        let chosen: Vec<&Scenario> = SCENARIOS
-            .iter()
-            .filter(|s| args.selects(&test_name(s, version)))
-            .collect();
-        if args.list {
-            for s in &chosen {
-                println!("{}: test", test_name(s, version));
-            }
+    let started = Instant::now();
+    let mut all = true;
+    let mut env = Env::start(kit, &bin);
+    for s in SCENARIOS {
+        let name = test_name(s, kit.version);
+        if !args.selects(&name) {
             continue;
         }
-        if chosen.is_empty() {
-            continue;
-        }
-        let Some(kit) = Kit::start("upstream's e2e scenarios", version) else {
-            continue;
-        };
-        let started = Instant::now();
-        let mut env = Env::start(&kit, &bin);
-        for s in chosen {
-            let name = test_name(s, version);
-            let t = Instant::now();
-            kit.say(format_args!("{name}: upstream's \"{}\"", s.upstream));
-            let result =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (s.run)(&mut env)));
-            // A scenario that cannot be cleaned up after fails too; the next starts anyway.
-            let cleaned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| env.clean_up()));
-            match result.and(cleaned) {
-                Ok(()) => {
-                    passed += 1;
-                    println!("test {name} ... ok ({:.1?})", t.elapsed());
-                }
-                Err(_) => {
-                    println!("test {name} ... FAILED ({:.1?})", t.elapsed());
-                    failed.push(name);
-                }
-            }
-        }
-        env.stop();
-        kit.say(format_args!(
-            "upstream's scenarios: done in {:.1?}",
-            started.elapsed()
-        ));
+        let t = Instant::now();
+        kit.say(format_args!("{name}: upstream's \"{}\"", s.upstream));
+        let ok = crate::passes(|| (s.run)(&mut env)) && crate::passes(|| env.clean_up());
+        all &= ok;
+        report.record(Some(kit.version), &name, ok, t.elapsed());
     }
-    if args.list {
-        return;
-    }
-    println!(
-        "\ntest result: {}. {passed} passed; {} failed",
-        if failed.is_empty() { "ok" } else { "FAILED" },
-        failed.len()
-    );
-    if !failed.is_empty() {
-        for f in &failed {
-            println!("    {f}");
-        }
-        std::process::exit(101);
-    }
+    all &= crate::passes(|| env.stop());
+    kit.say(format_args!(
+        "upstream's scenarios: done in {:.1?}",
+        started.elapsed()
+    ));
+    all
 }
 
 // ---- the shared daemon, and what a scenario leaves behind ----
@@ -390,7 +318,7 @@ impl<'a> Env<'a> {
                 status.and_then(|s| s.code()),
                 Some(0),
                 "the daemon's exit status after SIGTERM\n{}",
-                support::k8s::tail(&d.output(), 40)
+                crate::support::k8s::tail(&d.output(), 40)
             );
         }
     }
@@ -398,7 +326,7 @@ impl<'a> Env<'a> {
     fn tail(&self) -> String {
         self.daemon
             .as_ref()
-            .map(|d| support::k8s::tail(&d.output(), 60))
+            .map(|d| crate::support::k8s::tail(&d.output(), 60))
             .unwrap_or_else(|| "(daemon stopped)".into())
     }
 

@@ -3,16 +3,9 @@
 //! cluster, the claim template from a file, the verdict per node. Needs root and the kit;
 //! skipped with a message otherwise. The flag errors need no cluster.
 
-mod support;
-
 use std::process::{Command, Output, Stdio};
 
-use support::k8s::Kit;
-
-kit_tests!(
-    check_reads_slices_and_classes_from_a_real_cluster,
-    "dranet check --kubeconfig"
-);
+use crate::support::k8s::Kit;
 
 /// The cluster's DeviceClasses: one per driver, as a GPU driver and dranet install them.
 const CLASSES: &str = r#"
@@ -172,7 +165,7 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn check_reads_slices_and_classes_from_a_real_cluster(kit: &Kit) {
+pub(crate) fn check_reads_slices_and_classes_from_a_real_cluster(kit: &Kit) {
     let bin = env!("CARGO_BIN_EXE_dranet");
     let kubeconfig = kit.var("KUBECONFIG").to_string();
     // Node a has a NIC on each NUMA node; node b only on NUMA 1. Neither is the kit's kubelet's
@@ -313,13 +306,10 @@ fn check_reads_slices_and_classes_from_a_real_cluster(kit: &Kit) {
 /// Kubernetes 1.34 that dranet is built with do not have: `check --kubeconfig` must read the
 /// slices as the API server serves them, not through those types (which left such an attribute
 /// without a value: "attribute numaNode: no value").
-#[test]
-fn check_reads_list_attributes_of_a_1_36_cluster_with_the_gate() {
-    let what = "dranet check --kubeconfig, list attributes";
-    let gates = "DRAListTypeAttributes=true";
-    let Some(kit) = Kit::start_with_gates(what, support::k8s::V1_36, gates) else {
-        return;
-    };
+/// The gates of [`check_reads_list_attributes_of_a_1_36_cluster_with_the_gate`]'s cluster.
+pub(crate) const LIST_GATES: &str = "DRAListTypeAttributes=true";
+
+pub(crate) fn check_reads_list_attributes_of_a_1_36_cluster_with_the_gate(kit: &Kit) {
     let nic_slice = |node: &str, numa: &str| {
         format!(
             r#"
@@ -345,7 +335,7 @@ spec:
     assert_eq!(
         stored["spec"]["devices"][0]["attributes"]["numaNode"],
         serde_json::json!({"ints": [0, 1]}),
-        "the API server with {gates} keeps the list"
+        "the API server with {LIST_GATES} keeps the list"
     );
     let template = r#"
 apiVersion: resource.k8s.io/v1
@@ -381,8 +371,7 @@ spec:
     );
 }
 
-#[test]
-fn cluster_flags_name_what_is_wrong_without_a_cluster() {
+pub(crate) fn cluster_flags_name_what_is_wrong_without_a_cluster() {
     let bin = env!("CARGO_BIN_EXE_dranet");
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("no-such-kubeconfig");

@@ -16,14 +16,10 @@
 //!
 //! Needs root and the kit; skipped with a message otherwise.
 
-mod support;
-
 use std::time::Duration;
 
-use support::k8s::{Daemon, Kit, V1_34, free_port, http_get, tail, wait_for};
-use support::links::{Veths, claim_pod, host_link, ip};
-
-kit_tests!(device_health_on_a_real_node, "device health on a real node");
+use crate::support::k8s::{Daemon, Kit, V1_34, free_port, http_get, tail, wait_for};
+use crate::support::links::{Veths, claim_pod, host_link, ip};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const VETH: &str = "drh0";
@@ -144,7 +140,7 @@ fn set_peer(up: bool) {
     ip(&["link", "set", PEER, if up { "up" } else { "down" }]);
 }
 
-fn device_health_on_a_real_node(kit: &Kit) {
+pub(crate) fn device_health_on_a_real_node(kit: &Kit) {
     let tmp = tempfile::tempdir().unwrap();
     let mut veths = Veths::default();
     veths.add(VETH);

@@ -6,24 +6,17 @@
 //! (the `check` bench and docs/check.md have the figures). Needs root and the kit; skipped with
 //! a message otherwise.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::process::Output;
 use std::time::Instant;
 
+use crate::support::cluster::{
+    check_1nic_aligned, check_1nic_aligned_from, list_json, mixed_gb300_slices,
+};
+use crate::support::k8s::Kit;
 use dranet_kubeletplugin::{KubeApi, KubeClient};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::Value;
-use support::cluster::{
-    check_1nic_aligned, check_1nic_aligned_from, list_json, mixed_gb300_slices,
-};
-use support::k8s::Kit;
-
-kit_tests!(
-    check_answers_a_thousand_nodes_from_the_api_server,
-    "dranet check --kubeconfig, 1,000 nodes"
-);
 
 const NODES: usize = 1000;
 
@@ -95,7 +88,7 @@ fn verdicts(report: &Value) -> BTreeMap<String, usize> {
     counts
 }
 
-fn check_answers_a_thousand_nodes_from_the_api_server(kit: &Kit) {
+pub(crate) fn check_answers_a_thousand_nodes_from_the_api_server(kit: &Kit) {
     let root = env!("CARGO_MANIFEST_DIR");
     let bin = env!("CARGO_BIN_EXE_dranet");
     let kubeconfig = kit.var("KUBECONFIG").to_string();
