@@ -5,7 +5,7 @@
 
 use std::process::{Command, Output, Stdio};
 
-use crate::support::k8s::Kit;
+use dranet_testkit::kit::Kit;
 
 /// The cluster's DeviceClasses: one per driver, as a GPU driver and dranet install them.
 const CLASSES: &str = r#"

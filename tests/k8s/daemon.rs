@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
+use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
 use crate::support::links::{
     VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
 };
@@ -46,7 +46,7 @@ struct Run<'a> {
 impl Run<'_> {
     fn start(&self, n: u32) -> Daemon {
         // DRANET_DAEMON_BIN measures another build (e.g. target/release/dranet).
-        let mut cmd = self.kit.dranet_run(&self.state, self.port);
+        let mut cmd = self.kit.dranet_run(env!("CARGO_BIN_EXE_dranet"), &self.state, self.port);
         cmd.arg("--fixture-sysfs")
             .arg(self.fixture.join("sys"))
             .args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
@@ -87,7 +87,7 @@ fn rss_kb(pid: u32) -> u64 {
 }
 
 fn tail(s: &str) -> String {
-    crate::support::k8s::tail(s, 60)
+    dranet_testkit::kit::tail(s, 60)
 }
 
 /// A DeviceClass for every dra.net device, and a claim template like the seeds' `1nic-aligned`

@@ -51,7 +51,7 @@ use crate::support::chart::{
     CHART_KINDS, GUIDE_HELM_INSTALL, GUIDE_HELM_UNINSTALL, GUIDE_HELM_UPGRADE, documents, helm,
     root,
 };
-use crate::support::k8s::{Kit, tail, wait_for};
+use dranet_testkit::kit::{Kit, tail, wait_for};
 use crate::support::links::{
     VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
 };

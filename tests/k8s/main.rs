@@ -31,7 +31,7 @@ mod webhook;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use support::k8s::{Kit, VERSIONS, Version, wait_for};
+use dranet_testkit::kit::{Kit, V1_36, VERSIONS, Version, wait_for};
 
 /// One scenario on a running cluster.
 struct Scenario {
@@ -213,7 +213,7 @@ fn main() {
             .filter(|s| args.selects(&test_name(s.name, version)))
             .collect();
         let upstream = upstream::chosen(&args, version);
-        let gated = version == support::k8s::V1_36 && args.selects(&test_name(GATED.name, version));
+        let gated = version == V1_36 && args.selects(&test_name(GATED.name, version));
         gated_chosen |= gated;
         if args.list {
             for s in &chosen {
@@ -262,7 +262,7 @@ fn main() {
     }
 
     if gated_chosen && !args.list {
-        let version = support::k8s::V1_36;
+        let version = V1_36;
         if let Some(kit) = Kit::start_with_gates(GATED.what, version, check::LIST_GATES) {
             let baseline = Baseline::take(&kit);
             run_scenario(&kit, &baseline, &GATED, &mut report);

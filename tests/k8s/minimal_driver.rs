@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::support::k8s::{Daemon, Kit, tail, wait_for};
+use dranet_testkit::kit::{Daemon, Kit, tail, wait_for};
 
 const DRIVER: &str = "minimal.example.com";
 const LIMIT: Duration = Duration::from_secs(60);

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
+use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
 use crate::support::links::{VETH_FILTER, Veths, host_link, nic_pod};
 use serde_json::Value;
 
@@ -50,12 +50,12 @@ const PODS: [(&str, &str, &str); 4] = [
 ];
 
 fn tail(s: &str) -> String {
-    crate::support::k8s::tail(s, 60)
+    dranet_testkit::kit::tail(s, 60)
 }
 
 /// `dranet run` sharing [`PARENT`].
 fn start(kit: &Kit, state: &Path, port: u16, log: PathBuf) -> Daemon {
-    let mut cmd = kit.dranet_run(state, port);
+    let mut cmd = kit.dranet_run(env!("CARGO_BIN_EXE_dranet"), state, port);
     cmd.args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
         .args(["--share-filter", SHARE_FILTER])
         .args(["--share-children", SHARE_CHILDREN])

@@ -50,12 +50,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::k8s::{Daemon, Kit, Version, free_port, http_get, wait_for};
+use dranet_testkit::kit::{Daemon, Kit, Version, free_port, http_get, wait_for};
 use crate::{Args, Report};
 use dranet_driver::netns::Netns;
 
-#[path = "../../crates/dranet-discovery/tests/support/bpf.rs"]
-mod bpf;
+use dranet_testkit::bpf;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -318,7 +317,7 @@ impl<'a> Env<'a> {
                 status.and_then(|s| s.code()),
                 Some(0),
                 "the daemon's exit status after SIGTERM\n{}",
-                crate::support::k8s::tail(&d.output(), 40)
+                dranet_testkit::kit::tail(&d.output(), 40)
             );
         }
     }
@@ -326,7 +325,7 @@ impl<'a> Env<'a> {
     fn tail(&self) -> String {
         self.daemon
             .as_ref()
-            .map(|d| crate::support::k8s::tail(&d.output(), 60))
+            .map(|d| dranet_testkit::kit::tail(&d.output(), 60))
             .unwrap_or_else(|| "(daemon stopped)".into())
     }
 

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use crate::support::k8s::{Daemon, Kit, free_port, http_get, wait_for};
+use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
 use crate::support::links::{VETH_FILTER, Veths, claim_pod, host_link};
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -159,7 +159,7 @@ pub(crate) fn upstreams_python_webhook_scenario(kit: &Kit) {
 
     // dranet as the node's driver, with the webhook as cloud and profile provider.
     let port = free_port();
-    let mut cmd = kit.dranet_run(&tmp.path().join("state"), port);
+    let mut cmd = kit.dranet_run(env!("CARGO_BIN_EXE_dranet"), &tmp.path().join("state"), port);
     cmd.args(["--filter", VETH_FILTER])
         .args([
             "--cloud-provider-hint=webhook",
@@ -168,7 +168,7 @@ pub(crate) fn upstreams_python_webhook_scenario(kit: &Kit) {
         .arg(format!("--webhook-url=http://127.0.0.1:{hook_port}"))
         .args(["--log", "info"]);
     let mut daemon = Daemon::spawn(cmd, tmp.path().join("dranet.log"));
-    let tail = |d: &Daemon| crate::support::k8s::tail(&d.output(), 60);
+    let tail = |d: &Daemon| dranet_testkit::kit::tail(&d.output(), 60);
     wait_for(
         "/readyz to answer 200",
         LIMIT,

@@ -3,12 +3,11 @@
 //! kube-apiserver, scheduler, controller-manager and kubelet, its own containerd with NRI and
 //! CDI). `DRANET_K8S_KIT` names another `kit.sh`.
 //!
-//! The harness of `tests/k8s/main.rs` brings up each version's cluster once ([`Kit::start`]) and
+//! The harness of the root package's `tests/k8s/main.rs` brings up each version's cluster once ([`Kit::start`]) and
 //! takes it down when done ([`Kit`]'s drop wipes its state); [`Kit::say`] prefixes the version to
 //! a scenario's log lines. Where the kit cannot run (not root, no kit) it prints a `SKIP` line
 //! and the scenarios pass. One cluster per machine: test binaries of other checkouts on the same
 //! machine wait for it on the file lock `/tmp/dranet-k8s-kit.lock`.
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -80,18 +79,14 @@ pub struct Kit {
     _machine_lock: std::fs::File,
 }
 
-/// The owner of `/proc/self` is the process's effective user.
-pub fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
+pub use crate::root::is_root;
 
 /// Where the kit script is, if anywhere.
 pub fn kit_script() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("DRANET_K8S_KIT") {
         return Some(PathBuf::from(p)).filter(|p| p.exists());
     }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/k8s/kit.sh");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/k8s/kit.sh");
     p.exists().then_some(p)
 }
 
@@ -406,10 +401,10 @@ impl Kit {
     /// `dranet run` as this node's driver: the kit's kubeconfig, kubelet and NRI socket, its
     /// state in `state`, probes and metrics on `127.0.0.1:port`, hot-plug published without rate
     /// limit (tests change links back to back). The caller adds its filters and providers.
-    /// `DRANET_DAEMON_BIN` runs another build (e.g. target/release/dranet).
-    pub fn dranet_run(&self, state: &Path, port: u16) -> Command {
-        let bin = std::env::var("DRANET_DAEMON_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dranet").to_string());
+    /// `bin` is the `dranet` to run; `DRANET_DAEMON_BIN` runs another build (e.g.
+    /// target/release/dranet).
+    pub fn dranet_run(&self, bin: &str, state: &Path, port: u16) -> Command {
+        let bin = std::env::var("DRANET_DAEMON_BIN").unwrap_or_else(|_| bin.to_string());
         let mut cmd = self.command(bin);
         cmd.arg("run")
             .args(["--hostname-override", self.node()])
@@ -439,43 +434,18 @@ impl Drop for Kit {
     }
 }
 
-/// Polls `f` every 100 ms until it returns `Some`, for at most `limit`; panics naming `what`
-/// (and `context()` for the diagnosis) when it never does.
-pub fn wait_for<T>(
-    what: &str,
-    limit: Duration,
-    mut f: impl FnMut() -> Option<T>,
-    context: impl FnOnce() -> String,
-) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "timed out after {limit:?} waiting for {what}\n{}",
-                context()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+pub use crate::wait::{tail, wait_for};
 
 /// Bytes in GiB, for messages.
 fn gib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1u32 << 30)
 }
 
-/// The last `n` lines of `s`, for failure messages.
-pub fn tail(s: &str, n: usize) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 /// A child process whose stderr (and stdout) go to a file, killed when dropped.
 pub struct Daemon {
+    /// The process.
     pub child: Child,
+    /// Where its stdout and stderr go.
     pub log: PathBuf,
 }
 
