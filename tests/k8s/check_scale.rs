@@ -13,8 +13,8 @@ use std::time::Instant;
 use crate::support::cluster::{
     check_1nic_aligned, check_1nic_aligned_from, list_json, mixed_gb300_slices,
 };
-use dranet_testkit::kit::Kit;
 use dranet_kubeletplugin::{KubeApi, KubeClient};
+use dranet_testkit::kit::Kit;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::Value;
 

@@ -26,11 +26,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
-use crate::support::links::{
+use crate::links::{
     VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
 };
 use dranet_core::Discover;
+use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(90);
 const VETH: &str = "drt0";
@@ -46,7 +46,9 @@ struct Run<'a> {
 impl Run<'_> {
     fn start(&self, n: u32) -> Daemon {
         // DRANET_DAEMON_BIN measures another build (e.g. target/release/dranet).
-        let mut cmd = self.kit.dranet_run(env!("CARGO_BIN_EXE_dranet"), &self.state, self.port);
+        let mut cmd = self
+            .kit
+            .dranet_run(env!("CARGO_BIN_EXE_dranet"), &self.state, self.port);
         cmd.arg("--fixture-sysfs")
             .arg(self.fixture.join("sys"))
             .args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])

@@ -18,8 +18,8 @@
 
 use std::time::Duration;
 
+use crate::links::{Veths, claim_pod, host_link, ip};
 use dranet_testkit::kit::{Daemon, Kit, V1_34, free_port, http_get, tail, wait_for};
-use crate::support::links::{Veths, claim_pod, host_link, ip};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const VETH: &str = "drh0";
@@ -145,7 +145,11 @@ pub(crate) fn device_health_on_a_real_node(kit: &Kit) {
     let mut veths = Veths::default();
     veths.add(VETH);
     let port = free_port();
-    let mut cmd = kit.dranet_run(env!("CARGO_BIN_EXE_dranet"), &tmp.path().join("state"), port);
+    let mut cmd = kit.dranet_run(
+        env!("CARGO_BIN_EXE_dranet"),
+        &tmp.path().join("state"),
+        port,
+    );
     cmd.args(["--cloud-provider-hint", "none"])
         .args([
             "--filter",

@@ -47,14 +47,14 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::links::{
+    VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
+};
 use crate::support::chart::{
     CHART_KINDS, GUIDE_HELM_INSTALL, GUIDE_HELM_UNINSTALL, GUIDE_HELM_UPGRADE, documents, helm,
     root,
 };
 use dranet_testkit::kit::{Kit, tail, wait_for};
-use crate::support::links::{
-    VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
-};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const IMAGE: &str = "localhost/dranet:test";

@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::links::{VETH_FILTER, Veths, host_link, nic_pod};
 use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
-use crate::support::links::{VETH_FILTER, Veths, host_link, nic_pod};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(90);

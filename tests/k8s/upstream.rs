@@ -50,9 +50,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dranet_testkit::kit::{Daemon, Kit, Version, free_port, http_get, wait_for};
 use crate::{Args, Report};
 use dranet_driver::netns::Netns;
+use dranet_testkit::kit::{Daemon, Kit, Version, free_port, http_get, wait_for};
 
 use dranet_testkit::bpf;
 

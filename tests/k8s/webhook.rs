@@ -20,8 +20,8 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 
+use crate::links::{VETH_FILTER, Veths, claim_pod, host_link};
 use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
-use crate::support::links::{VETH_FILTER, Veths, claim_pod, host_link};
 
 const LIMIT: Duration = Duration::from_secs(90);
 const VETH: &str = "drtw0";
@@ -159,7 +159,11 @@ pub(crate) fn upstreams_python_webhook_scenario(kit: &Kit) {
 
     // dranet as the node's driver, with the webhook as cloud and profile provider.
     let port = free_port();
-    let mut cmd = kit.dranet_run(env!("CARGO_BIN_EXE_dranet"), &tmp.path().join("state"), port);
+    let mut cmd = kit.dranet_run(
+        env!("CARGO_BIN_EXE_dranet"),
+        &tmp.path().join("state"),
+        port,
+    );
     cmd.args(["--filter", VETH_FILTER])
         .args([
             "--cloud-provider-hint=webhook",

@@ -1,6 +1,5 @@
 //! The install manifests and the Helm chart of `deploy/`: YAML streams read as JSON values, and the
 //! helm binary that `.ci/helm.sh` installs.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,7 +2,6 @@
 //! attachment to a link as a TC filter on the clsact ingress hook (rtnetlink) or on the TCX
 //! ingress hook (bpf syscall). Root only. Shared by the discovery and driver tests.
 
-
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use futures::StreamExt;

@@ -296,7 +296,6 @@ pub fn busy_link(h: &Ns, dev: &str) {
     ]);
 }
 
-
 /// Veth pairs made by the test, deleted when dropped (wherever their ends are).
 #[derive(Default)]
 pub struct Veths(Vec<String>);

@@ -268,13 +268,11 @@ impl Drop for Lab {
 /// A helper script beside this file, found from whichever crate's test includes it.
 pub fn helper(name: &str) -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [
-        here.join("../dranet-testkit/containerd"),
-    ]
-    .into_iter()
-    .map(|d| d.join(name))
-    .find(|p| p.exists())
-    .unwrap_or_else(|| panic!("{name} not found beside the containerd lab"))
+    [here.join("../dranet-testkit/containerd")]
+        .into_iter()
+        .map(|d| d.join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{name} not found beside the containerd lab"))
 }
 
 /// Installs containerd and the rest (`.ci/containerd-nri.sh`, idempotent).

@@ -6,11 +6,9 @@
 //! `:authority` (Huffman-coded, as grpc-go's HPACK encoder writes it) and the empty request body.
 //! An h2 server that is not prepared for that authority resets the stream with PROTOCOL_ERROR.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{DRIVER, Harness};
+use crate::common::{DRIVER, Harness};
 use dranet_kubeletplugin::proto::pluginregistration::PluginInfo;
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

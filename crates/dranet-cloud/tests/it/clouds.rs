@@ -2,8 +2,7 @@
 //! does (paths, required headers, tokens), serving the documents saved under `testdata/`; and the
 //! same documents read as `--<cloud>-metadata-file` give the same provider.
 
-mod support;
-
+use crate::support::{detector, doc, function, sysfs};
 use dranet_cloud::PathMap;
 use dranet_cloud::aws::{self, AwsInstance};
 use dranet_cloud::detect::{Hint, Provider};
@@ -11,7 +10,6 @@ use dranet_cloud::dmi::Cloud;
 use dranet_cloud::fake::{FakeServer, Reply, clouds};
 use dranet_cloud::{alibaba, gce, oke};
 use dranet_core::{AttributeValue, CloudProvider, DeviceIdentifiers};
-use support::{detector, doc, function, sysfs};
 
 fn s(v: &str) -> AttributeValue {
     AttributeValue::String(v.into())

@@ -2,14 +2,12 @@
 //! DMI files); on a cloud, only that cloud's service is asked; without DMI, short probes of the
 //! shared metadata address find the cloud that answers, and silence means no cloud.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{detector, doc, sysfs};
 use dranet_cloud::detect::{Detection, Hint, Provider};
 use dranet_cloud::dmi::Cloud;
 use dranet_cloud::fake::{FakeServer, Reply, Script, clouds};
-use support::{detector, doc, sysfs};
 
 /// A fake of `cloud`'s metadata service serving the saved documents.
 fn script(cloud: Cloud) -> Box<Script> {

@@ -5,8 +5,6 @@
 //! The plugin runs in a child process: this test binary re-executed with `--ignored --exact
 //! crash_helper_process` and its settings in environment variables.
 
-mod common;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use dranet_kubeletplugin::checkpoint::{self, Phase};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
 use dranet_kubeletplugin::{
@@ -145,7 +143,7 @@ impl PluginProcess {
         cmd.args([
             "--ignored",
             "--exact",
-            "crash_helper_process",
+            "crash::crash_helper_process",
             "--nocapture",
             "--test-threads=1",
         ])

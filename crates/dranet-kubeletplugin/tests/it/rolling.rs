@@ -1,12 +1,10 @@
 //! Rolling updates: two instances of the driver side by side on one node (a DaemonSet with
 //! `maxSurge: 1`), sharing the plugin directory and checkpoint, against the fake API server.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use dranet_kubeletplugin::Backoff;
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
 use dranet_kubeletplugin::{Error, KubeletPlugin, PrepareState};

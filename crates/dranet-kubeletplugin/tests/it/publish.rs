@@ -1,11 +1,9 @@
 //! ResourceSlice publishing against the fake API server (real JSON over HTTP, resourceVersions,
 //! 409s, watches).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use dranet_kubeletplugin::Backoff;
 use dranet_kubeletplugin::{KubeletPlugin, PublishState};
 use k8s_openapi::api::resource::v1::ResourceSlice;

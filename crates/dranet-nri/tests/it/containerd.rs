@@ -7,8 +7,7 @@
 //! remembered from RunPodSandbox; and, after a containerd restart, the plugin back within a second
 //! and seeing the next pod. It needs root; without root it prints a SKIP line and passes.
 
-#[path = "containerd/lab.rs"]
-mod lab;
+use dranet_testkit::containerd as lab;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

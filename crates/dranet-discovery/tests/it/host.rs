@@ -40,13 +40,10 @@ fn udev_and_the_rooted_reader_agree_on_the_real_sys() {
     assert_eq!(a, b);
 }
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
+use dranet_testkit::is_root;
 
 fn ip(args: &[&str]) {
-    let st = Command::new("ip").args(args).status().expect("run ip");
-    assert!(st.success(), "ip {args:?} failed");
+    dranet_testkit::netns::ip(args);
 }
 
 /// A named network namespace, deleted on drop.
@@ -434,8 +431,7 @@ fn a_burst_of_uevents_is_one_change() {
     assert!(second.is_empty(), "{second:?}");
 }
 
-#[path = "support/bpf.rs"]
-mod bpf;
+use dranet_testkit::bpf;
 
 #[test]
 fn tc_and_tcx_programs_on_a_link_are_published() {

@@ -2,10 +2,9 @@
 //! `tests/webhook.py`), over TCP and a unix socket: capabilities, attributes and device config
 //! per device, profiles and their release; bad answers named, slow and oversized ones bounded.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::quick_retry;
 use dranet_cloud::RetryPolicy;
 use dranet_cloud::fake::{FakeServer, Reply, clouds};
 use dranet_cloud::webhook::{Capabilities, Webhook};
@@ -13,7 +12,6 @@ use dranet_core::{
     AttributeValue, CloudProvider, DeviceIdentifiers, NetworkConfig, ProfileError, ProfileProvider,
     ProfileRequest,
 };
-use support::quick_retry;
 
 fn dev(name: &str) -> DeviceIdentifiers {
     DeviceIdentifiers {

@@ -8,11 +8,13 @@
 //!
 //! The chart tests need helm (`.ci/helm.sh` installs it); without it they print `SKIP` and pass.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::support::chart::{
+    CHART_KINDS, GUIDE_HELM_INSTALL, GUIDE_HELM_UNINSTALL, GUIDE_HELM_UPGRADE, chart, documents,
+    helm, root, template,
+};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
@@ -22,10 +24,6 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::resource::v1::DeviceClass;
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
-use support::chart::{
-    CHART_KINDS, GUIDE_HELM_INSTALL, GUIDE_HELM_UNINSTALL, GUIDE_HELM_UPGRADE, chart, documents,
-    helm, root, template,
-};
 
 fn read(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -1,5 +1,4 @@
 //! Shared helpers of the integration tests: a recording driver, claim builders, a started plugin.
-#![allow(dead_code)]
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

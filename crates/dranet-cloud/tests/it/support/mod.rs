@@ -1,6 +1,5 @@
 //! Shared by this crate's tests: the saved documents under `testdata/`, sysfs fixtures with a
 //! cloud's DMI strings, and a detector pointed at a fake with short retries.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

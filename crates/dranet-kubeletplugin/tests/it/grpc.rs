@@ -1,13 +1,11 @@
 //! The kubelet's view: registration and DRAPlugin v1/v1beta1 over real unix sockets, with claims
 //! served by the fake API server.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use common::*;
+use crate::common::*;
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
 use dranet_kubeletplugin::proto::dra_health_v1alpha1 as hpb;
 use dranet_kubeletplugin::{

@@ -3,15 +3,13 @@
 //! with another NIC than the claim asks for, some with it on the other NUMA node. The answers
 //! are asserted, not the time (that is the `check` bench's).
 
-mod support;
-
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-use support::cluster::{
+use crate::support::cluster::{
     check_1nic_aligned, list_json, mixed_gb300_slices, nic_across_numa, node, renamed_nic,
     without_nics,
 };
+use serde_json::Value;
 
 /// 1,000 nodes: 100 without NICs, 40 with the NIC renamed, 20 with it across NUMA nodes, the
 /// other 840 as the fixture.

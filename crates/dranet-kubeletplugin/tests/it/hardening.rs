@@ -1,11 +1,9 @@
 //! Hostile and odd requests: each case reproduces a defect that was found (issue 20) and checks
 //! the behaviour a driver author relies on instead.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet};
 use dranet_kubeletplugin::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeletPlugin, PrepareState,

@@ -2,11 +2,9 @@
 //! sockets are still 0600 and the directories we create 0700. (Its own test binary: the umask
 //! is process-wide.)
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 
-use common::*;
+use crate::common::*;
 
 fn mode(p: &std::path::Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777

@@ -3,15 +3,13 @@
 //! that is not JSON. Each ends within the retry budget with a warning naming the failure, no
 //! attributes, and no crash; a body over the limit is refused at the limit and not retried.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{detector, sysfs};
 use dranet_cloud::RetryPolicy;
 use dranet_cloud::detect::{Hint, Provider};
 use dranet_cloud::dmi::Cloud;
 use dranet_cloud::fake::{FakeServer, Reply};
-use support::{detector, sysfs};
 
 /// What the hostile service does, and what the warning must say.
 fn cases() -> Vec<(&'static str, Reply, &'static str)> {
