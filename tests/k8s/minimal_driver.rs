@@ -238,7 +238,9 @@ spec:
         },
         || driver.output(),
     );
+    // The cluster serves the next scenario: the objects this one made go.
     kit.kubectl_ok(&["delete", "deviceclass", DRIVER]);
+    kit.kubectl_ok(&["delete", "resourceclaimtemplate", "minimal-one-dev"]);
     let status = driver.terminate(Duration::from_secs(10));
     assert!(
         status.is_some_and(|s| s.success()),
