@@ -369,6 +369,15 @@ spec:
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The harness checks that a scenario leaves the cluster as it found it.
+    kit.kubectl_ok(&["delete", "deviceclasses", "gpu.example.com", "dranet.net"]);
+    kit.kubectl_ok(&[
+        "delete",
+        "resourceslices",
+        "list-node-a-dra.net",
+        "list-node-b-dra.net",
+    ]);
+    kit.kubectl_ok(&["delete", "resourceclaimtemplate", "nic-on-both-numa"]);
 }
 
 pub(crate) fn cluster_flags_name_what_is_wrong_without_a_cluster() {
