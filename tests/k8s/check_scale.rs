@@ -1,6 +1,6 @@
 //! `dranet check --kubeconfig` at cluster scale against a real API server (v1.34.9 and v1.36.3,
 //! the kit in `../shared/k8s/`): the ResourceSlices of 1,000 fake GB300 nodes (two slices a node,
-//! as `tests/check_scale.rs` writes them to a file; the API server does not need the Nodes)
+//! as `tests/it/check_scale.rs` writes them to a file; the API server does not need the Nodes)
 //! created in the cluster, then checked. The answers must be those of the same slices read from
 //! a file, and the client must read the 2,000 slices in pages. Times are logged, not asserted
 //! (the `check` bench and docs/check.md have the figures). Needs root and the kit; skipped with

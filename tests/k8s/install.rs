@@ -26,8 +26,8 @@
 //!
 //! Before either, every manifest passes `kubectl apply --dry-run=server`: `deploy/install.yaml`,
 //! `kubectl apply -k deploy`, the chart rendered with `ci/*-values.yaml` but the ServiceMonitor one
-//! (no prometheus-operator CRDs here; `tests/deploy.rs` checks it), and `examples/azure_aks/` (but
-//! the MPIJobs: the kit has no MPI Operator; `tests/deploy.rs` checks their pod specs).
+//! (no prometheus-operator CRDs here; `tests/it/deploy.rs` checks it), and `examples/azure_aks/` (but
+//! the MPIJobs: the kit has no MPI Operator; `tests/it/deploy.rs` checks their pod specs).
 //!
 //! The patch, and why: the image is the one just built (`localhost/dranet:test`, never pulled);
 //! the GB300 fixture is added with `--fixture-sysfs` from a host directory (this node has no RDMA
