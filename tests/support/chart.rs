@@ -1,6 +1,5 @@
 //! The install manifests and the Helm chart of `deploy/`: YAML streams read as JSON values, and the
 //! helm binary that `.ci/helm.sh` installs.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -27,7 +26,7 @@ pub const CHART_KINDS: [&str; 7] = [
     "ValidatingAdmissionPolicyBinding",
 ];
 
-/// The install guide's helm path (docs/install.md shows these lines), which tests/k8s_install.rs
+/// The install guide's helm path (docs/install.md shows these lines), which tests/k8s/install.rs
 /// runs from the repository's root: install (with the test's `-f VALUES` appended to the helm
 /// line), then a change of value, then uninstall.
 pub const GUIDE_HELM_INSTALL: [&str; 3] = [

@@ -1,7 +1,6 @@
 //! A GB300 cluster's ResourceSlices as `kubectl get resourceslices -o json` prints them: the
 //! fixture node's two slices (its GPUs', its NICs') once per node, each node named
 //! `aks-gb300-<i>`, for the tests and the bench of `dranet check` at cluster scale.
-#![allow(dead_code)]
 
 use std::path::Path;
 

@@ -1,5 +1,3 @@
 //! Support code shared by the integration tests.
 pub mod chart;
 pub mod cluster;
-pub mod k8s;
-pub mod links;

@@ -1,3 +1,6 @@
+//! Kept only for the driver's end-to-end test (`#[path]`) until it uses `dranet_testkit::containerd`,
+//! which this is a copy of; then it goes.
+//!
 //! A containerd 1.7 with NRI of a test's own, driven through CRI as the kubelet would: shared by
 //! the NRI crate's integration test and the driver's end-to-end test (included with `#[path]`).
 //! The CRI client is `cri.py` beside this file.
@@ -265,14 +268,11 @@ impl Drop for Lab {
 /// A helper script beside this file, found from whichever crate's test includes it.
 pub fn helper(name: &str) -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [
-        here.join("tests/containerd"),
-        here.join("../dranet-nri/tests/containerd"),
-    ]
-    .into_iter()
-    .map(|d| d.join(name))
-    .find(|p| p.exists())
-    .unwrap_or_else(|| panic!("{name} not found beside the containerd lab"))
+    [here.join("../dranet-testkit/containerd")]
+        .into_iter()
+        .map(|d| d.join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{name} not found beside the containerd lab"))
 }
 
 /// Installs containerd and the rest (`.ci/containerd-nri.sh`, idempotent).

@@ -1,0 +1,135 @@
+//! Which cloud: off every cloud nothing is asked at all (the start-up cost there is reading a few
+//! DMI files); on a cloud, only that cloud's service is asked; without DMI, short probes of the
+//! shared metadata address find the cloud that answers, and silence means no cloud.
+
+use std::time::Duration;
+
+use crate::support::{detector, doc, sysfs};
+use dranet_cloud::detect::{Detection, Hint, Provider};
+use dranet_cloud::dmi::Cloud;
+use dranet_cloud::fake::{FakeServer, Reply, Script, clouds};
+
+/// A fake of `cloud`'s metadata service serving the saved documents.
+fn script(cloud: Cloud) -> Box<Script> {
+    match cloud {
+        Cloud::Azure => {
+            let docs = clouds::FakeImds::documents(
+                doc("imds/gb300-compute.json"),
+                doc("imds/gb300-network.json"),
+            );
+            Box::new(move |r, n| {
+                if r.header("metadata") == Some("true") {
+                    docs(&r.target, n)
+                } else {
+                    Reply::Json(
+                        400,
+                        r#"{"error": "Required metadata header not specified"}"#.into(),
+                    )
+                }
+            })
+        }
+        Cloud::Gce => Box::new(clouds::gce(&doc("gce/a3-ultragpu-8g-instance.json"))),
+        Cloud::Aws => Box::new(clouds::aws(&doc("aws/p5-48xlarge.json"))),
+        Cloud::Oke => Box::new(clouds::oke(&doc("oke/bm-gpu-gb200-4-host.json"))),
+        Cloud::Alibaba => Box::new(clouds::alibaba(&doc("alibaba/ebmgn8v-48xlarge.json"))),
+    }
+}
+
+fn provider_cloud(p: &Provider) -> Option<Cloud> {
+    Some(match p {
+        Provider::Azure(_) => Cloud::Azure,
+        Provider::Gce(_) => Cloud::Gce,
+        Provider::Aws(_) => Cloud::Aws,
+        Provider::Oke(_) => Cloud::Oke,
+        Provider::Alibaba(_) => Cloud::Alibaba,
+        Provider::Webhook(_) => return None,
+    })
+}
+
+/// Auto-detection on a node of `cloud` whose DMI says `dmi` (`None`: unreadable), its service a
+/// fake; it must find `cloud`, without a warning.
+async fn detect_on(cloud: Cloud, dmi: Option<Cloud>) -> (FakeServer, Detection) {
+    let fake = FakeServer::start(script(cloud)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sys = sysfs(dir.path(), dmi.map(Some), |_| Ok(()));
+    let d = detector(&fake.endpoint, &sys, Hint::Auto).detect().await;
+    assert!(d.warnings.is_empty(), "{cloud}: {:?}", d.warnings);
+    assert_eq!(
+        d.provider.as_ref().and_then(provider_cloud),
+        Some(cloud),
+        "{cloud}: {}",
+        d.how
+    );
+    (fake, d)
+}
+
+#[tokio::test]
+async fn off_every_cloud_nothing_is_asked() {
+    // A metadata address that would hang every request: detection must not wait on it.
+    let fake = FakeServer::start(|_, _| Reply::Hang).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sys = sysfs(dir.path(), Some(None), |_| Ok(()));
+    let d = detector(&fake.endpoint, &sys, Hint::Auto).detect().await;
+    assert!(d.provider.is_none() && d.warnings.is_empty(), "{d:?}");
+    assert_eq!(d.how, "DMI names no cloud");
+    assert!(fake.seen().is_empty(), "{:?}", fake.seen());
+    // Hint none: nothing is asked even on a cloud.
+    let dir = tempfile::tempdir().unwrap();
+    let sys = sysfs(dir.path(), Some(Some(Cloud::Aws)), |_| Ok(()));
+    let d = detector(&fake.endpoint, &sys, Hint::None).detect().await;
+    assert!(d.provider.is_none() && fake.seen().is_empty());
+}
+
+#[tokio::test]
+async fn on_each_cloud_only_its_own_service_is_asked() {
+    for cloud in Cloud::ALL {
+        let (fake, _) = detect_on(cloud, Some(cloud)).await;
+        // Every request was this cloud's: no other cloud's probe went out.
+        let prefix = match cloud {
+            Cloud::Azure => "/metadata/instance/",
+            Cloud::Gce => "/computeMetadata/v1/",
+            Cloud::Aws | Cloud::Alibaba => "/latest/",
+            Cloud::Oke => "/opc/v2/",
+        };
+        let seen = fake.seen();
+        assert!(
+            seen.iter().all(|r| r.target.starts_with(prefix)),
+            "{cloud}: {seen:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn without_dmi_the_cloud_that_answers_the_probes_is_found() {
+    for cloud in Cloud::ALL {
+        // All clouds share the address; only the one that is there answers its own probe.
+        let (_, d) = detect_on(cloud, None).await;
+        assert!(d.how.contains(&format!("{cloud} answered")), "{}", d.how);
+    }
+    // Silence: one bounded round of probes, no cloud, no warning.
+    let fake = FakeServer::start(|_, _| Reply::Hang).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sys = sysfs(dir.path(), None, |_| Ok(()));
+    let mut det = detector(&fake.endpoint, &sys, Hint::Auto);
+    det.probe_timeout = Duration::from_millis(200);
+    let d = det.detect().await;
+    assert!(d.provider.is_none() && d.warnings.is_empty(), "{d:?}");
+    assert!(d.how.contains("none answered"), "{}", d.how);
+    assert_eq!(fake.seen().len(), Cloud::ALL.len(), "one probe per cloud");
+}
+
+#[tokio::test]
+async fn a_hint_reads_that_cloud_without_detecting() {
+    let fake = FakeServer::start(script(Cloud::Oke)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // DMI says another cloud: the hint wins.
+    let sys = sysfs(dir.path(), Some(Some(Cloud::Gce)), |_| Ok(()));
+    let d = detector(&fake.endpoint, &sys, Hint::Cloud(Cloud::Oke))
+        .detect()
+        .await;
+    assert_eq!(
+        d.provider.as_ref().and_then(provider_cloud),
+        Some(Cloud::Oke)
+    );
+    assert_eq!(d.how, "cloud provider hint: oke");
+}

@@ -1,0 +1,260 @@
+//! The webhook provider against a fake webhook speaking upstream's protocol (as upstream's
+//! `tests/webhook.py`), over TCP and a unix socket: capabilities, attributes and device config
+//! per device, profiles and their release; bad answers named, slow and oversized ones bounded.
+
+use std::time::Duration;
+
+use crate::support::quick_retry;
+use dranet_cloud::RetryPolicy;
+use dranet_cloud::fake::{FakeServer, Reply, clouds};
+use dranet_cloud::webhook::{Capabilities, Webhook};
+use dranet_core::{
+    AttributeValue, CloudProvider, DeviceIdentifiers, NetworkConfig, ProfileError, ProfileProvider,
+    ProfileRequest,
+};
+
+fn dev(name: &str) -> DeviceIdentifiers {
+    DeviceIdentifiers {
+        name: Some(name.into()),
+        mac: Some("0a:58:0a:f4:00:07".into()),
+        pci_address: Some("0000:3b:00.0".parse().unwrap()),
+        ipv6_gateway: None,
+    }
+}
+
+fn profile_request(profile: &str) -> ProfileRequest {
+    ProfileRequest {
+        device: dev("drt0"),
+        claim_uid: "3f1a2b4c-uid".into(),
+        config: NetworkConfig {
+            profile: profile.into(),
+            ..NetworkConfig::default()
+        },
+    }
+}
+
+const TIMEOUT: Duration = Duration::from_millis(500);
+
+async fn connect(url: &str) -> Webhook {
+    Webhook::connect(url, None, TIMEOUT, quick_retry())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn upstreams_protocol_over_tcp_and_a_unix_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    for unix in [false, true] {
+        let (script, released) =
+            clouds::webhook("drt0", 1450, "python-profile", "10.200.200.200/24");
+        let fake = if unix {
+            FakeServer::start_unix(&dir.path().join("webhook.sock"), script).await
+        } else {
+            FakeServer::start(script).await
+        }
+        .unwrap();
+        let w = connect(&fake.endpoint).await;
+        assert_eq!(
+            w.capabilities(),
+            Capabilities {
+                cloud_provider: true,
+                profile_provider: true
+            }
+        );
+        let devices = [dev("drt0"), dev("eth9")];
+        w.refresh(&devices).await;
+        let a = w.device_attributes(&devices[0]);
+        assert_eq!(
+            a["webhook_attr"],
+            AttributeValue::String("python".into()),
+            "the driver's own domain, unqualified as discovery's attributes"
+        );
+        assert_eq!(
+            w.device_config(&devices[0]).map(|c| c.interface.mtu),
+            Some(Some(1450))
+        );
+        assert!(w.device_attributes(&devices[1]).is_empty());
+        assert_eq!(
+            w.device_config(&devices[1]),
+            None,
+            "an empty config is none"
+        );
+
+        let c = w
+            .get_profile_config(&profile_request("python-profile"))
+            .await
+            .unwrap();
+        assert_eq!(c.interface.addresses, ["10.200.200.200/24"]);
+        w.release_profile_config(&profile_request("python-profile"))
+            .await
+            .unwrap();
+        assert_eq!(
+            *released.lock().unwrap(),
+            [("3f1a2b4c-uid".to_string(), "drt0".to_string())]
+        );
+
+        // The wire format: upstream's field names, `name` always there.
+        let seen = fake.seen();
+        let attrs = seen
+            .iter()
+            .find(|r| r.path() == "/GetDeviceAttributes" && r.json()["name"] == "drt0")
+            .unwrap();
+        assert_eq!(attrs.method, "POST");
+        assert_eq!(attrs.header("content-type"), Some("application/json"));
+        assert_eq!(
+            attrs.json(),
+            serde_json::json!({"name": "drt0", "mac_address": "0a:58:0a:f4:00:07", "pci_address": "0000:3b:00.0"})
+        );
+        let get = seen
+            .iter()
+            .find(|r| r.path() == "/GetProfileConfig")
+            .unwrap();
+        assert_eq!(
+            get.json(),
+            serde_json::json!({
+                "device": {"name": "drt0", "mac_address": "0a:58:0a:f4:00:07", "pci_address": "0000:3b:00.0"},
+                "claim_uid": "3f1a2b4c-uid",
+                "config": {"profile": "python-profile", "interface": {}}
+            })
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_device_the_webhook_fails_for_keeps_its_last_answer() {
+    let (ok, _) = clouds::webhook("drt0", 1450, "p", "10.0.0.1/24");
+    let fake = FakeServer::start(move |r, n| {
+        // Healthy for the first refresh (health + 2 POSTs), then failing.
+        if n < 3 {
+            ok(r, n)
+        } else {
+            Reply::Json(500, "{}".into())
+        }
+    })
+    .await
+    .unwrap();
+    let w = connect(&fake.endpoint).await;
+    let d = [dev("drt0")];
+    w.refresh(&d).await;
+    w.refresh(&d).await;
+    assert_eq!(w.device_attributes(&d[0]).len(), 1);
+    assert!(w.device_config(&d[0]).is_some());
+    // A device gone from the node is forgotten.
+    w.refresh(&[]).await;
+    assert!(w.device_attributes(&d[0]).is_empty());
+}
+
+#[tokio::test]
+async fn answers_that_are_not_the_protocol_are_errors_that_name_the_problem() {
+    let fake = FakeServer::start(|r, _| match r.path() {
+        "/health" => Reply::Json(
+            200,
+            r#"{"cloudProvider": true, "profileProvider": true}"#.into(),
+        ),
+        "/GetProfileConfig" if r.json()["config"]["profile"] == "typo" => {
+            Reply::Json(200, r#"{"interface": {"mtuu": 1500}}"#.into())
+        }
+        "/GetProfileConfig" => Reply::Json(200, r#"{"interface": {"mtu": 10}}"#.into()),
+        "/ReleaseProfileConfig" => Reply::Json(404, "no such lease".into()),
+        _ => Reply::Json(200, r#"{"dra.net/x": {"float": 1.5}}"#.into()),
+    })
+    .await
+    .unwrap();
+    let w = connect(&fake.endpoint).await;
+    let e = w
+        .get_profile_config(&profile_request("typo"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown field `mtuu`"), "{e}");
+    let e = w
+        .get_profile_config(&profile_request("small"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ProfileError::Invalid { .. }), "{e}");
+    assert!(e.to_string().contains("interface.mtu"), "{e}");
+    let e = w
+        .release_profile_config(&profile_request("p"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("HTTP 404: no such lease"), "{e}");
+    let e = w.get_device_attributes(&dev("drt0")).await.unwrap_err();
+    assert!(e.to_string().contains("unknown variant `float`"), "{e}");
+    // Health that is not the capabilities document.
+    let bad = FakeServer::start(|_, _| Reply::Json(200, "OK".into()))
+        .await
+        .unwrap();
+    let e = Webhook::connect(&bad.endpoint, None, TIMEOUT, quick_retry())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("webhook /health answer"), "{e}");
+}
+
+#[tokio::test]
+async fn a_webhook_without_the_cloud_capability_is_not_asked_about_devices() {
+    let fake = FakeServer::start(|_, _| {
+        Reply::Json(
+            200,
+            r#"{"cloudProvider": false, "profileProvider": true}"#.into(),
+        )
+    })
+    .await
+    .unwrap();
+    let w = connect(&fake.endpoint).await;
+    w.refresh(&[dev("drt0")]).await;
+    assert_eq!(fake.seen().len(), 1, "health only");
+}
+
+#[tokio::test]
+async fn slow_and_oversized_answers_are_bounded() {
+    let fake = FakeServer::start(|r, _| match r.path() {
+        "/health" => Reply::Json(
+            200,
+            r#"{"cloudProvider": true, "profileProvider": true}"#.into(),
+        ),
+        "/GetProfileConfig" => Reply::Hang,
+        "/ReleaseProfileConfig" => Reply::Endless,
+        _ => Reply::Trickle("{}".repeat(50)),
+    })
+    .await
+    .unwrap();
+    let w = connect(&fake.endpoint).await;
+    let e = w
+        .get_profile_config(&profile_request("p"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no answer within 500ms"), "{e}");
+    let e = w
+        .release_profile_config(&profile_request("p"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
+    let e = w.get_device_attributes(&dev("drt0")).await.unwrap_err();
+    assert!(e.to_string().contains("no answer within"), "{e}");
+}
+
+#[tokio::test]
+async fn health_is_retried_while_the_webhook_starts() {
+    let fake = FakeServer::start(|_, n| {
+        if n < 2 {
+            Reply::Json(503, "starting".into())
+        } else {
+            Reply::Json(200, r#"{"cloudProvider": true}"#.into())
+        }
+    })
+    .await
+    .unwrap();
+    let w = connect(&fake.endpoint).await;
+    assert!(w.capabilities().cloud_provider && !w.capabilities().profile_provider);
+    // A webhook that never comes up: an error within the budget.
+    let policy = RetryPolicy {
+        budget: Duration::from_millis(300),
+        ..quick_retry()
+    };
+    let down = FakeServer::start(|_, _| Reply::Json(503, "down".into()))
+        .await
+        .unwrap();
+    let e = Webhook::connect(&down.endpoint, None, TIMEOUT, policy)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("HTTP 503: down"), "{e}");
+}

@@ -1,0 +1,5 @@
+//! dranet-discovery's integration tests in one binary, one module per area.
+
+mod fixtures;
+mod host;
+mod runtimes;

@@ -1,0 +1,11 @@
+//! dranet-kubeletplugin's integration tests in one binary, one module per area.
+
+mod common;
+
+mod crash;
+mod grpc;
+mod hardening;
+mod kubelet_wire;
+mod modes;
+mod publish;
+mod rolling;
