@@ -534,9 +534,9 @@ fn token_kubeconfig(node: &Node, dir: &Path, pod: Option<(&str, &str)>) -> PathB
     path
 }
 
-fn slice_yaml(name: &str, node: &str) -> String {
+fn slice_yaml(name: &str, node: &str, pool: &str) -> String {
     format!(
-        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {name}}}\nspec: {{driver: dra.net, nodeName: {node}, pool: {{name: {name}, generation: 1, resourceSliceCount: 1}}, devices: [{{name: d0}}]}}\n"
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {name}}}\nspec: {{driver: dra.net, nodeName: {node}, pool: {{name: {pool}, generation: 1, resourceSliceCount: 1}}, devices: [{{name: d0}}]}}\n"
     )
 }
 
@@ -556,7 +556,8 @@ fn admission_policy(node: &Node, daemon_pod: &(String, String)) {
     };
     // Dry run: the daemon deletes any slice of its driver and node it did not publish. That it
     // writes its own node's slices under the policy, the slices it published show.
-    let own = slice_yaml("dranet-test-own", kit.node());
+    let node_name = kit.node();
+    let own = slice_yaml(&format!("{node_name}-dra.net-99"), node_name, node_name);
     let out = as_daemon(
         &bound,
         &["create", "--dry-run=server", "-f", "-"],
@@ -564,7 +565,33 @@ fn admission_policy(node: &Node, daemon_pod: &(String, String)) {
     );
     ok("the daemon's token writes its own node's slice", &out);
 
-    let other = slice_yaml("dranet-test-other", "another-node");
+    // A taken-over node squatting another node's slice name (with its own nodeName), or
+    // writing into another node's pool: refused, so the other node's daemon keeps its names.
+    for (name, pool) in [
+        ("another-node-dra.net-0".to_string(), node_name.to_string()),
+        (
+            format!("{node_name}-dra.net-98"),
+            "another-node".to_string(),
+        ),
+        (format!("{node_name}-dra.net-x"), node_name.to_string()),
+    ] {
+        let squat = slice_yaml(&name, node_name, &pool);
+        let out = as_daemon(
+            &bound,
+            &["create", "--dry-run=server", "-f", "-"],
+            Some(&squat),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains(&format!(
+                    "(pool {pool}, name {name}; this node's are named {node_name}-dra.net-<index>)"
+                )),
+            "slice {name} in pool {pool}: {err}"
+        );
+    }
+
+    let other = slice_yaml("dranet-test-other", "another-node", "another-node");
     let out = as_daemon(&bound, &["create", "-f", "-"], Some(&other));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -601,7 +628,7 @@ fn admission_policy(node: &Node, daemon_pod: &(String, String)) {
             && err.contains("writes ResourceSlices only with a token bound to a pod on a node"),
         "a token not bound to a pod: {err}"
     );
-    kit.say("admission policy: own node's slice accepted; another node's refused; an unbound token refused");
+    kit.say("admission policy: own node's slice accepted; another node's, another node's slice names and pool refused; an unbound token refused");
 }
 
 fn kubectl_install(node: &Node, before: &NodeState) {
