@@ -162,7 +162,7 @@ pub enum CheckError {
     /// The claims were checked and the verdict is a failure (the report was printed).
     #[error("{message}")]
     Verdict {
-        /// The exit code (see [`exit`]).
+        /// The exit code (see [`verdict::exit`]).
         code: u8,
         /// Which claims, in one line.
         message: String,

@@ -7,11 +7,14 @@ use std::time::Duration;
 use crate::support::quick_retry;
 use dranet_cloud::RetryPolicy;
 use dranet_cloud::fake::{FakeServer, Reply, clouds};
+use dranet_cloud::tls::Tls;
 use dranet_cloud::webhook::{Capabilities, Webhook};
 use dranet_core::{
     AttributeValue, CloudProvider, DeviceIdentifiers, NetworkConfig, ProfileError, ProfileProvider,
     ProfileRequest,
 };
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn dev(name: &str) -> DeviceIdentifiers {
     DeviceIdentifiers {
@@ -257,4 +260,110 @@ async fn health_is_retried_while_the_webhook_starts() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("HTTP 503: down"), "{e}");
+}
+
+/// A CA and a server certificate for `localhost` signed by it, made by openssl in `dir`:
+/// (CA PEM, server chain PEM, server key PEM). `None` without openssl.
+fn pki(dir: &Path, tag: &str) -> Option<(PathBuf, Vec<u8>, Vec<u8>)> {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output();
+        match out {
+            Ok(o) if o.status.success() => Some(()),
+            Ok(o) => panic!("openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr)),
+            Err(_) => None,
+        }
+    };
+    let (ca_key, ca) = (format!("{tag}-ca.key"), format!("{tag}-ca.pem"));
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        &ca_key,
+        "-out",
+        &ca,
+        "-days",
+        "1",
+        "-subj",
+        &format!("/CN={tag} test CA"),
+    ])?;
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ])?;
+    std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:localhost\n").ok()?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        &ca,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+    ])?;
+    Some((
+        dir.join(ca),
+        std::fs::read(dir.join("server.pem")).ok()?,
+        std::fs::read(dir.join("server.key")).ok()?,
+    ))
+}
+
+/// An https webhook answers when its certificate chains to the CA given, and is refused,
+/// naming the certificate, when it does not: an off-node webhook cannot be spoofed.
+#[tokio::test]
+async fn an_https_webhook_is_trusted_only_with_its_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((ca, chain, key)) = pki(dir.path(), "ours") else {
+        eprintln!("SKIP an_https_webhook_is_trusted_only_with_its_ca: needs openssl");
+        return;
+    };
+    let (script, _) = clouds::webhook("pci-0000-01-00-0", 9000, "p", "10.0.0.5/24");
+    let server = FakeServer::start_tls(&chain, &key, script).await.unwrap();
+    let quick = RetryPolicy {
+        budget: Duration::from_millis(200),
+        ..RetryPolicy::default()
+    };
+    let tls = Tls::from_ca_file(&ca).unwrap();
+    let hook = Webhook::connect(&server.endpoint, Some(tls), Duration::from_secs(5), quick)
+        .await
+        .unwrap();
+    assert!(hook.capabilities().cloud_provider);
+
+    let other = tempfile::tempdir().unwrap();
+    let (other_ca, _, _) = pki(other.path(), "theirs").unwrap();
+    let theirs = Tls::from_ca_file(&other_ca).unwrap();
+    let e = Webhook::connect(
+        &server.endpoint,
+        Some(theirs),
+        Duration::from_secs(5),
+        quick,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("certificate"), "{e}");
+
+    let e = Webhook::connect(&server.endpoint, None, Duration::from_secs(5), quick)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--webhook-ca-file"), "{e}");
 }
