@@ -212,9 +212,29 @@ fn cloud_flag_mistakes_are_refused_with_the_flag_named() {
                 "--cloud-provider-hint",
                 "webhook",
                 "--webhook-url",
+                "ftp://x",
+            ],
+            "endpoint \"ftp://x\": expected http://host[:port], https://host[:port] or unix:///path/to.sock",
+        ),
+        (
+            vec![
+                "--cloud-provider-hint",
+                "webhook",
+                "--webhook-url",
                 "https://x",
             ],
-            "endpoint \"https://x\": expected http://host[:port] or unix:///path/to.sock",
+            "endpoint \"https://x\": https needs a CA bundle to check the server's certificate with (--webhook-ca-file)",
+        ),
+        (
+            vec![
+                "--cloud-provider-hint",
+                "webhook",
+                "--webhook-url",
+                "https://x",
+                "--webhook-ca-file",
+                "testdata/nope.pem",
+            ],
+            "--webhook-ca-file: CA bundle testdata/nope.pem: No such file",
         ),
     ] {
         let mut a = vec!["inventory", "--sysfs", MI300X];
