@@ -19,8 +19,7 @@
 //!
 //! Needs root; without root it prints a SKIP line and passes.
 
-#[path = "../../../dranet-nri/tests/containerd/lab.rs"]
-mod lab;
+use dranet_testkit::containerd as lab;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 
 #![allow(dead_code)]
 
-pub mod bpf;
+pub use dranet_testkit::bpf;
 
 use std::path::PathBuf;
 use std::process::Command;
