@@ -6,6 +6,7 @@ mod edges;
 mod messages;
 
 /// One selector of the corpus.
+#[derive(Clone)]
 pub struct Case {
     /// `dra`, `standard`, `kubernetes`, `extensions`, `limits` or `versions`.
     pub family: &'static str,
