@@ -5,6 +5,7 @@
 //! - [`netns`]: named network namespaces, veths and the iproute2 oracle (`ip -j ...`), so
 //!   tests never judge the project's netlink code with that same code;
 //! - `bpf` (feature `bpf`): a minimal eBPF program attached as a TC filter or TCX program;
+//! - `dnsmasq` (feature `dnsmasq`): a real DHCP server in a namespace of its own, for DHCP tests;
 //! - `containerd` (feature `containerd`): a containerd 1.7 with NRI of a test's own, driven
 //!   through CRI as the kubelet would;
 //! - `kit` (feature `kit`): the Kubernetes kit, a real single-node cluster per version.
@@ -15,6 +16,8 @@
 pub mod bpf;
 #[cfg(feature = "containerd")]
 pub mod containerd;
+#[cfg(feature = "dnsmasq")]
+pub mod dnsmasq;
 #[cfg(feature = "kit")]
 pub mod kit;
 pub mod netns;

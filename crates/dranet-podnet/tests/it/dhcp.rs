@@ -4,142 +4,17 @@
 //! DISCOVER retransmitted, and the client's backoff and deadline when no server answers. The
 //! driver's tests hold the lease's path through prepare and unprepare.
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use dranet_podnet::dhcp::{self, DhcpError, Timing};
 use dranet_podnet::netns::Netns;
+use dranet_testkit::dnsmasq::{Dnsmasq, Net, SERVER, has};
 
 use crate::support::{self, Ns, can_run};
 
-const SERVER: &str = "10.77.0.1";
-
-/// Whether a tool the test needs is installed; without it the test prints why and passes.
-fn has(test: &str, tool: &str, package: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("SKIP {test}: needs {tool} (Debian package {package}; .ci/deps installs it)");
-    }
-    found
-}
-
-/// A host namespace with the down veth end `d0`, whose peer `d0s` is in a server namespace
-/// with the address 10.77.0.1/24.
-struct Net {
-    host: Ns,
-    srv: Ns,
-}
-
-impl Net {
-    fn new(tag: &str) -> Net {
-        let host = Ns::new(&format!("{tag}-h"));
-        let srv = Ns::new(&format!("{tag}-s"));
-        host.ip(&["link", "add", "d0", "type", "veth", "peer", "name", "d0s"]);
-        host.ip(&["link", "set", "d0s", "netns", &srv.name]);
-        srv.ip(&["addr", "add", &format!("{SERVER}/24"), "dev", "d0s"]);
-        srv.ip(&["link", "set", "d0s", "up"]);
-        Net { host, srv }
-    }
-
-    fn host_netns(&self) -> Netns {
-        Netns::open(self.host.path()).unwrap()
-    }
-}
-
-/// dnsmasq serving DHCP on `d0s` (leases of an hour, router and MTU 1400 options), its lease
-/// file and log in a directory of its own; killed on drop.
-struct Dnsmasq {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Dnsmasq {
-    fn start(srv: &Ns) -> Dnsmasq {
-        Dnsmasq::start_with(srv, &[])
-    }
-
-    /// [`Dnsmasq::start`] with `extra` arguments.
-    fn start_with(srv: &Ns, extra: &[&str]) -> Dnsmasq {
-        let dir = tempfile::tempdir().unwrap();
-        let p = |f: &str| dir.path().join(f).display().to_string();
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &srv.name,
-                "dnsmasq",
-                "--keep-in-foreground",
-            ])
-            .args([
-                "--conf-file=/dev/null",
-                "--port=0",
-                "--bind-interfaces",
-                "--interface=d0s",
-                "--except-interface=lo",
-                "--user=root",
-                "--dhcp-authoritative",
-                "--dhcp-range=10.77.0.50,10.77.0.99,255.255.255.0,1h",
-                &format!("--dhcp-option=option:router,{SERVER}"),
-                "--dhcp-option=option:mtu,1400",
-                "--log-dhcp",
-            ])
-            .args(extra)
-            .arg(format!("--dhcp-leasefile={}", p("leases")))
-            .arg(format!("--log-facility={}", p("log")))
-            .arg(format!("--pid-file={}", p("pid")))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("dnsmasq");
-        let d = Dnsmasq { child, dir };
-        // Serving once it has logged its DHCP range.
-        d.wait_for("dnsmasq: log", |log| log.contains("DHCP, IP range"));
-        d
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
-    }
-
-    fn leases(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("leases")).unwrap_or_default()
-    }
-
-    /// Polls the log until `ok` holds (10 s at most).
-    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) {
-        for _ in 0..200 {
-            if ok(&self.log()) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("{what}: not seen; log:\n{}", self.log());
-    }
-
-    /// Polls the lease file until `ok` holds (10 s at most).
-    fn wait_for_leases(&self, what: &str, ok: impl Fn(&str) -> bool) {
-        for _ in 0..200 {
-            if ok(&self.leases()) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!(
-            "{what}: lease file {:?}; log:\n{}",
-            self.leases(),
-            self.log()
-        );
-    }
-}
-
-impl Drop for Dnsmasq {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The client's namespace, as podnet opens it.
+fn host_netns(net: &Net) -> Netns {
+    Netns::open(net.host.path()).unwrap()
 }
 
 fn mac_of(ns: &Ns, link: &str) -> String {
@@ -161,7 +36,7 @@ async fn dhcp_lease_gives_address_router_mtu_and_is_released() {
     let net = Net::new("dhl");
     let server = Dnsmasq::start(&net.srv);
     let mac = mac_of(&net.host, "d0");
-    let lease = dhcp::acquire(&net.host_netns(), "d0", None, Timing::default())
+    let lease = dhcp::acquire(&host_netns(&net), "d0", None, Timing::default())
         .await
         .unwrap();
     let addr = lease.address.to_string();
@@ -190,7 +65,7 @@ async fn dhcp_lease_gives_address_router_mtu_and_is_released() {
         "{shown}"
     );
 
-    dhcp::release(&net.host_netns(), "d0", &lease)
+    dhcp::release(&host_netns(&net), "d0", &lease)
         .await
         .unwrap();
     server.wait_for_leases("lease released", |l| !l.contains(&addr));
@@ -224,7 +99,7 @@ async fn dhcp_retransmits_a_lost_discover() {
     ipt(&[&["-A"][..], &drop_first[..]].concat());
     let server = Dnsmasq::start(&net.srv);
     let lease = dhcp::acquire(
-        &net.host_netns(),
+        &host_netns(&net),
         "d0",
         Some([0x02, 0, 0, 0, 0x77, 0x01]),
         Timing::default(),
@@ -273,7 +148,7 @@ async fn dhcp_backs_off_and_gives_up_at_the_deadline() {
         max_retransmit: Duration::from_secs(64),
         deadline: Duration::from_millis(1500),
     };
-    let e = dhcp::acquire(&net.host_netns(), "d0", None, timing)
+    let e = dhcp::acquire(&host_netns(&net), "d0", None, timing)
         .await
         .unwrap_err();
     match &e {
@@ -290,7 +165,7 @@ async fn dhcp_backs_off_and_gives_up_at_the_deadline() {
     }
     assert!(e.to_string().contains("is a DHCP server"), "{e}");
     // No interface, no lease: the error says so.
-    let e = dhcp::acquire(&net.host_netns(), "nope0", None, timing)
+    let e = dhcp::acquire(&host_netns(&net), "nope0", None, timing)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("not on the host"), "{e}");
@@ -316,7 +191,7 @@ async fn dhcp_link_takes_no_router_advertisements_on_the_host() {
             "--dhcp-reply-delay=2",
         ],
     );
-    let host = net.host_netns();
+    let host = host_netns(&net);
     let taking =
         tokio::spawn(async move { dhcp::acquire(&host, "d0", None, Timing::default()).await });
     let mut watched = 0;
