@@ -6,6 +6,11 @@
 //! pod made stays in the pod, and while the pod's namespace exists a link not found there nor
 //! on the host is an error (the entry is kept), never "gone". Nothing here writes new data to
 //! the state directory, so a full disk does not keep a link from the host.
+//!
+//! Once the link is back on the host it is the host's: recorded state the kernel will not take
+//! again (an IPv6 route on a link whose IPv6 the host has since disabled, a route whose gateway
+//! it no longer reaches) is reported, not retried. The same messages would fail the same way on
+//! every retry, and an entry kept for them would hold the NIC from every later pod.
 
 use std::io;
 
@@ -24,6 +29,8 @@ pub struct Recovery {
     pub kept: Vec<String>,
     /// Entries whose link the host got back.
     pub restored: Vec<String>,
+    /// Of those, the ones where some recorded state could not be replayed, with what.
+    pub incomplete: Vec<(String, Vec<String>)>,
     /// Entries whose link no longer exists (a virtual link dies with its namespace).
     pub gone: Vec<String>,
     /// Entries that could not be restored, with why; kept for the next try.
@@ -31,9 +38,12 @@ pub struct Recovery {
 }
 
 /// Whether a restore found the link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Restored {
-    Restored,
+    /// On the host again; `incomplete` is the recorded state the host would not take back.
+    Restored {
+        incomplete: Vec<String>,
+    },
     Gone,
 }
 
@@ -79,7 +89,12 @@ impl PodNet {
                 Ok(r) => {
                     self.journal.remove(&e.key)?;
                     match r {
-                        Restored::Restored => out.restored.push(e.key),
+                        Restored::Restored { incomplete } => {
+                            if !incomplete.is_empty() {
+                                out.incomplete.push((e.key.clone(), incomplete));
+                            }
+                            out.restored.push(e.key)
+                        }
                         Restored::Gone => out.gone.push(e.key),
                     }
                 }
@@ -104,14 +119,26 @@ impl PodNet {
         Ok((pod.id()? == e.pod_netns_id).then_some(pod))
     }
 
-    /// Gives the host back the link of `e`; a failure names the step.
+    /// Gives the host back the link of `e`; a failure names the step. State the host would not
+    /// take back is logged here, once, for every caller.
     pub(super) async fn restore_entry(&self, e: &Entry) -> Result<Restored> {
-        self.restore(e).await.map_err(|x| Error::Detach {
+        let r = self.restore(e).await.map_err(|x| Error::Detach {
             link: e.host.name.clone(),
             netns: e.pod_netns.clone(),
             step: x.step,
             source: x.source,
-        })
+        })?;
+        if let Restored::Restored { incomplete } = &r
+            && !incomplete.is_empty()
+        {
+            tracing::warn!(
+                key = %e.key,
+                link = %e.host.name,
+                not_restored = %incomplete.join("; "),
+                "the host has its link back without some of its recorded state: the kernel refused it"
+            );
+        }
+        Ok(r)
     }
 
     /// The pod's side first (what is there goes), then the host's recorded state replayed on the
@@ -150,13 +177,9 @@ impl PodNet {
         neighbours::restore(self, &mut r).await?;
         routes::restore(self, &mut r).await?;
         rules::restore(self, &mut r).await?;
-        if r.failures.is_empty() {
-            Ok(Restored::Restored)
-        } else {
-            Err(at(format!("restore {}", e.host.name))(io::Error::other(
-                r.failures.join("; "),
-            )))
-        }
+        Ok(Restored::Restored {
+            incomplete: r.failures,
+        })
     }
 
     /// The pod's side of a restore: the RDMA device and the link out of the pod, the rules and

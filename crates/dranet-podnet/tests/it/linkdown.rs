@@ -65,3 +65,56 @@ async fn a_link_without_carrier_goes_to_the_pod_and_back_with_its_routes() {
     assert_eq!(after, host_before, "host state after detach, carrier back");
     assert!(pn.journal().entries().unwrap().is_empty());
 }
+
+/// The second half of the same defect: recorded host state the kernel will not take back (here
+/// IPv6, which the host disabled while the pod ran) must not keep the NIC in a dead pod or hold
+/// its journal entry forever. The link comes back with everything else, the entry goes, and the
+/// next pod can have the NIC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_refuses_part_of_its_state_still_gets_its_link_back() {
+    if !can_run("a_host_that_refuses_part_of_its_state_still_gets_its_link_back") {
+        return;
+    }
+    let h = host_with_veth("rf-h");
+    let p = Ns::new("rf-p");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = PodNet::new(Netns::open(h.path()).unwrap(), journal.path()).unwrap();
+    let cfg = NetworkConfig::default();
+    let req =
+        |key: &'static str, owner: &'static str, pod: &'static std::path::Path| AttachRequest {
+            key,
+            owner,
+            link: "v0",
+            pod_netns: pod,
+            config: &cfg,
+            rdma_device: None,
+        };
+    let pod_path: &'static std::path::Path = Box::leak(p.path().into_boxed_path());
+    pn.attach(&req("claim-rf-v0", "sandbox-rf", pod_path))
+        .await
+        .unwrap();
+    // A link entering the host namespace takes its `default` IPv6 settings: the recorded
+    // fd00:1::2/64 and fd00:2::/64 cannot be added again.
+    h.sysctl("net/ipv6/conf/default/disable_ipv6", "1");
+    pn.detach("claim-rf-v0").await.unwrap();
+    let addrs = h.ip(&["addr", "show", "dev", "v0"]);
+    assert!(
+        addrs.contains("10.1.0.2/24") && !addrs.contains("fd00:1::2"),
+        "the host has its link back with its IPv4 address: {addrs}"
+    );
+    let routes = h.ip(&["route", "show", "table", "all", "dev", "v0"]);
+    assert!(
+        routes.contains("10.2.0.0/16 via 10.1.0.1") && routes.contains("10.3.0.0/16 via 10.1.0.1"),
+        "the host has its IPv4 routes back: {routes}"
+    );
+    assert!(
+        pn.journal().entries().unwrap().is_empty(),
+        "no entry is kept for state the host refuses"
+    );
+    // The NIC is free for the next pod.
+    let p2 = Ns::new("rf-q");
+    let pod2: &'static std::path::Path = Box::leak(p2.path().into_boxed_path());
+    let again = pn.attach(&req("claim-rf2-v0", "sandbox-rf2", pod2)).await;
+    assert!(again.is_ok(), "the next pod gets the NIC: {again:?}");
+    pn.detach("claim-rf2-v0").await.unwrap();
+}
