@@ -90,6 +90,13 @@ pub fn kit_script() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// Whether the kit's pods get a default route from the CNI, as on every real cluster (a
+/// driver adding routes in the pod must live with it: issue 47's M5 hid behind pods without
+/// one). On unless `POD_DEFAULT_ROUTE=0`.
+pub fn pod_default_route() -> bool {
+    std::env::var("POD_DEFAULT_ROUTE").map_or(true, |v| v != "0")
+}
+
 impl Kit {
     /// Starts `version`'s cluster, or says why `test` is skipped and returns `None`.
     pub fn start(test: &str, version: Version) -> Option<Kit> {
@@ -218,6 +225,7 @@ impl Kit {
             .arg("up")
             .env("KUBE_VERSION", self.version.kit)
             .env("FEATURE_GATES", self.gates)
+            .env("POD_DEFAULT_ROUTE", if pod_default_route() { "1" } else { "0" })
             .output()
             .expect("run kit.sh up");
         assert!(
