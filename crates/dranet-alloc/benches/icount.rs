@@ -3,11 +3,13 @@
 //! the 2-core CI machine drift by 2× from run to run; instruction counts do not, so a slip of a
 //! few percent shows.
 //!
-//! `cargo bench -p dranet-alloc --bench icount` (what `.ci/icount` runs) re-runs this binary
-//! under `valgrind --tool=callgrind` with `--measure`, prints one row per path (baseline, now,
-//! change) and exits 1 when a path grew more than [`MARGIN_PERCENT`] over its baseline. After an
-//! intended change, `-- --bless` rewrites the baseline file, which is committed with the change:
-//! the guard always compares with the file of the commit it runs on.
+//! `.ci/icount` builds it with the test profile (`cargo test --workspace --bench icount`: the
+//! allocator optimised, its dependencies as the test build left them, so CI pays for one binary
+//! and not a release build) and runs it; it re-runs itself under `valgrind --tool=callgrind` with
+//! `--measure`, prints one row per path (baseline, now, change) and exits 1 when a path grew more
+//! than [`MARGIN_PERCENT`] over its baseline. The counts are of that build, not of a release one.
+//! After an intended change, `.ci/icount --bless` rewrites the baseline file, which is committed
+//! with the change: the guard always compares with the file of the commit it runs on.
 //!
 //! Paths: `alloc/CASE/CLAIM/MODE` for every claim of the side-by-side bench's cases that
 //! allocates (the same inputs, `cases/mod.rs`) in its three modes (cold, cold-cel, warm). Each is
@@ -33,7 +35,7 @@ mod cases;
 const MARGIN_PERCENT: f64 = 10.0;
 
 /// The command that regenerates the baseline, printed wherever it is needed.
-const BLESS: &str = "cargo bench -p dranet-alloc --bench icount -- --bless";
+const BLESS: &str = ".ci/icount --bless";
 
 /// The baseline, relative to the repository's root (as messages name it).
 const BASELINE: &str = ".ci/icount-baseline.txt";
@@ -254,7 +256,7 @@ fn run(args: &[String]) -> Result<bool, String> {
     let mut bless = false;
     for a in args {
         match a.as_str() {
-            // `cargo bench` passes `--bench`.
+            // `cargo bench` passes `--bench` (the guard also runs that way, counting a release build).
             "--bench" => {}
             "--bless" => bless = true,
             "--measure" => {

@@ -225,7 +225,10 @@ impl Kit {
             .arg("up")
             .env("KUBE_VERSION", self.version.kit)
             .env("FEATURE_GATES", self.gates)
-            .env("POD_DEFAULT_ROUTE", if pod_default_route() { "1" } else { "0" })
+            .env(
+                "POD_DEFAULT_ROUTE",
+                if pod_default_route() { "1" } else { "0" },
+            )
             .output()
             .expect("run kit.sh up");
         assert!(
