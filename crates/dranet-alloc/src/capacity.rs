@@ -24,11 +24,13 @@ pub(crate) struct Amount {
 impl Amount {
     /// A quantity as written in an object: its canonical form is what the scheduler writes.
     pub(crate) fn parse(s: &str) -> Result<Amount, String> {
-        let value = Quantity::parse(s).map_err(|e| format!("invalid quantity {s:?}: {e}"))?;
-        let text = Quantity::canonical(s)
-            .map_err(|e| format!("invalid quantity {s:?}: {e}"))?
-            .into_owned();
-        Ok(Amount { value, text })
+        // One parse for both: on the cold path this is most of building an allocator.
+        let (value, text) =
+            Quantity::parse_canonical(s).map_err(|e| format!("invalid quantity {s:?}: {e}"))?;
+        Ok(Amount {
+            value,
+            text: text.into_owned(),
+        })
     }
 
     /// apimachinery's `NewQuantity(v, BinarySI)`: a whole number written with a binary suffix

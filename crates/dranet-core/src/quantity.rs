@@ -418,7 +418,17 @@ impl Quantity {
     /// `1n` is rounded up. A quantity the server's fast parser already finds canonical is stored
     /// exactly as written, sign and exponent letter included (`+4`, `1E3`, `1500e0`, `100Mi`).
     pub fn canonical(s: &str) -> Result<Cow<'_, str>, QuantityError> {
+        Quantity::canonical_of(s, &Quantity::parse_parts(s)?)
+    }
+
+    /// The quantity `s` and its [`canonical`](Quantity::canonical) text, from one parse (an
+    /// allocator reading a slice's capacities wants both, for every device it builds).
+    pub fn parse_canonical(s: &str) -> Result<(Quantity, Cow<'_, str>), QuantityError> {
         let p = Quantity::parse_parts(s)?;
+        Ok((p.quantity, Quantity::canonical_of(s, &p)?))
+    }
+
+    fn canonical_of<'a>(s: &'a str, p: &Parsed<'a>) -> Result<Cow<'a, str>, QuantityError> {
         if s == "0" || p.verbatim() {
             return Ok(Cow::Borrowed(s));
         }
@@ -632,6 +642,36 @@ impl fmt::Display for Quantity {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn parse_canonical_is_parse_and_canonical_in_one() {
+        for s in [
+            "0",
+            "288Gi",
+            "1024Mi",
+            "1.5Gi",
+            "2000m",
+            "0.5",
+            "+4",
+            "1E3",
+            "1500e0",
+            "100Mi",
+            "-1.5",
+            "16Ei",
+            "10E",
+            "1000E",
+            "0.0000000001",
+            "12e-3",
+            "",
+            "1.2.3",
+            "Gi",
+            "1Q",
+        ] {
+            let one = Quantity::parse_canonical(s);
+            let two = Quantity::parse(s).and_then(|q| Ok((q, Quantity::canonical(s)?)));
+            assert_eq!(one, two, "{s:?}");
+        }
+    }
 
     #[test]
     fn ceil_int_rounds_up_as_value_does() {
