@@ -17,6 +17,8 @@
 //! - the deprecated `dhcp: true` reads as `addressing: DHCP`; setting both is refused;
 //! - `DHCP` is for `Passthrough` only, and excludes addresses (the lease gives the address).
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde::{Deserialize, Serialize};
 
 /// How the allocated device is presented to the pod.
@@ -89,9 +91,10 @@ pub enum IpvlanFlag {
     Bridge,
 }
 
-/// The routing table upstream derives from a name: FNV-1a of it, modulo 1000, plus 1000. A
-/// child's source-based routing table (of the child's name) and a VRF's table when the claim
-/// gives none (of the VRF's name), so the same claim gets the same table under either driver.
+/// The routing table upstream derives from a name: FNV-1a of it, modulo 1000, plus 1000 (so
+/// always in [`SOURCE_TABLES`]). A VRF's table when the claim gives none (of the VRF's name), so
+/// the same claim gets the same table under either driver; and where an interface's source
+/// table starts ([`source_tables`]).
 pub fn table_for_name(name: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     for b in name.bytes() {
@@ -99,6 +102,60 @@ pub fn table_for_name(name: &str) -> u32 {
         h = h.wrapping_mul(0x0100_0193);
     }
     h % 1000 + 1000
+}
+
+/// The tables [`table_for_name`] gives, where an interface's *source table* is chosen: the table
+/// of its own that holds its source-based routing (a child's without claim routes, a DHCP
+/// lease's default route), looked up by the rule `from <address>` at [`SOURCE_RULE_PRIORITY`].
+pub const SOURCE_TABLES: std::ops::RangeInclusive<u32> = 1000..=1999;
+
+/// The first table not `taken`: `first` itself, else the next of [`SOURCE_TABLES`] after it,
+/// wrapping round to the range's start (from the start when `first` is outside the range).
+/// `None` when every one is taken.
+pub fn free_source_table(first: u32, taken: impl Fn(u32) -> bool) -> Option<u32> {
+    if !taken(first) {
+        return Some(first);
+    }
+    let (lo, hi) = (*SOURCE_TABLES.start(), *SOURCE_TABLES.end());
+    let start = if SOURCE_TABLES.contains(&first) {
+        first + 1
+    } else {
+        lo
+    };
+    (start..=hi).chain(lo..start).find(|t| !taken(*t))
+}
+
+/// The source tables of the interfaces `names` of one pod, none of them in `taken` (tables
+/// the pod's claims name for themselves) and no two alike. An interface keeps upstream's
+/// [`table_for_name`] unless `taken` or another of `names` has it, so a pod without collisions
+/// gets exactly upstream's tables. Names that share a table are settled in byte order of their
+/// names (the same answer whatever order they come in): the first keeps it, each other gets the
+/// next free one ([`free_source_table`]), never one another name keeps. `None` when the range
+/// has too few free tables.
+pub fn source_tables<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    taken: &BTreeSet<u32>,
+) -> Option<BTreeMap<String, u32>> {
+    let names: BTreeSet<&str> = names.into_iter().collect();
+    let mut chosen: BTreeMap<String, u32> = BTreeMap::new();
+    let mut used: BTreeSet<u32> = taken.clone();
+    let mut moved = Vec::new();
+    // Upstream's table first for every name that can keep it, so that a name moved on by a
+    // collision never takes the table of a name that has none.
+    for name in &names {
+        let t = table_for_name(name);
+        if used.insert(t) {
+            chosen.insert((*name).to_string(), t);
+        } else {
+            moved.push(*name);
+        }
+    }
+    for name in moved {
+        let t = free_source_table(table_for_name(name), |t| used.contains(&t))?;
+        used.insert(t);
+        chosen.insert(name.to_string(), t);
+    }
+    Some(chosen)
 }
 
 /// The priority of the `from <address>` rule a child gets when the claim has no routes.
@@ -113,6 +170,47 @@ mod tests {
         // FNV-1a 32 of "" is the offset basis 2166136261; of "a" 0xe40c292c = 3826002220.
         assert_eq!(table_for_name(""), 2_166_136_261 % 1000 + 1000);
         assert_eq!(table_for_name("a"), 3_826_002_220 % 1000 + 1000);
-        assert!((1000..2000).contains(&table_for_name("net1")));
+        assert!(SOURCE_TABLES.contains(&table_for_name("net1")));
+    }
+
+    #[test]
+    fn colliding_names_get_distinct_tables_others_keep_upstreams() {
+        // Two pairs of common names upstream's hash puts in one table.
+        assert_eq!(table_for_name("net15"), table_for_name("net28"));
+        assert_eq!(table_for_name("eth1"), table_for_name("eth12"));
+        let none = BTreeSet::new();
+        let t = source_tables(["net28", "net15", "net1"], &none).unwrap();
+        let up = table_for_name("net15");
+        // Byte order settles it, whatever order the names came in.
+        assert_eq!(t["net15"], up);
+        assert_eq!(t["net28"], up + 1);
+        assert_eq!(t["net1"], table_for_name("net1"));
+        assert_eq!(t, source_tables(["net1", "net15", "net28"], &none).unwrap());
+        // A name without a collision keeps upstream's table even where a moved name would
+        // have probed into it.
+        let next = (0..100_000)
+            .map(|i| format!("n{i}"))
+            .find(|n| table_for_name(n) == up + 1)
+            .unwrap();
+        let t = source_tables(["net15", "net28", next.as_str()], &none).unwrap();
+        assert_eq!(t[next.as_str()], up + 1);
+        assert_eq!(t["net28"], up + 2);
+        // A table the pod's claims name is never chosen.
+        let taken = BTreeSet::from([table_for_name("eth1")]);
+        let t = source_tables(["eth1", "eth12"], &taken).unwrap();
+        assert_eq!(t["eth1"], table_for_name("eth1") + 1);
+        assert_eq!(t["eth12"], table_for_name("eth1") + 2);
+    }
+
+    #[test]
+    fn free_tables_wrap_within_the_range_and_run_out() {
+        assert_eq!(free_source_table(1999, |t| t == 1999), Some(1000));
+        assert_eq!(free_source_table(1500, |t| t != 1499), Some(1499));
+        // A table outside the range the caller chose is kept when free, else the range is searched.
+        assert_eq!(free_source_table(5000, |_| false), Some(5000));
+        assert_eq!(free_source_table(5000, |t| t == 5000), Some(1000));
+        assert_eq!(free_source_table(1200, |_| true), None);
+        let all: BTreeSet<u32> = SOURCE_TABLES.collect();
+        assert_eq!(source_tables(["net1"], &all), None);
     }
 }

@@ -271,6 +271,7 @@ fn run_pod_sandbox(c: &mut Criterion, rt: &tokio::runtime::Runtime, sysfs: &Path
         pod_netns: &pod_ns,
         config: &cfg,
         rdma_device: None,
+        source_table: None,
     };
     g.bench_function("1_netdev_podnet_attach_alone", |b| {
         b.iter_custom(|iters| {

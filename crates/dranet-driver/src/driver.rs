@@ -19,6 +19,7 @@ mod leases;
 mod profiles;
 mod rdma_only;
 mod restore;
+mod source_tables;
 mod status;
 mod sync;
 
@@ -43,7 +44,7 @@ use dranet_kubeletplugin::{
 };
 use dranet_nri::{Container, ContainerAdjustment, LinuxDevice, NriPlugin, PodSandbox};
 use dranet_podnet::rdma::NetnsMode;
-use dranet_podnet::{AttachRequest, Attached, PodNet, PreflightError};
+use dranet_podnet::{AttachRequest, Attached, PodNet, PreflightError, check_parent_addresses};
 use futures::future::BoxFuture;
 
 use crate::claim::PodRef;
@@ -610,20 +611,24 @@ impl NetworkDriver {
     }
 
     /// Checks a config against the device's interface on the host ([`dranet_podnet::preflight`]:
-    /// its own limits, ethtool feature names and private flags). An interface the host does not
-    /// see now (still in a pod), or whose ethtool settings cannot be read, is checked by the
-    /// attach instead. The message is in the claim's terms.
+    /// its own limits, ethtool feature names and private flags; for a child, the parent's
+    /// addresses, [`check_parent_addresses`]). An interface the host does not see now (still in
+    /// a pod), or whose ethtool settings or addresses cannot be read, is checked by the attach
+    /// instead. The message is in the claim's terms.
     async fn check_on_host(
         &self,
         link: &str,
         config: &dranet_core::NetworkConfig,
     ) -> std::result::Result<(), String> {
         let host = self.podnet.host();
-        let found = match host.rtnl().await {
-            Ok(rtnl) => rtnl.link_by_name(link).await.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+        let rtnl = match host.rtnl().await {
+            Ok(rtnl) => rtnl,
+            Err(e) => {
+                tracing::debug!(link, error = %e, "host not readable at prepare; checked at attach");
+                return Ok(());
+            }
         };
-        let l = match found {
+        let l = match rtnl.link_by_name(link).await {
             Ok(Some(l)) => l,
             Ok(None) => return Ok(()),
             Err(e) => {
@@ -631,6 +636,14 @@ impl NetworkDriver {
                 return Ok(());
             }
         };
+        if config.interface_type().is_child() {
+            match rtnl.addresses(l.header.index).await {
+                Ok(ips) => check_parent_addresses(config, &ips).map_err(|r| r.to_string())?,
+                Err(e) => {
+                    tracing::debug!(link, error = %e, "addresses not readable at prepare; checked at attach");
+                }
+            }
+        }
         match dranet_podnet::preflight(host, &l, config) {
             Ok(_) => Ok(()),
             Err(PreflightError::Refused(r)) => Err(r.to_string()),
@@ -689,6 +702,11 @@ impl NetworkDriver {
                 ),
             });
         }
+        let devices: Vec<&DeviceRecord> = netdevs.iter().map(|&(_, d)| d).collect();
+        let configs = source_tables::pod_configs(&devices).map_err(|reason| Error::Pod {
+            pod: who.clone(),
+            reason,
+        })?;
         let mut record = PodRecord {
             version: STORE_VERSION,
             sandbox_id: pod.id.clone(),
@@ -720,7 +738,7 @@ impl NetworkDriver {
             // The links of a pod move side by side: podnet locks per link, and the time of an
             // attach is mostly waiting for the kernel and the journal's fsyncs, so a pod of 8
             // NICs stays well inside the runtime's 2 s NRI timeout.
-            let attaches = netdevs.iter().filter_map(|&(c, d)| {
+            let attaches = netdevs.iter().zip(&configs).filter_map(|(&(c, d), pc)| {
                 let link = d.netdev.as_deref()?;
                 let key = d.key(&c.uid);
                 Some(async move {
@@ -729,8 +747,9 @@ impl NetworkDriver {
                         owner: &pod.id,
                         link,
                         pod_netns: ns,
-                        config: &d.config,
+                        config: &pc.config,
                         rdma_device: d.rdma.as_deref(),
+                        source_table: pc.source_table,
                     };
                     let r = self.podnet.attach(&req).await;
                     (c, d, link, key, r)

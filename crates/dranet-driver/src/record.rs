@@ -98,12 +98,22 @@ pub struct DeviceRecord {
     pub rdma: Option<String>,
     /// The RDMA character devices every container of the pod gets.
     pub char_devices: Vec<CharDevice>,
-    /// The DHCP lease taken at prepare for a config with DHCP addressing (its address, routes
-    /// and MTU are in `config` already): released at unprepare.
+    /// The DHCP lease taken at prepare for a config with DHCP addressing: applied to `config`
+    /// when the pod starts ([`dranet_podnet::dhcp::apply`]), released at unprepare.
     pub dhcp: Option<Lease>,
 }
 
 impl DeviceRecord {
+    /// Its interface's name in the pod: the configuration's `interface.name`, else the host
+    /// interface's; `None` without a network interface.
+    pub fn pod_ifname(&self) -> Option<&str> {
+        let netdev = self.netdev.as_deref()?;
+        Some(match self.config.interface.name.as_str() {
+            "" => netdev,
+            named => named,
+        })
+    }
+
     /// The attachment key of this device in `claim_uid`: the podnet journal's key.
     pub fn key(&self, claim_uid: &str) -> String {
         format!("{claim_uid}.{}", self.device)

@@ -97,6 +97,7 @@ fn bench(c: &mut Criterion) {
         pod_netns: &pod,
         config: &cfg,
         rdma_device: None,
+        source_table: None,
     };
     let mut g = c.benchmark_group("podnet");
     g.sample_size(50);

@@ -39,6 +39,7 @@
 //!         pod_netns: "/var/run/netns/cni-1234".as_ref(),
 //!         config: &config,
 //!         rdma_device: Some("mlx5_3"),
+//!         source_table: None,
 //!     })
 //!     .await?;
 //! println!("{} has {:?}", attached.pod_name, attached.addresses);
@@ -70,8 +71,9 @@ pub mod rdma;
 
 pub use podnet::{
     AttachRequest, Attached, CHILD_JOURNAL_VERSION, ChildEntry, ChildJournal, ConfigRefusal, Entry,
-    HostLink, JOURNAL_VERSION, Journal, Peer, Phase, PodNet, Preflight, PreflightError, RawMessage,
-    Recovery, StepHook, check_config, check_link, format_mac, parse_cidr, parse_mac, preflight,
+    HostLink, JOURNAL_VERSION, Journal, Peer, Phase, PodInterface, PodNet, Preflight,
+    PreflightError, RawMessage, Recovery, StepHook, check_config, check_link,
+    check_parent_addresses, format_mac, parse_cidr, parse_mac, plan_source_tables, preflight,
 };
 
 /// Errors of this crate.

@@ -1,11 +1,13 @@
 //! Async locks by name, so that work on different things runs side by side while two
-//! operations on one thing never interleave: attachment keys and host links. A lock exists
-//! while someone holds or waits for it.
+//! operations on one thing never interleave: attachment keys, host links and the routing tables
+//! of a pod. A lock exists while someone holds or waits for it.
 //!
 //! The order, so that no two operations wait on each other: the key first, then the links,
-//! sorted.
+//! sorted, then the pod.
 
 use dranet_util::{NamedGuard, NamedLocks};
+
+use crate::netns::NetnsId;
 
 /// Podnet's locks, named by what they guard.
 #[derive(Debug, Default)]
@@ -32,6 +34,14 @@ impl Locks {
             held.push(self.named.lock(format!("link:{n}")).await);
         }
         held
+    }
+
+    /// The lock of the routing tables of the pod namespace `pod` (taken last): held from the
+    /// choice of a child's source table until its routes and rules are in.
+    pub(crate) async fn pod(&self, pod: NetnsId) -> Held<'_> {
+        self.named
+            .lock(format!("pod:{}:{}", pod.dev, pod.ino))
+            .await
     }
 
     #[cfg(test)]

@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::io;
+use std::net::IpAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -14,6 +15,7 @@ use rtnetlink::packet_core::{
     NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
+use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkMessage};
 
 use crate::{Error, Result};
@@ -217,6 +219,30 @@ impl Rtnl {
             .await?
             .into_iter()
             .find(|l| link_name(l) == Some(name)))
+    }
+
+    /// The addresses of link `index` (its local address where the kernel gives one, as for a
+    /// point-to-point link), every scope.
+    pub async fn addresses(&self, index: u32) -> std::result::Result<Vec<IpAddr>, io::Error> {
+        let msgs = self
+            .dump(RouteNetlinkMessage::GetAddress(AddressMessage::default()))
+            .await?;
+        Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewAddress(a) if a.header.index == index => {
+                    let of = |local: bool| {
+                        a.attributes.iter().find_map(|x| match x {
+                            AddressAttribute::Local(ip) if local => Some(*ip),
+                            AddressAttribute::Address(ip) if !local => Some(*ip),
+                            _ => None,
+                        })
+                    };
+                    of(true).or_else(|| of(false))
+                }
+                _ => None,
+            })
+            .collect())
     }
 
     /// The link with index `index`, if there is one.

@@ -1,12 +1,11 @@
 //! A claim's DHCP leases (`interface.addressing: DHCP`), as upstream: taken at prepare on the
-//! host for each device's interface, made the device's configuration, kept in the claim's record
+//! host for each device's interface, kept in the claim's record, made the device's
+//! configuration when the pod starts (with the interface's source table, see `source_tables`)
 //! and released at unprepare (see [`dranet_podnet::dhcp`]).
 //!
 //! A lease is in the claim's record once prepare returns, and the kubelet's checkpoint keeps
 //! that record before it answers; a daemon killed between the server's ACK and that write
 //! leaves the lease to expire on the server, unreleased.
-
-use std::sync::Arc;
 
 use dranet_core::Addressing;
 use dranet_kubeletplugin::ClaimRef;
@@ -22,8 +21,8 @@ const SHORT_LEASE_SECS: u32 = 24 * 3600;
 
 impl NetworkDriver {
     /// Takes a lease for every device whose configuration asks for DHCP, side by side, and
-    /// makes it the device's configuration. On any failure the leases taken are released and
-    /// the claim fails, naming the device.
+    /// records it with the device. On any failure the leases taken are released and the claim
+    /// fails, naming the device.
     pub(super) async fn take_leases(
         &self,
         claim: &ClaimRef,
@@ -82,11 +81,6 @@ impl NetworkDriver {
                     if lease.lease_secs.is_some_and(|s| s < SHORT_LEASE_SECS) {
                         tracing::warn!(claim = %cref, device = %d.device, secs = ?lease.lease_secs, "the DHCP lease is shorter than a day and dranet does not renew it: the server may give the address away while the pod runs");
                     }
-                    let pod_ifname = match d.config.interface.name.as_str() {
-                        "" => d.netdev.clone().unwrap_or_default(),
-                        named => named.to_string(),
-                    };
-                    d.config = Arc::new(dhcp::apply(&d.config, &lease, &pod_ifname));
                     d.dhcp = Some(lease);
                 }
                 Err(e) => {

@@ -111,6 +111,85 @@ async fn dhcp_claim_through_prepare_pod_and_unprepare_after_restart() {
     server.wait_for("DHCPRELEASE logged", |log| log.contains("DHCPRELEASE(d0s)"));
 }
 
+/// A DHCP interface and a child in one pod whose names share upstream's routing table (`eth1`
+/// and `eth12`), each with a default route of its own: the lease's, applied when the pod starts,
+/// goes to upstream's table (`eth1` comes first in name order) and the child's to the next, so
+/// the pod starts with both. Its stop and the claim's unprepare give the lease back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_and_a_child_whose_names_share_a_table_each_get_their_default() {
+    let t = "a_lease_and_a_child_whose_names_share_a_table_each_get_their_default";
+    if !can_run(t) || !has(t, "dnsmasq", "dnsmasq-base") {
+        return;
+    }
+    let net = Net::new("dht");
+    // The child's parent, a second NIC, with the host's default route through it.
+    net.host
+        .ip(&["link", "add", "c0", "type", "veth", "peer", "name", "c0p"]);
+    net.host.ip(&["addr", "add", "10.88.0.2/24", "dev", "c0"]);
+    net.host.ip(&["link", "set", "c0", "up"]);
+    net.host.ip(&["link", "set", "c0p", "up"]);
+    net.host
+        .ip(&["route", "add", "default", "via", "10.88.0.1", "dev", "c0"]);
+    let pod_ns = Ns::new("dht-p");
+    let pod_before = pod_ns.dump();
+    let server = Dnsmasq::start(&net.srv);
+    let state = tempfile::tempdir().unwrap();
+    // Sorted by device name, as the inventory is.
+    let d = support::veth_driver(&net.host, state.path(), &["c0", "d0"]);
+    let with = |name: &str, device: &str, config: serde_json::Value| {
+        claims::claim(
+            name,
+            &["pt"],
+            &[("nic", device)],
+            vec![claims::opaque("FromClaim", None, config)],
+        )
+    };
+    let leased = with(
+        "leased",
+        "dev-d0",
+        serde_json::json!({"interface": {"name": "eth1", "addressing": "DHCP"}}),
+    );
+    d.prepare_claim(&leased).await.unwrap();
+    d.prepare_claim(&with(
+        "child",
+        "dev-c0",
+        serde_json::json!({"interface": {"name": "eth12", "type": "Macvlan",
+            "addresses": ["10.88.0.12/24"]}}),
+    ))
+    .await
+    .unwrap();
+    let leases = server.leases();
+    let addr = leases
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_else(|| panic!("{leases}"))
+        .to_string();
+    let pod = support::pod("pt", &pod_ns);
+    d.start_pod(&pod).await.unwrap();
+
+    let up = dranet_core::interface_type::table_for_name("eth1");
+    assert_eq!(dranet_core::interface_type::table_for_name("eth12"), up);
+    let rules = pod_ns.ip(&["rule", "show"]);
+    for (name, from, via, table) in [
+        ("eth1", addr.as_str(), SERVER, up),
+        ("eth12", "10.88.0.12", "10.88.0.1", up + 1),
+    ] {
+        assert!(
+            rules.contains(&format!("32000:\tfrom {from} lookup {table}")),
+            "{name}: {rules}"
+        );
+        let routes = pod_ns.ip(&["route", "show", "table", &table.to_string()]);
+        assert!(
+            routes.contains(&format!("default via {via} dev {name}")),
+            "{name}: table {table}: {routes}"
+        );
+    }
+    d.stop_pod(&pod).await;
+    assert_eq!(pod_ns.dump(), pod_before);
+    d.unprepare_claim(&leased.claim_ref.uid).await.unwrap();
+    server.wait_for_leases("lease released at unprepare", |l| !l.contains(&addr));
+}
+
 /// What upstream refuses with DHCP is refused at prepare, naming the field, and a claim whose
 /// DHCP gets no answer fails at prepare, saying so without the host's interface name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

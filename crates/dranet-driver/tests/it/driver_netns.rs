@@ -421,3 +421,116 @@ async fn a_shared_allocation_refuses_passthrough_and_takes_a_child() {
     d.prepare_claim(&shared("c1", child.clone())).await.unwrap();
     d.prepare_claim(&shared("c2", child)).await.unwrap();
 }
+
+/// Two children in one pod whose names share upstream's routing table (`net15` and `net28`),
+/// each from a claim of its own on one NIC: both get their source routing with a default route,
+/// net15 in upstream's table and net28 in the next, whichever claim's attach comes first (the
+/// two pods' claims sort the other way round). Stopping each pod leaves it and the host as they
+/// were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_children_whose_names_share_a_table_each_get_their_routes() {
+    if !can_run("a_pods_children_whose_names_share_a_table_each_get_their_routes") {
+        return;
+    }
+    let node = Node::new("tbl-h", &[]);
+    node.host
+        .ip(&["route", "add", "default", "via", "10.1.0.1", "dev", "v0"]);
+    let host_before = node.host.dump();
+    let up = dranet_core::interface_type::table_for_name("net15");
+    assert_eq!(dranet_core::interface_type::table_for_name("net28"), up);
+    let (hooks, _) = hooks(&node);
+    let child = |name: &str, address: &str| serde_json::json!({"interface": {"name": name, "type": "Macvlan", "addresses": [address]}});
+    for (p, first, second, host_part) in [("pa", "a", "b", 1), ("pb", "b", "a", 2)] {
+        let ns = Ns::new(&format!("tbl-{p}"));
+        let before = ns.dump();
+        let (ip15, ip28) = (
+            format!("10.1.0.{host_part}5"),
+            format!("10.1.0.{host_part}8"),
+        );
+        for (claim_name, name, ip) in [
+            (format!("{first}-{p}-15"), "net15", &ip15),
+            (format!("{second}-{p}-28"), "net28", &ip28),
+        ] {
+            hooks
+                .driver()
+                .prepare_claim(&claim(
+                    &claim_name,
+                    p,
+                    "v0",
+                    child(name, &format!("{ip}/24")),
+                ))
+                .await
+                .unwrap();
+        }
+        hooks.run_pod_sandbox(&pod(p, &ns)).await.unwrap();
+        let rules = ns.ip(&["rule", "show"]);
+        for (name, ip, table) in [("net15", &ip15, up), ("net28", &ip28, up + 1)] {
+            assert!(
+                rules.contains(&format!("32000:\tfrom {ip} lookup {table}")),
+                "{p} {name}: {rules}"
+            );
+            let routes = ns.ip(&["route", "show", "table", &table.to_string()]);
+            assert!(
+                routes.contains(&format!("default via 10.1.0.1 dev {name}"))
+                    && routes.contains(&format!("10.1.0.0/24 dev {name}")),
+                "{p} {name}: table {table}: {routes}"
+            );
+        }
+        hooks.stop_pod_sandbox(&pod(p, &ns)).await.unwrap();
+        assert_eq!(ns.dump(), before, "{p} after stop");
+    }
+    assert_eq!(node.host.dump(), host_before);
+}
+
+/// A child claim given the address its NIC has on the node is refused at prepare, naming the
+/// field, the address and the device, without the host's link; one the NIC takes after the
+/// claim was prepared is refused at the pod's start, before anything is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_is_refused_the_address_of_its_nic() {
+    if !can_run("a_child_is_refused_the_address_of_its_nic") {
+        return;
+    }
+    let node = Node::new("chip-h", &[]);
+    let (hooks, _) = hooks(&node);
+    let child = |address: &str| serde_json::json!({"interface": {"name": "net1", "type": "Macvlan", "addresses": [address]}});
+    for address in ["10.1.0.2/24", "fd00:1::2/64"] {
+        let err = hooks
+            .driver()
+            .prepare_claim(&claim("own", "pc", "v0", child(address)))
+            .await
+            .unwrap_err()
+            .user_message();
+        let ip = address.split('/').next().unwrap_or_default();
+        assert!(
+            err.contains("device dev-v0")
+                && err.contains(&format!(
+                    "interface.addresses[0]: {ip} is an address the shared NIC"
+                )),
+            "{err}"
+        );
+        assert_no_host_details(&err, &["v0", "v0p"]);
+    }
+
+    hooks
+        .driver()
+        .prepare_claim(&claim("later", "pc", "v0", child("10.1.0.77/24")))
+        .await
+        .unwrap();
+    node.host.ip(&["addr", "add", "10.1.0.77/24", "dev", "v0"]);
+    let (host_before, p) = (node.host.dump(), Ns::new("chip-p"));
+    let pod_before = p.dump();
+    let err = hooks
+        .run_pod_sandbox(&pod("pc", &p))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ml/later")
+            && err.contains("dev-v0")
+            && err.contains("10.1.0.77 is an address the shared NIC"),
+        "{err}"
+    );
+    assert_no_host_details(&err, &["v0", "v0p"]);
+    assert_eq!(p.dump(), pod_before);
+    assert_eq!(node.host.dump(), host_before);
+}

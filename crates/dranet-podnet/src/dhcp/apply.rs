@@ -2,25 +2,29 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use dranet_core::interface_type::{SOURCE_RULE_PRIORITY, table_for_name};
+use dranet_core::interface_type::SOURCE_RULE_PRIORITY;
 use dranet_core::{NetworkConfig, RouteConfig, RuleConfig};
 
-use super::Lease;
+use super::{Lease, LeaseRoute};
 use crate::podnet::parse_cidr;
 
 /// `config` with the lease's address, routes and MTU, and static addressing: what the pod's
-/// interface (`pod_ifname` in the pod) is configured from. What the claim gives wins: its `mtu`,
+/// interface is configured from, when the pod starts. What the claim gives wins: its `mtu`,
 /// and its route to a destination the lease also routes (main table). Its DHCP setting is
-/// cleared, as the lease is now the configuration; the lease itself is recorded beside it.
+/// cleared, as the lease is now the configuration.
 ///
 /// The lease's default route never goes into the pod's main table: every pod has its network's
 /// default route there already (the kernel would refuse a second one, and the pod's traffic
 /// must not leave through this NIC). It goes, with the on-link route of the lease's subnet, into
-/// a table of the interface's own ([`table_for_name`], as a child's source routing), looked up
-/// for traffic from the leased address (`from <address> lookup <table>`, priority
-/// [`SOURCE_RULE_PRIORITY`]). A claim that wants the NIC as the pod's default says so with a
-/// route of its own.
-pub fn apply(config: &NetworkConfig, lease: &Lease, pod_ifname: &str) -> NetworkConfig {
+/// `table`, the interface's source table in its pod ([`plan_source_tables`]; upstream's is
+/// [`table_for_name`] of its name), looked up for traffic from the leased address
+/// (`from <address> lookup <table>`, priority [`SOURCE_RULE_PRIORITY`]). A claim that wants the
+/// NIC as the pod's default says so with a route of its own. Whether there is such a default is
+/// [`uses_source_table`].
+///
+/// [`plan_source_tables`]: crate::plan_source_tables
+/// [`table_for_name`]: dranet_core::interface_type::table_for_name
+pub fn apply(config: &NetworkConfig, lease: &Lease, table: u32) -> NetworkConfig {
     let mut c = config.clone();
     c.interface.dhcp = None;
     c.interface.addressing = None;
@@ -29,18 +33,14 @@ pub fn apply(config: &NetworkConfig, lease: &Lease, pod_ifname: &str) -> Network
         c.interface.mtu = lease.mtu.map(i32::from);
     }
     for r in &lease.routes {
-        if config
-            .routes
-            .iter()
-            .any(|cr| in_main(cr) && ipv4_destination(cr) == Some((r.destination, r.prefix_len)))
-        {
+        if claim_routes(config, r) {
+            continue;
+        }
+        if is_default(r) {
+            source_default(&mut c, lease, r.gateway, table);
             continue;
         }
         let on_link = r.gateway.is_unspecified();
-        if r.prefix_len == 0 && !on_link {
-            source_default(&mut c, lease, r.gateway, pod_ifname);
-            continue;
-        }
         c.routes.push(RouteConfig {
             destination: format!("{}/{}", r.destination, r.prefix_len),
             gateway: if on_link {
@@ -56,10 +56,30 @@ pub fn apply(config: &NetworkConfig, lease: &Lease, pod_ifname: &str) -> Network
     c
 }
 
-/// The lease's default via `router`, in the interface's own table, for traffic from the leased
-/// address.
-fn source_default(c: &mut NetworkConfig, lease: &Lease, router: Ipv4Addr, pod_ifname: &str) {
-    let table = table_for_name(pod_ifname);
+/// Whether [`apply`] puts the lease's default route in the interface's source table: the lease
+/// has a router and the claim routes no default of its own in the main table.
+pub fn uses_source_table(config: &NetworkConfig, lease: &Lease) -> bool {
+    lease
+        .routes
+        .iter()
+        .any(|r| is_default(r) && !claim_routes(config, r))
+}
+
+/// A default route via a router (not on-link).
+fn is_default(r: &LeaseRoute) -> bool {
+    r.prefix_len == 0 && !r.gateway.is_unspecified()
+}
+
+/// Whether the claim routes the lease route's destination in the main table itself.
+fn claim_routes(config: &NetworkConfig, r: &LeaseRoute) -> bool {
+    config
+        .routes
+        .iter()
+        .any(|cr| in_main(cr) && ipv4_destination(cr) == Some((r.destination, r.prefix_len)))
+}
+
+/// The lease's default via `router`, in the source table, for traffic from the leased address.
+fn source_default(c: &mut NetworkConfig, lease: &Lease, router: Ipv4Addr, table: u32) {
     let mask = u32::MAX
         .checked_shl(32 - u32::from(lease.prefix_len))
         .unwrap_or(0);
@@ -108,7 +128,8 @@ fn ipv4_destination(r: &RouteConfig) -> Option<(Ipv4Addr, u8)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::LeaseRoute;
+    use dranet_core::interface_type::table_for_name;
+
     use super::*;
 
     fn lease() -> Lease {
@@ -140,12 +161,13 @@ mod tests {
     fn the_lease_becomes_a_static_config() {
         let mut c = NetworkConfig::default();
         c.interface.dhcp = Some(true);
-        let got = apply(&c, &lease(), "net1");
+        let t = table_for_name("net1");
+        assert!(uses_source_table(&c, &lease()));
+        let got = apply(&c, &lease(), t);
         assert_eq!(got.interface.dhcp, None);
         assert_eq!(got.interface.addresses, vec!["10.9.0.50/24"]);
         assert_eq!(got.interface.mtu, Some(1400));
-        // The default goes to net1's own table with its subnet, for traffic from the lease.
-        let t = table_for_name("net1");
+        // The default goes to the source table with its subnet, for traffic from the lease.
         let routes: Vec<(&str, &str, u32, u8)> = got
             .routes
             .iter()
@@ -173,6 +195,20 @@ mod tests {
     }
 
     #[test]
+    fn the_source_table_is_the_one_given() {
+        let c = NetworkConfig::default();
+        let got = apply(&c, &lease(), 1211);
+        let tables: Vec<u32> = got.routes.iter().map(|r| r.table).collect();
+        assert_eq!(tables, vec![1211, 1211, 0]);
+        assert_eq!(got.rules[0].table, 1211);
+        // No router in the lease: no source table.
+        let mut l = lease();
+        l.routes.retain(|r| r.prefix_len != 0);
+        assert!(!uses_source_table(&c, &l));
+        assert!(apply(&c, &l, 1211).rules.is_empty());
+    }
+
+    #[test]
     fn the_claims_values_win() {
         let mut c = NetworkConfig::default();
         c.interface.addressing = Some(dranet_core::Addressing::Dhcp);
@@ -188,7 +224,8 @@ mod tests {
             table: 100,
             ..RouteConfig::default()
         });
-        let got = apply(&c, &lease(), "net1");
+        assert!(!uses_source_table(&c, &lease()));
+        let got = apply(&c, &lease(), table_for_name("net1"));
         assert_eq!(got.interface.addressing, None);
         assert_eq!(got.interface.mtu, Some(9000));
         let gws: Vec<&str> = got.routes.iter().map(|r| r.gateway.as_str()).collect();

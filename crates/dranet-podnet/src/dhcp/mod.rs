@@ -1,11 +1,12 @@
 //! A DHCPv4 client for claims with `interface.addressing: DHCP` (or the deprecated `dhcp: true`).
 //!
 //! As upstream dranet does, the lease is obtained at prepare, on the host, for the interface
-//! that will move into the pod: the driver runs [`acquire`], the lease's address, routes and MTU
-//! become the device's configuration ([`apply`]), and the pod gets them when its sandbox starts,
-//! applied like any claim's. Nothing of the lease is configured on the host. The [`Lease`] is
-//! kept in the claim's record (the kubelet's checkpoint), so [`release`] at unprepare works after
-//! a restart of the daemon.
+//! that will move into the pod: the driver runs [`acquire`] and keeps the [`Lease`] in the
+//! claim's record (the kubelet's checkpoint), so [`release`] at unprepare works after a restart
+//! of the daemon. When the pod's sandbox starts, the lease's address, routes and MTU become the
+//! device's configuration ([`apply`]), applied like any claim's: only then are the pod's other
+//! interfaces known, which the lease's default route must not share a table with
+//! ([`crate::plan_source_tables`]). Nothing of the lease is configured on the host.
 //!
 //! Why on the host, at prepare: the interface is on the host then, and an error (no server, no
 //! answer) is the claim's, seen on the claim before a pod waits on it; the runtime's hook that
@@ -38,7 +39,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use acquire::acquire;
-pub use apply::apply;
+pub use apply::{apply, uses_source_table};
 pub use release::release;
 
 /// A lease, as the claim's record keeps it.

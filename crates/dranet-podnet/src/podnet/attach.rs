@@ -33,6 +33,15 @@ pub struct AttachRequest<'a> {
     /// exclusive netns mode it moves into the pod with the link and back with it; in shared
     /// mode (the kernel default) it stays, as every namespace sees it.
     pub rdma_device: Option<&'a str>,
+    /// The source table of a child's source-based routing, as [`plan_source_tables`] chose it
+    /// for the pod; `None`: upstream's ([`table_for_name`] of the child's name). Either is passed
+    /// over for the next free table when the pod uses it already. Not read for `Passthrough`,
+    /// whose configuration names its tables (a lease's is [`dhcp::apply`]'s).
+    ///
+    /// [`plan_source_tables`]: super::plan_source_tables
+    /// [`table_for_name`]: dranet_core::interface_type::table_for_name
+    /// [`dhcp::apply`]: crate::dhcp::apply
+    pub source_table: Option<u32>,
 }
 
 /// The link as the pod got it.

@@ -3,12 +3,16 @@
 //! pod's namespace, under the claim's name, then gives it the claim's MTU, GSO/GRO sizes, ARP
 //! sysctls, addresses, routes, rules and neighbours.
 //!
-//! Without claim routes, a child with addresses gets upstream's source-based routing: a table of
-//! its own ([`table_for_name`] of its name) holding the on-link routes of its subnets, an on-link
-//! route to the parent's gateway and a default route via it (when the host routes a default
-//! through the parent), and one rule `from <address>` at priority
-//! [`SOURCE_RULE_PRIORITY`] per address: replies leave by the interface their request came in
-//! on, beside the pod's own default route.
+//! Without claim routes, a child with addresses gets upstream's source-based routing: its source
+//! table (upstream's [`table_for_name`] of its name, unless another interface of the pod has
+//! that one: see `tables`) holding the on-link routes of its subnets, an on-link route to the
+//! parent's gateway and a default route via it (when the host routes a default through the
+//! parent), and one rule `from <address>` at priority [`SOURCE_RULE_PRIORITY`] per address:
+//! replies leave by the interface their request came in on, beside the pod's own default route.
+//!
+//! A child never gets an address its parent has on the host ([`check_parent_addresses`]).
+//!
+//! [`table_for_name`]: dranet_core::interface_type::table_for_name
 //!
 //! The parent is never changed: not its state, addresses, MTU nor its being up. Deleting a
 //! child (the pod stops, a failed attach rolls back, recovery finds its pod gone) removes that
@@ -21,7 +25,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 
-use dranet_core::interface_type::{SOURCE_RULE_PRIORITY, table_for_name};
+use dranet_core::interface_type::SOURCE_RULE_PRIORITY;
 use dranet_core::{Addressing, InterfaceType, NetworkConfig, RouteConfig, RuleConfig};
 use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use rtnetlink::packet_route::RouteNetlinkMessage;
@@ -37,7 +41,8 @@ use super::journal::{Journal, Phase};
 use super::messages::{address_message, neighbour_message, parse_cidr, parse_mac, rule_message};
 use super::messages::{route_message, set_up};
 use super::steps::{create, nonneg};
-use super::{ENOENT, PodNet, RawMessage, StepResult, at, identity, is_errno};
+use super::{ENOENT, PodNet, RawMessage, StepResult, at, check_parent_addresses, identity};
+use super::{is_errno, tables};
 use crate::netns::{Netns, Rtnl, link_name};
 use crate::{Error, Result};
 
@@ -94,6 +99,13 @@ impl PodNet {
                 link: req.link.to_string(),
                 netns: self.host.path().to_path_buf(),
             })?;
+        // The last line against a child with the host's address: the parent may have taken it
+        // since prepare checked.
+        let parent_ips = host
+            .addresses(parent.header.index)
+            .await
+            .map_err(|e| step_err("read the parent's addresses", e))?;
+        check_parent_addresses(req.config, &parent_ips).map_err(|r| invalid(r.to_string()))?;
         let pod_name = if req.config.interface.name.is_empty() {
             req.link.to_string()
         } else {
@@ -125,7 +137,7 @@ impl PodNet {
         }
         self.children.write(&entry)?;
         let made = self
-            .make_child(&host, &pod, &podr, &mut entry, req.config, &gateways)
+            .make_child(&host, &pod, &podr, &mut entry, req, &gateways)
             .await;
         let e = match made {
             Ok(a) => {
@@ -165,9 +177,10 @@ impl PodNet {
         pod: &Netns,
         podr: &Rtnl,
         entry: &mut ChildEntry,
-        cfg: &NetworkConfig,
+        req: &AttachRequest<'_>,
         gateways: &[IpAddr],
     ) -> StepResult<Attached> {
+        let cfg = req.config;
         let iface = &cfg.interface;
         let link = self.create_child(host, pod, podr, entry, cfg).await?;
         let index = link.header.index;
@@ -194,8 +207,13 @@ impl PodNet {
             .await
             .map_err(at("set up"))?;
 
-        let (routes, rules) = if cfg.routes.is_empty() {
-            source_routing(&entry.pod_name, &addresses, gateways)
+        let _pod_tables;
+        let (routes, rules) = if tables::source_routed(cfg) {
+            // Held until the routes and rules are in: two children of one pod choosing at once
+            // would both find one table free.
+            _pod_tables = self.locks.pod(entry.pod_netns_id).await;
+            let table = tables::choose(podr, &entry.pod_name, req.source_table).await?;
+            source_routing(table, &addresses, gateways)
         } else {
             (cfg.routes.clone(), Vec::new())
         };
@@ -549,13 +567,13 @@ async fn parent_gateways(host: &Rtnl, parent: u32) -> io::Result<Vec<IpAddr>> {
     Ok(out)
 }
 
-/// Upstream's source-based routing for a child without claim routes (see the module docs).
+/// Upstream's source-based routing for a child without claim routes, in `table` (see the
+/// module docs).
 fn source_routing(
-    name: &str,
+    table: u32,
     addresses: &[String],
     gateways: &[IpAddr],
 ) -> (Vec<RouteConfig>, Vec<RuleConfig>) {
-    let table = table_for_name(name);
     let (mut routes, mut rules) = (Vec::new(), Vec::new());
     for cidr in addresses {
         let Ok((ip, len)) = parse_cidr(cidr) else {
@@ -635,8 +653,8 @@ mod tests {
     #[test]
     fn source_routing_is_upstreams_table_routes_and_rule() {
         let gw: IpAddr = "10.0.0.1".parse().unwrap();
-        let (routes, rules) = source_routing("net1", &["10.0.0.5/24".into()], &[gw]);
-        let t = table_for_name("net1");
+        let t = dranet_core::interface_type::table_for_name("net1");
+        let (routes, rules) = source_routing(t, &["10.0.0.5/24".into()], &[gw]);
         let dst: Vec<(&str, &str)> = routes
             .iter()
             .map(|r| (r.destination.as_str(), r.gateway.as_str()))
@@ -656,7 +674,7 @@ mod tests {
             (32000, "10.0.0.5/32", t)
         );
         // No gateway through the parent: the subnet only; IPv6 gets /128 rules.
-        let (routes, rules) = source_routing("net1", &["fd00::5/64".into()], &[gw]);
+        let (routes, rules) = source_routing(t, &["fd00::5/64".into()], &[gw]);
         assert_eq!(routes.len(), 1);
         assert_eq!(routes[0].destination, "fd00::/64");
         assert_eq!(rules[0].source, "fd00::5/128");

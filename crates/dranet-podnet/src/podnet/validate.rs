@@ -1,9 +1,9 @@
 //! What in a [`NetworkConfig`] cannot be applied, found before anything changes: the values the
 //! kernel refuses (checked as the kernel checks them), the fields dranet-rs does not implement
 //! yet, and the limits of the device itself. A driver runs [`check_config`] when it reads a
-//! claim and [`preflight`] (the device's limits and its ethtool names) at prepare, so a claim's
-//! author sees the error on the claim; [`PodNet::attach`](super::PodNet::attach) runs both again
-//! before its journal is written.
+//! claim, and [`preflight`] (the device's limits and its ethtool names) and, for a child,
+//! [`check_parent_addresses`] at prepare, so a claim's author sees the error on the claim;
+//! [`PodNet::attach`](super::PodNet::attach) runs them again before its journal is written.
 //!
 //! Messages speak of the claim's fields (`interface.mtu`), never of the host.
 
@@ -190,6 +190,36 @@ pub fn check_link(link: &LinkMessage, c: &NetworkConfig) -> Result<(), ConfigRef
     Ok(())
 }
 
+/// Checks a child's addresses against those its parent NIC has on the host (`parent`, as
+/// [`Rtnl::addresses`](crate::netns::Rtnl::addresses) reads them): a child with one of them
+/// would take the host's own traffic to it. An IPVLAN child in L2 mode is handed the packets for
+/// its addresses before the host sees them, and answers ARP and neighbour solicitations for
+/// them; a Macvlan child answers them with a MAC of its own. Other configurations pass.
+pub fn check_parent_addresses(c: &NetworkConfig, parent: &[IpAddr]) -> Result<(), ConfigRefusal> {
+    let ty = c.interface_type();
+    if !ty.is_child() {
+        return Ok(());
+    }
+    for (i, cidr) in c.interface.addresses.iter().enumerate() {
+        // A malformed address is check_config's to refuse.
+        let Ok((ip, _)) = parse_cidr(cidr) else {
+            continue;
+        };
+        if parent.contains(&ip) {
+            return Err(invalid(
+                format!("interface.addresses[{i}]"),
+                format!(
+                    "{ip} is an address the shared NIC (the child's parent) has on the node: an \
+                     {} child with it would take the node's own traffic to it; give the child an \
+                     address of its own",
+                    ty.as_str()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What [`preflight`] read of the device: the ethtool settings to apply and their values now,
 /// which [`PodNet::attach`](super::PodNet::attach) records so that detach can put them back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -329,6 +359,8 @@ fn one_family(field: &str, what: &str, ips: &[Option<IpAddr>]) -> Result<(), Con
 
 #[cfg(test)]
 mod tests {
+    use dranet_core::InterfaceType;
+
     use super::*;
 
     fn with(f: impl FnOnce(&mut NetworkConfig)) -> NetworkConfig {
@@ -414,6 +446,39 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("rules[0]"), "{e}");
+    }
+
+    #[test]
+    fn a_child_never_has_an_address_of_its_parent() {
+        let parent: Vec<IpAddr> = ["10.9.0.2", "fd00:9::2", "fe80::1"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        for ty in [InterfaceType::Ipvlan, InterfaceType::Macvlan] {
+            let own = with(|c| {
+                c.interface.r#type = Some(ty);
+                c.interface.addresses = vec!["10.9.0.11/24".into(), "fd00:9::11/64".into()];
+            });
+            check_parent_addresses(&own, &parent).unwrap();
+            // The parent's address under any prefix, IPv4 or IPv6.
+            for taken in ["10.9.0.2/32", "fd00:9::2/64"] {
+                let c = with(|c| {
+                    c.interface.r#type = Some(ty);
+                    c.interface.addresses = vec!["10.9.0.11/24".into(), taken.into()];
+                });
+                let e = check_parent_addresses(&c, &parent).unwrap_err().to_string();
+                let ip = taken.split('/').next().unwrap_or_default();
+                assert!(
+                    e.starts_with(&format!(
+                        "interface.addresses[1]: {ip} is an address the shared NIC"
+                    )) && e.contains(ty.as_str()),
+                    "{e}"
+                );
+            }
+        }
+        // A passthrough NIC leaves the host with its addresses: nothing to take from it.
+        let pt = with(|c| c.interface.addresses = vec!["10.9.0.2/24".into()]);
+        check_parent_addresses(&pt, &parent).unwrap();
     }
 
     fn link(attrs: Vec<LinkAttribute>) -> LinkMessage {

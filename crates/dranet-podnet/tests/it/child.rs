@@ -2,7 +2,8 @@
 //! message otherwise): children (macvlan here, as this kernel has no ipvlan) of one veth parent
 //! made in two pods, traffic between them, and each removed on its own — by detach, by the
 //! rollback of a failed attach, and by recovery after the daemon is killed mid-create — with the
-//! parent's host and the other pod unchanged (full iproute2 dumps).
+//! parent's host and the other pod unchanged (full iproute2 dumps); children of one pod whose
+//! names share upstream's routing table, and a child refused the parent's own address.
 
 use std::net::UdpSocket;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use dranet_core::interface_type::table_for_name;
 use dranet_core::{Addressing, InterfaceConfig, InterfaceType, NetworkConfig, RouteConfig};
 use dranet_podnet::Error;
 use dranet_podnet::netns::Netns;
-use dranet_podnet::{AttachRequest, PodNet, StepHook};
+use dranet_podnet::{AttachRequest, PodInterface, PodNet, StepHook, plan_source_tables};
 
 use crate::support::{self, Ns, can_run};
 
@@ -55,6 +56,7 @@ fn req<'a>(
         pod_netns: pod,
         config,
         rdma_device: None,
+        source_table: None,
     }
 }
 
@@ -181,6 +183,209 @@ async fn two_pods_get_children_of_one_nic_and_each_leaves_alone() {
     assert!(!pb.try_ip(&["link", "show", "net1"]));
     assert!(pn.children().entries().unwrap().is_empty());
     assert_eq!(h.dump(), host_before);
+}
+
+/// Child `name` with `address` (macvlan; no claim routes, so upstream's source routing).
+fn named_child(name: &str, address: &str) -> NetworkConfig {
+    let mut c = child(InterfaceType::Macvlan, address);
+    c.interface.name = name.into();
+    c
+}
+
+/// `pod`'s child `name` has its source routing for `ip` in `table`: the rule, the subnet, the
+/// gateway and the default via it.
+fn assert_source_routing(pod: &Ns, name: &str, ip: &str, table: u32) {
+    let t = table.to_string();
+    let rules = pod.ip(&["rule", "show"]);
+    assert!(
+        rules.contains(&format!("32000:\tfrom {ip} lookup {t}")),
+        "{name}: {rules}"
+    );
+    let routes = pod.ip(&["route", "show", "table", &t]);
+    for want in [
+        format!("default via 10.9.0.254 dev {name}"),
+        format!("10.9.0.254 dev {name} scope link"),
+        format!("10.9.0.0/24 dev {name}"),
+    ] {
+        assert!(
+            routes.contains(&want),
+            "{name}: {want:?} not in table {t}: {routes}"
+        );
+    }
+}
+
+/// Upstream's hash puts `net15` and `net28` in one table, where the second child's default
+/// route was refused (EEXIST) and its pod failed. Attached one after the other without a plan,
+/// the first keeps upstream's table and the second takes the next free one; with the tables
+/// planned for the pod (as the driver does), the plan holds whatever order they attach in, and a
+/// table the pod uses already is passed over; attached at once without a plan, each gets one of
+/// the two. Detach removes each child's own rule and leaves the other's routing as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_whose_names_share_a_table_each_get_their_routes() {
+    if !can_run("children_whose_names_share_a_table_each_get_their_routes") {
+        return;
+    }
+    let h = host("coll-h");
+    let (pa, pb) = (Ns::new("coll-a"), Ns::new("coll-b"));
+    let journal = tempfile::tempdir().unwrap();
+    let pn = podnet(&h, journal.path());
+    let up = table_for_name("net15");
+    assert_eq!(
+        table_for_name("net28"),
+        up,
+        "the names share upstream's table"
+    );
+    let (host_before, a_before) = (host_dump(&h), pa.dump());
+
+    // Pod a, no plan: net28 attaches first and keeps upstream's table.
+    let (a15, a28) = (
+        named_child("net15", "10.9.0.15/24"),
+        named_child("net28", "10.9.0.28/24"),
+    );
+    pn.attach(&req("claim-28.nic", "sandbox-a", &pa.path(), &a28))
+        .await
+        .unwrap();
+    pn.attach(&req("claim-15.nic", "sandbox-a", &pa.path(), &a15))
+        .await
+        .unwrap();
+    assert_source_routing(&pa, "net28", "10.9.0.28", up);
+    assert_source_routing(&pa, "net15", "10.9.0.15", up + 1);
+
+    // Pod b, planned: net15 comes first in name order and keeps upstream's table, though net28
+    // attaches first; the pod has a rule of its own on net28's planned table, which is passed
+    // over.
+    let (b15, b28) = (
+        named_child("net15", "10.9.0.115/24"),
+        named_child("net28", "10.9.0.128/24"),
+    );
+    let plan = plan_source_tables(&[
+        PodInterface {
+            name: "net28",
+            config: &b28,
+            lease: None,
+        },
+        PodInterface {
+            name: "net15",
+            config: &b15,
+            lease: None,
+        },
+    ])
+    .unwrap();
+    assert_eq!((plan["net15"], plan["net28"]), (up, up + 1));
+    let theirs = (up + 1).to_string();
+    pb.ip(&[
+        "rule",
+        "add",
+        "from",
+        "192.0.2.1",
+        "table",
+        &theirs,
+        "priority",
+        "100",
+    ]);
+    let b_before = pb.dump();
+    let b_path = pb.path();
+    for (key, cfg, name) in [
+        ("claim-28.nic", &b28, "net28"),
+        ("claim-15.nic", &b15, "net15"),
+    ] {
+        let mut r = req(key, "sandbox-b", &b_path, cfg);
+        r.source_table = Some(plan[name]);
+        pn.attach(&r).await.unwrap();
+    }
+    assert_source_routing(&pb, "net15", "10.9.0.115", up);
+    assert_source_routing(&pb, "net28", "10.9.0.128", up + 2);
+    assert!(
+        pb.ip(&["rule", "show"])
+            .contains(&format!("100:\tfrom 192.0.2.1 lookup {theirs}"))
+    );
+
+    // Pod c, no plan, both at once: one chooses only once the other's routes are in.
+    let pc = Ns::new("coll-c");
+    let c_before = pc.dump();
+    let (c15, c28) = (
+        named_child("net15", "10.9.0.215/24"),
+        named_child("net28", "10.9.0.228/24"),
+    );
+    let c_path = pc.path();
+    let (r15, r28) = (
+        req("claim-15.nic", "sandbox-c", &c_path, &c15),
+        req("claim-28.nic", "sandbox-c", &c_path, &c28),
+    );
+    let (a, b) = tokio::join!(pn.attach(&r15), pn.attach(&r28));
+    a.unwrap();
+    b.unwrap();
+    let first = if pc
+        .ip(&["rule", "show"])
+        .contains(&format!("from 10.9.0.215 lookup {up}"))
+    {
+        "net15"
+    } else {
+        "net28"
+    };
+    for (name, ip) in [("net15", "10.9.0.215"), ("net28", "10.9.0.228")] {
+        let table = if name == first { up } else { up + 1 };
+        assert_source_routing(&pc, name, ip, table);
+    }
+    pn.detach_children_of("sandbox-c").await.unwrap();
+    assert_eq!(pc.dump(), c_before);
+
+    // Each child's detach takes its own rule; the other keeps its routing.
+    pn.detach_child("claim-28.nic", "sandbox-a").await.unwrap();
+    assert!(!pa.ip(&["rule", "show"]).contains("10.9.0.28"));
+    assert_source_routing(&pa, "net15", "10.9.0.15", up + 1);
+    pn.detach_child("claim-15.nic", "sandbox-a").await.unwrap();
+    assert_eq!(pa.dump(), a_before);
+    pn.detach_children_of("sandbox-b").await.unwrap();
+    assert_eq!(pb.dump(), b_before);
+    assert_eq!(host_dump(&h), host_before);
+    assert!(pn.children().entries().unwrap().is_empty());
+}
+
+/// A child given an address its parent has on the host (IPv4 under any prefix, IPv6, or one the
+/// parent took after the claim was prepared) is refused before anything is made, naming the
+/// address and the parent: it would take the host's own traffic to that address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_is_refused_its_parents_address() {
+    if !can_run("a_child_is_refused_its_parents_address") {
+        return;
+    }
+    let h = host("chaddr-h");
+    h.ip(&["addr", "add", "fd00:9::2/64", "dev", "v0", "nodad"]);
+    let p = Ns::new("chaddr-p");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = podnet(&h, journal.path());
+    h.ip(&["addr", "add", "10.9.0.99/24", "dev", "v0"]);
+    let (host_before, pod_before) = (h.dump(), p.dump());
+    for address in ["10.9.0.2/24", "10.9.0.2/32", "fd00:9::2/64", "10.9.0.99/24"] {
+        let cfg = child(InterfaceType::Macvlan, address);
+        let e = pn
+            .attach(&req("claim-6.nic", "sandbox-6", &p.path(), &cfg))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidConfig { device, .. } if device == "v0"),
+            "{address}: {e:?}"
+        );
+        let ip = address.split('/').next().unwrap_or_default();
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!(
+                "interface.addresses[0]: {ip} is an address the shared NIC"
+            )) && msg.contains("network config for v0"),
+            "{msg}"
+        );
+        assert_eq!(h.dump(), host_before, "{address}");
+        assert_eq!(p.dump(), pod_before, "{address}");
+        assert!(pn.children().entries().unwrap().is_empty(), "{address}");
+    }
+    // An address of its own on the parent's subnet is the child's.
+    let cfg = child(InterfaceType::Macvlan, "10.9.0.3/24");
+    pn.attach(&req("claim-6.nic", "sandbox-6", &p.path(), &cfg))
+        .await
+        .unwrap();
+    pn.detach_children_of("sandbox-6").await.unwrap();
+    assert_eq!(p.dump(), pod_before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

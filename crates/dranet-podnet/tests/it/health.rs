@@ -31,6 +31,7 @@ async fn a_link_down_inside_the_pod_is_a_fault_until_it_is_up_again() {
             pod_netns: &p.path(),
             config: &cfg,
             rdma_device: None,
+            source_table: None,
         })
         .await
         .unwrap();

@@ -37,6 +37,7 @@ async fn a_link_without_carrier_goes_to_the_pod_and_back_with_its_routes() {
         pod_netns: &p.path(),
         config: &cfg,
         rdma_device: None,
+        source_table: None,
     };
     let attached = pn.attach(&req).await.unwrap();
     let in_pod = p.ip(&["route", "show", "table", "100"]);

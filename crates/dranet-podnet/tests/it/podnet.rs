@@ -31,6 +31,7 @@ fn req<'a>(
         pod_netns,
         config,
         rdma_device: None,
+        source_table: None,
     }
 }
 

@@ -46,6 +46,7 @@ async fn attach_check_detach(h: &Ns, p: &Ns, link: &str, cfg: &NetworkConfig, ch
         pod_netns: &p.path(),
         config: cfg,
         rdma_device: None,
+        source_table: None,
     })
     .await
     .unwrap();
