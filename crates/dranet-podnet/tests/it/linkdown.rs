@@ -89,6 +89,7 @@ async fn a_host_that_refuses_part_of_its_state_still_gets_its_link_back() {
             pod_netns: pod,
             config: &cfg,
             rdma_device: None,
+            source_table: None,
         };
     let pod_path: &'static std::path::Path = Box::leak(p.path().into_boxed_path());
     pn.attach(&req("claim-rf-v0", "sandbox-rf", pod_path))
