@@ -68,13 +68,15 @@ pub mod netlink;
 pub mod netns;
 mod podnet;
 pub mod rdma;
+mod source_tables;
 
 pub use podnet::{
     AttachRequest, Attached, CHILD_JOURNAL_VERSION, ChildEntry, ChildJournal, ConfigRefusal, Entry,
-    HostLink, JOURNAL_VERSION, Journal, Peer, Phase, PodInterface, PodNet, Preflight,
-    PreflightError, RawMessage, Recovery, StepHook, check_config, check_link,
-    check_parent_addresses, format_mac, parse_cidr, parse_mac, plan_source_tables, preflight,
+    HostLink, JOURNAL_VERSION, Journal, Peer, Phase, PodNet, Preflight, PreflightError, RawMessage,
+    Recovery, StepHook, check_config, check_link, check_parent_addresses, format_mac, parse_cidr,
+    parse_mac, preflight,
 };
+pub use source_tables::{PodInterface, plan_source_tables};
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]

@@ -38,7 +38,7 @@ pub struct AttachRequest<'a> {
     /// over for the next free table when the pod uses it already. Not read for `Passthrough`,
     /// whose configuration names its tables (a lease's is [`dhcp::apply`]'s).
     ///
-    /// [`plan_source_tables`]: super::plan_source_tables
+    /// [`plan_source_tables`]: crate::plan_source_tables
     /// [`table_for_name`]: dranet_core::interface_type::table_for_name
     /// [`dhcp::apply`]: crate::dhcp::apply
     pub source_table: Option<u32>,

@@ -14,7 +14,7 @@
 //! A config whose `interface.type` is `IPVLAN` or `Macvlan` does not move the link: the pod
 //! gets a child of it, made in its namespace, recorded in a journal of its own and deleted on
 //! its own (see `child`); the link stays on the host for every pod sharing it. An interface's
-//! source-based routing gets a table no other interface of its pod has ([`plan_source_tables`]).
+//! source-based routing gets a table no other interface of its pod has ([`crate::plan_source_tables`]).
 //!
 //! The work is one file per operation: [`attach`](PodNet::attach) checks the request and records
 //! the host's state, `configure` applies the `NetworkConfig` in the pod step by step,
@@ -58,7 +58,7 @@ pub use journal::{Entry, JOURNAL_VERSION, Journal, Phase};
 pub use messages::{format_mac, parse_cidr, parse_mac};
 pub use restore::Recovery;
 pub use state::{HostLink, Peer, RawMessage};
-pub use tables::{PodInterface, plan_source_tables};
+pub(crate) use tables::source_routed;
 pub use validate::{
     ConfigRefusal, Preflight, PreflightError, check_config, check_link, check_parent_addresses,
     preflight,
