@@ -1,11 +1,9 @@
-//! Whatever the plugin accepts into its checkpoint must read back: a driver's prepare state of
-//! any shape within `MAX_STATE_DEPTH` levels encodes and decodes to the same claims (deeper
-//! states are refused at prepare time, so they never reach the file).
+//! Whatever the plugin accepts into its checkpoint must read back: a driver's prepare state or
+//! driver record of any shape within `MAX_STATE_DEPTH` levels encodes and decodes to the same
+//! contents (deeper values are refused before they reach the file).
 #![no_main]
 
-use std::collections::BTreeMap;
-
-use dranet_kubeletplugin::checkpoint::{CheckpointEntry, Phase, decode, encode};
+use dranet_kubeletplugin::checkpoint::{CheckpointEntry, Contents, Phase, decode, encode};
 use dranet_kubeletplugin::{ClaimRef, MAX_STATE_DEPTH, Prepared};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
@@ -44,8 +42,9 @@ fuzz_target!(|data: &[u8]| {
     if depth(&state) > MAX_STATE_DEPTH {
         return;
     }
-    let mut claims = BTreeMap::new();
-    claims.insert(
+    let mut contents = Contents::default();
+    contents.records.insert("owed/uid-1".into(), state.clone());
+    contents.claims.insert(
         "uid-1".to_string(),
         CheckpointEntry {
             claim: ClaimRef {
@@ -60,6 +59,6 @@ fuzz_target!(|data: &[u8]| {
             }),
         },
     );
-    let decoded = decode(&encode(&claims)).expect("what the plugin accepts must read back");
-    assert_eq!(decoded, claims);
+    let decoded = decode(&encode(&contents)).expect("what the plugin accepts must read back");
+    assert_eq!(decoded, contents);
 });

@@ -104,6 +104,11 @@ pub struct CloudArgs {
     /// Timeout of each webhook request (upstream's: 10s).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::run::parse_duration, env = "DRANET_WEBHOOK_TIMEOUT")]
     pub webhook_timeout: Duration,
+    /// How long one refresh of the cloud provider may take, all devices together (the webhook is
+    /// asked about each). `run` publishes without what it has not answered yet, and again when
+    /// it has; the others show what it answered in time.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::run::parse_duration, env = "DRANET_PROVIDER_REFRESH_TIMEOUT")]
+    pub provider_refresh_timeout: Duration,
 }
 
 impl Default for CloudArgs {
@@ -121,6 +126,7 @@ impl Default for CloudArgs {
             webhook_url: None,
             webhook_ca_file: None,
             webhook_timeout: dranet_cloud::webhook::DEFAULT_TIMEOUT,
+            provider_refresh_timeout: dranet_driver::refresh::DEFAULT_REFRESH_TIMEOUT,
         }
     }
 }
@@ -279,9 +285,20 @@ impl CloudArgs {
         sysfs: &Path,
         inv: &Inventory,
     ) -> Result<Arc<dyn CloudProvider>, CliError> {
+        let timeout = self.refresh_timeout()?;
         let cloud = self.choose(sysfs)?.provider;
-        refresh_blocking(cloud.as_ref(), inv)?;
+        refresh_blocking(cloud.as_ref(), inv, timeout)?;
         Ok(cloud)
+    }
+
+    /// `--provider-refresh-timeout`, which may not be zero (no provider answers at once).
+    pub fn refresh_timeout(&self) -> Result<Duration, CliError> {
+        if self.provider_refresh_timeout.is_zero() {
+            return Err(CliError::Usage(
+                "--provider-refresh-timeout: must be more than 0".into(),
+            ));
+        }
+        Ok(self.provider_refresh_timeout)
     }
 
     /// The webhook as a profile provider (`--profile-provider webhook`): `chosen`'s when the
@@ -319,13 +336,25 @@ impl CloudArgs {
     }
 }
 
-/// Asks `cloud` about every device of `inv` (the webhook; the clouds know everything already).
-fn refresh_blocking(cloud: &dyn CloudProvider, inv: &Inventory) -> Result<(), CliError> {
+/// Asks `cloud` about every device of `inv` (the webhook; the clouds know everything already),
+/// for at most `timeout`: what it has not answered by then is left out, with a warning.
+fn refresh_blocking(
+    cloud: &dyn CloudProvider,
+    inv: &Inventory,
+    timeout: Duration,
+) -> Result<(), CliError> {
     let ids: Vec<DeviceIdentifiers> = inv.devices.iter().map(DeviceIdentifiers::of).collect();
-    tokio::runtime::Builder::new_current_thread()
+    let ended = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Usage(format!("start a runtime: {e}")))?
-        .block_on(cloud.refresh(&ids));
+        .block_on(async { tokio::time::timeout(timeout, cloud.refresh(&ids)).await });
+    if ended.is_err() {
+        tracing::warn!(
+            provider = cloud.name(),
+            ?timeout,
+            "the cloud provider did not answer for every device within --provider-refresh-timeout; shown without what it had not answered"
+        );
+    }
     Ok(())
 }

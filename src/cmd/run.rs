@@ -173,6 +173,7 @@ impl RunArgs {
         c.nri_socket = self.nri_socket.clone();
         c.bind_address = bind_address;
         c.policy = policy;
+        c.refresh_timeout = self.cloud.refresh_timeout()?;
         c.poll = PollConfig {
             max_interval: self.inventory_max_poll_interval,
             min_interval: self.inventory_min_poll_interval,

@@ -552,8 +552,12 @@ fn check_node_is_the_sysfs_node_and_node_name_is_a_deprecated_spelling() {
 
 #[test]
 fn run_refuses_bad_flags_at_start_naming_the_flag() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--bind-address", "9177"], "--bind-address"),
+        (
+            &["--provider-refresh-timeout", "0"],
+            "--provider-refresh-timeout: must be more than 0",
+        ),
         (
             &[
                 "--filter",

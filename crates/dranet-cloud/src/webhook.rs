@@ -16,11 +16,12 @@
 //!
 //! Attributes and device configuration are asked for every device after each scan
 //! ([`CloudProvider::refresh`]), a few requests at a time, and answered from memory in between;
-//! a device the webhook fails to answer for keeps its last answer. Every request has a timeout and
+//! a device the webhook fails to answer for keeps its last answer. Each answer is kept as it
+//! comes, so a refresh cut short (the daemon bounds a refresh as a whole) keeps those it got. Every request has a timeout and
 //! every answer a size limit; an answer that is not the documented JSON is an error naming what
 //! is wrong (an unknown configuration field included), never ignored.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -261,34 +262,32 @@ impl CloudProvider for Webhook {
             if !self.capabilities.cloud_provider {
                 return;
             }
+            // The devices no longer on the node are forgotten first; then each answer is kept
+            // as it comes, so that a refresh dropped half way (cut by the caller's timeout)
+            // keeps what it got.
+            {
+                let now: HashSet<&DeviceIdentifiers> = devices.iter().collect();
+                self.answers().retain(|id, _| now.contains(id));
+            }
             // Collected first: a lazy `map` closure here trips rustc's higher-ranked `Send`
             // check on the returned future.
             let asks: Vec<_> = devices.iter().map(|id| self.ask(id)).collect();
-            let results: Vec<(&DeviceIdentifiers, Result<Answer>)> = futures::stream::iter(asks)
-                .buffer_unordered(CONCURRENCY)
-                .collect()
-                .await;
-            let mut answers = self.answers();
-            let mut next = HashMap::with_capacity(results.len());
+            let mut results = futures::stream::iter(asks).buffer_unordered(CONCURRENCY);
             let mut failed = 0usize;
             let mut first = None;
-            for (id, r) in results {
+            while let Some((id, r)) = results.next().await {
                 match r {
                     Ok(a) => {
-                        next.insert(id.clone(), a);
+                        self.answers().insert(id.clone(), a);
                     }
+                    // A webhook that fails for a moment must not make devices flap in and out
+                    // of the claims that select on its attributes: the last answer stays.
                     Err(e) => {
                         failed += 1;
                         first.get_or_insert(e);
-                        // A webhook that fails for a moment must not make devices flap in and
-                        // out of the claims that select on its attributes.
-                        if let Some(old) = answers.remove(id) {
-                            next.insert(id.clone(), old);
-                        }
                     }
                 }
             }
-            *answers = next;
             if let Some(e) = first {
                 tracing::warn!(
                     failed,

@@ -13,7 +13,8 @@
 //! sees.
 //!
 //! A claim's named `profile` is resolved by the profile provider at prepare and released at
-//! unprepare (see [`NetworkDriver::release_profiles`]).
+//! unprepare (see [`NetworkDriver::release_profiles`]); what was asked is recorded in the kubelet
+//! plugin's checkpoint, which the plugin hands the driver at start ([`Driver::restore_records`]).
 
 mod leases;
 mod profiles;
@@ -39,8 +40,8 @@ use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
 };
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use dranet_kubeletplugin::{
-    ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeApi, Prepared, PreparedClaim,
-    PreparedDevice,
+    ClaimToPrepare, ClaimToUnprepare, Driver, DriverRecords, HandlerError, KubeApi, Prepared,
+    PreparedClaim, PreparedDevice,
 };
 use dranet_nri::{Container, ContainerAdjustment, LinuxDevice, NriPlugin, PodSandbox};
 use dranet_podnet::rdma::NetnsMode;
@@ -50,6 +51,7 @@ use futures::future::BoxFuture;
 use crate::claim::PodRef;
 use crate::claim::{self, DRIVER_NAME};
 use crate::record::{self, ClaimRecord, DeviceRecord};
+use crate::refresh::{DEFAULT_REFRESH_TIMEOUT, ProviderRefresh};
 use crate::store::{PodRecord, STORE_VERSION, Store};
 use crate::{Error, Result};
 
@@ -127,6 +129,7 @@ pub struct NetworkDriverBuilder {
     claims: Option<ClaimReader>,
     rdma_mode: Option<NetnsMode>,
     boot_id: Option<Option<String>>,
+    refresh_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for NetworkDriverBuilder {
@@ -143,6 +146,14 @@ impl NetworkDriverBuilder {
     #[must_use]
     pub fn cloud(mut self, cloud: Arc<dyn CloudProvider>) -> Self {
         self.cloud = cloud;
+        self
+    }
+
+    /// How long one refresh of the cloud provider may take, all devices together (default
+    /// [`DEFAULT_REFRESH_TIMEOUT`]; see [`crate::refresh`]).
+    #[must_use]
+    pub fn refresh_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.refresh_timeout = timeout;
         self
     }
 
@@ -213,9 +224,11 @@ impl NetworkDriverBuilder {
             quarantine: self.state_dir.join("quarantine"),
             boot_id: self.boot_id.unwrap_or_else(record::boot_id),
             rescan: self.rescan,
+            refresh: ProviderRefresh::new(self.cloud.clone(), self.refresh_timeout),
             cloud: self.cloud,
             profiles: self.profiles,
             profile_locks: dranet_util::NamedLocks::default(),
+            records: RwLock::new(None),
             status: self.status,
             claims: self.claims,
             rdma_mode,
@@ -315,11 +328,16 @@ pub struct NetworkDriver {
     /// The boot this driver runs in ([`crate::record`]).
     boot_id: Option<String>,
     rescan: Rescan,
+    /// Refreshes of `cloud`, off the callers' tasks (the daemon's too).
+    refresh: ProviderRefresh,
     cloud: Arc<dyn CloudProvider>,
     profiles: Option<Arc<dyn ProfileProvider>>,
     /// A claim's profiles are asked for or released by one task at a time, so that a release
     /// retried in the background never crosses a prepare of the same claim; other claims go on.
     profile_locks: dranet_util::NamedLocks,
+    /// The driver's records in the kubelet plugin's checkpoint (profile records), once the
+    /// plugin has handed them over ([`NetworkDriver::restore_records`]).
+    records: RwLock<Option<DriverRecords>>,
     status: Option<StatusWriter>,
     claims: Option<ClaimReader>,
     rdma_mode: NetnsMode,
@@ -364,7 +382,30 @@ impl NetworkDriver {
             claims: None,
             rdma_mode: None,
             boot_id: None,
+            refresh_timeout: DEFAULT_REFRESH_TIMEOUT,
         }
+    }
+
+    /// The refreshes of the cloud provider: the daemon requests one after each of its scans,
+    /// and republishes when one ends.
+    pub fn provider_refresh(&self) -> &ProviderRefresh {
+        &self.refresh
+    }
+
+    /// What [`Driver::restore_records`] does: keeps the handle of the driver's records in the
+    /// kubelet plugin's checkpoint (where profile records are kept), and moves there the profile
+    /// records an earlier version left in the state directory.
+    pub async fn restore_records(&self, records: DriverRecords) {
+        *self.records.write().unwrap_or_else(PoisonError::into_inner) = Some(records.clone());
+        self.adopt_legacy_profiles(&records).await;
+    }
+
+    /// The driver's records in the checkpoint, once the kubelet plugin has handed them over.
+    fn records(&self) -> Option<DriverRecords> {
+        self.records
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The inventory prepare looks devices up in.
@@ -393,8 +434,9 @@ impl NetworkDriver {
                 claim: "(rescan)".into(),
                 reason: format!("discovery: {reason}"),
             })?;
-        let ids: Vec<DeviceIdentifiers> = inv.devices.iter().map(DeviceIdentifiers::of).collect();
-        self.cloud.refresh(&ids).await;
+        // Not waited for: a prepare waits only for what its devices need (see prepare_claim).
+        self.refresh
+            .request(inv.devices.iter().map(DeviceIdentifiers::of).collect());
         self.set_inventory(inv);
         Ok(self.inventory())
     }
@@ -473,6 +515,19 @@ impl NetworkDriver {
                 )
             })?;
         }
+        // The provider's configuration of a device goes under the claim's: a device it was not
+        // asked about yet (just after a start, or just plugged) waits for the refresh that asks,
+        // bounded by the refresh timeout.
+        let needed: Vec<DeviceIdentifiers> = claim
+            .results
+            .iter()
+            .filter_map(|r| inv.device(&r.device))
+            .map(DeviceIdentifiers::of)
+            .collect();
+        let all = || inv.devices.iter().map(DeviceIdentifiers::of).collect();
+        if !self.refresh.cover(&needed, all).await {
+            tracing::warn!(claim = %cref, provider = self.cloud.name(), timeout = ?self.refresh.timeout(), "no refresh of the cloud provider asking about the claim's devices ended within the refresh timeout; the claim gets the provider's configuration as far as it answered before");
+        }
         // Parsing, merging and checking what the claim's author wrote is CPU work that grows with
         // it: off the async workers, which serve every other claim and pod meanwhile.
         let mut devices = {
@@ -507,10 +562,37 @@ impl NetworkDriver {
                 self.why_one_pod(d)
             )));
         }
-        if !profiled.is_empty() {
-            self.resolve_profiles(&claim.claim_ref, &mut devices, profiled, &inv)
-                .await?;
+        if profiled.is_empty() {
+            return self.complete_prepare(claim, pods, devices).await;
         }
+        let prepared_before = lock(&self.state).claims.contains_key(&claim.claim_ref.uid);
+        self.resolve_profiles(&claim.claim_ref, &mut devices, profiled, &inv)
+            .await?;
+        let done = self.complete_prepare(claim, pods, devices).await;
+        // What the provider gave a claim that is not prepared now goes back (a claim prepared
+        // before keeps its profiles, released at its unprepare).
+        if done.is_err()
+            && !prepared_before
+            && let Err(e) = self.release_profiles(&claim.claim_ref.uid).await
+        {
+            tracing::error!(claim = %cref, error = %e, "the profiles of a failed prepare are kept unreleased; released at the claim's unprepare");
+        }
+        done
+    }
+
+    /// The end of [`NetworkDriver::prepare_claim`], once the devices' configurations are final:
+    /// what can still refuse the claim, then its DHCP leases and its record.
+    async fn complete_prepare(
+        &self,
+        claim: &ClaimToPrepare,
+        pods: Vec<PodRef>,
+        mut devices: Vec<DeviceRecord>,
+    ) -> Result<Prepared> {
+        let cref = claim.claim_ref.to_string();
+        let fail = |reason: String| Error::Claim {
+            claim: cref.clone(),
+            reason,
+        };
         // A share (consumable capacity) is one of several claims on the device: moving the NIC
         // into this pod would take it from the others.
         for d in &devices {
@@ -658,9 +740,10 @@ impl NetworkDriver {
     /// not release now stays recorded and is released later, see
     /// [`NetworkDriver::retry_profile_releases`]) and its DHCP leases (sent once, from the
     /// record, which the checkpoint kept across restarts), and forgets the claim (its record
-    /// goes with the checkpoint's entry). Idempotent.
+    /// goes with the checkpoint's entry). Idempotent. Fails, changing nothing else, when the
+    /// claim's profile record cannot be updated: the kubelet's retry releases them.
     pub async fn unprepare_claim(&self, uid: &str) -> Result<()> {
-        self.release_profiles(uid).await;
+        self.release_profiles(uid).await?;
         let leased = lock(&self.state).claims.get(uid).and_then(|c| {
             c.devices
                 .iter()
@@ -895,6 +978,10 @@ impl Driver for NetworkDriver {
     /// Inline: it runs once, before the plugin serves anything.
     async fn restore_prepared(&self, claims: Vec<PreparedClaim>) {
         self.restore_claims(claims);
+    }
+
+    async fn restore_records(&self, records: DriverRecords) {
+        NetworkDriver::restore_records(self, records).await;
     }
 }
 

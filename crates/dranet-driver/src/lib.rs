@@ -5,7 +5,9 @@
 //!   gives a pod its devices through [`dranet_podnet`], the crate that changes host network
 //!   state.
 //! - [`claim`]: reading a claim's `dra.net` configuration; [`record`] and [`store`]: what the
-//!   driver keeps of prepared claims and pods across restarts.
+//!   driver keeps of prepared claims, their profiles and pods across restarts (and reboots).
+//! - [`refresh`]: the cloud provider brought up to date off the daemon's main loop, within a
+//!   time limit.
 //! - [`daemon`]: the node daemon (kubelet plugin, NRI plugin, device publication, metrics);
 //!   [`doctor`]: the node's checks.
 //! - [`publish`]: what the node publishes, one pure function of the scan and the operator's
@@ -28,6 +30,7 @@ pub mod doctor;
 pub mod driver;
 pub mod publish;
 pub mod record;
+pub mod refresh;
 pub mod store;
 
 pub use driver::{
@@ -43,6 +46,15 @@ pub enum Error {
     Store {
         /// The file or directory.
         path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A record the driver keeps in the kubelet plugin's checkpoint (see [`record`]) could not
+    /// be read or written.
+    #[error("{action}: {reason}")]
+    Records {
+        /// What was being done, naming the claim.
+        action: String,
         /// Why.
         reason: String,
     },
@@ -99,7 +111,9 @@ impl Error {
             | Error::RdmaAttach { reason, .. } => reason.clone(),
             // The provider's answer is what the claim's owner can act on (a range exhausted).
             Error::Profile { device, source, .. } => format!("device {device}: {source}"),
-            Error::Store { .. } => format!("the node could not record its state ({SEE_LOG})"),
+            Error::Store { .. } | Error::Records { .. } => {
+                format!("the node could not record its state ({SEE_LOG})")
+            }
             Error::Podnet(e) => e.user_message(),
         }
     }

@@ -24,6 +24,15 @@
 //! is checked against the node as it is now ([`ClaimRecord::revalidate`]); a device that is not
 //! there is an error on the pod, never a pod started without its NIC.
 //!
+//! # Profile records
+//!
+//! What a claim asked the profile provider for ([`ProfileRecord`]) must outlive the claim's own
+//! record: it is written before the provider is asked (before the claim is prepared) and kept
+//! after the claim is unprepared while the provider has not confirmed the release. It is a
+//! driver record in the same checkpoint ([`dranet_kubeletplugin::DriverRecords`], under
+//! [`ProfileRecord::key`]), so a reboot, which empties the state directory, does not make the
+//! driver forget what the provider allocated.
+//!
 //! # Size
 //!
 //! The record holds each distinct configuration of the claim's devices once (devices refer to
@@ -33,7 +42,7 @@
 
 use std::sync::Arc;
 
-use dranet_core::{CharDevice, CloudProvider, Inventory, NetworkConfig};
+use dranet_core::{CharDevice, CloudProvider, Inventory, NetworkConfig, ProfileRequest};
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_podnet::dhcp::Lease;
 use serde::{Deserialize, Serialize};
@@ -163,6 +172,12 @@ pub enum RecordError {
     /// No record at all (a claim prepared by a dranet that kept its records elsewhere).
     #[error("the checkpoint holds no record of what was prepared")]
     Missing,
+    /// A profile record of a format this version does not read.
+    #[error("profile record version {found} (this dranet reads {PROFILE_RECORD_VERSION})")]
+    ProfileVersion {
+        /// The version found.
+        found: u32,
+    },
 }
 
 /// The record as written: each distinct configuration once.
@@ -350,6 +365,76 @@ impl ClaimRecord {
         }
         out.boot_id = boot.map(str::to_string);
         Ok(out)
+    }
+}
+
+/// Format version of a [`ProfileRecord`] (the state directory's profile files of earlier
+/// versions had the same shape and version).
+pub const PROFILE_RECORD_VERSION: u32 = 1;
+
+/// The profiles a claim asked the profile provider for (see [Profile records](self#profile-records)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileRecord {
+    /// [`PROFILE_RECORD_VERSION`].
+    pub version: u32,
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The claim's UID.
+    pub uid: String,
+    /// One per device with a profile, as asked.
+    pub leases: Vec<ProfileLease>,
+    /// Set once the claim is unprepared (or its prepare failed): what is left here is owed to
+    /// the provider, and released again until it is.
+    #[serde(default)]
+    pub releasing: bool,
+}
+
+/// One device's profile, as asked of the provider (and as released).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileLease {
+    /// The device's name.
+    pub device: String,
+    /// The request the provider was sent.
+    pub request: ProfileRequest,
+}
+
+/// The prefix of every profile record's key among the driver's records.
+pub const PROFILE_KEY_PREFIX: &str = "profiles/";
+
+impl ProfileRecord {
+    /// The key of claim `uid`'s profile record among the driver's records.
+    pub fn key(uid: &str) -> String {
+        format!("{PROFILE_KEY_PREFIX}{uid}")
+    }
+
+    /// `namespace/name`, for messages.
+    pub fn claim(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The record as the checkpoint keeps it.
+    pub fn to_value(&self) -> Result<serde_json::Value, RecordError> {
+        serde_json::to_value(self).map_err(RecordError::Json)
+    }
+
+    /// Reads a record back: one of another version or not the record's shape is an error.
+    pub fn from_value(v: &serde_json::Value) -> Result<Self, RecordError> {
+        if let Some(found) = v.get("version").and_then(serde_json::Value::as_u64)
+            && found != u64::from(PROFILE_RECORD_VERSION)
+        {
+            return Err(RecordError::ProfileVersion {
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+            });
+        }
+        let r: ProfileRecord = serde_json::from_value(v.clone()).map_err(RecordError::Json)?;
+        if r.version != PROFILE_RECORD_VERSION {
+            return Err(RecordError::ProfileVersion { found: r.version });
+        }
+        Ok(r)
     }
 }
 

@@ -3,14 +3,14 @@
 //! StopPodSandbox, and the RDMA devices moved into it). One file per sandbox, written durably
 //! (see `durable`), so a daemon killed at any point finds on start exactly what it had recorded.
 //!
-//! It also keeps each claim's profiles asked of the profile provider (`profiles/<uid>.json`),
-//! recorded before asking and forgotten once released, so that no daemon crash leaks what the
-//! provider allocated.
+//! Prepared claims are not here, nor what a claim asked the profile provider for: their records
+//! are in the kubelet plugin's checkpoint, which outlives a reboot (see [`crate::record`] for
+//! why). This store, like the attach journal beside it, describes namespaces of this boot, and
+//! lives in `--state-dir` (a tmpfs, emptied by a reboot that deletes those namespaces too).
 //!
-//! Prepared claims are not here: their record is in the kubelet plugin's checkpoint (see
-//! [`crate::record`] for why). This store, like the attach journal beside it, describes
-//! namespaces of this boot, and lives in `--state-dir` (a tmpfs, emptied by a reboot that
-//! deletes those namespaces too).
+//! Versions before profile records moved to the checkpoint kept them here
+//! (`profiles/<uid>.json`); [`Store::legacy_profiles`] reads what such a version left, for the
+//! driver to move into the checkpoint at start.
 //!
 //! A record that cannot be read (torn, too large, of another version) is moved aside
 //! (`<file>.corrupt-<seconds>.<nanoseconds>`) with an error in the log, and the daemon starts
@@ -20,10 +20,10 @@
 
 use std::path::{Path, PathBuf};
 
-use dranet_core::ProfileRequest;
 use dranet_podnet::durable;
 use serde::{Deserialize, Serialize};
 
+use crate::record::ProfileRecord;
 use crate::{Error, Result};
 
 /// Format version of the records.
@@ -55,37 +55,8 @@ pub struct PodRecord {
     pub late_claims: Vec<String>,
 }
 
-/// The profiles a claim asked the profile provider for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProfileRecord {
-    /// [`STORE_VERSION`].
-    pub version: u32,
-    /// The claim's namespace.
-    pub namespace: String,
-    /// The claim's name.
-    pub name: String,
-    /// The claim's UID.
-    pub uid: String,
-    /// One per device with a profile, as asked.
-    pub leases: Vec<ProfileLease>,
-    /// Set once the claim is unprepared (or its prepare failed): what is left here is owed to
-    /// the provider, and released again until it is.
-    #[serde(default)]
-    pub releasing: bool,
-}
-
-/// One device's profile, as asked of the provider (and as released).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProfileLease {
-    /// The device's name.
-    pub device: String,
-    /// The request the provider was sent.
-    pub request: ProfileRequest,
-}
-
-/// The store: `pods/<sandbox-id>.json` and `profiles/<uid>.json` under one directory.
+/// The store: `pods/<sandbox-id>.json` under one directory (and what earlier versions left in
+/// `profiles/`).
 #[derive(Debug, Clone)]
 pub struct Store {
     pods: PathBuf,
@@ -104,12 +75,11 @@ impl Store {
             pods: dir.join("pods"),
             profiles: dir.join("profiles"),
         };
-        for d in [&s.pods, &s.profiles] {
-            durable::create_dir(d).map_err(|e| Error::Store {
-                path: d.clone(),
-                reason: e.to_string(),
-            })?;
-        }
+        // `profiles/` is only read: what an earlier version left there.
+        durable::create_dir(&s.pods).map_err(|e| Error::Store {
+            path: s.pods.clone(),
+            reason: e.to_string(),
+        })?;
         Ok(s)
     }
 
@@ -170,28 +140,27 @@ impl Store {
         Ok(out)
     }
 
-    /// One claim's recorded profiles, if any.
-    pub fn profile(&self, uid: &str) -> Result<Option<ProfileRecord>> {
-        check_name(uid)?;
-        Self::read(
-            &self.profiles.join(format!("{uid}.json")),
-            |p: &ProfileRecord| p.version,
-        )
+    /// The profile records an earlier version kept here (`profiles/<uid>.json`), one result per
+    /// file (an unreadable one is an error naming its file, left where it is: it may be the
+    /// only record of what the provider allocated); none when it left none. Only a directory
+    /// that cannot be listed is an error for all.
+    pub fn legacy_profiles(&self) -> Result<Vec<Result<ProfileRecord>>> {
+        if !self.profiles.exists() {
+            return Ok(Vec::new());
+        }
+        let paths = durable::list(&self.profiles).map_err(|e| Error::Store {
+            path: self.profiles.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(paths
+            .iter()
+            .filter_map(|p| Self::read(p, |r: &ProfileRecord| r.version).transpose())
+            .collect())
     }
 
-    /// Records a claim's profiles (replacing an earlier record of them).
-    pub fn put_profiles(&self, p: &ProfileRecord) -> Result<()> {
-        Self::write(&self.profiles, &p.uid, p)
-    }
-
-    /// Forgets a claim's profiles.
-    pub fn remove_profiles(&self, uid: &str) -> Result<()> {
+    /// Forgets a profile record an earlier version kept here, once it is in the checkpoint.
+    pub fn remove_legacy_profiles(&self, uid: &str) -> Result<()> {
         Self::remove(&self.profiles, uid)
-    }
-
-    /// Every claim's recorded profiles.
-    pub fn profiles(&self) -> Result<Vec<ProfileRecord>> {
-        Self::all(&self.profiles, |p: &ProfileRecord| p.version)
     }
 
     fn write<T: Serialize>(dir: &Path, name: &str, v: &T) -> Result<()> {
@@ -234,23 +203,6 @@ impl Store {
             )));
         }
         Ok(Some(v))
-    }
-
-    /// Every record in `dir`. An unreadable one is an error naming its file: it may be the only
-    /// record of a device given to a pod.
-    fn all<T: serde::de::DeserializeOwned>(
-        dir: &Path,
-        version: impl Fn(&T) -> u32,
-    ) -> Result<Vec<T>> {
-        let paths = durable::list(dir).map_err(|e| Error::Store {
-            path: dir.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        let mut out = Vec::new();
-        for p in paths {
-            out.extend(Self::read(&p, &version)?);
-        }
-        Ok(out)
     }
 }
 

@@ -48,6 +48,17 @@ pub trait Driver: Send + Sync + 'static {
         let _ = claims;
         std::future::ready(())
     }
+
+    /// Called once when the plugin starts, before [`Driver::restore_prepared`] and before it
+    /// serves the kubelet, with the driver's own records in the checkpoint
+    /// ([`crate::DriverRecords`]): what the driver must keep through restarts and reboots beyond
+    /// a claim's prepared state, such as what it asked of another system for a claim and owes
+    /// back after the claim's unprepare. Keep the handle; it stays usable as long as the plugin
+    /// runs. The default does nothing.
+    fn restore_records(&self, records: crate::DriverRecords) -> impl Future<Output = ()> + Send {
+        let _ = records;
+        std::future::ready(())
+    }
 }
 
 /// A shared driver is a driver: a process that is also an NRI plugin (or anything else) keeps an
@@ -55,6 +66,10 @@ pub trait Driver: Send + Sync + 'static {
 impl<D: Driver> Driver for std::sync::Arc<D> {
     fn restore_prepared(&self, claims: Vec<PreparedClaim>) -> impl Future<Output = ()> + Send {
         (**self).restore_prepared(claims)
+    }
+
+    fn restore_records(&self, records: crate::DriverRecords) -> impl Future<Output = ()> + Send {
+        (**self).restore_records(records)
     }
 
     fn prepare(

@@ -127,6 +127,15 @@ pub enum Error {
         source: crate::HandlerError,
     },
 
+    /// A driver record ([`crate::DriverRecords`]) the checkpoint cannot keep.
+    #[error("driver record {key:?}: {reason}")]
+    Record {
+        /// The record's key (its first 80 characters).
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),

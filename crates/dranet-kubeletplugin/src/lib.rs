@@ -19,6 +19,9 @@
 //!   kept in a checksummed checkpoint file written atomically, so kubelet retries get the same
 //!   answer and an unprepare after a restart still reaches the driver with what prepare returned;
 //!   a call the kubelet abandons still runs to the end, and a driver panic fails only its claim;
+//! - the driver's own records ([`DriverRecords`]) in the same checkpoint, for what must outlive
+//!   a claim's entry (what the driver owes another system after the claim's unprepare), through
+//!   restarts and reboots;
 //! - ResourceSlice publishing: one pool named after the node, split into slices of at most 128
 //!   devices, owned by the Node, rewritten only when something changed, repaired on drift;
 //! - sockets: a stale socket from a crash is replaced, and shutdown removes ours (the registration
@@ -164,7 +167,9 @@ pub mod publisher;
 mod socket;
 
 pub use api::{KubeApi, KubeClient, NodeEvent, NodeEvents};
-pub use checkpoint::{CheckpointDefect, CheckpointPolicy, LoadOutcome};
+pub use checkpoint::{
+    CheckpointDefect, CheckpointPolicy, DriverRecords, LoadOutcome, MAX_RECORD_KEY_BYTES,
+};
 /// Retry timing of the publisher ([`KubeletPluginBuilder::retry_backoff`]); shared with the other
 /// dranet crates.
 pub use dranet_util::Backoff;

@@ -366,7 +366,7 @@ pub const MAX_CLAIMS_IN_FLIGHT: usize = 256;
 
 /// Nesting depth of a JSON value, without recursion (the value may be deep enough to overflow
 /// the stack).
-fn json_depth(v: &serde_json::Value) -> usize {
+pub(crate) fn json_depth(v: &serde_json::Value) -> usize {
     let mut max = 0;
     let mut stack = vec![(v, 1usize)];
     while let Some((v, d)) = stack.pop() {

@@ -213,9 +213,10 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
         Ok(())
     }
 
-    /// Opens the checkpoint, hands the claims it holds as prepared to the driver
-    /// ([`Driver::restore_prepared`]), binds both sockets (DRA first, so the kubelet never learns
-    /// of an endpoint that is not served yet) and starts serving. Must be called inside a Tokio runtime.
+    /// Opens the checkpoint, hands the driver its records ([`Driver::restore_records`]) and the
+    /// claims it holds as prepared ([`Driver::restore_prepared`]), binds both sockets (DRA
+    /// first, so the kubelet never learns of an endpoint that is not served yet) and starts
+    /// serving. Must be called inside a Tokio runtime.
     pub async fn start(self) -> Result<KubeletPlugin> {
         self.validate()?;
         let plugin_dir = self
@@ -249,6 +250,7 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
         // Before the kubelet can call: a driver that remembers its claims in memory has them
         // back when the first call (or pod) comes.
         let driver = Arc::new(self.driver);
+        driver.restore_records(checkpoint.records()).await;
         let prepared: Vec<PreparedClaim> = checkpoint
             .entries()
             .into_values()

@@ -29,6 +29,8 @@ pub enum Reply {
     Endless,
     /// Bytes that are not HTTP.
     Garbage,
+    /// This answer after a while: a slow server.
+    After(Duration, Box<Reply>),
 }
 
 /// A request the fake saw.
@@ -278,7 +280,13 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         }
         h
     };
-    match script(&req, n) {
+    let mut reply = script(&req, n);
+    while let Reply::After(delay, then) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *then;
+    }
+    match reply {
+        Reply::After(..) => {}
         Reply::Json(status, body) => {
             let json = [("Content-Type".to_string(), "application/json".to_string())];
             let resp = head(status, &json, Some(body.len())) + &body;

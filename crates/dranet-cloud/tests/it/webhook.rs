@@ -148,6 +148,55 @@ async fn a_device_the_webhook_fails_for_keeps_its_last_answer() {
 }
 
 #[tokio::test]
+async fn a_refresh_cut_short_keeps_the_answers_it_got_and_the_last_of_the_others() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // The first refresh answers every device `v1`; then `fast` answers `v2` and `slow` never.
+    let second = Arc::new(AtomicBool::new(false));
+    let s = second.clone();
+    let fake = FakeServer::start(move |r, _| {
+        let later = s.load(Ordering::SeqCst);
+        match r.path() {
+            "/health" => Reply::Json(200, r#"{"cloudProvider": true}"#.into()),
+            _ if later && r.json()["name"] == "slow" => Reply::Hang,
+            "/GetDeviceAttributes" => {
+                let v = if later { "v2" } else { "v1" };
+                Reply::Json(
+                    200,
+                    format!(r#"{{"dra.net/webhook_attr": {{"string": "{v}"}}}}"#),
+                )
+            }
+            _ => Reply::Json(200, "{}".into()),
+        }
+    })
+    .await
+    .unwrap();
+    // Each request may take a minute: only the caller's bound ends the refresh.
+    let w = Webhook::connect(&fake.endpoint, None, Duration::from_secs(60), quick_retry())
+        .await
+        .unwrap();
+    let d = [dev("fast"), dev("slow")];
+    w.refresh(&d).await;
+    second.store(true, Ordering::SeqCst);
+    let cut = tokio::time::timeout(Duration::from_secs(2), w.refresh(&d)).await;
+    assert!(
+        cut.is_err(),
+        "the refresh waits for the device that never answers"
+    );
+    let attr = |i: usize| w.device_attributes(&d[i])["webhook_attr"].clone();
+    assert_eq!(
+        attr(0),
+        AttributeValue::String("v2".into()),
+        "kept as it came"
+    );
+    assert_eq!(
+        attr(1),
+        AttributeValue::String("v1".into()),
+        "its last answer"
+    );
+}
+
+#[tokio::test]
 async fn answers_that_are_not_the_protocol_are_errors_that_name_the_problem() {
     let fake = FakeServer::start(|r, _| match r.path() {
         "/health" => Reply::Json(

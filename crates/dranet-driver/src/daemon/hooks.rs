@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use dranet_kubeletplugin::{
-    ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, Prepared, PreparedClaim,
+    ClaimToPrepare, ClaimToUnprepare, Driver, DriverRecords, HandlerError, Prepared, PreparedClaim,
 };
 use dranet_nri::{Container, ContainerAdjustment, NriPlugin, PodSandbox};
 use futures::future::BoxFuture;
@@ -193,6 +193,10 @@ impl Driver for Instrumented {
         let r = self.driver.unprepare_claim(&claim.claim_ref.uid).await;
         tracing::info!(claim = %claim.claim_ref, duration_ms = ms(t), ok = r.is_ok(), "claim unprepared");
         Ok(r?)
+    }
+
+    async fn restore_records(&self, records: DriverRecords) {
+        self.driver.restore_records(records).await;
     }
 
     async fn restore_prepared(&self, claims: Vec<PreparedClaim>) {

@@ -18,6 +18,11 @@ fn latency() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
 
+/// 10 ms to ~80 s: a provider refresh is a few requests per device, bounded by its timeout.
+fn refresh_latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 2.0, 14))
+}
+
 /// Request outcome labels, as upstream: `success`, `failed`, `noop` (nothing of ours involved).
 pub const SUCCESS: &str = "success";
 /// See [`SUCCESS`].
@@ -36,6 +41,8 @@ pub struct DaemonMetrics {
     last_published: Gauge<f64, AtomicU64>,
     scans: Family<Labels, Counter>,
     scan_duration: Histogram,
+    refreshes: Family<Labels, Counter>,
+    refresh_duration: Histogram,
     hotplug_to_publish: Histogram,
     attach: Family<Labels, Counter>,
     attach_duration: Hist,
@@ -75,6 +82,8 @@ impl DaemonMetrics {
             last_published: Gauge::default(),
             scans: Family::default(),
             scan_duration: latency(),
+            refreshes: Family::default(),
+            refresh_duration: refresh_latency(),
             hotplug_to_publish: latency(),
             attach: Family::default(),
             attach_duration: Family::new_with_constructor(latency),
@@ -122,6 +131,17 @@ impl DaemonMetrics {
             "inventory_scan_duration_seconds",
             "How long one inventory scan took",
             m.scan_duration.clone(),
+        );
+        registry.register(
+            "provider_refreshes",
+            "Cloud provider refreshes (the webhook asked about every device), by status: \
+             success, or failed when cut by --provider-refresh-timeout",
+            m.refreshes.clone(),
+        );
+        registry.register(
+            "provider_refresh_duration_seconds",
+            "How long one cloud provider refresh took",
+            m.refresh_duration.clone(),
         );
         registry.register(
             "hotplug_to_publish_seconds",
@@ -212,6 +232,16 @@ impl DaemonMetrics {
             .get_or_create(&labels([("trigger", trigger), ("status", status)]))
             .inc();
         self.scan_duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// A refresh of the cloud provider ended (`failed`: cut by its timeout, or the provider
+    /// panicked).
+    pub fn provider_refresh(&self, failed: bool, elapsed: Duration) {
+        let status = if failed { FAILED } else { SUCCESS };
+        self.refreshes
+            .get_or_create(&labels([("status", status)]))
+            .inc();
+        self.refresh_duration.observe(elapsed.as_secs_f64());
     }
 
     /// A hot-plug change reached the API server after `elapsed`.

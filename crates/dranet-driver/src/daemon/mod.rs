@@ -4,11 +4,18 @@
 //! Start-up runs in this order, and `/readyz` answers 200 only at its end:
 //!
 //! 1. the first inventory scan (a failure here is fatal: nothing sensible can be published);
-//! 2. the driver's store of prepared claims and the attach journal are loaded;
-//! 3. the kubelet plugin's sockets are served and the kubelet registers the driver;
+//! 2. the driver's store of pods and the attach journal are loaded;
+//! 3. the kubelet plugin's sockets are served (its checkpoint gives the driver its prepared
+//!    claims and profile records) and the kubelet registers the driver;
 //! 4. the NRI plugin registers with the runtime, whose Synchronize gives back to the host every
 //!    device a crash left in a pod that is gone;
 //! 5. the first publication reaches the API server.
+//!
+//! The cloud provider's refresh (the webhook is asked about every device) is none of these: it
+//! is requested after each scan and runs beside the main loop, bounded as a whole by
+//! `refresh_timeout` ([`crate::refresh`]). The first publication goes without what the refresh
+//! has not answered yet, and each refresh that ends is published again (only what changed is
+//! written); a refresh that fails or is cut keeps the attributes of the last answers.
 //!
 //! Then the daemon rescans when the node changes (uevents and rtnetlink events, debounced),
 //! and at least every `max_interval`, republishing when the device list changed and updating
@@ -44,6 +51,7 @@ use tokio::sync::watch;
 pub use hooks::{EventWriter, Instrumented, event_writer};
 
 use crate::publish::{Excluded, InUse, Policy, Warning, publication};
+use crate::refresh::{DEFAULT_REFRESH_TIMEOUT, ProviderRefresh, Refreshed};
 use crate::{NetworkDriver, Rescan, claim_reader, status_writer};
 
 /// When the daemon rescans the node.
@@ -94,6 +102,8 @@ pub struct DaemonConfig {
     pub policy: Policy,
     /// Cloud attributes and per-NIC cloud config.
     pub cloud: Arc<dyn CloudProvider>,
+    /// How long one refresh of `cloud` may take, all devices together.
+    pub refresh_timeout: Duration,
     /// Resolves claims' named profiles (`--profile-provider`); `None` refuses them.
     pub profiles: Option<Arc<dyn ProfileProvider>>,
     /// RDMA namespace mode; `None` reads the kernel's.
@@ -114,6 +124,7 @@ impl std::fmt::Debug for DaemonConfig {
             .field("bind_address", &self.bind_address)
             .field("policy", &self.policy)
             .field("cloud", &self.cloud.name())
+            .field("refresh_timeout", &self.refresh_timeout)
             .field("profiles", &self.profiles.as_ref().map(|p| p.name()))
             .field("poll", &self.poll)
             .finish_non_exhaustive()
@@ -132,6 +143,7 @@ impl DaemonConfig {
             bind_address: None,
             policy: Policy::default(),
             cloud: Arc::new(NoCloud),
+            refresh_timeout: DEFAULT_REFRESH_TIMEOUT,
             profiles: None,
             rdma_mode: None,
             poll: PollConfig::default(),
@@ -264,6 +276,10 @@ pub struct Daemon {
     saved_in_use: BTreeMap<String, PublishedDevice>,
     /// The state of the netdevs in pods at the last rescan, by device.
     pod_links: BTreeMap<String, Option<dranet_core::health::Fault>>,
+    /// The cloud provider's refreshes, requested after each scan.
+    refresh: ProviderRefresh,
+    /// Each refresh as it ends: the devices are published again.
+    refreshed: watch::Receiver<Refreshed>,
 }
 
 /// The published description of each device in use, kept across restarts: after one, the scan
@@ -294,16 +310,18 @@ impl std::fmt::Debug for Daemon {
     }
 }
 
-/// Scans the node, then brings the cloud provider up to date for its devices (the webhook is
-/// asked about each), so that the publication that follows has their attributes.
-async fn scan(rescan: &Rescan, cloud: &dyn CloudProvider) -> Result<Inventory, String> {
+/// Scans the node (the cloud provider's refresh follows, off the main loop: see the module
+/// docs).
+async fn scan(rescan: &Rescan) -> Result<Inventory, String> {
     let r = rescan.clone();
-    let inv = tokio::task::spawn_blocking(move || r())
+    tokio::task::spawn_blocking(move || r())
         .await
-        .map_err(|e| format!("scan task: {e}"))??;
-    let ids: Vec<DeviceIdentifiers> = inv.devices.iter().map(DeviceIdentifiers::of).collect();
-    cloud.refresh(&ids).await;
-    Ok(inv)
+        .map_err(|e| format!("scan task: {e}"))?
+}
+
+/// The identifiers the cloud provider is asked about.
+fn identifiers(inv: &Inventory) -> Vec<DeviceIdentifiers> {
+    inv.devices.iter().map(DeviceIdentifiers::of).collect()
 }
 
 /// Releases the profiles whose release is owed, in the background: a provider that does not
@@ -332,7 +350,7 @@ impl Daemon {
 
         // 1. Inventory.
         let t = Instant::now();
-        let inv = scan(&rescan, config.cloud.as_ref()).await;
+        let inv = scan(&rescan).await;
         metrics.scan("start", inv.is_ok(), t.elapsed());
         let inv = inv.map_err(DaemonError::Discovery)?;
         tracing::info!(
@@ -348,6 +366,7 @@ impl Daemon {
         let mut builder =
             NetworkDriver::builder(podnet, config.state_dir.join("driver"), rescan.clone())
                 .cloud(config.cloud.clone())
+                .refresh_timeout(config.refresh_timeout)
                 .status(status_writer(api.clone()))
                 .claim_reader(claim_reader(api.clone()));
         if let Some(p) = &config.profiles {
@@ -361,7 +380,10 @@ impl Daemon {
             .map_err(|e| DaemonError::Discovery(format!("driver start task: {e}")))??;
         driver.set_inventory(inv.clone());
         let driver = Arc::new(driver);
-        retry_profile_releases(&driver);
+        // Requested now, waited for by nothing: its end is published again.
+        let refresh = driver.provider_refresh().clone();
+        let refreshed = refresh.watch();
+        refresh.request(identifiers(&inv));
         let hooks = Arc::new(Instrumented::new(
             driver.clone(),
             metrics.clone(),
@@ -380,6 +402,8 @@ impl Daemon {
             .health(health.clone())
             .start()
             .await?;
+        // The plugin has given the driver its records (the profiles owed among them).
+        retry_profile_releases(hooks.driver());
 
         // 4. NRI.
         let runner = RunnerBuilder::new()
@@ -436,6 +460,8 @@ impl Daemon {
             awaiting_publish: None,
             saved_in_use: BTreeMap::new(),
             pod_links: BTreeMap::new(),
+            refresh,
+            refreshed,
         };
         d.saved_in_use = load_in_use(&d.config.state_dir);
         d.published = d.saved_in_use.clone();
@@ -540,19 +566,22 @@ impl Daemon {
 
     async fn rescan(&mut self, trigger: &str, since: Option<Instant>) {
         let t = Instant::now();
-        let inv = scan(&self.rescan, self.config.cloud.as_ref()).await;
+        let inv = scan(&self.rescan).await;
         self.pod_links = self.hooks.driver().pod_link_faults().await;
         self.metrics.scan(trigger, inv.is_ok(), t.elapsed());
         match inv {
-            Ok(inv) => match self.publish(&inv) {
-                Ok(true) => {
-                    if let Some(s) = since {
-                        self.awaiting_publish.get_or_insert(s);
+            Ok(inv) => {
+                self.refresh.request(identifiers(&inv));
+                match self.publish(&inv) {
+                    Ok(true) => {
+                        if let Some(s) = since {
+                            self.awaiting_publish.get_or_insert(s);
+                        }
                     }
+                    Ok(false) => {}
+                    Err(e) => tracing::error!(error = %e, "the device list was refused"),
                 }
-                Ok(false) => {}
-                Err(e) => tracing::error!(error = %e, "the device list was refused"),
-            },
+            }
             Err(e) => {
                 tracing::warn!(trigger, error = %e, "inventory scan failed; keeping what is published")
             }
@@ -638,6 +667,16 @@ impl Daemon {
                             self.metrics.hotplug_published(dt);
                             tracing::info!(latency_ms = dt.as_secs_f64() * 1e3, "hot-plug change published");
                         }
+                    }
+                }
+                r = self.refreshed.changed() => {
+                    if r.is_err() { continue; }
+                    let ended = self.refreshed.borrow_and_update().clone();
+                    self.metrics.provider_refresh(ended.timed_out || ended.panicked, ended.elapsed);
+                    // The provider's answers are read from memory: the inventory is the last scan's.
+                    let inv = self.hooks.driver().inventory();
+                    if let Err(e) = self.publish(&inv) {
+                        tracing::error!(error = %e, "the device list was refused");
                     }
                 }
                 _ = registration.changed() => {}

@@ -853,3 +853,89 @@ fn claim_config_that_cannot_be_applied_is_refused_at_prepare() {
     )))
     .unwrap();
 }
+
+/// A cloud whose refresh ends when the test opens `gate`, and which from then on gives every
+/// NIC MTU 9000.
+struct GatedCloud {
+    gate: tokio::sync::watch::Receiver<bool>,
+    answered: std::sync::atomic::AtomicBool,
+}
+
+impl dranet_core::CloudProvider for GatedCloud {
+    fn name(&self) -> &str {
+        "gated"
+    }
+    fn node_attributes(&self) -> dranet_core::Attributes {
+        dranet_core::Attributes::new()
+    }
+    fn device_config(
+        &self,
+        _: &dranet_core::DeviceIdentifiers,
+    ) -> Option<dranet_core::NetworkConfig> {
+        self.answered.load(Ordering::SeqCst).then(|| {
+            serde_json::from_value(serde_json::json!({"interface": {"mtu": 9000}})).unwrap()
+        })
+    }
+    fn refresh<'a>(
+        &'a self,
+        _: &'a [dranet_core::DeviceIdentifiers],
+    ) -> dranet_core::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let mut gate = self.gate.clone();
+            let _ = gate.wait_for(|open| *open).await;
+            self.answered.store(true, Ordering::SeqCst);
+        })
+    }
+}
+
+/// Just after the daemon starts, the cloud provider is still being asked about the devices (off
+/// the daemon's main loop): a claim prepared then waits for the answer, and gets the provider's
+/// configuration under its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepare_waits_for_the_cloud_providers_answer_about_its_devices() {
+    let node = Node::new(|d| dranet_discovery::fixture::sriov_node(d, 2));
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let cloud = Arc::new(GatedCloud {
+        gate,
+        answered: Default::default(),
+    });
+    let d = Arc::new(
+        support::driver_builder(&node.sysfs, node.state.path(), node.scans.clone())
+            .cloud(cloud)
+            .build()
+            .unwrap(),
+    );
+    // As the daemon does after its first scan.
+    let ids = d
+        .inventory()
+        .devices
+        .iter()
+        .map(dranet_core::DeviceIdentifiers::of)
+        .collect();
+    d.provider_refresh().request(ids);
+    let vf = node.device("ens1f0v0");
+    let prepare = {
+        let d = d.clone();
+        tokio::spawn(async move {
+            d.prepare_claim(&claim("nic", &["pa"], &[("nic", &vf)], vec![]))
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !prepare.is_finished(),
+        "prepared before the provider answered about the device"
+    );
+    open.send_replace(true);
+    tokio::time::timeout(std::time::Duration::from_secs(60), prepare)
+        .await
+        .expect("the prepare still waits once the provider answered")
+        .unwrap()
+        .unwrap();
+    let mtu = d.claims_of_pod("pa")[0].devices[0].config.interface.mtu;
+    assert_eq!(
+        mtu,
+        Some(9000),
+        "the provider's configuration under the claim's"
+    );
+}

@@ -1,8 +1,10 @@
 //! A claim's named profile: resolved by the profile provider at prepare (its configuration under
 //! the claim's), released at unprepare, and never leaked — not by a crash between prepare and
 //! unprepare, nor in the middle of a prepare, nor by a provider that refuses a release for a
-//! while. The provider is a fake in memory (the webhook itself is tested in dranet-cloud and on a
-//! real node in `tests/k8s_webhook.rs`).
+//! while, nor by a checkpoint that cannot be written. The records are in the kubelet plugin's
+//! checkpoint, opened here as the plugin opens it; a reboot is in `reboot.rs`. The provider is a
+//! fake in memory (the webhook itself is tested in dranet-cloud and on a real node in
+//! `tests/k8s/webhook.rs`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,12 +15,13 @@ use dranet_core::{
 };
 use dranet_driver::NetworkDriver;
 use dranet_driver::claim::DRIVER_NAME;
+use dranet_kubeletplugin::checkpoint::{Checkpoint, decode};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
     DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
     ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
 };
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare};
+use dranet_kubeletplugin::{CheckpointPolicy, ClaimRef, ClaimToPrepare};
 use serde_json::json;
 
 use crate::support;
@@ -117,6 +120,8 @@ impl CloudProvider for FakeCloud {
 struct Node {
     _dir: tempfile::TempDir,
     state: tempfile::TempDir,
+    /// The kubelet's disk: the plugin's checkpoint.
+    kubelet: tempfile::TempDir,
     sysfs: std::path::PathBuf,
 }
 
@@ -128,17 +133,38 @@ impl Node {
             sysfs: dir.path().join("sys"),
             _dir: dir,
             state: tempfile::tempdir().unwrap(),
+            kubelet: tempfile::tempdir().unwrap(),
         }
     }
 
-    /// A driver on this node's state, with `profiles` (as after a restart when called again).
-    fn driver(&self, profiles: Option<Arc<FakeProfiles>>) -> NetworkDriver {
+    fn checkpoint_path(&self) -> std::path::PathBuf {
+        self.kubelet.path().join("plugins/dra.net/checkpoint")
+    }
+
+    /// A driver on this node's state, with `profiles` (as after a restart when called again),
+    /// given the checkpoint's records as the kubelet plugin gives them at start.
+    async fn driver(&self, profiles: Option<Arc<FakeProfiles>>) -> NetworkDriver {
         let mut b = support::driver_builder(&self.sysfs, self.state.path(), Default::default())
             .cloud(Arc::new(FakeCloud));
         if let Some(p) = profiles {
             b = b.profiles(p);
         }
-        b.build().unwrap()
+        let d = b.build().unwrap();
+        let (checkpoint, _) =
+            Checkpoint::open(self.checkpoint_path(), CheckpointPolicy::Refuse).unwrap();
+        d.restore_records(checkpoint.records()).await;
+        d
+    }
+
+    /// Makes every later checkpoint write fail (a directory where its temporary file goes), or
+    /// writable again.
+    fn break_checkpoint(&self, broken: bool) {
+        let tmp = self.kubelet.path().join("plugins/dra.net/checkpoint.tmp");
+        if broken {
+            std::fs::create_dir_all(&tmp).unwrap();
+        } else {
+            std::fs::remove_dir_all(&tmp).unwrap();
+        }
     }
 
     fn device(&self, netdev: &str) -> String {
@@ -152,17 +178,23 @@ impl Node {
             .unwrap()
     }
 
+    /// The keys of the profile records in the checkpoint file, as a restarted plugin reads it.
     fn recorded_profiles(&self) -> Vec<String> {
-        let dir = self.state.path().join("driver/profiles");
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".json"))
-            .collect();
-        v.sort();
-        v
+        let Ok(bytes) = std::fs::read(self.checkpoint_path()) else {
+            return Vec::new();
+        };
+        decode(&bytes)
+            .unwrap()
+            .records
+            .into_keys()
+            .filter(|k| k.starts_with("profiles/"))
+            .collect()
+    }
+
+    /// The profile records in the checkpoint file, by key.
+    fn profile_records(&self) -> Vec<serde_json::Value> {
+        let bytes = std::fs::read(self.checkpoint_path()).unwrap();
+        decode(&bytes).unwrap().records.into_values().collect()
     }
 }
 
@@ -218,7 +250,7 @@ async fn a_profile_is_resolved_under_the_claims_config_and_released_at_unprepare
     let p = FakeProfiles::answering(
         json!({"interface": {"addresses": ["10.200.200.200/24"], "mtu": 1400}, "routes": [{"destination": "10.0.0.0/8", "gateway": "10.200.200.1"}]}),
     );
-    let d = node.driver(Some(p.clone()));
+    let d = node.driver(Some(p.clone())).await;
     let vf = node.device("ens1f0v0");
     d.prepare_claim(&claim(
         &[&vf],
@@ -240,7 +272,7 @@ async fn a_profile_is_resolved_under_the_claims_config_and_released_at_unprepare
     assert_eq!(got.interface.mtu, Some(1450), "the claim's MTU wins");
     assert_eq!(got.routes.len(), 1);
     assert_eq!(got.routes[0].gateway, "10.1.0.1", "the cloud's route wins");
-    assert_eq!(node.recorded_profiles(), ["uid-ipam.json"]);
+    assert_eq!(node.recorded_profiles(), ["profiles/uid-ipam"]);
     // Prepared again (a kubelet restart): the provider is not asked twice.
     d.prepare_claim(&claim(
         &[&vf],
@@ -270,12 +302,13 @@ async fn a_crash_between_prepare_and_unprepare_does_not_leak_the_profile() {
     let params = json!({"profile": "p"});
     let first = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
     node.driver(Some(first.clone()))
+        .await
         .prepare_claim(&claim(&[&vf], params.clone()))
         .await
         .unwrap();
     // The daemon dies; the next one unprepares.
     let second = FakeProfiles::answering(json!({}));
-    let d = node.driver(Some(second.clone()));
+    let d = node.driver(Some(second.clone())).await;
     d.unprepare_claim("uid-ipam").await.unwrap();
     assert_eq!(second.released(), first.asked());
     assert!(second.asked().is_empty());
@@ -289,7 +322,7 @@ async fn a_crash_while_the_provider_is_asked_does_not_leak_the_profile() {
         hang: true,
         ..FakeProfiles::default()
     });
-    let d = node.driver(Some(hanging.clone()));
+    let d = node.driver(Some(hanging.clone())).await;
     // The daemon dies while the provider holds the request (the future is dropped).
     let r = tokio::time::timeout(
         Duration::from_millis(200),
@@ -301,6 +334,7 @@ async fn a_crash_while_the_provider_is_asked_does_not_leak_the_profile() {
     drop(d);
     let next = FakeProfiles::answering(json!({}));
     node.driver(Some(next.clone()))
+        .await
         .unprepare_claim("uid-ipam")
         .await
         .unwrap();
@@ -313,17 +347,17 @@ async fn a_release_the_provider_refuses_is_owed_and_retried() {
     let vf = node.device("ens1f0v0");
     let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
     *p.refuse_releases.lock().unwrap() = 2;
-    let d = node.driver(Some(p.clone()));
+    let d = node.driver(Some(p.clone())).await;
     d.prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
         .await
         .unwrap();
     // Unprepare succeeds (the pod may go); the release is owed.
     d.unprepare_claim("uid-ipam").await.unwrap();
     assert!(d.claims_of_pod("p").is_empty());
-    assert_eq!(node.recorded_profiles(), ["uid-ipam.json"]);
+    assert_eq!(node.recorded_profiles(), ["profiles/uid-ipam"]);
     assert_eq!(d.retry_profile_releases().await, 1, "refused again");
     // After a restart too.
-    let d = node.driver(Some(p.clone()));
+    let d = node.driver(Some(p.clone())).await;
     assert_eq!(d.retry_profile_releases().await, 0);
     assert_eq!(p.released().len(), 1);
     assert!(node.recorded_profiles().is_empty());
@@ -338,7 +372,7 @@ async fn a_provider_slow_for_one_claim_does_not_hold_up_another() {
         hang_device: Some("ens1f0v0".into()),
         ..FakeProfiles::default()
     });
-    let d = Arc::new(node.driver(Some(p.clone())));
+    let d = Arc::new(node.driver(Some(p.clone())).await);
     let slow = {
         let d = d.clone();
         let c = claim_named("slow", &[&a], json!({"profile": "p"}));
@@ -372,7 +406,7 @@ async fn a_failed_profile_releases_what_was_asked_and_fails_the_claim() {
         fail_device: Some("ens1f0v1".into()),
         ..FakeProfiles::default()
     });
-    let d = node.driver(Some(p.clone()));
+    let d = node.driver(Some(p.clone())).await;
     let e = d
         .prepare_claim(&claim(&[&a, &b], json!({"profile": "p"})))
         .await
@@ -394,7 +428,7 @@ async fn a_profile_answer_that_is_not_valid_is_refused_and_released() {
     let node = Node::new();
     let vf = node.device("ens1f0v0");
     let p = FakeProfiles::answering(json!({"interface": {"addresses": ["not-an-address"]}}));
-    let d = node.driver(Some(p.clone()));
+    let d = node.driver(Some(p.clone())).await;
     let e = d
         .prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
         .await
@@ -410,6 +444,7 @@ async fn without_a_profile_provider_a_profile_is_refused() {
     let vf = node.device("ens1f0v0");
     let e = node
         .driver(None)
+        .await
         .prepare_claim(&claim(&[&vf], json!({"profile": "python-profile"})))
         .await
         .unwrap_err()
@@ -419,4 +454,128 @@ async fn without_a_profile_provider_a_profile_is_refused() {
         "{e}"
     );
     assert!(node.recorded_profiles().is_empty());
+}
+
+#[tokio::test]
+async fn a_profile_record_that_cannot_be_written_fails_the_prepare_and_nothing_is_asked() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
+    let d = node.driver(Some(p.clone())).await;
+    node.break_checkpoint(true);
+    let e = d
+        .prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
+        .await
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("ml/ipam") && msg.contains("could not record its state"),
+        "{msg}"
+    );
+    // Not recorded, not asked: the provider allocated nothing the node could forget.
+    assert!(
+        p.asked().is_empty(),
+        "asked without a record: {:?}",
+        p.asked()
+    );
+    assert!(d.claims_of_pod("p").is_empty());
+    // Once the checkpoint can be written, the kubelet's retry prepares the claim.
+    node.break_checkpoint(false);
+    d.prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
+        .await
+        .unwrap();
+    assert_eq!(p.asked().len(), 1);
+    assert_eq!(node.recorded_profiles(), ["profiles/uid-ipam"]);
+}
+
+#[tokio::test]
+async fn an_unprepare_whose_record_cannot_be_updated_fails_until_it_can() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
+    let d = node.driver(Some(p.clone())).await;
+    d.prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
+        .await
+        .unwrap();
+    node.break_checkpoint(true);
+    let e = d.unprepare_claim("uid-ipam").await.unwrap_err().to_string();
+    assert!(e.contains("ml/ipam") && e.contains("checkpoint"), "{e}");
+    // Nothing sent, nothing forgotten: the kubelet retries the unprepare.
+    assert!(p.released().is_empty());
+    assert_eq!(d.claims_of_pod("p").len(), 1);
+    assert_eq!(node.recorded_profiles(), ["profiles/uid-ipam"]);
+    node.break_checkpoint(false);
+    d.unprepare_claim("uid-ipam").await.unwrap();
+    assert_eq!(p.released(), p.asked());
+    assert!(node.recorded_profiles().is_empty());
+    assert!(d.claims_of_pod("p").is_empty());
+}
+
+#[tokio::test]
+async fn a_prepare_refused_after_its_profile_was_resolved_releases_it() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
+    let d = node.driver(Some(p.clone())).await;
+    // A share of the NIC (consumable capacity) with the default type, which would move it.
+    let mut c = claim(&[&vf], json!({"profile": "p"}));
+    c.results[0].share_id = Some("share-1".into());
+    let e = d.prepare_claim(&c).await.unwrap_err().to_string();
+    assert!(e.contains("shareID share-1"), "{e}");
+    assert_eq!(p.asked().len(), 1);
+    assert_eq!(
+        p.released(),
+        p.asked(),
+        "what the provider gave is given back"
+    );
+    assert!(node.recorded_profiles().is_empty());
+}
+
+/// A profile record as a version that kept them in the state directory wrote it.
+fn legacy_record(uid: &str, device: &str, releasing: bool) -> serde_json::Value {
+    json!({
+        "version": 1, "namespace": "ml", "name": uid, "uid": uid, "releasing": releasing,
+        "leases": [{"device": device, "request": {
+            "device": {"name": "ens1f0v0"}, "claimUid": uid, "config": {"profile": "p"}}}],
+    })
+}
+
+#[tokio::test]
+async fn profile_records_an_earlier_version_left_in_the_state_directory_are_moved_and_released() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    // An upgrade within a boot: the earlier version's files are still on the tmpfs, one owed
+    // (its claim unprepared, the release refused) and one of a claim still prepared.
+    let dir = node.state.path().join("driver/profiles");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (uid, releasing) in [("uid-owed", true), ("uid-live", false)] {
+        let r = legacy_record(uid, &vf, releasing);
+        std::fs::write(dir.join(format!("{uid}.json")), r.to_string()).unwrap();
+    }
+    std::fs::write(dir.join("uid-torn.json"), b"{\"version\":1,").unwrap();
+    let p = FakeProfiles::answering(json!({}));
+    let d = node.driver(Some(p.clone())).await;
+    assert_eq!(
+        node.recorded_profiles(),
+        ["profiles/uid-live", "profiles/uid-owed"]
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["uid-torn.json"],
+        "an unreadable one stays for an operator"
+    );
+    // The owed one is released by the retry, the other at its claim's unprepare.
+    assert_eq!(d.retry_profile_releases().await, 0);
+    let released: Vec<String> = p.released().into_iter().map(|r| r.claim_uid).collect();
+    assert_eq!(released, ["uid-owed"]);
+    d.unprepare_claim("uid-live").await.unwrap();
+    let released: Vec<String> = p.released().into_iter().map(|r| r.claim_uid).collect();
+    assert_eq!(released, ["uid-owed", "uid-live"]);
+    assert!(node.recorded_profiles().is_empty());
+    assert!(node.profile_records().is_empty());
 }

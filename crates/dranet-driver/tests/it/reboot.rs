@@ -4,22 +4,30 @@
 //! so the driver must know its claims from the checkpoint alone, check them against the node as
 //! it is now, and fail a pod loudly rather than start it without its devices.
 //!
+//! What a claim asked the profile provider for outlives the reboot in the same checkpoint: the
+//! unprepare after it still releases it, and a release owed before it is still retried.
+//!
 //! The kubelet and the API server are the kubelet plugin's fakes, spoken to over the plugin's
-//! real sockets; the NRI hooks are called directly. The netdev case moves a real veth between
-//! network namespaces (root only; it says why it skips otherwise).
+//! real sockets, and the profile provider is the webhook against dranet-cloud's fake server; the
+//! NRI hooks are called directly. The netdev case moves a real veth between network namespaces
+//! (root only; it says why it skips otherwise).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dranet_core::{Discover, Inventory, Netdev, NetworkDevice};
+use dranet_cloud::fake::{FakeServer, Reply};
+use dranet_cloud::webhook::Webhook;
+use dranet_core::{Discover, Inventory, Netdev, NetworkDevice, ProfileProvider};
 use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
-    DeviceRequestAllocationResult, ResourceClaimConsumerReference,
+    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
+    ResourceClaimConsumerReference,
 };
+use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use dranet_kubeletplugin::{
-    ClaimRef, Driver, KubeletPlugin, Prepared, PreparedClaim, PreparedDevice,
+    ClaimRef, Driver, KubeletPlugin, LoadOutcome, Prepared, PreparedClaim, PreparedDevice,
 };
 use dranet_nri::{NriPlugin, PodSandbox};
 use dranet_podnet::PodNet;
@@ -95,18 +103,24 @@ impl Node {
 
     /// Starts the driver and the plugin as the daemon does, in boot `boot_id`.
     async fn boot(&self, boot_id: &str) -> Boot {
+        self.boot_with(boot_id, None).await
+    }
+
+    /// [`Node::boot`] with a profile provider.
+    async fn boot_with(&self, boot_id: &str, profiles: Option<Arc<dyn ProfileProvider>>) -> Boot {
         let host = match &self.host {
             Some(p) => Netns::open(p).unwrap(),
             None => Netns::current().unwrap(),
         };
         let podnet = PodNet::new(host, self.state.path().join("podnet")).unwrap();
-        let driver =
+        let mut builder =
             NetworkDriver::builder(podnet, self.state.path().join("driver"), self.rescan())
                 .rdma_mode(NetnsMode::Shared)
-                .boot_id(Some(boot_id.into()))
-                .build()
-                .unwrap();
-        let driver = Arc::new(driver);
+                .boot_id(Some(boot_id.into()));
+        if let Some(p) = profiles {
+            builder = builder.profiles(p);
+        }
+        let driver = Arc::new(builder.build().unwrap());
         let plugin = KubeletPlugin::builder(driver.clone(), self.api.client().unwrap())
             .driver_name("dra.net")
             .node_name(NODE)
@@ -135,6 +149,17 @@ impl Node {
 
     /// A claim of `devices` reserved for pod `pod_uid`, allocated on this node.
     fn claim(&self, name: &str, devices: &[&str], pod_uid: &str) -> ClaimRef {
+        self.claim_with(name, devices, pod_uid, None)
+    }
+
+    /// [`Node::claim`] with the claim's `dra.net` parameters.
+    fn claim_with(
+        &self,
+        name: &str,
+        devices: &[&str],
+        pod_uid: &str,
+        parameters: Option<serde_json::Value>,
+    ) -> ClaimRef {
         let r = ClaimRef {
             namespace: "ml".into(),
             name: name.into(),
@@ -151,6 +176,21 @@ impl Node {
             })
             .collect();
         let mut c = allocated_claim(&r, results);
+        let allocated = c
+            .status
+            .as_mut()
+            .and_then(|s| s.allocation.as_mut())
+            .and_then(|a| a.devices.as_mut());
+        if let (Some(a), Some(parameters)) = (allocated, parameters) {
+            a.config = Some(vec![DeviceAllocationConfiguration {
+                source: "FromClaim".into(),
+                requests: None,
+                opaque: Some(OpaqueDeviceConfiguration {
+                    driver: "dra.net".into(),
+                    parameters: RawExtension(parameters),
+                }),
+            }]);
+        }
         if let Some(s) = c.status.as_mut() {
             s.reserved_for = Some(vec![ResourceClaimConsumerReference {
                 api_group: None,
@@ -375,5 +415,203 @@ async fn after_a_reboot_the_pod_gets_its_netdev() {
     assert!(in_pod(), "the pod started without its NIC");
     b.driver.stop_pod_sandbox(&s2).await.unwrap();
     assert!(!in_pod());
+    b.plugin.shutdown().await.unwrap();
+}
+
+/// The operator's webhook as the profile provider: it leases `10.200.200.200/24` and refuses the
+/// first `refuse` releases (500), as an IPAM that is down for a while.
+async fn ipam_webhook(refuse: usize) -> FakeServer {
+    let releases = AtomicU32::new(0);
+    FakeServer::start(move |req, _| match req.path() {
+        "/health" => Reply::Json(
+            200,
+            r#"{"cloudProvider":false,"profileProvider":true}"#.into(),
+        ),
+        "/GetProfileConfig" => Reply::Json(
+            200,
+            r#"{"interface":{"addresses":["10.200.200.200/24"]}}"#.into(),
+        ),
+        "/ReleaseProfileConfig" => {
+            if (releases.fetch_add(1, Ordering::SeqCst) as usize) < refuse {
+                Reply::Json(500, r#"{"error":"IPAM unavailable"}"#.into())
+            } else {
+                Reply::Json(200, "{}".into())
+            }
+        }
+        _ => Reply::Json(404, "{}".into()),
+    })
+    .await
+    .unwrap()
+}
+
+/// The webhook as the daemon connects to it at each start.
+async fn connect(webhook: &FakeServer) -> Arc<dyn ProfileProvider> {
+    let w = Webhook::connect(
+        &webhook.endpoint,
+        None,
+        std::time::Duration::from_secs(5),
+        dranet_cloud::RetryPolicy::default(),
+    )
+    .await
+    .unwrap();
+    Arc::new(w)
+}
+
+/// The JSON bodies the webhook got at `path`, in order.
+fn bodies(webhook: &FakeServer, path: &str) -> Vec<serde_json::Value> {
+    webhook
+        .seen()
+        .iter()
+        .filter(|r| r.path() == path)
+        .map(|r| r.json())
+        .collect()
+}
+
+/// A NIC the scan reports whose interface is not on this host: prepare takes it (its link is
+/// checked at attach), and these tests end before a pod starts.
+fn absent_nic(name: &str) -> NetworkDevice {
+    NetworkDevice {
+        name: name.into(),
+        pci: None,
+        netdev: Some(Netdev {
+            name: name.into(),
+            ..Default::default()
+        }),
+        rdma: None,
+    }
+}
+
+/// What the kubelet's disk holds: the plugin's checkpoint, read as a restarted plugin reads it.
+fn checkpoint(node: &Node) -> dranet_kubeletplugin::checkpoint::Contents {
+    let path = node.kubelet_root.path().join("plugins/dra.net/checkpoint");
+    dranet_kubeletplugin::checkpoint::decode(&std::fs::read(path).unwrap()).unwrap()
+}
+
+async fn unprepare(b: &Boot, r: &ClaimRef) {
+    let resp = b.kubelet.unprepare(std::slice::from_ref(r)).await.unwrap();
+    let errors: Vec<&str> = resp.claims.values().map(|c| c.error.as_str()).collect();
+    assert!(errors.iter().all(|e| e.is_empty()), "{errors:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reboot_unprepare_still_releases_the_profile_to_the_webhook() {
+    let node = Node::new(None, vec![absent_nic("rbp0")]).await;
+    let webhook = ipam_webhook(1).await;
+    let b = node
+        .boot_with("boot-1", Some(connect(&webhook).await))
+        .await;
+    let r = node.claim_with(
+        "ipam",
+        &["rbp0"],
+        "pa",
+        Some(serde_json::json!({"profile": "python-profile"})),
+    );
+    b.prepare(&r).await;
+    let asked = bodies(&webhook, "/GetProfileConfig");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["claim_uid"], "uid-ipam");
+    assert_eq!(
+        b.driver.claims_of_pod("pa")[0].devices[0]
+            .config
+            .interface
+            .addresses,
+        ["10.200.200.200/24"]
+    );
+    node.reboot(b).await;
+    assert!(
+        std::fs::read_dir(node.state.path())
+            .unwrap()
+            .next()
+            .is_none(),
+        "the state directory is emptied by the reboot"
+    );
+
+    // The pod is deleted after the reboot: the kubelet unprepares from its checkpoint, and the
+    // webhook is asked to release exactly what it leased. It refuses this time: the unprepare
+    // still succeeds (the pod may go) and the release is owed.
+    let b = node
+        .boot_with("boot-2", Some(connect(&webhook).await))
+        .await;
+    unprepare(&b, &r).await;
+    assert_eq!(bodies(&webhook, "/ReleaseProfileConfig"), asked);
+    assert!(b.driver.claims_of_pod("pa").is_empty());
+    assert!(checkpoint(&node).records.contains_key("profiles/uid-ipam"));
+
+    // What is owed outlives another reboot, and is released once the webhook answers.
+    node.reboot(b).await;
+    let b = node
+        .boot_with("boot-3", Some(connect(&webhook).await))
+        .await;
+    assert_eq!(b.driver.retry_profile_releases().await, 0);
+    assert_eq!(
+        bodies(&webhook, "/ReleaseProfileConfig"),
+        [asked[0].clone(), asked[0].clone()]
+    );
+    let left = checkpoint(&node);
+    assert!(left.records.is_empty(), "{:?}", left.records);
+    assert!(left.claims.is_empty());
+    b.plugin.shutdown().await.unwrap();
+}
+
+/// The checkpoint of claim `ml/ipam` (a profile on `rbp0`) as the plugin wrote it before
+/// driver records existed, byte for byte.
+const CHECKPOINT_BEFORE_RECORDS: &str = "dranet-kubeletplugin-checkpoint v1 crc32=56c39532 len=504\n\
+    {\"claims\":{\"uid-ipam\":{\"claim\":{\"namespace\":\"ml\",\"name\":\"ipam\",\
+    \"uid\":\"uid-ipam\"},\"phase\":\"prepared\",\
+    \"prepared\":{\"devices\":[{\"requests\":[\"nic\"],\"pool\":\"node-a\",\
+    \"device\":\"rbp0\",\"cdi_device_ids\":[]}],\"state\":{\"version\":1,\
+    \"bootId\":\"boot-1\",\"namespace\":\"ml\",\"name\":\"ipam\",\"uid\":\"uid-ipam\",\
+    \"pods\":[{\"name\":\"pod-pa\",\"uid\":\"pa\"}],\
+    \"configs\":[{\"profile\":\"python-profile\",\
+    \"interface\":{\"addresses\":[\"10.200.200.200/24\"]}}],\
+    \"devices\":[{\"request\":\"nic\",\"pool\":\"node-a\",\"device\":\"rbp0\",\
+    \"netdev\":\"rbp0\",\"config\":0}]}}}}}";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_versions_checkpoint_and_profile_record_load_and_the_profile_is_released() {
+    let node = Node::new(None, vec![absent_nic("rbp0")]).await;
+    // An upgrade within the boot: the earlier version's checkpoint on the kubelet's disk, and
+    // its profile record in the state directory.
+    let plugin_dir = node.kubelet_root.path().join("plugins/dra.net");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    std::fs::write(plugin_dir.join("checkpoint"), CHECKPOINT_BEFORE_RECORDS).unwrap();
+    let legacy = node.state.path().join("driver/profiles/uid-ipam.json");
+    std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+    let record = serde_json::json!({
+        "version": 1, "namespace": "ml", "name": "ipam", "uid": "uid-ipam", "releasing": false,
+        "leases": [{"device": "rbp0", "request": {"device": {"name": "rbp0"},
+            "claimUid": "uid-ipam", "config": {"profile": "python-profile"}}}],
+    });
+    std::fs::write(&legacy, record.to_string()).unwrap();
+
+    let webhook = ipam_webhook(0).await;
+    let b = node
+        .boot_with("boot-1", Some(connect(&webhook).await))
+        .await;
+    assert_eq!(b.plugin.checkpoint_outcome(), &LoadOutcome::Loaded(1));
+    assert_eq!(
+        b.driver.claims_of_pod("pa")[0].devices[0]
+            .config
+            .interface
+            .addresses,
+        ["10.200.200.200/24"],
+        "the claim's record reads"
+    );
+    assert!(!legacy.exists(), "moved into the checkpoint");
+    assert!(checkpoint(&node).records.contains_key("profiles/uid-ipam"));
+
+    let r = ClaimRef {
+        namespace: "ml".into(),
+        name: "ipam".into(),
+        uid: "uid-ipam".into(),
+    };
+    unprepare(&b, &r).await;
+    let released = bodies(&webhook, "/ReleaseProfileConfig");
+    assert_eq!(released.len(), 1, "{released:?}");
+    assert_eq!(released[0]["claim_uid"], "uid-ipam");
+    assert_eq!(released[0]["device"]["name"], "rbp0");
+    assert_eq!(released[0]["config"]["profile"], "python-profile");
+    let left = checkpoint(&node);
+    assert!(left.records.is_empty() && left.claims.is_empty());
     b.plugin.shutdown().await.unwrap();
 }

@@ -2,10 +2,16 @@
 //!
 //! ```text
 //! dranet-kubeletplugin-checkpoint v1 crc32=1c291ca3 len=57
-//! {"claims":{...}}
+//! {"claims":{...},"records":{...}}
 //! ```
 //!
 //! read back only when the header's magic word, version, length and CRC-32 all check out.
+//!
+//! `records` (the driver's own, see [`crate::DriverRecords`]) came after the first files were
+//! written: a body without it reads as no records, and a checkpoint without records is written
+//! without it, byte for byte as before. A version that predates it reads a file with records
+//! and ignores them (and drops them at its next write): the format stays `v1`, so that going
+//! back to such a version never stops a node's plugin from starting.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -39,16 +45,20 @@ pub struct CheckpointEntry {
     pub prepared: Option<Prepared>,
 }
 
-#[derive(Serialize, Deserialize, Default)]
-struct Body {
-    claims: BTreeMap<String, CheckpointEntry>,
+/// What a checkpoint holds: the claims, and the driver's own records.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Contents {
+    /// Each claim's entry, by claim UID.
+    pub claims: BTreeMap<String, CheckpointEntry>,
+    /// The driver's records, by key ([`crate::DriverRecords`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub records: BTreeMap<String, serde_json::Value>,
 }
 
-/// Encodes the claims as the checkpoint file's bytes.
-pub fn encode(claims: &BTreeMap<String, CheckpointEntry>) -> Vec<u8> {
+/// Encodes `contents` as the checkpoint file's bytes.
+pub fn encode(contents: &Contents) -> Vec<u8> {
     // Serializing plain data into a Vec cannot fail; fall back to an empty body rather than panic.
-    let body =
-        serde_json::to_vec(&BodyRef { claims }).unwrap_or_else(|_| b"{\"claims\":{}}".to_vec());
+    let body = serde_json::to_vec(contents).unwrap_or_else(|_| b"{\"claims\":{}}".to_vec());
     let mut out = format!(
         "{MAGIC} {VERSION} crc32={:08x} len={}\n",
         crc32(&body),
@@ -57,11 +67,6 @@ pub fn encode(claims: &BTreeMap<String, CheckpointEntry>) -> Vec<u8> {
     .into_bytes();
     out.extend_from_slice(&body);
     out
-}
-
-#[derive(Serialize)]
-struct BodyRef<'a> {
-    claims: &'a BTreeMap<String, CheckpointEntry>,
 }
 
 /// Why checkpoint bytes cannot be trusted, said precisely.
@@ -129,9 +134,7 @@ pub enum CheckpointDefect {
 }
 
 /// Decodes checkpoint bytes, saying precisely what is wrong when they do not check out.
-pub fn decode(
-    bytes: &[u8],
-) -> std::result::Result<BTreeMap<String, CheckpointEntry>, CheckpointDefect> {
+pub fn decode(bytes: &[u8]) -> std::result::Result<Contents, CheckpointDefect> {
     let nl = bytes
         .iter()
         .position(|&b| b == b'\n')
@@ -179,7 +182,7 @@ pub fn decode(
             actual,
         });
     }
-    let parsed: Body =
+    let parsed: Contents =
         serde_json::from_slice(body).map_err(|e| CheckpointDefect::Body(Arc::new(e)))?;
     for (uid, entry) in &parsed.claims {
         if uid != &entry.claim.uid {
@@ -189,7 +192,7 @@ pub fn decode(
             });
         }
     }
-    Ok(parsed.claims)
+    Ok(parsed)
 }
 
 /// CRC-32 (IEEE 802.3, reflected), table driven.
@@ -240,20 +243,24 @@ mod tests {
         ] {
             assert!(decode(bad).is_err(), "{bad:?}");
         }
-        let mut claims = BTreeMap::new();
-        claims.insert("x".to_string(), entry("y", Phase::Prepared));
-        let err = decode(&encode(&claims)).unwrap_err().to_string();
+        let mut c = Contents::default();
+        c.claims
+            .insert("x".to_string(), entry("y", Phase::Prepared));
+        let err = decode(&encode(&c)).unwrap_err().to_string();
         assert!(err.contains("keyed \"x\""), "{err}");
     }
 
     #[test]
     fn every_truncation_and_every_changed_byte_is_detected() {
-        let mut claims = BTreeMap::new();
+        let mut c = Contents::default();
         for uid in ["a", "b"] {
-            claims.insert(uid.to_string(), entry(uid, Phase::Prepared));
+            c.claims
+                .insert(uid.to_string(), entry(uid, Phase::Prepared));
         }
-        let good = encode(&claims);
-        assert_eq!(decode(&good).unwrap(), claims);
+        c.records
+            .insert("owed/a".into(), serde_json::json!({"leases": [1, 2]}));
+        let good = encode(&c);
+        assert_eq!(decode(&good).unwrap(), c);
         for len in 0..good.len() {
             assert!(decode(&good[..len]).is_err(), "truncated to {len} bytes");
         }
@@ -262,5 +269,23 @@ mod tests {
             bad[i] ^= 0x01;
             assert!(decode(&bad).is_err(), "byte {i} changed");
         }
+    }
+
+    /// A file as the plugin wrote it before driver records existed (no `records` in the body).
+    const BEFORE_RECORDS: &str = "dranet-kubeletplugin-checkpoint v1 crc32=ea148a63 len=241\n\
+        {\"claims\":{\"a\":{\"claim\":{\"namespace\":\"ns\",\"name\":\"c-a\",\
+        \"uid\":\"a\"},\"phase\":\"prepared\",\
+        \"prepared\":{\"devices\":[{\"requests\":[\"nic\"],\"pool\":\"node1\",\
+        \"device\":\"eth1\",\"cdi_device_ids\":[\"example.com/net=eth1\"]}],\
+        \"state\":{\"netns\":\"/proc/1/ns/net\"}}}}}";
+
+    #[test]
+    fn a_file_from_before_driver_records_reads_and_is_written_as_it_was() {
+        let c = decode(BEFORE_RECORDS.as_bytes()).unwrap();
+        assert_eq!(c.claims.len(), 1);
+        assert_eq!(c.claims["a"], entry("a", Phase::Prepared));
+        assert!(c.records.is_empty());
+        // Without records, the body is what a version without them reads, byte for byte.
+        assert_eq!(encode(&c), BEFORE_RECORDS.as_bytes());
     }
 }

@@ -1,4 +1,5 @@
-//! Crash-safe record of prepared claims: [`Checkpoint`], mirrored to a file on every change.
+//! Crash-safe record of prepared claims, and of the driver's own records ([`DriverRecords`]):
+//! [`Checkpoint`], mirrored to a file on every change.
 //!
 //! Writes go to a temporary file that is fsynced and then renamed over the old one (and the
 //! directory fsynced), so a crash leaves either the old or the new file. The CRC and length of
@@ -21,7 +22,10 @@ use crate::metrics::{Metrics, NoMetrics};
 
 mod format;
 
-pub use format::{CheckpointDefect, CheckpointEntry, Phase, decode, encode};
+mod records;
+
+pub use format::{CheckpointDefect, CheckpointEntry, Contents, Phase, decode, encode};
+pub use records::{DriverRecords, MAX_RECORD_KEY_BYTES};
 
 /// What to do when the checkpoint file exists but fails its checks at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,7 +43,7 @@ pub enum CheckpointPolicy {
 pub enum LoadOutcome {
     /// No file yet.
     Fresh,
-    /// The file passed its checks and holds this many claims.
+    /// The file passed its checks and holds this many claims (and any number of driver records).
     Loaded(usize),
     /// The file failed its checks and was moved to `moved_to`.
     Quarantined {
@@ -50,8 +54,7 @@ pub enum LoadOutcome {
     },
 }
 
-type Claims = BTreeMap<String, CheckpointEntry>;
-type Change = Box<dyn FnOnce(&mut Claims) + Send>;
+type Change = Box<dyn FnOnce(&mut Contents) + Send>;
 
 /// Changes waiting for the writer, and whether a writer is running.
 #[derive(Default)]
@@ -64,11 +67,11 @@ struct Inner {
     path: PathBuf,
     /// In shared mode (a rolling update: two plugin processes use one file) this is only a cache:
     /// the file is the truth, re-read under `<path>.lock` for every change and on every lookup.
-    claims: Mutex<Claims>,
+    contents: Mutex<Contents>,
     pending: Mutex<Pending>,
     metrics: Arc<dyn Metrics>,
     shared: bool,
-    /// Shared mode: the identity of the file `claims` was read from or written as. A lookup
+    /// Shared mode: the identity of the file `contents` was read from or written as. A lookup
     /// re-reads the file only when it changed (the other instance wrote it), so N lookups cost
     /// N `stat`s, not N parses of a file that grows with N.
     seen: Mutex<Option<FileId>>,
@@ -143,7 +146,7 @@ impl Inner {
                 std::mem::take(&mut p.queue)
             };
             let start = Instant::now();
-            let mut current = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut current = self.contents.lock().unwrap_or_else(PoisonError::into_inner);
             // Held until the write is done: the other instance's changes are neither lost nor
             // overwritten.
             let (_file_lock, base) = if self.shared {
@@ -153,7 +156,7 @@ impl Inner {
                     if seen.is_some() && file_id(&self.path) == seen {
                         Ok((Some(l), current.clone()))
                     } else {
-                        read_claims(&self.path).map(|c| (Some(l), c))
+                        read_contents(&self.path).map(|c| (Some(l), c))
                     }
                 }) {
                     Ok(v) => v,
@@ -211,8 +214,8 @@ impl Inner {
     }
 }
 
-/// The checkpoint: an in-memory map of claim UID to [`CheckpointEntry`], mirrored to disk on every
-/// change. Cheap to clone; clones share state.
+/// The checkpoint: an in-memory map of claim UID to [`CheckpointEntry`] and the driver's records,
+/// mirrored to disk on every change. Cheap to clone; clones share state.
 #[derive(Clone)]
 pub struct Checkpoint {
     inner: Arc<Inner>,
@@ -247,15 +250,15 @@ impl Checkpoint {
         if !shared {
             let _ = fs::remove_file(tmp_path(&path));
         }
-        let (claims, outcome) = match fs::read(&path) {
+        let (contents, outcome) = match fs::read(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                (BTreeMap::new(), LoadOutcome::Fresh)
+                (Contents::default(), LoadOutcome::Fresh)
             }
             Err(e) => return Err(Error::io("read checkpoint", &path, e)),
             Ok(bytes) => match decode(&bytes) {
-                Ok(claims) => {
-                    let n = claims.len();
-                    (claims, LoadOutcome::Loaded(n))
+                Ok(contents) => {
+                    let n = contents.claims.len();
+                    (contents, LoadOutcome::Loaded(n))
                 }
                 Err(source) => match policy {
                     CheckpointPolicy::Refuse => {
@@ -269,10 +272,10 @@ impl Checkpoint {
                             path = %path.display(),
                             moved_to = %moved_to.display(),
                             %reason,
-                            "checkpoint failed its checks; moved aside, starting with no record of prepared claims"
+                            "checkpoint failed its checks; moved aside, starting with no record of prepared claims or driver records"
                         );
                         (
-                            BTreeMap::new(),
+                            Contents::default(),
                             LoadOutcome::Quarantined { moved_to, reason },
                         )
                     }
@@ -281,7 +284,7 @@ impl Checkpoint {
         };
         let inner = Inner {
             path,
-            claims: Mutex::new(claims),
+            contents: Mutex::new(contents),
             pending: Mutex::new(Pending::default()),
             metrics,
             shared,
@@ -302,15 +305,15 @@ impl Checkpoint {
 
     /// The entry for a claim UID, as this process last saw it.
     pub fn get(&self, uid: &str) -> Option<CheckpointEntry> {
-        self.lock().get(uid).cloned()
+        self.lock().claims.get(uid).cloned()
     }
 
-    /// The entry for a claim UID as it is now: in shared mode re-read from the file, which the
-    /// other instance may have changed. The rename that replaces the file is atomic, so a read
-    /// needs no lock.
-    pub(crate) fn lookup(&self, uid: &str) -> Result<Option<CheckpointEntry>> {
+    /// In shared mode, reads the file again if the other instance replaced it since this process
+    /// last read or wrote it. The rename that replaces the file is atomic, so a read needs no
+    /// lock.
+    fn reread(&self) -> Result<()> {
         if !self.inner.shared {
-            return Ok(self.get(uid));
+            return Ok(());
         }
         // The identity is taken before the read: if the file is replaced in between, the next
         // lookup sees a different identity and reads again.
@@ -321,59 +324,70 @@ impl Checkpoint {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if id.is_some() && id == seen {
-            return Ok(self.get(uid));
+            return Ok(());
         }
-        let claims = read_claims(&self.inner.path)?;
-        let entry = claims.get(uid).cloned();
-        *self.lock() = claims;
+        let contents = read_contents(&self.inner.path)?;
+        *self.lock() = contents;
         *self
             .inner
             .seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = id;
-        Ok(entry)
+        Ok(())
     }
 
-    /// [`Checkpoint::lookup`] for async callers: in shared mode the file check runs on a
-    /// blocking thread, not on the runtime's workers.
+    /// The entry for a claim UID as it is now: in shared mode re-read from the file, which the
+    /// other instance may have changed (the file check runs on a blocking thread, not on the
+    /// runtime's workers).
     pub(crate) async fn lookup_async(&self, uid: &str) -> Result<Option<CheckpointEntry>> {
+        self.reread_async().await?;
+        Ok(self.get(uid))
+    }
+
+    /// [`Checkpoint::reread`] off the runtime's workers.
+    async fn reread_async(&self) -> Result<()> {
         if !self.inner.shared {
-            return Ok(self.get(uid));
+            return Ok(());
         }
-        let (this, uid) = (self.clone(), uid.to_string());
-        tokio::task::spawn_blocking(move || this.lookup(&uid))
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.reread())
             .await
             .map_err(|_| Error::Task("checkpoint lookup"))?
     }
 
     /// All entries, by claim UID.
     pub fn entries(&self) -> BTreeMap<String, CheckpointEntry> {
-        self.lock().clone()
+        self.lock().claims.clone()
     }
 
     /// Records `entry` (keyed by its claim UID) and waits until it is on disk.
     pub async fn put(&self, entry: CheckpointEntry) -> Result<()> {
-        self.update(move |claims| {
-            claims.insert(entry.claim.uid.clone(), entry);
+        self.update(move |c| {
+            c.claims.insert(entry.claim.uid.clone(), entry);
         })
         .await
     }
 
     /// Forgets a claim and waits until that is on disk. Forgetting an unknown claim writes nothing.
     pub async fn remove(&self, uid: &str) -> Result<()> {
-        if !self.inner.shared && !self.lock().contains_key(uid) {
+        if !self.inner.shared && !self.lock().claims.contains_key(uid) {
             return Ok(());
         }
         let uid = uid.to_string();
-        self.update(move |claims| {
-            claims.remove(&uid);
+        self.update(move |c| {
+            c.claims.remove(&uid);
         })
         .await
     }
 
+    /// The driver's records kept in this checkpoint.
+    pub fn records(&self) -> DriverRecords {
+        DriverRecords::new(self.clone())
+    }
+
     /// Applies `change` to a copy of the map, writes the copy, and only then makes it current, so
     /// memory never claims what the disk does not have. Concurrent changes share one write.
-    async fn update(&self, change: impl FnOnce(&mut Claims) + Send + 'static) -> Result<()> {
+    async fn update(&self, change: impl FnOnce(&mut Contents) + Send + 'static) -> Result<()> {
         let (tx, rx) = oneshot::channel();
         let start_writer = {
             let mut p = self
@@ -391,11 +405,11 @@ impl Checkpoint {
         rx.await.map_err(|_| Error::Task("checkpoint write"))?
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, CheckpointEntry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Contents> {
         // A panic elsewhere while holding the lock leaves the map as it was before that change,
         // because changes are applied by swapping in a fully written copy.
         self.inner
-            .claims
+            .contents
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -413,26 +427,26 @@ fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// The claims in the file now; no file is no claims. A file that fails its checks at run time is
+/// What the file holds now; no file holds nothing. A file that fails its checks at run time is
 /// an error for the call that needed it, never silently replaced.
-fn read_claims(path: &Path) -> Result<Claims> {
+fn read_contents(path: &Path) -> Result<Contents> {
     match fs::read(path) {
         Ok(bytes) => decode(&bytes).map_err(|source| Error::CheckpointCorrupt {
             path: path.to_path_buf(),
             source,
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Claims::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Contents::default()),
         Err(e) => Err(Error::io("read checkpoint", path, e)),
     }
 }
 
-fn write_file(path: &Path, claims: &BTreeMap<String, CheckpointEntry>) -> Result<()> {
+fn write_file(path: &Path, contents: &Contents) -> Result<()> {
     AtomicWrite::new(path)
         .temp(tmp_path(path))
         // A temporary file left by an older version may have another mode; the claims' state is
         // for root only, whatever the umask.
         .exact_mode(0o600)
-        .write(&encode(claims))
+        .write(&encode(contents))
         .map_err(|e| {
             let (step, at, source) = e.into_parts();
             let action = match step {

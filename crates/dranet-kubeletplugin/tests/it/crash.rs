@@ -192,7 +192,7 @@ fn checkpoint_entries(
     dir: &Path,
 ) -> std::collections::BTreeMap<String, checkpoint::CheckpointEntry> {
     let bytes = std::fs::read(dir.join("kubelet/plugins").join(DRIVER).join("checkpoint")).unwrap();
-    checkpoint::decode(&bytes).unwrap()
+    checkpoint::decode(&bytes).unwrap().claims
 }
 
 /// The plugin reads its claims from the fake API server (`FakeApiServer`); the name says so.

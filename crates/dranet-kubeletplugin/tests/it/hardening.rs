@@ -215,13 +215,13 @@ async fn claim_names_that_could_change_the_api_path_are_refused() {
 
 #[test]
 fn a_state_at_the_depth_limit_reads_back_from_the_checkpoint() {
-    use dranet_kubeletplugin::checkpoint::{CheckpointEntry, Phase, decode, encode};
+    use dranet_kubeletplugin::checkpoint::{CheckpointEntry, Contents, Phase, decode, encode};
     let mut state = serde_json::json!("leaf");
     for _ in 1..dranet_kubeletplugin::MAX_STATE_DEPTH {
         state = serde_json::json!([state]);
     }
-    let mut claims = std::collections::BTreeMap::new();
-    claims.insert(
+    let mut c = Contents::default();
+    c.claims.insert(
         "uid-x".to_string(),
         CheckpointEntry {
             claim: claim_ref("x"),
@@ -232,5 +232,5 @@ fn a_state_at_the_depth_limit_reads_back_from_the_checkpoint() {
             }),
         },
     );
-    assert_eq!(decode(&encode(&claims)).unwrap(), claims);
+    assert_eq!(decode(&encode(&c)).unwrap(), c);
 }
