@@ -167,6 +167,7 @@ pub mod publisher;
 mod socket;
 
 pub use api::{KubeApi, KubeClient, NodeEvent, NodeEvents};
+pub use checkpoint::MAX_STATE_DEPTH;
 pub use checkpoint::{
     CheckpointDefect, CheckpointPolicy, DriverRecords, LoadOutcome, MAX_RECORD_KEY_BYTES,
 };
@@ -185,6 +186,6 @@ pub use error::{Error, Result};
 pub use grpc::RegistrationState;
 pub use health::{DeviceHealthReport, Health, HealthReporter};
 pub use metrics::{Method, Metrics, NoMetrics};
-pub use node::{MAX_CLAIMS_IN_FLIGHT, MAX_STATE_DEPTH};
+pub use node::MAX_CLAIMS_IN_FLIGHT;
 pub use plugin::{DEFAULT_KUBELET_ROOT_DIR, KubeletPlugin, KubeletPluginBuilder};
 pub use publisher::PublishState;

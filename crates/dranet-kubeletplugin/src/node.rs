@@ -12,7 +12,7 @@ use tracing::Instrument;
 use futures::future::join_all;
 
 use crate::api::KubeApi;
-use crate::checkpoint::{Checkpoint, CheckpointEntry, Phase};
+use crate::checkpoint::{Checkpoint, CheckpointEntry, MAX_STATE_DEPTH, Phase, json_depth};
 use crate::driver::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, PrepareState, Prepared, PreparedDevice,
 };
@@ -357,28 +357,8 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
     }
 }
 
-/// Most nesting of a driver's prepare state (the checkpoint's JSON reader stops at 128 levels,
-/// and the checkpoint wraps the state in a few of its own).
-pub const MAX_STATE_DEPTH: usize = 100;
-
 /// Claims running at once in one plugin.
 pub const MAX_CLAIMS_IN_FLIGHT: usize = 256;
-
-/// Nesting depth of a JSON value, without recursion (the value may be deep enough to overflow
-/// the stack).
-pub(crate) fn json_depth(v: &serde_json::Value) -> usize {
-    let mut max = 0;
-    let mut stack = vec![(v, 1usize)];
-    while let Some((v, d)) = stack.pop() {
-        max = max.max(d);
-        match v {
-            serde_json::Value::Array(a) => stack.extend(a.iter().map(|x| (x, d + 1))),
-            serde_json::Value::Object(o) => stack.extend(o.values().map(|x| (x, d + 1))),
-            _ => {}
-        }
-    }
-    max
-}
 
 /// A checkpoint entry found by UID must be the claim asked about.
 fn same_claim(asked: &ClaimRef, recorded: &ClaimRef) -> Result<()> {

@@ -471,6 +471,26 @@ pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
+/// Most nesting of a driver's prepare state (the checkpoint's JSON reader stops at 128 levels,
+/// and the checkpoint wraps the state in a few of its own).
+pub const MAX_STATE_DEPTH: usize = 100;
+
+/// Nesting depth of a JSON value, without recursion (the value may be deep enough to overflow
+/// the stack).
+pub(crate) fn json_depth(v: &serde_json::Value) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        max = max.max(d);
+        match v {
+            serde_json::Value::Array(a) => stack.extend(a.iter().map(|x| (x, d + 1))),
+            serde_json::Value::Object(o) => stack.extend(o.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    max
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::Checkpoint;
+use super::{MAX_STATE_DEPTH, json_depth};
 use crate::error::{Error, Result};
-use crate::node::{MAX_STATE_DEPTH, json_depth};
 
 /// The longest key of a driver record, in bytes.
 pub const MAX_RECORD_KEY_BYTES: usize = 256;
