@@ -50,6 +50,9 @@ Examples:\n  dranet check examples/azure_aks/gb300/templates.yaml --name 1nic-al
     Check(cmd::check::CheckArgs),
     /// Check this node for dranet: runtime and NRI, kubelet, RDMA, devices, topology, uplink.
     Doctor(cmd::doctor::DoctorArgs),
+    /// The OCI hook the runtime runs in a pod's containers: `dranet hook wait` holds a
+    /// container until its pod's network devices are in.
+    Hook(cmd::hook::HookArgs),
     /// Print the shell completion script (bash, zsh, fish, powershell, elvish).
     #[command(
         after_help = "Install (the script is generated from this binary's own flags):\n  \
@@ -114,6 +117,7 @@ fn main() -> ExitCode {
         Command::Inventory(a) => cmd::inventory::run(a),
         Command::Topo(a) => cmd::topo::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Hook(a) => cmd::hook::run(a),
         Command::Check(a) => cmd::check::run(a).map_err(cmd::CliError::from),
         Command::Completion(a) => cmd::shell::completion(a, Cli::command()),
         Command::Man(a) => cmd::shell::man(a, Cli::command()),

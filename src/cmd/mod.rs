@@ -3,6 +3,7 @@
 pub mod check;
 mod cloud;
 pub mod doctor;
+pub mod hook;
 pub mod inventory;
 pub mod load;
 pub mod run;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dranet_core::{Discover, Inventory};
+use dranet_driver::attach::{AttachPolicy, HookConfig};
 use dranet_driver::daemon::{Daemon, DaemonConfig, PollConfig};
 use dranet_kubeletplugin::KubeClient;
 
@@ -103,6 +104,30 @@ pub struct RunArgs {
     /// Log lines as text or JSON.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "DRANET_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// The runtime's NRI request timeout (containerd's `plugin_request_timeout`): RunPodSandbox
+    /// answers within three quarters of it, and an attach that takes longer goes on while the
+    /// pod's containers wait. The runtime does not tell it; `dranet doctor` reads it.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, env = "DRANET_NRI_REQUEST_TIMEOUT")]
+    nri_request_timeout: Duration,
+    /// How long a pod's attach may go on after RunPodSandbox answered; past it the pod's
+    /// containers fail with why. 0: it may not (a sandbox whose devices are not in within the
+    /// NRI deadline fails).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, env = "DRANET_DEVICE_ATTACH_TIMEOUT")]
+    device_attach_timeout: Duration,
+    /// The `dranet` executable on the host that the runtime runs as the pod containers' OCI
+    /// hook (`dranet hook wait`), which holds a container until its pod's devices are in, with
+    /// or without the NRI connection. Empty, or missing on the host: no hook (CreateContainer
+    /// alone holds the containers).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "/opt/dranet/bin/dranet",
+        env = "DRANET_HOOK_PATH"
+    )]
+    hook_path: PathBuf,
+    /// The runtime's CDI directory: the hook reaches the containers through a CDI device.
+    #[arg(long, value_name = "DIR", default_value = dranet_driver::daemon::DEFAULT_CDI_DIR, env = "DRANET_CDI_DIR")]
+    cdi_dir: PathBuf,
 }
 
 /// Go-style durations as upstream takes them: `500ms`, `2s`, `1m`, `1m30s`, `1h`.
@@ -174,6 +199,15 @@ impl RunArgs {
         c.bind_address = bind_address;
         c.policy = policy;
         c.refresh_timeout = self.cloud.refresh_timeout()?;
+        if self.nri_request_timeout.is_zero() {
+            return Err(usage("--nri-request-timeout: must be more than 0".into()));
+        }
+        c.attach = AttachPolicy {
+            nri_request_timeout: self.nri_request_timeout,
+            device_attach_timeout: self.device_attach_timeout,
+            hook: self.hook(&c.state_dir),
+        };
+        c.cdi_dir = self.cdi_dir.clone();
         c.poll = PollConfig {
             max_interval: self.inventory_max_poll_interval,
             min_interval: self.inventory_min_poll_interval,
@@ -182,6 +216,25 @@ impl RunArgs {
             ..PollConfig::default()
         };
         Ok(c)
+    }
+
+    /// The hook, if `--hook-path` names an executable that is there.
+    fn hook(&self, state_dir: &std::path::Path) -> Option<HookConfig> {
+        if self.hook_path.as_os_str().is_empty() {
+            return None;
+        }
+        if !self.hook_path.is_file() {
+            tracing::warn!(hook_path = %self.hook_path.display(), "the hook is not installed there: pods' containers are held by CreateContainer alone (a daemon that stalls while a pod starts cannot hold them)");
+            return None;
+        }
+        Some(HookConfig {
+            path: self.hook_path.clone(),
+            socket: state_dir.join("hook.sock"),
+            markers: state_dir.join("attached"),
+            // The attach's own bound, and time for a restarting daemon to come back.
+            timeout: self.device_attach_timeout.max(Duration::from_secs(30))
+                + Duration::from_secs(30),
+        })
     }
 
     /// How the node is scanned: the host (or `--sysfs`), plus `--fixture-sysfs`.

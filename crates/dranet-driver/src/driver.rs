@@ -35,6 +35,7 @@ use dranet_core::{
     CharDevice, CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, NoCloud,
     ProfileProvider,
 };
+use dranet_kubeletplugin::cdi::{CdiDevice, CdiWriter, ContainerEdits, Hook as CdiHook};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
     AllocatedDeviceStatus, NetworkDeviceData, ResourceClaim,
 };
@@ -48,6 +49,7 @@ use dranet_podnet::rdma::NetnsMode;
 use dranet_podnet::{AttachRequest, Attached, PodNet, PreflightError, check_parent_addresses};
 use futures::future::BoxFuture;
 
+use crate::attach::HookConfig;
 use crate::claim::PodRef;
 use crate::claim::{self, DRIVER_NAME};
 use crate::record::{self, ClaimRecord, DeviceRecord};
@@ -130,7 +132,18 @@ pub struct NetworkDriverBuilder {
     rdma_mode: Option<NetnsMode>,
     boot_id: Option<Option<String>>,
     refresh_timeout: std::time::Duration,
+    barrier: Option<Barrier>,
 }
+
+/// The hook a claim's CDI device gives its pod's containers ([`crate::attach`]).
+#[derive(Debug, Clone)]
+struct Barrier {
+    cdi: CdiWriter,
+    hook: HookConfig,
+}
+
+/// The CDI kind of the device that carries the hook.
+pub const CDI_KIND: &str = "dra.net/pod";
 
 impl std::fmt::Debug for NetworkDriverBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -197,6 +210,19 @@ impl NetworkDriverBuilder {
         self
     }
 
+    /// Gives every prepared claim a CDI device, written in `cdi_dir`, that adds `hook` to its
+    /// pod's containers as an OCI `createRuntime` hook: the container waits there for its
+    /// pod's devices, with or without the NRI connection ([`crate::attach`]).
+    pub fn hook(mut self, cdi_dir: impl Into<PathBuf>, hook: HookConfig) -> Result<Self> {
+        let dir = cdi_dir.into();
+        let cdi = CdiWriter::new(&dir, CDI_KIND).map_err(|e| Error::Store {
+            path: dir,
+            reason: e.to_string(),
+        })?;
+        self.barrier = Some(Barrier { cdi, hook });
+        Ok(self)
+    }
+
     /// Opens the store of pod sandboxes, loads what earlier runs of this boot recorded and takes
     /// the first inventory (blocking: call it before starting the plugins, or from a blocking
     /// task). The prepared claims come back from the kubelet plugin's checkpoint
@@ -236,6 +262,7 @@ impl NetworkDriverBuilder {
             state: Mutex::new(state),
             restores_owed: AtomicUsize::new(0),
             synchronized: tokio::sync::watch::Sender::new(false),
+            barrier: self.barrier,
         })
     }
 }
@@ -347,6 +374,7 @@ pub struct NetworkDriver {
     restores_owed: AtomicUsize,
     /// Set once the runtime's first Synchronize was handled (host restores owed are done).
     synchronized: tokio::sync::watch::Sender<bool>,
+    barrier: Option<Barrier>,
 }
 
 impl std::fmt::Debug for NetworkDriver {
@@ -383,6 +411,7 @@ impl NetworkDriver {
             rdma_mode: None,
             boot_id: None,
             refresh_timeout: DEFAULT_REFRESH_TIMEOUT,
+            barrier: None,
         }
     }
 
@@ -632,15 +661,52 @@ impl NetworkDriver {
                 return Err(fail(e.to_string()));
             }
         };
+        let hook_ids = match self.write_hook(&record) {
+            Ok(ids) => ids,
+            Err(e) => {
+                let mut devices = record.devices;
+                self.release_leases(&cref, &mut devices).await;
+                return Err(e);
+            }
+        };
         lock(&self.state).insert_claim(record);
         Ok(Prepared {
+            // The hook once a claim: the first device carries it.
             devices: claim
                 .results
                 .iter()
-                .map(|r| PreparedDevice::for_result(r, Vec::new()))
+                .enumerate()
+                .map(|(i, r)| {
+                    let ids = if i == 0 { hook_ids.clone() } else { Vec::new() };
+                    PreparedDevice::for_result(r, ids)
+                })
                 .collect(),
             state: Some(state),
         })
+    }
+
+    /// The CDI spec of a claim whose netdevs go into its pods: one device, the hook. Its IDs.
+    fn write_hook(&self, c: &ClaimRecord) -> Result<Vec<String>> {
+        let Some(b) = &self.barrier else {
+            return Ok(Vec::new());
+        };
+        if !c.devices.iter().any(|d| d.netdev.is_some()) {
+            return Ok(Vec::new());
+        }
+        let edits = ContainerEdits::default().hook(CdiHook {
+            hook_name: "createRuntime".into(),
+            path: b.hook.path.to_string_lossy().into_owned(),
+            args: b.hook.args(),
+            env: Vec::new(),
+            // The runtime's own bound, past the hook's.
+            timeout: i64::try_from(b.hook.timeout.as_secs() + 10).ok(),
+        });
+        b.cdi
+            .write_claim(&c.uid, vec![CdiDevice::new("attach", edits)])
+            .map_err(|e| Error::Claim {
+                claim: format!("{}/{}", c.namespace, c.name),
+                reason: format!("could not write the CDI spec that holds the pod's containers until its devices are in: {e}"),
+            })
     }
 
     /// Checks a device's final configuration against the device as discovered and against its
@@ -752,6 +818,13 @@ impl NetworkDriver {
         });
         if let Some((cref, mut devices)) = leased {
             self.release_leases(&cref, &mut devices).await;
+        }
+        if let Some(b) = &self.barrier
+            && let Err(e) = b.cdi.remove_claim(uid)
+        {
+            // A spec left behind names a claim that is gone: harmless, and retried by the
+            // kubelet's next unprepare of it.
+            tracing::warn!(claim = uid, error = %e, "could not remove the claim's CDI spec");
         }
         lock(&self.state).remove_claim(uid);
         Ok(())

@@ -24,6 +24,7 @@ use std::path::PathBuf;
 
 use dranet_podnet::SEE_LOG;
 
+pub mod attach;
 pub mod claim;
 pub mod daemon;
 pub mod doctor;

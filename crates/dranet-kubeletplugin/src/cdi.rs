@@ -78,6 +78,29 @@ pub struct ContainerEdits {
     /// Bind mounts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<Mount>,
+    /// OCI hooks the runtime adds to the container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<Hook>,
+}
+
+/// An OCI hook of [`ContainerEdits`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hook {
+    /// The OCI stage: `createRuntime`, `createContainer`, `startContainer`, `poststart`,
+    /// `poststop` (or the deprecated `prestart`).
+    pub hook_name: String,
+    /// The executable, a host path.
+    pub path: String,
+    /// Its arguments, `argv[0]` first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// `NAME=value` environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Seconds the runtime lets it run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<i64>,
 }
 
 impl ContainerEdits {
@@ -90,6 +113,12 @@ impl ContainerEdits {
     /// Adds a device node.
     pub fn device_node(mut self, node: DeviceNode) -> Self {
         self.device_nodes.push(node);
+        self
+    }
+
+    /// Adds an OCI hook.
+    pub fn hook(mut self, hook: Hook) -> Self {
+        self.hooks.push(hook);
         self
     }
 }

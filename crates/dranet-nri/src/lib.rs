@@ -132,5 +132,6 @@ pub use runner::{
 };
 pub use service::{PLUGIN_SERVICE, RUNTIME_SERVICE};
 pub use types::{
-    Container, ContainerState, DeviceType, LinuxDevice, Mount, Namespace, PodSandbox, RuntimeInfo,
+    Container, ContainerState, DeviceType, Hook, LinuxDevice, Mount, Namespace, PodSandbox,
+    RuntimeInfo,
 };

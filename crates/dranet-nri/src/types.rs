@@ -120,6 +120,17 @@ pub struct Container {
     pub namespaces: Vec<Namespace>,
     /// Cgroups path.
     pub cgroups_path: String,
+    /// The OCI `createRuntime` hooks in the container's spec (from CDI devices among others).
+    pub create_runtime_hooks: Vec<Hook>,
+}
+
+/// An OCI hook of a container.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Hook {
+    /// The executable, a host path.
+    pub path: String,
+    /// Its arguments, `argv[0]` first.
+    pub args: Vec<String>,
 }
 
 /// A mount of a container.

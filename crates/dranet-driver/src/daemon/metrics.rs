@@ -48,6 +48,10 @@ pub struct DaemonMetrics {
     attach_duration: Hist,
     restores_owed: Gauge,
     claim_lookups: Family<Labels, Counter>,
+    sandbox_attach: Family<Labels, Counter>,
+    hook_waits: Family<Labels, Counter>,
+    hook_wait_duration: Hist,
+    nri_request_timeout: Gauge<f64, AtomicU64>,
 }
 
 impl std::fmt::Debug for DaemonMetrics {
@@ -89,6 +93,10 @@ impl DaemonMetrics {
             attach_duration: Family::new_with_constructor(latency),
             restores_owed: Gauge::default(),
             claim_lookups: Family::default(),
+            sandbox_attach: Family::default(),
+            hook_waits: Family::default(),
+            hook_wait_duration: Family::new_with_constructor(refresh_latency),
+            nri_request_timeout: Gauge::default(),
             registry: Registry::default(),
         };
         // Counters get `_total` appended by the encoder.
@@ -167,6 +175,29 @@ impl DaemonMetrics {
             "claim_lookups",
             "ResourceClaim reads from the API server, by status",
             m.claim_lookups.clone(),
+        );
+        registry.register(
+            "sandbox_attach_results",
+            "Pod sandboxes as RunPodSandbox answered them: attached (in time), deferred (the \
+             attach goes on, the containers wait), rejected (--device-attach-timeout=0 and not \
+             in time) or failed",
+            m.sandbox_attach.clone(),
+        );
+        registry.register(
+            "hook_waits",
+            "OCI hook requests (a container waiting for its pod's devices), by result: \
+             attached, failed or timeout",
+            m.hook_waits.clone(),
+        );
+        registry.register(
+            "hook_wait_duration_seconds",
+            "How long a container's hook waited for its pod's devices",
+            m.hook_wait_duration.clone(),
+        );
+        registry.register(
+            "nri_request_timeout_seconds",
+            "The runtime's NRI request timeout the daemon answers within (--nri-request-timeout)",
+            m.nri_request_timeout.clone(),
         );
         DaemonMetrics {
             registry: root,
@@ -258,6 +289,29 @@ impl DaemonMetrics {
         self.attach_duration
             .get_or_create(&labels([("op", op)]))
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// How RunPodSandbox answered a pod with devices (`attached`, `deferred`, `rejected`,
+    /// `failed`).
+    pub fn sandbox_attach(&self, result: &str) {
+        self.sandbox_attach
+            .get_or_create(&labels([("result", result)]))
+            .inc();
+    }
+
+    /// A container's hook was answered (`attached`, `failed`, `timeout`) after `elapsed`.
+    pub fn hook_wait(&self, result: &str, elapsed: Duration) {
+        self.hook_waits
+            .get_or_create(&labels([("result", result)]))
+            .inc();
+        self.hook_wait_duration
+            .get_or_create(&labels([("result", result)]))
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The NRI request timeout in force.
+    pub fn nri_request_timeout(&self, t: Duration) {
+        self.nri_request_timeout.set(t.as_secs_f64());
     }
 
     /// Devices still owed back to the host.

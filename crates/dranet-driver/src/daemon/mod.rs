@@ -50,6 +50,7 @@ use tokio::sync::watch;
 
 pub use hooks::{EventWriter, Instrumented, event_writer};
 
+use crate::attach::{self, AttachPolicy, HookConfig};
 use crate::publish::{Excluded, InUse, Policy, Warning, publication};
 use crate::refresh::{DEFAULT_REFRESH_TIMEOUT, ProviderRefresh, Refreshed};
 use crate::{NetworkDriver, Rescan, claim_reader, status_writer};
@@ -112,6 +113,11 @@ pub struct DaemonConfig {
     pub poll: PollConfig,
     /// Longest wait for running NRI hooks at shutdown.
     pub shutdown_grace: Duration,
+    /// How a pod's attach is timed against the runtime, and the hook its containers wait in
+    /// ([`crate::attach`]).
+    pub attach: AttachPolicy,
+    /// The runtime's CDI directory, where the hook's CDI specs go (`--cdi-dir`).
+    pub cdi_dir: PathBuf,
 }
 
 impl std::fmt::Debug for DaemonConfig {
@@ -127,6 +133,8 @@ impl std::fmt::Debug for DaemonConfig {
             .field("refresh_timeout", &self.refresh_timeout)
             .field("profiles", &self.profiles.as_ref().map(|p| p.name()))
             .field("poll", &self.poll)
+            .field("attach", &self.attach)
+            .field("cdi_dir", &self.cdi_dir)
             .finish_non_exhaustive()
     }
 }
@@ -148,8 +156,32 @@ impl DaemonConfig {
             rdma_mode: None,
             poll: PollConfig::default(),
             shutdown_grace: Duration::from_secs(20),
+            attach: AttachPolicy::default(),
+            cdi_dir: PathBuf::from(DEFAULT_CDI_DIR),
         }
     }
+}
+
+/// The runtime's default CDI directory.
+pub const DEFAULT_CDI_DIR: &str = "/var/run/cdi";
+
+/// The hook's socket, bound afresh (a socket file of an earlier run is replaced), and the
+/// markers' directory.
+fn hook_listener(h: &HookConfig) -> Result<tokio::net::UnixListener, DaemonError> {
+    let io = |what: &str, path: &std::path::Path, e: std::io::Error| {
+        DaemonError::Hook(format!("{what} {}: {e}", path.display()))
+    };
+    std::fs::create_dir_all(&h.markers).map_err(|e| io("create", &h.markers, e))?;
+    if let Some(dir) = h.socket.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
+    }
+    match std::fs::remove_file(&h.socket) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io("remove the old socket", &h.socket, e));
+        }
+        _ => {}
+    }
+    tokio::net::UnixListener::bind(&h.socket).map_err(|e| io("listen on", &h.socket, e))
 }
 
 /// Why the daemon could not start or stopped.
@@ -167,6 +199,9 @@ pub enum DaemonError {
     /// The NRI runner could not be built.
     #[error("NRI: {0}")]
     Nri(#[from] dranet_nri::Error),
+    /// The hook's socket or markers could not be set up.
+    #[error("hook: {0}")]
+    Hook(String),
     /// The metrics endpoint could not listen.
     #[error("--bind-address {addr}: {source}")]
     Bind {
@@ -375,6 +410,9 @@ impl Daemon {
         if let Some(m) = config.rdma_mode {
             builder = builder.rdma_mode(m);
         }
+        if let Some(h) = &config.attach.hook {
+            builder = builder.hook(&config.cdi_dir, h.clone())?;
+        }
         let driver = tokio::task::spawn_blocking(move || builder.build())
             .await
             .map_err(|e| DaemonError::Discovery(format!("driver start task: {e}")))??;
@@ -384,12 +422,13 @@ impl Daemon {
         let refresh = driver.provider_refresh().clone();
         let refreshed = refresh.watch();
         refresh.request(identifiers(&inv));
-        let hooks = Arc::new(Instrumented::new(
+        let hooks = Instrumented::with_policy(
             driver.clone(),
             metrics.clone(),
             Some(event_writer(api.clone())),
             &config.node_name,
-        ));
+            config.attach.clone(),
+        );
 
         // 3. Kubelet plugin: sockets, registration, the publisher.
         let health = HealthReporter::new();
@@ -440,7 +479,16 @@ impl Daemon {
                 "/readyz" => Some(p.readyz()),
                 _ => None,
             });
-            tokio::spawn(http::serve(listener, handler, http_stop_rx));
+            tokio::spawn(http::serve(listener, handler, http_stop_rx.clone()));
+        }
+        if let Some(h) = &config.attach.hook {
+            let listener = hook_listener(h)?;
+            let on = hooks.clone();
+            let handler: attach::HookHandler = Arc::new(move |req| {
+                let on = on.clone();
+                Box::pin(async move { on.hook_request(req).await })
+            });
+            tokio::spawn(attach::serve(listener, handler, http_stop_rx));
         }
 
         let mut d = Daemon {

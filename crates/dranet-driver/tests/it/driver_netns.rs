@@ -60,7 +60,7 @@ fn claim(name: &str, pod: &str, link: &str, config: serde_json::Value) -> ClaimT
 }
 
 /// The daemon's hooks around the node's driver, with the Events they record.
-fn hooks(node: &Node) -> (Instrumented, Arc<Mutex<Vec<Event>>>) {
+fn hooks(node: &Node) -> (Arc<Instrumented>, Arc<Mutex<Vec<Event>>>) {
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let sink = events.clone();
     let writer: EventWriter = Arc::new(move |ev| {

@@ -4,6 +4,7 @@
 //! networking alone is tested in dranet-podnet. Tests that need root or a tool the machine lacks
 //! print a SKIP line and pass.
 
+mod barrier;
 mod daemon;
 mod dhcp;
 mod driver;

@@ -1,6 +1,8 @@
 //! Conversions between the plain views and the protobuf messages on the wire.
 
-use super::{Container, ContainerState, DeviceType, LinuxDevice, Mount, Namespace, PodSandbox};
+use super::{
+    Container, ContainerState, DeviceType, Hook, LinuxDevice, Mount, Namespace, PodSandbox,
+};
 use crate::error::{Error, Result};
 use crate::proto::nri as pb;
 
@@ -160,6 +162,16 @@ impl From<pb::Container> for Container {
                 .collect(),
             namespaces: namespaces_from(linux.namespaces),
             cgroups_path: linux.cgroups_path,
+            create_runtime_hooks: c
+                .hooks
+                .map(|h| h.create_runtime)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|h| Hook {
+                    path: h.path,
+                    args: h.args,
+                })
+                .collect(),
         }
     }
 }
@@ -182,6 +194,17 @@ impl From<&Container> for pb::Container {
                 cgroups_path: c.cgroups_path.clone(),
             }),
             pid: c.pid,
+            hooks: (!c.create_runtime_hooks.is_empty()).then(|| pb::Hooks {
+                create_runtime: c
+                    .create_runtime_hooks
+                    .iter()
+                    .map(|h| pb::Hook {
+                        path: h.path.clone(),
+                        args: h.args.clone(),
+                        env: Vec::new(),
+                    })
+                    .collect(),
+            }),
         }
     }
 }

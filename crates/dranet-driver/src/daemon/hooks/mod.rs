@@ -2,8 +2,10 @@
 //! (one line per claim prepare and per pod attach) and, when it fails, recorded as a Kubernetes
 //! Event on the claim or the pod, as upstream does.
 
-use std::sync::Arc;
+mod attach;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -16,6 +18,7 @@ use futures::future::BoxFuture;
 use tokio::sync::Notify;
 
 use super::metrics::{DaemonMetrics, FAILED, NOOP, SUCCESS};
+use crate::attach::{AttachGate, AttachPolicy};
 use crate::{Error, NetworkDriver};
 
 /// Writes one Event; the daemon gives it the kubelet plugin's API client.
@@ -37,6 +40,11 @@ pub struct Instrumented {
     node: String,
     in_flight: AtomicUsize,
     idle: Notify,
+    /// Where each pod's attach stands ([`crate::attach`]).
+    gate: Arc<AttachGate>,
+    policy: AttachPolicy,
+    /// Itself, for the attaches that go on after RunPodSandbox answered.
+    me: Weak<Instrumented>,
 }
 
 impl std::fmt::Debug for Instrumented {
@@ -59,21 +67,42 @@ impl Drop for InFlight<'_> {
 }
 
 impl Instrumented {
-    /// Wraps `driver`; `events` records failures as Events, `node` names the reporter.
+    /// Wraps `driver` with the default [`AttachPolicy`]; `events` records failures as Events,
+    /// `node` names the reporter.
     pub fn new(
         driver: Arc<NetworkDriver>,
         metrics: Arc<DaemonMetrics>,
         events: Option<EventWriter>,
         node: impl Into<String>,
-    ) -> Self {
-        Self {
+    ) -> Arc<Self> {
+        Self::with_policy(driver, metrics, events, node, AttachPolicy::default())
+    }
+
+    /// [`Instrumented::new`] timing attaches by `policy`.
+    pub fn with_policy(
+        driver: Arc<NetworkDriver>,
+        metrics: Arc<DaemonMetrics>,
+        events: Option<EventWriter>,
+        node: impl Into<String>,
+        policy: AttachPolicy,
+    ) -> Arc<Self> {
+        metrics.nri_request_timeout(policy.nri_request_timeout);
+        Arc::new_cyclic(|me| Self {
             driver,
             metrics,
             events,
             node: node.into(),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
-        }
+            gate: Arc::new(AttachGate::new()),
+            policy,
+            me: me.clone(),
+        })
+    }
+
+    /// The attach policy in force.
+    pub fn policy(&self) -> &AttachPolicy {
+        &self.policy
     }
 
     /// The driver.
@@ -102,6 +131,17 @@ impl Instrumented {
 
     /// Records a Warning Event in the background (a hook never waits on the API server).
     fn warn(&self, object: ObjectReference, reason: &'static str, message: String) {
+        self.event(object, "Warning", reason, message);
+    }
+
+    /// Records an Event of `kind` (`Normal`, `Warning`) in the background.
+    fn event(
+        &self,
+        object: ObjectReference,
+        kind: &'static str,
+        reason: &'static str,
+        message: String,
+    ) {
         let Some(w) = self.events.clone() else {
             return;
         };
@@ -116,7 +156,7 @@ impl Instrumented {
             reason: Some(reason.into()),
             // The API server's limit is 1 KiB.
             message: Some(message.chars().take(1000).collect()),
-            type_: Some("Warning".into()),
+            type_: Some(kind.into()),
             source: Some(EventSource {
                 component: Some("dranet".into()),
                 host: Some(self.node.clone()),
@@ -243,6 +283,7 @@ impl NriPlugin for Instrumented {
             ok = r.is_ok(),
             "synchronized with the runtime"
         );
+        self.prune_markers(pods);
         // Pods that started while the runtime could not reach this plugin and still cannot have
         // their devices: said on each pod (the Synchronize itself succeeds).
         for (id, e) in r?.failed {
@@ -256,34 +297,23 @@ impl NriPlugin for Instrumented {
     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
         let _g = self.enter();
         let t = Instant::now();
-        // Always asked: a pod added to a claim after it was prepared is known only to the
-        // driver's look at the API server.
-        let r = self.driver.start_pod(pod).await;
-        let (claims, devices) = self.pod_devices(pod);
-        if claims.is_empty() && r.is_ok() {
-            self.metrics.nri_request("RunPodSandbox", NOOP, t.elapsed());
-            return Ok(());
-        }
-        let status = if r.is_ok() { SUCCESS } else { FAILED };
+        let r = self.answer_sandbox(pod).await;
+        let status = match &r {
+            Ok(false) => NOOP,
+            Ok(true) => SUCCESS,
+            Err(_) => FAILED,
+        };
         self.metrics
             .nri_request("RunPodSandbox", status, t.elapsed());
-        self.metrics.pod_devices("attach", r.is_ok(), t.elapsed());
-        match r {
-            Ok(()) => {
-                tracing::info!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), "pod devices attached");
-                Ok(())
-            }
-            Err(e) => {
-                tracing::warn!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), error = %e, "pod devices attach failed");
-                self.warn(Self::pod_ref(pod), attach_failure_reason(&e), e.to_string());
-                Err(e.into())
-            }
-        }
+        r.map(drop).map_err(HandlerError::from)
     }
 
     async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
         let _g = self.enter();
         let t = Instant::now();
+        // An attach still running is undone when it ends; what it did so far goes back now.
+        self.gate
+            .expire(&pod.id, format!("pod {} stopped", pod.qualified_name()));
         let (claims, devices) = self.pod_devices(pod);
         // The journal, not the claims, knows what the sandbox holds (its claim may be gone or
         // prepared again for another pod): the driver always looks.
@@ -303,6 +333,8 @@ impl NriPlugin for Instrumented {
     async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> Result<(), HandlerError> {
         let _g = self.enter();
         let t = Instant::now();
+        self.gate.forget(&pod.id);
+        self.remove_marker(&pod.id);
         self.driver.remove_pod(pod).await;
         self.metrics
             .nri_request("RemovePodSandbox", SUCCESS, t.elapsed());
@@ -316,7 +348,10 @@ impl NriPlugin for Instrumented {
     ) -> Result<ContainerAdjustment, HandlerError> {
         let _g = self.enter();
         let t = Instant::now();
-        let r = NriPlugin::create_container(&*self.driver, pod, container).await;
+        let r = match self.container_barrier(pod, container).await {
+            Ok(()) => NriPlugin::create_container(&*self.driver, pod, container).await,
+            Err(e) => Err(e.into()),
+        };
         let status = match &r {
             Err(_) => FAILED,
             Ok(_) if self.driver.claims_of_pod(&pod.uid).is_empty() => NOOP,

@@ -1,0 +1,294 @@
+//! RunPodSandbox answered within the runtime's deadline, the rest of the attach in the
+//! background, and the barriers a container waits at until it ends ([`crate::attach`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dranet_nri::{Container, Namespace, PodSandbox};
+
+use super::{Instrumented, attach_failure_reason, ms};
+use crate::Error;
+use crate::attach::{Begun, HookAnswer, HookRequest, Phase, Settled, hook};
+
+/// The longest a hook may ask the daemon to wait, whatever it says.
+const MAX_HOOK_WAIT: Duration = Duration::from_secs(600);
+
+impl Instrumented {
+    /// What RunPodSandbox answers: `Ok(true)` when the pod has devices and they are attached or
+    /// still attaching (deferred), `Ok(false)` when it has none, an error when the attach failed
+    /// (or, with `--device-attach-timeout=0`, did not end in time).
+    pub(super) async fn answer_sandbox(&self, pod: &PodSandbox) -> crate::Result<bool> {
+        let phase = self
+            .attach_within(pod, self.policy.answer_within(), true)
+            .await;
+        let has_devices = !self.driver.claims_of_pod(&pod.uid).is_empty();
+        match phase {
+            Phase::Attached => {
+                if has_devices {
+                    self.metrics.sandbox_attach("attached");
+                }
+                Ok(has_devices)
+            }
+            Phase::Failed(reason) => {
+                self.metrics.sandbox_attach("failed");
+                Err(self.refusal(pod, &reason))
+            }
+            Phase::Attaching if self.policy.device_attach_timeout.is_zero() => {
+                let reason = format!(
+                    "its network devices were not attached within the runtime's NRI deadline \
+                     ({:?}) and --device-attach-timeout=0 does not let the attach go on",
+                    self.policy.nri_request_timeout
+                );
+                self.gate.expire(&pod.id, reason.clone());
+                self.metrics.sandbox_attach("rejected");
+                Err(self.refusal(pod, &reason))
+            }
+            Phase::Attaching => {
+                self.metrics.sandbox_attach("deferred");
+                let (_, devices) = self.pod_devices(pod);
+                tracing::info!(pod = %pod.qualified_name(), devices = ?devices, "pod devices still attaching past the NRI deadline: the attach goes on, the containers wait for it");
+                self.event(
+                    Self::pod_ref(pod),
+                    "Normal",
+                    "NetworkDeviceAttachDeferred",
+                    format!(
+                        "attaching {} network device(s) takes longer than the runtime's NRI \
+                         deadline; the pod's containers start once they are in (at most {:?})",
+                        devices.len(),
+                        self.policy.device_attach_timeout
+                    ),
+                );
+                Ok(true)
+            }
+        }
+    }
+
+    fn refusal(&self, pod: &PodSandbox, reason: &str) -> Error {
+        Error::Pod {
+            pod: pod.qualified_name(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Starts the attach of `pod` unless one runs or ran (`again`: or failed), and waits for
+    /// it at most `limit`.
+    async fn attach_within(&self, pod: &PodSandbox, limit: Duration, again: bool) -> Phase {
+        let begun = if again {
+            self.gate.restart(&pod.id)
+        } else {
+            self.gate.begin(&pod.id)
+        };
+        if let Begun::Started = begun {
+            let Some(me) = self.me.upgrade() else {
+                // Only while the daemon drops its hooks: nothing will attach.
+                self.gate
+                    .finish(&pod.id, Err("the daemon is stopping".into()));
+                return Phase::Failed("the daemon is stopping".into());
+            };
+            let pod = pod.clone();
+            tokio::spawn(async move { me.run_attach(pod).await });
+        }
+        self.gate
+            .wait(&pod.id, limit)
+            .await
+            .unwrap_or(Phase::Failed("the pod's sandbox was removed".into()))
+    }
+
+    /// One pod's attach, to its end: bounded by the policy (past it the waiters are told it
+    /// timed out and what it did is given back when it ends), logged, counted and, when it
+    /// fails, recorded on the pod.
+    async fn run_attach(self: Arc<Self>, pod: PodSandbox) {
+        let _g = self.enter();
+        let t = Instant::now();
+        let limit = self.policy.answer_within() + self.policy.device_attach_timeout;
+        let attach = self.driver.start_pod(&pod);
+        tokio::pin!(attach);
+        let r = tokio::select! {
+            r = &mut attach => r,
+            () = tokio::time::sleep(limit) => {
+                let reason = format!(
+                    "its network devices were not attached within {limit:?} \
+                     (--device-attach-timeout)"
+                );
+                if self.gate.expire(&pod.id, reason.clone()) {
+                    tracing::warn!(pod = %pod.qualified_name(), "{reason}");
+                    self.warn(Self::pod_ref(&pod), "NetworkDeviceAttachTimeout", reason);
+                }
+                // To its end, so that what it did is journaled and can be given back.
+                attach.await
+            }
+        };
+        let (claims, devices) = self.pod_devices(&pod);
+        let settled = self
+            .gate
+            .finish(&pod.id, r.as_ref().map(drop).map_err(|e| e.to_string()));
+        if claims.is_empty() && r.is_ok() {
+            return;
+        }
+        self.metrics.pod_devices("attach", r.is_ok(), t.elapsed());
+        match (&r, settled) {
+            (Ok(()), Settled::Kept) => {
+                tracing::info!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), "pod devices attached");
+                self.write_marker(&pod.id);
+            }
+            (Ok(()), Settled::Undo) => {
+                tracing::warn!(pod = %pod.qualified_name(), devices = ?devices, duration_ms = ms(t), "pod devices attached too late (the pod timed out or stopped): giving them back");
+                self.driver.stop_pod(&pod).await;
+            }
+            (Err(e), _) => {
+                tracing::warn!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), error = %e, "pod devices attach failed");
+                self.warn(Self::pod_ref(&pod), attach_failure_reason(e), e.to_string());
+            }
+        }
+    }
+
+    /// CreateContainer's barrier: a container of a pod whose attach still runs is refused
+    /// (the kubelet retries it) unless it carries the hook, which waits instead; one of a pod
+    /// whose attach failed is refused with why.
+    pub(super) async fn container_barrier(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> crate::Result<()> {
+        let phase = match self.gate.phase(&pod.id) {
+            Some(Phase::Attaching) => {
+                let hooked = self
+                    .policy
+                    .hook
+                    .as_ref()
+                    .is_some_and(|h| container.create_runtime_hooks.iter().any(|x| h.is(x)));
+                if hooked {
+                    return Ok(());
+                }
+                // It may end within this call's own deadline.
+                self.gate
+                    .wait(&pod.id, self.policy.answer_within())
+                    .await
+                    .unwrap_or(Phase::Attached)
+            }
+            Some(p) => p,
+            None => return Ok(()),
+        };
+        match phase {
+            Phase::Attached => Ok(()),
+            Phase::Failed(reason) => Err(self.refusal(pod, &reason)),
+            Phase::Attaching => {
+                let (_, devices) = self.pod_devices(pod);
+                Err(self.refusal(
+                    pod,
+                    &format!(
+                        "container {} waits for its pod's network devices, still attaching: {}; \
+                         the kubelet retries it",
+                        container.name,
+                        devices.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Answers the OCI hook of a starting container: its pod attached (now, if the daemon
+    /// missed the pod's RunPodSandbox), failed, or still attaching when the hook's wait ends.
+    pub async fn hook_request(&self, req: HookRequest) -> HookAnswer {
+        let t = Instant::now();
+        let limit = Duration::from_millis(req.wait_ms).min(MAX_HOOK_WAIT);
+        let known = self.gate.phase(&req.sandbox_id).is_some();
+        let phase = if !known && self.marker_exists(&req.sandbox_id) {
+            Phase::Attached
+        } else {
+            let pod = PodSandbox {
+                id: req.sandbox_id.clone(),
+                uid: req.pod_uid,
+                name: req.pod_name,
+                namespace: req.pod_namespace,
+                namespaces: vec![Namespace {
+                    kind: "network".into(),
+                    path: req.netns,
+                }],
+                ..Default::default()
+            };
+            if !known {
+                tracing::info!(pod = %pod.qualified_name(), "a container's hook asked for a pod this daemon has not attached: attaching it now");
+            }
+            self.attach_within(&pod, limit, false).await
+        };
+        let (result, answer) = match phase {
+            Phase::Attached => (
+                "attached",
+                HookAnswer {
+                    attached: true,
+                    reason: String::new(),
+                },
+            ),
+            Phase::Failed(r) => (
+                "failed",
+                HookAnswer {
+                    attached: false,
+                    reason: r.to_string(),
+                },
+            ),
+            Phase::Attaching => (
+                "timeout",
+                HookAnswer {
+                    attached: false,
+                    reason: format!(
+                        "the pod's network devices are still attaching after {limit:?}"
+                    ),
+                },
+            ),
+        };
+        self.metrics.hook_wait(result, t.elapsed());
+        answer
+    }
+
+    fn marker_exists(&self, sandbox: &str) -> bool {
+        self.policy
+            .hook
+            .as_ref()
+            .and_then(|h| hook::marker(&h.markers, sandbox))
+            .is_some_and(|m| m.exists())
+    }
+
+    /// Leaves the marker the hooks of later containers find without asking.
+    fn write_marker(&self, sandbox: &str) {
+        let Some(m) = self
+            .policy
+            .hook
+            .as_ref()
+            .and_then(|h| hook::marker(&h.markers, sandbox))
+        else {
+            return;
+        };
+        if let Err(e) = std::fs::File::create(&m) {
+            // The hook asks the daemon instead.
+            tracing::warn!(marker = %m.display(), error = %e, "could not leave the attach marker");
+        }
+    }
+
+    pub(super) fn remove_marker(&self, sandbox: &str) {
+        if let Some(m) = self
+            .policy
+            .hook
+            .as_ref()
+            .and_then(|h| hook::marker(&h.markers, sandbox))
+        {
+            let _ = std::fs::remove_file(m);
+        }
+    }
+
+    /// Removes the markers of sandboxes the runtime no longer has.
+    pub(super) fn prune_markers(&self, live: &[PodSandbox]) {
+        let Some(h) = &self.policy.hook else {
+            return;
+        };
+        let Ok(dir) = std::fs::read_dir(&h.markers) else {
+            return;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name();
+            if !live.iter().any(|p| name.as_os_str() == p.id.as_str()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! A pod never runs without its NICs (root only, real links in namespaces): an attach longer
+//! than the runtime's NRI deadline is answered in time and goes on, CreateContainer refuses the
+//! pod's containers until it ends, the hook attaches a pod whose RunPodSandbox never came, and
+//! an attach that may not go on (`--device-attach-timeout=0`) or whose pod stopped leaves the
+//! host whole.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dranet_driver::attach::{AttachPolicy, HookConfig, HookRequest};
+use dranet_driver::daemon::metrics::DaemonMetrics;
+use dranet_driver::daemon::{EventWriter, Instrumented};
+use dranet_kubeletplugin::k8s_openapi::api::core::v1::Event;
+use dranet_nri::{Container, Hook, NriPlugin};
+
+use crate::support::{self, Ns, can_run, claims, pod};
+
+/// Eight veths (`b0`…`b7`) on a host namespace, each claimed by one claim of pod `uid`.
+struct Bench {
+    host: Ns,
+    state: tempfile::TempDir,
+    links: Vec<String>,
+}
+
+impl Bench {
+    fn new(tag: &str) -> Bench {
+        let host = Ns::new(tag);
+        let links: Vec<String> = (0..8).map(|i| format!("b{i}")).collect();
+        for l in &links {
+            host.ip(&[
+                "link",
+                "add",
+                l,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &format!("{l}p"),
+            ]);
+            host.ip(&["link", "set", l, "up"]);
+        }
+        Bench {
+            host,
+            state: tempfile::tempdir().unwrap(),
+            links,
+        }
+    }
+
+    fn hooks(&self, policy: AttachPolicy) -> (Arc<Instrumented>, Arc<Mutex<Vec<Event>>>) {
+        let links: Vec<&str> = self.links.iter().map(String::as_str).collect();
+        let driver = support::veth_driver(&self.host, self.state.path(), &links);
+        let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+        let sink = events.clone();
+        let writer: EventWriter = Arc::new(move |ev| {
+            sink.lock().unwrap().push(ev);
+            Box::pin(async { Ok(()) })
+        });
+        let hooks = Instrumented::with_policy(
+            Arc::new(driver),
+            Arc::new(DaemonMetrics::new()),
+            Some(writer),
+            "node-a",
+            policy,
+        );
+        (hooks, events)
+    }
+
+    /// One claim of all eight links for pod `uid`, each named `net<i>` in the pod.
+    async fn prepare(&self, hooks: &Instrumented, uid: &str) {
+        let results: Vec<(String, String)> = self
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (format!("nic{i}"), format!("dev-{l}")))
+            .collect();
+        let requests: Vec<(&str, &str)> = results
+            .iter()
+            .map(|(r, d)| (r.as_str(), d.as_str()))
+            .collect();
+        let configs = results
+            .iter()
+            .enumerate()
+            .map(|(i, (r, _))| {
+                claims::opaque(
+                    "FromClaim",
+                    Some(&[r.as_str()]),
+                    serde_json::json!({"interface": {"name": format!("net{i}"), "addresses": [format!("10.60.{i}.2/24")]}}),
+                )
+            })
+            .collect();
+        hooks
+            .driver()
+            .prepare_claim(&claims::claim("eight", &[uid], &requests, configs))
+            .await
+            .unwrap();
+    }
+}
+
+/// A deadline no attach of eight links meets: every attach is deferred.
+fn tight(device_attach_timeout: Duration) -> AttachPolicy {
+    AttachPolicy {
+        nri_request_timeout: Duration::from_micros(40),
+        device_attach_timeout,
+        hook: None,
+    }
+}
+
+fn container(name: &str, hooks: Vec<Hook>) -> Container {
+    Container {
+        id: format!("ctr-{name}"),
+        name: name.into(),
+        create_runtime_hooks: hooks,
+        ..Default::default()
+    }
+}
+
+fn links_in(ns: &Ns) -> usize {
+    (0..8)
+        .filter(|i| ns.try_ip(&["link", "show", &format!("net{i}")]))
+        .count()
+}
+
+async fn settle(hooks: &Instrumented) {
+    assert!(
+        hooks.wait_idle(Duration::from_secs(30)).await,
+        "attaches still running"
+    );
+}
+
+/// RunPodSandbox answers within the deadline; the containers are refused, naming the devices
+/// still attaching, until all eight are in; then they are created and see all eight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_attach_goes_on_and_the_containers_wait_for_all_of_it() {
+    if !can_run("a_slow_attach_goes_on_and_the_containers_wait_for_all_of_it") {
+        return;
+    }
+    let b = Bench::new("bar-slow");
+    let host_before = b.host.dump();
+    let p = Ns::new("bar-slow-p");
+    let (hooks, events) = b.hooks(tight(Duration::from_secs(60)));
+    b.prepare(&hooks, "ps").await;
+    let sandbox = pod("ps", &p);
+    hooks.run_pod_sandbox(&sandbox).await.unwrap();
+    let first = hooks
+        .create_container(&sandbox, &container("app", vec![]))
+        .await;
+    let refused = first
+        .expect_err("created before its NICs were in")
+        .to_string();
+    assert!(
+        refused.contains("still attaching") && refused.contains("dev-b0"),
+        "{refused}"
+    );
+    // The kubelet retries the container.
+    let mut tries = 1;
+    loop {
+        match hooks
+            .create_container(&sandbox, &container("app", vec![]))
+            .await
+        {
+            Ok(_) => break,
+            Err(e) => assert!(e.to_string().contains("still attaching"), "{e}"),
+        }
+        tries += 1;
+        assert!(tries < 10_000, "never attached");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(links_in(&p), 8, "created with every NIC in");
+    let shown = p.ip(&["addr", "show", "net7"]);
+    assert!(shown.contains("10.60.7.2/24"), "configured: {shown}");
+    let reasons: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.reason.clone())
+        .collect();
+    assert_eq!(reasons, ["NetworkDeviceAttachDeferred"]);
+    // A restarted container is not held.
+    hooks
+        .create_container(&sandbox, &container("app", vec![]))
+        .await
+        .unwrap();
+    hooks.stop_pod_sandbox(&sandbox).await.unwrap();
+    hooks.remove_pod_sandbox(&sandbox).await.unwrap();
+    assert_eq!(b.host.dump(), host_before);
+}
+
+/// `--device-attach-timeout=0`: a sandbox whose devices are not in within the deadline fails,
+/// and the attach that went on gives everything back when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_time_past_the_deadline_the_sandbox_fails_and_the_host_keeps_its_links() {
+    if !can_run("with_no_time_past_the_deadline_the_sandbox_fails_and_the_host_keeps_its_links") {
+        return;
+    }
+    let b = Bench::new("bar-zero");
+    let host_before = b.host.dump();
+    let p = Ns::new("bar-zero-p");
+    let (hooks, _) = b.hooks(tight(Duration::ZERO));
+    b.prepare(&hooks, "pz").await;
+    let sandbox = pod("pz", &p);
+    let e = hooks
+        .run_pod_sandbox(&sandbox)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--device-attach-timeout=0"), "{e}");
+    settle(&hooks).await;
+    assert_eq!(links_in(&p), 0);
+    assert_eq!(b.host.dump(), host_before);
+    // The containers of the failed sandbox are refused with why.
+    let e = hooks
+        .create_container(&sandbox, &container("app", vec![]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--device-attach-timeout=0"), "{e}");
+}
+
+/// A pod stopped while its attach goes on: what the attach did is given back, all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_stopped_mid_attach_leaves_the_host_whole() {
+    if !can_run("a_pod_stopped_mid_attach_leaves_the_host_whole") {
+        return;
+    }
+    let b = Bench::new("bar-stop");
+    let host_before = b.host.dump();
+    let p = Ns::new("bar-stop-p");
+    let (hooks, _) = b.hooks(tight(Duration::from_secs(60)));
+    b.prepare(&hooks, "pt").await;
+    let sandbox = pod("pt", &p);
+    hooks.run_pod_sandbox(&sandbox).await.unwrap();
+    hooks.stop_pod_sandbox(&sandbox).await.unwrap();
+    settle(&hooks).await;
+    hooks.remove_pod_sandbox(&sandbox).await.unwrap();
+    assert_eq!(links_in(&p), 0);
+    assert_eq!(b.host.dump(), host_before);
+}
+
+/// The daemon never saw the pod's RunPodSandbox (stalled, restarted, dropped by the runtime):
+/// the container's hook asks, the pod is attached then, and a container that carries the hook
+/// is not refused by CreateContainer (the hook holds it instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hook_attaches_a_pod_whose_sandbox_start_was_missed() {
+    if !can_run("the_hook_attaches_a_pod_whose_sandbox_start_was_missed") {
+        return;
+    }
+    let b = Bench::new("bar-hook");
+    let host_before = b.host.dump();
+    let p = Ns::new("bar-hook-p");
+    let marks = tempfile::tempdir().unwrap();
+    let hook = HookConfig {
+        path: "/opt/dranet/bin/dranet".into(),
+        socket: marks.path().join("hook.sock"),
+        markers: marks.path().to_path_buf(),
+        timeout: Duration::from_secs(60),
+    };
+    let mut policy = tight(Duration::from_secs(60));
+    policy.hook = Some(hook.clone());
+    let (hooks, _) = b.hooks(policy);
+    b.prepare(&hooks, "ph").await;
+    let sandbox = pod("ph", &p);
+    let answer = hooks
+        .hook_request(HookRequest {
+            sandbox_id: sandbox.id.clone(),
+            pod_uid: sandbox.uid.clone(),
+            pod_name: sandbox.name.clone(),
+            pod_namespace: sandbox.namespace.clone(),
+            netns: p.path().display().to_string(),
+            wait_ms: 30_000,
+        })
+        .await;
+    assert!(answer.attached, "{answer:?}");
+    assert_eq!(links_in(&p), 8);
+    assert!(
+        marks.path().join(&sandbox.id).exists(),
+        "marked for later containers"
+    );
+    let hooked = container(
+        "app",
+        vec![Hook {
+            path: hook.path.display().to_string(),
+            args: hook.args(),
+        }],
+    );
+    hooks.create_container(&sandbox, &hooked).await.unwrap();
+    // The runtime's late RunPodSandbox finds it attached.
+    hooks.run_pod_sandbox(&sandbox).await.unwrap();
+    hooks.stop_pod_sandbox(&sandbox).await.unwrap();
+    hooks.remove_pod_sandbox(&sandbox).await.unwrap();
+    assert!(!marks.path().join(&sandbox.id).exists());
+    assert_eq!(b.host.dump(), host_before);
+}
+
+/// While the attach goes on, a container carrying the hook is let through (its hook waits),
+/// one without it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_container_without_the_hook_is_refused_while_attaching() {
+    if !can_run("only_a_container_without_the_hook_is_refused_while_attaching") {
+        return;
+    }
+    let b = Bench::new("bar-both");
+    let p = Ns::new("bar-both-p");
+    let marks = tempfile::tempdir().unwrap();
+    let hook = HookConfig {
+        path: "/opt/dranet/bin/dranet".into(),
+        socket: marks.path().join("hook.sock"),
+        markers: marks.path().to_path_buf(),
+        timeout: Duration::from_secs(60),
+    };
+    let mut policy = tight(Duration::from_secs(60));
+    policy.hook = Some(hook.clone());
+    let (hooks, _) = b.hooks(policy);
+    b.prepare(&hooks, "pb").await;
+    let sandbox = pod("pb", &p);
+    hooks.run_pod_sandbox(&sandbox).await.unwrap();
+    let hooked = container(
+        "app",
+        vec![Hook {
+            path: hook.path.display().to_string(),
+            args: hook.args(),
+        }],
+    );
+    hooks.create_container(&sandbox, &hooked).await.unwrap();
+    let side = hooks
+        .create_container(&sandbox, &container("side", vec![]))
+        .await;
+    assert!(
+        side.is_err(),
+        "a container without the hook waits at CreateContainer"
+    );
+    let answer = hooks
+        .hook_request(HookRequest {
+            sandbox_id: sandbox.id.clone(),
+            pod_uid: sandbox.uid.clone(),
+            pod_name: sandbox.name.clone(),
+            pod_namespace: sandbox.namespace.clone(),
+            netns: p.path().display().to_string(),
+            wait_ms: 30_000,
+        })
+        .await;
+    assert!(answer.attached, "{answer:?}");
+    assert_eq!(links_in(&p), 8, "the hook returned with every NIC in");
+    hooks.stop_pod_sandbox(&sandbox).await.unwrap();
+    hooks.remove_pod_sandbox(&sandbox).await.unwrap();
+}
