@@ -122,7 +122,9 @@ pub struct RunArgs {
         long,
         value_name = "PATH",
         default_value = "/opt/dranet/bin/dranet",
-        env = "DRANET_HOOK_PATH"
+        env = "DRANET_HOOK_PATH",
+        // Empty is a value here: no hook.
+        value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from)
     )]
     hook_path: PathBuf,
     /// The runtime's CDI directory: the hook reaches the containers through a CDI device.

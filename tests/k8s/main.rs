@@ -25,6 +25,7 @@ mod health;
 mod install;
 mod links;
 mod minimal_driver;
+mod nri_timeout;
 mod share;
 mod upstream;
 mod webhook;
@@ -82,9 +83,34 @@ const SCENARIOS: &[Scenario] = &[
         run: minimal_driver::the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_driver,
     },
     Scenario {
+        name: "nri_timeout::a_larger_containerd_timeout_attaches_at_sandbox_creation",
+        what: "eight NICs within containerd's 2 s",
+        run: nri_timeout::a_larger_containerd_timeout_attaches_at_sandbox_creation,
+    },
+    Scenario {
         name: "install::installs_with_kubectl_then_helm",
         what: "install on a real node",
         run: install::installs_with_kubectl_then_helm,
+    },
+];
+
+/// The scenarios of each version's second cluster, whose containerd gives NRI plugins
+/// [`nri_timeout::NRI_TIMEOUT`].
+const NRI_100MS: &[Scenario] = &[
+    Scenario {
+        name: "nri_timeout::hook_installed_eight_nics_at_container_start",
+        what: "eight NICs at the container's start: hook, stalled, restarted, killed daemon",
+        run: nri_timeout::hook_installed_eight_nics_at_container_start,
+    },
+    Scenario {
+        name: "nri_timeout::without_the_hook_creation_fails_until_attached",
+        what: "eight NICs at the container's start without the hook",
+        run: nri_timeout::without_the_hook_creation_fails_until_attached,
+    },
+    Scenario {
+        name: "nri_timeout::device_attach_timeout_0_fails_the_sandbox",
+        what: "--device-attach-timeout=0",
+        run: nri_timeout::device_attach_timeout_0_fails_the_sandbox,
     },
 ];
 
@@ -214,6 +240,10 @@ fn main() {
             .filter(|s| args.selects(&test_name(s.name, version)))
             .collect();
         let upstream = upstream::chosen(&args, version);
+        let short: Vec<&Scenario> = NRI_100MS
+            .iter()
+            .filter(|s| args.selects(&test_name(s.name, version)))
+            .collect();
         let gated = version == V1_36 && args.selects(GATED.name);
         gated_chosen |= gated;
         if args.list {
@@ -223,26 +253,63 @@ fn main() {
             for n in &upstream {
                 println!("{n}: test");
             }
+            for s in &short {
+                println!("{}: test", test_name(s.name, version));
+            }
             if gated {
                 // Named without a version, as it was: it runs on one.
                 println!("{}: test", GATED.name);
             }
             continue;
         }
-        if chosen.is_empty() && upstream.is_empty() {
-            continue;
+        if !(chosen.is_empty() && upstream.is_empty()) {
+            run_cluster(version, &args, &chosen, upstream, &mut report);
         }
+        if !short.is_empty()
+            && let Some(kit) = Kit::start_with(
+                "the scenarios of a 100 ms NRI timeout",
+                version,
+                "",
+                nri_timeout::NRI_TIMEOUT,
+            )
+        {
+            let baseline = Baseline::take(&kit);
+            for s in short {
+                run_scenario(&kit, &baseline, s, &test_name(s.name, version), &mut report);
+            }
+        }
+    }
+
+    if gated_chosen && !args.list {
+        let version = V1_36;
+        if let Some(kit) = Kit::start_with_gates(GATED.what, version, check::LIST_GATES) {
+            let baseline = Baseline::take(&kit);
+            run_scenario(&kit, &baseline, &GATED, GATED.name, &mut report);
+        }
+    }
+    finish(&args, &report, started);
+}
+
+/// Runs `chosen` and upstream's scenarios on one cluster of `version`.
+fn run_cluster(
+    version: Version,
+    args: &Args,
+    chosen: &[&Scenario],
+    upstream: Vec<String>,
+    report: &mut Report,
+) {
+    {
         let Some(kit) = Kit::start("the real-cluster scenarios", version) else {
-            continue;
+            return;
         };
         let t = Instant::now();
         let baseline = Baseline::take(&kit);
         for s in chosen {
-            run_scenario(&kit, &baseline, s, &test_name(s.name, version), &mut report);
+            run_scenario(&kit, &baseline, s, &test_name(s.name, version), report);
         }
         if !upstream.is_empty() {
             let t = Instant::now();
-            let ok = upstream::run(&kit, &args, &mut report);
+            let ok = upstream::run(&kit, args, report);
             let clean = left_behind(&kit, &baseline, "upstream::*");
             if !ok || !clean {
                 kit.say(format_args!(
@@ -262,15 +329,10 @@ fn main() {
             t.elapsed().as_secs_f64()
         ));
     }
+}
 
-    if gated_chosen && !args.list {
-        let version = V1_36;
-        if let Some(kit) = Kit::start_with_gates(GATED.what, version, check::LIST_GATES) {
-            let baseline = Baseline::take(&kit);
-            run_scenario(&kit, &baseline, &GATED, GATED.name, &mut report);
-        }
-    }
-
+/// Prints the result line; exits 101 on a failure.
+fn finish(args: &Args, report: &Report, started: Instant) {
     if args.list {
         return;
     }

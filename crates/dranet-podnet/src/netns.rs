@@ -61,6 +61,18 @@ impl Netns {
         Ok(ns)
     }
 
+    /// Another handle on the same namespace (its own descriptor).
+    pub fn try_clone(&self) -> Result<Self> {
+        let fd = self.fd.try_clone().map_err(|e| Error::Netns {
+            path: self.path.clone(),
+            reason: format!("duplicating its descriptor: {e}"),
+        })?;
+        Ok(Self {
+            fd,
+            path: self.path.clone(),
+        })
+    }
+
     /// The path it was opened from (for messages).
     pub fn path(&self) -> &Path {
         &self.path

@@ -64,6 +64,9 @@ fn disk_room(path: &str) -> Option<(u64, u64)> {
     Some((nums.next()?.parse().ok()?, nums.next()?.parse().ok()?))
 }
 
+/// containerd's default NRI `plugin_request_timeout`, the kit's too.
+pub const DEFAULT_NRI_REQUEST_TIMEOUT: &str = "2s";
+
 /// A running kit cluster; taken down when dropped.
 pub struct Kit {
     script: PathBuf,
@@ -71,6 +74,8 @@ pub struct Kit {
     pub version: Version,
     /// The feature gates it runs with besides the version's defaults (`FEATURE_GATES`).
     pub gates: &'static str,
+    /// containerd's NRI `plugin_request_timeout` (`NRI_REQUEST_TIMEOUT`), e.g. `2s`.
+    pub nri_request_timeout: &'static str,
     /// What `kit.sh env` exports (KUBECONFIG, DRANET_K8S_*).
     pub env: HashMap<String, String>,
     _lock: MutexGuard<'static, ()>,
@@ -106,6 +111,17 @@ impl Kit {
     /// [`Kit::start`] with `--feature-gates=GATES` on every component (`""`: the version's
     /// defaults). A cluster left running is taken down first: `up` would keep its gates.
     pub fn start_with_gates(test: &str, version: Version, gates: &'static str) -> Option<Kit> {
+        Kit::start_with(test, version, gates, DEFAULT_NRI_REQUEST_TIMEOUT)
+    }
+
+    /// [`Kit::start_with_gates`] with containerd's NRI `plugin_request_timeout` set to
+    /// `nri_request_timeout` (e.g. `100ms`; the kit's default is [`DEFAULT_NRI_REQUEST_TIMEOUT`]).
+    pub fn start_with(
+        test: &str,
+        version: Version,
+        gates: &'static str,
+        nri_request_timeout: &'static str,
+    ) -> Option<Kit> {
         if !is_root() {
             eprintln!(
                 "SKIP {test} on {version}: needs root (the kubelet and containerd run as root)"
@@ -138,6 +154,7 @@ impl Kit {
             script,
             version,
             gates,
+            nri_request_timeout,
             env: HashMap::new(),
             _lock: lock,
             _machine_lock: machine_lock,
@@ -145,14 +162,24 @@ impl Kit {
         if !gates.is_empty() {
             kit.down();
         }
-        kit.up();
+        if !kit.up() {
+            kit.say("a cluster with other settings was running: down, and up again");
+            kit.down();
+            assert!(
+                kit.up(),
+                "[{version}] kit.sh up kept other settings after down"
+            );
+        }
         // A cluster left running (a killed test) keeps the version it was started with: `up`
         // leaves running pieces alone. Then start over.
         let running = kit.server_version();
         if running != version.full {
             kit.say(format_args!("{running} was running: down, and up again"));
             kit.down();
-            kit.up();
+            assert!(
+                kit.up(),
+                "[{version}] kit.sh up kept other settings after down"
+            );
             let running = kit.server_version();
             assert_eq!(
                 running, version.full,
@@ -218,13 +245,15 @@ impl Kit {
         out
     }
 
-    /// `kit.sh up` of this version, then its environment.
-    fn up(&mut self) {
+    /// `kit.sh up` of this version, then its environment; false if a cluster running with
+    /// other settings was kept (`kit.sh up` leaves it; take it down first).
+    fn up(&mut self) -> bool {
         let t = Instant::now();
         let up = Command::new(&self.script)
             .arg("up")
             .env("KUBE_VERSION", self.version.kit)
             .env("FEATURE_GATES", self.gates)
+            .env("NRI_REQUEST_TIMEOUT", self.nri_request_timeout)
             .env(
                 "POD_DEFAULT_ROUTE",
                 if pod_default_route() { "1" } else { "0" },
@@ -253,6 +282,7 @@ impl Kit {
                     .insert(k.to_string(), v.trim_matches(['"', '\'']).to_string());
             }
         }
+        !String::from_utf8_lossy(&up.stdout).contains("with other settings")
     }
 
     /// `kit.sh down`, saying how long it took or why it failed.

@@ -90,10 +90,12 @@ impl Default for AttachPolicy {
 }
 
 impl AttachPolicy {
-    /// How long RunPodSandbox may wait for the attach before it answers: three quarters of the
-    /// runtime's timeout, leaving the rest for the answer's way back and a loaded machine.
+    /// How long a hook may wait for its work before it answers: the runtime's timeout less a
+    /// margin for the request's and the answer's way on a loaded machine (a quarter of it, at
+    /// least 250 ms or half of it, whichever is less): 1.5 s of 2 s, 50 ms of 100 ms.
     pub fn answer_within(&self) -> Duration {
-        self.nri_request_timeout * 3 / 4
+        let t = self.nri_request_timeout;
+        t - (t / 4).max((t / 2).min(Duration::from_millis(250)))
     }
 }
 
@@ -106,7 +108,11 @@ mod tests {
         let mut p = AttachPolicy::default();
         assert_eq!(p.answer_within(), Duration::from_millis(1500));
         p.nri_request_timeout = Duration::from_millis(100);
-        assert_eq!(p.answer_within(), Duration::from_millis(75));
+        assert_eq!(p.answer_within(), Duration::from_millis(50));
+        p.nri_request_timeout = Duration::from_millis(400);
+        assert_eq!(p.answer_within(), Duration::from_millis(200));
+        p.nri_request_timeout = Duration::from_secs(10);
+        assert_eq!(p.answer_within(), Duration::from_millis(7500));
     }
 
     #[test]

@@ -11,6 +11,28 @@ impl NetworkDriver {
     /// now, side by side. Their failures are in the answer, for the caller to report on the
     /// pods: they do not fail the Synchronize, which would only disconnect the plugin again.
     pub async fn synchronize_pods(&self, live: &[PodSandbox]) -> Result<Synchronized> {
+        let owed = self.settle_gone(live).await?;
+        let mut out = Synchronized::default();
+        let results = futures::future::join_all(owed.iter().map(|p| self.start_pod(p))).await;
+        for (pod, r) in owed.iter().zip(results) {
+            match r {
+                Ok(()) => {
+                    tracing::info!(pod = %pod.qualified_name(), "pod started while the runtime could not reach this plugin: devices attached now");
+                    out.attached.push(pod.id.clone());
+                }
+                Err(e) => {
+                    tracing::error!(pod = %pod.qualified_name(), error = %e, "pod started while the runtime could not reach this plugin, and its devices cannot be attached");
+                    out.failed.push((pod.id.clone(), e));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The first half of [`NetworkDriver::synchronize_pods`]: what sandboxes that are gone
+    /// held comes back to the host, live sandboxes never seen start are remembered, and the
+    /// live sandboxes owed an attach are returned (for the caller to attach, as it times it).
+    pub async fn settle_gone<'a>(&self, live: &'a [PodSandbox]) -> Result<Vec<&'a PodSandbox>> {
         let live_ids: HashSet<&str> = live.iter().map(|p| p.id.as_str()).collect();
         let recovery = self
             .podnet
@@ -41,29 +63,11 @@ impl NetworkDriver {
             lock(&self.state).pods.remove(&p.sandbox_id);
             self.store.remove_pod(&p.sandbox_id)?;
         }
-        let held: HashSet<(String, String)> = self
-            .podnet
-            .journal()
-            .entries()?
-            .into_iter()
-            .map(|e| (e.key, e.owner))
-            .chain(
-                self.podnet
-                    .children()
-                    .entries()?
-                    .into_iter()
-                    .map(|e| (e.key, e.owner)),
-            )
-            .collect();
+        let held = self.held_links()?;
         let mut owed: Vec<&PodSandbox> = Vec::new();
         for pod in live {
             let claims = self.claims_of_pod(&pod.uid);
-            let unattached = claims.iter().any(|c| {
-                c.devices
-                    .iter()
-                    .any(|d| d.netdev.is_some() && !held.contains(&(d.key(&c.uid), pod.id.clone())))
-            });
-            if unattached {
+            if Self::unattached(&claims, pod, &held) {
                 owed.push(pod);
                 continue;
             }
@@ -85,22 +89,53 @@ impl NetworkDriver {
                 lock(&self.state).pods.insert(pod.id.clone(), r);
             }
         }
-        let mut out = Synchronized::default();
-        let results = futures::future::join_all(owed.iter().map(|p| self.start_pod(p))).await;
-        for (pod, r) in owed.iter().zip(results) {
-            match r {
-                Ok(()) => {
-                    tracing::info!(pod = %pod.qualified_name(), "pod started while the runtime could not reach this plugin: devices attached now");
-                    out.attached.push(pod.id.clone());
-                }
-                Err(e) => {
-                    tracing::error!(pod = %pod.qualified_name(), error = %e, "pod started while the runtime could not reach this plugin, and its devices cannot be attached");
-                    out.failed.push((pod.id.clone(), e));
-                }
-            }
-        }
         self.synchronized.send_replace(true);
-        Ok(out)
+        Ok(owed)
+    }
+
+    /// Every (key, sandbox) the journals hold a link or child under.
+    fn held_links(&self) -> Result<HashSet<(String, String)>> {
+        Ok(self
+            .podnet
+            .journal()
+            .entries()?
+            .into_iter()
+            .map(|e| (e.key, e.owner))
+            .chain(
+                self.podnet
+                    .children()
+                    .entries()?
+                    .into_iter()
+                    .map(|e| (e.key, e.owner)),
+            )
+            .collect())
+    }
+
+    /// Whether some netdev of `claims` is not attached to `pod`.
+    fn unattached(
+        claims: &[Arc<ClaimRecord>],
+        pod: &PodSandbox,
+        held: &HashSet<(String, String)>,
+    ) -> bool {
+        claims.iter().any(|c| {
+            c.devices
+                .iter()
+                .any(|d| d.netdev.is_some() && !held.contains(&(d.key(&c.uid), pod.id.clone())))
+        })
+    }
+
+    /// Whether `pod` has prepared netdevs not attached to it (its RunPodSandbox never came, or
+    /// its attach was cut off): its containers must not start yet. Unreadable journals count
+    /// as yes.
+    pub fn owes_attach(&self, pod: &PodSandbox) -> bool {
+        let claims = self.claims_of_pod(&pod.uid);
+        if claims.is_empty() {
+            return false;
+        }
+        match self.held_links() {
+            Ok(held) => Self::unattached(&claims, pod, &held),
+            Err(_) => true,
+        }
     }
 
     /// The claims of `pod`'s namespace prepared for other pods that now list `pod` in their

@@ -182,6 +182,8 @@ async fn a_slow_attach_goes_on_and_the_containers_wait_for_all_of_it() {
         .unwrap();
     hooks.stop_pod_sandbox(&sandbox).await.unwrap();
     hooks.remove_pod_sandbox(&sandbox).await.unwrap();
+    // The detach goes on past the (tight) deadline.
+    settle(&hooks).await;
     assert_eq!(b.host.dump(), host_before);
 }
 
@@ -287,6 +289,7 @@ async fn the_hook_attaches_a_pod_whose_sandbox_start_was_missed() {
     hooks.run_pod_sandbox(&sandbox).await.unwrap();
     hooks.stop_pod_sandbox(&sandbox).await.unwrap();
     hooks.remove_pod_sandbox(&sandbox).await.unwrap();
+    settle(&hooks).await;
     assert!(!marks.path().join(&sandbox.id).exists());
     assert_eq!(b.host.dump(), host_before);
 }
@@ -342,4 +345,41 @@ async fn only_a_container_without_the_hook_is_refused_while_attaching() {
     assert_eq!(links_in(&p), 8, "the hook returned with every NIC in");
     hooks.stop_pod_sandbox(&sandbox).await.unwrap();
     hooks.remove_pod_sandbox(&sandbox).await.unwrap();
+}
+
+/// Without the hook, a pod whose RunPodSandbox this daemon never saw (the runtime dropped the
+/// plugin) is attached at its first CreateContainer, which refuses the container until all
+/// eight are in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_of_a_missed_sandbox_waits_for_its_attach() {
+    if !can_run("a_container_of_a_missed_sandbox_waits_for_its_attach") {
+        return;
+    }
+    let b = Bench::new("bar-miss");
+    let host_before = b.host.dump();
+    let p = Ns::new("bar-miss-p");
+    let (hooks, _) = b.hooks(tight(Duration::from_secs(60)));
+    b.prepare(&hooks, "pm").await;
+    let sandbox = pod("pm", &p);
+    let mut refused = 0;
+    loop {
+        match hooks
+            .create_container(&sandbox, &container("app", vec![]))
+            .await
+        {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(e.to_string().contains("still attaching"), "{e}");
+                refused += 1;
+            }
+        }
+        assert!(refused < 10_000, "never attached");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(refused > 0, "created before its NICs were in");
+    assert_eq!(links_in(&p), 8, "created with every NIC in");
+    hooks.stop_pod_sandbox(&sandbox).await.unwrap();
+    hooks.remove_pod_sandbox(&sandbox).await.unwrap();
+    settle(&hooks).await;
+    assert_eq!(b.host.dump(), host_before);
 }

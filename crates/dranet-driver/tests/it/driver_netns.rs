@@ -145,6 +145,8 @@ async fn pods_started_while_disconnected_get_their_links_at_synchronize() {
     // Both pods run; the plugin saw neither start.
     let live = [pod("pa", &pa), pod("pb", &pb)];
     hooks.synchronize(&live, &[]).await.unwrap();
+    // Answered at once; the work goes on in the background.
+    assert!(hooks.wait_idle(std::time::Duration::from_secs(30)).await);
     let shown = pa.ip(&["addr", "show", "net1"]);
     assert!(shown.contains("10.9.8.7/24"), "{shown}");
     assert!(
@@ -167,6 +169,8 @@ async fn pods_started_while_disconnected_get_their_links_at_synchronize() {
     }
     // A second Synchronize (another reconnect) changes nothing for pod a.
     hooks.synchronize(&live, &[]).await.unwrap();
+    // Answered at once; the work goes on in the background.
+    assert!(hooks.wait_idle(std::time::Duration::from_secs(30)).await);
     assert!(pa.try_ip(&["link", "show", "net1"]));
     for p in &live {
         hooks.stop_pod_sandbox(p).await.unwrap();

@@ -218,6 +218,7 @@ impl PodNet {
                 let attached = attached_from(&entry, &link, addresses);
                 entry.phase = Phase::Attached;
                 entry.pod_index = Some(attached.pod_index);
+                self.held.hold(&entry.key, pod);
                 self.journal
                     .write(&entry)
                     .map(|()| attached)

@@ -39,6 +39,7 @@ mod child;
 mod child_journal;
 mod configure;
 mod health;
+mod held;
 mod identity;
 mod journal;
 pub(crate) mod messages;
@@ -82,6 +83,8 @@ pub struct PodNet {
     sysfs: PathBuf,
     hook: Option<StepHook>,
     locks: crate::locks::Locks,
+    /// The pod namespaces our links are in, open until each is given back.
+    held: held::Held,
 }
 
 impl std::fmt::Debug for PodNet {
@@ -130,6 +133,7 @@ impl PodNet {
             sysfs: PathBuf::from("/sys"),
             hook: None,
             locks: crate::locks::Locks::default(),
+            held: held::Held::default(),
         })
     }
 

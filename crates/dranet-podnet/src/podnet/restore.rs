@@ -66,7 +66,9 @@ impl PodNet {
             tracing::warn!(key, error = %e, "could not mark the journal entry as detaching; detaching anyway");
         }
         self.restore_entry(&entry).await?;
-        self.journal.remove(key)
+        self.journal.remove(key)?;
+        self.held.release(key);
+        Ok(())
     }
 
     /// At start: for each journal entry, if `live` says its owner still runs and the attach
@@ -82,12 +84,17 @@ impl PodNet {
             };
             let _link = self.locks.links(&[&e.host.name]).await;
             if e.phase == Phase::Attached && live(&e) {
+                // Held from now on, as at its attach (a restart let it go).
+                if let Ok(Some(ns)) = self.pod_netns(&e) {
+                    self.held.hold(&e.key, &ns);
+                }
                 out.kept.push(e.key);
                 continue;
             }
             match self.restore_entry(&e).await {
                 Ok(r) => {
                     self.journal.remove(&e.key)?;
+                    self.held.release(&e.key);
                     match r {
                         Restored::Restored { incomplete } => {
                             if !incomplete.is_empty() {
@@ -110,6 +117,10 @@ impl PodNet {
     /// The entry's pod namespace, if it still exists and is the one attached to (not another
     /// namespace mounted at the same path since).
     pub(super) fn pod_netns(&self, e: &Entry) -> Result<Option<Netns>> {
+        // Held since the attach: the namespace exists whatever became of its path.
+        if let Some(ns) = self.held.get(&e.key, e.pod_netns_id) {
+            return Ok(Some(ns));
+        }
         if let Err(x) = std::fs::symlink_metadata(&e.pod_netns)
             && x.kind() == io::ErrorKind::NotFound
         {

@@ -120,3 +120,36 @@ async fn a_host_that_refuses_part_of_its_state_still_gets_its_link_back() {
     assert!(again.is_ok(), "the next pod gets the NIC: {again:?}");
     pn.detach("claim-rf2-v0").await.unwrap();
 }
+
+/// A runtime that passed its NRI deadline tears the sandbox down without waiting for the
+/// detach: the pod's namespace is unmounted (and its last process gone) while the link is still
+/// in it. Held open since the attach, the namespace lives until the detach has given the link
+/// back; without that, a veth dies with it and a NIC comes back unconfigured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_namespace_torn_down_before_the_detach_still_gives_the_link_back() {
+    if !can_run("a_pod_namespace_torn_down_before_the_detach_still_gives_the_link_back") {
+        return;
+    }
+    let h = host_with_veth("td-h");
+    let host_before = h.dump();
+    let p = Ns::new("td-p");
+    let journal = tempfile::tempdir().unwrap();
+    let pn = PodNet::new(Netns::open(h.path()).unwrap(), journal.path()).unwrap();
+    let cfg = NetworkConfig::default();
+    let req = AttachRequest {
+        key: "claim-td-v0",
+        owner: "sandbox-td",
+        link: "v0",
+        pod_netns: &p.path(),
+        config: &cfg,
+        rdma_device: None,
+        source_table: None,
+    };
+    pn.attach(&req).await.unwrap();
+    // The runtime's teardown: the namespace's mount goes, nothing of the pod holds it.
+    drop(p);
+    assert!(!req.pod_netns.exists(), "unmounted");
+    pn.detach("claim-td-v0").await.unwrap();
+    assert_eq!(h.dump(), host_before, "the host has v0 back as it was");
+    assert!(pn.journal().entries().unwrap().is_empty());
+}

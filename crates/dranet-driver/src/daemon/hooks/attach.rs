@@ -1,7 +1,6 @@
 //! RunPodSandbox answered within the runtime's deadline, the rest of the attach in the
 //! background, and the barriers a container waits at until it ends ([`crate::attach`]).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dranet_nri::{Container, Namespace, PodSandbox};
@@ -79,14 +78,14 @@ impl Instrumented {
             self.gate.begin(&pod.id)
         };
         if let Begun::Started = begun {
-            let Some(me) = self.me.upgrade() else {
+            let Some(g) = self.enter_owned() else {
                 // Only while the daemon drops its hooks: nothing will attach.
                 self.gate
                     .finish(&pod.id, Err("the daemon is stopping".into()));
                 return Phase::Failed("the daemon is stopping".into());
             };
             let pod = pod.clone();
-            tokio::spawn(async move { me.run_attach(pod).await });
+            tokio::spawn(async move { g.0.run_attach(pod).await });
         }
         self.gate
             .wait(&pod.id, limit)
@@ -97,8 +96,7 @@ impl Instrumented {
     /// One pod's attach, to its end: bounded by the policy (past it the waiters are told it
     /// timed out and what it did is given back when it ends), logged, counted and, when it
     /// fails, recorded on the pod.
-    async fn run_attach(self: Arc<Self>, pod: PodSandbox) {
-        let _g = self.enter();
+    async fn run_attach(&self, pod: PodSandbox) {
         let t = Instant::now();
         let limit = self.policy.answer_within() + self.policy.device_attach_timeout;
         let attach = self.driver.start_pod(&pod);
@@ -150,23 +148,36 @@ impl Instrumented {
         pod: &PodSandbox,
         container: &Container,
     ) -> crate::Result<()> {
+        // A container carrying the hook waits there (with or without this connection).
+        let hooked = self
+            .policy
+            .hook
+            .as_ref()
+            .is_some_and(|h| container.create_runtime_hooks.iter().any(|x| h.is(x)));
         let phase = match self.gate.phase(&pod.id) {
-            Some(Phase::Attaching) => {
-                let hooked = self
-                    .policy
-                    .hook
-                    .as_ref()
-                    .is_some_and(|h| container.create_runtime_hooks.iter().any(|x| h.is(x)));
-                if hooked {
-                    return Ok(());
-                }
-                // It may end within this call's own deadline.
-                self.gate
-                    .wait(&pod.id, self.policy.answer_within())
-                    .await
-                    .unwrap_or(Phase::Attached)
-            }
+            Some(Phase::Attaching) if hooked => return Ok(()),
+            // It may end within this call's own deadline.
+            Some(Phase::Attaching) => self
+                .gate
+                .wait(&pod.id, self.policy.answer_within())
+                .await
+                .unwrap_or(Phase::Attached),
             Some(p) => p,
+            // A sandbox whose start this daemon missed (the runtime could not reach it, or
+            // dropped it): its attach starts now; the container waits for it in the hook, or
+            // within this call's deadline, or is refused until it is done.
+            None if self.driver.owes_attach(pod) => {
+                tracing::info!(pod = %pod.qualified_name(), "a container of a pod this daemon has not attached: attaching it now");
+                let limit = if hooked {
+                    Duration::ZERO
+                } else {
+                    self.policy.answer_within()
+                };
+                match self.attach_within(pod, limit, false).await {
+                    Phase::Attaching if hooked => return Ok(()),
+                    p => p,
+                }
+            }
             None => return Ok(()),
         };
         match phase {
@@ -239,6 +250,69 @@ impl Instrumented {
         };
         self.metrics.hook_wait(result, t.elapsed());
         answer
+    }
+
+    /// StopPodSandbox's (or, `remove`, RemovePodSandbox's) work on its own task, waited for
+    /// within the runtime's deadline: the runtime gets its answer in time and the detach its
+    /// end, whatever becomes of the connection (the pod's namespace is held open until every
+    /// link is back, see dranet-podnet).
+    pub(super) async fn detach_within_deadline(&self, pod: PodSandbox, remove: bool) {
+        let Some(g) = self.enter_owned() else {
+            return;
+        };
+        let task = tokio::spawn(async move {
+            let me = &g.0;
+            let t = Instant::now();
+            let (claims, devices) = me.pod_devices(&pod);
+            // The journal, not the claims, knows what the sandbox holds (its claim may be gone
+            // or prepared again for another pod): the driver always looks.
+            if remove {
+                me.driver.remove_pod(&pod).await;
+            } else {
+                me.driver.stop_pod(&pod).await;
+            }
+            if !remove && !claims.is_empty() {
+                me.metrics.pod_devices("detach", true, t.elapsed());
+                tracing::info!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), "pod devices detached");
+            }
+        });
+        if tokio::time::timeout(self.policy.answer_within(), task)
+            .await
+            .is_err()
+        {
+            tracing::info!("a pod's detach goes on past the NRI deadline");
+        }
+    }
+
+    /// Synchronize's work: what gone sandboxes held comes back to the host, and the live ones
+    /// owed an attach get it, each through the gate (as if its RunPodSandbox came now).
+    pub(super) fn synchronize_in_background(&self, pods: Vec<PodSandbox>) {
+        let Some(g) = self.enter_owned() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let me = &g.0;
+            let t = Instant::now();
+            let owed: Vec<PodSandbox> = match me.driver.settle_gone(&pods).await {
+                Ok(owed) => owed.into_iter().cloned().collect(),
+                Err(e) => {
+                    tracing::error!(error = %e, "synchronizing with the runtime failed; the next reconnection tries again");
+                    return;
+                }
+            };
+            me.metrics.restores_owed(me.driver.restores_owed());
+            for pod in &owed {
+                tracing::info!(pod = %pod.qualified_name(), "pod started while the runtime could not reach this plugin: attaching its devices now");
+                let _ = me.attach_within(pod, Duration::ZERO, true).await;
+            }
+            me.prune_markers(&pods);
+            tracing::info!(
+                pods = pods.len(),
+                owed = owed.len(),
+                duration_ms = ms(t),
+                "synchronized with the runtime"
+            );
+        });
     }
 
     fn marker_exists(&self, sandbox: &str) -> bool {

@@ -60,9 +60,16 @@ struct InFlight<'a>(&'a Instrumented);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.idle.notify_waiters();
-        }
+        self.0.leave();
+    }
+}
+
+/// [`InFlight`] for work on a task of its own, counted from before the task is spawned.
+struct Owned(Arc<Instrumented>);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        self.0.leave();
     }
 }
 
@@ -113,6 +120,20 @@ impl Instrumented {
     fn enter(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         InFlight(self)
+    }
+
+    /// Counts work about to be spawned, while the returned guard (moved into the task) lives;
+    /// `None` while the daemon drops its hooks.
+    fn enter_owned(&self) -> Option<Owned> {
+        let me = self.me.upgrade()?;
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Some(Owned(me))
+    }
+
+    fn leave(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
     }
 
     /// Waits until no NRI hook is running, for at most `limit`; false if some still were.
@@ -267,30 +288,11 @@ impl NriPlugin for Instrumented {
     ) -> Result<(), HandlerError> {
         let _g = self.enter();
         let t = Instant::now();
-        let r = self.driver.synchronize_pods(pods).await;
-        let status = if r.is_ok() { SUCCESS } else { FAILED };
-        self.metrics.nri_request("Synchronize", status, t.elapsed());
-        self.metrics.restores_owed(self.driver.restores_owed());
-        let (attached, failed) = match &r {
-            Ok(s) => (s.attached.len(), s.failed.len()),
-            Err(_) => (0, 0),
-        };
-        tracing::info!(
-            pods = pods.len(),
-            attached,
-            failed,
-            duration_ms = ms(t),
-            ok = r.is_ok(),
-            "synchronized with the runtime"
-        );
-        self.prune_markers(pods);
-        // Pods that started while the runtime could not reach this plugin and still cannot have
-        // their devices: said on each pod (the Synchronize itself succeeds).
-        for (id, e) in r?.failed {
-            if let Some(pod) = pods.iter().find(|p| p.id == id) {
-                self.warn(Self::pod_ref(pod), attach_failure_reason(&e), e.to_string());
-            }
-        }
+        // Answered at once: a plugin whose Synchronize passes the runtime's deadline is kept
+        // connected by containerd but sent no event again. The work goes on in the background.
+        self.synchronize_in_background(pods.to_vec());
+        self.metrics
+            .nri_request("Synchronize", SUCCESS, t.elapsed());
         Ok(())
     }
 
@@ -314,19 +316,11 @@ impl NriPlugin for Instrumented {
         // An attach still running is undone when it ends; what it did so far goes back now.
         self.gate
             .expire(&pod.id, format!("pod {} stopped", pod.qualified_name()));
-        let (claims, devices) = self.pod_devices(pod);
-        // The journal, not the claims, knows what the sandbox holds (its claim may be gone or
-        // prepared again for another pod): the driver always looks.
-        self.driver.stop_pod(pod).await;
-        if claims.is_empty() {
-            self.metrics
-                .nri_request("StopPodSandbox", NOOP, t.elapsed());
-            return Ok(());
-        }
+        let has_claims = !self.driver.claims_of_pod(&pod.uid).is_empty();
+        self.detach_within_deadline(pod.clone(), false).await;
+        let status = if has_claims { SUCCESS } else { NOOP };
         self.metrics
-            .nri_request("StopPodSandbox", SUCCESS, t.elapsed());
-        self.metrics.pod_devices("detach", true, t.elapsed());
-        tracing::info!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), "pod devices detached");
+            .nri_request("StopPodSandbox", status, t.elapsed());
         Ok(())
     }
 
@@ -335,7 +329,7 @@ impl NriPlugin for Instrumented {
         let t = Instant::now();
         self.gate.forget(&pod.id);
         self.remove_marker(&pod.id);
-        self.driver.remove_pod(pod).await;
+        self.detach_within_deadline(pod.clone(), true).await;
         self.metrics
             .nri_request("RemovePodSandbox", SUCCESS, t.elapsed());
         Ok(())
