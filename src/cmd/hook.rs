@@ -22,6 +22,20 @@ pub struct HookArgs {
 enum HookCommand {
     /// Wait for the container's pod to have its network devices (OCI state on stdin).
     Wait(WaitArgs),
+    /// Copy this executable to the host for the runtime to run as the hook, and check that the
+    /// host can run it (its C library); if not, remove it: the daemon then holds containers at
+    /// CreateContainer alone. For the DaemonSet's init container.
+    Install(InstallArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct InstallArgs {
+    /// Where the host's root is mounted (read-only is enough, but for the hook's directory).
+    #[arg(long, value_name = "DIR", default_value = "/host")]
+    host_root: PathBuf,
+    /// The hook's path on the host (`dranet run --hook-path`).
+    #[arg(long, value_name = "PATH", default_value = "/opt/dranet/bin/dranet")]
+    path: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -42,7 +56,10 @@ const MAX_STATE: u64 = 1 << 20;
 
 /// Runs `dranet hook`.
 pub fn run(a: &HookArgs) -> Result<(), CliError> {
-    let HookCommand::Wait(w) = &a.command;
+    let w = match &a.command {
+        HookCommand::Wait(w) => w,
+        HookCommand::Install(i) => return install(i),
+    };
     let mut state = Vec::new();
     std::io::stdin()
         .take(MAX_STATE)
@@ -58,4 +75,62 @@ pub fn run(a: &HookArgs) -> Result<(), CliError> {
         return Ok(());
     }
     hook::ask(&w.socket, &req, w.timeout).map_err(|e| CliError::Usage(e.to_string()))
+}
+
+fn install(a: &InstallArgs) -> Result<(), CliError> {
+    let err = |what: &str, e: &dyn std::fmt::Display| {
+        CliError::Usage(format!("hook install: {what}: {e}"))
+    };
+    if !a.path.is_absolute() {
+        return Err(CliError::Usage(format!(
+            "hook install: --path {} is not absolute",
+            a.path.display()
+        )));
+    }
+    let me = std::env::current_exe().map_err(|e| err("this executable", &e))?;
+    let bytes = std::fs::read(&me).map_err(|e| err(&me.display().to_string(), &e))?;
+    let on_host = a
+        .host_root
+        .join(a.path.strip_prefix("/").unwrap_or(&a.path));
+    if let Some(dir) = on_host.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| err(&dir.display().to_string(), &e))?;
+    }
+    dranet_util::AtomicWrite::new(&on_host)
+        .exact_mode(0o755)
+        .write(&bytes)
+        .map_err(|e| err(&on_host.display().to_string(), &e))?;
+    // Run it as the runtime will: in the host's root, with the host's libraries. The process
+    // is done after this, so its own root may change.
+    let check = std::os::unix::fs::chroot(&a.host_root)
+        .and_then(|()| std::env::set_current_dir("/"))
+        .and_then(|()| {
+            std::process::Command::new(&a.path)
+                .arg("--version")
+                .stdin(std::process::Stdio::null())
+                .output()
+        });
+    match check {
+        Ok(out) if out.status.success() => {
+            println!(
+                "hook installed at {} and runs on the host: {}",
+                a.path.display(),
+                String::from_utf8_lossy(&out.stdout).trim()
+            );
+            Ok(())
+        }
+        outcome => {
+            let why = match outcome {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                Err(e) => e.to_string(),
+            };
+            // In the host's root now, or not: remove it by whichever path names it.
+            let _ = std::fs::remove_file(&a.path).or_else(|_| std::fs::remove_file(&on_host));
+            eprintln!(
+                "dranet: warning: the host cannot run the hook ({why}); not installed: pods' \
+                 containers are held by CreateContainer alone (a daemon that stalls while a pod \
+                 starts cannot hold them)"
+            );
+            Ok(())
+        }
+    }
 }

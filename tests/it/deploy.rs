@@ -470,6 +470,9 @@ fn the_daemonset_is_unprivileged_with_probes_and_only_its_host_paths() {
         ("/var/run/netns", "/run/netns", false),
         ("/var/run/dranet", "/var/run/dranet", false),
         ("/usr/share/misc", "/usr/share/misc", true),
+        // The hook as the host has it, read-only; the CDI specs that carry it.
+        ("/opt/dranet/bin", "/opt/dranet/bin", true),
+        ("/var/run/cdi", "/var/run/cdi", false),
     ]
     .into_iter()
     .map(|(m, h, r)| (m.to_string(), h.to_string(), r))
@@ -480,9 +483,37 @@ fn the_daemonset_is_unprivileged_with_probes_and_only_its_host_paths() {
         "--kubelet-root-dir=/var/lib/kubelet",
         "--nri-socket=/var/run/nri/nri.sock",
         "--state-dir=/var/run/dranet",
+        "--hook-path=/opt/dranet/bin/dranet",
+        "--cdi-dir=/var/run/cdi",
+        "--nri-request-timeout=2s",
     ] {
         assert!(args.iter().any(|x| x == a), "{a} not in {args:?}");
     }
+
+    // The hook's installer: unprivileged, one capability, the host read-only but for the
+    // hook's directory.
+    let init = pod.init_containers.clone().unwrap_or_default();
+    assert_eq!(init.len(), 1, "{init:?}");
+    let isc = init[0].security_context.as_ref().unwrap();
+    assert_eq!(isc.privileged, Some(false));
+    let icaps = isc.capabilities.as_ref().unwrap();
+    assert_eq!(icaps.add.as_deref(), Some(&["SYS_CHROOT".to_string()][..]));
+    let imounts: BTreeSet<(String, bool)> = init[0]
+        .volume_mounts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| (m.mount_path, m.read_only.unwrap_or(false)))
+        .collect();
+    assert_eq!(
+        imounts,
+        [
+            ("/host".to_string(), true),
+            ("/host/opt/dranet/bin".to_string(), false)
+        ]
+        .into_iter()
+        .collect()
+    );
 
     // Tolerations: named taints only; nothing that tolerates every taint or the control plane's.
     let tol = pod.tolerations.clone().unwrap_or_default();

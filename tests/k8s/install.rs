@@ -475,6 +475,11 @@ fn patched_install(node: &Node) -> String {
         .find(|d| d["kind"] == "DaemonSet")
         .expect("a DaemonSet");
     let pod = &mut ds["spec"]["template"]["spec"];
+    // The hook's installer runs the same image.
+    for init in pod["initContainers"].as_array_mut().into_iter().flatten() {
+        init["image"] = IMAGE.into();
+        init["imagePullPolicy"] = "Never".into();
+    }
     let c = &mut pod["containers"][0];
     c["image"] = IMAGE.into();
     c["imagePullPolicy"] = "Never".into();
@@ -495,6 +500,10 @@ fn patched_install(node: &Node) -> String {
         }
         if v["name"] == "state" {
             v["hostPath"]["path"] = node.state_dir.to_string_lossy().into();
+        }
+        // The kit's containerd reads its CDI specs from a directory of its own.
+        if v["name"] == "cdi" {
+            v["hostPath"]["path"] = node.kit.var("DRANET_K8S_CDI_DIR").into();
         }
     }
     serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string()
@@ -764,6 +773,7 @@ fn helm_values(node: &Node) -> String {
         "image": {"repository": IMAGE.split_once(':').unwrap().0, "tag": IMAGE.split_once(':').unwrap().1, "pullPolicy": "Never"},
         "nriSocket": node.nri_socket(),
         "stateDir": node.state_dir,
+        "cdiDir": node.kit.var("DRANET_K8S_CDI_DIR"),
         "extraArgs": node.extra_args(),
         "extraEnv": node.extra_env(),
         "extraVolumes": node.extra_volumes(),
