@@ -17,11 +17,11 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dranet_alloc::report::{self, Claim, ClaimReport, Host, Input, Note, Report};
+use dranet_alloc::report::{self, Claim, ClaimReport, Host, Input, Note, ReadSlice, Report};
 use dranet_alloc::served::{claim_spec_to_v1, slice_to_v1};
 use dranet_alloc::{AllocError, Allocator};
 use dranet_core::{Discover, Relation};
-use dranet_kubeletplugin::api::KubeClient;
+use dranet_kubeletplugin::api::{KubeClient, ListLimits};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimSpec, ResourceSlice};
 // The root package reaches serde through k8s-openapi's re-export (it has no direct serde dep).
 use k8s_openapi::serde::Serialize;
@@ -84,6 +84,11 @@ pub struct CheckArgs {
     /// $KUBECONFIG or ~/.kube/config.
     #[arg(long, conflicts_with = "slices")]
     pub from_cluster: bool,
+    /// The most JSON, in MiB, read of the cluster's ResourceSlices with `--kubeconfig` or
+    /// `--from-cluster` (all pages together); more is an error naming this flag. The slices
+    /// held take about twice their JSON.
+    #[arg(long, value_name = "MiB", default_value_t = MAX_CLUSTER_SLICES_MIB)]
+    pub max_cluster_slices_mib: u64,
     /// Answer as the scheduler of this Kubernetes version does (its default feature gates, its
     /// allocator, its CEL environment): 1.34, 1.35 or 1.36. Default: with `--kubeconfig` or
     /// `--from-cluster` the API server's version, else the newest supported (1.36).
@@ -130,6 +135,11 @@ impl CheckArgs {
     }
 }
 
+/// The default of `--max-cluster-slices-mib`: 256 MiB of ResourceSlice JSON, over 3 times the
+/// 79 MB of 5,000 GB300 nodes (two slices each, 16 kB a node), and some 500 slices of the API
+/// server's largest (3 MiB each for 128 devices with maximal attributes).
+pub const MAX_CLUSTER_SLICES_MIB: u64 = 256;
+
 /// What `dranet check` can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
@@ -150,6 +160,20 @@ pub enum CheckError {
         flag: String,
         /// Why.
         reason: String,
+    },
+    /// The cluster's ResourceSlices are more than `--max-cluster-slices-mib` of JSON.
+    #[error(
+        "{flag}: {source} (--max-cluster-slices-mib {limit_mib}); raise the limit to check this \
+         cluster"
+    )]
+    ClusterTooLarge {
+        /// The flag, with its file.
+        flag: String,
+        /// The limit, in MiB.
+        limit_mib: u64,
+        /// The listing's error ([`dranet_kubeletplugin::Error::TooLarge`]).
+        #[source]
+        source: Box<dranet_kubeletplugin::Error>,
     },
     /// Discovery of `--sysfs` failed.
     #[error("--sysfs {path}: {reason}")]
@@ -206,7 +230,7 @@ fn slice_error(d: &super::load::Doc, reason: &str) -> super::load::InputError {
 /// Slices are what a (maybe newer) API server returns: types are checked, fields this build
 /// does not know are not errors. What the allocator refuses (a bad semver, quantity or
 /// counter) is an input error of the document too, reported with the others.
-fn check_slice(d: &super::load::Doc) -> Result<(), Vec<super::load::InputError>> {
+fn check_slice(d: &super::load::Doc) -> Result<ResourceSlice, Vec<super::load::InputError>> {
     let typed: ResourceSlice = d.decode("", &d.value, false)?;
     let built = Allocator::with_json(
         std::slice::from_ref(&typed),
@@ -215,7 +239,7 @@ fn check_slice(d: &super::load::Doc) -> Result<(), Vec<super::load::InputError>>
         &dranet_alloc::Options::default(),
     );
     match built {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(typed),
         Err(AllocError::InvalidSlice { reason, .. }) => Err(vec![slice_error(d, &reason)]),
         Err(e) => Err(vec![d.error("", e.to_string())]),
     }
@@ -303,7 +327,7 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
                         continue;
                     }
                     match check_slice(&d) {
-                        Ok(()) => file_slices.push(d.value),
+                        Ok(typed) => file_slices.push(ReadSlice::new(typed, &d.value)),
                         Err(e) => errors.extend(e),
                     }
                 }
@@ -386,14 +410,14 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
     Ok(report)
 }
 
-/// The ResourceSlices (as v1 JSON), DeviceClasses and Kubernetes version of the cluster of
+/// The ResourceSlices, DeviceClasses and Kubernetes version of the cluster of
 /// `--kubeconfig` or `--from-cluster` (the version is read only without
 /// `--kubernetes-version`).
 fn read_cluster(
     args: &CheckArgs,
 ) -> Result<
     (
-        Vec<serde_json::Value>,
+        Vec<ReadSlice>,
         Vec<DeviceClass>,
         dranet_alloc::KubernetesVersion,
     ),
@@ -428,10 +452,57 @@ fn read_cluster(
                 })?
             }
         };
-        let slices = api.list_all_slices().await.map_err(|e| failed(&e))?;
+        let slices = read_cluster_slices(&api, &flag, args.max_cluster_slices_mib).await?;
         let classes = api.list_device_classes().await.map_err(|e| failed(&e))?;
         Ok((slices, classes, version))
     })
+}
+
+/// The cluster's ResourceSlices, each decoded as its page arrives ([`ReadSlice::from_json`]:
+/// any served version, only what `check` reads kept), at most `max_mib` MiB of JSON in all.
+async fn read_cluster_slices(
+    api: &KubeClient,
+    flag: &str,
+    max_mib: u64,
+) -> Result<Vec<ReadSlice>, CheckError> {
+    let limits = ListLimits {
+        page_bytes: ListLimits::PAGE_BYTES,
+        total_bytes: max_mib.saturating_mul(1 << 20),
+    };
+    let mut slices = Vec::new();
+    let mut bad = None;
+    let listed = api
+        .for_each_slice(limits, |json| {
+            match ReadSlice::from_json(slices.len(), json) {
+                Ok(s) => slices.push(s),
+                Err(e) => {
+                    bad = Some(e);
+                    return std::ops::ControlFlow::Break(());
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        })
+        .await;
+    let cluster = |reason: String| CheckError::Cluster {
+        flag: flag.to_string(),
+        reason,
+    };
+    if let Some(e) = bad {
+        return Err(cluster(e.to_string()));
+    }
+    match listed {
+        Ok(_) => Ok(slices),
+        Err(
+            source @ dranet_kubeletplugin::Error::TooLarge {
+                what: "the list", ..
+            },
+        ) => Err(CheckError::ClusterTooLarge {
+            flag: flag.to_string(),
+            limit_mib: max_mib,
+            source: Box::new(source),
+        }),
+        Err(e) => Err(cluster(e.to_string())),
+    }
 }
 
 /// The claims and templates of the claim file (`--name` only); DeviceClasses beside them join
@@ -739,6 +810,7 @@ mod tests {
             kubeconfig: None,
             from_cluster: false,
             kubernetes_version: None,
+            max_cluster_slices_mib: MAX_CLUSTER_SLICES_MIB,
             fail_on: FailOn::Error,
             pods: report::Pods::ONE,
             cloud: crate::cmd::CloudArgs::default(),

@@ -180,6 +180,12 @@ fn check(sys: &Path, claims: &Path, flags: &[&str]) -> BTreeSet<String> {
 /// What `Daemon::publish` computes for the node with these flags, the daemon's first
 /// publication (nothing in use, no pod).
 fn daemon(sys: &Path, flags: &[&str]) -> Seen {
+    daemon_with(sys, flags, None)
+}
+
+/// [`daemon`] with the attributes of the webhook at `webhook` (refreshed first, as the daemon
+/// does before it publishes them).
+fn daemon_with(sys: &Path, flags: &[&str], webhook: Option<&str>) -> Seen {
     let mut f = PolicyFlags::default();
     let mut it = flags.iter();
     let mut children = String::new();
@@ -199,13 +205,29 @@ fn daemon(sys: &Path, flags: &[&str]) -> Seen {
     let inv = dranet_discovery::host(sys, dranet_discovery::Options::default())
         .discover()
         .unwrap();
-    let p = publication(
-        &inv,
-        &dranet_core::NoCloud,
-        &policy,
-        &InUse::none(),
-        &PodFaults::new(),
-    );
+    let hook = webhook.map(|url| {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let w = rt
+            .block_on(dranet_cloud::webhook::Webhook::connect(
+                url,
+                None,
+                std::time::Duration::from_secs(10),
+                dranet_cloud::RetryPolicy::default(),
+            ))
+            .unwrap();
+        let ids: Vec<dranet_core::DeviceIdentifiers> = inv
+            .devices
+            .iter()
+            .map(dranet_core::DeviceIdentifiers::of)
+            .collect();
+        rt.block_on(dranet_core::CloudProvider::refresh(&w, &ids));
+        w
+    });
+    let cloud: &dyn dranet_core::CloudProvider = match &hook {
+        Some(w) => w,
+        None => &dranet_core::NoCloud,
+    };
+    let p = publication(&inv, cloud, &policy, &InUse::none(), &PodFaults::new());
     let list = p.k8s_devices();
     let json: Vec<serde_json::Value> = list
         .iter()
@@ -268,5 +290,91 @@ fn check_sysfs_counts_no_bridge_ifb_or_veth_on_the_edge_cases_node() {
     assert!(ok, "{out}{err}");
     for there in ["cni0", "ifb0", "veth-a"] {
         assert!(out.contains(there), "{there} missing:\n{out}");
+    }
+}
+
+/// Issue 47 M7: a webhook giving every device 30 attributes (named to sort before dranet's own)
+/// costs no device what the default `--filter` reads: the veths and the bridge stay out (their
+/// `type` is kept), the PCI NIC and the RDMA link without a netdev (`ibOnly`) stay in, and
+/// `dranet inventory`, `dranet check --sysfs` and the daemon's publication agree.
+#[test]
+fn a_webhooks_thirty_attributes_neither_publish_a_veth_nor_hide_a_nic() {
+    use dranet_cloud::fake::{FakeServer, Reply};
+    let attrs: serde_json::Map<String, serde_json::Value> = (0..30)
+        .map(|i| {
+            (
+                format!("a-webhook.example.com/attr{i:02}"),
+                serde_json::json!({"int": i}),
+            )
+        })
+        .collect();
+    let attrs = serde_json::Value::Object(attrs).to_string();
+    let hook = FakeServer::start_blocking(move |r, _| match (r.method.as_str(), r.path()) {
+        ("GET", "/health") => Reply::Json(
+            200,
+            r#"{"cloudProvider": true, "profileProvider": false}"#.into(),
+        ),
+        ("POST", "/GetDeviceAttributes") => Reply::Json(200, attrs.clone()),
+        ("POST", "/GetDeviceConfig") => Reply::Json(200, "{}".into()),
+        _ => Reply::Json(404, "{}".into()),
+    })
+    .unwrap();
+    let sys = root().join("testdata/nodes/edge-cases/sys");
+    let flags = [
+        "--cloud-provider-hint",
+        "webhook",
+        "--webhook-url",
+        hook.endpoint.as_str(),
+    ];
+    let daemon = daemon_with(&sys, &[], Some(&hook.endpoint));
+    assert_eq!(inventory(&sys, &flags), daemon, "inventory vs the daemon");
+    let dir = tempfile::tempdir().unwrap();
+    let claims_file = dir.path().join("claims.yaml");
+    std::fs::write(&claims_file, claims()).unwrap();
+    assert_eq!(
+        check(&sys, &claims_file, &flags),
+        daemon.devices,
+        "check vs the daemon"
+    );
+    // The same devices as without the webhook.
+    assert_eq!(daemon.devices, self::daemon(&sys, &[]).devices);
+
+    // By name: what inventory shows, with the webhook's attributes where they fit.
+    let sys = sys.to_str().unwrap();
+    let mut args = vec![
+        "inventory",
+        "--sysfs",
+        sys,
+        "--node-name",
+        NODE,
+        "-o",
+        "json",
+    ];
+    args.extend(flags);
+    let (ok, out, err) = dranet(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let devices = v["spec"]["devices"].as_array().unwrap();
+    let by = |k: &str, want: &str| {
+        devices
+            .iter()
+            .find(|d| d["attributes"][k]["string"] == want)
+            .unwrap_or_else(|| panic!("no device with {k} {want}: {out}"))
+    };
+    let nic = by("pciAddress", "0000:00:03.0");
+    assert_eq!(nic["attributes"].as_object().unwrap().len(), 32);
+    assert!(nic["attributes"]["a-webhook.example.com/attr00"].is_object());
+    let ib = devices
+        .iter()
+        .find(|d| d["attributes"]["ibOnly"]["bool"] == true)
+        .unwrap_or_else(|| panic!("the RDMA link without a netdev is published: {out}"));
+    assert!(ib["attributes"]["rdmaDevice"].is_object());
+    for veth in ["veth-a", "Veth_B", "cni0", "ifb0"] {
+        assert!(
+            !devices
+                .iter()
+                .any(|d| d["attributes"]["ifName"]["string"] == veth),
+            "{veth} published: {out}"
+        );
     }
 }

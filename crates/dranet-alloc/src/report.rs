@@ -35,7 +35,8 @@
 //!         "selectors": [{"cel": {"expression": "device.attributes['dra.net'].numaNode == 1"}}]
 //!     }}]}}))?,
 //! };
-//! let input = Input { slices: vec![slice("a", 0), slice("b", 1)], ..Input::default() };
+//! let slices = report::read_slices(vec![slice("a", 0), slice("b", 1)])?;
+//! let input = Input { slices, ..Input::default() };
 //! // No classes given: one per driver, and `dranet.net` for dra.net.
 //! let r = report::check(input, &[claim])?;
 //! let per_node: Vec<_> = r.claims.iter().map(|c| (c.node.as_deref(), c.verdict)).collect();
@@ -314,12 +315,73 @@ pub struct Host {
     pub slices: Vec<serde_json::Value>,
 }
 
+/// A ResourceSlice as the report reads it: the typed slice and, beside it, only what the typed
+/// v1.34 structs cannot carry (each device's list-valued attributes, `ints` and `strings`).
+///
+/// Made from a slice's JSON of any served version ([`ReadSlice::from_json`], [`read_slices`]),
+/// so a caller that reads slices one at a time (a cluster's list, page by page) never holds their
+/// JSON trees: a `serde_json::Value` tree costs some 30 times its JSON text.
+#[derive(Debug, Clone)]
+pub struct ReadSlice {
+    slice: ResourceSlice,
+    lists: serde_json::Value,
+}
+
+impl ReadSlice {
+    /// Reads a ResourceSlice's JSON of any version a 1.34 API server serves
+    /// ([`crate::served::slice_to_v1`]). `position` names the slice in errors when it has no
+    /// name. Errors: an unserved version, or a document that is no ResourceSlice.
+    pub fn from_json(position: usize, mut json: serde_json::Value) -> Result<Self, AllocError> {
+        if let Err(e) = crate::served::slice_to_v1(&mut json) {
+            return Err(AllocError::InvalidSlice {
+                slice: json["metadata"]["name"]
+                    .as_str()
+                    .map_or_else(|| format!("#{position}"), str::to_string),
+                reason: e.to_string(),
+            });
+        }
+        let slice = crate::build::parse_slice(position, &json)?;
+        Ok(Self::new(slice, &json))
+    }
+
+    /// The slice `slice` parsed from `json` (v1 shape), e.g. by a caller that decoded it
+    /// itself to report errors at their fields: keeps the list-valued attributes of `json`.
+    pub fn new(slice: ResourceSlice, json: &serde_json::Value) -> Self {
+        Self {
+            slice,
+            lists: crate::source::list_attributes(json),
+        }
+    }
+
+    /// The typed slice (without its list-valued attributes).
+    pub fn slice(&self) -> &ResourceSlice {
+        &self.slice
+    }
+
+    /// Its devices: what a caller counts against a limit.
+    pub fn device_count(&self) -> usize {
+        self.slice.spec.devices.as_ref().map_or(0, Vec::len)
+    }
+}
+
+/// ResourceSlices' JSON of any served version, as the report reads them
+/// ([`ReadSlice::from_json`]); errors name the slice (its name, else its position).
+pub fn read_slices(
+    slices: impl IntoIterator<Item = serde_json::Value>,
+) -> Result<Vec<ReadSlice>, AllocError> {
+    slices
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| ReadSlice::from_json(i, v))
+        .collect()
+}
+
 /// What to check claims against.
 #[derive(Debug, Clone, Default)]
 pub struct Input {
-    /// ResourceSlices of any drivers and nodes, as `resource.k8s.io/v1` JSON (list-valued
-    /// attributes are kept, which the typed slices drop).
-    pub slices: Vec<serde_json::Value>,
+    /// ResourceSlices of any drivers and nodes ([`read_slices`]: list-valued attributes are
+    /// kept, which the typed slices drop).
+    pub slices: Vec<ReadSlice>,
     /// The DeviceClasses (a cluster's); `None`: one per driver ([`default_classes`]), for
     /// slices read without their classes.
     pub classes: Option<Vec<DeviceClass>>,
@@ -346,10 +408,10 @@ impl Input {
 }
 
 /// The nodes ResourceSlices name in `spec.nodeName`.
-pub fn slice_nodes(slices: &[serde_json::Value]) -> BTreeSet<String> {
+pub fn slice_nodes(slices: &[ReadSlice]) -> BTreeSet<String> {
     slices
         .iter()
-        .filter_map(|s| s["spec"]["nodeName"].as_str().map(str::to_string))
+        .filter_map(|s| s.slice.spec.node_name.clone())
         .collect()
 }
 
@@ -521,23 +583,23 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     let mut notes = Vec::new();
     if let Some(h) = &host {
         let before = slices.len();
-        slices
-            .retain(|s| !(s["spec"]["driver"] == DRIVER_NAME && s["spec"]["nodeName"] == *h.node));
+        slices.retain(|s| {
+            !(s.slice.spec.driver == DRIVER_NAME
+                && s.slice.spec.node_name.as_deref() == Some(h.node.as_str()))
+        });
         if slices.len() < before {
             notes.push(Note::HostSlicesReplaced {
                 node: h.node.clone(),
                 slices: before - slices.len(),
             });
         }
-        slices.extend(h.slices.iter().cloned());
+        slices.extend(read_slices(h.slices.iter().cloned())?);
     }
     let classes = match classes {
         Some(c) => c,
         None => {
-            let drivers: BTreeSet<String> = slices
-                .iter()
-                .filter_map(|s| s["spec"]["driver"].as_str().map(str::to_string))
-                .collect();
+            let drivers: BTreeSet<String> =
+                slices.iter().map(|s| s.slice.spec.driver.clone()).collect();
             let classes = default_classes(&drivers);
             notes.push(Note::DefaultClasses {
                 names: classes
@@ -550,15 +612,16 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
     };
     if let Some(h) = &host
         && !h.inventory.gpus.is_empty()
-        && !slices.iter().any(|s| s["spec"]["driver"] != DRIVER_NAME)
+        && !slices.iter().any(|s| s.slice.spec.driver != DRIVER_NAME)
     {
         notes.push(Note::GpusForTopologyOnly {
             gpus: h.inventory.gpus.len(),
         });
     }
-    // Each slice parsed once, and each node's allocator built from the slices that may be on
-    // it: building every node's from all of them made a cluster's check quadratic.
-    let typed = parse_slices(&mut slices)?;
+    // Each node's allocator built from the slices that may be on it: building every node's
+    // from all of them made a cluster's check quadratic.
+    let (typed, slices): (Vec<ResourceSlice>, Vec<serde_json::Value>) =
+        slices.into_iter().map(|s| (s.slice, s.lists)).unzip();
     let by_node = nodes::ByNode::new(&typed);
     let nodes: Vec<Option<String>> = match node {
         Some(n) => vec![Some(n)],
@@ -640,21 +703,6 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
         notes,
         version,
     })
-}
-
-/// The slices as the allocator reads them, each parsed once from its JSON; the JSON then keeps
-/// only what the allocator reads beside the typed slice ([`crate::source::list_attributes`]),
-/// so a cluster's slices are not held twice while its nodes are checked.
-fn parse_slices(slices: &mut [serde_json::Value]) -> Result<Vec<ResourceSlice>, AllocError> {
-    slices
-        .iter_mut()
-        .enumerate()
-        .map(|(i, v)| {
-            let typed = crate::build::parse_slice(i, v)?;
-            *v = crate::source::list_attributes(v);
-            Ok(typed)
-        })
-        .collect()
 }
 
 /// Where a claim is checked: one node's allocator, its PCI tree when known, and whether shares

@@ -45,7 +45,7 @@ fn node_slices(node: &str) -> Vec<serde_json::Value> {
 
 fn input(slices: Vec<serde_json::Value>) -> Input {
     Input {
-        slices,
+        slices: report::read_slices(slices).unwrap(),
         classes: Some(classes()),
         ..Input::default()
     }
@@ -315,7 +315,7 @@ fn the_hosts_devices_replace_its_nodes_dranet_slices() {
 fn without_classes_each_driver_gets_one_and_the_json_keeps_its_shape() {
     let r = report::check(
         Input {
-            slices: node_slices("bm-mi300x-8"),
+            slices: report::read_slices(node_slices("bm-mi300x-8")).unwrap(),
             ..Input::default()
         },
         &[mi300x("gpu1-same-pcie-root")],
@@ -367,14 +367,19 @@ fn list_valued_attributes_survive_the_parse() {
         .unwrap(),
     };
     let lists = Input {
-        slices: vec![slice("a", serde_json::json!({"strings": ["eth0", "ib0"]}))],
+        slices: report::read_slices(vec![slice(
+            "a",
+            serde_json::json!({"strings": ["eth0", "ib0"]}),
+        )])
+        .unwrap(),
         ..Input::default()
     };
     let r = report::check(lists, std::slice::from_ref(&claim)).unwrap();
     assert_eq!(verdicts(&r), [(Some("a"), Verdict::Fits)]);
     // Both a scalar and a list: refused, which the allocator can only see in the JSON.
     let both = Input {
-        slices: vec![slice("a", serde_json::json!({"int": 1, "ints": [1]}))],
+        slices: report::read_slices(vec![slice("a", serde_json::json!({"int": 1, "ints": [1]}))])
+            .unwrap(),
         ..Input::default()
     };
     let e = report::check(both, &[claim]).unwrap_err().to_string();
@@ -391,7 +396,7 @@ fn share(pods: u32, version: &str) -> Report {
         .map(|d| serde_json::from_value(d.clone()).unwrap())
         .collect();
     let input = Input {
-        slices: docs("testdata/slices/nic-share.yaml"),
+        slices: report::read_slices(docs("testdata/slices/nic-share.yaml")).unwrap(),
         classes: Some(classes),
         version: version.parse().unwrap(),
         pods: report::Pods::new(pods).unwrap(),
@@ -475,7 +480,7 @@ fn pods_of_exclusive_nics_take_one_each() {
     };
     let check = |pods| {
         let input = Input {
-            slices: docs("testdata/slices/nic-share.yaml"),
+            slices: report::read_slices(docs("testdata/slices/nic-share.yaml")).unwrap(),
             pods: report::Pods::new(pods).unwrap(),
             ..Input::default()
         };

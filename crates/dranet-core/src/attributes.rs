@@ -317,11 +317,29 @@ fn join_whole<'a>(items: impl Iterator<Item = &'a str>) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// The attributes the [`MAX_ATTRIBUTES_PER_DEVICE`] trim keeps before any other: the device's
+/// identity and topology, and `ibOnly`. A device is never published without what says what it
+/// is: a filter, a claim or an operator reading the slice selects on `type` and `ifName`, and the
+/// daemon's default `--filter` reads `pciAddress`, `type` and `ibOnly` (issue 47 M7: a webhook's
+/// 24+ attributes pushed `type` out). They are the first entries of the publishing order.
+pub const IDENTITY: &[&str] = &[
+    names::PCI_ADDRESS,
+    names::STD_PCI_BUS_ID,
+    names::STD_PCIE_ROOT,
+    names::STD_NUMA_NODE,
+    names::NUMA_NODE,
+    names::RDMA,
+    names::RDMA_DEVICE,
+    names::TYPE,
+    names::IF_NAME,
+    names::MAC,
+    names::IB_ONLY,
+];
+
 /// Publishing order of importance: when a device has more than
 /// [`MAX_ATTRIBUTES_PER_DEVICE`] attributes, those last in this list go first; attributes not
-/// listed (a cloud provider's or a webhook's, say) rank after the device's identity and
-/// topology (through `mac`): a device is never published without what says what it is (a
-/// filter, a claim or an operator reading the slice selects on `type` and `ifName`).
+/// listed (a cloud provider's or a webhook's, say) rank right after the [`IDENTITY`] ones, which
+/// open the list.
 const PRIORITY: &[&str] = &[
     names::PCI_ADDRESS,
     names::STD_PCI_BUS_ID,
@@ -353,13 +371,11 @@ const PRIORITY: &[&str] = &[
 ];
 
 fn rank(name: &str) -> usize {
-    PRIORITY.iter().position(|p| *p == name).unwrap_or_else(|| {
-        // Unlisted attributes come right after the identity and topology ones.
-        PRIORITY
-            .iter()
-            .position(|p| *p == names::IB_ONLY)
-            .unwrap_or(0)
-    })
+    // Unlisted attributes come right after the identity ones.
+    PRIORITY
+        .iter()
+        .position(|p| *p == name)
+        .unwrap_or(IDENTITY.len())
 }
 
 /// Why an attribute (or capacity) name is not valid in the DRA API.
@@ -535,15 +551,31 @@ mod tests {
         }
         for i in 0..30 {
             a.insert(
-                format!("webhook.example.com/extra{i:02}"),
+                format!("a-webhook.example.com/extra{i:02}"),
                 AttributeValue::Int(i),
             );
         }
+        // What the default `--filter` reads beside them, and a webhook attribute sorting
+        // before it.
+        a.insert(names::IB_ONLY.into(), AttributeValue::Bool(false));
+        a.insert("aaa.example.com/first".into(), AttributeValue::Int(0));
         let w = enforce_limits("pci-0000-01-00-0", &mut a);
-        assert_eq!(w.len(), 3, "{w:?}");
-        for k in [names::TYPE, names::IF_NAME, names::MAC, names::RDMA_DEVICE] {
+        assert_eq!(w.len(), 5, "{w:?}");
+        for k in [
+            names::PCI_ADDRESS,
+            names::TYPE,
+            names::IF_NAME,
+            names::MAC,
+            names::RDMA_DEVICE,
+            names::IB_ONLY,
+        ] {
             assert!(a.contains_key(k), "{k} kept");
         }
+        assert_eq!(
+            &PRIORITY[..IDENTITY.len()],
+            IDENTITY,
+            "the order opens with them"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! overwriting. Every write names a field manager.
 
 use std::future::Future;
+use std::ops::ControlFlow;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -170,9 +171,145 @@ pub fn slice_field_selector(node: &str, driver: &str) -> String {
     format!("spec.nodeName={node},spec.driver={driver}")
 }
 
-/// Objects per page of [`KubeClient::list_all_slices`] and [`KubeClient::list_device_classes`]
+/// Objects per page of [`KubeClient::for_each_slice`] and [`KubeClient::list_device_classes`]
 /// (kubectl's page size).
-const LIST_PAGE: u32 = 500;
+pub const LIST_PAGE: u32 = 500;
+
+/// How much JSON [`KubeClient::for_each_slice`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListLimits {
+    /// The most bytes of one page's body. A page over it is asked again in smaller pages (an
+    /// eighth of the objects each time), down to one object.
+    pub page_bytes: usize,
+    /// The most bytes of all pages' bodies together.
+    pub total_bytes: u64,
+}
+
+impl ListLimits {
+    /// The most bytes of one page by default: 16 MiB, 5 objects of the API server's largest
+    /// (3 MiB, its request size limit), 2,000 of a GB300 node's slices (8 kB).
+    pub const PAGE_BYTES: usize = 16 << 20;
+}
+
+/// What [`KubeClient::for_each_slice`] read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListStats {
+    /// Pages read (not counting pages over [`ListLimits::page_bytes`], asked again smaller).
+    pub pages: usize,
+    /// Objects given to the caller's function.
+    pub items: usize,
+    /// Bytes of the pages' bodies.
+    pub bytes: u64,
+}
+
+/// One page of a list, decoded object by object: each item goes to `each` as soon as it is
+/// parsed, and only the list's `metadata.continue` is kept.
+struct Page<'a, F> {
+    each: &'a mut F,
+    api_version: &'a str,
+    kind: &'a str,
+    items: usize,
+    stopped: bool,
+    continue_: Option<String>,
+}
+
+impl<'de, F: FnMut(serde_json::Value) -> ControlFlow<()>> serde::de::DeserializeSeed<'de>
+    for &mut Page<'_, F>
+{
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, F: FnMut(serde_json::Value) -> ControlFlow<()>> serde::de::Visitor<'de>
+    for &mut Page<'_, F>
+{
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<(), A::Error> {
+        use serde::de::IgnoredAny;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "metadata" => {
+                    let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta =
+                        map.next_value()?;
+                    self.continue_ = meta.continue_;
+                }
+                "items" => map.next_value_seed(Items(&mut *self))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `items` of a [`Page`].
+struct Items<'p, 'a, F>(&'p mut Page<'a, F>);
+
+impl<'de, F: FnMut(serde_json::Value) -> ControlFlow<()>> serde::de::DeserializeSeed<'de>
+    for Items<'_, '_, F>
+{
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        // Any, not seq: `null` reaches `visit_unit`.
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, F: FnMut(serde_json::Value) -> ControlFlow<()>> serde::de::Visitor<'de>
+    for Items<'_, '_, F>
+{
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list's items")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<(), A::Error> {
+        let page = self.0;
+        loop {
+            if page.stopped {
+                // The caller has what it wanted: the rest is skipped, not built.
+                if seq.next_element::<serde::de::IgnoredAny>()?.is_none() {
+                    return Ok(());
+                }
+                continue;
+            }
+            let Some(mut item) = seq.next_element::<serde_json::Value>()? else {
+                return Ok(());
+            };
+            // List items come without their type.
+            if let Some(obj) = item.as_object_mut() {
+                obj.insert("apiVersion".into(), page.api_version.into());
+                obj.insert("kind".into(), page.kind.into());
+            }
+            page.items += 1;
+            if (page.each)(item).is_break() {
+                page.stopped = true;
+            }
+        }
+    }
+
+    /// `"items": null`, as some servers write an empty list.
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+}
 
 /// The field manager of writes until [`KubeClient::field_manager`] says otherwise.
 pub const DEFAULT_FIELD_MANAGER: &str = "dranet-kubeletplugin";
@@ -243,26 +380,139 @@ impl KubeClient {
 
     /// Every ResourceSlice of the cluster, of all nodes and drivers (what `kubectl get
     /// resourceslices` lists), for tools that look at the whole cluster, such as `dranet check
-    /// --kubeconfig`. Read in pages, as kubectl does, and returned as the API server serves them
-    /// (`resource.k8s.io/v1` JSON), fields newer than this build's types included.
-    pub async fn list_all_slices(&self) -> Result<Vec<serde_json::Value>> {
-        // Untyped: a newer API server's fields (1.36's list attributes) are kept, which this
-        // build's v1 types would drop.
+    /// --kubeconfig`: `each` is given the slices one at a time, as the API server serves them
+    /// (`resource.k8s.io/v1` JSON, with `apiVersion` and `kind`), fields newer than this build's
+    /// types included; it returns [`ControlFlow::Break`] to stop the listing.
+    ///
+    /// Read in pages of [`LIST_PAGE`] objects as kubectl does (`limit` and `continue`), each page
+    /// dropped before the next is asked for, so what is held is one page's text, one object's
+    /// JSON and what `each` keeps. A page's body is read up to [`ListLimits::page_bytes`]: a page
+    /// over it is asked again in smaller pages, down to one object, which is
+    /// [`Error::TooLarge`] if it is still over. All pages together are read up to
+    /// [`ListLimits::total_bytes`], then [`Error::TooLarge`].
+    pub async fn for_each_slice(
+        &self,
+        limits: ListLimits,
+        mut each: impl FnMut(serde_json::Value) -> ControlFlow<()>,
+    ) -> Result<ListStats> {
+        let action = "list ResourceSlices";
         let resource = ApiResource::erase::<ResourceSlice>(&());
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let action = "list ResourceSlices";
-        let mut out = Vec::new();
-        for o in self.list_all(api, action).await? {
-            let mut v = serde_json::to_value(&o).map_err(|e| Error::ApiTransport {
-                action: action.to_string(),
-                source: Box::new(e),
-            })?;
-            // List items come without their type.
-            v["apiVersion"] = resource.api_version.clone().into();
-            v["kind"] = resource.kind.clone().into();
-            out.push(v);
+        let request = kube::core::Request::new(api.resource_url());
+        let mut stats = ListStats::default();
+        let mut limit = LIST_PAGE;
+        let mut token: Option<String> = None;
+        loop {
+            let mut lp = ListParams::default().limit(limit);
+            if let Some(t) = &token {
+                lp = lp.continue_token(t);
+            }
+            let left = limits.total_bytes.saturating_sub(stats.bytes);
+            let cap = usize::try_from(left)
+                .unwrap_or(usize::MAX)
+                .min(limits.page_bytes);
+            let req = request
+                .list(&lp)
+                .map_err(|e| map_kube_error(action, kube::Error::BuildRequest(e)))?;
+            let body = match self.read_bounded(req, cap, action).await? {
+                Some(body) => body,
+                // Over the total: no smaller page helps.
+                None if cap < limits.page_bytes => {
+                    return Err(Error::TooLarge {
+                        action: action.into(),
+                        what: "the list",
+                        limit: limits.total_bytes,
+                    });
+                }
+                None if limit > 1 => {
+                    limit = (limit / 8).max(1);
+                    continue;
+                }
+                None => {
+                    return Err(Error::TooLarge {
+                        action: action.into(),
+                        what: "one object",
+                        limit: u64::try_from(limits.page_bytes).unwrap_or(u64::MAX),
+                    });
+                }
+            };
+            stats.pages += 1;
+            let body = body.as_ref();
+            stats.bytes += u64::try_from(body.len()).unwrap_or(u64::MAX);
+            let mut page = Page {
+                each: &mut each,
+                api_version: &resource.api_version,
+                kind: &resource.kind,
+                items: 0,
+                stopped: false,
+                continue_: None,
+            };
+            let mut de = serde_json::Deserializer::from_slice(body);
+            serde::de::DeserializeSeed::deserialize(&mut page, &mut de)
+                .and_then(|()| de.end())
+                .map_err(|e| Error::ApiTransport {
+                    action: action.into(),
+                    source: Box::new(e),
+                })?;
+            stats.items += page.items;
+            if page.stopped {
+                return Ok(stats);
+            }
+            match page.continue_ {
+                Some(t) if !t.is_empty() => token = Some(t),
+                _ => return Ok(stats),
+            }
         }
-        Ok(out)
+    }
+
+    /// The body of the answer to `req`, if it is at most `cap` bytes (`None` when it is longer:
+    /// no more than `cap + 1` bytes of it are read). An error status is [`Error::ApiStatus`].
+    async fn read_bounded(
+        &self,
+        req: http::Request<Vec<u8>>,
+        cap: usize,
+        action: &str,
+    ) -> Result<Option<impl AsRef<[u8]> + use<>>> {
+        use http_body_util::BodyExt;
+        let res = self
+            .client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .map_err(|e| map_kube_error(action, e))?;
+        let code = res.status();
+        if !code.is_success() {
+            // A Status object is small; read no more than its first 64 KiB.
+            let text = http_body_util::Limited::new(res.into_body(), 64 << 10)
+                .collect()
+                .await
+                .map(|c| c.to_bytes().to_vec())
+                .unwrap_or_default();
+            return Err(match serde_json::from_slice::<kube::core::Status>(&text) {
+                Ok(s) => Error::ApiStatus {
+                    action: action.into(),
+                    code: code.as_u16(),
+                    reason: s.reason,
+                    message: s.message,
+                },
+                Err(_) => Error::ApiStatus {
+                    action: action.into(),
+                    code: code.as_u16(),
+                    reason: code.canonical_reason().unwrap_or_default().into(),
+                    message: String::from_utf8_lossy(&text).chars().take(512).collect(),
+                },
+            });
+        }
+        match http_body_util::Limited::new(res.into_body(), cap)
+            .collect()
+            .await
+        {
+            Ok(c) => Ok(Some(c.to_bytes())),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Ok(None),
+            Err(e) => Err(Error::ApiTransport {
+                action: action.into(),
+                source: e,
+            }),
+        }
     }
 
     /// The API server's Kubernetes version, `(major, minor)` as `/version` gives them (a

@@ -70,6 +70,20 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    /// A list's answer is larger than the caller allows ([`crate::api::ListLimits`]): one
+    /// object larger than a page may be, or all pages together more than the total.
+    #[error("{action}: {what} is more than {limit} bytes")]
+    TooLarge {
+        /// What was being done, e.g. "list ResourceSlices".
+        action: String,
+        /// What was too large: "one object" (a page of one object over
+        /// [`crate::api::ListLimits::page_bytes`]) or "the list" (all pages over
+        /// [`crate::api::ListLimits::total_bytes`]).
+        what: &'static str,
+        /// The limit it exceeded, in bytes.
+        limit: u64,
+    },
+
     /// The claim is not allocated yet, so there is nothing to prepare.
     #[error("claim {namespace}/{name} not allocated")]
     ClaimNotAllocated {

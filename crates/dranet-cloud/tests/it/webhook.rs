@@ -416,3 +416,124 @@ async fn an_https_webhook_is_trusted_only_with_its_ca() {
         .to_string();
     assert!(e.contains("--webhook-ca-file"), "{e}");
 }
+
+/// Issue 47, held: a webhook answer of 2 MiB is refused at the 1 MiB limit (not read whole, not
+/// parsed), for attributes, device config and profiles alike.
+#[tokio::test]
+async fn held_47_a_webhook_answer_of_2_mib_is_refused_at_the_limit() {
+    let big = format!(
+        "{{\"dra.net/x\": {{\"string\": \"{}\"}}}}",
+        "a".repeat(2 << 20)
+    );
+    let fake = FakeServer::start(move |r, _| match r.path() {
+        "/health" => Reply::Json(
+            200,
+            r#"{"cloudProvider": true, "profileProvider": true}"#.into(),
+        ),
+        _ => Reply::Json(200, big.clone()),
+    })
+    .await
+    .unwrap();
+    let w = connect(&fake.endpoint).await;
+    let e = w.get_device_attributes(&dev("drt0")).await.unwrap_err();
+    assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
+    let e = w.get_device_config(&dev("drt0")).await.unwrap_err();
+    assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
+    let e = w
+        .get_profile_config(&profile_request("p"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
+    // A refresh keeps no attribute of it.
+    w.refresh(&[dev("drt0")]).await;
+    assert!(w.device_attributes(&dev("drt0")).is_empty());
+}
+
+/// Issue 47, held: a webhook redirecting to the metadata service (169.254.169.254, where a
+/// node's cloud credentials live) or anywhere else is not followed: the redirect is an error
+/// and the target sees no request.
+#[tokio::test]
+async fn held_47_a_webhook_redirect_is_not_followed() {
+    let target = FakeServer::start(|_, _| Reply::Json(200, r#"{"dra.net/x": {"int": 1}}"#.into()))
+        .await
+        .unwrap();
+    let elsewhere = format!("{}/latest/meta-data/", target.endpoint);
+    for location in [
+        "http://169.254.169.254/latest/meta-data/iam/security-credentials/".to_string(),
+        elsewhere,
+    ] {
+        let fake = FakeServer::start(move |r, _| match r.path() {
+            "/health" => Reply::Json(
+                200,
+                r#"{"cloudProvider": true, "profileProvider": true}"#.into(),
+            ),
+            _ => Reply::With(
+                302,
+                vec![("Location".into(), location.clone())],
+                String::new(),
+            ),
+        })
+        .await
+        .unwrap();
+        let w = connect(&fake.endpoint).await;
+        let t = std::time::Instant::now();
+        let e = w.get_device_attributes(&dev("drt0")).await.unwrap_err();
+        assert!(e.to_string().contains("HTTP 302"), "{e}");
+        assert!(
+            t.elapsed() < TIMEOUT,
+            "answered at once, no connection attempted"
+        );
+        let e = w
+            .get_profile_config(&profile_request("p"))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("HTTP 302"), "{e}");
+    }
+    assert!(target.seen().is_empty(), "the redirect's target was asked");
+}
+
+/// Issue 47, held: a webhook answer of 100,000 nested arrays is an error naming the answer, not
+/// a stack overflow of the daemon.
+#[tokio::test]
+async fn held_47_a_webhook_answer_100k_deep_is_an_error_not_a_crash() {
+    let deep = format!(
+        "{{\"dra.net/x\": {}{}}}",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let fake = FakeServer::start(move |r, _| match r.path() {
+        "/health" => Reply::Json(
+            200,
+            r#"{"cloudProvider": true, "profileProvider": true}"#.into(),
+        ),
+        _ => Reply::Json(200, deep.clone()),
+    })
+    .await
+    .unwrap();
+    let w = connect(&fake.endpoint).await;
+    let e = w.get_device_attributes(&dev("drt0")).await.unwrap_err();
+    assert!(
+        e.to_string().contains("webhook GetDeviceAttributes answer"),
+        "{e}"
+    );
+    let e = w.get_device_config(&dev("drt0")).await.unwrap_err();
+    assert!(e.to_string().contains("GetDeviceConfig"), "{e}");
+    let e = w
+        .get_profile_config(&profile_request("p"))
+        .await
+        .unwrap_err();
+    assert!(!e.to_string().is_empty());
+    // The health document too.
+    let bad = FakeServer::start(|_, _| {
+        Reply::Json(
+            200,
+            format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+        )
+    })
+    .await
+    .unwrap();
+    let e = Webhook::connect(&bad.endpoint, None, TIMEOUT, quick_retry())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("webhook /health answer"), "{e}");
+}

@@ -14,9 +14,17 @@ use dranet_core::slice::PublishedDevice;
 /// holding `flannel.1` would receive the node's overlay traffic; bridges, bonds, veths,
 /// `ifb`, `dummy`, `ipip`/`gre`, VLANs, macvlans and VRFs are pieces of the host's own network.
 /// Discovery already leaves out the uplink and what is stacked on it or under it.
-pub const DEFAULT_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || "pciAddress" in device.attributes["dra.net"] || device.attributes["dra.net"].type == "ipoib""#;
+///
+/// Every clause asks for an attribute that is there, never for one that is missing: a device is
+/// published for its `pciAddress`, its `type` `ipoib` or its `ibOnly` (an RDMA link without a
+/// netdev), so a device that lost an attribute (to a provider's or webhook's, say) is left out,
+/// not let in (issue 47 M7: the old default kept any device without `type`). The attributes it
+/// reads are among those the 32-attribute trim keeps first
+/// ([`dranet_core::attributes::IDENTITY`]).
+pub const DEFAULT_FILTER: &str = r#""pciAddress" in device.attributes["dra.net"] || ("type" in device.attributes["dra.net"] && device.attributes["dra.net"].type == "ipoib") || ("ibOnly" in device.attributes["dra.net"] && device.attributes["dra.net"].ibOnly == true)"#;
 
-/// The link type the default `--filter` leaves `d` out for, `None` when it keeps it: a virtual
+/// The link type the default `--filter` leaves `d` out for, `None` when it keeps it (or leaves
+/// it out for no link type: a device without `type`, `pciAddress` and `ibOnly`): a virtual
 /// interface without a PCI function that is not IPoIB.
 pub fn default_filter_leaves_out(d: &PublishedDevice) -> Option<String> {
     let get = |k: &str| {
@@ -28,7 +36,10 @@ pub fn default_filter_leaves_out(d: &PublishedDevice) -> Option<String> {
         Some(AttributeValue::String(t)) => t.clone(),
         _ => return None,
     };
-    if get(names::PCI_ADDRESS).is_some() || kind == "ipoib" {
+    if get(names::PCI_ADDRESS).is_some()
+        || kind == "ipoib"
+        || matches!(get(names::IB_ONLY), Some(AttributeValue::Bool(true)))
+    {
         return None;
     }
     Some(kind)
@@ -93,16 +104,39 @@ mod tests {
             assert!(!keeps(&f, &d).unwrap(), "{kind}");
             assert_eq!(default_filter_leaves_out(&d).as_deref(), Some(kind));
         }
-        // PCI functions and VFs (type "device"), IPoIB, and no type at all (RDMA-only): kept.
         let mut pf = published("eth1", Some("device"));
         pf.attributes.insert(
             format!("{DRIVER_NAME}/pciAddress"),
             AttributeValue::String("0000:01:00.0".into()),
         );
-        for d in [pf, published("ib0", Some("ipoib")), published("ib", None)] {
+        // PCI functions and VFs (type "device"), IPoIB, and RDMA links without a netdev
+        // (`ibOnly`): kept.
+        let mut rdma_only = published("mlx5_3", None);
+        rdma_only
+            .attributes
+            .remove(&format!("{DRIVER_NAME}/{}", names::IF_NAME));
+        rdma_only.attributes.insert(
+            format!("{DRIVER_NAME}/{}", names::IB_ONLY),
+            AttributeValue::Bool(true),
+        );
+        for d in [pf, published("ib0", Some("ipoib")), rdma_only] {
             assert!(keeps(&f, &d).unwrap(), "{d:?}");
             assert_eq!(default_filter_leaves_out(&d), None);
         }
+        // Issue 47 M7: a device without `type` (nor anything else the allowlist names) is left
+        // out: the allowlist does not rest on an attribute's absence.
+        let untyped = published("vx0", None);
+        assert!(!keeps(&f, &untyped).unwrap());
+        let mut not_ib_only = published("veth9", Some("veth"));
+        not_ib_only.attributes.insert(
+            format!("{DRIVER_NAME}/{}", names::IB_ONLY),
+            AttributeValue::Bool(false),
+        );
+        assert!(!keeps(&f, &not_ib_only).unwrap());
+        assert_eq!(
+            default_filter_leaves_out(&not_ib_only).as_deref(),
+            Some("veth")
+        );
         // A physical-looking interface with no PCI function (a tun-like driver without a
         // link kind): not something the default knows a pod may own.
         assert!(!keeps(&f, &published("eth9", Some("device"))).unwrap());

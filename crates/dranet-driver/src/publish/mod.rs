@@ -343,6 +343,50 @@ pub(crate) mod tests {
         }
     }
 
+    /// Issue 47 M7: 30 attributes of a webhook or cloud on every device (named to sort before
+    /// dranet's own) push neither `type` nor `ibOnly` out: the vxlan and the veth stay out of
+    /// the default filter's publication, with their link type; the IPoIB interface and an RDMA
+    /// link without a netdev stay in.
+    #[test]
+    fn a_webhooks_thirty_attributes_publish_no_vxlan_and_hide_no_rdma_link() {
+        struct Early;
+        impl CloudProvider for Early {
+            fn name(&self) -> &str {
+                "early"
+            }
+            fn node_attributes(&self) -> dranet_core::Attributes {
+                (0..30)
+                    .map(|i| (format!("a.example.com/a{i:02}"), AttributeValue::Int(i)))
+                    .collect()
+            }
+        }
+        let mut inv = node();
+        inv.devices.push(netdev("flannel.1", "vxlan"));
+        inv.devices.push(NetworkDevice {
+            name: "mlx5_3".into(),
+            pci: None,
+            netdev: None,
+            rdma: Some(dranet_core::RdmaLink {
+                name: "mlx5_3".into(),
+                pci: None,
+                parent_netdev: None,
+                ports: Vec::new(),
+                char_devices: Vec::new(),
+            }),
+        });
+        let default = Policy::from_flags(&PolicyFlags::default()).unwrap();
+        let p = publication(&inv, &Early, &default, &InUse::none(), &PodFaults::new());
+        assert_eq!(names(&p), ["ib0", "mlx5_3"]);
+        let flannel = p.excluded.iter().find(|e| e.device == "flannel.1").unwrap();
+        assert_eq!(
+            flannel.reason,
+            Reason::DefaultFilter {
+                kind: "vxlan".into()
+            }
+        );
+        assert!(p.devices.values().all(|d| d.attributes.len() == 32));
+    }
+
     #[test]
     fn a_shared_device_keeps_attributes_and_capacity_within_the_limit() {
         let share = policy("", r#"device.attributes["dra.net"].type == "bridge""#);

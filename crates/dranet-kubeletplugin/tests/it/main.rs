@@ -6,6 +6,7 @@ mod crash;
 mod grpc;
 mod hardening;
 mod kubelet_wire;
+mod list;
 mod modes;
 mod publish;
 mod rolling;

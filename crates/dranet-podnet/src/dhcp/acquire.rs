@@ -199,22 +199,27 @@ impl Exchange<'_> {
                 .recv(&mut buf, until)
                 .map_err(DhcpError::io(self.link, "receive a DHCP message"))?
             {
-                let Some(r) = buf.get(..n).and_then(frame::parse) else {
+                let Some((answer, src)) =
+                    buf.get(..n).and_then(|f| answer_of(f, msg.xid, self.mac))
+                else {
                     continue;
                 };
-                let Some(answer) = Message::decode(r.payload) else {
-                    continue;
-                };
-                if !answer.reply || answer.xid != msg.xid || answer.chaddr != self.mac {
-                    continue;
-                }
-                if let Some(t) = accept(&answer, r.src_mac) {
+                if let Some(t) = accept(&answer, src) {
                     return Ok(Some(t));
                 }
             }
             wait = (wait * 2).min(self.timing.max_retransmit);
         }
     }
+}
+
+/// The DHCP message of a received frame and the frame's source MAC, if the frame is a server's
+/// answer (port 67 to 68, one datagram) to transaction `xid` of the client `mac`; `None` for any
+/// other frame, foreign or malformed.
+fn answer_of(frame: &[u8], xid: u32, mac: [u8; 6]) -> Option<(Message, [u8; 6])> {
+    let r = frame::parse(frame)?;
+    let answer = Message::decode(r.payload)?;
+    (answer.reply && answer.xid == xid && answer.chaddr == mac).then_some((answer, r.src_mac))
 }
 
 /// `wait` moved by a uniform random amount of up to a second either way (RFC 2131 §4.1), or a
@@ -362,6 +367,91 @@ mod tests {
         m.reply = true;
         m.yiaddr = Ipv4Addr::new(10, 9, 0, 50);
         m
+    }
+
+    /// Issue 47, held: 605 and more malformed or foreign replies (every truncation of a good
+    /// ACK's frame, every byte of its Ethernet, IP, UDP and BOOTP headers inverted, every
+    /// message type, option lengths past the end, other transactions, clients and ports) are
+    /// ignored, or reach `lease`, which refuses what a pod cannot take; none panics, none of
+    /// another transaction or client is taken.
+    #[test]
+    fn held_47_malformed_and_foreign_replies_are_ignored_or_refused() {
+        let client = [2, 0, 0, 0, 0, 1];
+        let server = Ipv4Addr::new(10, 9, 0, 1);
+        let reply_frame = |m: &Message| {
+            let mut f = frame::build([9; 6], client, server, Ipv4Addr::BROADCAST, &m.encode());
+            // `build` writes a client's frame (68 to 67): a server's goes the other way.
+            f.swap(34, 36);
+            f.swap(35, 37);
+            f
+        };
+        let good = reply_frame(&ack());
+        assert!(
+            answer_of(&good, 7, client).is_some(),
+            "the good ACK is read"
+        );
+        let headers = 14 + 20 + 8 + 240;
+        let mut cases: Vec<(String, Vec<u8>, bool)> = Vec::new();
+        for n in 0..good.len() {
+            cases.push((format!("cut at {n}"), good[..n].to_vec(), true));
+        }
+        for i in 0..headers.min(good.len()) {
+            let mut f = good.clone();
+            f[i] ^= 0xff;
+            // op, xid and chaddr (at 42, 46..50, 70..76): never someone else's answer.
+            let foreign = i == 42 || (46..50).contains(&i) || (70..76).contains(&i);
+            cases.push((format!("byte {i} inverted"), f, foreign));
+        }
+        for kind in 0..=255u8 {
+            let mut m = ack();
+            m.options.retain(|(c, _)| *c != code::MESSAGE_TYPE);
+            cases.push((
+                format!("type {kind}"),
+                reply_frame(&m.with(code::MESSAGE_TYPE, [kind])),
+                false,
+            ));
+        }
+        // Each option's length byte set past the end of the message.
+        let options_at = 14 + 20 + 8 + 240;
+        let mut at = options_at;
+        while at + 1 < good.len() && good[at] != code::END {
+            let mut f = good.clone();
+            f[at + 1] = 255;
+            cases.push((format!("option {} overlong", good[at]), f, true));
+            at += 2 + usize::from(good[at + 1]);
+        }
+        let mut other = ack();
+        other.xid = 8;
+        cases.push(("another transaction".into(), reply_frame(&other), true));
+        let mut other = ack();
+        other.chaddr = [2, 0, 0, 0, 0, 2];
+        cases.push(("another client".into(), reply_frame(&other), true));
+        let mut other = ack();
+        other.reply = false;
+        cases.push(("a request".into(), reply_frame(&other), true));
+        cases.push((
+            "a client's frame".into(),
+            frame::build([9; 6], client, server, Ipv4Addr::BROADCAST, &ack().encode()),
+            true,
+        ));
+        assert!(cases.len() >= 605, "{} cases", cases.len());
+        let (mut taken, mut leased) = (0, 0);
+        for (what, f, never) in &cases {
+            let Some((m, src)) = answer_of(f, 7, client) else {
+                continue;
+            };
+            assert!(!never, "{what}: taken");
+            assert!(m.reply && m.xid == 7 && m.chaddr == client, "{what}");
+            taken += 1;
+            if m.kind() == Some(Kind::Ack) && lease("eth1", &m, server, src, client).is_ok() {
+                leased += 1;
+            }
+        }
+        // Some mutations (a field the client does not read) still make a good lease.
+        assert!(
+            taken > 0 && leased > 0 && taken < cases.len(),
+            "{taken} {leased}"
+        );
     }
 
     #[test]

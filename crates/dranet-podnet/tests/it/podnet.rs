@@ -1289,6 +1289,55 @@ async fn a_failed_rollback_is_said_and_the_entry_kept_for_the_next_try() {
     assert_eq!(h.dump(), host_before);
 }
 
+/// Issue 47, held: `disableEbpfPrograms` detaches only what is on the claim's link. The programs
+/// of another host link (the veth's peer) and of a link already in the pod stay, through the
+/// attach and the detach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_47_disable_ebpf_programs_touches_only_the_claims_link() {
+    if !can_run("held_47_disable_ebpf_programs_touches_only_the_claims_link") {
+        return;
+    }
+    let h = host_with_veth("bpfs-h");
+    let p = Ns::new("bpfs-p");
+    p.ip(&[
+        "link", "add", "keep0", "type", "veth", "peer", "name", "keep0p",
+    ]);
+    let journal = tempfile::tempdir().unwrap();
+    attach_program(&h.path(), "v0", true);
+    for (ns, link) in [(&h, "v0p"), (&p, "keep0")] {
+        attach_program(&ns.path(), link, true);
+        attach_program(&ns.path(), link, false);
+    }
+    let untouched = |when: &str| {
+        for (ns, link) in [(&h, "v0p"), (&p, "keep0")] {
+            let e = ebpf_of(ns, link);
+            assert_eq!(e.tc_filters, ["dranet_tc"], "{link} {when}");
+            assert_eq!(e.tcx_programs, ["dranet_pass"], "{link} {when}");
+        }
+    };
+    untouched("before");
+    let pn = podnet(&h, journal.path());
+    let cfg = NetworkConfig {
+        interface: InterfaceConfig {
+            name: "net1".into(),
+            disable_ebpf_programs: Some(true),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    pn.attach(&req("claim-1-v0", "sandbox-1", "v0", &p.path(), &cfg))
+        .await
+        .unwrap();
+    assert_eq!(
+        ebpf_of(&p, "net1"),
+        dranet_core::EbpfPrograms::default(),
+        "the claim's link"
+    );
+    untouched("after attach");
+    pn.detach("claim-1-v0").await.unwrap();
+    untouched("after detach");
+}
+
 /// The link's eBPF programs as discovery sees them, in `ns`.
 fn ebpf_of(ns: &Ns, link: &str) -> dranet_core::EbpfPrograms {
     use dranet_core::LinkSource;

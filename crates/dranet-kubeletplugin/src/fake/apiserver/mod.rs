@@ -75,6 +75,8 @@ struct State {
     nodes: HashMap<String, Node>,
     history: VecDeque<Event>,
     counts: WriteCounts,
+    /// ResourceSlice list requests (pages) answered.
+    slice_lists: usize,
     field_managers: Vec<String>,
     faults: Vec<Fault>,
     down: bool,
@@ -272,6 +274,11 @@ impl FakeApiServer {
             slice.metadata.resource_version = Some(rv.to_string());
             emit(&self.shared, &mut st, "DELETED", &slice);
         }
+    }
+
+    /// ResourceSlice list requests answered so far: one per page.
+    pub fn slice_list_requests(&self) -> usize {
+        self.shared.lock().slice_lists
     }
 
     /// Successful writes so far.

@@ -145,18 +145,43 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
                 return watch(shared, &q, sel);
             }
-            let st = shared.lock();
-            let items: Vec<Value> = st
+            // Pages as the real server cuts them: `limit` objects, and a `continue` token (here
+            // the last name given) while more are left.
+            let limit = q
+                .get("limit")
+                .and_then(|l| l.parse::<usize>().ok())
+                .filter(|&l| l > 0)
+                .unwrap_or(usize::MAX);
+            let after = q.get("continue").cloned().unwrap_or_default();
+            let mut st = shared.lock();
+            st.slice_lists += 1;
+            let mut rest = st
                 .slices
-                .values()
-                .filter(|s| selected(s, &sel))
-                .map(list_item)
-                .collect();
+                .iter()
+                .filter(|(name, _)| after.is_empty() || name.as_str() > after.as_str())
+                .filter(|(_, s)| selected(s, &sel));
+            let page: Vec<(&String, &ResourceSlice)> = rest.by_ref().take(limit).collect();
+            let more = rest.next().is_some();
+            let mut metadata = json!({"resourceVersion": st.rv.to_string()});
+            if more && let Some((last, _)) = page.last() {
+                metadata["continue"] = json!(last);
+            }
+            let items: Vec<Value> = page.into_iter().map(|(_, s)| list_item(s)).collect();
             json_response(
                 StatusCode::OK,
                 &json!({
                     "kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
-                    "metadata": {"resourceVersion": st.rv.to_string()}, "items": items,
+                    "metadata": metadata, "items": items,
+                }),
+            )
+        }
+        (&Method::GET, ["apis", "resource.k8s.io", "v1", "deviceclasses"]) => {
+            // The fake stores no DeviceClass: an empty list.
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "kind": "DeviceClassList", "apiVersion": "resource.k8s.io/v1",
+                    "metadata": {"resourceVersion": shared.lock().rv.to_string()}, "items": [],
                 }),
             )
         }
