@@ -4,7 +4,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use dranet_driver::doctor::{DoctorInput, Finding, Status, check, links_for};
+use dranet_driver::doctor::{
+    AttachInput, CONTAINERD_CONFIGS, DoctorInput, Finding, Status, check, links_for, read_first,
+};
 
 use super::{CliError, SourceArgs};
 
@@ -31,6 +33,14 @@ pub struct DoctorArgs {
     /// The kubelet's --root-dir.
     #[arg(long, value_name = "DIR", default_value = dranet_kubeletplugin::DEFAULT_KUBELET_ROOT_DIR, env = "DRANET_KUBELET_ROOT_DIR")]
     kubelet_root_dir: PathBuf,
+    /// containerd's configuration file, for its NRI request timeout (default:
+    /// /etc/containerd/config.toml).
+    #[arg(long, value_name = "FILE")]
+    containerd_config: Option<PathBuf>,
+    /// Where the hook should be on the host (`dranet run --hook-path`); empty: not checked.
+    #[arg(long, value_name = "PATH", default_value = "/opt/dranet/bin/dranet",
+          value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from))]
+    hook_path: PathBuf,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -60,6 +70,18 @@ pub fn run(a: &DoctorArgs) -> Result<(), CliError> {
             .ok()
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned()),
+        attach: AttachInput {
+            containerd_config: match &a.containerd_config {
+                Some(p) => Some((
+                    p.clone(),
+                    std::fs::read_to_string(p).map_err(|e| {
+                        CliError::Usage(format!("--containerd-config {}: {e}", p.display()))
+                    })?,
+                )),
+                None => read_first(&CONTAINERD_CONFIGS.map(std::path::Path::new)),
+            },
+            hook_path: (!a.hook_path.as_os_str().is_empty()).then(|| a.hook_path.clone()),
+        },
     };
     let findings = check(&input);
     print(&findings, a.output).map_err(|e| CliError::Output(e.to_string()))?;

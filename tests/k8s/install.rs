@@ -483,6 +483,19 @@ fn patched_install(node: &Node) -> String {
     let c = &mut pod["containers"][0];
     c["image"] = IMAGE.into();
     c["imagePullPolicy"] = "Never".into();
+    // The state directory at its host path inside too, as the chart's stateDir does: the hook
+    // runs on the host and dials the socket the daemon names from inside.
+    let state = node.state_dir.to_string_lossy().to_string();
+    for m in c["volumeMounts"].as_array_mut().into_iter().flatten() {
+        if m["name"] == "state" {
+            m["mountPath"] = state.clone().into();
+        }
+    }
+    for a in c["args"].as_array_mut().into_iter().flatten() {
+        if a.as_str().is_some_and(|a| a.starts_with("--state-dir=")) {
+            *a = format!("--state-dir={state}").into();
+        }
+    }
     let args = c["args"].as_array_mut().unwrap();
     args.extend(node.extra_args().into_iter().map(serde_json::Value::from));
     let env = c["env"].as_array_mut().unwrap();

@@ -22,11 +22,13 @@ pub struct ReadmeDoctests;
 mod atomic;
 mod backoff;
 mod chain;
+mod duration;
 #[cfg(feature = "tokio")]
 mod named_locks;
 
 pub use atomic::{AtomicWrite, AtomicWriteError, AtomicWriteStep, quarantine, temp_path};
 pub use backoff::Backoff;
 pub use chain::error_chain;
+pub use duration::parse_duration;
 #[cfg(feature = "tokio")]
 pub use named_locks::{NamedGuard, NamedLocks};

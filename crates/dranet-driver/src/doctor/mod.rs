@@ -1,6 +1,10 @@
 //! `dranet doctor`: checks a node before installing dranet, or when a pod does not get its NICs.
 //! Each finding says what was seen and, when it is a problem, the fix in one line.
 
+mod attach;
+
+pub use attach::{AttachInput, CONTAINERD_CONFIGS, nri_request_timeout, read_first};
+
 use std::path::{Path, PathBuf};
 
 use dranet_core::{Inventory, LinkSource, LinkState, Relation};
@@ -54,6 +58,8 @@ pub struct DoctorInput {
     pub rdma_mode: Option<Result<NetnsMode, String>>,
     /// `containerd --version`'s output, if it ran.
     pub runtime_version: Option<String>,
+    /// containerd's NRI timeout and the hook (checked on the host only).
+    pub attach: AttachInput,
 }
 
 fn finding(status: Status, area: &'static str, message: String, fix: Option<&str>) -> Finding {
@@ -70,6 +76,7 @@ pub fn check(input: &DoctorInput) -> Vec<Finding> {
     let mut out = Vec::new();
     if input.host {
         runtime(input, &mut out);
+        attach::check(&input.attach, &mut out);
         kubelet(input, &mut out);
         if let Some(m) = &input.mountinfo {
             out.push(netns_propagation(m));
