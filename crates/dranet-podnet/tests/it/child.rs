@@ -21,11 +21,8 @@ use crate::support::{self, Ns, can_run};
 /// the NIC the pods share.
 fn host(tag: &str) -> Ns {
     let h = Ns::new(tag);
-    h.ip(&["link", "add", "v0", "type", "veth", "peer", "name", "v0p"]);
-    h.ip(&["link", "set", "v0", "mtu", "1500", "up"]);
-    h.ip(&["link", "set", "v0p", "up"]);
-    h.ip(&["addr", "add", "10.9.0.2/24", "dev", "v0"]);
-    h.ip(&["route", "add", "default", "via", "10.9.0.254", "dev", "v0"]);
+    // A veth's MTU is 1500, an Ethernet NIC's.
+    h.veth_with_default("v0", "10.9.0.2/24", "10.9.0.254");
     h
 }
 

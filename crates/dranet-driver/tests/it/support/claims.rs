@@ -52,6 +52,17 @@ pub fn claim(
     }
 }
 
+/// Claim `name` of the veth `link`'s device (`dev-<link>`, see [`super::veth`]) as request
+/// `nic`, for one pod, with one config entry from the claim.
+pub fn nic(name: &str, pod: &str, link: &str, config: serde_json::Value) -> ClaimToPrepare {
+    claim(
+        name,
+        &[pod],
+        &[("nic", &format!("dev-{link}"))],
+        vec![opaque("FromClaim", None, config)],
+    )
+}
+
 /// One opaque `dra.net` config entry.
 pub fn opaque(
     source: &str,
