@@ -42,6 +42,15 @@ fn dranet_io(
     )
 }
 
+/// Runs the binary with `env`, which must fail with each of `words` in its stderr.
+fn fails_saying(args: &[&str], env: &[(&str, &str)], words: &[&str]) {
+    let (ok, _, err) = dranet_with_env(args, env);
+    assert!(!ok, "{args:?} must fail");
+    for w in words {
+        assert!(err.contains(w), "{w:?} not in {err}");
+    }
+}
+
 const GB300: &str = "testdata/nodes/azure-nd-gb300-v6/sys";
 
 /// `dranet check` of one GB300 template on the GB300 fixture with its GPU slices, plus `extra`.
@@ -584,20 +593,23 @@ fn run_refuses_bad_flags_at_start_naming_the_flag() {
         assert!(!err.contains("panicked"), "{err}");
     }
     // Every flag also reads an environment variable.
-    let (ok, _, err) = dranet_with_env(
+    fails_saying(
         &["run", "--kubeconfig", "/nonexistent/kubeconfig"],
         &[("DRANET_BIND_ADDRESS", "nope")],
+        &["--bind-address"],
     );
-    assert!(!ok && err.contains("--bind-address"), "{err}");
     // Good flags reach the API client, which names the kubeconfig that is not there.
-    let (ok, _, err) = dranet(&[
-        "run",
-        "--kubeconfig",
-        "/nonexistent/kubeconfig",
-        "--sysfs",
-        "testdata/nodes/azure-nd-gb300-v6/sys",
-    ]);
-    assert!(!ok && err.contains("/nonexistent/kubeconfig"), "{err}");
+    fails_saying(
+        &[
+            "run",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "--sysfs",
+            "testdata/nodes/azure-nd-gb300-v6/sys",
+        ],
+        &[],
+        &["/nonexistent/kubeconfig"],
+    );
 }
 
 #[test]
@@ -770,26 +782,24 @@ fn uplink_interfaces_override_detection() {
 
 #[test]
 fn an_invalid_node_name_is_an_error_naming_where_it_came_from() {
-    let (ok, _, err) = dranet_with_env(
+    fails_saying(
         &["inventory", "--sysfs", EDGE, "-o", "json"],
         &[("NODE_NAME", "(none)")],
+        &["\"(none)\" (from $NODE_NAME)", "--node-name"],
     );
-    assert!(!ok);
-    assert!(
-        err.contains("\"(none)\" (from $NODE_NAME)") && err.contains("--node-name"),
-        "{err}"
+    fails_saying(
+        &[
+            "inventory",
+            "--sysfs",
+            EDGE,
+            "-o",
+            "yaml",
+            "--node-name",
+            "Node_1",
+        ],
+        &[],
+        &["\"Node_1\" (from --node-name)"],
     );
-    let (ok, _, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        EDGE,
-        "-o",
-        "yaml",
-        "--node-name",
-        "Node_1",
-    ]);
-    assert!(!ok);
-    assert!(err.contains("\"Node_1\" (from --node-name)"), "{err}");
 }
 
 #[test]
@@ -860,17 +870,16 @@ fn a_saved_imds_document_gives_the_azure_attributes_offline() {
     );
     assert!(ok, "{out}\n{err}");
     std::fs::write(&doc, "[1]").unwrap();
-    let (ok, _, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        GB300,
-        "--azure-imds-file",
-        doc.to_str().unwrap(),
-    ]);
-    assert!(!ok);
-    assert!(
-        err.contains("--azure-imds-file") && err.contains("expected a JSON object"),
-        "{err}"
+    fails_saying(
+        &[
+            "inventory",
+            "--sysfs",
+            GB300,
+            "--azure-imds-file",
+            doc.to_str().unwrap(),
+        ],
+        &[],
+        &["--azure-imds-file", "expected a JSON object"],
     );
 }
 
@@ -938,6 +947,11 @@ fn version_names_the_commit() {
 
 /// `dranet check` on files written into a temporary directory: exit code, stdout, stderr.
 fn check_files(claims: &str, slices: &str) -> (Option<i32>, String, String) {
+    check_files_with(claims, slices, &[])
+}
+
+/// [`check_files`] with `extra` arguments.
+fn check_files_with(claims: &str, slices: &str, extra: &[&str]) -> (Option<i32>, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let (c, s) = (
         dir.path().join("claims.yaml"),
@@ -946,7 +960,9 @@ fn check_files(claims: &str, slices: &str) -> (Option<i32>, String, String) {
     std::fs::write(&c, claims).unwrap();
     std::fs::write(&s, slices).unwrap();
     let (c, s) = (c.to_str().unwrap(), s.to_str().unwrap());
-    let (code, out, err) = dranet_io(&["check", c, "--slices", s], &[], None);
+    let mut args = vec!["check", c, "--slices", s];
+    args.extend_from_slice(extra);
+    let (code, out, err) = dranet_io(&args, &[], None);
     // Paths in messages are the temporary ones: shown relative for the assertions.
     let dir = format!("{}/", dir.path().display());
     (code, out.replace(&dir, ""), err.replace(&dir, ""))
@@ -1115,12 +1131,7 @@ fn completion_and_man_pages_from_the_binary() {
             "{page}"
         );
     }
-    let (ok, _, err) = dranet(&["man", "nope"]);
-    assert!(!ok);
-    assert!(
-        err.contains("no command \"nope\"") && err.contains("check"),
-        "{err}"
-    );
+    fails_saying(&["man", "nope"], &[], &["no command \"nope\"", "check"]);
 }
 
 /// What the allocator refuses in a slice (a version that is not semver, a quantity with an
@@ -1168,16 +1179,7 @@ fn check_answers_as_the_kubernetes_version_asked_for() {
         "      dra.net/numaNode: {int: 0}\n",
         "      dra.net/numaNode: {int: 0}\n    taints:\n    - {key: dra.net/down, effect: NoSchedule}\n",
     );
-    let dir = tempfile::tempdir().unwrap();
-    let (c, s) = (dir.path().join("c.yaml"), dir.path().join("s.yaml"));
-    std::fs::write(&c, GOOD_TEMPLATE).unwrap();
-    std::fs::write(&s, tainted).unwrap();
-    let (c, s) = (c.to_str().unwrap(), s.to_str().unwrap());
-    let run = |extra: &[&str]| {
-        let mut args = vec!["check", c, "--slices", s];
-        args.extend_from_slice(extra);
-        dranet_io(&args, &[], None)
-    };
+    let run = |extra: &[&str]| check_files_with(GOOD_TEMPLATE, &tainted, extra);
     let (code, out, err) = run(&[]);
     assert_ne!(
         code,
