@@ -6,16 +6,15 @@
 //! names share upstream's routing table, and a child refused the parent's own address.
 
 use std::net::UdpSocket;
-use std::sync::Arc;
 use std::time::Duration;
 
 use dranet_core::interface_type::table_for_name;
 use dranet_core::{Addressing, InterfaceConfig, InterfaceType, NetworkConfig, RouteConfig};
 use dranet_podnet::Error;
 use dranet_podnet::netns::Netns;
-use dranet_podnet::{AttachRequest, PodInterface, PodNet, StepHook, plan_source_tables};
+use dranet_podnet::{AttachRequest, PodInterface, PodNet, plan_source_tables};
 
-use crate::support::{self, Ns, can_run};
+use crate::support::{self, Ns, can_run, failing_at, podnet};
 
 /// A host whose `v0` (a veth end, up, addressed, with the host's default route through it) is
 /// the NIC the pods share.
@@ -40,21 +39,14 @@ fn child(ty: InterfaceType, address: &str) -> NetworkConfig {
     }
 }
 
+/// [`support::req`] of the host's `v0`.
 fn req<'a>(
     key: &'a str,
     owner: &'a str,
     pod: &'a std::path::Path,
     config: &'a NetworkConfig,
 ) -> AttachRequest<'a> {
-    AttachRequest {
-        key,
-        owner,
-        link: "v0",
-        pod_netns: pod,
-        config,
-        rdma_device: None,
-        source_table: None,
-    }
+    support::req(key, owner, "v0", pod, config)
 }
 
 /// The host's dump less the parent's promiscuity counter, which the kernel raises while the
@@ -65,10 +57,6 @@ fn host_dump(h: &Ns) -> String {
         .filter(|l| !l.contains("\"promiscuity\""))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-fn podnet(h: &Ns, journal: &std::path::Path) -> PodNet {
-    PodNet::new(Netns::open(h.path()).unwrap(), journal).unwrap()
 }
 
 /// A UDP datagram from pod `a` reaches pod `b`'s address through the children.
@@ -440,15 +428,7 @@ async fn a_failed_step_rolls_the_child_back_and_a_bad_config_touches_nothing() {
     let journal = tempfile::tempdir().unwrap();
     let (host_before, pod_before) = (h.dump(), p.dump());
     for step in ["create", "sysctl", "address", "up", "route", "rule", "done"] {
-        let s = step.to_string();
-        let hook: StepHook = Arc::new(move |x: &str| {
-            if x == s {
-                Err("injected".into())
-            } else {
-                Ok(())
-            }
-        });
-        let pn = podnet(&h, journal.path()).step_hook(hook);
+        let pn = podnet(&h, journal.path()).step_hook(failing_at(step));
         let cfg = child(InterfaceType::Macvlan, "10.9.0.31/24");
         let e = pn
             .attach(&req("claim-3.nic", "sandbox-1", &p.path(), &cfg))

@@ -8,32 +8,12 @@ use std::sync::Arc;
 use dranet_core::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
 };
+use dranet_podnet::PodNet;
 use dranet_podnet::netns::Netns;
-use dranet_podnet::{AttachRequest, PodNet};
 
-use crate::support::{self, Ns, bpf, can_run, host_with_macvlan, host_with_veth};
-
-fn podnet(h: &Ns, journal: &std::path::Path) -> PodNet {
-    PodNet::new(Netns::open(h.path()).unwrap(), journal).unwrap()
-}
-
-fn req<'a>(
-    key: &'a str,
-    owner: &'a str,
-    link: &'a str,
-    pod_netns: &'a std::path::Path,
-    config: &'a NetworkConfig,
-) -> AttachRequest<'a> {
-    AttachRequest {
-        key,
-        owner,
-        link,
-        pod_netns,
-        config,
-        rdma_device: None,
-        source_table: None,
-    }
-}
+use crate::support::{
+    self, Ns, bpf, can_run, failing_at, host_with_macvlan, host_with_veth, podnet, req,
+};
 
 fn full_config() -> NetworkConfig {
     NetworkConfig {
@@ -304,15 +284,7 @@ async fn a_failure_at_any_step_leaves_both_namespaces_as_they_were() {
         "neighbour",
         "done",
     ] {
-        let fail_at = step.to_string();
-        let hook: dranet_podnet::StepHook = Arc::new(move |s: &str| {
-            if s == fail_at {
-                Err(format!("injected failure at {s}"))
-            } else {
-                Ok(())
-            }
-        });
-        let pn = podnet(&h, journal.path()).step_hook(hook);
+        let pn = podnet(&h, journal.path()).step_hook(failing_at(step));
         let err = pn
             .attach(&req("claim-3-v0", "sandbox-3", "v0", &p.path(), &cfg))
             .await
