@@ -97,6 +97,18 @@ fn nics(n: usize) -> Value {
     slice("dra.net", "n", &refs)
 }
 
+/// A claim of request `r` alone, under one `constraint`.
+fn under(r: Value, constraint: Value) -> ResourceClaimSpec {
+    claim(json!({"requests": [r], "constraints": [constraint]}))
+}
+
+/// Request `nics` of `count` devices of class `nic`.
+fn nics_request(count: u64) -> Value {
+    let mut r = req("nics", "nic", &[]);
+    r["exactly"]["count"] = json!(count);
+    r
+}
+
 /// An allocator of [`nics`]`(n)` with [`classes`].
 fn nic_allocator(n: usize) -> Allocator<'static> {
     Allocator::from_json(&[nics(n)], &classes()).unwrap()
@@ -398,12 +410,10 @@ fn match_attribute_needs_the_attribute_and_reports_the_constraint() {
         ],
     );
     let a = Allocator::from_json(&[s], &classes()).unwrap();
-    let mut r = req("nics", "nic", &[]);
-    r["exactly"]["count"] = json!(2);
+    let r = nics_request(2);
     // Empty requests list: the constraint covers every request. Unqualified `numaNode` of
     // driver dra.net is `dra.net/numaNode`.
-    let c =
-        claim(json!({"requests": [r], "constraints": [{"matchAttribute": "dra.net/numaNode"}]}));
+    let c = under(r, json!({"matchAttribute": "dra.net/numaNode"}));
     assert_unsat(
         a.allocate_spec(&c, &[]).unwrap_err(),
         "nics",
@@ -436,10 +446,10 @@ fn match_attribute_on_list_values_uses_the_intersection() {
         ],
     );
     let a = Allocator::from_json(&[s], &classes()).unwrap();
-    let mut r = req("nics", "nic", &[]);
-    r["exactly"]["count"] = json!(2);
-    let c = claim(
-        json!({"requests": [r.clone()], "constraints": [{"matchAttribute": "resource.kubernetes.io/numaNode"}]}),
+    let mut r = nics_request(2);
+    let c = under(
+        r.clone(),
+        json!({"matchAttribute": "resource.kubernetes.io/numaNode"}),
     );
     // a∩c = {1}.
     assert_eq!(
@@ -448,8 +458,9 @@ fn match_attribute_on_list_values_uses_the_intersection() {
     );
     // Three devices: a∩c∩x must stay non-empty, only b, c, d share 2.
     r["exactly"]["count"] = json!(3);
-    let c = claim(
-        json!({"requests": [r], "constraints": [{"matchAttribute": "resource.kubernetes.io/numaNode"}]}),
+    let c = under(
+        r,
+        json!({"matchAttribute": "resource.kubernetes.io/numaNode"}),
     );
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
@@ -460,18 +471,14 @@ fn match_attribute_on_list_values_uses_the_intersection() {
 #[test]
 fn distinct_attribute_needs_different_values() {
     let a = api(&[nics(4)]);
-    let mut r = req("nics", "nic", &[]);
-    r["exactly"]["count"] = json!(2);
-    let c = claim(
-        json!({"requests": [r.clone()], "constraints": [{"distinctAttribute": "dra.net/numaNode"}]}),
-    );
+    let mut r = nics_request(2);
+    let c = under(r.clone(), json!({"distinctAttribute": "dra.net/numaNode"}));
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("nics", "nic0"), ("nics", "nic1")])
     );
     r["exactly"]["count"] = json!(3);
-    let c =
-        claim(json!({"requests": [r], "constraints": [{"distinctAttribute": "dra.net/numaNode"}]}));
+    let c = under(r, json!({"distinctAttribute": "dra.net/numaNode"}));
     let (_, reason) = unsat(a.allocate_spec(&c, &[]).unwrap_err());
     assert!(reason.contains("distinctAttribute"), "{reason}");
 }
@@ -481,10 +488,8 @@ fn distinct_attribute_needs_different_values() {
 #[test]
 fn distinct_attribute_bug_of_1_34_is_reproduced_only_on_request() {
     use dranet_alloc::{Options, SchedulerBugs};
-    let mut r = req("nics", "nic", &[]);
-    r["exactly"]["count"] = json!(3);
-    let c =
-        claim(json!({"requests": [r], "constraints": [{"distinctAttribute": "dra.net/numaNode"}]}));
+    let r = nics_request(3);
+    let c = under(r, json!({"distinctAttribute": "dra.net/numaNode"}));
     let buggy = Allocator::from_json_with_options(
         &[nics(4)],
         &classes(),
@@ -554,15 +559,17 @@ fn constraints_can_name_one_sub_request() {
         &[("pair", "nic", "true", 2), ("single", "nic", "true", 1)],
     );
     // Only the `pair` alternative must share a NUMA node.
-    let c = claim(
-        json!({"requests": [r.clone()], "constraints": [{"requests": ["net/pair"], "matchAttribute": "dra.net/numaNode"}]}),
+    let c = under(
+        r.clone(),
+        json!({"requests": ["net/pair"], "matchAttribute": "dra.net/numaNode"}),
     );
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("net/pair", "nic0"), ("net/pair", "nic2")])
     );
-    let bad = claim(
-        json!({"requests": [r], "constraints": [{"requests": ["net/nope"], "matchAttribute": "dra.net/numaNode"}]}),
+    let bad = under(
+        r,
+        json!({"requests": ["net/nope"], "matchAttribute": "dra.net/numaNode"}),
     );
     let e = a.allocate_spec(&bad, &[]).unwrap_err();
     assert!(e.to_string().contains("no sub-request \"nope\""), "{e}");
@@ -874,9 +881,7 @@ fn all_mode_under_match_attribute_is_an_error_when_a_device_breaks_it() {
     let a = nic_allocator(4);
     let mut r = req("all", "nic", &[]);
     r["exactly"]["allocationMode"] = json!("All");
-    let c = claim(
-        json!({"requests": [r.clone()], "constraints": [{"matchAttribute": "dra.net/numaNode"}]}),
-    );
+    let c = under(r.clone(), json!({"matchAttribute": "dra.net/numaNode"}));
     let e = a.allocate_spec(&c, &[]).unwrap_err();
     match &e {
         AllocError::ConstraintViolated {
@@ -900,8 +905,7 @@ fn all_mode_under_match_attribute_is_an_error_when_a_device_breaks_it() {
         &[r#"device.attributes["dra.net"].numaNode == 1"#],
     );
     r["exactly"]["allocationMode"] = json!("All");
-    let c =
-        claim(json!({"requests": [r], "constraints": [{"matchAttribute": "dra.net/numaNode"}]}));
+    let c = under(r, json!({"matchAttribute": "dra.net/numaNode"}));
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("all", "nic1"), ("all", "nic3")])

@@ -302,33 +302,23 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
                 return not_found("resourceslices.resource.k8s.io", name);
             };
             let pre = &opts["preconditions"];
-            if let Some(uid) = pre["uid"].as_str()
-                && Some(uid) != current.metadata.uid.as_deref()
-            {
-                return status(
-                    409,
-                    "Conflict",
-                    format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        current.metadata.uid.clone().unwrap_or_default()
-                    ),
-                );
-            }
-            if let Some(rv) = pre["resourceVersion"].as_str()
-                && Some(rv) != current.metadata.resource_version.as_deref()
-            {
-                return status(
-                    409,
-                    "Conflict",
-                    format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                        current
-                            .metadata
-                            .resource_version
-                            .clone()
-                            .unwrap_or_default()
-                    ),
-                );
+            let meta = &current.metadata;
+            for (what, field, held) in [
+                ("UID", "uid", &meta.uid),
+                ("ResourceVersion", "resourceVersion", &meta.resource_version),
+            ] {
+                if let Some(want) = pre[field].as_str()
+                    && Some(want) != held.as_deref()
+                {
+                    let held = held.as_deref().unwrap_or_default();
+                    return status(
+                        409,
+                        "Conflict",
+                        format!(
+                            "Precondition failed: {what} in precondition: {want}, {what} in object meta: {held}"
+                        ),
+                    );
+                }
             }
             st.slices.remove(*name);
             let rv = bump(&mut st);
