@@ -14,7 +14,7 @@ use dranet_podnet::Error;
 use dranet_podnet::netns::Netns;
 use dranet_podnet::{AttachRequest, PodInterface, PodNet, plan_source_tables};
 
-use crate::support::{self, Ns, can_run, failing_at, podnet};
+use crate::support::{self, Ns, can_run, failing_at, pod_and_podnet, podnet};
 
 /// A host whose `v0` (a veth end, up, addressed, with the host's default route through it) is
 /// the NIC the pods share.
@@ -337,9 +337,7 @@ async fn a_child_is_refused_its_parents_address() {
     }
     let h = host("chaddr-h");
     h.ip(&["addr", "add", "fd00:9::2/64", "dev", "v0", "nodad"]);
-    let p = Ns::new("chaddr-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "chaddr-p");
     h.ip(&["addr", "add", "10.9.0.99/24", "dev", "v0"]);
     let (host_before, pod_before) = (h.dump(), p.dump());
     for address in ["10.9.0.2/24", "10.9.0.2/32", "fd00:9::2/64", "10.9.0.99/24"] {

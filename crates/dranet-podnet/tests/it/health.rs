@@ -1,7 +1,7 @@
 //! The state of a link given to a pod, read inside the pod's namespace (root only; skipped with
 //! a message otherwise): a link set down in the pod is a fault, and up again it is not.
 
-use crate::support::{Ns, can_run, host_with_veth, podnet, req};
+use crate::support::{can_run, host_with_veth, pod_and_podnet, req};
 use dranet_core::NetworkConfig;
 use dranet_core::health::Fault;
 
@@ -11,9 +11,7 @@ async fn a_link_down_inside_the_pod_is_a_fault_until_it_is_up_again() {
         return;
     }
     let h = host_with_veth("health-h");
-    let p = Ns::new("health-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "health-p");
     let key = "claim-1.v0";
     assert!(
         pn.pod_link_faults().await.is_empty(),

@@ -3,7 +3,7 @@
 //! detach must copy them as requests, in the pod and back on the host (root only; skipped with a
 //! message otherwise).
 
-use crate::support::{Ns, can_run, host_with_veth, podnet, req};
+use crate::support::{Ns, can_run, host_with_veth, pod_and_podnet, req};
 use dranet_core::NetworkConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,9 +23,7 @@ async fn a_link_without_carrier_goes_to_the_pod_and_back_with_its_routes() {
         routes.contains("linkdown"),
         "the kernel marks the routes of a link without carrier: {routes}"
     );
-    let p = Ns::new("ld-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "ld-p");
     let cfg = NetworkConfig::default();
     let attached = pn
         .attach(&req("claim-ld-v0", "sandbox-ld", "v0", &p.path(), &cfg))
@@ -68,9 +66,7 @@ async fn a_host_that_refuses_part_of_its_state_still_gets_its_link_back() {
         return;
     }
     let h = host_with_veth("rf-h");
-    let p = Ns::new("rf-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "rf-p");
     let cfg = NetworkConfig::default();
     pn.attach(&req("claim-rf-v0", "sandbox-rf", "v0", &p.path(), &cfg))
         .await

@@ -24,6 +24,15 @@ pub fn podnet(h: &Ns, journal: &Path) -> PodNet {
     PodNet::new(Netns::open(h.path()).unwrap(), journal).unwrap()
 }
 
+/// Pod namespace `pod` for host `h`, and a PodNet of `h` whose journal is in the returned
+/// directory (kept as long as it lives).
+pub fn pod_and_podnet(h: &Ns, pod: &str) -> (Ns, tempfile::TempDir, PodNet) {
+    let p = Ns::new(pod);
+    let journal = tempfile::tempdir().unwrap();
+    let pn = podnet(h, journal.path());
+    (p, journal, pn)
+}
+
 /// The attach of host link `link` to the pod namespace `pod_netns` under `key` for `owner`, with
 /// no RDMA device and no planned source table.
 pub fn req<'a>(
