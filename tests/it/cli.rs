@@ -42,6 +42,13 @@ fn dranet_io(
     )
 }
 
+/// `dranet inventory --sysfs <sysfs> args…`.
+fn inventory(sysfs: &str, args: &[&str]) -> (bool, String, String) {
+    let mut all = vec!["inventory", "--sysfs", sysfs];
+    all.extend_from_slice(args);
+    dranet(&all)
+}
+
 /// Runs the binary with `env`, which must fail with each of `words` in its stderr.
 fn fails_saying(args: &[&str], env: &[(&str, &str)], words: &[&str]) {
     let (ok, _, err) = dranet_with_env(args, env);
@@ -79,15 +86,7 @@ fn check_gb300_code(name: &str, extra: &[&str]) -> (Option<i32>, String, String)
 
 #[test]
 fn inventory_json_is_the_resource_slice_the_daemon_publishes() {
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        GB300,
-        "--node-name",
-        "aks-gb300-0",
-        "-o",
-        "json",
-    ]);
+    let (ok, out, err) = inventory(GB300, &["--node-name", "aks-gb300-0", "-o", "json"]);
     assert!(ok, "{err}");
     let slice: ResourceSlice = serde_json::from_str(&out).expect("a v1 ResourceSlice");
     let raw: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -127,15 +126,10 @@ fn inventory_json_is_the_resource_slice_the_daemon_publishes() {
 
 #[test]
 fn inventory_yaml_and_table() {
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
+    let (ok, out, err) = inventory(
         "testdata/nodes/sriov-64vf/sys",
-        "--node-name",
-        "n1",
-        "-o",
-        "yaml",
-    ]);
+        &["--node-name", "n1", "-o", "yaml"],
+    );
     assert!(ok, "{err}");
     let docs: Vec<ResourceSlice> = out
         .split("---\n")
@@ -333,15 +327,10 @@ fn inventory_with_azure_imds_shows_the_fabric_attributes_on_every_device() {
         doc("gb300-network.json"),
     ))
     .unwrap();
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
+    let (ok, out, err) = inventory(
         GB300,
-        "--azure-imds-endpoint",
-        &imds.endpoint,
-        "-o",
-        "json",
-    ]);
+        &["--azure-imds-endpoint", &imds.endpoint, "-o", "json"],
+    );
     assert!(ok, "{err}");
     let slice: ResourceSlice = serde_json::from_str(&out).unwrap();
     let devices = slice.spec.devices.unwrap();
@@ -369,20 +358,20 @@ fn inventory_with_azure_imds_shows_the_fabric_attributes_on_every_device() {
         assert!(a.len() <= 32);
     }
     // A fixture without an endpoint never asks this machine's metadata service.
-    let (ok, out, _) = dranet(&["inventory", "--sysfs", GB300, "-o", "json"]);
+    let (ok, out, _) = inventory(GB300, &["-o", "json"]);
     assert!(ok && !out.contains("azure.dra.net"));
     // Hint none wins over an endpoint.
-    let (ok, out, _) = dranet(&[
-        "inventory",
-        "--sysfs",
+    let (ok, out, _) = inventory(
         GB300,
-        "--azure-imds-endpoint",
-        &imds.endpoint,
-        "--cloud-provider-hint",
-        "NONE",
-        "-o",
-        "json",
-    ]);
+        &[
+            "--azure-imds-endpoint",
+            &imds.endpoint,
+            "--cloud-provider-hint",
+            "NONE",
+            "-o",
+            "json",
+        ],
+    );
     assert!(ok && !out.contains("azure.dra.net"));
 }
 
@@ -685,13 +674,7 @@ fn doctor_on_this_machine_names_each_problem_with_its_fix_and_exits_1() {
 /// `inventory -o yaml` prints must quote such strings (serde_yaml did not; serde-saphyr does).
 #[test]
 fn inventory_yaml_quotes_what_yaml_1_1_would_read_as_numbers() {
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        "testdata/nodes/azure-nd-gb300-v6/sys",
-        "-o",
-        "yaml",
-    ]);
+    let (ok, out, err) = inventory("testdata/nodes/azure-nd-gb300-v6/sys", &["-o", "yaml"]);
     assert!(ok, "{err}");
     let mut seen = 0;
     for line in out.lines() {
@@ -717,7 +700,7 @@ const EDGE: &str = "testdata/nodes/edge-cases/sys";
 
 #[test]
 fn inventory_shows_what_is_not_published_and_why() {
-    let (ok, out, err) = dranet(&["inventory", "--sysfs", EDGE, "--show-excluded"]);
+    let (ok, out, err) = inventory(EDGE, &["--show-excluded"]);
     assert!(ok, "{err}");
     let section = out
         .split("NOT PUBLISHED")
@@ -748,7 +731,7 @@ fn inventory_shows_what_is_not_published_and_why() {
         "{section}"
     );
     // An empty --filter publishes them.
-    let (ok, all, err) = dranet(&["inventory", "--sysfs", EDGE, "--filter", ""]);
+    let (ok, all, err) = inventory(EDGE, &["--filter", ""]);
     assert!(ok, "{err}");
     assert!(all.lines().any(|l| l.starts_with("cni0 ")), "{all}");
     // The rails (policy-table default, backup default) are published.
@@ -760,14 +743,7 @@ fn inventory_shows_what_is_not_published_and_why() {
 
 #[test]
 fn uplink_interfaces_override_detection() {
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        EDGE,
-        "--uplink-interfaces",
-        "rail1",
-        "--show-excluded",
-    ]);
+    let (ok, out, err) = inventory(EDGE, &["--uplink-interfaces", "rail1", "--show-excluded"]);
     assert!(ok, "{err}");
     assert!(
         out.contains("pci-0000-00-02-0") && out.contains("pci-0000-00-0c-0"),
@@ -804,7 +780,7 @@ fn an_invalid_node_name_is_an_error_naming_where_it_came_from() {
 
 #[test]
 fn inventory_wide_and_name_outputs() {
-    let (ok, out, err) = dranet(&["inventory", "--sysfs", GB300, "-o", "name"]);
+    let (ok, out, err) = inventory(GB300, &["-o", "name"]);
     assert!(ok, "{err}");
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
@@ -815,7 +791,7 @@ fn inventory_wide_and_name_outputs() {
             "pci-0104-00-00-0"
         ]
     );
-    let (ok, out, err) = dranet(&["inventory", "--sysfs", GB300, "-o", "wide"]);
+    let (ok, out, err) = inventory(GB300, &["-o", "wide"]);
     assert!(ok, "{err}");
     let head: Vec<&str> = out
         .lines()
@@ -847,17 +823,17 @@ fn a_saved_imds_document_gives_the_azure_attributes_offline() {
     // The whole instance document, as curl …/metadata/instance returns it.
     let doc = tmp.path().join("imds.json");
     std::fs::write(&doc, format!("{{\"compute\": {compute}}}")).unwrap();
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
+    let (ok, out, err) = inventory(
         GB300,
-        "--node-name",
-        "aks-gb300-0",
-        "-o",
-        "json",
-        "--azure-imds-file",
-        doc.to_str().unwrap(),
-    ]);
+        &[
+            "--node-name",
+            "aks-gb300-0",
+            "-o",
+            "json",
+            "--azure-imds-file",
+            doc.to_str().unwrap(),
+        ],
+    );
     assert!(ok, "{err}");
     assert!(
         out.contains("8f0c7c3e-5d1a-4b8e-9f3e-2a6b1c4d7e90"),
