@@ -63,6 +63,20 @@ pub fn nic(name: &str, pod: &str, link: &str, config: serde_json::Value) -> Clai
     )
 }
 
+/// `devices` of pool `pool`, each allocated for request `nic`.
+pub fn nic_results(pool: &str, devices: &[&str]) -> Vec<DeviceRequestAllocationResult> {
+    devices
+        .iter()
+        .map(|d| DeviceRequestAllocationResult {
+            request: "nic".into(),
+            driver: DRIVER_NAME.into(),
+            pool: pool.into(),
+            device: d.to_string(),
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// One opaque `dra.net` config entry.
 pub fn opaque(
     source: &str,
