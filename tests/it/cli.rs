@@ -42,6 +42,22 @@ fn dranet_io(
     )
 }
 
+/// `dranet inventory --sysfs <sysfs> args…`.
+fn inventory(sysfs: &str, args: &[&str]) -> (bool, String, String) {
+    let mut all = vec!["inventory", "--sysfs", sysfs];
+    all.extend_from_slice(args);
+    dranet(&all)
+}
+
+/// Runs the binary with `env`, which must fail with each of `words` in its stderr.
+fn fails_saying(args: &[&str], env: &[(&str, &str)], words: &[&str]) {
+    let (ok, _, err) = dranet_with_env(args, env);
+    assert!(!ok, "{args:?} must fail");
+    for w in words {
+        assert!(err.contains(w), "{w:?} not in {err}");
+    }
+}
+
 const GB300: &str = "testdata/nodes/azure-nd-gb300-v6/sys";
 
 /// `dranet check` of one GB300 template on the GB300 fixture with its GPU slices, plus `extra`.
@@ -70,15 +86,7 @@ fn check_gb300_code(name: &str, extra: &[&str]) -> (Option<i32>, String, String)
 
 #[test]
 fn inventory_json_is_the_resource_slice_the_daemon_publishes() {
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        GB300,
-        "--node-name",
-        "aks-gb300-0",
-        "-o",
-        "json",
-    ]);
+    let (ok, out, err) = inventory(GB300, &["--node-name", "aks-gb300-0", "-o", "json"]);
     assert!(ok, "{err}");
     let slice: ResourceSlice = serde_json::from_str(&out).expect("a v1 ResourceSlice");
     let raw: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -118,15 +126,10 @@ fn inventory_json_is_the_resource_slice_the_daemon_publishes() {
 
 #[test]
 fn inventory_yaml_and_table() {
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
+    let (ok, out, err) = inventory(
         "testdata/nodes/sriov-64vf/sys",
-        "--node-name",
-        "n1",
-        "-o",
-        "yaml",
-    ]);
+        &["--node-name", "n1", "-o", "yaml"],
+    );
     assert!(ok, "{err}");
     let docs: Vec<ResourceSlice> = out
         .split("---\n")
@@ -324,15 +327,10 @@ fn inventory_with_azure_imds_shows_the_fabric_attributes_on_every_device() {
         doc("gb300-network.json"),
     ))
     .unwrap();
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
+    let (ok, out, err) = inventory(
         GB300,
-        "--azure-imds-endpoint",
-        &imds.endpoint,
-        "-o",
-        "json",
-    ]);
+        &["--azure-imds-endpoint", &imds.endpoint, "-o", "json"],
+    );
     assert!(ok, "{err}");
     let slice: ResourceSlice = serde_json::from_str(&out).unwrap();
     let devices = slice.spec.devices.unwrap();
@@ -360,20 +358,20 @@ fn inventory_with_azure_imds_shows_the_fabric_attributes_on_every_device() {
         assert!(a.len() <= 32);
     }
     // A fixture without an endpoint never asks this machine's metadata service.
-    let (ok, out, _) = dranet(&["inventory", "--sysfs", GB300, "-o", "json"]);
+    let (ok, out, _) = inventory(GB300, &["-o", "json"]);
     assert!(ok && !out.contains("azure.dra.net"));
     // Hint none wins over an endpoint.
-    let (ok, out, _) = dranet(&[
-        "inventory",
-        "--sysfs",
+    let (ok, out, _) = inventory(
         GB300,
-        "--azure-imds-endpoint",
-        &imds.endpoint,
-        "--cloud-provider-hint",
-        "NONE",
-        "-o",
-        "json",
-    ]);
+        &[
+            "--azure-imds-endpoint",
+            &imds.endpoint,
+            "--cloud-provider-hint",
+            "NONE",
+            "-o",
+            "json",
+        ],
+    );
     assert!(ok && !out.contains("azure.dra.net"));
 }
 
@@ -584,20 +582,23 @@ fn run_refuses_bad_flags_at_start_naming_the_flag() {
         assert!(!err.contains("panicked"), "{err}");
     }
     // Every flag also reads an environment variable.
-    let (ok, _, err) = dranet_with_env(
+    fails_saying(
         &["run", "--kubeconfig", "/nonexistent/kubeconfig"],
         &[("DRANET_BIND_ADDRESS", "nope")],
+        &["--bind-address"],
     );
-    assert!(!ok && err.contains("--bind-address"), "{err}");
     // Good flags reach the API client, which names the kubeconfig that is not there.
-    let (ok, _, err) = dranet(&[
-        "run",
-        "--kubeconfig",
-        "/nonexistent/kubeconfig",
-        "--sysfs",
-        "testdata/nodes/azure-nd-gb300-v6/sys",
-    ]);
-    assert!(!ok && err.contains("/nonexistent/kubeconfig"), "{err}");
+    fails_saying(
+        &[
+            "run",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "--sysfs",
+            "testdata/nodes/azure-nd-gb300-v6/sys",
+        ],
+        &[],
+        &["/nonexistent/kubeconfig"],
+    );
 }
 
 #[test]
@@ -673,13 +674,7 @@ fn doctor_on_this_machine_names_each_problem_with_its_fix_and_exits_1() {
 /// `inventory -o yaml` prints must quote such strings (serde_yaml did not; serde-saphyr does).
 #[test]
 fn inventory_yaml_quotes_what_yaml_1_1_would_read_as_numbers() {
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        "testdata/nodes/azure-nd-gb300-v6/sys",
-        "-o",
-        "yaml",
-    ]);
+    let (ok, out, err) = inventory("testdata/nodes/azure-nd-gb300-v6/sys", &["-o", "yaml"]);
     assert!(ok, "{err}");
     let mut seen = 0;
     for line in out.lines() {
@@ -705,7 +700,7 @@ const EDGE: &str = "testdata/nodes/edge-cases/sys";
 
 #[test]
 fn inventory_shows_what_is_not_published_and_why() {
-    let (ok, out, err) = dranet(&["inventory", "--sysfs", EDGE, "--show-excluded"]);
+    let (ok, out, err) = inventory(EDGE, &["--show-excluded"]);
     assert!(ok, "{err}");
     let section = out
         .split("NOT PUBLISHED")
@@ -736,7 +731,7 @@ fn inventory_shows_what_is_not_published_and_why() {
         "{section}"
     );
     // An empty --filter publishes them.
-    let (ok, all, err) = dranet(&["inventory", "--sysfs", EDGE, "--filter", ""]);
+    let (ok, all, err) = inventory(EDGE, &["--filter", ""]);
     assert!(ok, "{err}");
     assert!(all.lines().any(|l| l.starts_with("cni0 ")), "{all}");
     // The rails (policy-table default, backup default) are published.
@@ -748,14 +743,7 @@ fn inventory_shows_what_is_not_published_and_why() {
 
 #[test]
 fn uplink_interfaces_override_detection() {
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        EDGE,
-        "--uplink-interfaces",
-        "rail1",
-        "--show-excluded",
-    ]);
+    let (ok, out, err) = inventory(EDGE, &["--uplink-interfaces", "rail1", "--show-excluded"]);
     assert!(ok, "{err}");
     assert!(
         out.contains("pci-0000-00-02-0") && out.contains("pci-0000-00-0c-0"),
@@ -770,31 +758,29 @@ fn uplink_interfaces_override_detection() {
 
 #[test]
 fn an_invalid_node_name_is_an_error_naming_where_it_came_from() {
-    let (ok, _, err) = dranet_with_env(
+    fails_saying(
         &["inventory", "--sysfs", EDGE, "-o", "json"],
         &[("NODE_NAME", "(none)")],
+        &["\"(none)\" (from $NODE_NAME)", "--node-name"],
     );
-    assert!(!ok);
-    assert!(
-        err.contains("\"(none)\" (from $NODE_NAME)") && err.contains("--node-name"),
-        "{err}"
+    fails_saying(
+        &[
+            "inventory",
+            "--sysfs",
+            EDGE,
+            "-o",
+            "yaml",
+            "--node-name",
+            "Node_1",
+        ],
+        &[],
+        &["\"Node_1\" (from --node-name)"],
     );
-    let (ok, _, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        EDGE,
-        "-o",
-        "yaml",
-        "--node-name",
-        "Node_1",
-    ]);
-    assert!(!ok);
-    assert!(err.contains("\"Node_1\" (from --node-name)"), "{err}");
 }
 
 #[test]
 fn inventory_wide_and_name_outputs() {
-    let (ok, out, err) = dranet(&["inventory", "--sysfs", GB300, "-o", "name"]);
+    let (ok, out, err) = inventory(GB300, &["-o", "name"]);
     assert!(ok, "{err}");
     assert_eq!(
         out.lines().collect::<Vec<_>>(),
@@ -805,7 +791,7 @@ fn inventory_wide_and_name_outputs() {
             "pci-0104-00-00-0"
         ]
     );
-    let (ok, out, err) = dranet(&["inventory", "--sysfs", GB300, "-o", "wide"]);
+    let (ok, out, err) = inventory(GB300, &["-o", "wide"]);
     assert!(ok, "{err}");
     let head: Vec<&str> = out
         .lines()
@@ -837,17 +823,17 @@ fn a_saved_imds_document_gives_the_azure_attributes_offline() {
     // The whole instance document, as curl …/metadata/instance returns it.
     let doc = tmp.path().join("imds.json");
     std::fs::write(&doc, format!("{{\"compute\": {compute}}}")).unwrap();
-    let (ok, out, err) = dranet(&[
-        "inventory",
-        "--sysfs",
+    let (ok, out, err) = inventory(
         GB300,
-        "--node-name",
-        "aks-gb300-0",
-        "-o",
-        "json",
-        "--azure-imds-file",
-        doc.to_str().unwrap(),
-    ]);
+        &[
+            "--node-name",
+            "aks-gb300-0",
+            "-o",
+            "json",
+            "--azure-imds-file",
+            doc.to_str().unwrap(),
+        ],
+    );
     assert!(ok, "{err}");
     assert!(
         out.contains("8f0c7c3e-5d1a-4b8e-9f3e-2a6b1c4d7e90"),
@@ -860,17 +846,16 @@ fn a_saved_imds_document_gives_the_azure_attributes_offline() {
     );
     assert!(ok, "{out}\n{err}");
     std::fs::write(&doc, "[1]").unwrap();
-    let (ok, _, err) = dranet(&[
-        "inventory",
-        "--sysfs",
-        GB300,
-        "--azure-imds-file",
-        doc.to_str().unwrap(),
-    ]);
-    assert!(!ok);
-    assert!(
-        err.contains("--azure-imds-file") && err.contains("expected a JSON object"),
-        "{err}"
+    fails_saying(
+        &[
+            "inventory",
+            "--sysfs",
+            GB300,
+            "--azure-imds-file",
+            doc.to_str().unwrap(),
+        ],
+        &[],
+        &["--azure-imds-file", "expected a JSON object"],
     );
 }
 
@@ -938,6 +923,11 @@ fn version_names_the_commit() {
 
 /// `dranet check` on files written into a temporary directory: exit code, stdout, stderr.
 fn check_files(claims: &str, slices: &str) -> (Option<i32>, String, String) {
+    check_files_with(claims, slices, &[])
+}
+
+/// [`check_files`] with `extra` arguments.
+fn check_files_with(claims: &str, slices: &str, extra: &[&str]) -> (Option<i32>, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let (c, s) = (
         dir.path().join("claims.yaml"),
@@ -946,7 +936,9 @@ fn check_files(claims: &str, slices: &str) -> (Option<i32>, String, String) {
     std::fs::write(&c, claims).unwrap();
     std::fs::write(&s, slices).unwrap();
     let (c, s) = (c.to_str().unwrap(), s.to_str().unwrap());
-    let (code, out, err) = dranet_io(&["check", c, "--slices", s], &[], None);
+    let mut args = vec!["check", c, "--slices", s];
+    args.extend_from_slice(extra);
+    let (code, out, err) = dranet_io(&args, &[], None);
     // Paths in messages are the temporary ones: shown relative for the assertions.
     let dir = format!("{}/", dir.path().display());
     (code, out.replace(&dir, ""), err.replace(&dir, ""))
@@ -1115,12 +1107,7 @@ fn completion_and_man_pages_from_the_binary() {
             "{page}"
         );
     }
-    let (ok, _, err) = dranet(&["man", "nope"]);
-    assert!(!ok);
-    assert!(
-        err.contains("no command \"nope\"") && err.contains("check"),
-        "{err}"
-    );
+    fails_saying(&["man", "nope"], &[], &["no command \"nope\"", "check"]);
 }
 
 /// What the allocator refuses in a slice (a version that is not semver, a quantity with an
@@ -1168,16 +1155,7 @@ fn check_answers_as_the_kubernetes_version_asked_for() {
         "      dra.net/numaNode: {int: 0}\n",
         "      dra.net/numaNode: {int: 0}\n    taints:\n    - {key: dra.net/down, effect: NoSchedule}\n",
     );
-    let dir = tempfile::tempdir().unwrap();
-    let (c, s) = (dir.path().join("c.yaml"), dir.path().join("s.yaml"));
-    std::fs::write(&c, GOOD_TEMPLATE).unwrap();
-    std::fs::write(&s, tainted).unwrap();
-    let (c, s) = (c.to_str().unwrap(), s.to_str().unwrap());
-    let run = |extra: &[&str]| {
-        let mut args = vec!["check", c, "--slices", s];
-        args.extend_from_slice(extra);
-        dranet_io(&args, &[], None)
-    };
+    let run = |extra: &[&str]| check_files_with(GOOD_TEMPLATE, &tainted, extra);
     let (code, out, err) = run(&[]);
     assert_ne!(
         code,

@@ -10,6 +10,15 @@ fn example(name: &str) -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
+/// Runs an example (without `$NODE_NAME`), which must succeed: its stdout and stderr.
+fn succeeds(cmd: &mut Command) -> (String, String) {
+    let out = cmd.env_remove("NODE_NAME").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
 #[test]
 fn minimal_driver_serves_prepares_publishes_and_cleans_up_without_a_cluster() {
     let Some(bin) = example("minimal_driver") else {
@@ -20,20 +29,12 @@ fn minimal_driver_serves_prepares_publishes_and_cleans_up_without_a_cluster() {
     };
     let dir = tempfile::tempdir().unwrap();
     let kubelet = dir.path().join("kubelet");
-    let out = Command::new(bin)
-        .args(["--fake-apiserver", "--run-for", "0", "--kubelet-root-dir"])
-        .arg(&kubelet)
-        .env_remove("POD_UID")
-        .env_remove("NODE_NAME")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (stdout, stderr) = succeeds(
+        Command::new(bin)
+            .args(["--fake-apiserver", "--run-for", "0", "--kubelet-root-dir"])
+            .arg(&kubelet)
+            .env_remove("POD_UID"),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stdout.contains("cdi_device_ids: [\"minimal.example.com/dev=demo-uid-dev0\"]"),
         "{stdout}"
@@ -81,17 +82,7 @@ fn dra_nri_driver_prepares_a_claim_and_injects_its_device_into_the_pod() {
         eprintln!("SKIP: examples/dra_nri_driver was not built (run `cargo test`)");
         return;
     };
-    let out = Command::new(bin)
-        .arg("--fake")
-        .env_remove("NODE_NAME")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (stdout, _) = succeeds(Command::new(bin).arg("--fake"));
     assert!(
         stdout.contains("container of pod worker gets /dev/accel2 (c 240:2)"),
         "{stdout}"

@@ -7,22 +7,16 @@ use std::process::{Command, Output, Stdio};
 
 use dranet_testkit::kit::Kit;
 
+use crate::manifests::{claim_template, device_class};
+
 /// The cluster's DeviceClasses: one per driver, as a GPU driver and dranet install them.
-const CLASSES: &str = r#"
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu.example.com}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.example.com"'}
----
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: dranet.net}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "dra.net"'}
-"#;
+fn classes() -> String {
+    format!(
+        "{}---{}",
+        device_class("gpu.example.com", "gpu.example.com"),
+        device_class("dranet.net", "dra.net")
+    )
+}
 
 /// A node's GPU slice (GPUs on NUMA 0 and 1) and dra.net slice (NICs on `nic_numa`).
 fn node_slices(node: &str, nic_numa: &[i64]) -> String {
@@ -75,15 +69,8 @@ spec:
 
 /// A template named `name`: a GPU on NUMA 0, and a NIC (with `nic_selectors`).
 fn template(name: &str, nic_selectors: &str) -> String {
-    format!(
-        r#"
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: {name}, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
+    let devices = format!(
+        r#"      requests:
       - name: gpu
         exactly:
           deviceClassName: gpu.example.com
@@ -93,7 +80,8 @@ spec:
         exactly:
           deviceClassName: dranet.net{nic_selectors}
 "#
-    )
+    );
+    claim_template(name, &devices)
 }
 
 /// Two templates: a GPU and a NIC both on NUMA 0; a GPU on NUMA 0 and any NIC.
@@ -170,7 +158,7 @@ pub(crate) fn check_reads_slices_and_classes_from_a_real_cluster(kit: &Kit) {
     let kubeconfig = kit.var("KUBECONFIG").to_string();
     // Node a has a NIC on each NUMA node; node b only on NUMA 1. Neither is the kit's kubelet's
     // node, so the kubelet's slice clean-up cannot race the test.
-    kit.apply(CLASSES);
+    kit.apply(&classes());
     kit.apply(&node_slices("check-node-a", &[0, 1]));
     kit.apply(&node_slices("check-node-b", &[1]));
     // The templates are valid API objects: the API server takes them.
@@ -328,7 +316,7 @@ spec:
 "#
         )
     };
-    kit.apply(CLASSES);
+    kit.apply(&classes());
     kit.apply(&nic_slice("list-node-a", "[0, 1]"));
     kit.apply(&nic_slice("list-node-b", "[1]"));
     let stored = kit.get_json(&["resourceslice", "list-node-a-dra.net"]);

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use crate::links::{
     VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
 };
+use crate::manifests::device_class;
 use dranet_core::Discover;
 use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
 
@@ -95,14 +96,7 @@ fn tail(s: &str) -> String {
 /// A DeviceClass for every dra.net device, and a claim template like the seeds' `1nic-aligned`
 /// (an RDMA NIC on NUMA node 0) plus the veth.
 fn class_and_template() -> String {
-    let class = r#"
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: dranet.net}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "dra.net"'}
-"#;
+    let class = device_class("dranet.net", "dra.net");
     let template = nic_and_veth_template(
         "nic-aligned",
         "dranet.net",

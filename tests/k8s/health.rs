@@ -19,6 +19,7 @@
 use std::time::Duration;
 
 use crate::links::{Veths, claim_pod, host_link, ip};
+use crate::manifests::{claim_template, device_class};
 use dranet_testkit::kit::{Daemon, Kit, V1_34, free_port, http_get, tail, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -32,35 +33,23 @@ const DROPPED: &str = "dropped devices[].taints";
 /// tolerating the health taint.
 fn class_and_templates() -> String {
     let template = |name: &str, tolerations: &str| {
-        format!(
-            r#"
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: {name}, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
+        let devices = format!(
+            r#"      requests:
       - name: eth
         exactly:
           deviceClassName: dranet.net
           selectors:
           - cel: {{expression: 'device.attributes["dra.net"].ifName == "{VETH}"'}}{tolerations}
 "#
-        )
+        );
+        claim_template(name, &devices)
     };
     let tolerate = format!(
         "\n          tolerations: [{{key: {TAINT_KEY}, operator: Exists, effect: NoSchedule}}]"
     );
     format!(
-        r#"
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {{name: dranet.net}}
-spec:
-  selectors:
-  - cel: {{expression: 'device.driver == "dra.net"'}}
----{}---{}"#,
+        "{}---{}---{}",
+        device_class("dranet.net", "dra.net"),
         template("veth-plain", ""),
         template("veth-tolerant", &tolerate)
     )

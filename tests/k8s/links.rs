@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use dranet_testkit::kit::{Kit, wait_for};
 
+use crate::manifests::claim_template;
+
 /// A `--filter` that publishes the usual devices plus the tests' veths, named `drt*` (the default
 /// filter drops veths).
 pub const VETH_FILTER: &str = r#"!("type" in device.attributes["dra.net"]) || device.attributes["dra.net"].type != "veth" || device.attributes["dra.net"].ifName.startsWith("drt")"#;
@@ -41,15 +43,8 @@ pub fn host_link(name: &str) -> Option<serde_json::Value> {
 /// device passing the CEL `nic`, and `eth`, the host's veth `veth` configured in the pod as
 /// `net1`, `10.77.0.2/24`, MTU 1400 (what [`nic_pod`] prints).
 pub fn nic_and_veth_template(name: &str, class: &str, nic: &str, veth: &str) -> String {
-    format!(
-        r#"
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: {name}, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
+    let devices = format!(
+        r#"      requests:
       - name: nic
         exactly:
           deviceClassName: {class}
@@ -68,7 +63,8 @@ spec:
           parameters:
             interface: {{name: net1, addresses: ["10.77.0.2/24"], mtu: 1400}}
 "#
-    )
+    );
+    claim_template(name, &devices)
 }
 
 /// A busybox pod with a claim from `template` (request names free), whose container prints what

@@ -24,6 +24,7 @@ mod daemon;
 mod health;
 mod install;
 mod links;
+mod manifests;
 mod minimal_driver;
 mod nri_timeout;
 mod share;

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use dranet_testkit::kit::{Daemon, Kit, tail, wait_for};
 
+use crate::manifests::{claim_template, device_class};
+
 const DRIVER: &str = "minimal.example.com";
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -31,6 +33,27 @@ fn start_driver(kit: &Kit, bin: &PathBuf, log: PathBuf) -> Daemon {
         .env("RUST_LOG", "info,dranet_kubeletplugin=debug")
         .env_remove("POD_UID");
     Daemon::spawn(cmd, log)
+}
+
+/// Waits until `driver` logs that the kubelet registered it; the kubelet's log says why not.
+fn wait_registered(kit: &Kit, driver: &Daemon, what: &str) {
+    wait_for(
+        what,
+        LIMIT,
+        || {
+            driver
+                .output()
+                .contains("kubelet registered the plugin")
+                .then_some(())
+        },
+        || {
+            format!(
+                "driver:\n{}\nkubelet:\n{}",
+                driver.output(),
+                tail(&kit.log("kubelet"), 40)
+            )
+        },
+    );
 }
 
 fn pod_manifest(name: &str) -> String {
@@ -71,23 +94,7 @@ pub(crate) fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_ex
 
     // 1. The kubelet registers the driver: GetInfo on the registration socket (with grpc-go's
     //    percent-encoded authority), then NotifyRegistrationStatus(registered).
-    wait_for(
-        "the kubelet to register the driver",
-        LIMIT,
-        || {
-            driver
-                .output()
-                .contains("kubelet registered the plugin")
-                .then_some(())
-        },
-        || {
-            format!(
-                "driver:\n{}\nkubelet:\n{}",
-                driver.output(),
-                tail(&kit.log("kubelet"), 40)
-            )
-        },
-    );
+    wait_registered(kit, &driver, "the kubelet to register the driver");
     kit.say(format_args!("registered after {:.1?}", started.elapsed()));
 
     // 2. Its slice appears, owned by the Node.
@@ -115,26 +122,14 @@ pub(crate) fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_ex
     assert_eq!(owner["uid"], node_uid.as_str());
 
     // 3. A pod with a claim template for one device runs with the device's CDI environment.
+    let devices = format!(
+        "      requests:\n      - name: dev\n        exactly: {{deviceClassName: {DRIVER}}}\n"
+    );
     kit.apply(&format!(
-        r#"
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {{name: {DRIVER}}}
-spec:
-  selectors:
-  - cel: {{expression: 'device.driver == "{DRIVER}"'}}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: minimal-one-dev, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: dev
-        exactly: {{deviceClassName: {DRIVER}}}
-{}"#,
-        format_args!("---{}", pod_manifest("minimal-a"))
+        "{}---{}---{}",
+        device_class(DRIVER, DRIVER),
+        claim_template("minimal-one-dev", &devices),
+        pod_manifest("minimal-a")
     ));
     wait_for(
         "pod minimal-a to be Ready",
@@ -208,23 +203,7 @@ spec:
         .expect("pod minimal-b has a claim");
     driver.kill();
     let mut driver = start_driver(kit, &bin, logs.path().join("driver-2.log"));
-    wait_for(
-        "the kubelet to register the restarted driver",
-        LIMIT,
-        || {
-            driver
-                .output()
-                .contains("kubelet registered the plugin")
-                .then_some(())
-        },
-        || {
-            format!(
-                "driver:\n{}\nkubelet:\n{}",
-                driver.output(),
-                tail(&kit.log("kubelet"), 40)
-            )
-        },
-    );
+    wait_registered(kit, &driver, "the kubelet to register the restarted driver");
     kit.kubectl_ok(&["delete", "pod", "minimal-b", "--wait=false"]);
     wait_for(
         "the restarted driver to unprepare the claim of minimal-b",

@@ -53,6 +53,7 @@ use std::time::{Duration, Instant};
 use crate::{Args, Report};
 use dranet_podnet::netns::Netns;
 use dranet_testkit::kit::{Daemon, Kit, Version, free_port, http_get, wait_for};
+use dranet_testkit::upstream;
 
 use dranet_testkit::bpf;
 
@@ -975,69 +976,24 @@ fn unprepare_after_downtime(env: &mut Env) {
 
 fn permanent_neighbours(env: &mut Env) {
     env.veth("dummy-neigh", "upk0", true);
-    ip(&["addr", "add", "169.254.169.15/32", "dev", "dummy-neigh"]);
-    ip(&[
-        "neigh",
-        "add",
-        "192.168.1.1",
-        "lladdr",
-        "00:11:22:33:44:55",
-        "dev",
-        "dummy-neigh",
-        "nud",
-        "permanent",
-    ]);
-    ip(&[
-        "-6",
-        "neigh",
-        "add",
-        "2001:db8::1",
-        "lladdr",
-        "00:aa:bb:cc:dd:ee",
-        "dev",
-        "dummy-neigh",
-        "nud",
-        "permanent",
-    ]);
+    upstream::add_permanent_neighbours("dummy-neigh", |a| {
+        ip(a);
+    });
     env.published(&["dummy-neigh"]);
     env.apply("deviceclass.yaml");
     env.apply("resourceclaim.yaml");
     let pod = env.ready_pod("app=pod");
     let neigh = in_pod(env.kit, &pod, &["ip", "neigh", "show"]);
-    assert_has(
-        &neigh,
-        "192.168.1.1 dev eth99 lladdr 00:11:22:33:44:55 PERM",
-    );
-    assert_has(
-        &neigh,
-        "2001:db8::1 dev eth99 lladdr 00:aa:bb:cc:dd:ee PERM",
-    );
+    for want in upstream::PERMANENT_NEIGHBOURS_IN_POD {
+        assert_has(&neigh, want);
+    }
 }
 
 fn rules_and_tables(env: &mut Env) {
     env.veth("dummy-rules", "upk0", true);
-    ip(&["addr", "add", "169.254.169.13/24", "dev", "dummy-rules"]);
-    ip(&[
-        "route",
-        "add",
-        "10.10.10.0/24",
-        "via",
-        "169.254.169.1",
-        "dev",
-        "dummy-rules",
-        "table",
-        "100",
-    ]);
-    ip(&[
-        "rule",
-        "add",
-        "from",
-        "10.20.30.0/24",
-        "table",
-        "100",
-        "priority",
-        "500",
-    ]);
+    upstream::add_table_100_and_rule_500("dummy-rules", |a| {
+        ip(a);
+    });
     env.rules.push(500);
     env.published(&["dummy-rules"]);
     env.apply("deviceclass.yaml");
@@ -1045,7 +1001,7 @@ fn rules_and_tables(env: &mut Env) {
     let pod = env.ready_pod("app=pod");
     assert_has(
         &in_pod(env.kit, &pod, &["ip", "route", "show", "table", "100"]),
-        "10.10.10.0/24 via 169.254.169.1 dev eth99",
+        upstream::TABLE_100_ROUTE_IN_POD,
     );
     let rules = in_pod(env.kit, &pod, &["ip", "rule", "show"]);
     // Upstream's regexp: "500:[[:space:]]+from 10.20.30.0/24 lookup 100".
@@ -1060,14 +1016,9 @@ fn rules_and_tables(env: &mut Env) {
 
 fn ipv6_subnet_route(env: &mut Env) {
     env.veth("dummy-ipv6", "upk0", false);
-    ip(&[
-        "-6",
-        "addr",
-        "add",
-        "fd36::3:0:e:0:0/96",
-        "dev",
-        "dummy-ipv6",
-    ]);
+    upstream::add_ipv6_subnet("dummy-ipv6", |a| {
+        ip(a);
+    });
     ip(&["link", "set", "up", "dev", "dummy-ipv6"]);
     env.published(&["dummy-ipv6"]);
     env.apply("deviceclass.yaml");

@@ -21,6 +21,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use crate::links::{VETH_FILTER, Veths, claim_pod, host_link};
+use crate::manifests::{claim_template, device_class};
 use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -99,22 +100,8 @@ fn posts(log: &Path) -> Vec<(String, serde_json::Value)> {
 
 /// The DeviceClass and the claim template; the pod is [`claim_pod`].
 fn manifests() -> String {
-    format!(
-        r#"
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {{name: dranet-webhook.net}}
-spec:
-  selectors:
-  - cel: {{expression: 'device.driver == "dra.net"'}}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: python-claim, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
+    let devices = format!(
+        r#"      requests:
       - name: req-veth
         exactly:
           deviceClassName: dranet-webhook.net
@@ -127,6 +114,11 @@ spec:
           parameters:
             profile: python-profile
 "#
+    );
+    format!(
+        "{}---{}",
+        device_class("dranet-webhook.net", "dra.net"),
+        claim_template("python-claim", &devices)
     )
 }
 

@@ -97,6 +97,42 @@ fn nics(n: usize) -> Value {
     slice("dra.net", "n", &refs)
 }
 
+/// A claim of request `r` alone, under one `constraint`.
+fn under(r: Value, constraint: Value) -> ResourceClaimSpec {
+    claim(json!({"requests": [r], "constraints": [constraint]}))
+}
+
+/// Request `nics` of `count` devices of class `nic`.
+fn nics_request(count: u64) -> Value {
+    let mut r = req("nics", "nic", &[]);
+    r["exactly"]["count"] = json!(count);
+    r
+}
+
+/// An allocator of [`nics`]`(n)` with [`classes`].
+fn nic_allocator(n: usize) -> Allocator<'static> {
+    Allocator::from_json(&[nics(n)], &classes()).unwrap()
+}
+
+/// A claim of these requests alone.
+fn requests(rs: &[Value]) -> ResourceClaimSpec {
+    claim(json!({ "requests": rs }))
+}
+
+/// Why `a` cannot allocate a claim of `rs`: the request it names, and the reason.
+fn unsat_of(a: &Allocator, rs: &[Value]) -> (String, String) {
+    unsat(a.allocate_spec(&requests(rs), &[]).unwrap_err())
+}
+
+/// `e` says the claim does not fit because of `request`, its reason naming each of `words`.
+fn assert_unsat(e: AllocError, request: &str, words: &[&str]) {
+    let (got, reason) = unsat(e);
+    assert_eq!(got, request);
+    for w in words {
+        assert!(reason.contains(w), "{w:?} not in {reason}");
+    }
+}
+
 fn unsat(e: AllocError) -> (String, String) {
     match e {
         AllocError::Unsatisfiable { request, reason } => (request, reason),
@@ -106,9 +142,9 @@ fn unsat(e: AllocError) -> (String, String) {
 
 #[test]
 fn exact_count_defaults_to_one_and_takes_distinct_devices() {
-    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let a = nic_allocator(4);
     let one = a
-        .allocate_spec(&claim(json!({"requests": [req("r", "nic", &[])]})), &[])
+        .allocate_spec(&requests(&[req("r", "nic", &[])]), &[])
         .unwrap();
     assert_eq!(names(&one), pairs(&[("r", "nic0")]));
     let mut r = req(
@@ -117,29 +153,23 @@ fn exact_count_defaults_to_one_and_takes_distinct_devices() {
         &[r#"device.attributes["dra.net"].numaNode == 1"#],
     );
     r["exactly"]["count"] = json!(2);
-    let two = a
-        .allocate_spec(&claim(json!({"requests": [r]})), &[])
-        .unwrap();
+    let two = a.allocate_spec(&requests(&[r]), &[]).unwrap();
     assert_eq!(names(&two), pairs(&[("r", "nic1"), ("r", "nic3")]));
 }
 
 #[test]
 fn too_few_matching_devices_names_the_request_and_counts() {
-    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let a = nic_allocator(4);
     let mut r = req(
         "nic",
         "nic",
         &[r#"device.attributes["dra.net"].numaNode == 0"#],
     );
     r["exactly"]["count"] = json!(3);
-    let (request, reason) = unsat(
-        a.allocate_spec(&claim(json!({"requests": [r]})), &[])
-            .unwrap_err(),
-    );
-    assert_eq!(request, "nic");
-    assert!(
-        reason.contains("needs 3") && reason.contains("2 match"),
-        "{reason}"
+    assert_unsat(
+        a.allocate_spec(&requests(&[r]), &[]).unwrap_err(),
+        "nic",
+        &["needs 3", "2 match"],
     );
 }
 
@@ -147,17 +177,8 @@ fn too_few_matching_devices_names_the_request_and_counts() {
 /// int on every device but compared with a string, or a qualified name is used as a domain.
 #[test]
 fn a_selector_that_cannot_match_says_why() {
-    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
-    let why = |sel: &str| {
-        unsat(
-            a.allocate_spec(
-                &claim(json!({"requests": [req("nic", "nic", &[sel])]})),
-                &[],
-            )
-            .unwrap_err(),
-        )
-        .1
-    };
+    let a = nic_allocator(4);
+    let why = |sel: &str| unsat_of(&a, &[req("nic", "nic", &[sel])]).1;
     let r = why(r#"device.attributes["dra.net"].numaNode == "0""#);
     assert!(
         r.contains("0 match")
@@ -176,7 +197,11 @@ fn a_selector_that_cannot_match_says_why() {
     // Compared directly, it is a compile error; the error says the same.
     let e = a
         .allocate_spec(
-            &claim(json!({"requests": [req("nic", "nic", &[r#"device.attributes["dra.net/numaNode"] == 0"#])]})),
+            &requests(&[req(
+                "nic",
+                "nic",
+                &[r#"device.attributes["dra.net/numaNode"] == 0"#],
+            )]),
             &[],
         )
         .unwrap_err()
@@ -196,11 +221,11 @@ fn class_selectors_apply_and_unknown_classes_are_errors() {
     let gpu = slice("gpu.example.com", "n", &[("gpu0", json!({}))]);
     let a = Allocator::from_json(&[gpu, nics(1)], &classes()).unwrap();
     let r = a
-        .allocate_spec(&claim(json!({"requests": [req("g", "gpu", &[])]})), &[])
+        .allocate_spec(&requests(&[req("g", "gpu", &[])]), &[])
         .unwrap();
     assert_eq!(names(&r), pairs(&[("g", "gpu0")]));
     let e = a
-        .allocate_spec(&claim(json!({"requests": [req("g", "tpu", &[])]})), &[])
+        .allocate_spec(&requests(&[req("g", "tpu", &[])]), &[])
         .unwrap_err();
     assert_eq!(
         e,
@@ -214,12 +239,14 @@ fn class_selectors_apply_and_unknown_classes_are_errors() {
 
 #[test]
 fn a_device_is_allocated_at_most_once() {
-    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
-    let c = claim(json!({"requests": [req("a", "nic", &[]), req("b", "nic", &[])]}));
-    let (request, reason) = unsat(a.allocate_spec(&c, &[]).unwrap_err());
-    assert_eq!(request, "b");
-    assert!(reason.contains("at most once"), "{reason}");
-    let a = Allocator::from_json(&[nics(2)], &classes()).unwrap();
+    let a = nic_allocator(1);
+    let c = requests(&[req("a", "nic", &[]), req("b", "nic", &[])]);
+    assert_unsat(
+        a.allocate_spec(&c, &[]).unwrap_err(),
+        "b",
+        &["at most once"],
+    );
+    let a = nic_allocator(2);
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("a", "nic0"), ("b", "nic1")])
@@ -228,17 +255,17 @@ fn a_device_is_allocated_at_most_once() {
 
 #[test]
 fn already_allocated_devices_are_skipped() {
-    let a = Allocator::from_json(&[nics(2)], &classes()).unwrap();
+    let a = nic_allocator(2);
     let taken = [DeviceId {
         driver: "dra.net".into(),
         pool: "n".into(),
         device: "nic0".into(),
     }];
     let r = a
-        .allocate_spec(&claim(json!({"requests": [req("a", "nic", &[])]})), &taken)
+        .allocate_spec(&requests(&[req("a", "nic", &[])]), &taken)
         .unwrap();
     assert_eq!(names(&r), pairs(&[("a", "nic1")]));
-    let c = claim(json!({"requests": [req("a", "nic", &[]), req("b", "nic", &[])]}));
+    let c = requests(&[req("a", "nic", &[]), req("b", "nic", &[])]);
     let (_, reason) = unsat(a.allocate_spec(&c, &taken).unwrap_err());
     assert!(reason.contains("at most once"), "{reason}");
 }
@@ -267,14 +294,14 @@ fn search_backtracks_when_a_greedy_choice_blocks_a_later_request() {
 
 #[test]
 fn all_mode_takes_every_matching_device() {
-    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let a = nic_allocator(4);
     let mut r = req(
         "all",
         "nic",
         &[r#"device.attributes["dra.net"].numaNode == 0"#],
     );
     r["exactly"]["allocationMode"] = json!("All");
-    let c = claim(json!({"requests": [r.clone()]}));
+    let c = requests(&[r.clone()]);
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("all", "nic0"), ("all", "nic2")])
@@ -294,15 +321,12 @@ fn all_mode_takes_every_matching_device() {
         &[r#"device.attributes["dra.net"].numaNode == 7"#],
     );
     none["exactly"]["allocationMode"] = json!("All");
-    let (_, reason) = unsat(
-        a.allocate_spec(&claim(json!({"requests": [none]})), &[])
-            .unwrap_err(),
-    );
+    let (_, reason) = unsat_of(&a, &[none]);
     assert!(reason.contains("at least one"), "{reason}");
     // count is not allowed with All.
     r["exactly"]["count"] = json!(2);
     assert!(matches!(
-        a.allocate_spec(&claim(json!({"requests": [r]})), &[]),
+        a.allocate_spec(&requests(&[r]), &[]),
         Err(AllocError::InvalidClaim(_))
     ));
 }
@@ -316,9 +340,7 @@ fn all_mode_over_an_incomplete_pool_is_an_error_and_exact_count_is_not() {
     assert!(a.warnings().iter().any(|w| w.contains("incomplete")));
     let mut r = req("all", "nic", &[]);
     r["exactly"]["allocationMode"] = json!("All");
-    let e = a
-        .allocate_spec(&claim(json!({"requests": [r]})), &[])
-        .unwrap_err();
+    let e = a.allocate_spec(&requests(&[r]), &[]).unwrap_err();
     assert!(
         matches!(&e, AllocError::AllOverUnusablePool { request, pool, .. } if request == "all" && pool == "dra.net/n"),
         "{e:?}"
@@ -326,7 +348,7 @@ fn all_mode_over_an_incomplete_pool_is_an_error_and_exact_count_is_not() {
     assert!(!e.is_unsatisfiable());
     assert!(e.to_string().contains("incomplete"), "{e}");
     assert!(
-        a.allocate_spec(&claim(json!({"requests": [req("one", "nic", &[])]})), &[])
+        a.allocate_spec(&requests(&[req("one", "nic", &[])]), &[])
             .is_ok()
     );
 }
@@ -388,17 +410,14 @@ fn match_attribute_needs_the_attribute_and_reports_the_constraint() {
         ],
     );
     let a = Allocator::from_json(&[s], &classes()).unwrap();
-    let mut r = req("nics", "nic", &[]);
-    r["exactly"]["count"] = json!(2);
+    let r = nics_request(2);
     // Empty requests list: the constraint covers every request. Unqualified `numaNode` of
     // driver dra.net is `dra.net/numaNode`.
-    let c =
-        claim(json!({"requests": [r], "constraints": [{"matchAttribute": "dra.net/numaNode"}]}));
-    let (request, reason) = unsat(a.allocate_spec(&c, &[]).unwrap_err());
-    assert_eq!(request, "nics");
-    assert!(
-        reason.contains("constraint #0 (matchAttribute dra.net/numaNode, all requests)"),
-        "{reason}"
+    let c = under(r, json!({"matchAttribute": "dra.net/numaNode"}));
+    assert_unsat(
+        a.allocate_spec(&c, &[]).unwrap_err(),
+        "nics",
+        &["constraint #0 (matchAttribute dra.net/numaNode, all requests)"],
     );
 }
 
@@ -427,10 +446,10 @@ fn match_attribute_on_list_values_uses_the_intersection() {
         ],
     );
     let a = Allocator::from_json(&[s], &classes()).unwrap();
-    let mut r = req("nics", "nic", &[]);
-    r["exactly"]["count"] = json!(2);
-    let c = claim(
-        json!({"requests": [r.clone()], "constraints": [{"matchAttribute": "resource.kubernetes.io/numaNode"}]}),
+    let mut r = nics_request(2);
+    let c = under(
+        r.clone(),
+        json!({"matchAttribute": "resource.kubernetes.io/numaNode"}),
     );
     // a∩c = {1}.
     assert_eq!(
@@ -439,8 +458,9 @@ fn match_attribute_on_list_values_uses_the_intersection() {
     );
     // Three devices: a∩c∩x must stay non-empty, only b, c, d share 2.
     r["exactly"]["count"] = json!(3);
-    let c = claim(
-        json!({"requests": [r], "constraints": [{"matchAttribute": "resource.kubernetes.io/numaNode"}]}),
+    let c = under(
+        r,
+        json!({"matchAttribute": "resource.kubernetes.io/numaNode"}),
     );
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
@@ -451,18 +471,14 @@ fn match_attribute_on_list_values_uses_the_intersection() {
 #[test]
 fn distinct_attribute_needs_different_values() {
     let a = api(&[nics(4)]);
-    let mut r = req("nics", "nic", &[]);
-    r["exactly"]["count"] = json!(2);
-    let c = claim(
-        json!({"requests": [r.clone()], "constraints": [{"distinctAttribute": "dra.net/numaNode"}]}),
-    );
+    let mut r = nics_request(2);
+    let c = under(r.clone(), json!({"distinctAttribute": "dra.net/numaNode"}));
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("nics", "nic0"), ("nics", "nic1")])
     );
     r["exactly"]["count"] = json!(3);
-    let c =
-        claim(json!({"requests": [r], "constraints": [{"distinctAttribute": "dra.net/numaNode"}]}));
+    let c = under(r, json!({"distinctAttribute": "dra.net/numaNode"}));
     let (_, reason) = unsat(a.allocate_spec(&c, &[]).unwrap_err());
     assert!(reason.contains("distinctAttribute"), "{reason}");
 }
@@ -472,10 +488,8 @@ fn distinct_attribute_needs_different_values() {
 #[test]
 fn distinct_attribute_bug_of_1_34_is_reproduced_only_on_request() {
     use dranet_alloc::{Options, SchedulerBugs};
-    let mut r = req("nics", "nic", &[]);
-    r["exactly"]["count"] = json!(3);
-    let c =
-        claim(json!({"requests": [r], "constraints": [{"distinctAttribute": "dra.net/numaNode"}]}));
+    let r = nics_request(3);
+    let c = under(r, json!({"distinctAttribute": "dra.net/numaNode"}));
     let buggy = Allocator::from_json_with_options(
         &[nics(4)],
         &classes(),
@@ -506,7 +520,7 @@ fn first_available(name: &str, subs: &[(&str, &str, &str, i64)]) -> Value {
 
 #[test]
 fn first_available_takes_the_first_sub_request_that_fits() {
-    let a = Allocator::from_json(&[nics(3)], &classes()).unwrap();
+    let a = nic_allocator(3);
     let r = first_available(
         "net",
         &[
@@ -515,9 +529,7 @@ fn first_available_takes_the_first_sub_request_that_fits() {
             ("one", "nic", "true", 1),
         ],
     );
-    let got = a
-        .allocate_spec(&claim(json!({"requests": [r]})), &[])
-        .unwrap();
+    let got = a.allocate_spec(&requests(&[r]), &[]).unwrap();
     assert_eq!(
         names(&got),
         pairs(&[("net/two", "nic0"), ("net/two", "nic1")])
@@ -527,12 +539,12 @@ fn first_available_takes_the_first_sub_request_that_fits() {
 #[test]
 fn first_available_backtracks_when_a_later_request_needs_the_devices() {
     // net/two fits alone but leaves `other` nothing; net/one must be chosen instead.
-    let a = Allocator::from_json(&[nics(2)], &classes()).unwrap();
+    let a = nic_allocator(2);
     let r = first_available(
         "net",
         &[("two", "nic", "true", 2), ("one", "nic", "true", 1)],
     );
-    let c = claim(json!({"requests": [r, req("other", "nic", &[])]}));
+    let c = requests(&[r, req("other", "nic", &[])]);
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("net/one", "nic0"), ("other", "nic1")])
@@ -541,21 +553,23 @@ fn first_available_backtracks_when_a_later_request_needs_the_devices() {
 
 #[test]
 fn constraints_can_name_one_sub_request() {
-    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let a = nic_allocator(4);
     let r = first_available(
         "net",
         &[("pair", "nic", "true", 2), ("single", "nic", "true", 1)],
     );
     // Only the `pair` alternative must share a NUMA node.
-    let c = claim(
-        json!({"requests": [r.clone()], "constraints": [{"requests": ["net/pair"], "matchAttribute": "dra.net/numaNode"}]}),
+    let c = under(
+        r.clone(),
+        json!({"requests": ["net/pair"], "matchAttribute": "dra.net/numaNode"}),
     );
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("net/pair", "nic0"), ("net/pair", "nic2")])
     );
-    let bad = claim(
-        json!({"requests": [r], "constraints": [{"requests": ["net/nope"], "matchAttribute": "dra.net/numaNode"}]}),
+    let bad = under(
+        r,
+        json!({"requests": ["net/nope"], "matchAttribute": "dra.net/numaNode"}),
     );
     let e = a.allocate_spec(&bad, &[]).unwrap_err();
     assert!(e.to_string().contains("no sub-request \"nope\""), "{e}");
@@ -644,7 +658,7 @@ fn a_cel_runtime_error_fails_the_claim_when_the_search_reaches_it() {
 
 #[test]
 fn invalid_cel_names_the_request_and_expression() {
-    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let a = nic_allocator(1);
     let c = claim(
         json!({"requests": [req("nic", "nic", &[r#"device.atributes["dra.net"].x == 1 &&"#])]}),
     );
@@ -667,7 +681,7 @@ fn invalid_cel_names_the_request_and_expression() {
             .starts_with("request nic: invalid CEL expression"),
         "{e}"
     );
-    let c = claim(json!({"requests": [req("nic", "nic", &["dev.driver == 1"])]}));
+    let c = requests(&[req("nic", "nic", &["dev.driver == 1"])]);
     assert!(
         a.compile(&c)
             .unwrap_err()
@@ -678,14 +692,14 @@ fn invalid_cel_names_the_request_and_expression() {
     let bad = vec![class("broken", "device.driver ==")];
     let a = Allocator::from_json(&[nics(1)], &bad).unwrap();
     let e = a
-        .compile(&claim(json!({"requests": [req("r", "broken", &[])]})))
+        .compile(&requests(&[req("r", "broken", &[])]))
         .unwrap_err();
     assert!(e.to_string().contains("of DeviceClass broken"), "{e}");
 }
 
 #[test]
 fn malformed_claims_are_rejected_with_what_is_wrong() {
-    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let a = nic_allocator(1);
     let cases = [
         (
             json!({"requests": [{"name": "r"}]}),
@@ -784,7 +798,7 @@ fn malformed_slices_are_errors_naming_slice_and_device() {
     let s = slice("dra.net", "n", &[("nic0", json!({})), ("nic0", json!({}))]);
     let a = of(KubernetesVersion::V1_34, &[s]);
     let e = a
-        .allocate_spec(&claim(json!({"requests": [req("r", "nic", &[])]})), &[])
+        .allocate_spec(&requests(&[req("r", "nic", &[])]), &[])
         .unwrap_err();
     assert_eq!(
         e,
@@ -800,19 +814,15 @@ fn malformed_slices_are_errors_naming_slice_and_device() {
 #[test]
 fn no_claim_gets_more_than_32_devices() {
     // The scheduler refuses such a claim (an error), it does not try other nodes.
-    let a = Allocator::from_json(&[nics(40)], &classes()).unwrap();
+    let a = nic_allocator(40);
     let mut r = req("r", "nic", &[]);
     r["exactly"]["allocationMode"] = json!("All");
-    let e = a
-        .allocate_spec(&claim(json!({"requests": [r]})), &[])
-        .unwrap_err();
+    let e = a.allocate_spec(&requests(&[r]), &[]).unwrap_err();
     assert_eq!(e, AllocError::TooManyDevices { needed: 40 });
     assert!(e.to_string().contains("more than the limit of 32"), "{e}");
     let mut r = req("r", "nic", &[]);
     r["exactly"]["count"] = json!(33);
-    let e = a
-        .allocate_spec(&claim(json!({"requests": [r]})), &[])
-        .unwrap_err();
+    let e = a.allocate_spec(&requests(&[r]), &[]).unwrap_err();
     assert_eq!(e, AllocError::TooManyDevices { needed: 33 });
 }
 
@@ -823,9 +833,7 @@ fn capacity_requests_are_refused_as_the_scheduler_does() {
     let a = of(KubernetesVersion::V1_34, &[nics(1)]);
     let mut r = req("r", "nic", &[]);
     r["exactly"]["capacity"] = json!({"requests": {"dra.net/bw": "1Gi"}});
-    let e = a
-        .allocate_spec(&claim(json!({"requests": [r.clone()]})), &[])
-        .unwrap_err();
+    let e = a.allocate_spec(&requests(&[r.clone()]), &[]).unwrap_err();
     assert!(matches!(e, AllocError::FeatureDisabled { .. }), "{e:?}");
     assert!(e.to_string().contains("DRAConsumableCapacity"), "{e}");
     // The scheduler validates requests in order: an `All` request before it whose selector
@@ -837,11 +845,11 @@ fn capacity_requests_are_refused_as_the_scheduler_does() {
     );
     all["exactly"]["allocationMode"] = json!("All");
     let e = a
-        .allocate_spec(&claim(json!({"requests": [all.clone(), r.clone()]})), &[])
+        .allocate_spec(&requests(&[all.clone(), r.clone()]), &[])
         .unwrap_err();
     assert!(matches!(e, AllocError::CelRuntime { .. }), "{e:?}");
-    let first = a.compile(&claim(json!({"requests": [all]}))).unwrap();
-    let second = a.compile(&claim(json!({"requests": [r]}))).unwrap();
+    let first = a.compile(&requests(&[all])).unwrap();
+    let second = a.compile(&requests(&[r])).unwrap();
     let e = a
         .allocate_pod(&[&first, &second], &InUse::default())
         .unwrap_err();
@@ -854,19 +862,15 @@ fn capacity_requests_are_refused_as_the_scheduler_does() {
 
 #[test]
 fn first_available_that_cannot_be_met_names_every_sub_request() {
-    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let a = nic_allocator(1);
     let r = first_available(
         "net",
         &[("two", "nic", "true", 2), ("gpu", "gpu", "true", 1)],
     );
-    let (request, reason) = unsat(
-        a.allocate_spec(&claim(json!({"requests": [r]})), &[])
-            .unwrap_err(),
-    );
-    assert_eq!(request, "net");
-    assert!(
-        reason.contains("net/two: needs 2") && reason.contains("net/gpu: needs 1"),
-        "{reason}"
+    assert_unsat(
+        a.allocate_spec(&requests(&[r]), &[]).unwrap_err(),
+        "net",
+        &["net/two: needs 2", "net/gpu: needs 1"],
     );
 }
 
@@ -874,12 +878,10 @@ fn first_available_that_cannot_be_met_names_every_sub_request() {
 fn all_mode_under_match_attribute_is_an_error_when_a_device_breaks_it() {
     // The scheduler takes every matching device for `All`; one whose value differs breaks the
     // constraint, which it reports as an error of the claim (not "does not fit").
-    let a = Allocator::from_json(&[nics(4)], &classes()).unwrap();
+    let a = nic_allocator(4);
     let mut r = req("all", "nic", &[]);
     r["exactly"]["allocationMode"] = json!("All");
-    let c = claim(
-        json!({"requests": [r.clone()], "constraints": [{"matchAttribute": "dra.net/numaNode"}]}),
-    );
+    let c = under(r.clone(), json!({"matchAttribute": "dra.net/numaNode"}));
     let e = a.allocate_spec(&c, &[]).unwrap_err();
     match &e {
         AllocError::ConstraintViolated {
@@ -903,8 +905,7 @@ fn all_mode_under_match_attribute_is_an_error_when_a_device_breaks_it() {
         &[r#"device.attributes["dra.net"].numaNode == 1"#],
     );
     r["exactly"]["allocationMode"] = json!("All");
-    let c =
-        claim(json!({"requests": [r], "constraints": [{"matchAttribute": "dra.net/numaNode"}]}));
+    let c = under(r, json!({"matchAttribute": "dra.net/numaNode"}));
     assert_eq!(
         names(&a.allocate_spec(&c, &[]).unwrap()),
         pairs(&[("all", "nic1"), ("all", "nic3")])
@@ -974,9 +975,9 @@ fn a_selector_over_the_api_servers_cost_limit_makes_the_claim_invalid() {
     // The API server refuses to store this claim (estimated cost over 1,000,000), so the
     // scheduler never sees it; checked here it is an invalid claim that says why.
     let sel = r#"device.driver.split(".").join("-") == "dra-net""#;
-    let a = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let a = nic_allocator(1);
     let e = a
-        .allocate_spec(&claim(json!({"requests": [req("r", "nic", &[sel])]})), &[])
+        .allocate_spec(&requests(&[req("r", "nic", &[sel])]), &[])
         .unwrap_err();
     match &e {
         AllocError::Cel {
@@ -1171,12 +1172,12 @@ fn pools_are_gathered_as_the_1_34_scheduler_gathers_them() {
 /// rather than reading another class.
 #[test]
 fn a_claim_compiled_by_another_allocator_is_refused() {
-    let spec = claim(json!({"requests": [req("n", "nic", &[])]}));
-    let a = Allocator::from_json(&[nics(2)], &classes()).unwrap();
+    let spec = requests(&[req("n", "nic", &[])]);
+    let a = nic_allocator(2);
     let compiled = a.compile(&spec).unwrap();
     assert!(a.allocate(&compiled, &[]).is_ok());
     // The same classes in the same order: the same classes by position.
-    let same = Allocator::from_json(&[nics(1)], &classes()).unwrap();
+    let same = nic_allocator(1);
     assert!(same.allocate(&compiled, &[]).is_ok());
     let mut others = classes();
     others.insert(0, class("accel", r#"device.driver == "accel.example.com""#));
@@ -1198,9 +1199,9 @@ fn a_class_that_does_not_compile_fails_only_the_claims_naming_it() {
     let mut cs = classes();
     cs.push(class("broken", "device.driver =="));
     let a = Allocator::from_json(&[nics(2)], &cs).unwrap();
-    let ok = claim(json!({"requests": [req("n", "nic", &[])]}));
+    let ok = requests(&[req("n", "nic", &[])]);
     assert!(a.allocate_spec(&ok, &[]).is_ok());
-    let bad = claim(json!({"requests": [req("n", "broken", &[])]}));
+    let bad = requests(&[req("n", "broken", &[])]);
     match a.allocate_spec(&bad, &[]) {
         Err(AllocError::Cel {
             request,

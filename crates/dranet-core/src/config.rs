@@ -222,10 +222,7 @@ fn is_zero_u32(v: &u32) -> bool {
 }
 
 fn check_cidr(field: &str, v: &str) -> Result<()> {
-    let bad = |why: &str| Error::InvalidConfig {
-        field: field.to_string(),
-        reason: format!("{v:?} {why}"),
-    };
+    let bad = |why: &str| refuse(field, &format!("{v:?} {why}"));
     let (ip, len) = v
         .split_once('/')
         .ok_or_else(|| bad("is not an address/prefix"))?;
@@ -241,10 +238,7 @@ fn check_cidr(field: &str, v: &str) -> Result<()> {
 fn check_ip(field: &str, v: &str) -> Result<()> {
     v.parse::<IpAddr>()
         .map(|_| ())
-        .map_err(|_| Error::InvalidConfig {
-            field: field.to_string(),
-            reason: format!("{v:?} is not an IP address"),
-        })
+        .map_err(|_| refuse(field, &format!("{v:?} is not an IP address")))
 }
 
 impl NetworkConfig {
@@ -275,13 +269,13 @@ impl NetworkConfig {
         ];
         for (field, len, max) in lists {
             if len > max {
-                return Err(Error::InvalidConfig {
-                    field: field.into(),
-                    reason: format!(
+                return Err(refuse(
+                    field,
+                    &format!(
                         "{len} entries; one device's configuration may hold at most {max} \
                          (the claim's and its DeviceClass's entries together)"
                     ),
-                });
+                ));
             }
         }
         Ok(())
@@ -297,19 +291,19 @@ impl NetworkConfig {
             // An interface address's prefix is its subnet: /0 would make every address of the
             // family on-link through this interface.
             if a.ends_with("/0") {
-                return Err(Error::InvalidConfig {
-                    field,
-                    reason: format!("{a:?} has prefix length 0: give the subnet's prefix"),
-                });
+                return Err(refuse(
+                    &field,
+                    &format!("{a:?} has prefix length 0: give the subnet's prefix"),
+                ));
             }
         }
         if let Some(m) = self.interface.mtu
             && !(68..=65535).contains(&m)
         {
-            return Err(Error::InvalidConfig {
-                field: "interface.mtu".into(),
-                reason: format!("{m} is outside 68..=65535"),
-            });
+            return Err(refuse(
+                "interface.mtu",
+                &format!("{m} is outside 68..=65535"),
+            ));
         }
         for (i, r) in self.routes.iter().enumerate() {
             if !r.destination.is_empty() {
@@ -322,28 +316,27 @@ impl NetworkConfig {
                 check_ip(&format!("routes[{i}].source"), &r.source)?;
             }
             if r.destination.is_empty() && r.gateway.is_empty() {
-                return Err(Error::InvalidConfig {
-                    field: format!("routes[{i}]"),
-                    reason: "needs a destination or a gateway".into(),
-                });
+                return Err(refuse(
+                    &format!("routes[{i}]"),
+                    "needs a destination or a gateway",
+                ));
             }
         }
         if let Some(vrf) = &self.interface.vrf {
             // Upstream's rules: the VRF's table is the interface's routing (every route goes
             // there), and the kernel's own tables are not a VRF's.
             if !self.rules.is_empty() {
-                return Err(Error::InvalidConfig {
-                    field: "rules".into(),
-                    reason: "not supported with interface.vrf: the interface's routes all go \
-                             to the VRF's table"
-                        .into(),
-                });
+                return Err(refuse(
+                    "rules",
+                    "not supported with interface.vrf: the interface's routes all go to the \
+                     VRF's table",
+                ));
             }
             if let Some(t @ (253..=255)) = vrf.table {
-                return Err(Error::InvalidConfig {
-                    field: "interface.vrf.table".into(),
-                    reason: format!("{t} is one of the kernel's own tables (local, main, default)"),
-                });
+                return Err(refuse(
+                    "interface.vrf.table",
+                    &format!("{t} is one of the kernel's own tables (local, main, default)"),
+                ));
             }
         }
         for (i, r) in self.rules.iter().enumerate() {
@@ -360,10 +353,10 @@ impl NetworkConfig {
         if let Some(v) = self.interface.accept_ra
             && !(0..=2).contains(&v)
         {
-            return Err(Error::InvalidConfig {
-                field: "interface.acceptRA".into(),
-                reason: format!("{v} is not 0, 1 or 2"),
-            });
+            return Err(refuse(
+                "interface.acceptRA",
+                &format!("{v} is not 0, 1 or 2"),
+            ));
         }
         self.validate_type()
     }
@@ -428,6 +421,7 @@ impl NetworkConfig {
     }
 }
 
+/// The refusal of `field`'s value, saying why.
 fn refuse(field: &str, reason: &str) -> Error {
     Error::InvalidConfig {
         field: field.to_string(),

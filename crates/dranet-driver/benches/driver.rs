@@ -34,7 +34,7 @@ use dranet_core::{Discover, Netdev, NetworkDevice};
 use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
-    DeviceRequestAllocationResult, ResourceClaim, ResourceClaimConsumerReference,
+    ResourceClaim, ResourceClaimConsumerReference,
 };
 use dranet_kubeletplugin::{ClaimRef, ClaimToPrepare, KubeletPlugin};
 use dranet_nri::{Container, NriPlugin, PodSandbox};
@@ -45,17 +45,7 @@ use dranet_podnet::rdma::NetnsMode;
 const NODE: &str = "bench-node";
 
 fn claim(r: &ClaimRef, devices: &[&str], pod_uid: &str) -> ResourceClaim {
-    let results = devices
-        .iter()
-        .map(|d| DeviceRequestAllocationResult {
-            request: "nic".into(),
-            driver: "dra.net".into(),
-            pool: NODE.into(),
-            device: d.to_string(),
-            ..Default::default()
-        })
-        .collect();
-    let mut c = allocated_claim(r, results);
+    let mut c = allocated_claim(r, support::claims::nic_results(NODE, devices));
     if let Some(s) = c.status.as_mut() {
         s.reserved_for = Some(vec![ResourceClaimConsumerReference {
             api_group: None,

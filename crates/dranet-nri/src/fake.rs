@@ -40,7 +40,7 @@ use tokio::net::{UnixListener, UnixStream};
 use crate::adjust::ContainerAdjustment;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventMask};
-use crate::mux::{Channel, Demux, encode_message};
+use crate::mux::{Channel, Demux, frame_message};
 use crate::proto::nri as pb;
 use crate::service::{PLUGIN_SERVICE, RUNTIME_SERVICE};
 use crate::ttrpc::{Message, MessageType, Request, Response};
@@ -143,14 +143,20 @@ impl FakeRuntime {
     }
 
     async fn answer(&mut self, stream_id: u32, resp: Response) -> Result<()> {
-        let msg = Message {
-            stream_id,
-            kind: MessageType::Response,
-            flags: 0,
-            body: resp.encode_to_vec(),
-        };
-        let mut out = Vec::new();
-        encode_message(Channel::Runtime, &msg, &mut out)?;
+        let body = resp.encode_to_vec();
+        self.send(Channel::Runtime, stream_id, MessageType::Response, body)
+            .await
+    }
+
+    /// Frames one message of `kind` on `channel` and writes it.
+    async fn send(
+        &mut self,
+        channel: Channel,
+        stream_id: u32,
+        kind: MessageType,
+        body: Vec<u8>,
+    ) -> Result<()> {
+        let out = frame_message(channel, stream_id, kind, body)?;
         self.write_raw(&out).await
     }
 
@@ -165,15 +171,13 @@ impl FakeRuntime {
             payload,
             timeout_nano: 2_000_000_000,
         };
-        let msg = Message {
+        self.send(
+            Channel::Plugin,
             stream_id,
-            kind: MessageType::Request,
-            flags: 0,
-            body: req.encode_to_vec(),
-        };
-        let mut out = Vec::new();
-        encode_message(Channel::Plugin, &msg, &mut out)?;
-        self.write_raw(&out).await?;
+            MessageType::Request,
+            req.encode_to_vec(),
+        )
+        .await?;
         Ok(stream_id)
     }
 
@@ -193,23 +197,7 @@ impl FakeRuntime {
 
     /// Calls a plugin-service method with an encoded request; returns the encoded answer.
     pub async fn call(&mut self, method: &str, payload: Vec<u8>) -> Result<Vec<u8>> {
-        let stream_id = self.next_stream;
-        self.next_stream += 2;
-        let req = Request {
-            service: PLUGIN_SERVICE.into(),
-            method: method.into(),
-            payload,
-            timeout_nano: 2_000_000_000,
-        };
-        let msg = Message {
-            stream_id,
-            kind: MessageType::Request,
-            flags: 0,
-            body: req.encode_to_vec(),
-        };
-        let mut out = Vec::new();
-        encode_message(Channel::Plugin, &msg, &mut out)?;
-        self.write_raw(&out).await?;
+        let stream_id = self.send_request(method, payload).await?;
         // One call at a time: the next message must be this call's answer.
         let (channel, m) = self.recv().await?;
         if channel != Channel::Plugin || m.kind != MessageType::Response || m.stream_id != stream_id

@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::framing::{Decoder, Framing, be_u32};
-use crate::ttrpc::{Message, MessageDecoder};
+use crate::ttrpc::{Message, MessageDecoder, MessageType};
 
 /// Length of a frame header.
 pub const HEADER_LEN: usize = 8;
@@ -74,6 +74,25 @@ pub fn encode_message(channel: Channel, msg: &Message, out: &mut Vec<u8>) -> Res
     msg.encode(&mut raw)?;
     encode_frames(channel.conn_id(), &raw, out);
     Ok(())
+}
+
+/// One unary ttrpc message (`kind`, no flags) of `stream_id` for `channel`, as the mux frames to
+/// write.
+pub fn frame_message(
+    channel: Channel,
+    stream_id: u32,
+    kind: MessageType,
+    body: Vec<u8>,
+) -> Result<Vec<u8>> {
+    let msg = Message {
+        stream_id,
+        kind,
+        flags: 0,
+        body,
+    };
+    let mut out = Vec::new();
+    encode_message(channel, &msg, &mut out)?;
+    Ok(out)
 }
 
 /// A decoded mux frame.

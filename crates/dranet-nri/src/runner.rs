@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
 use crate::events::EventMask;
-use crate::mux::{Channel, Demux, encode_message};
+use crate::mux::{Channel, Demux, frame_message};
 use crate::plugin::NriPlugin;
 use crate::proto::nri as pb;
 use crate::service::{ConnState, Dispatcher, RUNTIME_SERVICE};
@@ -495,17 +495,14 @@ fn spawn_handler<P: NriPlugin>(
                 message: e.to_string(),
             },
         };
-        let answer = Message {
-            stream_id: msg.stream_id,
-            kind: MessageType::Response,
-            flags: 0,
-            body: resp.encode_to_vec(),
+        let body = resp.encode_to_vec();
+        let out = match frame_message(Channel::Plugin, msg.stream_id, MessageType::Response, body) {
+            Ok(out) => out,
+            Err(e) => {
+                tracing::error!(error = %e, "NRI answer cannot be sent");
+                return;
+            }
         };
-        let mut out = Vec::new();
-        if let Err(e) = encode_message(Channel::Plugin, &answer, &mut out) {
-            tracing::error!(error = %e, "NRI answer cannot be sent");
-            return;
-        }
         // The connection may be gone; the handler's work is done either way.
         let _ = tx.send(out).await;
     });
@@ -530,14 +527,12 @@ async fn call(
         payload,
         timeout_nano: i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX),
     };
-    let msg = Message {
+    let out = frame_message(
+        Channel::Runtime,
         stream_id,
-        kind: MessageType::Request,
-        flags: 0,
-        body: req.encode_to_vec(),
-    };
-    let mut out = Vec::new();
-    encode_message(Channel::Runtime, &msg, &mut out)?;
+        MessageType::Request,
+        req.encode_to_vec(),
+    )?;
     tx.send(out).await.map_err(|_| Error::Closed)?;
     let body = match tokio::time::timeout(timeout, orx).await {
         Ok(Ok(body)) => body,

@@ -69,12 +69,10 @@ pub fn plan_source_tables(interfaces: &[PodInterface<'_>]) -> Option<BTreeMap<St
 mod tests {
     use dranet_core::Addressing;
     use dranet_core::interface_type::table_for_name;
-    use std::net::Ipv4Addr;
 
     use dranet_core::{InterfaceConfig, InterfaceType, RouteConfig, VrfConfig};
 
     use super::*;
-    use crate::dhcp::LeaseRoute;
 
     fn child(name: &str) -> NetworkConfig {
         NetworkConfig {
@@ -89,25 +87,12 @@ mod tests {
     }
 
     fn lease(router: bool) -> Lease {
-        Lease {
-            address: Ipv4Addr::new(10, 9, 0, 50),
-            prefix_len: 24,
-            server_id: Ipv4Addr::new(10, 9, 0, 1),
-            server_mac: [9; 6],
-            client_mac: [2; 6],
-            routes: if router {
-                vec![LeaseRoute {
-                    destination: Ipv4Addr::UNSPECIFIED,
-                    prefix_len: 0,
-                    gateway: Ipv4Addr::new(10, 9, 0, 1),
-                }]
-            } else {
-                Vec::new()
-            },
-            mtu: None,
-            lease_secs: None,
-            granted_at: 0,
-        }
+        let routes = if router {
+            vec![dhcp::test_default_route()]
+        } else {
+            Vec::new()
+        };
+        dhcp::test_lease(routes)
     }
 
     #[test]

@@ -187,6 +187,25 @@ state = "{w}/state"
             .unwrap_or_else(|e| panic!("cri.py {args:?} printed {out:?}: {e}"))
     }
 
+    /// Creates (does not start) a busybox container `name` that sleeps an hour in pod sandbox
+    /// `pod` (of UID `uid`), its logs under `logdir`; returns its id.
+    pub fn create_sleeper(&self, pod: &str, name: &str, uid: &str, logdir: &str) -> String {
+        self.cri(&[
+            "create",
+            pod,
+            name,
+            uid,
+            logdir,
+            "localhost/dranet-nri/busybox:1",
+            "/bin/sh",
+            "-c",
+            "sleep 3600",
+        ])["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     pub fn prepare_images_and_stubs(&self) {
         for (file, reference, cmd) in [
             (

@@ -4,6 +4,7 @@
 //! - [`wait`]: polling until a condition holds, with a diagnosis when it never does;
 //! - [`netns`]: named network namespaces, veths and the iproute2 oracle (`ip -j ...`), so
 //!   tests never judge the project's netlink code with that same code;
+//! - [`upstream`]: upstream dranet's e2e scenarios, the host state and what the pod shows;
 //! - `bpf` (feature `bpf`): a minimal eBPF program attached as a TC filter or TCX program;
 //! - `dnsmasq` (feature `dnsmasq`): a real DHCP server in a namespace of its own, for DHCP tests;
 //! - `containerd` (feature `containerd`): a containerd 1.7 with NRI of a test's own, driven
@@ -22,6 +23,7 @@ pub mod dnsmasq;
 pub mod kit;
 pub mod netns;
 pub mod root;
+pub mod upstream;
 pub mod wait;
 
 pub use root::{is_root, skip};

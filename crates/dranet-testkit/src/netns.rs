@@ -94,6 +94,17 @@ impl Ns {
         .to_string()
     }
 
+    /// A veth `link` (its peer `<link>p`), both ends up, `link` with `addr` and the namespace's
+    /// default route through `via`: a node's or a pod's network as it is before a NIC arrives.
+    pub fn veth_with_default(&self, link: &str, addr: &str, via: &str) {
+        let peer = format!("{link}p");
+        self.ip(&["link", "add", link, "type", "veth", "peer", "name", &peer]);
+        self.ip(&["addr", "add", addr, "dev", link]);
+        self.ip(&["link", "set", link, "up"]);
+        self.ip(&["link", "set", &peer, "up"]);
+        self.ip(&["route", "add", "default", "via", via, "dev", link]);
+    }
+
     /// `ip -n <ns> -j args…`, parsed.
     pub fn json(&self, args: &[&str]) -> Value {
         let mut all = vec!["-j"];

@@ -15,6 +15,21 @@ fn driver(host: &Ns, state: &Path) -> NetworkDriver {
     support::veth_driver(host, state, &["d0"])
 }
 
+/// Root, iproute2 and dnsmasq are needed; without them the test prints why and passes.
+fn can_run_dhcp(test: &str) -> bool {
+    can_run(test) && has(test, "dnsmasq", "dnsmasq-base")
+}
+
+/// The address of the server's one lease.
+fn leased(server: &Dnsmasq) -> String {
+    let leases = server.leases();
+    leases
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_else(|| panic!("{leases}"))
+        .to_string()
+}
+
 /// Upstream's DHCP scenario through the driver: a claim with `dhcp: true` is prepared (the lease
 /// taken on the host), the pod gets the leased address, the router as its default route and the
 /// MTU; the claim's own route wins over the lease's. The pod stops, the daemon restarts (a new
@@ -22,50 +37,27 @@ fn driver(host: &Ns, state: &Path) -> NetworkDriver {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dhcp_claim_through_prepare_pod_and_unprepare_after_restart() {
     let t = "dhcp_claim_through_prepare_pod_and_unprepare_after_restart";
-    if !can_run(t) || !has(t, "dnsmasq", "dnsmasq-base") {
+    if !can_run_dhcp(t) {
         return;
     }
     let net = Net::new("dhd");
     let pod_ns = Ns::new("dhd-p");
     let server = Dnsmasq::start(&net.srv);
     let state = tempfile::tempdir().unwrap();
-    let claim = claims::claim(
+    let claim = claims::nic(
         "dhcp-nic",
-        &["pa"],
-        &[("nic", "dev-d0")],
-        vec![claims::opaque(
-            "FromClaim",
-            None,
-            serde_json::json!({
-                "interface": {"name": "net1", "dhcp": true},
-                "routes": [{"destination": "10.200.0.0/16", "gateway": SERVER}]
-            }),
-        )],
+        "pa",
+        "d0",
+        serde_json::json!({
+            "interface": {"name": "net1", "dhcp": true},
+            "routes": [{"destination": "10.200.0.0/16", "gateway": SERVER}]
+        }),
     );
     let d = driver(&net.host, state.path());
     let prepared = d.prepare_claim(&claim).await.unwrap();
-    let leases = server.leases();
-    let addr = leases
-        .split_whitespace()
-        .nth(2)
-        .unwrap_or_else(|| panic!("{leases}"))
-        .to_string();
+    let addr = leased(&server);
     // Every real pod has its network's default route (the CNI's) before the NIC arrives.
-    pod_ns.ip(&[
-        "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
-    ]);
-    pod_ns.ip(&["addr", "add", "10.244.0.5/24", "dev", "eth0"]);
-    pod_ns.ip(&["link", "set", "eth0", "up"]);
-    pod_ns.ip(&["link", "set", "eth0p", "up"]);
-    pod_ns.ip(&[
-        "route",
-        "add",
-        "default",
-        "via",
-        "10.244.0.1",
-        "dev",
-        "eth0",
-    ]);
+    pod_ns.veth_with_default("eth0", "10.244.0.5/24", "10.244.0.1");
     let pod = support::pod("pa", &pod_ns);
     d.start_pod(&pod).await.unwrap();
     let shown = pod_ns.ip(&["addr", "show", "net1"]);
@@ -118,52 +110,36 @@ async fn dhcp_claim_through_prepare_pod_and_unprepare_after_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_and_a_child_whose_names_share_a_table_each_get_their_default() {
     let t = "a_lease_and_a_child_whose_names_share_a_table_each_get_their_default";
-    if !can_run(t) || !has(t, "dnsmasq", "dnsmasq-base") {
+    if !can_run_dhcp(t) {
         return;
     }
     let net = Net::new("dht");
     // The child's parent, a second NIC, with the host's default route through it.
     net.host
-        .ip(&["link", "add", "c0", "type", "veth", "peer", "name", "c0p"]);
-    net.host.ip(&["addr", "add", "10.88.0.2/24", "dev", "c0"]);
-    net.host.ip(&["link", "set", "c0", "up"]);
-    net.host.ip(&["link", "set", "c0p", "up"]);
-    net.host
-        .ip(&["route", "add", "default", "via", "10.88.0.1", "dev", "c0"]);
+        .veth_with_default("c0", "10.88.0.2/24", "10.88.0.1");
     let pod_ns = Ns::new("dht-p");
     let pod_before = pod_ns.dump();
     let server = Dnsmasq::start(&net.srv);
     let state = tempfile::tempdir().unwrap();
     // Sorted by device name, as the inventory is.
     let d = support::veth_driver(&net.host, state.path(), &["c0", "d0"]);
-    let with = |name: &str, device: &str, config: serde_json::Value| {
-        claims::claim(
-            name,
-            &["pt"],
-            &[("nic", device)],
-            vec![claims::opaque("FromClaim", None, config)],
-        )
-    };
-    let leased = with(
+    let lease_claim = claims::nic(
         "leased",
-        "dev-d0",
+        "pt",
+        "d0",
         serde_json::json!({"interface": {"name": "eth1", "addressing": "DHCP"}}),
     );
-    d.prepare_claim(&leased).await.unwrap();
-    d.prepare_claim(&with(
+    d.prepare_claim(&lease_claim).await.unwrap();
+    d.prepare_claim(&claims::nic(
         "child",
-        "dev-c0",
+        "pt",
+        "c0",
         serde_json::json!({"interface": {"name": "eth12", "type": "Macvlan",
             "addresses": ["10.88.0.12/24"]}}),
     ))
     .await
     .unwrap();
-    let leases = server.leases();
-    let addr = leases
-        .split_whitespace()
-        .nth(2)
-        .unwrap_or_else(|| panic!("{leases}"))
-        .to_string();
+    let addr = leased(&server);
     let pod = support::pod("pt", &pod_ns);
     d.start_pod(&pod).await.unwrap();
 
@@ -186,7 +162,7 @@ async fn a_lease_and_a_child_whose_names_share_a_table_each_get_their_default() 
     }
     d.stop_pod(&pod).await;
     assert_eq!(pod_ns.dump(), pod_before);
-    d.unprepare_claim(&leased.claim_ref.uid).await.unwrap();
+    d.unprepare_claim(&lease_claim.claim_ref.uid).await.unwrap();
     server.wait_for_leases("lease released at unprepare", |l| !l.contains(&addr));
 }
 
@@ -214,27 +190,18 @@ async fn dhcp_claims_refused_at_prepare() {
             &["interface.addressing", "Passthrough only"],
         ),
     ] {
-        let c = claims::claim(
-            "bad",
-            &["pa"],
-            &[("nic", "dev-d0")],
-            vec![claims::opaque("FromClaim", None, config)],
-        );
+        let c = claims::nic("bad", "pa", "d0", config);
         let e = d.prepare_claim(&c).await.unwrap_err().user_message();
         for w in words {
             assert!(e.contains(w), "{w:?} not in {e}");
         }
     }
     // No server on the link: the claim fails after the deadline (the default's 20 s).
-    let c = claims::claim(
+    let c = claims::nic(
         "silent",
-        &["pa"],
-        &[("nic", "dev-d0")],
-        vec![claims::opaque(
-            "FromClaim",
-            None,
-            serde_json::json!({"interface": {"addressing": "DHCP"}}),
-        )],
+        "pa",
+        "d0",
+        serde_json::json!({"interface": {"addressing": "DHCP"}}),
     );
     let e = d.prepare_claim(&c).await.unwrap_err().user_message();
     assert!(e.contains("no DHCP lease within 20 s"), "{e}");

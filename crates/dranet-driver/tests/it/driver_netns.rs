@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use dranet_driver::NetworkDriver;
 use dranet_driver::daemon::metrics::DaemonMetrics;
 use dranet_driver::daemon::{EventWriter, Instrumented};
-use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::Event;
 use dranet_nri::{Namespace, NriPlugin, PodSandbox};
 
@@ -47,16 +46,6 @@ impl Node {
     fn driver(&self) -> NetworkDriver {
         support::veth_driver(&self.host, self.state.path(), &self.links)
     }
-}
-
-/// Claim `name` of the link's device for one pod, with one config entry.
-fn claim(name: &str, pod: &str, link: &str, config: serde_json::Value) -> ClaimToPrepare {
-    claims::claim(
-        name,
-        &[pod],
-        &[("nic", &format!("dev-{link}"))],
-        vec![claims::opaque("FromClaim", None, config)],
-    )
 }
 
 /// The daemon's hooks around the node's driver, with the Events they record.
@@ -123,7 +112,7 @@ async fn pods_started_while_disconnected_get_their_links_at_synchronize() {
     let pb = Ns::new("sync-pb");
     let (hooks, events) = hooks(&node);
     let d = hooks.driver().clone();
-    d.prepare_claim(&claim(
+    d.prepare_claim(&claims::nic(
         "nic-a",
         "pa",
         "v0",
@@ -131,7 +120,7 @@ async fn pods_started_while_disconnected_get_their_links_at_synchronize() {
     ))
     .await
     .unwrap();
-    d.prepare_claim(&claim(
+    d.prepare_claim(&claims::nic(
         "nic-b",
         "pb",
         "v1",
@@ -191,7 +180,7 @@ async fn attach_errors_say_what_is_wrong_without_host_details() {
     let (hooks, events) = hooks(&node);
     hooks
         .driver()
-        .prepare_claim(&claim(
+        .prepare_claim(&claims::nic(
             "nic",
             "pm",
             "v0",
@@ -246,7 +235,7 @@ async fn unknown_private_flags_are_refused_at_prepare() {
     let node = Node::new("pflag-h", &[]);
     let d = node.driver();
     let err = d
-        .prepare_claim(&claim(
+        .prepare_claim(&claims::nic(
             "flags",
             "pf",
             "v0",
@@ -272,7 +261,7 @@ async fn an_unreadable_journal_entry_does_not_block_stopping_a_pod() {
     let host_before = node.host.dump();
     let p = Ns::new("jq-p");
     let d = node.driver();
-    d.prepare_claim(&claim(
+    d.prepare_claim(&claims::nic(
         "nic",
         "pq",
         "v0",
@@ -304,14 +293,14 @@ async fn a_device_in_a_live_pod_is_never_taken_by_another() {
     let cfg = serde_json::json!({"interface": {"name": "net1"}});
     hooks
         .driver()
-        .prepare_claim(&claim("nic", "pa", "v0", cfg.clone()))
+        .prepare_claim(&claims::nic("nic", "pa", "v0", cfg.clone()))
         .await
         .unwrap();
     hooks.run_pod_sandbox(&pod("pa", &pa)).await.unwrap();
     let in_a = pa.dump();
     hooks
         .driver()
-        .prepare_claim(&claim("nic", "pb", "v0", cfg))
+        .prepare_claim(&claims::nic("nic", "pb", "v0", cfg))
         .await
         .unwrap();
     let err = hooks
@@ -404,7 +393,7 @@ async fn a_shared_allocation_refuses_passthrough_and_takes_a_child() {
     let node = Node::new("shid-h", &[]);
     let d = node.driver();
     let shared = |name: &str, cfg: serde_json::Value| {
-        let mut c = claim(name, "ps", "v0", cfg);
+        let mut c = claims::nic(name, "ps", "v0", cfg);
         c.results[0].share_id = Some(format!("share-{name}"));
         c
     };
@@ -457,7 +446,7 @@ async fn a_pods_children_whose_names_share_a_table_each_get_their_routes() {
         ] {
             hooks
                 .driver()
-                .prepare_claim(&claim(
+                .prepare_claim(&claims::nic(
                     &claim_name,
                     p,
                     "v0",
@@ -500,7 +489,7 @@ async fn a_child_is_refused_the_address_of_its_nic() {
     for address in ["10.1.0.2/24", "fd00:1::2/64"] {
         let err = hooks
             .driver()
-            .prepare_claim(&claim("own", "pc", "v0", child(address)))
+            .prepare_claim(&claims::nic("own", "pc", "v0", child(address)))
             .await
             .unwrap_err()
             .user_message();
@@ -517,7 +506,7 @@ async fn a_child_is_refused_the_address_of_its_nic() {
 
     hooks
         .driver()
-        .prepare_claim(&claim("later", "pc", "v0", child("10.1.0.77/24")))
+        .prepare_claim(&claims::nic("later", "pc", "v0", child("10.1.0.77/24")))
         .await
         .unwrap();
     node.host.ip(&["addr", "add", "10.1.0.77/24", "dev", "v0"]);

@@ -353,20 +353,7 @@ fn driver_against_real_containerd() {
             .as_str()
             .unwrap()
             .to_owned();
-        let cid = lab.cri(&[
-            "create",
-            &pod,
-            name,
-            uid,
-            &logdir,
-            "localhost/dranet-nri/busybox:1",
-            "/bin/sh",
-            "-c",
-            "sleep 3600",
-        ])["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let cid = lab.create_sleeper(&pod, name, uid, &logdir);
         lab.cri(&["start", &cid]);
         (pod, cid)
     };

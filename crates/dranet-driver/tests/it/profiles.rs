@@ -14,14 +14,8 @@ use dranet_core::{
     ProfileProvider, ProfileRequest,
 };
 use dranet_driver::NetworkDriver;
-use dranet_driver::claim::DRIVER_NAME;
 use dranet_kubeletplugin::checkpoint::{Checkpoint, decode};
-use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
-    ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
-};
-use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use dranet_kubeletplugin::{CheckpointPolicy, ClaimRef, ClaimToPrepare};
+use dranet_kubeletplugin::{CheckpointPolicy, ClaimToPrepare};
 use serde_json::json;
 
 use crate::support;
@@ -41,11 +35,11 @@ struct FakeProfiles {
 }
 
 impl FakeProfiles {
-    fn answering(v: serde_json::Value) -> Arc<Self> {
-        Arc::new(Self {
+    fn answering(v: serde_json::Value) -> Self {
+        Self {
             answer: Mutex::new(v),
             ..Self::default()
-        })
+        }
     }
 
     fn asked(&self) -> Vec<ProfileRequest> {
@@ -202,56 +196,49 @@ fn claim(devices: &[&str], parameters: serde_json::Value) -> ClaimToPrepare {
     claim_named("ipam", devices, parameters)
 }
 
-/// Claim `ml/<name>` (UID `uid-<name>`) of pod `pod-p`.
+/// Claim `ml/<name>` (UID `uid-<name>`) of pod `pod-p`, its devices requested as `nic0`, `nic1`…
 fn claim_named(name: &str, devices: &[&str], parameters: serde_json::Value) -> ClaimToPrepare {
-    ClaimToPrepare {
-        claim_ref: ClaimRef {
-            namespace: "ml".into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-        },
-        claim: ResourceClaim {
-            status: Some(ResourceClaimStatus {
-                reserved_for: Some(vec![ResourceClaimConsumerReference {
-                    api_group: None,
-                    resource: "pods".into(),
-                    name: "pod-p".into(),
-                    uid: "p".into(),
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        results: devices
-            .iter()
-            .enumerate()
-            .map(|(i, d)| DeviceRequestAllocationResult {
-                request: format!("nic{i}"),
-                driver: DRIVER_NAME.into(),
-                pool: "node-a".into(),
-                device: d.to_string(),
-                ..Default::default()
-            })
-            .collect(),
-        config: vec![DeviceAllocationConfiguration {
-            source: "FromClaim".into(),
-            requests: None,
-            opaque: Some(OpaqueDeviceConfiguration {
-                driver: DRIVER_NAME.into(),
-                parameters: RawExtension(parameters),
-            }),
-        }],
-    }
+    let requests: Vec<String> = (0..devices.len()).map(|i| format!("nic{i}")).collect();
+    let results: Vec<(&str, &str)> = requests
+        .iter()
+        .zip(devices)
+        .map(|(r, d)| (r.as_str(), *d))
+        .collect();
+    let config = vec![support::claims::opaque("FromClaim", None, parameters)];
+    support::claims::claim(name, &["p"], &results, config)
+}
+
+/// Claim `ml/ipam` of `vf` naming profile `p`.
+fn profile_claim(vf: &str) -> ClaimToPrepare {
+    claim(&[vf], json!({"profile": "p"}))
+}
+
+/// A provider answering one address for every profile.
+fn one_address() -> FakeProfiles {
+    FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}))
+}
+
+/// The usual scene: a node, its first VF, a provider answering one address, and a driver asking
+/// it.
+async fn scene() -> (Node, String, Arc<FakeProfiles>, NetworkDriver) {
+    scene_with(one_address()).await
+}
+
+/// A node, its first VF, and a driver asking `profiles`.
+async fn scene_with(profiles: FakeProfiles) -> (Node, String, Arc<FakeProfiles>, NetworkDriver) {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let p = Arc::new(profiles);
+    let d = node.driver(Some(p.clone())).await;
+    (node, vf, p, d)
 }
 
 #[tokio::test]
 async fn a_profile_is_resolved_under_the_claims_config_and_released_at_unprepare() {
-    let node = Node::new();
-    let p = FakeProfiles::answering(
+    let (node, vf, p, d) = scene_with(FakeProfiles::answering(
         json!({"interface": {"addresses": ["10.200.200.200/24"], "mtu": 1400}, "routes": [{"destination": "10.0.0.0/8", "gateway": "10.200.200.1"}]}),
-    );
-    let d = node.driver(Some(p.clone())).await;
-    let vf = node.device("ens1f0v0");
+    ))
+    .await;
     d.prepare_claim(&claim(
         &[&vf],
         json!({"profile": "python-profile", "interface": {"mtu": 1450}}),
@@ -297,17 +284,11 @@ async fn a_profile_is_resolved_under_the_claims_config_and_released_at_unprepare
 
 #[tokio::test]
 async fn a_crash_between_prepare_and_unprepare_does_not_leak_the_profile() {
-    let node = Node::new();
-    let vf = node.device("ens1f0v0");
-    let params = json!({"profile": "p"});
-    let first = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
-    node.driver(Some(first.clone()))
-        .await
-        .prepare_claim(&claim(&[&vf], params.clone()))
-        .await
-        .unwrap();
+    let (node, vf, first, d) = scene().await;
+    d.prepare_claim(&profile_claim(&vf)).await.unwrap();
     // The daemon dies; the next one unprepares.
-    let second = FakeProfiles::answering(json!({}));
+    drop(d);
+    let second = Arc::new(FakeProfiles::answering(json!({})));
     let d = node.driver(Some(second.clone())).await;
     d.unprepare_claim("uid-ipam").await.unwrap();
     assert_eq!(second.released(), first.asked());
@@ -316,23 +297,21 @@ async fn a_crash_between_prepare_and_unprepare_does_not_leak_the_profile() {
 
 #[tokio::test]
 async fn a_crash_while_the_provider_is_asked_does_not_leak_the_profile() {
-    let node = Node::new();
-    let vf = node.device("ens1f0v0");
-    let hanging = Arc::new(FakeProfiles {
+    let (node, vf, hanging, d) = scene_with(FakeProfiles {
         hang: true,
         ..FakeProfiles::default()
-    });
-    let d = node.driver(Some(hanging.clone())).await;
+    })
+    .await;
     // The daemon dies while the provider holds the request (the future is dropped).
     let r = tokio::time::timeout(
         Duration::from_millis(200),
-        d.prepare_claim(&claim(&[&vf], json!({"profile": "p"}))),
+        d.prepare_claim(&profile_claim(&vf)),
     )
     .await;
     assert!(r.is_err(), "still asking");
     assert_eq!(hanging.asked().len(), 1);
     drop(d);
-    let next = FakeProfiles::answering(json!({}));
+    let next = Arc::new(FakeProfiles::answering(json!({})));
     node.driver(Some(next.clone()))
         .await
         .unprepare_claim("uid-ipam")
@@ -343,14 +322,9 @@ async fn a_crash_while_the_provider_is_asked_does_not_leak_the_profile() {
 
 #[tokio::test]
 async fn a_release_the_provider_refuses_is_owed_and_retried() {
-    let node = Node::new();
-    let vf = node.device("ens1f0v0");
-    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
+    let (node, vf, p, d) = scene().await;
     *p.refuse_releases.lock().unwrap() = 2;
-    let d = node.driver(Some(p.clone())).await;
-    d.prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
-        .await
-        .unwrap();
+    d.prepare_claim(&profile_claim(&vf)).await.unwrap();
     // Unprepare succeeds (the pod may go); the release is owed.
     d.unprepare_claim("uid-ipam").await.unwrap();
     assert!(d.claims_of_pod("p").is_empty());
@@ -365,14 +339,13 @@ async fn a_release_the_provider_refuses_is_owed_and_retried() {
 
 #[tokio::test]
 async fn a_provider_slow_for_one_claim_does_not_hold_up_another() {
-    let node = Node::new();
-    let (a, b) = (node.device("ens1f0v0"), node.device("ens1f0v1"));
-    let p = Arc::new(FakeProfiles {
-        answer: Mutex::new(json!({"interface": {"addresses": ["10.2.0.5/24"]}})),
+    let (node, a, p, d) = scene_with(FakeProfiles {
         hang_device: Some("ens1f0v0".into()),
-        ..FakeProfiles::default()
-    });
-    let d = Arc::new(node.driver(Some(p.clone())).await);
+        ..one_address()
+    })
+    .await;
+    let b = node.device("ens1f0v1");
+    let d = Arc::new(d);
     let slow = {
         let d = d.clone();
         let c = claim_named("slow", &[&a], json!({"profile": "p"}));
@@ -399,14 +372,12 @@ async fn a_provider_slow_for_one_claim_does_not_hold_up_another() {
 
 #[tokio::test]
 async fn a_failed_profile_releases_what_was_asked_and_fails_the_claim() {
-    let node = Node::new();
-    let (a, b) = (node.device("ens1f0v0"), node.device("ens1f0v1"));
-    let p = Arc::new(FakeProfiles {
-        answer: Mutex::new(json!({"interface": {"addresses": ["10.2.0.5/24"]}})),
+    let (node, a, p, d) = scene_with(FakeProfiles {
         fail_device: Some("ens1f0v1".into()),
-        ..FakeProfiles::default()
-    });
-    let d = node.driver(Some(p.clone())).await;
+        ..one_address()
+    })
+    .await;
+    let b = node.device("ens1f0v1");
     let e = d
         .prepare_claim(&claim(&[&a, &b], json!({"profile": "p"})))
         .await
@@ -425,12 +396,12 @@ async fn a_failed_profile_releases_what_was_asked_and_fails_the_claim() {
 
 #[tokio::test]
 async fn a_profile_answer_that_is_not_valid_is_refused_and_released() {
-    let node = Node::new();
-    let vf = node.device("ens1f0v0");
-    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["not-an-address"]}}));
-    let d = node.driver(Some(p.clone())).await;
+    let (_node, vf, p, d) = scene_with(FakeProfiles::answering(
+        json!({"interface": {"addresses": ["not-an-address"]}}),
+    ))
+    .await;
     let e = d
-        .prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
+        .prepare_claim(&profile_claim(&vf))
         .await
         .unwrap_err()
         .to_string();
@@ -458,15 +429,9 @@ async fn without_a_profile_provider_a_profile_is_refused() {
 
 #[tokio::test]
 async fn a_profile_record_that_cannot_be_written_fails_the_prepare_and_nothing_is_asked() {
-    let node = Node::new();
-    let vf = node.device("ens1f0v0");
-    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
-    let d = node.driver(Some(p.clone())).await;
+    let (node, vf, p, d) = scene().await;
     node.break_checkpoint(true);
-    let e = d
-        .prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
-        .await
-        .unwrap_err();
+    let e = d.prepare_claim(&profile_claim(&vf)).await.unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.contains("ml/ipam") && msg.contains("could not record its state"),
@@ -481,22 +446,15 @@ async fn a_profile_record_that_cannot_be_written_fails_the_prepare_and_nothing_i
     assert!(d.claims_of_pod("p").is_empty());
     // Once the checkpoint can be written, the kubelet's retry prepares the claim.
     node.break_checkpoint(false);
-    d.prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
-        .await
-        .unwrap();
+    d.prepare_claim(&profile_claim(&vf)).await.unwrap();
     assert_eq!(p.asked().len(), 1);
     assert_eq!(node.recorded_profiles(), ["profiles/uid-ipam"]);
 }
 
 #[tokio::test]
 async fn an_unprepare_whose_record_cannot_be_updated_fails_until_it_can() {
-    let node = Node::new();
-    let vf = node.device("ens1f0v0");
-    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
-    let d = node.driver(Some(p.clone())).await;
-    d.prepare_claim(&claim(&[&vf], json!({"profile": "p"})))
-        .await
-        .unwrap();
+    let (node, vf, p, d) = scene().await;
+    d.prepare_claim(&profile_claim(&vf)).await.unwrap();
     node.break_checkpoint(true);
     let e = d.unprepare_claim("uid-ipam").await.unwrap_err().to_string();
     assert!(e.contains("ml/ipam") && e.contains("checkpoint"), "{e}");
@@ -513,12 +471,9 @@ async fn an_unprepare_whose_record_cannot_be_updated_fails_until_it_can() {
 
 #[tokio::test]
 async fn a_prepare_refused_after_its_profile_was_resolved_releases_it() {
-    let node = Node::new();
-    let vf = node.device("ens1f0v0");
-    let p = FakeProfiles::answering(json!({"interface": {"addresses": ["10.2.0.5/24"]}}));
-    let d = node.driver(Some(p.clone())).await;
+    let (node, vf, p, d) = scene().await;
     // A share of the NIC (consumable capacity) with the default type, which would move it.
-    let mut c = claim(&[&vf], json!({"profile": "p"}));
+    let mut c = profile_claim(&vf);
     c.results[0].share_id = Some("share-1".into());
     let e = d.prepare_claim(&c).await.unwrap_err().to_string();
     assert!(e.contains("shareID share-1"), "{e}");
@@ -553,7 +508,7 @@ async fn profile_records_an_earlier_version_left_in_the_state_directory_are_move
         std::fs::write(dir.join(format!("{uid}.json")), r.to_string()).unwrap();
     }
     std::fs::write(dir.join("uid-torn.json"), b"{\"version\":1,").unwrap();
-    let p = FakeProfiles::answering(json!({}));
+    let p = Arc::new(FakeProfiles::answering(json!({})));
     let d = node.driver(Some(p.clone())).await;
     assert_eq!(
         node.recorded_profiles(),

@@ -22,8 +22,7 @@ use dranet_core::{Discover, Inventory, Netdev, NetworkDevice, ProfileProvider};
 use dranet_driver::{NetworkDriver, Rescan};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
-    ResourceClaimConsumerReference,
+    DeviceAllocationConfiguration, OpaqueDeviceConfiguration, ResourceClaimConsumerReference,
 };
 use dranet_kubeletplugin::k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use dranet_kubeletplugin::{
@@ -165,17 +164,7 @@ impl Node {
             name: name.into(),
             uid: format!("uid-{name}"),
         };
-        let results = devices
-            .iter()
-            .map(|d| DeviceRequestAllocationResult {
-                request: "nic".into(),
-                driver: "dra.net".into(),
-                pool: NODE.into(),
-                device: d.to_string(),
-                ..Default::default()
-            })
-            .collect();
-        let mut c = allocated_claim(&r, results);
+        let mut c = allocated_claim(&r, support::claims::nic_results(NODE, devices));
         let allocated = c
             .status
             .as_mut()

@@ -591,16 +591,10 @@ mod fake_apiserver {
         let reg = h.plugin().registration_socket().to_path_buf();
         assert!(dra.exists() && reg.exists());
         // A second instance must not steal live sockets.
-        let second = KubeletPlugin::builder(
-            RecordingDriver::default(),
-            h.api.client().unwrap().field_manager(DRIVER),
-        )
-        .driver_name(DRIVER)
-        .node_name(NODE)
-        .kubelet_root_dir(h.dir.path())
-        .checkpoint_path(h.dir.path().join("other-checkpoint"))
-        .start()
-        .await;
+        let second = builder_for(RecordingDriver::default(), &h.api, h.dir.path())
+            .checkpoint_path(h.dir.path().join("other-checkpoint"))
+            .start()
+            .await;
         assert!(
             matches!(second, Err(Error::SocketInUse { .. })),
             "{second:?}"
@@ -615,16 +609,10 @@ mod fake_apiserver {
             assert!(p.exists());
         }
         let api = FakeApiServer::start().await.unwrap();
-        let plugin = KubeletPlugin::builder(
-            RecordingDriver::default(),
-            api.client().unwrap().field_manager(DRIVER),
-        )
-        .driver_name(DRIVER)
-        .node_name(NODE)
-        .kubelet_root_dir(h.dir.path())
-        .start()
-        .await
-        .unwrap();
+        let plugin = builder_for(RecordingDriver::default(), &api, h.dir.path())
+            .start()
+            .await
+            .unwrap();
         let kubelet = FakeKubelet::connect(&reg).await.unwrap();
         assert_eq!(kubelet.info().name, DRIVER);
         plugin.shutdown().await.unwrap();
@@ -670,16 +658,10 @@ mod fake_apiserver {
         )
         .unwrap();
         let api = FakeApiServer::start().await.unwrap();
-        let e = KubeletPlugin::builder(
-            RecordingDriver::default(),
-            api.client().unwrap().field_manager(DRIVER),
-        )
-        .driver_name(DRIVER)
-        .node_name(NODE)
-        .kubelet_root_dir(dir.path())
-        .start()
-        .await
-        .unwrap_err();
+        let e = builder_for(RecordingDriver::default(), &api, dir.path())
+            .start()
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::CheckpointCorrupt { .. }), "{e}");
         assert!(e.to_string().contains("checksum mismatch"), "{e}");
 

@@ -525,13 +525,7 @@ async fn fake_apiserver_canonical_quantities_are_not_a_change_after_a_restart() 
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = h.api.write_counts();
     h.plugin.take().unwrap().shutdown().await.unwrap();
-    let again = KubeletPlugin::builder(
-        h.driver.clone(),
-        h.api.client().unwrap().field_manager(DRIVER),
-    )
-    .driver_name(DRIVER)
-    .node_name(NODE)
-    .kubelet_root_dir(h.dir.path());
+    let again = builder_for(h.driver.clone(), &h.api, h.dir.path());
     let plugin = fast(again).start().await.unwrap();
     plugin.publish(d).unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;

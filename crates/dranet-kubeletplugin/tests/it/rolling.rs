@@ -178,17 +178,11 @@ mod fake_apiserver {
     async fn a_rolling_update_needs_the_pod_uid() {
         let dir = tempfile::tempdir().unwrap();
         let api = FakeApiServer::start().await.unwrap();
-        let e = KubeletPlugin::builder(
-            RecordingDriver::default(),
-            api.client().unwrap().field_manager(DRIVER),
-        )
-        .driver_name(DRIVER)
-        .node_name(NODE)
-        .kubelet_root_dir(dir.path())
-        .rolling_update("my-pod")
-        .start()
-        .await
-        .unwrap_err();
+        let e = builder_for(RecordingDriver::default(), &api, dir.path())
+            .rolling_update("my-pod")
+            .start()
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::Config(_)), "{e}");
         assert!(e.to_string().contains("\"my-pod\""), "{e}");
     }

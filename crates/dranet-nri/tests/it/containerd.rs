@@ -161,20 +161,7 @@ fn plugin_against_real_containerd() {
     lab.step(&format!("RunPodSandbox seen, netns {netns}"));
 
     // 2. The CreateContainer adjustment adds a usable char device 231:192.
-    let cid = lab.cri(&[
-        "create",
-        &pod1,
-        "pod-one",
-        uid1,
-        &logdir,
-        "localhost/dranet-nri/busybox:1",
-        "/bin/sh",
-        "-c",
-        "sleep 3600",
-    ])["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let cid = lab.create_sleeper(&pod1, "pod-one", uid1, &logdir);
     lab.cri(&["start", &cid]);
     let ls = lab.cri(&["exec", &cid, "ls", "-l", "/dev/infiniband/uverbs0"]);
     let out = ls["out"].as_str().unwrap_or_default();

@@ -319,7 +319,7 @@ fn check(l: &Lease) -> Result<(), String> {
     if l.prefix_len == 0 {
         return Err(format!("{a} with the subnet mask 0.0.0.0"));
     }
-    let mask = |len: u8| u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+    let mask = crate::podnet::ipv4_mask;
     let net = u32::from(a) & mask(l.prefix_len);
     if l.prefix_len < 31 && (u32::from(a) == net || u32::from(a) == net | !mask(l.prefix_len)) {
         return Err(format!(

@@ -6,7 +6,7 @@ use dranet_core::interface_type::SOURCE_RULE_PRIORITY;
 use dranet_core::{NetworkConfig, RouteConfig, RuleConfig};
 
 use super::{Lease, LeaseRoute};
-use crate::podnet::parse_cidr;
+use crate::podnet::{ipv4_network, parse_cidr};
 
 /// `config` with the lease's address, routes and MTU, and static addressing: what the pod's
 /// interface is configured from, when the pod starts. What the claim gives wins: its `mtu`,
@@ -80,10 +80,7 @@ fn claim_routes(config: &NetworkConfig, r: &LeaseRoute) -> bool {
 
 /// The lease's default via `router`, in the source table, for traffic from the leased address.
 fn source_default(c: &mut NetworkConfig, lease: &Lease, router: Ipv4Addr, table: u32) {
-    let mask = u32::MAX
-        .checked_shl(32 - u32::from(lease.prefix_len))
-        .unwrap_or(0);
-    let subnet = Ipv4Addr::from(u32::from(lease.address) & mask);
+    let subnet = ipv4_network(lease.address, lease.prefix_len);
     c.routes.push(RouteConfig {
         destination: format!("{subnet}/{}", lease.prefix_len),
         scope: 253,
@@ -118,10 +115,7 @@ fn ipv4_destination(r: &RouteConfig) -> Option<(Ipv4Addr, u8)> {
         };
     }
     match parse_cidr(&r.destination).ok()? {
-        (IpAddr::V4(ip), len) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            Some((Ipv4Addr::from(u32::from(ip) & mask), len))
-        }
+        (IpAddr::V4(ip), len) => Some((ipv4_network(ip, len), len)),
         (IpAddr::V6(_), _) => None,
     }
 }
@@ -133,27 +127,15 @@ mod tests {
     use super::*;
 
     fn lease() -> Lease {
+        let on_link = LeaseRoute {
+            destination: Ipv4Addr::new(172, 16, 0, 0),
+            prefix_len: 12,
+            gateway: Ipv4Addr::UNSPECIFIED,
+        };
         Lease {
-            address: Ipv4Addr::new(10, 9, 0, 50),
-            prefix_len: 24,
-            server_id: Ipv4Addr::new(10, 9, 0, 1),
-            server_mac: [9; 6],
-            client_mac: [2; 6],
-            routes: vec![
-                LeaseRoute {
-                    destination: Ipv4Addr::UNSPECIFIED,
-                    prefix_len: 0,
-                    gateway: Ipv4Addr::new(10, 9, 0, 1),
-                },
-                LeaseRoute {
-                    destination: Ipv4Addr::new(172, 16, 0, 0),
-                    prefix_len: 12,
-                    gateway: Ipv4Addr::UNSPECIFIED,
-                },
-            ],
             mtu: Some(1400),
             lease_secs: Some(3600),
-            granted_at: 0,
+            ..crate::dhcp::test_lease(vec![crate::dhcp::test_default_route(), on_link])
         }
     }
 

@@ -82,6 +82,32 @@ pub struct LeaseRoute {
     pub gateway: Ipv4Addr,
 }
 
+/// The unit tests' lease: 10.9.0.50/24 from server 10.9.0.1, with `routes`, no MTU nor time.
+#[cfg(test)]
+pub(crate) fn test_lease(routes: Vec<LeaseRoute>) -> Lease {
+    Lease {
+        address: Ipv4Addr::new(10, 9, 0, 50),
+        prefix_len: 24,
+        server_id: Ipv4Addr::new(10, 9, 0, 1),
+        server_mac: [9; 6],
+        client_mac: [2; 6],
+        routes,
+        mtu: None,
+        lease_secs: None,
+        granted_at: 0,
+    }
+}
+
+/// The unit tests' default route of a lease: via 10.9.0.1.
+#[cfg(test)]
+pub(crate) fn test_default_route() -> LeaseRoute {
+    LeaseRoute {
+        destination: Ipv4Addr::UNSPECIFIED,
+        prefix_len: 0,
+        gateway: Ipv4Addr::new(10, 9, 0, 1),
+    }
+}
+
 /// The client's timing: RFC 2131 §4.1's retransmission and the whole exchange's deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {

@@ -614,16 +614,7 @@ fn source_routing(
 
 /// The network of `ip/len` in CIDR form.
 fn network(ip: IpAddr, len: u8) -> String {
-    match ip {
-        IpAddr::V4(v) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            format!("{}/{len}", std::net::Ipv4Addr::from(u32::from(v) & mask))
-        }
-        IpAddr::V6(v) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            format!("{}/{len}", std::net::Ipv6Addr::from(u128::from(v) & mask))
-        }
-    }
+    format!("{}/{len}", super::messages::network_of(ip, len))
 }
 
 fn attached(e: &ChildEntry, l: &LinkMessage, addresses: Vec<String>) -> Attached {

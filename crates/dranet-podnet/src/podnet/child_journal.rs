@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use dranet_core::InterfaceType;
 use serde::{Deserialize, Serialize};
 
-use super::journal::{Journal, Phase, quarantine};
+use super::journal::{Journal, Phase, read_versioned};
 use super::state::RawMessage;
 use crate::durable;
 use crate::netns::NetnsId;
@@ -125,27 +125,12 @@ impl ChildJournal {
     }
 
     fn read_path(&self, path: &std::path::Path) -> Result<Option<ChildEntry>> {
-        let data = match durable::read(path, MAX_ENTRY_BYTES) {
-            Ok(Some(d)) => d,
-            Ok(None) => return Ok(None),
-            Err(e) if e.raw_os_error().is_some() => {
-                return Err(Error::Journal {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                });
-            }
-            Err(e) => return quarantine(path, &e.to_string()),
-        };
-        match serde_json::from_slice::<ChildEntry>(&data) {
-            Ok(e) if e.version == CHILD_JOURNAL_VERSION => Ok(Some(e)),
-            Ok(e) => quarantine(
-                path,
-                &format!(
-                    "child journal version {} (this dranet reads {CHILD_JOURNAL_VERSION})",
-                    e.version
-                ),
-            ),
-            Err(e) => quarantine(path, &e.to_string()),
-        }
+        read_versioned(
+            path,
+            MAX_ENTRY_BYTES,
+            "child journal",
+            CHILD_JOURNAL_VERSION,
+            |e: &ChildEntry| e.version,
+        )
     }
 }

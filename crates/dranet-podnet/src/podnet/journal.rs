@@ -13,6 +13,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::state::{HostLink, Peer, RawMessage};
@@ -161,10 +162,29 @@ impl Journal {
     }
 }
 
-/// Reads one entry. One that fails its checks is quarantined and reads as none; an error of the
-/// file system (permissions, I/O) is an error: it may pass, and the entry is kept.
+/// Reads one entry.
 fn read_entry(path: &Path) -> Result<Option<Entry>> {
-    let data = match durable::read(path, MAX_ENTRY_BYTES) {
+    read_versioned(
+        path,
+        MAX_ENTRY_BYTES,
+        "journal",
+        JOURNAL_VERSION,
+        |e: &Entry| e.version,
+    )
+}
+
+/// Reads one entry of at most `max` bytes, whose format version (`version` of it) must be
+/// `want`; `what` names the journal in the reason. One that fails its checks is quarantined and
+/// reads as none; an error of the file system (permissions, I/O) is an error: it may pass, and
+/// the entry is kept.
+pub(super) fn read_versioned<T: DeserializeOwned>(
+    path: &Path,
+    max: u64,
+    what: &str,
+    want: u32,
+    version: impl Fn(&T) -> u32,
+) -> Result<Option<T>> {
+    let data = match durable::read(path, max) {
         Ok(Some(d)) => d,
         Ok(None) => return Ok(None),
         Err(e) if e.raw_os_error().is_some() => {
@@ -176,15 +196,13 @@ fn read_entry(path: &Path) -> Result<Option<Entry>> {
         // Not a regular file, or too large.
         Err(e) => return quarantine(path, &e.to_string()),
     };
-    let entry: Entry = match serde_json::from_slice(&data) {
+    let entry: T = match serde_json::from_slice(&data) {
         Ok(e) => e,
         Err(e) => return quarantine(path, &e.to_string()),
     };
-    if entry.version != JOURNAL_VERSION {
-        let why = format!(
-            "journal version {} (this dranet reads {JOURNAL_VERSION})",
-            entry.version
-        );
+    let got = version(&entry);
+    if got != want {
+        let why = format!("{what} version {got} (this dranet reads {want})");
         return quarantine(path, &why);
     }
     Ok(Some(entry))

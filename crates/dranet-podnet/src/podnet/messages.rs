@@ -3,7 +3,7 @@
 //! `l3mdev` rules.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage, AddressScope};
 use rtnetlink::packet_route::link::{LinkFlags, LinkMessage};
@@ -92,6 +92,27 @@ pub fn parse_cidr(s: &str) -> io::Result<(IpAddr, u8)> {
         return Err(bad("prefix length too long"));
     }
     Ok((ip, len))
+}
+
+/// The IPv4 netmask of prefix length `len` (at most 32), as a number.
+pub(crate) fn ipv4_mask(len: u8) -> u32 {
+    u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
+}
+
+/// The IPv4 network of `ip/len`: `ip` without its host bits.
+pub(crate) fn ipv4_network(ip: Ipv4Addr, len: u8) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(ip) & ipv4_mask(len))
+}
+
+/// The network of `ip/len` (at most 32 or 128 bits): `ip` without its host bits.
+pub(crate) fn network_of(ip: IpAddr, len: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(v) => IpAddr::V4(ipv4_network(v, len)),
+        IpAddr::V6(v) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+            IpAddr::V6(Ipv6Addr::from(u128::from(v) & mask))
+        }
+    }
 }
 
 pub(super) fn address_message(index: u32, ip: IpAddr, len: u8) -> AddressMessage {

@@ -57,6 +57,7 @@ pub use attach::{AttachRequest, Attached};
 pub use child_journal::{CHILD_JOURNAL_VERSION, ChildEntry, ChildJournal};
 pub use journal::{Entry, JOURNAL_VERSION, Journal, Phase};
 pub use messages::{format_mac, parse_cidr, parse_mac};
+pub(crate) use messages::{ipv4_mask, ipv4_network};
 pub use restore::Recovery;
 pub use state::{HostLink, Peer, RawMessage};
 pub(crate) use tables::source_routed;

@@ -10,7 +10,6 @@ use std::fmt::Write as _;
 use std::io;
 
 use rtnetlink::packet_core::{Emitable, ParseableParametrized};
-use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressMessage, AddressScope};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use rtnetlink::packet_route::neighbour::{NeighbourMessage, NeighbourState};
@@ -18,6 +17,7 @@ use rtnetlink::packet_route::route::{
     RouteAttribute, RouteFlags, RouteMessage, RouteNextHopFlags, RouteProtocol, RouteType,
 };
 use rtnetlink::packet_route::rule::{RuleAttribute, RuleMessage};
+use rtnetlink::packet_route::{AddressFamily, RouteNetlinkMessage};
 use serde::{Deserialize, Serialize};
 
 use crate::netns::{Rtnl, link_name};
@@ -205,13 +205,11 @@ pub(crate) async fn capture(rtnl: &Rtnl, link: &LinkMessage) -> io::Result<HostL
     }
 
     let mut tables = BTreeSet::new();
-    for family in [
-        rtnetlink::packet_route::AddressFamily::Inet,
-        rtnetlink::packet_route::AddressFamily::Inet6,
-    ] {
-        let mut q = RouteMessage::default();
-        q.header.address_family = family;
-        for m in rtnl.dump(RouteNetlinkMessage::GetRoute(q)).await? {
+    for family in FAMILIES {
+        // A rule is relevant by the tables of the routes read so far (this family's and those
+        // before it).
+        let (routes, rules) = routes_and_rules(rtnl, family).await?;
+        for m in routes {
             if let RouteNetlinkMessage::NewRoute(r) = &m
                 && route_uses(r, index)
                 && replayable(r)
@@ -220,9 +218,7 @@ pub(crate) async fn capture(rtnl: &Rtnl, link: &LinkMessage) -> io::Result<HostL
                 h.routes.push(RawMessage::new(&m));
             }
         }
-        let mut q = RuleMessage::default();
-        q.header.family = family;
-        for m in rtnl.dump(RouteNetlinkMessage::GetRule(q)).await? {
+        for m in rules {
             if let RouteNetlinkMessage::NewRule(r) = &m
                 && rule_relevant(r, &tables, &h.name)
             {
@@ -241,6 +237,23 @@ pub(crate) async fn capture(rtnl: &Rtnl, link: &LinkMessage) -> io::Result<HostL
         }
     }
     Ok(h)
+}
+
+/// The address families whose routes, rules and neighbours a namespace is read for.
+pub(crate) const FAMILIES: [AddressFamily; 2] = [AddressFamily::Inet, AddressFamily::Inet6];
+
+/// The routes (every table) and the rules of `family` in `rtnl`'s namespace, dumped in that order.
+pub(crate) async fn routes_and_rules(
+    rtnl: &Rtnl,
+    family: AddressFamily,
+) -> io::Result<(Vec<RouteNetlinkMessage>, Vec<RouteNetlinkMessage>)> {
+    let mut q = RouteMessage::default();
+    q.header.address_family = family;
+    let routes = rtnl.dump(RouteNetlinkMessage::GetRoute(q)).await?;
+    let mut q = RuleMessage::default();
+    q.header.family = family;
+    let rules = rtnl.dump(RouteNetlinkMessage::GetRule(q)).await?;
+    Ok((routes, rules))
 }
 
 /// Whether a route goes through link `index` (directly or as one of its next hops).
@@ -294,15 +307,19 @@ fn replayable(r: &RouteMessage) -> bool {
         )
 }
 
-fn rule_relevant(r: &RuleMessage, tables: &BTreeSet<u32>, name: &str) -> bool {
-    let table = r
-        .attributes
+/// The table a rule looks up (the attribute wins over the 8-bit header field).
+pub(crate) fn rule_table(r: &RuleMessage) -> u32 {
+    r.attributes
         .iter()
         .find_map(|a| match a {
             RuleAttribute::Table(t) => Some(*t),
             _ => None,
         })
-        .unwrap_or(u32::from(r.header.table));
+        .unwrap_or(u32::from(r.header.table))
+}
+
+fn rule_relevant(r: &RuleMessage, tables: &BTreeSet<u32>, name: &str) -> bool {
+    let table = rule_table(r);
     // main (254), local (255) and default (253) are selected by the kernel's own rules.
     !(253..=255).contains(&table) && tables.contains(&table)
         || r.attributes.iter().any(|a| match a {

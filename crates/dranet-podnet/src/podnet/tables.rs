@@ -10,10 +10,8 @@ use std::io;
 use dranet_core::interface_type::{SOURCE_TABLES, free_source_table, table_for_name};
 use dranet_core::{Addressing, NetworkConfig};
 use rtnetlink::packet_route::RouteNetlinkMessage;
-use rtnetlink::packet_route::route::RouteMessage;
-use rtnetlink::packet_route::rule::{RuleAttribute, RuleMessage};
 
-use super::state::route_table;
+use super::state::{FAMILIES, route_table, routes_and_rules, rule_table};
 use super::{StepResult, at};
 use crate::netns::Rtnl;
 
@@ -55,31 +53,14 @@ pub(super) async fn choose(podr: &Rtnl, name: &str, planned: Option<u32>) -> Ste
 /// The tables of the pod's namespace that hold a route or that a rule looks up, both families.
 async fn in_use(podr: &Rtnl) -> io::Result<BTreeSet<u32>> {
     let mut tables = BTreeSet::new();
-    for family in [
-        rtnetlink::packet_route::AddressFamily::Inet,
-        rtnetlink::packet_route::AddressFamily::Inet6,
-    ] {
-        let mut q = RouteMessage::default();
-        q.header.address_family = family;
-        for m in podr.dump(RouteNetlinkMessage::GetRoute(q)).await? {
-            if let RouteNetlinkMessage::NewRoute(r) = &m {
-                tables.insert(route_table(r));
-            }
-        }
-        let mut q = RuleMessage::default();
-        q.header.family = family;
-        for m in podr.dump(RouteNetlinkMessage::GetRule(q)).await? {
-            if let RouteNetlinkMessage::NewRule(r) = &m {
-                tables.insert(
-                    r.attributes
-                        .iter()
-                        .find_map(|a| match a {
-                            RuleAttribute::Table(t) => Some(*t),
-                            _ => None,
-                        })
-                        .unwrap_or(u32::from(r.header.table)),
-                );
-            }
+    for family in FAMILIES {
+        let (routes, rules) = routes_and_rules(podr, family).await?;
+        for m in routes.iter().chain(&rules) {
+            match m {
+                RouteNetlinkMessage::NewRoute(r) => tables.insert(route_table(r)),
+                RouteNetlinkMessage::NewRule(r) => tables.insert(rule_table(r)),
+                _ => false,
+            };
         }
     }
     Ok(tables)

@@ -6,26 +6,22 @@
 //! names share upstream's routing table, and a child refused the parent's own address.
 
 use std::net::UdpSocket;
-use std::sync::Arc;
 use std::time::Duration;
 
 use dranet_core::interface_type::table_for_name;
 use dranet_core::{Addressing, InterfaceConfig, InterfaceType, NetworkConfig, RouteConfig};
 use dranet_podnet::Error;
 use dranet_podnet::netns::Netns;
-use dranet_podnet::{AttachRequest, PodInterface, PodNet, StepHook, plan_source_tables};
+use dranet_podnet::{AttachRequest, PodInterface, PodNet, plan_source_tables};
 
-use crate::support::{self, Ns, can_run};
+use crate::support::{self, Ns, can_run, failing_at, pod_and_podnet, podnet};
 
 /// A host whose `v0` (a veth end, up, addressed, with the host's default route through it) is
 /// the NIC the pods share.
 fn host(tag: &str) -> Ns {
     let h = Ns::new(tag);
-    h.ip(&["link", "add", "v0", "type", "veth", "peer", "name", "v0p"]);
-    h.ip(&["link", "set", "v0", "mtu", "1500", "up"]);
-    h.ip(&["link", "set", "v0p", "up"]);
-    h.ip(&["addr", "add", "10.9.0.2/24", "dev", "v0"]);
-    h.ip(&["route", "add", "default", "via", "10.9.0.254", "dev", "v0"]);
+    // A veth's MTU is 1500, an Ethernet NIC's.
+    h.veth_with_default("v0", "10.9.0.2/24", "10.9.0.254");
     h
 }
 
@@ -43,21 +39,14 @@ fn child(ty: InterfaceType, address: &str) -> NetworkConfig {
     }
 }
 
+/// [`support::req`] of the host's `v0`.
 fn req<'a>(
     key: &'a str,
     owner: &'a str,
     pod: &'a std::path::Path,
     config: &'a NetworkConfig,
 ) -> AttachRequest<'a> {
-    AttachRequest {
-        key,
-        owner,
-        link: "v0",
-        pod_netns: pod,
-        config,
-        rdma_device: None,
-        source_table: None,
-    }
+    support::req(key, owner, "v0", pod, config)
 }
 
 /// The host's dump less the parent's promiscuity counter, which the kernel raises while the
@@ -68,10 +57,6 @@ fn host_dump(h: &Ns) -> String {
         .filter(|l| !l.contains("\"promiscuity\""))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-fn podnet(h: &Ns, journal: &std::path::Path) -> PodNet {
-    PodNet::new(Netns::open(h.path()).unwrap(), journal).unwrap()
 }
 
 /// A UDP datagram from pod `a` reaches pod `b`'s address through the children.
@@ -352,9 +337,7 @@ async fn a_child_is_refused_its_parents_address() {
     }
     let h = host("chaddr-h");
     h.ip(&["addr", "add", "fd00:9::2/64", "dev", "v0", "nodad"]);
-    let p = Ns::new("chaddr-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "chaddr-p");
     h.ip(&["addr", "add", "10.9.0.99/24", "dev", "v0"]);
     let (host_before, pod_before) = (h.dump(), p.dump());
     for address in ["10.9.0.2/24", "10.9.0.2/32", "fd00:9::2/64", "10.9.0.99/24"] {
@@ -443,15 +426,7 @@ async fn a_failed_step_rolls_the_child_back_and_a_bad_config_touches_nothing() {
     let journal = tempfile::tempdir().unwrap();
     let (host_before, pod_before) = (h.dump(), p.dump());
     for step in ["create", "sysctl", "address", "up", "route", "rule", "done"] {
-        let s = step.to_string();
-        let hook: StepHook = Arc::new(move |x: &str| {
-            if x == s {
-                Err("injected".into())
-            } else {
-                Ok(())
-            }
-        });
-        let pn = podnet(&h, journal.path()).step_hook(hook);
+        let pn = podnet(&h, journal.path()).step_hook(failing_at(step));
         let cfg = child(InterfaceType::Macvlan, "10.9.0.31/24");
         let e = pn
             .attach(&req("claim-3.nic", "sandbox-1", &p.path(), &cfg))

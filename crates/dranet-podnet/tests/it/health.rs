@@ -1,12 +1,9 @@
 //! The state of a link given to a pod, read inside the pod's namespace (root only; skipped with
 //! a message otherwise): a link set down in the pod is a fault, and up again it is not.
 
+use crate::support::{can_run, host_with_veth, pod_and_podnet, req};
 use dranet_core::NetworkConfig;
 use dranet_core::health::Fault;
-use dranet_podnet::netns::Netns;
-use dranet_podnet::{AttachRequest, PodNet};
-
-use crate::support::{Ns, can_run, host_with_veth};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_down_inside_the_pod_is_a_fault_until_it_is_up_again() {
@@ -14,9 +11,7 @@ async fn a_link_down_inside_the_pod_is_a_fault_until_it_is_up_again() {
         return;
     }
     let h = host_with_veth("health-h");
-    let p = Ns::new("health-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = PodNet::new(Netns::open(h.path()).unwrap(), journal.path()).unwrap();
+    let (p, _journal, pn) = pod_and_podnet(&h, "health-p");
     let key = "claim-1.v0";
     assert!(
         pn.pod_link_faults().await.is_empty(),
@@ -24,15 +19,7 @@ async fn a_link_down_inside_the_pod_is_a_fault_until_it_is_up_again() {
     );
     let cfg = NetworkConfig::default();
     let attached = pn
-        .attach(&AttachRequest {
-            key,
-            owner: "sandbox-1",
-            link: "v0",
-            pod_netns: &p.path(),
-            config: &cfg,
-            rdma_device: None,
-            source_table: None,
-        })
+        .attach(&req(key, "sandbox-1", "v0", &p.path(), &cfg))
         .await
         .unwrap();
     let name = attached.pod_name.clone();

@@ -3,11 +3,8 @@
 //! detach must copy them as requests, in the pod and back on the host (root only; skipped with a
 //! message otherwise).
 
+use crate::support::{Ns, can_run, host_with_veth, pod_and_podnet, req};
 use dranet_core::NetworkConfig;
-use dranet_podnet::netns::Netns;
-use dranet_podnet::{AttachRequest, PodNet};
-
-use crate::support::{Ns, can_run, host_with_veth};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_without_carrier_goes_to_the_pod_and_back_with_its_routes() {
@@ -26,20 +23,12 @@ async fn a_link_without_carrier_goes_to_the_pod_and_back_with_its_routes() {
         routes.contains("linkdown"),
         "the kernel marks the routes of a link without carrier: {routes}"
     );
-    let p = Ns::new("ld-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = PodNet::new(Netns::open(h.path()).unwrap(), journal.path()).unwrap();
+    let (p, _journal, pn) = pod_and_podnet(&h, "ld-p");
     let cfg = NetworkConfig::default();
-    let req = AttachRequest {
-        key: "claim-ld-v0",
-        owner: "sandbox-ld",
-        link: "v0",
-        pod_netns: &p.path(),
-        config: &cfg,
-        rdma_device: None,
-        source_table: None,
-    };
-    let attached = pn.attach(&req).await.unwrap();
+    let attached = pn
+        .attach(&req("claim-ld-v0", "sandbox-ld", "v0", &p.path(), &cfg))
+        .await
+        .unwrap();
     let in_pod = p.ip(&["route", "show", "table", "100"]);
     assert!(
         in_pod.contains(&format!(
@@ -77,22 +66,9 @@ async fn a_host_that_refuses_part_of_its_state_still_gets_its_link_back() {
         return;
     }
     let h = host_with_veth("rf-h");
-    let p = Ns::new("rf-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = PodNet::new(Netns::open(h.path()).unwrap(), journal.path()).unwrap();
+    let (p, _journal, pn) = pod_and_podnet(&h, "rf-p");
     let cfg = NetworkConfig::default();
-    let req =
-        |key: &'static str, owner: &'static str, pod: &'static std::path::Path| AttachRequest {
-            key,
-            owner,
-            link: "v0",
-            pod_netns: pod,
-            config: &cfg,
-            rdma_device: None,
-            source_table: None,
-        };
-    let pod_path: &'static std::path::Path = Box::leak(p.path().into_boxed_path());
-    pn.attach(&req("claim-rf-v0", "sandbox-rf", pod_path))
+    pn.attach(&req("claim-rf-v0", "sandbox-rf", "v0", &p.path(), &cfg))
         .await
         .unwrap();
     // A link entering the host namespace takes its `default` IPv6 settings: the recorded
@@ -115,8 +91,9 @@ async fn a_host_that_refuses_part_of_its_state_still_gets_its_link_back() {
     );
     // The NIC is free for the next pod.
     let p2 = Ns::new("rf-q");
-    let pod2: &'static std::path::Path = Box::leak(p2.path().into_boxed_path());
-    let again = pn.attach(&req("claim-rf2-v0", "sandbox-rf2", pod2)).await;
+    let again = pn
+        .attach(&req("claim-rf2-v0", "sandbox-rf2", "v0", &p2.path(), &cfg))
+        .await;
     assert!(again.is_ok(), "the next pod gets the NIC: {again:?}");
     pn.detach("claim-rf2-v0").await.unwrap();
 }

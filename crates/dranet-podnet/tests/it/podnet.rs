@@ -8,32 +8,13 @@ use std::sync::Arc;
 use dranet_core::{
     EthtoolConfig, InterfaceConfig, NeighborConfig, NetworkConfig, RouteConfig, RuleConfig,
 };
+use dranet_podnet::PodNet;
 use dranet_podnet::netns::Netns;
-use dranet_podnet::{AttachRequest, PodNet};
 
-use crate::support::{self, Ns, bpf, can_run, host_with_macvlan, host_with_veth};
-
-fn podnet(h: &Ns, journal: &std::path::Path) -> PodNet {
-    PodNet::new(Netns::open(h.path()).unwrap(), journal).unwrap()
-}
-
-fn req<'a>(
-    key: &'a str,
-    owner: &'a str,
-    link: &'a str,
-    pod_netns: &'a std::path::Path,
-    config: &'a NetworkConfig,
-) -> AttachRequest<'a> {
-    AttachRequest {
-        key,
-        owner,
-        link,
-        pod_netns,
-        config,
-        rdma_device: None,
-        source_table: None,
-    }
-}
+use crate::support::{
+    self, Ns, bpf, can_run, failing_at, host_with_macvlan, host_with_veth, pod_and_podnet, podnet,
+    req,
+};
 
 fn full_config() -> NetworkConfig {
     NetworkConfig {
@@ -98,9 +79,7 @@ async fn a_veth_end_is_configured_in_the_pod_and_the_host_gets_everything_back()
         return;
     }
     let h = host_with_veth("veth-h");
-    let p = Ns::new("veth-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "veth-p");
     let host_before = h.dump();
     let pod_before = p.dump();
     let features_before = features(&h, "v0");
@@ -198,9 +177,7 @@ async fn upstreams_long_ethtool_feature_names_apply_and_a_fixed_feature_at_its_v
         return;
     }
     let h = host_with_veth("eth-h");
-    let p = Ns::new("eth-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "eth-p");
     let host_before = h.dump();
     let before = features(&h, "v0");
     assert!(!before.is_changeable("rx-lro") && !before.is_on("rx-lro"));
@@ -250,9 +227,7 @@ async fn a_macvlan_gets_the_hosts_addresses_by_default_and_comes_back() {
         return;
     }
     let h = host_with_macvlan("mv-h");
-    let p = Ns::new("mv-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "mv-p");
     let host_before = h.dump();
 
     let cfg = NetworkConfig::default();
@@ -304,15 +279,7 @@ async fn a_failure_at_any_step_leaves_both_namespaces_as_they_were() {
         "neighbour",
         "done",
     ] {
-        let fail_at = step.to_string();
-        let hook: dranet_podnet::StepHook = Arc::new(move |s: &str| {
-            if s == fail_at {
-                Err(format!("injected failure at {s}"))
-            } else {
-                Ok(())
-            }
-        });
-        let pn = podnet(&h, journal.path()).step_hook(hook);
+        let pn = podnet(&h, journal.path()).step_hook(failing_at(step));
         let err = pn
             .attach(&req("claim-3-v0", "sandbox-3", "v0", &p.path(), &cfg))
             .await
@@ -339,9 +306,7 @@ async fn real_kernel_failures_roll_back_and_name_the_step() {
         return;
     }
     let h = host_with_veth("kfail-h");
-    let p = Ns::new("kfail-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "kfail-p");
     let host_before = h.dump();
     let pod_before = p.dump();
 
@@ -443,9 +408,7 @@ async fn a_macvlan_whose_pod_netns_is_deleted_dies_and_the_journal_lets_it_go() 
         return;
     }
     let h = host_with_macvlan("del-h");
-    let p = Ns::new("del-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "del-p");
     pn.attach(&req(
         "claim-5-mv0",
         "sandbox-5",
@@ -476,9 +439,7 @@ async fn recovery_leaves_live_pods_alone() {
         return;
     }
     let h = host_with_veth("live-h");
-    let p = Ns::new("live-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, journal, pn) = pod_and_podnet(&h, "live-p");
     let host_before = h.dump();
     pn.attach(&req(
         "claim-6-v0",
@@ -647,9 +608,7 @@ mod property {
         }
         let rt = tokio::runtime::Runtime::new().unwrap();
         let h = host_with_veth("prop-h");
-        let p = Ns::new("prop-p");
-        let journal = tempfile::tempdir().unwrap();
-        let pn = podnet(&h, journal.path());
+        let (p, _journal, pn) = pod_and_podnet(&h, "prop-p");
         let host_before = h.dump();
         let pod_before = p.dump();
         let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
@@ -697,9 +656,7 @@ async fn a_link_joins_a_vrf_in_the_pod_and_the_vrf_goes_with_it() {
         return;
     }
     let h = host_with_veth("vrf-h");
-    let p = Ns::new("vrf-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "vrf-p");
     let host_before = h.dump();
     let pod_before = p.dump();
     let mut cfg = full_config();
@@ -748,9 +705,7 @@ async fn an_rdma_device_is_handled_by_the_subsystems_netns_mode() {
         return;
     }
     let h = host_with_veth("rdma-h");
-    let p = Ns::new("rdma-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "rdma-p");
     let host_before = h.dump();
     let pod_before = p.dump();
     let cfg = full_config();
@@ -806,9 +761,7 @@ async fn values_the_kernel_refuses_leave_the_host_its_link() {
         ("veth", host_with_veth("kref-v-h"), "v0"),
         ("macvlan", host_with_macvlan("kref-m-h"), "mv0"),
     ] {
-        let p = Ns::new(&format!("kref-{kind}-p"));
-        let journal = tempfile::tempdir().unwrap();
-        let pn = podnet(&h, journal.path());
+        let (p, _journal, pn) = pod_and_podnet(&h, &format!("kref-{kind}-p"));
         let host_before = h.dump();
         let pod_before = p.dump();
         let mut cases: Vec<(String, NetworkConfig)> = Vec::new();
@@ -1057,9 +1010,7 @@ async fn a_substitute_link_in_the_pod_is_never_given_to_the_host() {
         ("macvlan", host_with_macvlan("subst-m-h"), "mv0"),
         ("veth", host_with_veth("subst-v-h"), "v0"),
     ] {
-        let p = Ns::new(&format!("subst-{kind}-p"));
-        let journal = tempfile::tempdir().unwrap();
-        let pn = podnet(&h, journal.path());
+        let (p, _journal, pn) = pod_and_podnet(&h, &format!("subst-{kind}-p"));
         let mut cfg = NetworkConfig::default();
         cfg.interface.name = "net1".into();
         let a = pn
@@ -1135,9 +1086,7 @@ async fn a_link_the_pod_renamed_comes_back() {
         return;
     }
     let h = host_with_macvlan("ren-h");
-    let p = Ns::new("ren-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, _journal, pn) = pod_and_podnet(&h, "ren-p");
     let host_before = h.dump();
     let mut cfg = NetworkConfig::default();
     cfg.interface.name = "net1".into();
@@ -1158,9 +1107,7 @@ async fn an_unreadable_journal_entry_is_moved_aside_and_the_rest_recovered() {
         return;
     }
     let h = host_with_veth("quar-h");
-    let p = Ns::new("quar-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = podnet(&h, journal.path());
+    let (p, journal, pn) = pod_and_podnet(&h, "quar-p");
     let host_before = h.dump();
     pn.attach(&req(
         "claim-q-v0",

@@ -5,11 +5,9 @@
 //! upstream's claim and upstream's expected outcome; each also checks that detach gives the host
 //! everything back and leaves the pod as it was.
 
+use crate::support::{Ns, can_run, podnet, req};
 use dranet_core::{InterfaceConfig, NetworkConfig};
-use dranet_podnet::netns::Netns;
-use dranet_podnet::{AttachRequest, PodNet};
-
-use crate::support::{Ns, can_run};
+use dranet_testkit::upstream;
 
 /// A host namespace with a veth `link` (its peer up too), up, nothing else.
 fn host_with(tag: &str, link: &str) -> Ns {
@@ -37,19 +35,11 @@ fn static_ip_claim() -> NetworkConfig {
 /// namespaces are as they were.
 async fn attach_check_detach(h: &Ns, p: &Ns, link: &str, cfg: &NetworkConfig, check: impl Fn()) {
     let journal = tempfile::tempdir().unwrap();
-    let pn = PodNet::new(Netns::open(h.path()).unwrap(), journal.path()).unwrap();
+    let pn = podnet(h, journal.path());
     let (host_before, pod_before) = (h.dump(), p.dump());
-    pn.attach(&AttachRequest {
-        key: "claim-1",
-        owner: "sandbox-1",
-        link,
-        pod_netns: &p.path(),
-        config: cfg,
-        rdma_device: None,
-        source_table: None,
-    })
-    .await
-    .unwrap();
+    pn.attach(&req("claim-1", "sandbox-1", link, &p.path(), cfg))
+        .await
+        .unwrap();
     check();
     pn.detach("claim-1").await.unwrap();
     assert_eq!(h.dump(), host_before, "host after detach");
@@ -63,40 +53,14 @@ async fn permanent_neighbor_entry_is_copied_to_pod_namespace() {
     }
     let h = host_with("up-neigh-h", "dummy-neigh");
     let p = Ns::new("up-neigh-p");
-    h.ip(&["addr", "add", "169.254.169.15/32", "dev", "dummy-neigh"]);
-    h.ip(&[
-        "neigh",
-        "add",
-        "192.168.1.1",
-        "lladdr",
-        "00:11:22:33:44:55",
-        "dev",
-        "dummy-neigh",
-        "nud",
-        "permanent",
-    ]);
-    h.ip(&[
-        "-6",
-        "neigh",
-        "add",
-        "2001:db8::1",
-        "lladdr",
-        "00:aa:bb:cc:dd:ee",
-        "dev",
-        "dummy-neigh",
-        "nud",
-        "permanent",
-    ]);
+    upstream::add_permanent_neighbours("dummy-neigh", |a| {
+        h.ip(a);
+    });
     attach_check_detach(&h, &p, "dummy-neigh", &static_ip_claim(), || {
         let neigh = p.ip(&["neigh", "show"]);
-        assert!(
-            neigh.contains("192.168.1.1 dev eth99 lladdr 00:11:22:33:44:55 PERM"),
-            "{neigh}"
-        );
-        assert!(
-            neigh.contains("2001:db8::1 dev eth99 lladdr 00:aa:bb:cc:dd:ee PERM"),
-            "{neigh}"
-        );
+        for want in upstream::PERMANENT_NEIGHBOURS_IN_POD {
+            assert!(neigh.contains(want), "{neigh}");
+        }
     })
     .await;
 }
@@ -108,32 +72,13 @@ async fn route_rules_and_routes_with_non_default_table_are_copied_to_pod_namespa
     }
     let h = host_with("up-rules-h", "dummy-rules");
     let p = Ns::new("up-rules-p");
-    h.ip(&["addr", "add", "169.254.169.13/24", "dev", "dummy-rules"]);
-    h.ip(&[
-        "route",
-        "add",
-        "10.10.10.0/24",
-        "via",
-        "169.254.169.1",
-        "dev",
-        "dummy-rules",
-        "table",
-        "100",
-    ]);
-    h.ip(&[
-        "rule",
-        "add",
-        "from",
-        "10.20.30.0/24",
-        "table",
-        "100",
-        "priority",
-        "500",
-    ]);
+    upstream::add_table_100_and_rule_500("dummy-rules", |a| {
+        h.ip(a);
+    });
     attach_check_detach(&h, &p, "dummy-rules", &static_ip_claim(), || {
         let routes = p.ip(&["route", "show", "table", "100"]);
         assert!(
-            routes.contains("10.10.10.0/24 via 169.254.169.1 dev eth99"),
+            routes.contains(upstream::TABLE_100_ROUTE_IN_POD),
             "{routes}"
         );
         let rules = p.ip(&["rule", "show"]);
@@ -155,14 +100,9 @@ async fn dummy_interface_with_ipv6_subnet_route() {
     }
     let h = host_with("up-v6-h", "dummy-ipv6");
     let p = Ns::new("up-v6-p");
-    h.ip(&[
-        "-6",
-        "addr",
-        "add",
-        "fd36::3:0:e:0:0/96",
-        "dev",
-        "dummy-ipv6",
-    ]);
+    upstream::add_ipv6_subnet("dummy-ipv6", |a| {
+        h.ip(a);
+    });
     // Upstream's `resourceclaim_ipv6_subnet.yaml` has no config: the host's address goes along.
     attach_check_detach(&h, &p, "dummy-ipv6", &NetworkConfig::default(), || {
         let routes = p.ip(&["-6", "route", "show"]);

@@ -78,37 +78,48 @@ pub struct CostEstimate {
 
 // The arithmetic of estimates and sizes is `#[inline]`: the call costs in `functions` use it
 // from another module, where it would otherwise not be inlined (callgrind: ~0.5% of a compile).
+/// An estimate and a size are both `min..=max` intervals, which add, multiply (saturating) and
+/// join alike.
+macro_rules! interval_arithmetic {
+    ($t:ident) => {
+        impl $t {
+            #[inline]
+            fn fixed(v: u64) -> $t {
+                $t { min: v, max: v }
+            }
+            #[inline]
+            fn add(self, o: $t) -> $t {
+                $t {
+                    min: self.min.saturating_add(o.min),
+                    max: self.max.saturating_add(o.max),
+                }
+            }
+            #[inline]
+            fn mul(self, o: $t) -> $t {
+                $t {
+                    min: self.min.saturating_mul(o.min),
+                    max: self.max.saturating_mul(o.max),
+                }
+            }
+            #[inline]
+            fn union(self, o: $t) -> $t {
+                $t {
+                    min: self.min.min(o.min),
+                    max: self.max.max(o.max),
+                }
+            }
+        }
+    };
+}
+
+interval_arithmetic!(CostEstimate);
+
 impl CostEstimate {
-    #[inline]
-    fn fixed(c: u64) -> CostEstimate {
-        CostEstimate { min: c, max: c }
-    }
-    #[inline]
-    fn add(self, o: CostEstimate) -> CostEstimate {
-        CostEstimate {
-            min: self.min.saturating_add(o.min),
-            max: self.max.saturating_add(o.max),
-        }
-    }
-    #[inline]
-    fn mul(self, o: CostEstimate) -> CostEstimate {
-        CostEstimate {
-            min: self.min.saturating_mul(o.min),
-            max: self.max.saturating_mul(o.max),
-        }
-    }
     #[inline]
     fn factor(self, f: f64) -> CostEstimate {
         CostEstimate {
             min: mul_factor(self.min, f),
             max: mul_factor(self.max, f),
-        }
-    }
-    #[inline]
-    fn union(self, o: CostEstimate) -> CostEstimate {
-        CostEstimate {
-            min: self.min.min(o.min),
-            max: self.max.max(o.max),
         }
     }
 }
@@ -125,35 +136,12 @@ const UNKNOWN: Size = Size {
     max: u64::MAX,
 };
 
+interval_arithmetic!(Size);
+
 impl Size {
-    #[inline]
-    fn fixed(s: u64) -> Size {
-        Size { min: s, max: s }
-    }
     #[inline]
     fn up_to(max: u64) -> Size {
         Size { min: 0, max }
-    }
-    #[inline]
-    fn add(self, o: Size) -> Size {
-        Size {
-            min: self.min.saturating_add(o.min),
-            max: self.max.saturating_add(o.max),
-        }
-    }
-    #[inline]
-    fn mul(self, o: Size) -> Size {
-        Size {
-            min: self.min.saturating_mul(o.min),
-            max: self.max.saturating_mul(o.max),
-        }
-    }
-    #[inline]
-    fn union(self, o: Size) -> Size {
-        Size {
-            min: self.min.min(o.min),
-            max: self.max.max(o.max),
-        }
     }
     /// The cost of handling each unit at `f` (rounded up).
     #[inline]

@@ -52,6 +52,31 @@ pub fn claim(
     }
 }
 
+/// Claim `name` of the veth `link`'s device (`dev-<link>`, see [`super::veth`]) as request
+/// `nic`, for one pod, with one config entry from the claim.
+pub fn nic(name: &str, pod: &str, link: &str, config: serde_json::Value) -> ClaimToPrepare {
+    claim(
+        name,
+        &[pod],
+        &[("nic", &format!("dev-{link}"))],
+        vec![opaque("FromClaim", None, config)],
+    )
+}
+
+/// `devices` of pool `pool`, each allocated for request `nic`.
+pub fn nic_results(pool: &str, devices: &[&str]) -> Vec<DeviceRequestAllocationResult> {
+    devices
+        .iter()
+        .map(|d| DeviceRequestAllocationResult {
+            request: "nic".into(),
+            driver: DRIVER_NAME.into(),
+            pool: pool.into(),
+            device: d.to_string(),
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// One opaque `dra.net` config entry.
 pub fn opaque(
     source: &str,

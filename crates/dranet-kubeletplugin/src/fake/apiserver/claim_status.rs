@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use hyper::{Response, StatusCode};
 use serde_json::Value;
 
-use super::http::{Body, json_response, not_found, status};
+use super::http::{Body, not_found, object_response, status};
 use super::{DeviceKey, Shared, bump};
 
 /// Server-side apply of a claim's `status.devices`, checked as the real API server checks it:
@@ -141,10 +141,7 @@ pub(super) fn apply_claim_status(
     claim.metadata.resource_version = Some(rv.to_string());
     st.claims.insert(key, claim.clone());
     st.field_managers.push(manager.clone());
-    json_response(
-        StatusCode::OK,
-        &serde_json::to_value(&claim).unwrap_or(Value::Null),
-    )
+    object_response(StatusCode::OK, &claim)
 }
 
 fn check_device_status(

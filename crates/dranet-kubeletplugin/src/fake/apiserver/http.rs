@@ -37,6 +37,11 @@ pub(super) fn status(code: u16, reason: &str, message: impl Into<String>) -> Res
     )
 }
 
+/// An object as the API server answers with it, with `code`.
+pub(super) fn object_response<T: serde::Serialize>(code: StatusCode, obj: &T) -> Response<Body> {
+    json_response(code, &serde_json::to_value(obj).unwrap_or(Value::Null))
+}
+
 /// The object as JSON, or the API server's 404 Status naming it.
 pub(super) fn found_or_404<T: serde::Serialize>(
     obj: Option<&T>,
@@ -44,10 +49,7 @@ pub(super) fn found_or_404<T: serde::Serialize>(
     name: &str,
 ) -> Response<Body> {
     match obj {
-        Some(o) => json_response(
-            StatusCode::OK,
-            &serde_json::to_value(o).unwrap_or(Value::Null),
-        ),
+        Some(o) => object_response(StatusCode::OK, o),
         None => not_found(resource, name),
     }
 }

@@ -13,12 +13,39 @@ use serde_json::{Value, json};
 
 use super::claim_status::apply_claim_status;
 use super::http::{
-    Body, found_or_404, json_response, list_item, not_found, parse_selector, query, reason_for,
-    selected, status,
+    Body, found_or_404, json_response, list_item, not_found, object_response, parse_selector,
+    query, reason_for, selected, status,
 };
 use super::stored::{as_stored, validate};
 use super::watch::watch;
 use super::{Shared, bump, emit, next_uid};
+
+/// The ResourceSlice of a create's or an update's body, or the API server's refusal (boxed: a
+/// response is large beside a slice).
+fn decode_slice(body: &[u8]) -> Result<ResourceSlice, Box<Response<Body>>> {
+    serde_json::from_slice(body).map_err(|e| {
+        Box::new(status(
+            400,
+            "BadRequest",
+            format!("decoding ResourceSlice: {e}"),
+        ))
+    })
+}
+
+/// Makes `slice` what the API server stores with its feature gates, and validates it; the
+/// refusal otherwise, naming the slice as `what`.
+fn admit(shared: &Shared, slice: &mut ResourceSlice, what: &str) -> Option<Response<Body>> {
+    let gates = shared.lock().feature_gates.clone();
+    if let Err(e) = as_stored(slice, &gates) {
+        return Some(status(400, "BadRequest", e));
+    }
+    let invalid = validate(slice).err()?;
+    Some(status(
+        422,
+        "Invalid",
+        format!("{what} is invalid: {invalid}"),
+    ))
+}
 
 pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
@@ -93,13 +120,7 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
         }
         (&Method::GET, ["api", "v1", "nodes", name]) => {
             let st = shared.lock();
-            match st.nodes.get(*name) {
-                Some(n) => json_response(
-                    StatusCode::OK,
-                    &serde_json::to_value(n).unwrap_or(Value::Null),
-                ),
-                None => status(404, "NotFound", format!("nodes \"{name}\" not found")),
-            }
+            found_or_404(st.nodes.get(*name), "nodes", name)
         }
         (
             &Method::GET,
@@ -190,9 +211,9 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
             found_or_404(st.slices.get(*name), "resourceslices.resource.k8s.io", name)
         }
         (&Method::POST, ["apis", "resource.k8s.io", "v1", "resourceslices"]) => {
-            let mut slice: ResourceSlice = match serde_json::from_slice(&body) {
+            let mut slice = match decode_slice(&body) {
                 Ok(s) => s,
-                Err(e) => return status(400, "BadRequest", format!("decoding ResourceSlice: {e}")),
+                Err(refused) => return *refused,
             };
             if slice
                 .metadata
@@ -206,12 +227,8 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
                     "resourceVersion should not be set on objects to be created",
                 );
             }
-            let gates = shared.lock().feature_gates.clone();
-            if let Err(e) = as_stored(&mut slice, &gates) {
-                return status(400, "BadRequest", e);
-            }
-            if let Err(e) = validate(&slice) {
-                return status(422, "Invalid", format!("ResourceSlice is invalid: {e}"));
+            if let Some(refused) = admit(shared, &mut slice, "ResourceSlice") {
+                return refused;
             }
             let mut st = shared.lock();
             let name = match (
@@ -240,15 +257,12 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
             st.slices.insert(name, slice.clone());
             st.counts.creates += 1;
             emit(shared, &mut st, "ADDED", &slice);
-            json_response(
-                StatusCode::CREATED,
-                &serde_json::to_value(&slice).unwrap_or(Value::Null),
-            )
+            object_response(StatusCode::CREATED, &slice)
         }
         (&Method::PUT, ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
-            let mut slice: ResourceSlice = match serde_json::from_slice(&body) {
+            let mut slice = match decode_slice(&body) {
                 Ok(s) => s,
-                Err(e) => return status(400, "BadRequest", format!("decoding ResourceSlice: {e}")),
+                Err(refused) => return *refused,
             };
             if slice.metadata.name.as_deref() != Some(*name) {
                 return status(
@@ -257,16 +271,8 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
                     "the name of the object does not match the name on the URL",
                 );
             }
-            let gates = shared.lock().feature_gates.clone();
-            if let Err(e) = as_stored(&mut slice, &gates) {
-                return status(400, "BadRequest", e);
-            }
-            if let Err(e) = validate(&slice) {
-                return status(
-                    422,
-                    "Invalid",
-                    format!("ResourceSlice {name} is invalid: {e}"),
-                );
+            if let Some(refused) = admit(shared, &mut slice, &format!("ResourceSlice {name}")) {
+                return refused;
             }
             let mut st = shared.lock();
             let Some(current) = st.slices.get(*name).cloned() else {
@@ -303,10 +309,7 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
             st.slices.insert(name.to_string(), slice.clone());
             st.counts.updates += 1;
             emit(shared, &mut st, "MODIFIED", &slice);
-            json_response(
-                StatusCode::OK,
-                &serde_json::to_value(&slice).unwrap_or(Value::Null),
-            )
+            object_response(StatusCode::OK, &slice)
         }
         (&Method::DELETE, ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
             let opts: Value = if body.is_empty() {
@@ -324,33 +327,23 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
                 return not_found("resourceslices.resource.k8s.io", name);
             };
             let pre = &opts["preconditions"];
-            if let Some(uid) = pre["uid"].as_str()
-                && Some(uid) != current.metadata.uid.as_deref()
-            {
-                return status(
-                    409,
-                    "Conflict",
-                    format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        current.metadata.uid.clone().unwrap_or_default()
-                    ),
-                );
-            }
-            if let Some(rv) = pre["resourceVersion"].as_str()
-                && Some(rv) != current.metadata.resource_version.as_deref()
-            {
-                return status(
-                    409,
-                    "Conflict",
-                    format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                        current
-                            .metadata
-                            .resource_version
-                            .clone()
-                            .unwrap_or_default()
-                    ),
-                );
+            let meta = &current.metadata;
+            for (what, field, held) in [
+                ("UID", "uid", &meta.uid),
+                ("ResourceVersion", "resourceVersion", &meta.resource_version),
+            ] {
+                if let Some(want) = pre[field].as_str()
+                    && Some(want) != held.as_deref()
+                {
+                    let held = held.as_deref().unwrap_or_default();
+                    return status(
+                        409,
+                        "Conflict",
+                        format!(
+                            "Precondition failed: {what} in precondition: {want}, {what} in object meta: {held}"
+                        ),
+                    );
+                }
             }
             st.slices.remove(*name);
             let rv = bump(&mut st);
@@ -358,10 +351,7 @@ pub(super) async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<
             gone.metadata.resource_version = Some(rv.to_string());
             st.counts.deletes += 1;
             emit(shared, &mut st, "DELETED", &gone);
-            json_response(
-                StatusCode::OK,
-                &serde_json::to_value(&gone).unwrap_or(Value::Null),
-            )
+            object_response(StatusCode::OK, &gone)
         }
         _ => status(
             404,

@@ -147,6 +147,19 @@ pub struct Harness {
     pub kubelet: FakeKubelet,
 }
 
+/// A plugin's builder as the tests make it: `driver` as [`DRIVER`] on [`NODE`], talking to
+/// `api`, the kubelet's root directory `root`.
+pub fn builder_for(
+    driver: RecordingDriver,
+    api: &FakeApiServer,
+    root: &std::path::Path,
+) -> KubeletPluginBuilder<RecordingDriver, KubeClient> {
+    KubeletPlugin::builder(driver, api.client().unwrap().field_manager(DRIVER))
+        .driver_name(DRIVER)
+        .node_name(NODE)
+        .kubelet_root_dir(root)
+}
+
 impl Harness {
     pub async fn start() -> Self {
         Self::start_with(|b| b).await
@@ -161,11 +174,7 @@ impl Harness {
         let api = FakeApiServer::start().await.unwrap();
         api.add_node(NODE);
         let driver = RecordingDriver::default();
-        let builder =
-            KubeletPlugin::builder(driver.clone(), api.client().unwrap().field_manager(DRIVER))
-                .driver_name(DRIVER)
-                .node_name(NODE)
-                .kubelet_root_dir(dir.path());
+        let builder = builder_for(driver.clone(), &api, dir.path());
         let plugin = f(builder).start().await.unwrap();
         let kubelet = FakeKubelet::connect(plugin.registration_socket())
             .await
