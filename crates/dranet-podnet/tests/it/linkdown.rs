@@ -109,23 +109,15 @@ async fn a_pod_namespace_torn_down_before_the_detach_still_gives_the_link_back()
     }
     let h = host_with_veth("td-h");
     let host_before = h.dump();
-    let p = Ns::new("td-p");
-    let journal = tempfile::tempdir().unwrap();
-    let pn = PodNet::new(Netns::open(h.path()).unwrap(), journal.path()).unwrap();
+    let (p, _journal, pn) = pod_and_podnet(&h, "td-p");
     let cfg = NetworkConfig::default();
-    let req = AttachRequest {
-        key: "claim-td-v0",
-        owner: "sandbox-td",
-        link: "v0",
-        pod_netns: &p.path(),
-        config: &cfg,
-        rdma_device: None,
-        source_table: None,
-    };
-    pn.attach(&req).await.unwrap();
+    let path = p.path();
+    pn.attach(&req("claim-td-v0", "sandbox-td", "v0", &path, &cfg))
+        .await
+        .unwrap();
     // The runtime's teardown: the namespace's mount goes, nothing of the pod holds it.
     drop(p);
-    assert!(!req.pod_netns.exists(), "unmounted");
+    assert!(!path.exists(), "unmounted");
     pn.detach("claim-td-v0").await.unwrap();
     assert_eq!(h.dump(), host_before, "the host has v0 back as it was");
     assert!(pn.journal().entries().unwrap().is_empty());

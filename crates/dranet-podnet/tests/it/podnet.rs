@@ -408,7 +408,7 @@ async fn a_macvlan_whose_pod_netns_is_deleted_dies_and_the_journal_lets_it_go() 
         return;
     }
     let h = host_with_macvlan("del-h");
-    let (p, _journal, pn) = pod_and_podnet(&h, "del-p");
+    let (p, journal, pn) = pod_and_podnet(&h, "del-p");
     pn.attach(&req(
         "claim-5-mv0",
         "sandbox-5",
@@ -1010,7 +1010,7 @@ async fn a_substitute_link_in_the_pod_is_never_given_to_the_host() {
         ("macvlan", host_with_macvlan("subst-m-h"), "mv0"),
         ("veth", host_with_veth("subst-v-h"), "v0"),
     ] {
-        let (p, _journal, pn) = pod_and_podnet(&h, &format!("subst-{kind}-p"));
+        let (p, journal, pn) = pod_and_podnet(&h, &format!("subst-{kind}-p"));
         let mut cfg = NetworkConfig::default();
         cfg.interface.name = "net1".into();
         let a = pn
