@@ -41,6 +41,9 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "PATH", default_value = "/opt/dranet/bin/dranet",
           value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from))]
     hook_path: PathBuf,
+    /// Where the daemon writes the hook's CDI specs (`dranet run --cdi-dir`).
+    #[arg(long, value_name = "DIR", default_value = dranet_driver::daemon::DEFAULT_CDI_DIR)]
+    cdi_dir: PathBuf,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -81,6 +84,7 @@ pub fn run(a: &DoctorArgs) -> Result<(), CliError> {
                 None => read_first(&CONTAINERD_CONFIGS.map(std::path::Path::new)),
             },
             hook_path: (!a.hook_path.as_os_str().is_empty()).then(|| a.hook_path.clone()),
+            cdi_dir: a.cdi_dir.clone(),
         },
     };
     let findings = check(&input);

@@ -117,11 +117,8 @@ impl<'a> Bench<'a> {
         let mut cmd = self.kit.dranet_run(bin, &self.state(), self.port);
         cmd.args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
             .args(["--nri-request-timeout", NRI_TIMEOUT])
-            .args(["--cdi-dir", self.kit.var("DRANET_K8S_CDI_DIR")]);
-        if !extra.iter().any(|a| a.starts_with("--hook-path")) {
-            cmd.args(["--hook-path", bin]);
-        }
-        cmd.args(extra).args(["--log", "info"]);
+            .args(extra)
+            .args(["--log", "info"]);
         let d = Daemon::spawn(
             cmd,
             self.tmp.path().join(format!("dranet-{}.log", self.started)),
@@ -399,8 +396,6 @@ pub(crate) fn a_larger_containerd_timeout_attaches_at_sandbox_creation(kit: &Kit
     let bin = env!("CARGO_BIN_EXE_dranet");
     let mut cmd = kit.dranet_run(bin, &b.state(), b.port);
     cmd.args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
-        .args(["--hook-path", bin])
-        .args(["--cdi-dir", kit.var("DRANET_K8S_CDI_DIR")])
         .args(["--log", "info"]);
     b.started += 1;
     let mut d = Daemon::spawn(cmd, b.tmp.path().join("dranet-2s.log"));

@@ -285,6 +285,7 @@ impl<'a> Env<'a> {
             names.join(", ")
         );
         let mut cmd = self.kit.command(&self.bin);
+        self.kit.hook_env(&mut cmd, &self.bin.to_string_lossy());
         cmd.arg("run")
             .args(["--hostname-override", self.kit.node()])
             .args(["--kubeconfig", self.kit.var("KUBECONFIG")])

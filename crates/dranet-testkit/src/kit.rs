@@ -457,7 +457,15 @@ impl Kit {
             .arg(state)
             .args(["--bind-address", &format!("127.0.0.1:{port}")])
             .args(["--inventory-min-poll-interval", "0"]);
+        self.hook_env(&mut cmd, &bin);
         cmd
+    }
+
+    /// The hook of a `dranet run` on this node: `bin` itself, through the kit containerd's CDI
+    /// directory (as environment, so that a test's own `--hook-path` or `--cdi-dir` wins).
+    pub fn hook_env(&self, cmd: &mut Command, bin: &str) {
+        cmd.env("DRANET_HOOK_PATH", bin)
+            .env("DRANET_CDI_DIR", self.var("DRANET_K8S_CDI_DIR"));
     }
 
     /// The kit component's log, e.g. `kubelet`.

@@ -40,6 +40,27 @@ pub fn nri_request_timeout(config: &str) -> Result<Option<Duration>, String> {
     Ok(None)
 }
 
+/// containerd's CDI spec directories when its configuration does not set them.
+pub const DEFAULT_CDI_SPEC_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
+
+/// `cdi_spec_dirs` of a containerd configuration, if set.
+pub fn cdi_spec_dirs(config: &str) -> Option<Vec<String>> {
+    config.lines().find_map(|line| {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let (key, value) = line.split_once('=')?;
+        if key.trim() != "cdi_spec_dirs" {
+            return None;
+        }
+        let list = value.trim().strip_prefix('[')?.strip_suffix(']')?;
+        Some(
+            list.split(',')
+                .map(|d| d.trim().trim_matches(['"', '\'']).to_string())
+                .filter(|d| !d.is_empty())
+                .collect(),
+        )
+    })
+}
+
 /// What doctor knows of the runtime's deadline and the hook.
 #[derive(Debug, Clone)]
 pub struct AttachInput {
@@ -47,6 +68,8 @@ pub struct AttachInput {
     pub containerd_config: Option<(PathBuf, String)>,
     /// Where the hook should be on the host (`dranet run --hook-path`); `None`: not used.
     pub hook_path: Option<PathBuf>,
+    /// Where the daemon writes the hook's CDI specs (`dranet run --cdi-dir`).
+    pub cdi_dir: PathBuf,
 }
 
 /// The findings: the timeout the daemon must be told, and the hook.
@@ -98,6 +121,30 @@ pub fn check(input: &AttachInput, out: &mut Vec<Finding>) {
     let Some(hook) = &input.hook_path else {
         return;
     };
+    // The runtime must read the specs the daemon writes: a CDI device it cannot resolve fails
+    // the container.
+    let dirs = input
+        .containerd_config
+        .as_ref()
+        .and_then(|(_, t)| cdi_spec_dirs(t))
+        .unwrap_or_else(|| DEFAULT_CDI_SPEC_DIRS.map(String::from).to_vec());
+    let same = |d: &String| {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        canon(Path::new(d)) == canon(&input.cdi_dir)
+    };
+    if !dirs.iter().any(same) {
+        out.push(finding(
+            Status::Fail,
+            "runtime",
+            format!(
+                "the daemon's CDI directory {} is not one the runtime reads ({}): with the hook \
+                 on, every container of a pod with a dra.net claim fails (unresolvable CDI device)",
+                input.cdi_dir.display(),
+                dirs.join(", ")
+            ),
+            Some("run the daemon with --cdi-dir set to one of the runtime's cdi_spec_dirs (Helm: cdiDir), or turn the hook off"),
+        ));
+    }
     if hook.is_file() {
         out.push(finding(
             Status::Ok,
@@ -153,6 +200,36 @@ mod tests {
     }
 
     #[test]
+    fn a_cdi_directory_the_runtime_does_not_read_fails() {
+        assert_eq!(
+            cdi_spec_dirs("  cdi_spec_dirs = [\"/tmp/k/cdi\", '/etc/cdi']\n"),
+            Some(vec!["/tmp/k/cdi".to_string(), "/etc/cdi".to_string()])
+        );
+        assert_eq!(cdi_spec_dirs("enable_cdi = true\n"), None);
+        let input = |config: &str| AttachInput {
+            containerd_config: Some(("/c.toml".into(), config.into())),
+            hook_path: Some("/nonexistent/dranet".into()),
+            cdi_dir: "/var/run/cdi".into(),
+        };
+        let mut out = Vec::new();
+        check(
+            &input("enable_cdi = true\ncdi_spec_dirs = [\"/tmp/k/cdi\"]\n"),
+            &mut out,
+        );
+        assert!(
+            out.iter()
+                .any(|f| f.status == Status::Fail && f.message.contains("/tmp/k/cdi")),
+            "{out:?}"
+        );
+        let mut out = Vec::new();
+        check(&input("enable_cdi = true\n"), &mut out);
+        assert!(
+            out.iter().all(|f| f.status != Status::Fail),
+            "the defaults hold /var/run/cdi: {out:?}"
+        );
+    }
+
+    #[test]
     fn a_shorter_timeout_and_a_missing_hook_are_warnings_with_their_fix() {
         let mut out = Vec::new();
         check(
@@ -163,6 +240,7 @@ mod tests {
                         .into(),
                 )),
                 hook_path: Some("/nonexistent/dranet".into()),
+                cdi_dir: "/var/run/cdi".into(),
             },
             &mut out,
         );
@@ -187,6 +265,7 @@ mod tests {
             &AttachInput {
                 containerd_config: None,
                 hook_path: None,
+                cdi_dir: "/var/run/cdi".into(),
             },
             &mut out,
         );
