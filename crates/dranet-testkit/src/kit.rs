@@ -446,7 +446,7 @@ impl Kit {
     /// target/release/dranet).
     pub fn dranet_run(&self, bin: &str, state: &Path, port: u16) -> Command {
         let bin = std::env::var("DRANET_DAEMON_BIN").unwrap_or_else(|_| bin.to_string());
-        let mut cmd = self.command(bin);
+        let mut cmd = self.command(&bin);
         cmd.arg("run")
             .args(["--hostname-override", self.node()])
             .args(["--kubeconfig", self.var("KUBECONFIG")])
