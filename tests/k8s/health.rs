@@ -287,9 +287,15 @@ pub(crate) fn device_health_on_a_real_node(kit: &Kit) {
             message.contains(&format!("link {VETH} is")) && message.contains("in the pod of claim"),
             "the driver's reason, read in the pod: {entry}"
         );
+        // The kubelet names a device by its CDI ID when it has one: the hook's, one a device.
+        let claim = kit.pod_claim("tolerant-pod").expect("the pod's claim");
+        let uid = kit.get_json(&["resourceclaim", &claim])["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         assert_eq!(
             entry["resources"][0]["resourceID"],
-            format!("dra.net/{}/{VETH}", kit.node())
+            format!("dra.net/pod={uid}-{VETH}")
         );
         // ... and has it again.
         set_peer(true);

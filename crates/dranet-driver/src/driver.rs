@@ -671,13 +671,11 @@ impl NetworkDriver {
         };
         lock(&self.state).insert_claim(record);
         Ok(Prepared {
-            // The hook once a claim: the first device carries it.
             devices: claim
                 .results
                 .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let ids = if i == 0 { hook_ids.clone() } else { Vec::new() };
+                .map(|r| {
+                    let ids = hook_ids.get(&r.device).cloned().into_iter().collect();
                     PreparedDevice::for_result(r, ids)
                 })
                 .collect(),
@@ -685,28 +683,45 @@ impl NetworkDriver {
         })
     }
 
-    /// The CDI spec of a claim whose netdevs go into its pods: one device, the hook. Its IDs.
-    fn write_hook(&self, c: &ClaimRecord) -> Result<Vec<String>> {
+    /// The CDI spec of a claim whose netdevs go into its pods: a CDI device for each of its
+    /// devices, each carrying the hook (the kubelet names a device by its CDI ID where it has
+    /// one, in the pod's `allocatedResourcesStatus`, so every device gets its own, named after
+    /// it). The IDs by device.
+    fn write_hook(&self, c: &ClaimRecord) -> Result<BTreeMap<String, String>> {
         let Some(b) = &self.barrier else {
-            return Ok(Vec::new());
+            return Ok(BTreeMap::new());
         };
         if !c.devices.iter().any(|d| d.netdev.is_some()) {
-            return Ok(Vec::new());
+            return Ok(BTreeMap::new());
         }
-        let edits = ContainerEdits::default().hook(CdiHook {
+        let hook = CdiHook {
             hook_name: "createRuntime".into(),
             path: b.hook.path.to_string_lossy().into_owned(),
             args: b.hook.args(),
             env: Vec::new(),
             // The runtime's own bound, past the hook's.
             timeout: i64::try_from(b.hook.timeout.as_secs() + 10).ok(),
-        });
-        b.cdi
-            .write_claim(&c.uid, vec![CdiDevice::new("attach", edits)])
-            .map_err(|e| Error::Claim {
-                claim: format!("{}/{}", c.namespace, c.name),
-                reason: format!("could not write the CDI spec that holds the pod's containers until its devices are in: {e}"),
-            })
+        };
+        // A device shared by two results of the claim is one CDI device.
+        let names: Vec<String> = c
+            .devices
+            .iter()
+            .map(|d| d.device.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let devices = names
+            .iter()
+            .map(|n| CdiDevice::new(n.clone(), ContainerEdits::default().hook(hook.clone())))
+            .collect();
+        let ids = b.cdi.write_claim(&c.uid, devices).map_err(|e| Error::Claim {
+            claim: format!("{}/{}", c.namespace, c.name),
+            reason: format!(
+                "could not write the CDI spec that holds the pod's containers until its devices \
+                 are in: {e}"
+            ),
+        })?;
+        Ok(names.into_iter().zip(ids).collect())
     }
 
     /// Checks a device's final configuration against the device as discovered and against its

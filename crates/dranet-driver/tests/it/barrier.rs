@@ -114,6 +114,42 @@ fn container(name: &str, hooks: Vec<Hook>) -> Container {
     }
 }
 
+/// The tight policy with the hook, its socket and markers under `dir`.
+fn hooked_policy(dir: &std::path::Path) -> (HookConfig, AttachPolicy) {
+    let hook = HookConfig {
+        path: "/opt/dranet/bin/dranet".into(),
+        socket: dir.join("hook.sock"),
+        markers: dir.to_path_buf(),
+        timeout: Duration::from_secs(60),
+    };
+    let mut policy = tight(Duration::from_secs(60));
+    policy.hook = Some(hook.clone());
+    (hook, policy)
+}
+
+/// What the hook of a container of `sandbox` (in `netns`) asks, waiting up to 30 s.
+fn hook_request(sandbox: &dranet_nri::PodSandbox, netns: &Ns) -> HookRequest {
+    HookRequest {
+        sandbox_id: sandbox.id.clone(),
+        pod_uid: sandbox.uid.clone(),
+        pod_name: sandbox.name.clone(),
+        pod_namespace: sandbox.namespace.clone(),
+        netns: netns.path().display().to_string(),
+        wait_ms: 30_000,
+    }
+}
+
+/// A container whose CDI device added `hook`.
+fn hooked_container(hook: &HookConfig) -> Container {
+    container(
+        "app",
+        vec![Hook {
+            path: hook.path.display().to_string(),
+            args: hook.args(),
+        }],
+    )
+}
+
 fn links_in(ns: &Ns) -> usize {
     (0..8)
         .filter(|i| ns.try_ip(&["link", "show", &format!("net{i}")]))
@@ -250,40 +286,18 @@ async fn the_hook_attaches_a_pod_whose_sandbox_start_was_missed() {
     let host_before = b.host.dump();
     let p = Ns::new("bar-hook-p");
     let marks = tempfile::tempdir().unwrap();
-    let hook = HookConfig {
-        path: "/opt/dranet/bin/dranet".into(),
-        socket: marks.path().join("hook.sock"),
-        markers: marks.path().to_path_buf(),
-        timeout: Duration::from_secs(60),
-    };
-    let mut policy = tight(Duration::from_secs(60));
-    policy.hook = Some(hook.clone());
+    let (hook, policy) = hooked_policy(marks.path());
     let (hooks, _) = b.hooks(policy);
     b.prepare(&hooks, "ph").await;
     let sandbox = pod("ph", &p);
-    let answer = hooks
-        .hook_request(HookRequest {
-            sandbox_id: sandbox.id.clone(),
-            pod_uid: sandbox.uid.clone(),
-            pod_name: sandbox.name.clone(),
-            pod_namespace: sandbox.namespace.clone(),
-            netns: p.path().display().to_string(),
-            wait_ms: 30_000,
-        })
-        .await;
+    let answer = hooks.hook_request(hook_request(&sandbox, &p)).await;
     assert!(answer.attached, "{answer:?}");
     assert_eq!(links_in(&p), 8);
     assert!(
         marks.path().join(&sandbox.id).exists(),
         "marked for later containers"
     );
-    let hooked = container(
-        "app",
-        vec![Hook {
-            path: hook.path.display().to_string(),
-            args: hook.args(),
-        }],
-    );
+    let hooked = hooked_container(&hook);
     hooks.create_container(&sandbox, &hooked).await.unwrap();
     // The runtime's late RunPodSandbox finds it attached.
     hooks.run_pod_sandbox(&sandbox).await.unwrap();
@@ -304,25 +318,12 @@ async fn only_a_container_without_the_hook_is_refused_while_attaching() {
     let b = Bench::new("bar-both");
     let p = Ns::new("bar-both-p");
     let marks = tempfile::tempdir().unwrap();
-    let hook = HookConfig {
-        path: "/opt/dranet/bin/dranet".into(),
-        socket: marks.path().join("hook.sock"),
-        markers: marks.path().to_path_buf(),
-        timeout: Duration::from_secs(60),
-    };
-    let mut policy = tight(Duration::from_secs(60));
-    policy.hook = Some(hook.clone());
+    let (hook, policy) = hooked_policy(marks.path());
     let (hooks, _) = b.hooks(policy);
     b.prepare(&hooks, "pb").await;
     let sandbox = pod("pb", &p);
     hooks.run_pod_sandbox(&sandbox).await.unwrap();
-    let hooked = container(
-        "app",
-        vec![Hook {
-            path: hook.path.display().to_string(),
-            args: hook.args(),
-        }],
-    );
+    let hooked = hooked_container(&hook);
     hooks.create_container(&sandbox, &hooked).await.unwrap();
     let side = hooks
         .create_container(&sandbox, &container("side", vec![]))
@@ -331,16 +332,7 @@ async fn only_a_container_without_the_hook_is_refused_while_attaching() {
         side.is_err(),
         "a container without the hook waits at CreateContainer"
     );
-    let answer = hooks
-        .hook_request(HookRequest {
-            sandbox_id: sandbox.id.clone(),
-            pod_uid: sandbox.uid.clone(),
-            pod_name: sandbox.name.clone(),
-            pod_namespace: sandbox.namespace.clone(),
-            netns: p.path().display().to_string(),
-            wait_ms: 30_000,
-        })
-        .await;
+    let answer = hooks.hook_request(hook_request(&sandbox, &p)).await;
     assert!(answer.attached, "{answer:?}");
     assert_eq!(links_in(&p), 8, "the hook returned with every NIC in");
     hooks.stop_pod_sandbox(&sandbox).await.unwrap();
