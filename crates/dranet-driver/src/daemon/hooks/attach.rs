@@ -33,11 +33,7 @@ impl Instrumented {
                 Err(self.refusal(pod, &reason))
             }
             Phase::Attaching if self.policy.device_attach_timeout.is_zero() => {
-                let reason = format!(
-                    "its network devices were not attached within the runtime's NRI deadline \
-                     ({:?}) and --device-attach-timeout=0 does not let the attach go on",
-                    self.policy.nri_request_timeout
-                );
+                let reason = self.zero_timeout_reason();
                 self.gate.expire(&pod.id, reason.clone());
                 self.metrics.sandbox_attach("rejected");
                 Err(self.refusal(pod, &reason))
@@ -60,6 +56,14 @@ impl Instrumented {
                 Ok(true)
             }
         }
+    }
+
+    fn zero_timeout_reason(&self) -> String {
+        format!(
+            "its network devices were not attached within the runtime's NRI deadline ({:?}) and \
+             --device-attach-timeout=0 does not let the attach go on",
+            self.policy.nri_request_timeout
+        )
     }
 
     fn refusal(&self, pod: &PodSandbox, reason: &str) -> Error {
@@ -104,10 +108,14 @@ impl Instrumented {
         let r = tokio::select! {
             r = &mut attach => r,
             () = tokio::time::sleep(limit) => {
-                let reason = format!(
-                    "its network devices were not attached within {limit:?} \
-                     (--device-attach-timeout)"
-                );
+                let reason = if self.policy.device_attach_timeout.is_zero() {
+                    self.zero_timeout_reason()
+                } else {
+                    format!(
+                        "its network devices were not attached within {limit:?} \
+                         (--device-attach-timeout)"
+                    )
+                };
                 if self.gate.expire(&pod.id, reason.clone()) {
                     tracing::warn!(pod = %pod.qualified_name(), "{reason}");
                     self.warn(Self::pod_ref(&pod), "NetworkDeviceAttachTimeout", reason);
