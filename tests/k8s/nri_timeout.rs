@@ -26,6 +26,7 @@ use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, tail, wait_for};
 use dranet_testkit::netns::Veths;
 
 use crate::links::{VETH_FILTER, claim_pod, host_link};
+use crate::manifests::{claim_template, device_class};
 
 const LIMIT: Duration = Duration::from_secs(90);
 /// The NRI request timeout of this module's cluster.
@@ -51,24 +52,11 @@ fn manifests() -> String {
             "      - requests: [n{i}]\n        opaque:\n          driver: dra.net\n          parameters:\n            interface: {{name: net{i}, addresses: [\"10.81.{i}.2/24\"]}}\n"
         );
     }
+    let devices = format!("      requests:\n{requests}      config:\n{config}");
     format!(
-        r#"
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {{name: {CLASS}}}
-spec:
-  selectors:
-  - cel: {{expression: 'device.driver == "dra.net"'}}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: {TEMPLATE}, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
-{requests}      config:
-{config}"#
+        "{}---{}",
+        device_class(CLASS, "dra.net"),
+        claim_template(TEMPLATE, &devices)
     )
 }
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dranet_driver::attach::{AttachPolicy, HookConfig, HookRequest};
+use dranet_driver::daemon::Instrumented;
 use dranet_driver::daemon::metrics::DaemonMetrics;
-use dranet_driver::daemon::{EventWriter, Instrumented};
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::Event;
 use dranet_nri::{Container, Hook, NriPlugin};
 
@@ -49,12 +49,7 @@ impl Bench {
     fn hooks(&self, policy: AttachPolicy) -> (Arc<Instrumented>, Arc<Mutex<Vec<Event>>>) {
         let links: Vec<&str> = self.links.iter().map(String::as_str).collect();
         let driver = support::veth_driver(&self.host, self.state.path(), &links);
-        let events: Arc<Mutex<Vec<Event>>> = Arc::default();
-        let sink = events.clone();
-        let writer: EventWriter = Arc::new(move |ev| {
-            sink.lock().unwrap().push(ev);
-            Box::pin(async { Ok(()) })
-        });
+        let (writer, events) = support::event_sink();
         let hooks = Instrumented::with_policy(
             Arc::new(driver),
             Arc::new(DaemonMetrics::new()),

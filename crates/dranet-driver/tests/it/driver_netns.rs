@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use dranet_driver::NetworkDriver;
+use dranet_driver::daemon::Instrumented;
 use dranet_driver::daemon::metrics::DaemonMetrics;
-use dranet_driver::daemon::{EventWriter, Instrumented};
 use dranet_kubeletplugin::k8s_openapi::api::core::v1::Event;
 use dranet_nri::{Namespace, NriPlugin, PodSandbox};
 
@@ -50,12 +50,7 @@ impl Node {
 
 /// The daemon's hooks around the node's driver, with the Events they record.
 fn hooks(node: &Node) -> (Arc<Instrumented>, Arc<Mutex<Vec<Event>>>) {
-    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
-    let sink = events.clone();
-    let writer: EventWriter = Arc::new(move |ev| {
-        sink.lock().unwrap().push(ev);
-        Box::pin(async { Ok(()) })
-    });
+    let (writer, events) = support::event_sink();
     let hooks = Instrumented::new(
         Arc::new(node.driver()),
         Arc::new(DaemonMetrics::new()),

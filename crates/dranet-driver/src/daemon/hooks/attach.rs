@@ -323,22 +323,19 @@ impl Instrumented {
         });
     }
 
+    /// The marker of `sandbox`, when the hook is on.
+    fn marker(&self, sandbox: &str) -> Option<std::path::PathBuf> {
+        let h = self.policy.hook.as_ref()?;
+        hook::marker(&h.markers, sandbox)
+    }
+
     fn marker_exists(&self, sandbox: &str) -> bool {
-        self.policy
-            .hook
-            .as_ref()
-            .and_then(|h| hook::marker(&h.markers, sandbox))
-            .is_some_and(|m| m.exists())
+        self.marker(sandbox).is_some_and(|m| m.exists())
     }
 
     /// Leaves the marker the hooks of later containers find without asking.
     fn write_marker(&self, sandbox: &str) {
-        let Some(m) = self
-            .policy
-            .hook
-            .as_ref()
-            .and_then(|h| hook::marker(&h.markers, sandbox))
-        else {
+        let Some(m) = self.marker(sandbox) else {
             return;
         };
         if let Err(e) = std::fs::File::create(&m) {
@@ -348,12 +345,7 @@ impl Instrumented {
     }
 
     pub(super) fn remove_marker(&self, sandbox: &str) {
-        if let Some(m) = self
-            .policy
-            .hook
-            .as_ref()
-            .and_then(|h| hook::marker(&h.markers, sandbox))
-        {
+        if let Some(m) = self.marker(sandbox) {
             let _ = std::fs::remove_file(m);
         }
     }

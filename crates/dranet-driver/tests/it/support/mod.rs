@@ -88,3 +88,17 @@ pub fn pod(uid: &str, netns: &Ns) -> PodSandbox {
         ..Default::default()
     }
 }
+
+/// An Event writer for the daemon's hooks that keeps what it is given, and the list it keeps.
+pub fn event_sink() -> (
+    dranet_driver::daemon::EventWriter,
+    Arc<std::sync::Mutex<Vec<dranet_kubeletplugin::k8s_openapi::api::core::v1::Event>>>,
+) {
+    let events: Arc<std::sync::Mutex<Vec<_>>> = Arc::default();
+    let sink = events.clone();
+    let writer: dranet_driver::daemon::EventWriter = Arc::new(move |ev| {
+        sink.lock().unwrap().push(ev);
+        Box::pin(async { Ok(()) })
+    });
+    (writer, events)
+}
