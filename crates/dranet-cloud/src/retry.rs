@@ -77,6 +77,9 @@ impl RetryPolicy {
     {
         let backoff = self.backoff();
         let mut n = 0u32;
+        // The last error the service itself gave: an attempt cut short by the budget's end
+        // says nothing new about the service and must not hide it (a 503 stays the reason).
+        let mut answered: Option<Error> = None;
         loop {
             let wait = backoff.delay(n);
             let left = self.budget.saturating_sub(start.elapsed());
@@ -89,17 +92,70 @@ impl RetryPolicy {
                 Ok(v) => return Ok(v),
                 Err(e) if e.is_transient() && start.elapsed() + wait < self.budget => {
                     tracing::debug!("{what}: {e}; retrying in {wait:?}");
+                    if !matches!(e, Error::Timeout { .. }) {
+                        answered = Some(e);
+                    }
                     tokio::time::sleep(wait).await;
                     n = n.saturating_add(1);
                 }
                 Err(e) if e.is_transient() && !self.budget.is_zero() => {
+                    let cut = timeout < request_timeout && matches!(e, Error::Timeout { .. });
+                    let last = match answered {
+                        Some(earlier) if cut => earlier,
+                        _ => e,
+                    };
                     return Err(Error::GaveUp {
                         after: start.elapsed(),
-                        last: Box::new(e),
+                        last: Box::new(last),
                     });
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A service that answers 503 while it has the whole request timeout, and "times out"
+    /// whenever the budget's end cut the timeout short: the service's 503 is the reason given,
+    /// not the cut.
+    #[tokio::test]
+    async fn a_timeout_cut_by_the_budget_does_not_hide_the_service_answer() {
+        let policy = RetryPolicy {
+            initial_backoff: Duration::from_millis(30),
+            max_backoff: Duration::from_millis(30),
+            budget: Duration::from_millis(100),
+        };
+        let full = Duration::from_millis(50);
+        let url = "http://169.254.169.254/x".to_string();
+        let mut cut = 0;
+        let err = policy
+            .run(full, "test", |timeout| {
+                let url = url.clone();
+                if timeout < full {
+                    cut += 1;
+                }
+                async move {
+                    if timeout < full {
+                        Err::<(), _>(Error::Timeout {
+                            url,
+                            after: timeout,
+                        })
+                    } else {
+                        Err(Error::Status {
+                            url,
+                            status: 503,
+                            body: String::new(),
+                        })
+                    }
+                }
+            })
+            .await
+            .unwrap_err();
+        assert!(cut > 0, "the budget cut no attempt short: {err}");
+        assert_eq!(err.status(), Some(503), "{err}");
     }
 }
