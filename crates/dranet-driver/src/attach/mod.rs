@@ -19,7 +19,7 @@ pub mod gate;
 pub mod hook;
 mod serve;
 
-pub use gate::{AttachGate, Begun, Phase, Settled};
+pub use gate::{AttachGate, Begun, Phase, Settled, Ticket};
 pub use hook::{HookAnswer, HookError, HookRequest};
 pub use serve::{HookHandler, serve};
 

@@ -7,7 +7,7 @@ use dranet_nri::{Container, Namespace, PodSandbox};
 
 use super::{Instrumented, attach_failure_reason, ms};
 use crate::Error;
-use crate::attach::{Begun, HookAnswer, HookRequest, Phase, Settled, hook};
+use crate::attach::{Begun, HookAnswer, HookRequest, Phase, Settled, Ticket, hook};
 
 /// The longest a hook may ask the daemon to wait, whatever it says.
 const MAX_HOOK_WAIT: Duration = Duration::from_secs(600);
@@ -81,15 +81,16 @@ impl Instrumented {
         } else {
             self.gate.begin(&pod.id)
         };
-        if let Begun::Started = begun {
+        if let Begun::Started(ticket) = begun {
             let Some(g) = self.enter_owned() else {
                 // Only while the daemon drops its hooks: nothing will attach.
-                self.gate
-                    .finish(&pod.id, Err("the daemon is stopping".into()));
+                let _ = self
+                    .gate
+                    .finish(&pod.id, ticket, Err("the daemon is stopping".into()));
                 return Phase::Failed("the daemon is stopping".into());
             };
             let pod = pod.clone();
-            tokio::spawn(async move { g.0.run_attach(pod).await });
+            tokio::spawn(async move { g.0.run_attach(pod, ticket).await });
         }
         self.gate
             .wait(&pod.id, limit)
@@ -100,7 +101,7 @@ impl Instrumented {
     /// One pod's attach, to its end: bounded by the policy (past it the waiters are told it
     /// timed out and what it did is given back when it ends), logged, counted and, when it
     /// fails, recorded on the pod.
-    async fn run_attach(&self, pod: PodSandbox) {
+    async fn run_attach(&self, pod: PodSandbox, ticket: Ticket) {
         let t = Instant::now();
         let limit = self.policy.answer_within() + self.policy.device_attach_timeout;
         let attach = self.driver.start_pod(&pod);
@@ -125,9 +126,11 @@ impl Instrumented {
             }
         };
         let (claims, devices) = self.pod_devices(&pod);
-        let settled = self
-            .gate
-            .finish(&pod.id, r.as_ref().map(drop).map_err(|e| e.to_string()));
+        let settled = self.gate.finish(
+            &pod.id,
+            ticket,
+            r.as_ref().map(drop).map_err(|e| e.to_string()),
+        );
         if claims.is_empty() && r.is_ok() {
             return;
         }
