@@ -22,6 +22,8 @@ mod rdma_only;
 mod restore;
 mod source_tables;
 mod status;
+
+use status::Stage;
 mod sync;
 
 pub use status::device_status;
@@ -47,6 +49,7 @@ use dranet_kubeletplugin::{
 use dranet_nri::{Container, ContainerAdjustment, LinuxDevice, NriPlugin, PodSandbox};
 use dranet_podnet::rdma::NetnsMode;
 use dranet_podnet::{AttachRequest, Attached, PodNet, PreflightError, check_parent_addresses};
+use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use crate::attach::HookConfig;
@@ -74,6 +77,9 @@ pub type StatusWriter = Arc<
         + Send
         + Sync,
 >;
+
+/// Told how one device's attach into a pod ended (`true`: it is in) and how long it took.
+pub type DeviceTimer = Arc<dyn Fn(bool, std::time::Duration) + Send + Sync>;
 
 /// Reads a ResourceClaim (namespace, name) as the API server holds it now.
 pub type ClaimReader = Arc<
@@ -128,6 +134,7 @@ pub struct NetworkDriverBuilder {
     cloud: Arc<dyn CloudProvider>,
     profiles: Option<Arc<dyn ProfileProvider>>,
     status: Option<StatusWriter>,
+    device_timer: Option<DeviceTimer>,
     claims: Option<ClaimReader>,
     rdma_mode: Option<NetnsMode>,
     boot_id: Option<Option<String>>,
@@ -178,10 +185,18 @@ impl NetworkDriverBuilder {
         self
     }
 
-    /// Writes claim status (network data and conditions) through `writer`.
+    /// Writes claim status (network data and conditions) through `writer`: each device's
+    /// entry as it attaches, the newest entries of a claim winning over any not yet written.
     #[must_use]
     pub fn status(mut self, writer: StatusWriter) -> Self {
         self.status = Some(writer);
+        self
+    }
+
+    /// Tells `timer` how each device's attach into a pod ended and how long it took.
+    #[must_use]
+    pub fn device_timer(mut self, timer: DeviceTimer) -> Self {
+        self.device_timer = Some(timer);
         self
     }
 
@@ -255,7 +270,8 @@ impl NetworkDriverBuilder {
             profiles: self.profiles,
             profile_locks: dranet_util::NamedLocks::default(),
             records: RwLock::new(None),
-            status: self.status,
+            status: self.status.map(status::StatusBoard::new),
+            device_timer: self.device_timer,
             claims: self.claims,
             rdma_mode,
             inventory: RwLock::new(Arc::new(inventory)),
@@ -365,7 +381,8 @@ pub struct NetworkDriver {
     /// The driver's records in the kubelet plugin's checkpoint (profile records), once the
     /// plugin has handed them over ([`NetworkDriver::restore_records`]).
     records: RwLock<Option<DriverRecords>>,
-    status: Option<StatusWriter>,
+    status: Option<Arc<status::StatusBoard>>,
+    device_timer: Option<DeviceTimer>,
     claims: Option<ClaimReader>,
     rdma_mode: NetnsMode,
     inventory: RwLock<Arc<Inventory>>,
@@ -407,6 +424,7 @@ impl NetworkDriver {
             cloud: Arc::new(NoCloud),
             profiles: None,
             status: None,
+            device_timer: None,
             claims: None,
             rdma_mode: None,
             boot_id: None,
@@ -922,13 +940,25 @@ impl NetworkDriver {
                         rdma_device: d.rdma.as_deref(),
                         source_table: pc.source_table,
                     };
+                    let t = std::time::Instant::now();
                     let r = self.podnet.attach(&req).await;
-                    (c, d, link, key, r)
+                    (c, d, link, key, r, t.elapsed())
                 })
             });
-            for (c, d, link, key, r) in futures::future::join_all(attaches).await {
+            let mut attaches: futures::stream::FuturesUnordered<_> = attaches.collect();
+            let total = attaches.len();
+            // Each device's status as it ends: a pod of many NICs shows how far it has come.
+            while let Some((c, d, link, key, r, took)) = attaches.next().await {
+                if let Some(timer) = &self.device_timer {
+                    timer(r.is_ok(), took);
+                }
                 match r {
-                    Ok(a) => attached.push((key, a)),
+                    Ok(a) => {
+                        attached.push((key, a));
+                        if result.is_ok() && attached.len() < total {
+                            self.report_status(&claims, &attached, Stage::Attaching);
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!(pod = %who, claim = %format!("{}/{}", c.namespace, c.name), device = %d.device, link, netns = %ns.display(), error = %e, "attach failed");
                         if result.is_ok() {
@@ -958,9 +988,10 @@ impl NetworkDriver {
                 }
             }
             self.return_rdma(&mut record).await;
+            self.report_status(&claims, &[], Stage::Failed(&e.user_message()));
             return Err(e);
         }
-        self.report_status(&claims, &attached);
+        self.report_status(&claims, &attached, Stage::Done);
         Ok(())
     }
 

@@ -46,6 +46,7 @@ pub struct DaemonMetrics {
     hotplug_to_publish: Histogram,
     attach: Family<Labels, Counter>,
     attach_duration: Hist,
+    device_attach_duration: Hist,
     restores_owed: Gauge,
     claim_lookups: Family<Labels, Counter>,
     sandbox_attach: Family<Labels, Counter>,
@@ -91,6 +92,7 @@ impl DaemonMetrics {
             hotplug_to_publish: latency(),
             attach: Family::default(),
             attach_duration: Family::new_with_constructor(latency),
+            device_attach_duration: Family::new_with_constructor(latency),
             restores_owed: Gauge::default(),
             claim_lookups: Family::default(),
             sandbox_attach: Family::default(),
@@ -165,6 +167,12 @@ impl DaemonMetrics {
             "pod_device_attach_duration_seconds",
             "How long giving a pod its devices (attach) or taking them back (detach) took",
             m.attach_duration.clone(),
+        );
+        registry.register(
+            "device_attach_duration_seconds",
+            "How long moving and configuring one device into a pod took, by status (a pod's \
+             devices attach side by side)",
+            m.device_attach_duration.clone(),
         );
         registry.register(
             "host_restores_owed",
@@ -288,6 +296,14 @@ impl DaemonMetrics {
             .inc();
         self.attach_duration
             .get_or_create(&labels([("op", op)]))
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// One device's attach into a pod ended after `elapsed`.
+    pub fn device_attach(&self, ok: bool, elapsed: Duration) {
+        let status = if ok { SUCCESS } else { FAILED };
+        self.device_attach_duration
+            .get_or_create(&labels([("status", status)]))
             .observe(elapsed.as_secs_f64());
     }
 

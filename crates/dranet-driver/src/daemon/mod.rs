@@ -403,6 +403,10 @@ impl Daemon {
                 .cloud(config.cloud.clone())
                 .refresh_timeout(config.refresh_timeout)
                 .status(status_writer(api.clone()))
+                .device_timer({
+                    let m = metrics.clone();
+                    Arc::new(move |ok, took| m.device_attach(ok, took))
+                })
                 .claim_reader(claim_reader(api.clone()));
         if let Some(p) = &config.profiles {
             builder = builder.profiles(p.clone());

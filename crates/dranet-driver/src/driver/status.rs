@@ -2,15 +2,28 @@
 
 use super::*;
 
+/// How far a pod's attach has come, for the status of its claims' devices.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Stage<'a> {
+    /// Some of its netdevs are in the pod; the others are still being attached.
+    Attaching,
+    /// Every device is in the pod.
+    Done,
+    /// The attach failed (what was attached was given back); why, in the pod owner's terms.
+    Failed(&'a str),
+}
+
 impl NetworkDriver {
-    /// Writes the status of the pod's claims in the background: the hook does not wait on the
-    /// API server.
+    /// Writes the status of the pod's claims in the background (the attach does not wait on
+    /// the API server): each device's entry as `stage` has it, a device in `attached` as it
+    /// is in the pod.
     pub(super) fn report_status(
         &self,
         claims: &[Arc<ClaimRecord>],
         attached: &[(String, Attached)],
+        stage: Stage<'_>,
     ) {
-        let Some(writer) = self.status.clone() else {
+        let Some(board) = &self.status else {
             return;
         };
         let by_key: HashMap<&str, &Attached> =
@@ -20,26 +33,129 @@ impl NetworkDriver {
             let devices: Vec<AllocatedDeviceStatus> = c
                 .devices
                 .iter()
-                .map(|d| device_status(d, by_key.get(d.key(&c.uid).as_str()).copied(), &now))
+                .map(|d| {
+                    let a = by_key.get(d.key(&c.uid).as_str()).copied();
+                    match (stage, a) {
+                        (Stage::Failed(reason), _) => failed_status(d, reason, &now),
+                        (Stage::Attaching, None) => attaching_status(d, &now),
+                        (_, a) => device_status(d, a, &now),
+                    }
+                })
                 .collect();
-            let (ns, name) = (c.namespace.clone(), c.name.clone());
-            let writer = writer.clone();
-            tokio::spawn(async move {
-                let backoff = dranet_util::Backoff::new(
-                    std::time::Duration::from_millis(200),
-                    std::time::Duration::from_secs(10),
-                );
-                for attempt in 0..STATUS_ATTEMPTS {
-                    match writer(ns.clone(), name.clone(), devices.clone()).await {
-                        Ok(()) => return,
-                        Err(e) => {
-                            tracing::warn!(claim = %format!("{ns}/{name}"), attempt, error = %e, "writing claim status failed");
-                            tokio::time::sleep(backoff.delay(attempt)).await;
+            board.post(c.namespace.clone(), c.name.clone(), devices);
+        }
+    }
+}
+
+/// The claims' status writes: the newest entries of a claim win, one write in flight per claim,
+/// so a pod of 16 NICs attaching one by one costs a few writes, not 16, and an older write
+/// retried never lands after a newer one.
+pub(super) struct StatusBoard {
+    writer: StatusWriter,
+    claims: Mutex<HashMap<(String, String), Slot>>,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// Entries not yet written.
+    newest: Option<Vec<AllocatedDeviceStatus>>,
+    /// A task is writing this claim's entries.
+    writing: bool,
+}
+
+impl StatusBoard {
+    pub(super) fn new(writer: StatusWriter) -> Arc<Self> {
+        Arc::new(Self {
+            writer,
+            claims: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Writes `devices` as claim `namespace/name`'s entries, after (and instead of) any not
+    /// yet written.
+    pub(super) fn post(
+        self: &Arc<Self>,
+        namespace: String,
+        name: String,
+        devices: Vec<AllocatedDeviceStatus>,
+    ) {
+        let key = (namespace, name);
+        let mut claims = lock(&self.claims);
+        let slot = claims.entry(key.clone()).or_default();
+        slot.newest = Some(devices);
+        if slot.writing {
+            return;
+        }
+        slot.writing = true;
+        drop(claims);
+        tokio::spawn(self.clone().drain(key));
+    }
+
+    fn take(&self, key: &(String, String)) -> Option<Vec<AllocatedDeviceStatus>> {
+        let mut claims = lock(&self.claims);
+        let newest = claims.get_mut(key).and_then(|s| s.newest.take());
+        if newest.is_none() {
+            claims.remove(key);
+        }
+        newest
+    }
+
+    fn newer(&self, key: &(String, String)) -> bool {
+        lock(&self.claims)
+            .get(key)
+            .is_some_and(|s| s.newest.is_some())
+    }
+
+    async fn drain(self: Arc<Self>, key: (String, String)) {
+        let backoff = dranet_util::Backoff::new(
+            std::time::Duration::from_millis(200),
+            std::time::Duration::from_secs(10),
+        );
+        while let Some(devices) = self.take(&key) {
+            let (ns, name) = key.clone();
+            for attempt in 0..STATUS_ATTEMPTS {
+                match (self.writer)(ns.clone(), name.clone(), devices.clone()).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        tracing::warn!(claim = %format!("{ns}/{name}"), attempt, error = %e, "writing claim status failed");
+                        tokio::time::sleep(backoff.delay(attempt)).await;
+                        if self.newer(&key) {
+                            // What would be retried is out of date.
+                            break;
                         }
                     }
                 }
-            });
+            }
         }
+    }
+}
+
+/// A device of a pod whose other devices are attaching or attached: not ready yet.
+fn attaching_status(d: &DeviceRecord, now: &Time) -> AllocatedDeviceStatus {
+    let mut s = device_status(d, None, now);
+    s.conditions = Some(vec![not_ready(
+        "NetworkDeviceAttaching",
+        format!("{} is being attached to the pod", d.device),
+        now,
+    )]);
+    s
+}
+
+/// A device of a pod whose attach failed: not in the pod, and why.
+fn failed_status(d: &DeviceRecord, reason: &str, now: &Time) -> AllocatedDeviceStatus {
+    let mut s = device_status(d, None, now);
+    s.conditions = Some(vec![not_ready(
+        "NetworkDeviceAttachFailed",
+        format!("the pod's network devices were not attached: {reason}"),
+        now,
+    )]);
+    s
+}
+
+fn not_ready(reason: &str, message: String, now: &Time) -> Condition {
+    Condition {
+        status: "False".into(),
+        ..condition("Ready", reason, message, now)
     }
 }
 
@@ -113,5 +229,74 @@ pub fn device_status(
         conditions: Some(conditions).filter(|c| !c.is_empty()),
         network_data,
         data: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex as StdMutex;
+
+    fn entries(tag: &str) -> Vec<AllocatedDeviceStatus> {
+        vec![AllocatedDeviceStatus {
+            driver: DRIVER_NAME.into(),
+            pool: "node-a".into(),
+            device: tag.into(),
+            ..Default::default()
+        }]
+    }
+
+    /// The first write blocks until released and the second fails: newer entries posted
+    /// meanwhile replace those not yet written, and a failed write is not retried once newer
+    /// entries wait.
+    #[test]
+    fn the_newest_entries_of_a_claim_win() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let written: Arc<StdMutex<Vec<String>>> = Arc::default();
+            let release = Arc::new(tokio::sync::Notify::new());
+            let calls = Arc::new(AtomicUsize::new(0));
+            let writer: StatusWriter = {
+                let (written, release, calls) = (written.clone(), release.clone(), calls.clone());
+                Arc::new(move |_ns, _name, devices: Vec<AllocatedDeviceStatus>| {
+                    let (written, release) = (written.clone(), release.clone());
+                    let n = calls.fetch_add(1, Ordering::SeqCst);
+                    Box::pin(async move {
+                        if n == 0 {
+                            release.notified().await;
+                        }
+                        if n == 1 {
+                            return Err("conflict".to_string());
+                        }
+                        lock(&written).push(devices[0].device.clone());
+                        Ok(())
+                    })
+                })
+            };
+            let board = StatusBoard::new(writer);
+            let post = |tag: &str| board.post("ml".into(), "c".into(), entries(tag));
+            post("first");
+            tokio::task::yield_now().await;
+            post("second");
+            post("third");
+            release.notify_one();
+            // "third" fails once (the second call); "fourth", posted while it is retried,
+            // replaces it.
+            while calls.load(Ordering::SeqCst) < 2 {
+                tokio::task::yield_now().await;
+            }
+            post("fourth");
+            for _ in 0..200 {
+                if lock(&board.claims).is_empty() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            assert_eq!(*lock(&written), ["first", "fourth"]);
+            assert!(lock(&board.claims).is_empty(), "nothing left to write");
+        });
     }
 }

@@ -20,6 +20,9 @@ struct Bench {
     host: Ns,
     state: tempfile::TempDir,
     links: Vec<String>,
+    /// The claim status the driver wrote, write by write.
+    statuses: support::Statuses,
+    status_writer: dranet_driver::StatusWriter,
 }
 
 impl Bench {
@@ -39,16 +42,21 @@ impl Bench {
             ]);
             host.ip(&["link", "set", l, "up"]);
         }
+        let (status_writer, statuses) = support::status_sink();
         Bench {
             host,
             state: tempfile::tempdir().unwrap(),
             links,
+            statuses,
+            status_writer,
         }
     }
 
     fn hooks(&self, policy: AttachPolicy) -> (Arc<Instrumented>, Arc<Mutex<Vec<Event>>>) {
         let links: Vec<&str> = self.links.iter().map(String::as_str).collect();
-        let driver = support::veth_driver(&self.host, self.state.path(), &links);
+        let writer = self.status_writer.clone();
+        let driver =
+            support::veth_driver_with(&self.host, self.state.path(), &links, |b| b.status(writer));
         let (writer, events) = support::event_sink();
         let hooks = Instrumented::with_policy(
             Arc::new(driver),
@@ -369,4 +377,92 @@ async fn a_container_of_a_missed_sandbox_waits_for_its_attach() {
     hooks.remove_pod_sandbox(&sandbox).await.unwrap();
     settle(&hooks).await;
     assert_eq!(b.host.dump(), host_before);
+}
+
+/// Each device's claim status as it attaches: `Ready` only grows, a device not yet in says
+/// `NetworkDeviceAttaching`, and the last write has all eight in, with their network data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_status_follows_each_device_as_it_attaches() {
+    if !can_run("the_claim_status_follows_each_device_as_it_attaches") {
+        return;
+    }
+    let b = Bench::new("bar-st");
+    let p = Ns::new("bar-st-p");
+    let (hooks, _) = b.hooks(tight(Duration::from_secs(60)));
+    b.prepare(&hooks, "pst").await;
+    hooks.run_pod_sandbox(&pod("pst", &p)).await.unwrap();
+    settle(&hooks).await;
+    let writes = written_until(&b.statuses, |w| ready(w).len() == 8).await;
+    let mut before = 0;
+    for w in &writes {
+        assert_eq!(w.len(), 8, "every device of the claim, each write: {w:?}");
+        for d in w {
+            let c = &d.conditions.as_ref().unwrap()[0];
+            match (c.status.as_str(), c.reason.as_str()) {
+                ("True", "NetworkDeviceReady") => assert!(d.network_data.is_some(), "{d:?}"),
+                ("False", "NetworkDeviceAttaching") => assert!(d.network_data.is_none()),
+                other => panic!("{}: {other:?}", d.device),
+            }
+        }
+        let now = ready(w).len();
+        assert!(now >= before, "a device went from Ready back: {writes:?}");
+        before = now;
+    }
+}
+
+/// A pod whose attach fails (one of its eight links is gone): every device's status says
+/// `NetworkDeviceAttachFailed` and why, even after earlier writes said some were in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attach_is_what_the_claim_status_says_last() {
+    if !can_run("a_failed_attach_is_what_the_claim_status_says_last") {
+        return;
+    }
+    let b = Bench::new("bar-stf");
+    let p = Ns::new("bar-stf-p");
+    let (hooks, _) = b.hooks(tight(Duration::from_secs(60)));
+    b.prepare(&hooks, "pstf").await;
+    b.host.ip(&["link", "del", "b5"]);
+    hooks.run_pod_sandbox(&pod("pstf", &p)).await.unwrap();
+    settle(&hooks).await;
+    let writes = written_until(&b.statuses, |w| {
+        w.iter()
+            .all(|d| d.conditions.as_ref().unwrap()[0].reason == "NetworkDeviceAttachFailed")
+    })
+    .await;
+    let last = writes.last().unwrap();
+    assert_eq!(last.len(), 8);
+    for d in last {
+        let c = &d.conditions.as_ref().unwrap()[0];
+        assert_eq!((c.type_.as_str(), c.status.as_str()), ("Ready", "False"));
+        assert!(c.message.contains("dev-b5"), "{}", c.message);
+        assert!(d.network_data.is_none());
+    }
+    assert_eq!(links_in(&p), 0, "what was attached was given back");
+}
+
+/// The devices a status write says are in the pod.
+fn ready(
+    w: &[dranet_kubeletplugin::k8s_openapi::api::resource::v1::AllocatedDeviceStatus],
+) -> Vec<&str> {
+    w.iter()
+        .filter(|d| d.conditions.as_ref().is_some_and(|c| c[0].status == "True"))
+        .map(|d| d.device.as_str())
+        .collect()
+}
+
+/// The writes so far, once the last satisfies `done` (at most 10 s).
+async fn written_until(
+    statuses: &support::Statuses,
+    done: impl Fn(
+        &[dranet_kubeletplugin::k8s_openapi::api::resource::v1::AllocatedDeviceStatus],
+    ) -> bool,
+) -> Vec<Vec<dranet_kubeletplugin::k8s_openapi::api::resource::v1::AllocatedDeviceStatus>> {
+    for _ in 0..1000 {
+        let w = statuses.lock().unwrap().clone();
+        if w.last().is_some_and(|l| done(l)) {
+            return w;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the status never got there: {:?}", statuses.lock().unwrap());
 }

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dranet_core::{Discover, Netdev, NetworkDevice};
 use dranet_driver::{NetworkDriver, NetworkDriverBuilder, Rescan};
+use dranet_kubeletplugin::k8s_openapi::api::resource::v1::AllocatedDeviceStatus;
 use dranet_nri::{Namespace, PodSandbox};
 use dranet_podnet::PodNet;
 use dranet_podnet::netns::Netns;
@@ -60,6 +61,16 @@ pub fn veth(name: &str) -> NetworkDevice {
 /// A driver whose node has the veth ends `links` of `host` (as [`veth`] devices), its state
 /// under `state` (the same `state` again: as after a restart), RDMA in shared mode.
 pub fn veth_driver(host: &Ns, state: &Path, links: &[&str]) -> NetworkDriver {
+    veth_driver_with(host, state, links, |b| b)
+}
+
+/// [`veth_driver`], its builder first given to `more`.
+pub fn veth_driver_with(
+    host: &Ns,
+    state: &Path,
+    links: &[&str],
+    more: impl FnOnce(NetworkDriverBuilder) -> NetworkDriverBuilder,
+) -> NetworkDriver {
     let devices: Vec<NetworkDevice> = links.iter().map(|l| veth(l)).collect();
     let rescan: Rescan = Arc::new(move || {
         Ok(dranet_core::Inventory {
@@ -68,10 +79,23 @@ pub fn veth_driver(host: &Ns, state: &Path, links: &[&str]) -> NetworkDriver {
         })
     });
     let podnet = PodNet::new(Netns::open(host.path()).unwrap(), state.join("podnet")).unwrap();
-    NetworkDriver::builder(podnet, state.join("driver"), rescan)
-        .rdma_mode(NetnsMode::Shared)
+    more(NetworkDriver::builder(podnet, state.join("driver"), rescan).rdma_mode(NetnsMode::Shared))
         .build()
         .unwrap()
+}
+
+/// The claim status entries a driver writes, each write's in turn.
+pub type Statuses = Arc<std::sync::Mutex<Vec<Vec<AllocatedDeviceStatus>>>>;
+
+/// A claim status writer that keeps what it is given, and the list it keeps.
+pub fn status_sink() -> (dranet_driver::StatusWriter, Statuses) {
+    let written: Statuses = Arc::default();
+    let sink = written.clone();
+    let writer: dranet_driver::StatusWriter = Arc::new(move |_ns, _name, devices| {
+        sink.lock().unwrap().push(devices);
+        Box::pin(async { Ok(()) })
+    });
+    (writer, written)
 }
 
 /// Pod `pod-<uid>` (namespace `ml`, sandbox `sandbox-<uid>`) in the network namespace `netns`.
