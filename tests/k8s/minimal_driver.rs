@@ -125,12 +125,15 @@ pub(crate) fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_ex
     let devices = format!(
         "      requests:\n      - name: dev\n        exactly: {{deviceClassName: {DRIVER}}}\n"
     );
+    // The class and template first, as a cluster has them before its pods: a pod applied with
+    // them can meet a scheduler whose cache lacks the class yet, and wait out its backoff (13-15 s
+    // seen on v1.36).
     kit.apply(&format!(
-        "{}---{}---{}",
+        "{}---{}",
         device_class(DRIVER, DRIVER),
         claim_template("minimal-one-dev", &devices),
-        pod_manifest("minimal-a")
     ));
+    kit.apply(&pod_manifest("minimal-a"));
     wait_for(
         "pod minimal-a to be Ready",
         LIMIT,
