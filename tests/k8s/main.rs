@@ -18,6 +18,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod attach_bench;
 mod check;
 mod check_scale;
 mod daemon;
@@ -95,6 +96,14 @@ const SCENARIOS: &[Scenario] = &[
     },
 ];
 
+/// Measurements, run only when named with `--ignored`, on both clusters of a version (libtest's
+/// ignored tests: with `--ignored` nothing else runs).
+const MEASUREMENTS: &[Scenario] = &[Scenario {
+    name: "attach_bench::pod_start_with_and_without_the_barrier",
+    what: "pod start of 1/4/8/16 NICs, with and without the barrier (a measurement)",
+    run: attach_bench::pod_start_with_and_without_the_barrier,
+}];
+
 /// The scenarios of each version's second cluster, whose containerd gives NRI plugins
 /// [`nri_timeout::NRI_TIMEOUT`].
 const NRI_100MS: &[Scenario] = &[
@@ -141,6 +150,8 @@ pub(crate) struct Args {
     skip: Vec<String>,
     exact: bool,
     list: bool,
+    /// Only the measurements ([`MEASUREMENTS`]).
+    ignored: bool,
 }
 
 impl Args {
@@ -151,6 +162,7 @@ impl Args {
             match arg.as_str() {
                 "--exact" => a.exact = true,
                 "--list" => a.list = true,
+                "--ignored" => a.ignored = true,
                 "--skip" => a.skip.extend(it.next()),
                 // libtest flags with a value this harness has no use for.
                 "--test-threads" | "--format" | "--color" | "-Z" | "--logfile" => {
@@ -223,7 +235,7 @@ fn main() {
     let started = Instant::now();
 
     for (name, f) in NO_CLUSTER {
-        if !args.selects(name) {
+        if args.ignored || !args.selects(name) {
             continue;
         }
         if args.list {
@@ -236,16 +248,20 @@ fn main() {
 
     let mut gated_chosen = false;
     for version in VERSIONS {
-        let chosen: Vec<&Scenario> = SCENARIOS
-            .iter()
-            .filter(|s| args.selects(&test_name(s.name, version)))
-            .collect();
-        let upstream = upstream::chosen(&args, version);
-        let short: Vec<&Scenario> = NRI_100MS
-            .iter()
-            .filter(|s| args.selects(&test_name(s.name, version)))
-            .collect();
-        let gated = version == V1_36 && args.selects(GATED.name);
+        let pick = |list: &'static [Scenario]| -> Vec<&Scenario> {
+            let list = if args.ignored { MEASUREMENTS } else { list };
+            list.iter()
+                .filter(|s| args.selects(&test_name(s.name, version)))
+                .collect()
+        };
+        let chosen = pick(SCENARIOS);
+        let upstream = if args.ignored {
+            Vec::new()
+        } else {
+            upstream::chosen(&args, version)
+        };
+        let short = pick(NRI_100MS);
+        let gated = !args.ignored && version == V1_36 && args.selects(GATED.name);
         gated_chosen |= gated;
         if args.list {
             for s in &chosen {

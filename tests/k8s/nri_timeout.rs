@@ -32,18 +32,23 @@ const LIMIT: Duration = Duration::from_secs(90);
 /// The NRI request timeout of this module's cluster.
 pub const NRI_TIMEOUT: &str = "100ms";
 const CLASS: &str = "dranet-nt";
-const TEMPLATE: &str = "eight-nics";
+/// The NICs of each scenario's pods.
 const N: usize = 8;
 
 fn veth(i: usize) -> String {
     format!("drtnt{i}")
 }
 
-/// A DeviceClass of dra.net's devices and a template of eight requests, one veth each.
-fn manifests() -> String {
+/// The template of `n` requests.
+fn template(n: usize) -> String {
+    format!("nics-{n}")
+}
+
+/// A DeviceClass of dra.net's devices and a template of `n` requests, one veth each.
+fn manifests(n: usize) -> String {
     let mut requests = String::new();
     let mut config = String::new();
-    for i in 0..N {
+    for i in 0..n {
         let v = veth(i);
         requests += &format!(
             "      - name: n{i}\n        exactly:\n          deviceClassName: {CLASS}\n          selectors:\n          - cel: {{expression: 'device.attributes[\"dra.net\"].ifName == \"{v}\"'}}\n"
@@ -56,15 +61,22 @@ fn manifests() -> String {
     format!(
         "{}---{}",
         device_class(CLASS, "dra.net"),
-        claim_template(TEMPLATE, &devices)
+        claim_template(&template(n), &devices)
     )
 }
 
-/// What the container saw at its start: its links and net7's address, then `END`.
-const SCRIPT: &str = r"echo SEEN $(ls /sys/class/net | tr '\n' ' '); ip -o -4 addr show dev net7; echo END; sleep 100000";
+/// What the container sees at its start: its links and the last NIC's address, then `END`.
+fn script(n: usize) -> String {
+    format!(
+        r"echo SEEN $(ls /sys/class/net | tr '\n' ' '); ip -o -4 addr show dev net{}; echo END; sleep 100000",
+        n - 1
+    )
+}
 
-struct Bench<'a> {
+pub(crate) struct Bench<'a> {
     kit: &'a Kit,
+    /// The NICs of each pod.
+    n: usize,
     tmp: tempfile::TempDir,
     veths: Veths,
     before: Vec<serde_json::Value>,
@@ -75,16 +87,22 @@ struct Bench<'a> {
 
 impl<'a> Bench<'a> {
     fn new(kit: &'a Kit) -> Bench<'a> {
+        Bench::of(kit, N)
+    }
+
+    /// Pods of `n` NICs.
+    pub(crate) fn of(kit: &'a Kit, n: usize) -> Bench<'a> {
         let mut veths = Veths::default();
-        for i in 0..N {
+        for i in 0..n {
             veths.add(&veth(i));
         }
-        let before = (0..N)
+        let before = (0..n)
             .map(|i| host_link(&veth(i)).expect("the veth exists"))
             .collect();
-        kit.apply(&manifests());
+        kit.apply(&manifests(n));
         Bench {
             kit,
+            n,
             tmp: tempfile::tempdir().unwrap(),
             veths,
             before,
@@ -99,12 +117,12 @@ impl<'a> Bench<'a> {
     }
 
     /// `dranet run` told the runtime's timeout, with `extra` flags (the hook by default).
-    fn daemon(&mut self, extra: &[&str]) -> Daemon {
+    pub(crate) fn daemon(&mut self, extra: &[&str]) -> Daemon {
         self.started += 1;
         let bin = env!("CARGO_BIN_EXE_dranet");
         let mut cmd = self.kit.dranet_run(bin, &self.state(), self.port);
         cmd.args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
-            .args(["--nri-request-timeout", NRI_TIMEOUT])
+            .args(["--nri-request-timeout", self.kit.nri_request_timeout])
             .args(extra)
             .args(["--log", "info"]);
         let d = Daemon::spawn(
@@ -115,28 +133,33 @@ impl<'a> Bench<'a> {
         d
     }
 
-    /// Waits for `d` to be ready with the eight veths published.
+    /// Waits for `d` to be ready with the veths published.
     fn wait_ready(&self, d: &Daemon) {
-        let (port, kit) = (self.port, self.kit);
+        let (port, kit, n) = (self.port, self.kit, self.n);
         wait_for(
-            "the daemon ready with the eight veths published",
+            "the daemon ready with the veths published",
             LIMIT,
             || {
                 let ready = http_get(port, "/readyz")?.0 == 200;
-                let all = (0..N).all(|i| kit.node_devices("dra.net").contains(&veth(i)));
+                let all = (0..n).all(|i| kit.node_devices("dra.net").contains(&veth(i)));
                 (ready && all).then_some(())
             },
             || tail(&d.output(), 40),
         );
     }
 
-    fn pod(&self, name: &str) {
-        self.kit
-            .apply(&claim_pod(name, TEMPLATE, &self.image, SCRIPT));
+    pub(crate) fn pod(&self, name: &str) {
+        self.kit.apply(&claim_pod(
+            name,
+            &template(self.n),
+            &self.image,
+            &script(self.n),
+        ));
     }
 
-    /// Waits for `pod`'s container's first words and checks that all eight were in, configured.
-    fn eight_at_start(&self, pod: &str, daemon: &Daemon) {
+    /// Waits for `pod`'s container's first words and checks that all its NICs were in,
+    /// configured.
+    pub(crate) fn all_at_start(&self, pod: &str, daemon: &Daemon) {
         let out = wait_for(
             &format!("{pod}'s container to print what it saw at its start"),
             LIMIT,
@@ -159,27 +182,28 @@ impl<'a> Bench<'a> {
             .unwrap_or("")
             .split_whitespace()
             .collect();
-        for i in 0..N {
+        for i in 0..self.n {
             assert!(
                 seen.contains(format!("net{i}").as_str()),
                 "{pod}'s container started without net{i}: {out}"
             );
         }
+        let last = self.n - 1;
         assert!(
-            out.contains("10.81.7.2/24"),
-            "net7 configured at start: {out}"
+            out.contains(&format!("10.81.{last}.2/24")),
+            "net{last} configured at start: {out}"
         );
     }
 
-    /// Deletes `pod`; the host has its eight veths back as they were.
-    fn delete(&self, pod: &str, daemon: &Daemon) {
+    /// Deletes `pod`; the host has its veths back as they were.
+    pub(crate) fn delete(&self, pod: &str, daemon: &Daemon) {
         self.kit
             .kubectl_ok(&["delete", "pod", pod, "--wait=true", "--timeout=60s"]);
         wait_for(
-            "the host to have its eight veths back as they were",
+            "the host to have its veths back as they were",
             LIMIT,
             || {
-                let now: Vec<_> = (0..N).filter_map(|i| host_link(&veth(i))).collect();
+                let now: Vec<_> = (0..self.n).filter_map(|i| host_link(&veth(i))).collect();
                 (now == self.before).then_some(())
             },
             || tail(&daemon.output(), 40),
@@ -196,7 +220,7 @@ impl<'a> Bench<'a> {
         );
     }
 
-    fn metric(&self, name_and_labels: &str) -> f64 {
+    pub(crate) fn metric(&self, name_and_labels: &str) -> f64 {
         let Some((200, body)) = http_get(self.port, "/metrics") else {
             return 0.0;
         };
@@ -210,7 +234,7 @@ impl Drop for Bench<'_> {
     fn drop(&mut self) {
         let _ = self
             .kit
-            .kubectl(&["delete", "resourceclaimtemplate", TEMPLATE]);
+            .kubectl(&["delete", "resourceclaimtemplate", &template(self.n)]);
         let _ = self.kit.kubectl(&["delete", "deviceclass", CLASS]);
         let _ = &self.veths;
     }
@@ -247,7 +271,7 @@ pub(crate) fn hook_installed_eight_nics_at_container_start(kit: &Kit) {
     let mut d = b.daemon(&[]);
     let t = Instant::now();
     b.pod("nt-hook");
-    b.eight_at_start("nt-hook", &d);
+    b.all_at_start("nt-hook", &d);
     kit.say(format_args!(
         "8 NICs at the container's start in {:.1?}",
         t.elapsed()
@@ -296,7 +320,7 @@ pub(crate) fn hook_installed_eight_nics_at_container_start(kit: &Kit) {
     signal(&d, "-STOP");
     std::thread::sleep(Duration::from_secs(3));
     signal(&d, "-CONT");
-    b.eight_at_start("nt-stall", &d);
+    b.all_at_start("nt-stall", &d);
     b.delete("nt-stall", &d);
 
     // Restarted right after the prepare.
@@ -311,7 +335,7 @@ pub(crate) fn hook_installed_eight_nics_at_container_start(kit: &Kit) {
     d.kill();
     std::thread::sleep(Duration::from_secs(1));
     let mut d = b.daemon(&[]);
-    b.eight_at_start("nt-restart", &d);
+    b.all_at_start("nt-restart", &d);
     b.delete("nt-restart", &d);
 
     // Killed while a deferred attach is half done (or, on a fast machine, just done).
@@ -324,7 +348,7 @@ pub(crate) fn hook_installed_eight_nics_at_container_start(kit: &Kit) {
     });
     d.kill();
     let d = b.daemon(&[]);
-    b.eight_at_start("nt-killed", &d);
+    b.all_at_start("nt-killed", &d);
     b.delete("nt-killed", &d);
     let mut d = d;
     d.stop(Duration::from_secs(30));
@@ -336,7 +360,7 @@ pub(crate) fn without_the_hook_creation_fails_until_attached(kit: &Kit) {
     let mut b = Bench::new(kit);
     let mut d = b.daemon(&["--hook-path="]);
     b.pod("nt-nohook");
-    b.eight_at_start("nt-nohook", &d);
+    b.all_at_start("nt-nohook", &d);
     b.delete("nt-nohook", &d);
     d.stop(Duration::from_secs(30));
 }
@@ -385,7 +409,7 @@ pub(crate) fn device_attach_timeout_0_fails_the_sandbox(kit: &Kit) {
     );
     kit.say(format_args!("--device-attach-timeout=0: the pod {outcome}"));
     if outcome == "ran" {
-        b.eight_at_start("nt-zero", &d);
+        b.all_at_start("nt-zero", &d);
     }
     b.delete("nt-zero", &d);
     d.stop(Duration::from_secs(30));
@@ -395,15 +419,9 @@ pub(crate) fn device_attach_timeout_0_fails_the_sandbox(kit: &Kit) {
 /// 2 s): RunPodSandbox answers with the eight in.
 pub(crate) fn a_larger_containerd_timeout_attaches_at_sandbox_creation(kit: &Kit) {
     let mut b = Bench::new(kit);
-    let bin = env!("CARGO_BIN_EXE_dranet");
-    let mut cmd = kit.dranet_run(bin, &b.state(), b.port);
-    cmd.args(["--cloud-provider-hint", "none", "--filter", VETH_FILTER])
-        .args(["--log", "info"]);
-    b.started += 1;
-    let mut d = Daemon::spawn(cmd, b.tmp.path().join("dranet-2s.log"));
-    b.wait_ready(&d);
+    let mut d = b.daemon(&[]);
     b.pod("nt-2s");
-    b.eight_at_start("nt-2s", &d);
+    b.all_at_start("nt-2s", &d);
     let attached = b.metric("dranet_driver_sandbox_attach_results_total{result=\"attached\"}");
     let deferred = b.metric("dranet_driver_sandbox_attach_results_total{result=\"deferred\"}");
     kit.say(format_args!(
