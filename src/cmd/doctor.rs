@@ -5,7 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use dranet_driver::doctor::{
-    AttachInput, CONTAINERD_CONFIGS, DoctorInput, Finding, Status, check, links_for, read_first,
+    AttachInput, CONTAINERD_CONFIGS, DoctorInput, Finding, Status, attach_times, check, links_for,
+    read_first,
 };
 
 use super::{CliError, SourceArgs};
@@ -44,6 +45,14 @@ pub struct DoctorArgs {
     /// Where the daemon writes the hook's CDI specs (`dranet run --cdi-dir`).
     #[arg(long, value_name = "DIR", default_value = dranet_driver::daemon::DEFAULT_CDI_DIR)]
     cdi_dir: PathBuf,
+    /// The running daemon's metrics, for the attach times of its pods by size (`dranet run
+    /// --bind-address`); empty: not read.
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:9177/metrics"
+    )]
+    metrics_url: String,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -85,6 +94,8 @@ pub fn run(a: &DoctorArgs) -> Result<(), CliError> {
             },
             hook_path: (!a.hook_path.as_os_str().is_empty()).then(|| a.hook_path.clone()),
             cdi_dir: a.cdi_dir.clone(),
+            times: (host && !a.metrics_url.is_empty())
+                .then(|| read_metrics(&a.metrics_url).map(|t| attach_times::parse(&t))),
         },
     };
     let findings = check(&input);
@@ -122,4 +133,43 @@ fn print(findings: &[Finding], format: Format) -> std::io::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The body of a plain-HTTP GET of `url` (the daemon's own metrics endpoint, on this node),
+/// within 2 s, at most 8 MiB.
+fn read_metrics(url: &str) -> Result<String, String> {
+    use std::io::Read;
+    use std::net::ToSocketAddrs;
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: only http:// URLs are read"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/metrics"),
+    };
+    let addr = authority
+        .to_socket_addrs()
+        .map_err(|e| format!("{url}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{url}: no address"))?;
+    let mut conn =
+        std::net::TcpStream::connect_timeout(&addr, LIMIT).map_err(|e| format!("{url}: {e}"))?;
+    conn.set_read_timeout(Some(LIMIT))
+        .and_then(|()| conn.set_write_timeout(Some(LIMIT)))
+        .map_err(|e| format!("{url}: {e}"))?;
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n")
+        .map_err(|e| format!("{url}: {e}"))?;
+    let mut text = String::new();
+    conn.take(8 << 20)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{url}: {e}"))?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("{url}: not an HTTP answer"))?;
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status != "200" {
+        return Err(format!("{url}: HTTP {status}"));
+    }
+    Ok(body.to_string())
 }

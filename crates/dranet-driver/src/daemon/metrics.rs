@@ -23,6 +23,21 @@ fn refresh_latency() -> Histogram {
     Histogram::new(exponential_buckets(0.01, 2.0, 14))
 }
 
+/// The `devices` label of a pod's attach: its size class, so that a pod of 16 NICs is not
+/// averaged with pods of one (and the label's values stay few).
+pub const POD_SIZES: [&str; 5] = ["1", "2-4", "5-8", "9-16", "17+"];
+
+/// The class of [`POD_SIZES`] a pod of `n` devices is in.
+pub fn pod_size(n: usize) -> &'static str {
+    match n {
+        0..=1 => POD_SIZES[0],
+        2..=4 => POD_SIZES[1],
+        5..=8 => POD_SIZES[2],
+        9..=16 => POD_SIZES[3],
+        _ => POD_SIZES[4],
+    }
+}
+
 /// Request outcome labels, as upstream: `success`, `failed`, `noop` (nothing of ours involved).
 pub const SUCCESS: &str = "success";
 /// See [`SUCCESS`].
@@ -288,14 +303,15 @@ impl DaemonMetrics {
         self.hotplug_to_publish.observe(elapsed.as_secs_f64());
     }
 
-    /// Giving a pod its devices (`op` = `attach`) or taking them back (`detach`) ended.
-    pub fn pod_devices(&self, op: &str, ok: bool, elapsed: Duration) {
+    /// Giving a pod its `devices` devices (`op` = `attach`) or taking them back (`detach`)
+    /// ended.
+    pub fn pod_devices(&self, op: &str, ok: bool, elapsed: Duration, devices: usize) {
         let status = if ok { SUCCESS } else { FAILED };
         self.attach
             .get_or_create(&labels([("op", op), ("status", status)]))
             .inc();
         self.attach_duration
-            .get_or_create(&labels([("op", op)]))
+            .get_or_create(&labels([("op", op), ("devices", pod_size(devices))]))
             .observe(elapsed.as_secs_f64());
     }
 

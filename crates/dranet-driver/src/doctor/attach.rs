@@ -70,10 +70,14 @@ pub struct AttachInput {
     pub hook_path: Option<PathBuf>,
     /// Where the daemon writes the hook's CDI specs (`dranet run --cdi-dir`).
     pub cdi_dir: PathBuf,
+    /// The running daemon's attach times (its metrics), or why they could not be read; `None`:
+    /// not checked.
+    pub times: Option<Result<super::attach_times::Sizes, String>>,
 }
 
-/// The findings: the timeout the daemon must be told, and the hook.
-pub fn check(input: &AttachInput, out: &mut Vec<Finding>) {
+/// The findings: the timeout the daemon must be told, the hook, and what pods of each size
+/// need here (of a node publishing `node_nics` NICs).
+pub fn check(input: &AttachInput, node_nics: usize, out: &mut Vec<Finding>) {
     let (timeout, from) = match &input.containerd_config {
         Some((path, text)) => match nri_request_timeout(text) {
             Ok(Some(t)) => (t, format!("set in {}", path.display())),
@@ -118,6 +122,17 @@ pub fn check(input: &AttachInput, out: &mut Vec<Finding>) {
             "run the daemon with --nri-request-timeout set to this (Helm: nriRequestTimeout)",
         ),
     ));
+    if let Some(times) = &input.times {
+        super::attach_times::check(
+            &super::attach_times::TimesInput {
+                metrics: times.clone(),
+                answer_within: policy.answer_within(),
+                hook: input.hook_path.as_ref().is_some_and(|h| h.is_file()),
+                node_nics,
+            },
+            out,
+        );
+    }
     let Some(hook) = &input.hook_path else {
         return;
     };
@@ -210,10 +225,12 @@ mod tests {
             containerd_config: Some(("/c.toml".into(), config.into())),
             hook_path: Some("/nonexistent/dranet".into()),
             cdi_dir: "/var/run/cdi".into(),
+            times: None,
         };
         let mut out = Vec::new();
         check(
             &input("enable_cdi = true\ncdi_spec_dirs = [\"/tmp/k/cdi\"]\n"),
+            0,
             &mut out,
         );
         assert!(
@@ -222,7 +239,7 @@ mod tests {
             "{out:?}"
         );
         let mut out = Vec::new();
-        check(&input("enable_cdi = true\n"), &mut out);
+        check(&input("enable_cdi = true\n"), 0, &mut out);
         assert!(
             out.iter().all(|f| f.status != Status::Fail),
             "the defaults hold /var/run/cdi: {out:?}"
@@ -241,7 +258,9 @@ mod tests {
                 )),
                 hook_path: Some("/nonexistent/dranet".into()),
                 cdi_dir: "/var/run/cdi".into(),
+                times: None,
             },
+            0,
             &mut out,
         );
         assert_eq!(out.len(), 2, "{out:?}");
@@ -266,7 +285,9 @@ mod tests {
                 containerd_config: None,
                 hook_path: None,
                 cdi_dir: "/var/run/cdi".into(),
+                times: None,
             },
+            0,
             &mut out,
         );
         assert_eq!(out.len(), 1);

@@ -2,6 +2,7 @@
 //! Each finding says what was seen and, when it is a problem, the fix in one line.
 
 mod attach;
+pub mod attach_times;
 
 pub use attach::{AttachInput, CONTAINERD_CONFIGS, nri_request_timeout, read_first};
 
@@ -76,7 +77,13 @@ pub fn check(input: &DoctorInput) -> Vec<Finding> {
     let mut out = Vec::new();
     if input.host {
         runtime(input, &mut out);
-        attach::check(&input.attach, &mut out);
+        let nics = input
+            .inventory
+            .devices
+            .iter()
+            .filter(|d| d.netdev.is_some())
+            .count();
+        attach::check(&input.attach, nics, &mut out);
         kubelet(input, &mut out);
         if let Some(m) = &input.mountinfo {
             out.push(netns_propagation(m));

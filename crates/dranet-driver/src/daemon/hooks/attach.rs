@@ -134,7 +134,8 @@ impl Instrumented {
         if claims.is_empty() && r.is_ok() {
             return;
         }
-        self.metrics.pod_devices("attach", r.is_ok(), t.elapsed());
+        self.metrics
+            .pod_devices("attach", r.is_ok(), t.elapsed(), devices.len());
         match (&r, settled) {
             (Ok(()), Settled::Kept) => {
                 tracing::info!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), "pod devices attached");
@@ -283,7 +284,8 @@ impl Instrumented {
                 me.driver.stop_pod(&pod).await;
             }
             if !remove && !claims.is_empty() {
-                me.metrics.pod_devices("detach", true, t.elapsed());
+                me.metrics
+                    .pod_devices("detach", true, t.elapsed(), devices.len());
                 tracing::info!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), "pod devices detached");
             }
         });
