@@ -19,6 +19,7 @@
 mod support;
 
 mod attach_bench;
+mod big_node;
 mod check;
 mod check_scale;
 mod daemon;
@@ -88,6 +89,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "nri_timeout::a_larger_containerd_timeout_attaches_at_sandbox_creation",
         what: "eight NICs within containerd's 2 s",
         run: nri_timeout::a_larger_containerd_timeout_attaches_at_sandbox_creation,
+    },
+    Scenario {
+        name: "big_node::sixty_five_nics_with_one_link_down_stay_allocatable",
+        what: "a node of 65 NICs, one without carrier",
+        run: big_node::sixty_five_nics_with_one_link_down_stay_allocatable,
     },
     Scenario {
         name: "install::installs_with_kubectl_then_helm",
