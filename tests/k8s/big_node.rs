@@ -6,14 +6,14 @@
 //! `dranet run` publishes 65 veths (`drb0`…`drb64`) in slices of at most 64; `drb7`'s peer goes
 //! down. On 1.36 `drb7` gets the `dra.net/unhealthy` taint and the API server takes every slice
 //! (on 1.34 it drops the taint, as `health.rs` shows); the pool stays whole, and a pod whose
-//! claim takes all 65 (`allocationMode: All`, tolerating the taint) is scheduled with every one
-//! and runs; after it the host has its 65 veths back, and with the carrier back the taint goes.
+//! three claims take all 65 (a claim holds at most 32 devices; each `allocationMode: All` over
+//! its range, tolerating the taint) is scheduled with every one and runs; after it the host has its 65 veths back, and with the carrier back the taint goes.
 //!
 //! Needs root and the kit; skipped with a message otherwise.
 
 use std::time::Duration;
 
-use crate::links::{Veths, claim_pod, host_link, ip};
+use crate::links::{Veths, host_link, ip};
 use crate::manifests::{claim_template, device_class};
 use dranet_testkit::kit::{Daemon, Kit, V1_34, free_port, http_get, tail, wait_for};
 
@@ -21,7 +21,6 @@ const LIMIT: Duration = Duration::from_secs(120);
 const N: usize = 65;
 const DOWN: &str = "drb7";
 const CLASS: &str = "dranet-big";
-const TEMPLATE: &str = "all-65";
 const TAINT_KEY: &str = "dra.net/unhealthy";
 
 fn veth(i: usize) -> String {
@@ -49,23 +48,59 @@ fn taints(kit: &Kit) -> Vec<serde_json::Value> {
         .unwrap_or_default()
 }
 
+/// The claims of the pod: a claim holds at most 32 devices, so three templates take the 65,
+/// each every veth of its range (`allocationMode: All`), tolerating the taint.
+const PARTS: [(&str, &str); 3] = [
+    ("all-65-a", "^drb([0-9]|[12][0-9]|3[01])$"),
+    ("all-65-b", "^drb(3[2-9]|[45][0-9]|6[0-3])$"),
+    ("all-65-c", "^drb64$"),
+];
+
 fn manifests() -> String {
-    let devices = format!(
-        r#"      requests:
+    let mut out = device_class(CLASS, "dra.net");
+    for (name, re) in PARTS {
+        let devices = format!(
+            r#"      requests:
       - name: nics
         exactly:
           deviceClassName: {CLASS}
           allocationMode: All
           selectors:
-          - cel: {{expression: 'device.attributes["dra.net"].ifName.startsWith("drb")'}}
+          - cel: {{expression: 'device.attributes["dra.net"].ifName.matches("{re}")'}}
           tolerations:
           - {{key: {TAINT_KEY}, operator: Exists}}
 "#
-    );
+        );
+        out += "---";
+        out += &claim_template(name, &devices);
+    }
+    out
+}
+
+/// A pod with the three claims.
+fn pod(image: &str) -> String {
+    let claims: String = PARTS
+        .iter()
+        .enumerate()
+        .map(|(i, (t, _))| format!("  - {{name: c{i}, resourceClaimTemplateName: {t}}}\n"))
+        .collect();
     format!(
-        "{}---{}",
-        device_class(CLASS, "dra.net"),
-        claim_template(TEMPLATE, &devices)
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: big-all, namespace: default}}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  resourceClaims:
+{claims}  containers:
+  - name: c
+    image: {image}
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "sleep 100000"]
+    resources:
+      claims: [{{name: c0}}, {{name: c1}}, {{name: c2}}]
+"#
     )
 }
 
@@ -86,7 +121,7 @@ pub(crate) fn sixty_five_nics_with_one_link_down_stay_allocatable(kit: &Kit) {
     cmd.args(["--cloud-provider-hint", "none"])
         .args([
             "--filter",
-            r#""ifName" in device.attributes["dra.net"] && device.attributes["dra.net"].ifName.startsWith("drb")"#,
+            r#""ifName" in device.attributes["dra.net"] && device.attributes["dra.net"].ifName.matches("^drb[0-9]+$")"#,
         ])
         .args(["--inventory-max-poll-interval", "2s"])
         .args(["--log", "info"]);
@@ -143,19 +178,27 @@ pub(crate) fn sixty_five_nics_with_one_link_down_stay_allocatable(kit: &Kit) {
 
     kit.apply(&manifests());
     let image = kit.var("DRANET_K8S_BUSYBOX_IMAGE");
-    kit.apply(&claim_pod("big-all", TEMPLATE, image, "sleep 100000"));
+    kit.apply(&pod(image));
     wait_for(
         "big-all Ready with its 65 NICs",
         LIMIT,
         || kit.pod_ready("big-all").then_some(()),
         || kit.kubectl_ok(&["describe", "pod", "big-all"]) + &logs(&daemon),
     );
-    let claim = kit.pod_claim("big-all").expect("big-all has a claim");
-    let c = kit.get_json(&["resourceclaim", &claim]);
-    let results = c["status"]["allocation"]["devices"]["results"]
+    let p = kit.get_json(&["pod", "big-all"]);
+    let results: Vec<serde_json::Value> = p["status"]["resourceClaimStatuses"]
         .as_array()
-        .cloned()
-        .unwrap_or_default();
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["resourceClaimName"].as_str())
+        .flat_map(|name| {
+            let c = kit.get_json(&["resourceclaim", name]);
+            c["status"]["allocation"]["devices"]["results"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect();
     assert_eq!(results.len(), N, "allocated: {results:?}");
     assert!(
         results.iter().any(|r| r["device"] == DOWN),
@@ -187,8 +230,16 @@ pub(crate) fn sixty_five_nics_with_one_link_down_stay_allocatable(kit: &Kit) {
             || logs(&daemon),
         );
     }
-    assert_eq!(kit.node_devices("dra.net").len(), N);
-    let _ = kit.kubectl(&["delete", "resourceclaimtemplate", TEMPLATE]);
+    // The veths back on the host are published again as the rescans see them.
+    wait_for(
+        "all 65 published again",
+        LIMIT,
+        || (kit.node_devices("dra.net").len() == N).then_some(()),
+        || logs(&daemon),
+    );
+    for (t, _) in PARTS {
+        let _ = kit.kubectl(&["delete", "resourceclaimtemplate", t]);
+    }
     let _ = kit.kubectl(&["delete", "deviceclass", CLASS]);
     daemon.stop(Duration::from_secs(30));
     drop(veths);
