@@ -16,6 +16,7 @@ use crate::driver::{Driver, PreparedClaim};
 use crate::error::{Error, Result};
 use crate::grpc::{DraV1, DraV1beta1, HealthService, Registration, RegistrationState};
 use crate::health::HealthReporter;
+use crate::metadata::{Metadata, MetadataConfig, MetadataLayout, MetadataUpdater};
 use crate::metrics::{Metrics, NoMetrics};
 use crate::node::NodeService;
 use crate::proto::{self, service_names};
@@ -45,6 +46,7 @@ pub struct KubeletPluginBuilder<D, A> {
     serve_v1beta1: bool,
     rolling_update: Option<String>,
     claim_lookup_timeout: Duration,
+    device_metadata: Option<MetadataConfig>,
 }
 
 impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
@@ -68,6 +70,7 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             serve_v1beta1: true,
             rolling_update: None,
             claim_lookup_timeout: Duration::from_secs(20),
+            device_metadata: None,
         }
     }
 
@@ -165,6 +168,18 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
     /// error the kubelet retries (default 20 s, well inside the kubelet's deadline for the call).
     pub fn claim_lookup_timeout(mut self, limit: Duration) -> Self {
         self.claim_lookup_timeout = limit;
+        self
+    }
+
+    /// Turns on device metadata in the container (KEP-5304, see [`crate::metadata`]): every
+    /// prepared request gets a metadata file under `<kubelet dir>/plugins/<driver>/`, bind-mounted
+    /// into the containers that use the request through a CDI spec written to `cdi_dir` (the
+    /// runtime's CDI spec directory, e.g. `/var/run/cdi`), and the driver fills it through
+    /// [`KubeletPlugin::metadata_updater`]. Off by default: no files, no specs.
+    pub fn device_metadata(mut self, cdi_dir: impl Into<PathBuf>) -> Self {
+        self.device_metadata = Some(MetadataConfig {
+            cdi_dir: cdi_dir.into(),
+        });
         self
     }
 
@@ -280,6 +295,18 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             rolling.then(|| plugin_dir.join("claims")),
         );
         node.lookup_timeout = self.claim_lookup_timeout;
+        let metadata = self.device_metadata.as_ref().map(|cfg| {
+            let layout =
+                MetadataLayout::new(&self.kubelet_root_dir, &self.driver_name, &cfg.cdi_dir);
+            Metadata::new(layout, node.checkpoint.clone(), node.locks())
+        });
+        if let Some(m) = &metadata {
+            let m = Arc::clone(m);
+            tokio::task::spawn_blocking(move || m.restore())
+                .await
+                .map_err(|_| Error::Task("device metadata restore"))?;
+        }
+        node.metadata = metadata.clone();
         let node = Arc::new(node);
 
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -431,6 +458,7 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             "DRA kubelet plugin started"
         );
         Ok(KubeletPlugin {
+            metadata: metadata.map(MetadataUpdater::new),
             driver_name: self.driver_name,
             dra_socket: dra_path,
             registration_socket: reg_path,
@@ -548,6 +576,7 @@ pub struct KubeletPlugin {
     registration_guard: Option<SocketGuard>,
     // Dropped last, after the servers stopped.
     _dra_guard: SocketGuard,
+    metadata: Option<MetadataUpdater>,
 }
 
 impl std::fmt::Debug for KubeletPlugin {
@@ -613,6 +642,13 @@ impl KubeletPlugin {
             // The senders live as long as the tasks; they are gone only after shutdown.
             Err(_) => std::future::pending().await,
         }
+    }
+
+    /// The handle that fills the device metadata files of prepared claims
+    /// ([`MetadataUpdater::update_request_metadata`]); `None` unless the plugin was built with
+    /// [`KubeletPluginBuilder::device_metadata`].
+    pub fn metadata_updater(&self) -> Option<MetadataUpdater> {
+        self.metadata.clone()
     }
 
     /// The DRA service socket.
