@@ -127,9 +127,16 @@ pub struct RunArgs {
         value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from)
     )]
     hook_path: PathBuf,
-    /// The runtime's CDI directory: the hook reaches the containers through a CDI device.
+    /// The runtime's CDI directory: the hook and the device metadata reach the containers
+    /// through CDI devices.
     #[arg(long, value_name = "DIR", default_value = dranet_driver::daemon::DEFAULT_CDI_DIR, env = "DRANET_CDI_DIR")]
     cdi_dir: PathBuf,
+    /// Device metadata in the containers (KEP-5304): each claim request's devices (attributes,
+    /// interface name, addresses, MAC) in a JSON file under /var/run/dra-device-attributes in
+    /// the containers that use it, mounted through a CDI spec in --cdi-dir. false: no files,
+    /// no specs.
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, env = "DRANET_ENABLE_DEVICE_METADATA")]
+    enable_device_metadata: bool,
 }
 
 /// Go-style durations as upstream takes them: `500ms`, `2s`, `1m`, `1m30s`, `1h`.
@@ -179,6 +186,7 @@ impl RunArgs {
             hook: self.hook(&c.state_dir),
         };
         c.cdi_dir = self.cdi_dir.clone();
+        c.device_metadata = self.enable_device_metadata;
         c.poll = PollConfig {
             max_interval: self.inventory_max_poll_interval,
             min_interval: self.inventory_min_poll_interval,
@@ -345,6 +353,27 @@ mod tests {
             e.starts_with("--feature-gates: unknown feature gate"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn device_metadata_is_on_unless_turned_off() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: super::RunArgs,
+        }
+        let metadata = |args: &[&str]| {
+            let c =
+                Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied())).unwrap();
+            c.run.config("n1".into()).unwrap().device_metadata
+        };
+        assert!(metadata(&[]));
+        assert!(metadata(&["--enable-device-metadata"]));
+        assert!(metadata(&["--enable-device-metadata=true"]));
+        assert!(!metadata(&["--enable-device-metadata=false"]));
+        assert!(!metadata(&["--enable-device-metadata", "false"]));
+        assert!(Cli::try_parse_from(["run", "--enable-device-metadata=maybe"]).is_err());
     }
 
     #[test]

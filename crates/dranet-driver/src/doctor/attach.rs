@@ -70,6 +70,9 @@ pub struct AttachInput {
     pub hook_path: Option<PathBuf>,
     /// Where the daemon writes the hook's CDI specs (`dranet run --cdi-dir`).
     pub cdi_dir: PathBuf,
+    /// Whether the daemon writes device metadata CDI specs there too
+    /// (`dranet run --enable-device-metadata`).
+    pub device_metadata: bool,
 }
 
 /// The findings: the timeout the daemon must be told, and the hook.
@@ -118,9 +121,9 @@ pub fn check(input: &AttachInput, out: &mut Vec<Finding>) {
             "run the daemon with --nri-request-timeout set to this (Helm: nriRequestTimeout)",
         ),
     ));
-    let Some(hook) = &input.hook_path else {
+    if input.hook_path.is_none() && !input.device_metadata {
         return;
-    };
+    }
     // The runtime must read the specs the daemon writes: a CDI device it cannot resolve fails
     // the container.
     let dirs = input
@@ -138,13 +141,17 @@ pub fn check(input: &AttachInput, out: &mut Vec<Finding>) {
             "runtime",
             format!(
                 "the daemon's CDI directory {} is not one the runtime reads ({}): with the hook \
-                 on, every container of a pod with a dra.net claim fails (unresolvable CDI device)",
+                 or device metadata on, every container of a pod with a dra.net claim fails \
+                 (unresolvable CDI device)",
                 input.cdi_dir.display(),
                 dirs.join(", ")
             ),
-            Some("run the daemon with --cdi-dir set to one of the runtime's cdi_spec_dirs (Helm: cdiDir), or turn the hook off"),
+            Some("run the daemon with --cdi-dir set to one of the runtime's cdi_spec_dirs (Helm: cdiDir), or turn the hook and device metadata off"),
         ));
     }
+    let Some(hook) = &input.hook_path else {
+        return;
+    };
     if hook.is_file() {
         out.push(finding(
             Status::Ok,
@@ -210,6 +217,7 @@ mod tests {
             containerd_config: Some(("/c.toml".into(), config.into())),
             hook_path: Some("/nonexistent/dranet".into()),
             cdi_dir: "/var/run/cdi".into(),
+            device_metadata: false,
         };
         let mut out = Vec::new();
         check(
@@ -227,6 +235,22 @@ mod tests {
             out.iter().all(|f| f.status != Status::Fail),
             "the defaults hold /var/run/cdi: {out:?}"
         );
+        // Device metadata needs the directory without the hook too; neither: not checked.
+        let only_metadata = |device_metadata| AttachInput {
+            hook_path: None,
+            device_metadata,
+            ..input("cdi_spec_dirs = [\"/tmp/k/cdi\"]\n")
+        };
+        let mut out = Vec::new();
+        check(&only_metadata(true), &mut out);
+        assert!(
+            out.iter()
+                .any(|f| f.status == Status::Fail && f.message.contains("device metadata")),
+            "{out:?}"
+        );
+        let mut out = Vec::new();
+        check(&only_metadata(false), &mut out);
+        assert!(out.iter().all(|f| f.status != Status::Fail), "{out:?}");
     }
 
     #[test]
@@ -241,6 +265,7 @@ mod tests {
                 )),
                 hook_path: Some("/nonexistent/dranet".into()),
                 cdi_dir: "/var/run/cdi".into(),
+                device_metadata: false,
             },
             &mut out,
         );
@@ -266,6 +291,7 @@ mod tests {
                 containerd_config: None,
                 hook_path: None,
                 cdi_dir: "/var/run/cdi".into(),
+                device_metadata: false,
             },
             &mut out,
         );
