@@ -18,7 +18,7 @@ use crate::driver::{
 };
 use crate::error::{Error, Result};
 use crate::flock;
-use crate::metadata::Metadata;
+use crate::metadata::{Metadata, POD_CLAIM_NAME_ANNOTATION};
 use crate::metrics::Metrics;
 use dranet_util::NamedLocks;
 
@@ -250,6 +250,14 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             });
         };
         let devices = devices.unwrap_or_default();
+        // Taken before the claim goes to the driver: the device metadata's container path
+        // depends on it, and the checkpoint keeps it for a restart.
+        let pod_claim_name = claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION))
+            .cloned();
         let results: Vec<_> = devices
             .results
             .unwrap_or_default()
@@ -274,6 +282,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 claim: c.clone(),
                 phase: Phase::Preparing,
                 prepared: None,
+                pod_claim_name: pod_claim_name.clone(),
             })
             .await?;
         let prepared = self
@@ -310,7 +319,8 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
         let mut prepared = prepared;
         // Before the record: a retry answered from it must name the metadata's CDI IDs too.
         if let Some(m) = &self.metadata {
-            m.prepared(c, &mut prepared).await?;
+            m.prepared(c, pod_claim_name.as_deref(), &mut prepared)
+                .await?;
         }
         let devices = prepared.devices.clone();
         self.checkpoint
@@ -318,6 +328,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 claim: c.clone(),
                 phase: Phase::Prepared,
                 prepared: Some(prepared),
+                pod_claim_name,
             })
             .await?;
         Ok(devices)

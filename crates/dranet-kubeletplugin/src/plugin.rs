@@ -16,7 +16,7 @@ use crate::driver::{Driver, PreparedClaim};
 use crate::error::{Error, Result};
 use crate::grpc::{DraV1, DraV1beta1, HealthService, Registration, RegistrationState};
 use crate::health::HealthReporter;
-use crate::metadata::{Metadata, MetadataConfig, MetadataLayout, MetadataUpdater};
+use crate::metadata::{Metadata, MetadataConfig, MetadataLayout, MetadataUpdater, MetadataVersion};
 use crate::metrics::{Metrics, NoMetrics};
 use crate::node::NodeService;
 use crate::proto::{self, service_names};
@@ -47,6 +47,7 @@ pub struct KubeletPluginBuilder<D, A> {
     rolling_update: Option<String>,
     claim_lookup_timeout: Duration,
     device_metadata: Option<MetadataConfig>,
+    metadata_versions: Vec<String>,
 }
 
 impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
@@ -71,6 +72,10 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             rolling_update: None,
             claim_lookup_timeout: Duration::from_secs(20),
             device_metadata: None,
+            metadata_versions: MetadataVersion::ALL
+                .iter()
+                .map(|v| v.api_version().to_string())
+                .collect(),
         }
     }
 
@@ -183,7 +188,25 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
         self
     }
 
+    /// The versions of the device metadata schema each file holds, by `apiVersion`
+    /// (`metadata.resource.k8s.io/v1beta1`) or version alone (`v1beta1`); see
+    /// [`MetadataVersion`]. Written newest first whatever the order given, so readers built for
+    /// older and newer Kubernetes releases each find theirs. Default: all of them. With
+    /// [`Self::device_metadata`] on, an unknown version or none at all fails [`Self::start`]
+    /// ([`Error::UnknownMetadataVersion`], [`Error::Config`]).
+    pub fn metadata_versions<I, S>(mut self, versions: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.metadata_versions = versions.into_iter().map(Into::into).collect();
+        self
+    }
+
     fn validate(&self) -> Result<()> {
+        if self.device_metadata.is_some() {
+            MetadataVersion::parse_list(&self.metadata_versions)?;
+        }
         if let Some(uid) = &self.rolling_update
             && !socket::is_uuid(uid)
         {
@@ -295,10 +318,20 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             rolling.then(|| plugin_dir.join("claims")),
         );
         node.lookup_timeout = self.claim_lookup_timeout;
+        // Checked by validate(); parsed here into what the files hold.
+        let versions = match &self.device_metadata {
+            Some(_) => MetadataVersion::parse_list(&self.metadata_versions)?,
+            None => Vec::new(),
+        };
         let metadata = self.device_metadata.as_ref().map(|cfg| {
             let layout =
                 MetadataLayout::new(&self.kubelet_root_dir, &self.driver_name, &cfg.cdi_dir);
-            Metadata::new(layout, node.checkpoint.clone(), node.locks())
+            Metadata::new(
+                layout,
+                versions.clone(),
+                node.checkpoint.clone(),
+                node.locks(),
+            )
         });
         if let Some(m) = &metadata {
             let m = Arc::clone(m);

@@ -122,6 +122,9 @@ pub struct DaemonConfig {
     /// Device metadata in the containers (`--enable-device-metadata`, KEP-5304): each claim
     /// request's devices described in a file mounted into the containers that use it.
     pub device_metadata: bool,
+    /// The versions each device metadata file holds, newest first
+    /// (`--device-metadata-versions`; default all).
+    pub device_metadata_versions: Vec<dranet_kubeletplugin::metadata::MetadataVersion>,
 }
 
 impl std::fmt::Debug for DaemonConfig {
@@ -140,6 +143,7 @@ impl std::fmt::Debug for DaemonConfig {
             .field("attach", &self.attach)
             .field("cdi_dir", &self.cdi_dir)
             .field("device_metadata", &self.device_metadata)
+            .field("device_metadata_versions", &self.device_metadata_versions)
             .finish_non_exhaustive()
     }
 }
@@ -165,6 +169,7 @@ impl DaemonConfig {
             cdi_dir: PathBuf::from(DEFAULT_CDI_DIR),
             // Off unless asked for (`dranet run` asks by default): it writes to `cdi_dir`.
             device_metadata: false,
+            device_metadata_versions: dranet_kubeletplugin::metadata::MetadataVersion::ALL.to_vec(),
         }
     }
 }
@@ -451,7 +456,12 @@ impl Daemon {
             .metrics(metrics.clone())
             .health(health.clone());
         if config.device_metadata {
-            plugin = plugin.device_metadata(&config.cdi_dir);
+            plugin = plugin.device_metadata(&config.cdi_dir).metadata_versions(
+                config
+                    .device_metadata_versions
+                    .iter()
+                    .map(|v| v.api_version()),
+            );
         }
         let plugin = plugin.start().await?;
         // Before NRI runs: every pod that starts gets its metadata.

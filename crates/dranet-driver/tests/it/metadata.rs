@@ -135,7 +135,9 @@ async fn each_requests_file_says_what_the_pod_sees_and_goes_with_the_claim() {
         let mount = &spec["devices"][0]["containerEdits"]["mounts"][0];
         assert_eq!(
             mount["containerPath"],
-            format!("/var/run/dra-device-attributes/nics/{request}/dra.net-metadata.json")
+            format!(
+                "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/nics/{request}/dra.net-metadata.json"
+            )
         );
         assert_eq!(
             mount["hostPath"],
@@ -150,9 +152,23 @@ async fn each_requests_file_says_what_the_pod_sees_and_goes_with_the_claim() {
     let sandbox = pod("pm", &p);
     driver.start_pod(&sandbox).await.unwrap();
     for (i, f) in pinned.iter().enumerate() {
-        let m: serde_json::Value = serde_json::from_reader(f).unwrap();
-        assert_eq!(m["apiVersion"], "metadata.resource.k8s.io/v1alpha1");
+        // The stream: v1beta1, then the same as v1alpha1.
+        let objects: Vec<serde_json::Value> = serde_json::Deserializer::from_reader(f)
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(objects.len(), 2);
+        assert_eq!(objects[0]["apiVersion"], "metadata.resource.k8s.io/v1beta1");
+        assert_eq!(
+            objects[1]["apiVersion"],
+            "metadata.resource.k8s.io/v1alpha1"
+        );
+        let mut alpha = objects[1].clone();
+        alpha["apiVersion"] = objects[0]["apiVersion"].clone();
+        assert_eq!(alpha, objects[0]);
+        let m = &objects[1];
         assert_eq!(m["kind"], "DeviceMetadata");
+        assert!(m.get("podClaimName").is_none(), "a claim the pod names");
         assert_eq!(
             m["metadata"],
             serde_json::json!({"name": "nics", "namespace": "ml", "uid": claim.uid, "generation": 1})
@@ -193,11 +209,11 @@ async fn each_requests_file_says_what_the_pod_sees_and_goes_with_the_claim() {
     plugin.shutdown().await.unwrap();
 }
 
-/// The example of docs/claims.md is a metadata file as the plugin writes it, at the path the
-/// layout mounts it.
+/// The example of docs/claims.md is a metadata file as the plugin writes it (pretty-printed), at
+/// the path the layout mounts it.
 #[test]
 fn the_documented_example_is_what_the_plugin_writes() {
-    use dranet_kubeletplugin::metadata::{DeviceMetadata, MetadataLayout};
+    use dranet_kubeletplugin::metadata::{DeviceMetadata, MetadataLayout, MetadataVersion};
     let doc = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/claims.md"),
     )
@@ -212,23 +228,45 @@ fn the_documented_example_is_what_the_plugin_writes() {
         .nth(1)
         .and_then(|b| b.split("```").next())
         .expect("the section shows a file");
-    let m: DeviceMetadata = serde_json::from_str(block).unwrap();
-    assert_eq!(m.api_version, "metadata.resource.k8s.io/v1alpha1");
+    let objects: Vec<serde_json::Value> = serde_json::Deserializer::from_str(block)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let versions: Vec<&str> = objects
+        .iter()
+        .map(|o| o["apiVersion"].as_str().unwrap())
+        .collect();
+    let written: Vec<&str> = MetadataVersion::ALL
+        .iter()
+        .map(|v| v.api_version())
+        .collect();
+    assert_eq!(versions, written, "every version, newest first");
+    let m: DeviceMetadata = serde_json::from_value(objects[0].clone()).unwrap();
     assert_eq!(m.kind, "DeviceMetadata");
     let d = &m.requests[0].devices[0];
     assert_eq!(d.driver, DRIVER_NAME);
     assert!(d.network_data.as_ref().is_some_and(|n| n.ips.is_some()));
-    // The same JSON back (nothing the types do not carry).
-    let back = serde_json::to_value(&m).unwrap();
-    assert_eq!(
-        back,
-        serde_json::from_str::<serde_json::Value>(block).unwrap()
-    );
+    for o in &objects {
+        // The same JSON back (nothing the types do not carry), in the order written.
+        let back: DeviceMetadata = serde_json::from_value(o.clone()).unwrap();
+        assert_eq!(&serde_json::to_value(&back).unwrap(), o);
+        let mut same = back.clone();
+        same.api_version = m.api_version.clone();
+        assert_eq!(same, m, "the versions differ in apiVersion only");
+    }
+    // Field order as written: kind, apiVersion, metadata, podClaimName, requests.
+    let at = |k: &str| block.find(&format!("\"{k}\"")).unwrap();
+    assert!(at("kind") < at("apiVersion") && at("apiVersion") < at("metadata"));
+    assert!(at("metadata") < at("podClaimName") && at("podClaimName") < at("requests"));
     let layout = MetadataLayout::new(
         std::path::Path::new("/var/lib/kubelet"),
         DRIVER_NAME,
         std::path::Path::new("/var/run/cdi"),
     );
-    let path = layout.container_path(&m.metadata.name, &m.requests[0].name);
+    let path = layout.container_path(
+        &m.metadata.name,
+        m.pod_claim_name.as_deref(),
+        &m.requests[0].name,
+    );
     assert!(section.contains(&path), "the section reads {path}");
 }

@@ -526,6 +526,7 @@ mod tests {
                 }],
                 state: Some(serde_json::json!({"netns": "/proc/1/ns/net"})),
             }),
+            pod_claim_name: None,
         }
     }
 

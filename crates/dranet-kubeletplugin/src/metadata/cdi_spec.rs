@@ -8,11 +8,13 @@ use super::layout::MetadataLayout;
 use crate::cdi::{CDI_VERSION, CdiDevice, CdiSpec, ContainerEdits, Mount, write_atomically};
 use crate::error::{Error, Result};
 
-/// The spec of request `request` of claim `namespace/name` (UID `uid`).
+/// The spec of request `request` of claim `namespace/name` (UID `uid`; `pod_claim_name` when
+/// generated from a template, see [`MetadataLayout::container_path`]).
 pub(crate) fn spec(
     layout: &MetadataLayout,
     namespace: &str,
     name: &str,
+    pod_claim_name: Option<&str>,
     uid: &str,
     request: &str,
 ) -> CdiSpec {
@@ -21,7 +23,7 @@ pub(crate) fn spec(
             .file(namespace, name, request)
             .to_string_lossy()
             .into_owned(),
-        container_path: layout.container_path(name, request),
+        container_path: layout.container_path(name, pod_claim_name, request),
         options: vec!["ro".into(), "bind".into()],
     };
     CdiSpec {
@@ -39,10 +41,11 @@ pub(crate) fn write(
     layout: &MetadataLayout,
     namespace: &str,
     name: &str,
+    pod_claim_name: Option<&str>,
     uid: &str,
     request: &str,
 ) -> Result<()> {
-    let spec = spec(layout, namespace, name, uid, request);
+    let spec = spec(layout, namespace, name, pod_claim_name, uid, request);
     let bytes = serde_json::to_vec_pretty(&spec).map_err(|e| {
         Error::Config(format!(
             "device metadata CDI spec of claim {namespace}/{name}: {e}"

@@ -6,8 +6,6 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use super::schema::DeviceMetadata;
-
 /// Files are read by the containers' users, written by the plugin only.
 const FILE_MODE: u32 = 0o644;
 const DIR_MODE: u32 = 0o755;
@@ -59,8 +57,8 @@ fn write_file(f: &mut File, bytes: &[u8]) -> io::Result<()> {
     f.sync_all()
 }
 
-/// The generation of the file at `path`: 0 when it is missing, empty (a placeholder) or not
-/// metadata (torn by a crash).
+/// The generation of the file at `path` (its first object's: every object of a write carries the
+/// same): 0 when it is missing, empty (a placeholder) or not metadata (torn by a crash).
 pub(crate) fn generation(path: &Path) -> io::Result<i64> {
     let mut bytes = Vec::new();
     match File::open(path) {
@@ -73,8 +71,19 @@ pub(crate) fn generation(path: &Path) -> io::Result<i64> {
     if bytes.is_empty() {
         return Ok(0);
     }
-    match serde_json::from_slice::<DeviceMetadata>(&bytes) {
-        Ok(m) => Ok(m.metadata.generation.max(0)),
+    let first = serde_json::Deserializer::from_slice(&bytes)
+        .into_iter::<serde_json::Value>()
+        .next();
+    let generation = match first {
+        Some(Ok(object)) => object
+            .pointer("/metadata/generation")
+            .and_then(serde_json::Value::as_i64)
+            .ok_or_else(|| "no metadata.generation".to_string()),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err("no JSON object".to_string()),
+    };
+    match generation {
+        Ok(g) => Ok(g.max(0)),
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "a device metadata file is not readable; its next write counts generations from 1 again");
             Ok(0)

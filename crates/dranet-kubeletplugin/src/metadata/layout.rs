@@ -2,9 +2,21 @@
 
 use std::path::{Path, PathBuf};
 
-/// The directory in the container under which each claim's metadata appears
-/// (`<dir>/<claim>/<request>/<driver>-metadata.json`).
-pub const CONTAINER_DIR: &str = "/var/run/dra-device-attributes";
+/// The directory in the container under which each claim's metadata appears.
+pub const CONTAINER_DIR: &str = "/var/run/kubernetes.io/dra-device-attributes";
+
+/// The subdirectory of [`CONTAINER_DIR`] for claims the pod names directly
+/// (`spec.resourceClaims[].resourceClaimName`), by claim name.
+pub const RESOURCE_CLAIMS_SUBDIR: &str = "resourceclaims";
+
+/// The subdirectory of [`CONTAINER_DIR`] for claims generated from a template, by the pod's name
+/// for the claim (`spec.resourceClaims[].name`): the generated claim's name is random, so a pod
+/// spec could not name the path otherwise.
+pub const RESOURCE_CLAIM_TEMPLATES_SUBDIR: &str = "resourceclaimtemplates";
+
+/// The annotation the resourceclaim controller puts on a claim it generates from a template:
+/// the pod's name for the claim. A claim without it is one the pod names directly.
+pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
 
 /// The directory under the driver's plugin directory that holds the files.
 const HOST_SUBDIR: &str = "dra-device-metadata";
@@ -67,10 +79,21 @@ impl MetadataLayout {
             .join(FILE_NAME)
     }
 
-    /// Where the containers see a claim's request's file.
-    pub fn container_path(&self, name: &str, request: &str) -> String {
+    /// Where the containers see a claim's request's file: under
+    /// `resourceclaimtemplates/<pod claim name>` for a claim generated from a template (its
+    /// `pod_claim_name`), under `resourceclaims/<name>` for a claim the pod names directly.
+    pub fn container_path(
+        &self,
+        name: &str,
+        pod_claim_name: Option<&str>,
+        request: &str,
+    ) -> String {
+        let (subdir, dir) = match pod_claim_name {
+            Some(p) => (RESOURCE_CLAIM_TEMPLATES_SUBDIR, p),
+            None => (RESOURCE_CLAIMS_SUBDIR, name),
+        };
         format!(
-            "{CONTAINER_DIR}/{name}/{}/{}-metadata.json",
+            "{CONTAINER_DIR}/{subdir}/{dir}/{}/{}-metadata.json",
             top_request(request),
             self.driver
         )
@@ -142,18 +165,32 @@ pub(crate) fn check_uid(uid: &str) -> Result<(), String> {
     }
 }
 
+/// A pod's name for a claim as it goes into the container path: a DNS label, as the API server
+/// requires of `spec.resourceClaims[].name` (the annotation could be edited by hand).
+pub(crate) fn check_pod_claim_name(name: &str) -> Result<(), String> {
+    if is_dns_label(name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "annotation {POD_CLAIM_NAME_ANNOTATION}={name:?} cannot name device metadata (a DNS label is needed)"
+        ))
+    }
+}
+
+/// Lowercase letters, digits and inner '-', at most 63 characters.
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
 /// A request name as it goes into paths and CDI device names: a DNS label, as the API server
 /// requires of request names (a subrequest's request is checked).
 pub(crate) fn check_request(request: &str) -> Result<(), String> {
-    let top = top_request(request);
-    let ok = !top.is_empty()
-        && top.len() <= 63
-        && top
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !top.starts_with('-')
-        && !top.ends_with('-');
-    if ok {
+    if is_dns_label(top_request(request)) {
         Ok(())
     } else {
         Err(format!(

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
-use super::layout::{check_request, check_uid, claim_dir_name, top_request};
+use super::layout::{check_pod_claim_name, check_request, check_uid, claim_dir_name, top_request};
 use super::{Metadata, cdi_spec, in_place};
 use crate::checkpoint::Phase;
 use crate::driver::{ClaimRef, Prepared};
@@ -12,11 +12,14 @@ use crate::error::{Error, Result};
 
 impl Metadata {
     /// At prepare, once the driver has returned: an empty file and a CDI spec for each request
-    /// of the claim's devices, and the spec's CDI ID added to each device of the request. The
-    /// claim fails when they cannot be written (its unprepare removes what was).
+    /// of the claim's devices, and the spec's CDI ID added to the first device of each request.
+    /// `pod_claim_name`: the claim's [`super::layout::POD_CLAIM_NAME_ANNOTATION`], which puts
+    /// the file under the template claims' directory in the container. The claim fails when they
+    /// cannot be written (its unprepare removes what was).
     pub(crate) async fn prepared(
         self: &Arc<Self>,
         c: &ClaimRef,
+        pod_claim_name: Option<&str>,
         prepared: &mut Prepared,
     ) -> Result<()> {
         let requests: BTreeSet<String> = prepared
@@ -32,14 +35,23 @@ impl Metadata {
         for r in &requests {
             check_request(r).map_err(Error::InvalidRequest)?;
         }
+        if let Some(p) = pod_claim_name {
+            check_pod_claim_name(p).map_err(Error::InvalidRequest)?;
+        }
         let (this, claim) = (Arc::clone(self), c.clone());
-        tokio::task::spawn_blocking(move || this.create(&claim, &requests, false))
-            .await
-            .map_err(|_| Error::Task("device metadata files"))??;
+        let pod_claim = pod_claim_name.map(str::to_string);
+        tokio::task::spawn_blocking(move || {
+            this.create(&claim, pod_claim.as_deref(), &requests, false)
+        })
+        .await
+        .map_err(|_| Error::Task("device metadata files"))??;
+        // Once per request: the kubelet gives a container the CDI IDs of every device of the
+        // requests it uses, and each repetition would be one more bind mount of the same file.
+        let mut given: HashSet<String> = HashSet::new();
         for d in &mut prepared.devices {
             for r in &d.requests {
                 let id = self.layout.cdi_id(&c.uid, r);
-                if !d.cdi_device_ids.contains(&id) {
+                if given.insert(id.clone()) && !d.cdi_device_ids.contains(&id) {
                     d.cdi_device_ids.push(id);
                 }
             }
@@ -49,12 +61,25 @@ impl Metadata {
 
     /// The file and spec of each of `requests` of claim `c`. `keep`: a file that exists keeps
     /// what it holds.
-    fn create(&self, c: &ClaimRef, requests: &BTreeSet<String>, keep: bool) -> Result<()> {
+    fn create(
+        &self,
+        c: &ClaimRef,
+        pod_claim_name: Option<&str>,
+        requests: &BTreeSet<String>,
+        keep: bool,
+    ) -> Result<()> {
         for r in requests {
             let file = self.layout.file(&c.namespace, &c.name, r);
             in_place::placeholder(&file, keep)
                 .map_err(|e| Error::io("create device metadata file", &file, e))?;
-            cdi_spec::write(&self.layout, &c.namespace, &c.name, &c.uid, r)?;
+            cdi_spec::write(
+                &self.layout,
+                &c.namespace,
+                &c.name,
+                pod_claim_name,
+                &c.uid,
+                r,
+            )?;
         }
         Ok(())
     }
@@ -122,7 +147,7 @@ impl Metadata {
             let (Phase::Prepared, Some(p)) = (e.phase, &e.prepared) else {
                 continue;
             };
-            // Only the requests prepared with metadata: their devices carry the spec's ID.
+            // Only the requests prepared with metadata: one of their devices carries the spec's ID.
             let requests: BTreeSet<String> = p
                 .devices
                 .iter()
@@ -133,7 +158,10 @@ impl Metadata {
                 })
                 .map(|(_, r)| top_request(r).to_string())
                 .collect();
-            if let Err(err) = self.create(&e.claim, &requests, true) {
+            // An entry without the pod claim name (written before it was recorded) is a
+            // direct claim's.
+            let pod_claim = e.pod_claim_name.as_deref();
+            if let Err(err) = self.create(&e.claim, pod_claim, &requests, true) {
                 tracing::error!(claim = %e.claim, error = %err, "device metadata of a prepared claim could not be restored: its pods' containers may fail to start");
             }
         }

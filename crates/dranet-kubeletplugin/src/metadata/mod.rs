@@ -8,10 +8,15 @@
 //!   `<kubelet root>/plugins/<driver>/dra-device-metadata/<namespace>_<claim>/<request>/metadata.json`
 //!   (mode 0644), and a CDI spec per request (kind `<driver>/metadata`, device
 //!   `<claim UID>_<request>`) that bind-mounts it read-only into the containers at
-//!   `/var/run/dra-device-attributes/<claim>/<request>/<driver>-metadata.json`;
-//! - adds the CDI ID `<driver>/metadata=<claim UID>_<request>` to the CDI IDs of each device of
-//!   the request that prepare returned, so the kubelet hands it to the runtime for exactly the
-//!   containers that use the request;
+//!   - `/var/run/kubernetes.io/dra-device-attributes/resourceclaims/<claim>/<request>/<driver>-metadata.json`
+//!     for a claim the pod names directly (`spec.resourceClaims[].resourceClaimName`), or
+//!   - `/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/<pod claim name>/<request>/<driver>-metadata.json`
+//!     for a claim generated from a template, `<pod claim name>` being the pod's
+//!     `spec.resourceClaims[].name`, which the plugin reads from the claim's
+//!     [`POD_CLAIM_NAME_ANNOTATION`] (and keeps in the checkpoint);
+//! - adds the CDI ID `<driver>/metadata=<claim UID>_<request>` to the CDI IDs of the first device
+//!   of each request that prepare returned: the kubelet hands a container the IDs of every device
+//!   of the requests it uses, so the file is mounted into exactly those containers, once;
 //! - removes the files and specs at unprepare; at start, removes those of claims the
 //!   checkpoint no longer holds and writes again what a prepared claim lacks (the CDI directory
 //!   is usually a tmpfs, gone after a reboot that the checkpoint survives).
@@ -20,6 +25,11 @@
 //! [`crate::KubeletPlugin::metadata_updater`] gives it; a network driver does that in its NRI
 //! `RunPodSandbox` hook, once the pod's interfaces exist. Every write increments
 //! `metadata.generation` (the first is 1).
+//!
+//! The file holds one JSON object per [`MetadataVersion`] the plugin writes
+//! ([`crate::KubeletPluginBuilder::metadata_versions`], by default all), newest first, each on
+//! a line of its own: a reader takes the first `apiVersion` it understands ([`read_stream`]),
+//! so containers built for an older Kubernetes still find theirs.
 //!
 //! For a request of a `firstAvailable` subrequest (`nic/fast`), the path and the CDI device name
 //! use the request the container names (`nic`); the JSON's `requests[].name` says which
@@ -31,7 +41,7 @@
 //! bind mount of a file pins the inode the host path had when it was mounted. A write to a
 //! temporary file renamed over the placeholder would leave a container that was already created
 //! seeing the old, empty inode. So every write opens the existing file and rewrites its
-//! contents on the same inode ([`in_place`]). A driver writes before the pod's containers run
+//! contents on the same inode. A driver writes before the pod's containers run
 //! (dranet's containers wait in the hook until its attach, which writes the file, has ended), so
 //! no container reads a half-written file.
 
@@ -54,27 +64,37 @@ use dranet_util::NamedLocks;
 use crate::checkpoint::Checkpoint;
 
 pub use error::MetadataError;
-pub use layout::{CONTAINER_DIR, MetadataLayout, top_request};
-pub use schema::{API_VERSION, ClaimMeta, DeviceMetadata, KIND, MetadataDevice, MetadataRequest};
+pub use layout::{
+    CONTAINER_DIR, MetadataLayout, POD_CLAIM_NAME_ANNOTATION, RESOURCE_CLAIM_TEMPLATES_SUBDIR,
+    RESOURCE_CLAIMS_SUBDIR, top_request,
+};
+pub use schema::{
+    ClaimMeta, DeviceMetadata, KIND, MetadataDevice, MetadataRequest, MetadataVersion, read_stream,
+};
 
-/// The device metadata of one plugin: its layout, the checkpoint that says which claims are
-/// prepared, and the per-claim locks the plugin serializes prepare and unprepare with.
+/// The device metadata of one plugin: its layout, the versions its files hold, the checkpoint
+/// that says which claims are prepared, and the per-claim locks the plugin serializes prepare
+/// and unprepare with.
 #[derive(Debug)]
 pub(crate) struct Metadata {
     pub layout: MetadataLayout,
+    /// Newest first, each once ([`MetadataVersion::parse_list`]).
+    pub versions: Vec<MetadataVersion>,
     pub checkpoint: Checkpoint,
     pub locks: Arc<NamedLocks>,
 }
 
 impl Metadata {
-    /// The metadata kept as `layout` says, for the claims `checkpoint` holds.
+    /// The metadata kept as `layout` says, in `versions`, for the claims `checkpoint` holds.
     pub fn new(
         layout: MetadataLayout,
+        versions: Vec<MetadataVersion>,
         checkpoint: Checkpoint,
         locks: Arc<NamedLocks>,
     ) -> Arc<Self> {
         Arc::new(Self {
             layout,
+            versions,
             checkpoint,
             locks,
         })
@@ -101,6 +121,11 @@ impl MetadataUpdater {
     /// The CDI spec directory the specs go to.
     pub fn cdi_dir(&self) -> &std::path::Path {
         self.inner.layout.cdi_dir()
+    }
+
+    /// The versions each file holds, in the order written (newest first).
+    pub fn versions(&self) -> &[MetadataVersion] {
+        &self.inner.versions
     }
 }
 

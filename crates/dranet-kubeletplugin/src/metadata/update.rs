@@ -3,15 +3,16 @@
 use super::error::MetadataError;
 use super::layout::top_request;
 use super::schema::{
-    API_VERSION, ClaimMeta, DeviceMetadata, KIND, MetadataDevice, MetadataRequest,
+    ClaimMeta, DeviceMetadata, KIND, MetadataDevice, MetadataRequest, encode_stream,
 };
 use super::{MetadataUpdater, in_place};
 use crate::checkpoint::{CheckpointEntry, Phase};
 use crate::driver::PreparedDevice;
 
 impl MetadataUpdater {
-    /// Writes the metadata file of request `request` of claim `namespace/name` with `devices`,
-    /// and returns the file's new generation (1 for its first write).
+    /// Writes the metadata file of request `request` of claim `namespace/name` with `devices`
+    /// (one object per version of [`Self::versions`]), and returns the file's new generation
+    /// (1 for its first write).
     ///
     /// Refused unless the claim is prepared by this driver (the checkpoint says so), `request`
     /// (a request, or a `firstAvailable` subrequest `nic/fast`, whose file is `nic`'s) is one of
@@ -103,24 +104,27 @@ impl MetadataUpdater {
         }
         let path = m.layout.file(namespace, name, full_request);
         let mut file = DeviceMetadata {
-            api_version: API_VERSION.into(),
             kind: KIND.into(),
+            // Set per version by encode_stream.
+            api_version: String::new(),
             metadata: ClaimMeta {
                 name: name.to_string(),
                 namespace: namespace.to_string(),
                 uid,
                 generation: 0,
             },
+            pod_claim_name: entry.pod_claim_name,
             requests: vec![MetadataRequest {
                 name: full_request.clone(),
                 devices,
             }],
         };
+        let versions = m.versions.clone();
         tokio::task::spawn_blocking(move || {
             let previous = in_place::generation(&path)
                 .map_err(|e| io_error("read device metadata", &path, e))?;
             file.metadata.generation = previous.saturating_add(1);
-            let bytes = serde_json::to_vec_pretty(&file)
+            let bytes = encode_stream(&file, &versions)
                 .map_err(|e| io_error("encode device metadata", &path, std::io::Error::other(e)))?;
             in_place::write(&path, &bytes)
                 .map_err(|e| io_error("write device metadata", &path, e))?;
