@@ -195,6 +195,7 @@ fn entry(i: usize) -> CheckpointEntry {
             devices: results.iter().map(prepared_device).collect(),
             state: Some(serde_json::json!({"netns": "/var/run/netns/cni-0000"})),
         }),
+        pod_claim_name: None,
     }
 }
 

@@ -30,7 +30,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// The node daemon: publish this node's devices, prepare claims, give pods their devices.
-    Run(cmd::run::RunArgs),
+    // Boxed: the daemon's flags outweigh every other command's.
+    Run(Box<cmd::run::RunArgs>),
     /// Show what this node would publish (table, or the ResourceSlices as JSON/YAML).
     Inventory(cmd::inventory::InventoryArgs),
     /// GPU × NIC topology matrix (PIX/PXB/PHB/NODE/SYS) with NUMA affinity.

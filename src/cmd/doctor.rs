@@ -42,9 +42,14 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "PATH", default_value = "/opt/dranet/bin/dranet",
           value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from))]
     hook_path: PathBuf,
-    /// Where the daemon writes the hook's CDI specs (`dranet run --cdi-dir`).
+    /// Where the daemon writes the hook's and the device metadata's CDI specs (`dranet run
+    /// --cdi-dir`).
     #[arg(long, value_name = "DIR", default_value = dranet_driver::daemon::DEFAULT_CDI_DIR)]
     cdi_dir: PathBuf,
+    /// Whether the daemon writes device metadata (`dranet run --enable-device-metadata`): its
+    /// CDI specs must be in a directory the runtime reads, hook or not.
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    enable_device_metadata: bool,
     /// The running daemon's metrics, for the attach times of its pods by size (`dranet run
     /// --bind-address`); empty: not read.
     #[arg(
@@ -94,6 +99,7 @@ pub fn run(a: &DoctorArgs) -> Result<(), CliError> {
             },
             hook_path: (!a.hook_path.as_os_str().is_empty()).then(|| a.hook_path.clone()),
             cdi_dir: a.cdi_dir.clone(),
+            device_metadata: a.enable_device_metadata,
             times: (host && !a.metrics_url.is_empty())
                 .then(|| read_metrics(&a.metrics_url).map(|t| attach_times::parse(&t))),
         },

@@ -127,9 +127,27 @@ pub struct RunArgs {
         value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from)
     )]
     hook_path: PathBuf,
-    /// The runtime's CDI directory: the hook reaches the containers through a CDI device.
+    /// The runtime's CDI directory: the hook and the device metadata reach the containers
+    /// through CDI devices.
     #[arg(long, value_name = "DIR", default_value = dranet_driver::daemon::DEFAULT_CDI_DIR, env = "DRANET_CDI_DIR")]
     cdi_dir: PathBuf,
+    /// Device metadata in the containers (KEP-5304): each claim request's devices (attributes,
+    /// interface name, addresses, MAC) in a JSON file under
+    /// /var/run/kubernetes.io/dra-device-attributes in the containers that use it, mounted
+    /// through a CDI spec in --cdi-dir. false: no files, no specs.
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, env = "DRANET_ENABLE_DEVICE_METADATA")]
+    enable_device_metadata: bool,
+    /// The versions of the device metadata format each file holds, comma-separated
+    /// (metadata.resource.k8s.io/v1beta1 or v1beta1): written newest first, so that workloads
+    /// built for Kubernetes 1.36 (v1alpha1) and 1.37 (v1beta1) each find theirs.
+    #[arg(
+        long,
+        value_name = "VERSIONS",
+        value_delimiter = ',',
+        default_value = "v1beta1,v1alpha1",
+        env = "DRANET_DEVICE_METADATA_VERSIONS"
+    )]
+    device_metadata_versions: Vec<String>,
 }
 
 /// Go-style durations as upstream takes them: `500ms`, `2s`, `1m`, `1m30s`, `1h`.
@@ -179,6 +197,11 @@ impl RunArgs {
             hook: self.hook(&c.state_dir),
         };
         c.cdi_dir = self.cdi_dir.clone();
+        c.device_metadata = self.enable_device_metadata;
+        c.device_metadata_versions = dranet_kubeletplugin::metadata::MetadataVersion::parse_list(
+            &self.device_metadata_versions,
+        )
+        .map_err(|e| usage(format!("--device-metadata-versions: {e}")))?;
         c.poll = PollConfig {
             max_interval: self.inventory_max_poll_interval,
             min_interval: self.inventory_min_poll_interval,
@@ -343,6 +366,54 @@ mod tests {
         let e = c.run.config("n1".into()).unwrap_err().to_string();
         assert!(
             e.starts_with("--feature-gates: unknown feature gate"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn device_metadata_is_on_unless_turned_off() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: super::RunArgs,
+        }
+        let metadata = |args: &[&str]| {
+            let c =
+                Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied())).unwrap();
+            c.run.config("n1".into()).unwrap().device_metadata
+        };
+        assert!(metadata(&[]));
+        assert!(metadata(&["--enable-device-metadata"]));
+        assert!(metadata(&["--enable-device-metadata=true"]));
+        assert!(!metadata(&["--enable-device-metadata=false"]));
+        assert!(!metadata(&["--enable-device-metadata", "false"]));
+        assert!(Cli::try_parse_from(["run", "--enable-device-metadata=maybe"]).is_err());
+        use dranet_kubeletplugin::metadata::MetadataVersion::{V1Alpha1, V1Beta1};
+        let versions = |args: &[&str]| {
+            let c =
+                Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied())).unwrap();
+            c.run
+                .config("n1".into())
+                .map(|c| c.device_metadata_versions)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(versions(&[]).unwrap(), [V1Beta1, V1Alpha1]);
+        assert_eq!(
+            versions(&[
+                "--device-metadata-versions",
+                "metadata.resource.k8s.io/v1alpha1"
+            ])
+            .unwrap(),
+            [V1Alpha1]
+        );
+        assert_eq!(
+            versions(&["--device-metadata-versions=v1alpha1,v1beta1"]).unwrap(),
+            [V1Beta1, V1Alpha1]
+        );
+        let e = versions(&["--device-metadata-versions=v1alpha1,v2"]).unwrap_err();
+        assert!(
+            e.starts_with("--device-metadata-versions: unknown device metadata version \"v2\""),
             "{e}"
         );
     }

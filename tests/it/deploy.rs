@@ -346,6 +346,43 @@ fn each_value_takes_effect() {
     assert_eq!(opaque.driver, "dra.net");
     assert_eq!(opaque.parameters.0["interface"]["mtu"], 4000);
 
+    // Device metadata needs the CDI directory without the hook too; off, neither needs it.
+    let cdi_of = |args: &[&str]| {
+        let pod = pod_spec(&daemonset(&render(&helm, args)));
+        let args = pod.containers[0].args.clone().unwrap_or_default();
+        let mounted = host_mounts(&pod)
+            .iter()
+            .any(|(m, h, _)| m == "/var/run/cdi" && h == "/var/run/cdi");
+        (mounted, args)
+    };
+    let (mounted, args) = cdi_of(&["--set", "hook.enabled=false"]);
+    assert!(
+        mounted,
+        "metadata without the hook mounts the CDI directory"
+    );
+    assert!(
+        args.iter().any(|a| a == "--cdi-dir=/var/run/cdi"),
+        "{args:?}"
+    );
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--enable-device-metadata")),
+        "{args:?}"
+    );
+    let (mounted, args) = cdi_of(&[
+        "--set",
+        "hook.enabled=false",
+        "--set",
+        "deviceMetadata.enabled=false",
+    ]);
+    assert!(!mounted, "neither hook nor metadata: no CDI directory");
+    assert!(
+        args.iter().any(|a| a == "--enable-device-metadata=false"),
+        "{args:?}"
+    );
+    assert!(!args.iter().any(|a| a.starts_with("--cdi-dir")), "{args:?}");
+
     // Everything optional off.
     let docs = render(&helm, &["-f", &values_file("minimal-values.yaml")]);
     let kinds: BTreeSet<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
@@ -411,6 +448,10 @@ fn a_mistake_in_values_is_an_error_from_helm() {
         ),
         (&["--set", "cloudProviderHint=gce"], "/cloudProviderHint"),
         (&["--set", "log.format=yaml"], "/log/format"),
+        (
+            &["--set", "deviceMetadata.enabled=1"],
+            "/deviceMetadata/enabled",
+        ),
         (&["--set", "extraArgs[0]=run"], "/extraArgs/0"),
         (
             &["--set", "deviceClasses[0].name=Bad_Name"],

@@ -17,6 +17,7 @@
 //! plugin's checkpoint, which the plugin hands the driver at start ([`Driver::restore_records`]).
 
 mod leases;
+mod metadata;
 mod profiles;
 mod rdma_only;
 mod restore;
@@ -31,7 +32,7 @@ pub use status::device_status;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use dranet_core::{
     CharDevice, CloudProvider, DeviceIdentifiers, Inventory, NetworkConfig, NetworkDevice, NoCloud,
@@ -279,6 +280,8 @@ impl NetworkDriverBuilder {
             restores_owed: AtomicUsize::new(0),
             synchronized: tokio::sync::watch::Sender::new(false),
             barrier: self.barrier,
+            metadata: OnceLock::new(),
+            published: RwLock::new(Arc::default()),
         })
     }
 }
@@ -392,6 +395,10 @@ pub struct NetworkDriver {
     /// Set once the runtime's first Synchronize was handled (host restores owed are done).
     synchronized: tokio::sync::watch::Sender<bool>,
     barrier: Option<Barrier>,
+    /// Fills the claims' device metadata files, once the kubelet plugin has handed it over.
+    metadata: OnceLock<dranet_kubeletplugin::MetadataUpdater>,
+    /// What each device is published with, for its metadata.
+    published: RwLock<Arc<metadata::PublishedAttributes>>,
 }
 
 impl std::fmt::Debug for NetworkDriver {
@@ -992,6 +999,8 @@ impl NetworkDriver {
             return Err(e);
         }
         self.report_status(&claims, &attached, Stage::Done);
+        // Before the attach ends: the pod's containers, held until then, read it whole.
+        self.write_metadata(&claims, &attached).await;
         Ok(())
     }
 

@@ -121,6 +121,12 @@ impl ContainerEdits {
         self.hooks.push(hook);
         self
     }
+
+    /// Adds a bind mount.
+    pub fn mount(mut self, mount: Mount) -> Self {
+        self.mounts.push(mount);
+        self
+    }
 }
 
 /// A device node of [`ContainerEdits`].
@@ -259,8 +265,8 @@ fn check_name_part(what: &str, s: &str) -> Result<()> {
 }
 
 /// Writes a spec durably; runtimes read specs as any user, so they are world-readable (0644 less
-/// the umask).
-fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+/// the umask). The device metadata specs ([`crate::metadata`]) are written with it too.
+pub(crate) fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io("create CDI directory", dir, e))?;
     AtomicWrite::new(path)
         .mode(0o644)

@@ -13,6 +13,16 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
 
+    /// A device metadata version ([`crate::KubeletPluginBuilder::metadata_versions`]) that this
+    /// plugin does not write.
+    #[error("unknown device metadata version {version:?} (known: {})", known.join(", "))]
+    UnknownMetadataVersion {
+        /// The version as given.
+        version: String,
+        /// The versions the plugin writes.
+        known: Vec<String>,
+    },
+
     /// A file system operation failed.
     #[error("{action} {path}: {source}")]
     Io {

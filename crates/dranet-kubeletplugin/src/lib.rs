@@ -28,6 +28,9 @@
 //!   socket first, so the kubelet stops calling before the service stops);
 //! - rolling updates ([`KubeletPluginBuilder::rolling_update`]): an old and a new instance run side by
 //!   side, share claims through the checkpoint, and hand over publishing when the old one exits;
+//! - device metadata in the container (KEP-5304, [`KubeletPluginBuilder::device_metadata`]): a
+//!   JSON file per claim request mounted into the containers that use it, which the driver fills
+//!   through a [`MetadataUpdater`];
 //! - metrics hooks ([`Metrics`]).
 //!
 //! # Writing a driver
@@ -158,6 +161,7 @@ pub mod fake;
 mod flock;
 mod grpc;
 mod health;
+pub mod metadata;
 pub mod metrics;
 mod node;
 mod plugin;
@@ -185,6 +189,7 @@ pub use driver::{
 pub use error::{Error, Result};
 pub use grpc::RegistrationState;
 pub use health::{DeviceHealthReport, Health, HealthReporter};
+pub use metadata::{MetadataError, MetadataUpdater};
 pub use metrics::{Method, Metrics, NoMetrics};
 pub use node::MAX_CLAIMS_IN_FLIGHT;
 pub use plugin::{DEFAULT_KUBELET_ROOT_DIR, KubeletPlugin, KubeletPluginBuilder};

@@ -18,6 +18,7 @@ use crate::driver::{
 };
 use crate::error::{Error, Result};
 use crate::flock;
+use crate::metadata::{Metadata, POD_CLAIM_NAME_ANNOTATION};
 use crate::metrics::Metrics;
 use dranet_util::NamedLocks;
 
@@ -30,8 +31,8 @@ pub(crate) struct NodeService<D, A> {
     /// prepared before, and unprepare must ask the driver to clean up.
     pub checkpoint_trusted: bool,
     pub metrics: Arc<dyn Metrics>,
-    /// One lock per claim UID.
-    locks: NamedLocks,
+    /// One lock per claim UID (device metadata updates take it too).
+    locks: Arc<NamedLocks>,
     /// Rolling updates: where the per-claim lock files live that serialize calls for one claim
     /// across the two instances.
     claim_lock_dir: Option<PathBuf>,
@@ -39,6 +40,8 @@ pub(crate) struct NodeService<D, A> {
     pub lookup_timeout: std::time::Duration,
     /// Bounds the claims running at once ([`MAX_CLAIMS_IN_FLIGHT`]).
     in_flight: Arc<tokio::sync::Semaphore>,
+    /// Device metadata files and specs, when turned on.
+    pub metadata: Option<Arc<Metadata>>,
 }
 
 impl<D: Driver, A: KubeApi> NodeService<D, A> {
@@ -58,11 +61,17 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             checkpoint,
             checkpoint_trusted,
             metrics,
-            locks: NamedLocks::default(),
+            locks: Arc::new(NamedLocks::default()),
             claim_lock_dir,
             lookup_timeout: std::time::Duration::from_secs(20),
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_CLAIMS_IN_FLIGHT)),
+            metadata: None,
         }
+    }
+
+    /// The per-claim locks, shared with the device metadata updater.
+    pub fn locks(&self) -> Arc<NamedLocks> {
+        Arc::clone(&self.locks)
     }
 
     /// Prepares all claims concurrently; one result per distinct UID.
@@ -241,6 +250,14 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
             });
         };
         let devices = devices.unwrap_or_default();
+        // Taken before the claim goes to the driver: the device metadata's container path
+        // depends on it, and the checkpoint keeps it for a restart.
+        let pod_claim_name = claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION))
+            .cloned();
         let results: Vec<_> = devices
             .results
             .unwrap_or_default()
@@ -265,6 +282,7 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 claim: c.clone(),
                 phase: Phase::Preparing,
                 prepared: None,
+                pod_claim_name: pod_claim_name.clone(),
             })
             .await?;
         let prepared = self
@@ -298,12 +316,19 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 });
             }
         }
+        let mut prepared = prepared;
+        // Before the record: a retry answered from it must name the metadata's CDI IDs too.
+        if let Some(m) = &self.metadata {
+            m.prepared(c, pod_claim_name.as_deref(), &mut prepared)
+                .await?;
+        }
         let devices = prepared.devices.clone();
         self.checkpoint
             .put(CheckpointEntry {
                 claim: c.clone(),
                 phase: Phase::Prepared,
                 prepared: Some(prepared),
+                pod_claim_name,
             })
             .await?;
         Ok(devices)
@@ -348,6 +373,10 @@ impl<D: Driver, A: KubeApi> NodeService<D, A> {
                 claim: c.to_string(),
                 source,
             })?;
+        // Before the record goes: a failure here is retried by the kubelet's next unprepare.
+        if let Some(m) = &self.metadata {
+            m.unprepared(c).await?;
+        }
         self.checkpoint.remove(&c.uid).await?;
         // The claim is gone for good: its lock file need not stay.
         if let Some((path, held)) = file_lock {

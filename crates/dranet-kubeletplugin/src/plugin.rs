@@ -16,6 +16,7 @@ use crate::driver::{Driver, PreparedClaim};
 use crate::error::{Error, Result};
 use crate::grpc::{DraV1, DraV1beta1, HealthService, Registration, RegistrationState};
 use crate::health::HealthReporter;
+use crate::metadata::{Metadata, MetadataConfig, MetadataLayout, MetadataUpdater, MetadataVersion};
 use crate::metrics::{Metrics, NoMetrics};
 use crate::node::NodeService;
 use crate::proto::{self, service_names};
@@ -45,6 +46,8 @@ pub struct KubeletPluginBuilder<D, A> {
     serve_v1beta1: bool,
     rolling_update: Option<String>,
     claim_lookup_timeout: Duration,
+    device_metadata: Option<MetadataConfig>,
+    metadata_versions: Vec<String>,
 }
 
 impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
@@ -68,6 +71,11 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             serve_v1beta1: true,
             rolling_update: None,
             claim_lookup_timeout: Duration::from_secs(20),
+            device_metadata: None,
+            metadata_versions: MetadataVersion::ALL
+                .iter()
+                .map(|v| v.api_version().to_string())
+                .collect(),
         }
     }
 
@@ -168,7 +176,37 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
         self
     }
 
+    /// Turns on device metadata in the container (KEP-5304, see [`crate::metadata`]): every
+    /// prepared request gets a metadata file under `<kubelet dir>/plugins/<driver>/`, bind-mounted
+    /// into the containers that use the request through a CDI spec written to `cdi_dir` (the
+    /// runtime's CDI spec directory, e.g. `/var/run/cdi`), and the driver fills it through
+    /// [`KubeletPlugin::metadata_updater`]. Off by default: no files, no specs.
+    pub fn device_metadata(mut self, cdi_dir: impl Into<PathBuf>) -> Self {
+        self.device_metadata = Some(MetadataConfig {
+            cdi_dir: cdi_dir.into(),
+        });
+        self
+    }
+
+    /// The versions of the device metadata schema each file holds, by `apiVersion`
+    /// (`metadata.resource.k8s.io/v1beta1`) or version alone (`v1beta1`); see
+    /// [`MetadataVersion`]. Written newest first whatever the order given, so readers built for
+    /// older and newer Kubernetes releases each find theirs. Default: all of them. With
+    /// [`Self::device_metadata`] on, an unknown version or none at all fails [`Self::start`]
+    /// ([`Error::UnknownMetadataVersion`], [`Error::Config`]).
+    pub fn metadata_versions<I, S>(mut self, versions: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.metadata_versions = versions.into_iter().map(Into::into).collect();
+        self
+    }
+
     fn validate(&self) -> Result<()> {
+        if self.device_metadata.is_some() {
+            MetadataVersion::parse_list(&self.metadata_versions)?;
+        }
         if let Some(uid) = &self.rolling_update
             && !socket::is_uuid(uid)
         {
@@ -280,6 +318,28 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             rolling.then(|| plugin_dir.join("claims")),
         );
         node.lookup_timeout = self.claim_lookup_timeout;
+        // Checked by validate(); parsed here into what the files hold.
+        let versions = match &self.device_metadata {
+            Some(_) => MetadataVersion::parse_list(&self.metadata_versions)?,
+            None => Vec::new(),
+        };
+        let metadata = self.device_metadata.as_ref().map(|cfg| {
+            let layout =
+                MetadataLayout::new(&self.kubelet_root_dir, &self.driver_name, &cfg.cdi_dir);
+            Metadata::new(
+                layout,
+                versions.clone(),
+                node.checkpoint.clone(),
+                node.locks(),
+            )
+        });
+        if let Some(m) = &metadata {
+            let m = Arc::clone(m);
+            tokio::task::spawn_blocking(move || m.restore())
+                .await
+                .map_err(|_| Error::Task("device metadata restore"))?;
+        }
+        node.metadata = metadata.clone();
         let node = Arc::new(node);
 
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -431,6 +491,7 @@ impl<D: Driver, A: KubeApi> KubeletPluginBuilder<D, A> {
             "DRA kubelet plugin started"
         );
         Ok(KubeletPlugin {
+            metadata: metadata.map(MetadataUpdater::new),
             driver_name: self.driver_name,
             dra_socket: dra_path,
             registration_socket: reg_path,
@@ -548,6 +609,7 @@ pub struct KubeletPlugin {
     registration_guard: Option<SocketGuard>,
     // Dropped last, after the servers stopped.
     _dra_guard: SocketGuard,
+    metadata: Option<MetadataUpdater>,
 }
 
 impl std::fmt::Debug for KubeletPlugin {
@@ -613,6 +675,13 @@ impl KubeletPlugin {
             // The senders live as long as the tasks; they are gone only after shutdown.
             Err(_) => std::future::pending().await,
         }
+    }
+
+    /// The handle that fills the device metadata files of prepared claims
+    /// ([`MetadataUpdater::update_request_metadata`]); `None` unless the plugin was built with
+    /// [`KubeletPluginBuilder::device_metadata`].
+    pub fn metadata_updater(&self) -> Option<MetadataUpdater> {
+        self.metadata.clone()
     }
 
     /// The DRA service socket.

@@ -116,8 +116,15 @@ pub struct DaemonConfig {
     /// How a pod's attach is timed against the runtime, and the hook its containers wait in
     /// ([`crate::attach`]).
     pub attach: AttachPolicy,
-    /// The runtime's CDI directory, where the hook's CDI specs go (`--cdi-dir`).
+    /// The runtime's CDI directory, where the hook's CDI specs go (`--cdi-dir`), and the device
+    /// metadata's.
     pub cdi_dir: PathBuf,
+    /// Device metadata in the containers (`--enable-device-metadata`, KEP-5304): each claim
+    /// request's devices described in a file mounted into the containers that use it.
+    pub device_metadata: bool,
+    /// The versions each device metadata file holds, newest first
+    /// (`--device-metadata-versions`; default all).
+    pub device_metadata_versions: Vec<dranet_kubeletplugin::metadata::MetadataVersion>,
 }
 
 impl std::fmt::Debug for DaemonConfig {
@@ -135,6 +142,8 @@ impl std::fmt::Debug for DaemonConfig {
             .field("poll", &self.poll)
             .field("attach", &self.attach)
             .field("cdi_dir", &self.cdi_dir)
+            .field("device_metadata", &self.device_metadata)
+            .field("device_metadata_versions", &self.device_metadata_versions)
             .finish_non_exhaustive()
     }
 }
@@ -158,6 +167,9 @@ impl DaemonConfig {
             shutdown_grace: Duration::from_secs(20),
             attach: AttachPolicy::default(),
             cdi_dir: PathBuf::from(DEFAULT_CDI_DIR),
+            // Off unless asked for (`dranet run` asks by default): it writes to `cdi_dir`.
+            device_metadata: false,
+            device_metadata_versions: dranet_kubeletplugin::metadata::MetadataVersion::ALL.to_vec(),
         }
     }
 }
@@ -436,15 +448,26 @@ impl Daemon {
 
         // 3. Kubelet plugin: sockets, registration, the publisher.
         let health = HealthReporter::new();
-        let plugin = KubeletPlugin::builder(hooks.clone(), api)
+        let mut plugin = KubeletPlugin::builder(hooks.clone(), api)
             .max_devices_per_slice(crate::publish::DEVICES_PER_SLICE)
             .driver_name(DRIVER_NAME)
             .node_name(&config.node_name)
             .kubelet_root_dir(&config.kubelet_root_dir)
             .metrics(metrics.clone())
-            .health(health.clone())
-            .start()
-            .await?;
+            .health(health.clone());
+        if config.device_metadata {
+            plugin = plugin.device_metadata(&config.cdi_dir).metadata_versions(
+                config
+                    .device_metadata_versions
+                    .iter()
+                    .map(|v| v.api_version()),
+            );
+        }
+        let plugin = plugin.start().await?;
+        // Before NRI runs: every pod that starts gets its metadata.
+        if let Some(updater) = plugin.metadata_updater() {
+            hooks.driver().set_metadata_updater(updater);
+        }
         // The plugin has given the driver its records (the profiles owed among them).
         retry_profile_releases(hooks.driver());
 
@@ -575,7 +598,9 @@ impl Daemon {
         self.excluded = excluded;
         let changed = next.devices != self.published || self.known.is_empty();
         if changed {
-            self.plugin.publish(next.k8s_devices())?;
+            let devices = next.k8s_devices();
+            driver.set_published(&devices);
+            self.plugin.publish(devices)?;
             self.metrics
                 .published(next.devices.len(), devices::rdma_count(&next.devices));
             tracing::info!(devices = ?next.devices.keys().collect::<Vec<_>>(), "publishing");

@@ -70,6 +70,9 @@ pub struct AttachInput {
     pub hook_path: Option<PathBuf>,
     /// Where the daemon writes the hook's CDI specs (`dranet run --cdi-dir`).
     pub cdi_dir: PathBuf,
+    /// Whether the daemon writes device metadata CDI specs there too
+    /// (`dranet run --enable-device-metadata`).
+    pub device_metadata: bool,
     /// The running daemon's attach times (its metrics), or why they could not be read; `None`:
     /// not checked.
     pub times: Option<Result<super::attach_times::Sizes, String>>,
@@ -133,9 +136,9 @@ pub fn check(input: &AttachInput, node_nics: usize, out: &mut Vec<Finding>) {
             out,
         );
     }
-    let Some(hook) = &input.hook_path else {
+    if input.hook_path.is_none() && !input.device_metadata {
         return;
-    };
+    }
     // The runtime must read the specs the daemon writes: a CDI device it cannot resolve fails
     // the container.
     let dirs = input
@@ -153,13 +156,17 @@ pub fn check(input: &AttachInput, node_nics: usize, out: &mut Vec<Finding>) {
             "runtime",
             format!(
                 "the daemon's CDI directory {} is not one the runtime reads ({}): with the hook \
-                 on, every container of a pod with a dra.net claim fails (unresolvable CDI device)",
+                 or device metadata on, every container of a pod with a dra.net claim fails \
+                 (unresolvable CDI device)",
                 input.cdi_dir.display(),
                 dirs.join(", ")
             ),
-            Some("run the daemon with --cdi-dir set to one of the runtime's cdi_spec_dirs (Helm: cdiDir), or turn the hook off"),
+            Some("run the daemon with --cdi-dir set to one of the runtime's cdi_spec_dirs (Helm: cdiDir), or turn the hook and device metadata off"),
         ));
     }
+    let Some(hook) = &input.hook_path else {
+        return;
+    };
     if hook.is_file() {
         out.push(finding(
             Status::Ok,
@@ -225,6 +232,7 @@ mod tests {
             containerd_config: Some(("/c.toml".into(), config.into())),
             hook_path: Some("/nonexistent/dranet".into()),
             cdi_dir: "/var/run/cdi".into(),
+            device_metadata: false,
             times: None,
         };
         let mut out = Vec::new();
@@ -244,6 +252,22 @@ mod tests {
             out.iter().all(|f| f.status != Status::Fail),
             "the defaults hold /var/run/cdi: {out:?}"
         );
+        // Device metadata needs the directory without the hook too; neither: not checked.
+        let only_metadata = |device_metadata| AttachInput {
+            hook_path: None,
+            device_metadata,
+            ..input("cdi_spec_dirs = [\"/tmp/k/cdi\"]\n")
+        };
+        let mut out = Vec::new();
+        check(&only_metadata(true), &mut out);
+        assert!(
+            out.iter()
+                .any(|f| f.status == Status::Fail && f.message.contains("device metadata")),
+            "{out:?}"
+        );
+        let mut out = Vec::new();
+        check(&only_metadata(false), &mut out);
+        assert!(out.iter().all(|f| f.status != Status::Fail), "{out:?}");
     }
 
     #[test]
@@ -258,6 +282,7 @@ mod tests {
                 )),
                 hook_path: Some("/nonexistent/dranet".into()),
                 cdi_dir: "/var/run/cdi".into(),
+                device_metadata: false,
                 times: None,
             },
             0,
@@ -285,6 +310,7 @@ mod tests {
                 containerd_config: None,
                 hook_path: None,
                 cdi_dir: "/var/run/cdi".into(),
+                device_metadata: false,
                 times: None,
             },
             0,

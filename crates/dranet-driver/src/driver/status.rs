@@ -174,6 +174,21 @@ pub(super) fn condition(kind: &str, reason: &str, message: String, now: &Time) -
     }
 }
 
+/// A device's network data when its netdev is in the pod (`attached`): its name, addresses and
+/// MAC there. The claim status and the device metadata say the same.
+pub(super) fn network_data(
+    d: &DeviceRecord,
+    attached: Option<&Attached>,
+) -> Option<NetworkDeviceData> {
+    let a = attached?;
+    d.netdev.as_ref()?;
+    Some(NetworkDeviceData {
+        interface_name: Some(a.pod_name.clone()),
+        ips: Some(a.addresses.clone()).filter(|v| !v.is_empty()),
+        hardware_address: a.mac.clone(),
+    })
+}
+
 /// The status entry of one device: network data when its netdev is in the pod, and conditions.
 pub fn device_status(
     d: &DeviceRecord,
@@ -196,11 +211,7 @@ pub fn device_status(
                 format!("{} configured", a.pod_name),
                 now,
             ));
-            network_data = Some(NetworkDeviceData {
-                interface_name: Some(a.pod_name.clone()),
-                ips: Some(a.addresses.clone()).filter(|v| !v.is_empty()),
-                hardware_address: a.mac.clone(),
-            });
+            network_data = self::network_data(d, Some(a));
         }
         (None, None) if d.rdma.is_some() => conditions.push(condition(
             "Ready",

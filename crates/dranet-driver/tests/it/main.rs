@@ -10,6 +10,7 @@ mod dhcp;
 mod driver;
 mod driver_netns;
 mod e2e;
+mod metadata;
 mod profiles;
 mod reboot;
 mod support;

@@ -43,6 +43,12 @@ pub struct CheckpointEntry {
     /// The driver's result, once [`Phase::Prepared`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepared: Option<Prepared>,
+    /// The pod's name for the claim (`spec.resourceClaims[].name`) when the claim was generated
+    /// from a template (its `resource.kubernetes.io/pod-claim-name` annotation): the device
+    /// metadata's container path depends on it, and a restart must write the same spec. Missing
+    /// (and in checkpoints written before it existed): a claim the pod names directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_claim_name: Option<String>,
 }
 
 /// What a checkpoint holds: the claims, and the driver's own records.

@@ -360,6 +360,18 @@ impl Checkpoint {
         self.lock().claims.clone()
     }
 
+    /// All entries as they are now: in shared mode re-read from the file first (blocking).
+    pub(crate) fn entries_now(&self) -> Result<BTreeMap<String, CheckpointEntry>> {
+        self.reread()?;
+        Ok(self.entries())
+    }
+
+    /// [`Checkpoint::entries_now`] off the runtime's workers.
+    pub(crate) async fn entries_async(&self) -> Result<BTreeMap<String, CheckpointEntry>> {
+        self.reread_async().await?;
+        Ok(self.entries())
+    }
+
     /// Records `entry` (keyed by its claim UID) and waits until it is on disk.
     pub async fn put(&self, entry: CheckpointEntry) -> Result<()> {
         self.update(move |c| {
@@ -514,6 +526,7 @@ mod tests {
                 }],
                 state: Some(serde_json::json!({"netns": "/proc/1/ns/net"})),
             }),
+            pod_claim_name: None,
         }
     }
 

@@ -230,6 +230,7 @@ fn a_state_at_the_depth_limit_reads_back_from_the_checkpoint() {
                 devices: Vec::new(),
                 state: Some(state),
             }),
+            pod_claim_name: None,
         },
     );
     assert_eq!(decode(&encode(&c)).unwrap(), c);

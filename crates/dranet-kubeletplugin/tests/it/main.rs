@@ -7,6 +7,7 @@ mod grpc;
 mod hardening;
 mod kubelet_wire;
 mod list;
+mod metadata;
 mod modes;
 mod publish;
 mod rolling;
