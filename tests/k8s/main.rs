@@ -27,6 +27,7 @@ mod health;
 mod install;
 mod links;
 mod manifests;
+mod metadata;
 mod minimal_driver;
 mod nri_timeout;
 mod share;
@@ -94,6 +95,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "big_node::sixty_five_nics_with_one_link_down_stay_allocatable",
         what: "a node of 65 NICs, one without carrier",
         run: big_node::sixty_five_nics_with_one_link_down_stay_allocatable,
+    },
+    Scenario {
+        name: "metadata::a_pod_reads_its_devices_metadata",
+        what: "device metadata in the container (KEP-5304)",
+        run: metadata::a_pod_reads_its_devices_metadata,
     },
     Scenario {
         name: "install::installs_with_kubectl_then_helm",

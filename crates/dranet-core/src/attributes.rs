@@ -534,6 +534,11 @@ mod tests {
         assert!(check_attribute_name("has-dash").is_err());
         assert!(check_attribute_name(&"a".repeat(33)).is_err());
         assert!(check_attribute_name("Bad_Domain.io/x").is_err());
+        // More than one `/` (1.38's helper refuses it too).
+        assert_eq!(
+            check_attribute_name("a.io/b/c"),
+            Err(AttributeNameError::NotCIdentifier)
+        );
         assert!(check_attribute_name(&format!("{}.io/x", "a".repeat(61))).is_err());
     }
 

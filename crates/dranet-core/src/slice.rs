@@ -7,8 +7,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::attributes::{
-    AttributeNameError, AttributeOptions, Attributes, MAX_ATTRIBUTES_PER_DEVICE, MAX_VALUE_LEN,
-    check_attribute_name, device_attributes, enforce_limits,
+    AttributeNameError, AttributeOptions, AttributeValue, Attributes, DRIVER_NAME,
+    MAX_ATTRIBUTES_PER_DEVICE, MAX_VALUE_LEN, check_attribute_name, device_attributes,
+    enforce_limits,
 };
 use crate::health::Fault;
 use crate::{CloudProvider, DeviceIdentifiers, Inventory};
@@ -104,8 +105,19 @@ pub fn published_devices(
         .iter()
         .map(|d| {
             let mut attributes = device_attributes(d, &inv.numa, opts);
-            attributes.extend(node.iter().map(|(k, v)| (k.clone(), v.clone())));
-            attributes.extend(cloud.device_attributes(&DeviceIdentifiers::of(d)));
+            // A provider's name in dra.net's own domain is the same attribute as the name
+            // alone: published alone, as the API's helper wants from 1.38.
+            let short = |(k, v): (String, AttributeValue)| match own_domain(DRIVER_NAME, &k) {
+                Some(s) => (s.to_string(), v),
+                None => (k, v),
+            };
+            attributes.extend(node.iter().map(|(k, v)| (k.clone(), v.clone())).map(short));
+            attributes.extend(
+                cloud
+                    .device_attributes(&DeviceIdentifiers::of(d))
+                    .into_iter()
+                    .map(short),
+            );
             warnings.extend(enforce_limits(&d.name, &mut attributes));
             PublishedDevice {
                 name: d.name.clone(),
@@ -151,6 +163,25 @@ pub enum DeviceError {
         /// What is wrong with it.
         #[source]
         error: AttributeNameError,
+    },
+    /// An attribute or capacity name qualified with the driver's own domain: the same name
+    /// unqualified is already in that domain, and the kubelet plugin helper of Kubernetes 1.38
+    /// refuses the qualified form.
+    #[error(
+        "device {device:?} {kind} {name:?} is qualified with the driver's own domain {driver:?}: \
+         publish it as {short:?}"
+    )]
+    OwnDomain {
+        /// The device name.
+        device: String,
+        /// `attribute` or `capacity`.
+        kind: &'static str,
+        /// The name as given.
+        name: String,
+        /// The driver.
+        driver: String,
+        /// The name without the domain.
+        short: String,
     },
     /// An attribute with no value or with more than one.
     #[error(
@@ -250,6 +281,40 @@ pub fn validate_device(d: &Device) -> Result<(), DeviceError> {
         })?;
     }
     Ok(())
+}
+
+/// [`validate_device`] for a device of `driver`: also refuses attribute and capacity names
+/// qualified with the driver's own domain ([`DeviceError::OwnDomain`]), as the kubelet plugin
+/// helper does from Kubernetes 1.38.
+pub fn validate_device_of(driver: &str, d: &Device) -> Result<(), DeviceError> {
+    validate_device(d)?;
+    let attrs = d
+        .attributes
+        .iter()
+        .flat_map(|a| a.keys())
+        .map(|n| ("attribute", n));
+    let caps = d
+        .capacity
+        .iter()
+        .flat_map(|c| c.keys())
+        .map(|n| ("capacity", n));
+    for (kind, name) in attrs.chain(caps) {
+        if let Some(short) = own_domain(driver, name) {
+            return Err(DeviceError::OwnDomain {
+                device: d.name.clone(),
+                kind,
+                name: name.clone(),
+                driver: driver.to_string(),
+                short: short.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `name` without its domain, when the domain is `driver`'s own.
+pub fn own_domain<'a>(driver: &str, name: &'a str) -> Option<&'a str> {
+    name.strip_prefix(driver)?.strip_prefix('/')
 }
 
 /// One node's pool of one driver's devices (pool name = node name) and how it is cut into
@@ -419,6 +484,53 @@ mod validate_tests {
             name: name.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn names_in_the_drivers_own_domain_are_refused_with_the_short_form() {
+        use super::validate_device_of;
+        let mut d = dev("x");
+        d.attributes = Some(
+            [(
+                "dra.net/model".to_string(),
+                DeviceAttribute {
+                    string: Some("m".into()),
+                    ..Default::default()
+                },
+            )]
+            .into(),
+        );
+        assert!(validate_device(&d).is_ok(), "the API server takes it");
+        let e = validate_device_of("dra.net", &d).unwrap_err().to_string();
+        assert!(
+            e.contains("\"dra.net/model\"") && e.contains("publish it as \"model\""),
+            "{e}"
+        );
+        // Another domain, or a domain that only starts like the driver's, is not the driver's.
+        for other in ["azure.dra.net/model", "dra.network/model", "model"] {
+            let mut d = dev("x");
+            d.attributes = Some(
+                [(
+                    other.to_string(),
+                    DeviceAttribute {
+                        string: Some("m".into()),
+                        ..Default::default()
+                    },
+                )]
+                .into(),
+            );
+            assert!(validate_device_of("dra.net", &d).is_ok(), "{other}");
+        }
+        let mut d = dev("x");
+        d.capacity = Some(
+            [(
+                "dra.net/children".to_string(),
+                k8s_openapi::api::resource::v1::DeviceCapacity::default(),
+            )]
+            .into(),
+        );
+        let e = validate_device_of("dra.net", &d).unwrap_err().to_string();
+        assert!(e.contains("capacity \"dra.net/children\""), "{e}");
     }
 
     #[test]
@@ -602,6 +714,48 @@ mod tests {
         let back: PublishedDevice =
             serde_json::from_value(serde_json::to_value(&down).unwrap()).unwrap();
         assert_eq!(back, down);
+    }
+
+    /// A provider naming an attribute in dra.net's own domain: published under the name alone,
+    /// which the kubelet plugin's check (1.38's rule) takes.
+    #[test]
+    fn a_providers_name_in_the_drivers_domain_is_published_alone() {
+        struct Rack;
+        impl CloudProvider for Rack {
+            fn name(&self) -> &str {
+                "rack"
+            }
+            fn node_attributes(&self) -> Attributes {
+                [
+                    (
+                        "dra.net/rack".to_string(),
+                        AttributeValue::String("r7".into()),
+                    ),
+                    (
+                        "azure.dra.net/zone".to_string(),
+                        AttributeValue::String("z".into()),
+                    ),
+                ]
+                .into()
+            }
+        }
+        let mut inv = Inventory::default();
+        inv.devices.push(crate::NetworkDevice {
+            name: "eth1".into(),
+            pci: None,
+            netdev: Some(crate::Netdev {
+                name: "eth1".into(),
+                ..Default::default()
+            }),
+            rdma: None,
+        });
+        let (devs, warnings) = published_devices(&inv, AttributeOptions::default(), &Rack);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let a = &devs[0].attributes;
+        assert_eq!(a.get("rack"), Some(&AttributeValue::String("r7".into())));
+        assert!(!a.contains_key("dra.net/rack"));
+        assert!(a.contains_key("azure.dra.net/zone"));
+        assert!(super::validate_device_of(DRIVER_NAME, &devs[0].to_k8s()).is_ok());
     }
 
     #[test]

@@ -634,11 +634,12 @@ impl KubeletPlugin {
     ///
     /// A list the API server would refuse is an error here, and nothing is published: an empty or
     /// invalid device name, a name listed twice, too many attributes and capacities, an invalid
-    /// attribute name, a value over the size limit (see [`dranet_core::slice::validate_device`]).
+    /// attribute name, a value over the size limit, a name qualified with the driver's own
+    /// domain (see [`dranet_core::slice::validate_device_of`]).
     pub fn publish(&self, devices: Vec<Device>) -> Result<()> {
         let mut seen = std::collections::HashSet::with_capacity(devices.len());
         for d in &devices {
-            dranet_core::slice::validate_device(d)
+            dranet_core::slice::validate_device_of(&self.driver_name, d)
                 .map_err(|e| Error::InvalidRequest(e.to_string()))?;
             if !seen.insert(d.name.as_str()) {
                 return Err(Error::InvalidRequest(format!(

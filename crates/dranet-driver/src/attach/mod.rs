@@ -97,11 +97,27 @@ impl AttachPolicy {
         let t = self.nri_request_timeout;
         t - (t / 4).max((t / 2).min(Duration::from_millis(250)))
     }
+
+    /// How long CreateContainer waits for an attach to end before it refuses the container:
+    /// half of [`Self::answer_within`]. A refusal that reaches the runtime after its timeout
+    /// has the plugin dropped and the container created without it, so the refusal keeps the
+    /// wider margin (a refused container is only retried): 750 ms of 2 s, 25 ms of 100 ms.
+    pub fn refuse_within(&self) -> Duration {
+        self.answer_within() / 2
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_leaves_the_wider_margin() {
+        let mut p = AttachPolicy::default();
+        assert_eq!(p.refuse_within(), Duration::from_millis(750));
+        p.nri_request_timeout = Duration::from_millis(100);
+        assert_eq!(p.refuse_within(), Duration::from_millis(25));
+    }
 
     #[test]
     fn the_answer_leaves_a_margin_under_the_runtime_timeout() {

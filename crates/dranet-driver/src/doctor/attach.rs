@@ -259,14 +259,14 @@ mod tests {
             ..input("cdi_spec_dirs = [\"/tmp/k/cdi\"]\n")
         };
         let mut out = Vec::new();
-        check(&only_metadata(true), &mut out);
+        check(&only_metadata(true), 0, &mut out);
         assert!(
             out.iter()
                 .any(|f| f.status == Status::Fail && f.message.contains("device metadata")),
             "{out:?}"
         );
         let mut out = Vec::new();
-        check(&only_metadata(false), &mut out);
+        check(&only_metadata(false), 0, &mut out);
         assert!(out.iter().all(|f| f.status != Status::Fail), "{out:?}");
     }
 

@@ -168,10 +168,11 @@ impl Instrumented {
             .is_some_and(|h| container.create_runtime_hooks.iter().any(|x| h.is(x)));
         let phase = match self.gate.phase(&pod.id) {
             Some(Phase::Attaching) if hooked => return Ok(()),
-            // It may end within this call's own deadline.
+            // It may end within this call's own deadline (less a wide margin: a late refusal
+            // lets the container start).
             Some(Phase::Attaching) => self
                 .gate
-                .wait(&pod.id, self.policy.answer_within())
+                .wait(&pod.id, self.policy.refuse_within())
                 .await
                 .unwrap_or(Phase::Attached),
             Some(p) => p,
@@ -183,7 +184,7 @@ impl Instrumented {
                 let limit = if hooked {
                     Duration::ZERO
                 } else {
-                    self.policy.answer_within()
+                    self.policy.refuse_within()
                 };
                 match self.attach_within(pod, limit, false).await {
                     Phase::Attaching if hooked => return Ok(()),
