@@ -84,8 +84,10 @@ fn printed(kit: &Kit, n: usize, d: &Daemon) -> (serde_json::Value, String, Strin
         &format!("{POD}'s container's run {n} to print its metadata"),
         LIMIT,
         || {
-            let out = kit.kubectl_ok(&["logs", POD]);
-            (out.matches("END").count() >= 1 && out.contains("RUN")).then_some(out)
+            // Fails while the container is being created.
+            let out = kit.kubectl(&["logs", POD]);
+            let out = String::from_utf8_lossy(&out.stdout).to_string();
+            (out.contains("END") && out.contains("RUN")).then_some(out)
         },
         || {
             format!(
