@@ -382,6 +382,20 @@ fn each_value_takes_effect() {
         "{args:?}"
     );
     assert!(!args.iter().any(|a| a.starts_with("--cdi-dir")), "{args:?}");
+    // The versions, when chosen, go to the daemon as its flag.
+    let (_, args) = cdi_of(&["--set", "deviceMetadata.versions={v1alpha1}"]);
+    assert!(
+        args.iter()
+            .any(|a| a == "--device-metadata-versions=v1alpha1"),
+        "{args:?}"
+    );
+    let (_, args) = cdi_of(&[]);
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--device-metadata-versions")),
+        "the default leaves the daemon's: {args:?}"
+    );
 
     // Everything optional off.
     let docs = render(&helm, &["-f", &values_file("minimal-values.yaml")]);
@@ -451,6 +465,10 @@ fn a_mistake_in_values_is_an_error_from_helm() {
         (
             &["--set", "deviceMetadata.enabled=1"],
             "/deviceMetadata/enabled",
+        ),
+        (
+            &["--set", "deviceMetadata.versions={v1}"],
+            "/deviceMetadata/versions/0",
         ),
         (&["--set", "extraArgs[0]=run"], "/extraArgs/0"),
         (
