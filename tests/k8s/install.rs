@@ -178,10 +178,7 @@ impl<'a> Node<'a> {
         dranet_discovery::fixture::azure_nd_gb300_v6(&fixture).unwrap();
         let state_dir = tmp.path().join("state");
         let t = Instant::now();
-        let imported = ctr(
-            kit,
-            &["images", "import", image_archive().to_str().unwrap()],
-        );
+        let imported = kit.ctr(&["images", "import", image_archive().to_str().unwrap()]);
         ok("ctr images import", &imported);
         kit.say(format_args!(
             "image built and imported in {:.1?}",
@@ -385,19 +382,6 @@ impl<'a> Node<'a> {
             self.daemon_logs()
         );
     }
-}
-
-fn ctr(kit: &Kit, args: &[&str]) -> Output {
-    Command::new("ctr")
-        .args([
-            "--address",
-            kit.var("DRANET_K8S_CONTAINERD_SOCKET"),
-            "-n",
-            "k8s.io",
-        ])
-        .args(args)
-        .output()
-        .expect("run ctr")
 }
 
 /// A claim template for mlx5_0 and the veth, through the shipped DeviceClass `dranet`.

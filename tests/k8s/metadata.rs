@@ -10,7 +10,6 @@
 //!
 //! Needs root and the kit; skipped with a message otherwise.
 
-use std::process::Command;
 use std::time::Duration;
 
 use crate::links::{Veths, claim_pod, host_link};
@@ -167,20 +166,8 @@ pub(crate) fn a_pod_reads_its_devices_metadata(kit: &Kit) {
     // The daemon restarted, then the container killed: the restarted container reads the same.
     d.kill();
     let d = daemon(kit, &state, port, tmp.path().join("dranet-2.log"));
-    let id = kit.get_json(&["pod", POD])["status"]["containerStatuses"][0]["containerID"]
-        .as_str()
-        .and_then(|s| s.strip_prefix("containerd://"))
-        .unwrap_or_default()
-        .to_string();
-    let killed = Command::new("ctr")
-        .args([
-            "--address",
-            &format!("{}/containerd.sock", kit.var("DRANET_K8S_DIR")),
-        ])
-        .args(["-n", "k8s.io", "task", "kill", "-s", "SIGKILL", &id])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(killed, "ctr task kill {id}");
+    let killed = kit.kill_container(POD);
+    assert!(killed, "ctr task kill of {POD}'s container");
     wait_for(
         "the container restarted and Ready",
         LIMIT,

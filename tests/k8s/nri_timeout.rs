@@ -248,16 +248,6 @@ fn signal(daemon: &Daemon, sig: &str) {
     assert!(ok, "kill {sig}");
 }
 
-/// The id of `pod`'s container, as containerd knows it.
-fn container_id(kit: &Kit, pod: &str) -> String {
-    let p = kit.get_json(&["pod", pod]);
-    p["status"]["containerStatuses"][0]["containerID"]
-        .as_str()
-        .and_then(|s| s.strip_prefix("containerd://"))
-        .unwrap_or_default()
-        .to_string()
-}
-
 fn restarts(kit: &Kit, pod: &str) -> i64 {
     kit.get_json(&["pod", pod])["status"]["containerStatuses"][0]["restartCount"]
         .as_i64()
@@ -291,22 +281,14 @@ pub(crate) fn hook_installed_eight_nics_at_container_start(kit: &Kit) {
         || kit.pod_ready("nt-hook").then_some(()),
         || kit.kubectl_ok(&["describe", "pod", "nt-hook"]),
     );
-    let id = container_id(kit, "nt-hook");
     signal(&d, "-STOP");
-    let killed = Command::new("ctr")
-        .args([
-            "--address",
-            &format!("{}/containerd.sock", kit.var("DRANET_K8S_DIR")),
-        ])
-        .args(["-n", "k8s.io", "task", "kill", "-s", "SIGKILL", &id])
-        .status()
-        .is_ok_and(|s| s.success());
+    let killed = kit.kill_container("nt-hook");
     let restarted = killed
         && wait_for_opt(LIMIT, || {
             (restarts(kit, "nt-hook") >= 1 && kit.pod_ready("nt-hook")).then_some(())
         });
     signal(&d, "-CONT");
-    assert!(killed, "ctr task kill {id}");
+    assert!(killed, "ctr task kill of nt-hook's container");
     assert!(
         restarted,
         "the container did not restart while the daemon was stopped: {}",

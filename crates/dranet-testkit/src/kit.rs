@@ -431,6 +431,39 @@ impl Kit {
             .collect()
     }
 
+    /// `ctr` on the kit's containerd, in the `k8s.io` namespace (where the kubelet's containers
+    /// are).
+    pub fn ctr(&self, args: &[&str]) -> std::process::Output {
+        // The machine's ctr, not the kit's PATH (which holds the cluster's binaries only).
+        Command::new("ctr")
+            .args(["--address", self.var("DRANET_K8S_CONTAINERD_SOCKET")])
+            .args(["-n", "k8s.io"])
+            .args(args)
+            .output()
+            .expect("run ctr")
+    }
+
+    /// The id of `pod`'s first container, as containerd knows it (empty before it has one).
+    pub fn container_id(&self, pod: &str) -> String {
+        let p = self.get_json(&["pod", pod]);
+        p["status"]["containerStatuses"][0]["containerID"]
+            .as_str()
+            .and_then(|s| s.strip_prefix("containerd://"))
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Kills `pod`'s first container with SIGKILL behind the kubelet's back (it restarts it);
+    /// whether containerd did.
+    pub fn kill_container(&self, pod: &str) -> bool {
+        let id = self.container_id(pod);
+        !id.is_empty()
+            && self
+                .ctr(&["task", "kill", "-s", "SIGKILL", &id])
+                .status
+                .success()
+    }
+
     /// The name of the first ResourceClaim of `pod` (from its status).
     pub fn pod_claim(&self, pod: &str) -> Option<String> {
         let p = self.get_json(&["pod", pod]);
