@@ -67,14 +67,8 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Pods {
     by_id: HashMap<String, Entry>,
+    /// The last ticket handed out.
     tickets: u64,
-}
-
-impl Pods {
-    fn ticket(&mut self) -> u64 {
-        self.tickets += 1;
-        self.tickets
-    }
 }
 
 /// The attach state of every sandbox the driver is giving devices to.
@@ -106,7 +100,7 @@ impl AttachGate {
 
     fn start(&self, sandbox: &str, again: bool) -> Begun {
         let mut pods = self.pods();
-        let ticket = pods.ticket();
+        let ticket = pods.tickets + 1;
         match pods.by_id.get_mut(sandbox) {
             Some(e) => {
                 let phase = e.phase.borrow().clone();
@@ -129,6 +123,7 @@ impl AttachGate {
                 );
             }
         }
+        pods.tickets = ticket;
         Begun::Started(Ticket(ticket))
     }
 
