@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::links::{
     VETH_FILTER, Veths, check_veth_in_pod, host_link, ip, nic_and_veth_template, nic_pod,
+    printed_line, printed_metadata,
 };
 use crate::manifests::device_class;
 use dranet_core::Discover;
@@ -254,6 +255,47 @@ pub(crate) fn dranet_run_on_a_real_node(kit: &Kit) {
 
     // The veth, configured as claimed, and networkData in the claim's status.
     check_veth_in_pod(kit, &out, &claim, VETH, LIMIT, || tail(&daemon.output()));
+
+    // Each request's device metadata file: the RDMA-only NIC's published attributes (no network
+    // data: it has no netdev), the veth's as the pod sees it.
+    let meta = printed_metadata(&out);
+    assert_eq!(
+        meta.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["eth", "nic"],
+        "{out}"
+    );
+    let dev = |r: &str| meta[r]["requests"][0]["devices"][0].clone();
+    let (nic_meta, eth_meta) = (dev("nic"), dev("eth"));
+    assert_eq!(meta["nic"]["metadata"]["name"], claim.as_str());
+    assert_eq!(nic_meta["name"], nic.as_str(), "{out}");
+    let rdma_name = &inv
+        .device(&nic)
+        .and_then(|d| d.rdma.as_ref())
+        .expect("rdma")
+        .name;
+    assert_eq!(
+        nic_meta["attributes"]["rdmaDevice"]["string"],
+        rdma_name.as_str(),
+        "{nic_meta}"
+    );
+    assert_eq!(nic_meta["attributes"]["numaNode"]["int"], 0, "{nic_meta}");
+    assert!(nic_meta.get("networkData").is_none(), "{nic_meta}");
+    assert_eq!(eth_meta["name"], VETH);
+    assert_eq!(
+        eth_meta["networkData"]["interfaceName"], "net1",
+        "{eth_meta}"
+    );
+    assert!(
+        eth_meta["networkData"]["ips"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|ip| ip == "10.77.0.2/24")),
+        "{eth_meta}"
+    );
+    assert_eq!(
+        eth_meta["networkData"]["hardwareAddress"].as_str(),
+        Some(printed_line(&out, "MAC ").as_str()),
+        "{out}"
+    );
 
     // Metrics under upstream's names.
     let (code, metrics) = run.get("/metrics").expect("/metrics");

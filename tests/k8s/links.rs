@@ -1,7 +1,7 @@
 //! Veths on the host for the real-cluster tests that give a pod a NIC, and the host's view of a
 //! link to compare before and after.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::Duration;
 
@@ -69,14 +69,68 @@ pub fn nic_and_veth_template(name: &str, class: &str, nic: &str, veth: &str) -> 
 
 /// A busybox pod with a claim from `template` (request names free), whose container prints what
 /// it was given: `DEV <the names in /dev/infiniband>`, `MTU <net1's MTU>`, net1's IPv4 addresses,
-/// then `END`, and sleeps.
+/// `MAC <net1's MAC>`, each request's device metadata file ([`METADATA_SCRIPT`]), then `END`, and
+/// sleeps.
 pub fn nic_pod(pod: &str, template: &str, image: &str) -> String {
     claim_pod(
         pod,
         template,
         image,
-        r"echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo END; sleep 100000",
+        &format!(
+            r"echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo MAC $(cat /sys/class/net/net1/address); {METADATA_SCRIPT}; echo END; sleep 100000"
+        ),
     )
+}
+
+/// Prints, in a [`claim_pod`]'s container, the dra.net device metadata file of each request of its
+/// claim `nics` (KEP-5304's released path for a template's claim) as `META <request>` then the
+/// file; [`printed_metadata`] reads it back.
+pub const METADATA_SCRIPT: &str = "for r in $(ls /var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/nics); do echo META $r; cat /var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/nics/$r/dra.net-metadata.json; echo; done";
+
+/// The device metadata each request's file held in a container's output `out` of
+/// [`METADATA_SCRIPT`], by request: its `metadata.resource.k8s.io/v1alpha1` object, after checking
+/// the file streams v1beta1 then v1alpha1 (newest first), as the daemon writes by default.
+pub fn printed_metadata(out: &str) -> BTreeMap<String, serde_json::Value> {
+    let mut files: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    let mut request = None;
+    for line in out.lines() {
+        if let Some(r) = line.strip_prefix("META ") {
+            request = Some(r.trim().to_string());
+            files.entry(r.trim().to_string()).or_default();
+        } else if let (Some(r), true) = (&request, line.starts_with('{')) {
+            let v = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            files.entry(r.clone()).or_default().push(v);
+        } else if !line.trim().is_empty() {
+            request = None;
+        }
+    }
+    files
+        .into_iter()
+        .map(|(r, objects)| {
+            let versions: Vec<&str> = objects
+                .iter()
+                .filter_map(|o| o["apiVersion"].as_str())
+                .collect();
+            assert_eq!(
+                versions,
+                [
+                    "metadata.resource.k8s.io/v1beta1",
+                    "metadata.resource.k8s.io/v1alpha1"
+                ],
+                "request {r}'s file, newest first: {out}"
+            );
+            (r, objects[1].clone())
+        })
+        .collect()
+}
+
+/// The value after `prefix` on the first line of `out` that starts with it (trimmed; empty if none).
+pub fn printed_line(out: &str, prefix: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 /// A busybox pod with a claim from `template` whose container runs `script` (`/bin/sh -c`; no

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use crate::links::{Veths, claim_pod, host_link};
+use crate::links::{METADATA_SCRIPT, Veths, claim_pod, host_link, printed_line, printed_metadata};
 use crate::manifests::{claim_template, device_class};
 use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, tail, wait_for};
 
@@ -21,7 +21,6 @@ const VETH: &str = "drm0";
 const CLASS: &str = "dranet-meta";
 const TEMPLATE: &str = "meta-veth";
 const POD: &str = "meta-reader";
-const FILE: &str = "/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/nics/nic/dra.net-metadata.json";
 
 fn manifests() -> String {
     let devices = format!(
@@ -46,10 +45,10 @@ fn manifests() -> String {
     )
 }
 
-/// What the container prints at each start: the file, then the link, then `END`.
+/// What the container prints at each start: its metadata file, then the link, then `END`.
 fn script() -> String {
     format!(
-        "echo RUN; cat {FILE}; echo; echo ADDR $(ip -o -4 addr show dev net1); echo MAC $(cat /sys/class/net/net1/address); echo END; sleep 100000"
+        "echo RUN; {METADATA_SCRIPT}; echo ADDR $(ip -o -4 addr show dev net1); echo MAC $(cat /sys/class/net/net1/address); echo END; sleep 100000"
     )
 }
 
@@ -96,31 +95,15 @@ fn printed(kit: &Kit, n: usize, d: &Daemon) -> (serde_json::Value, String, Strin
             )
         },
     );
-    let objects: Vec<serde_json::Value> = out
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    let versions: Vec<&str> = objects
-        .iter()
-        .filter_map(|o| o["apiVersion"].as_str())
-        .collect();
-    assert_eq!(
-        versions,
-        [
-            "metadata.resource.k8s.io/v1beta1",
-            "metadata.resource.k8s.io/v1alpha1"
-        ],
-        "the stream, newest first: {out}"
-    );
-    let line = |p: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(p))
-            .unwrap_or_default()
-            .trim()
-            .to_string()
-    };
-    (objects[1].clone(), line("ADDR "), line("MAC "))
+    let meta = printed_metadata(&out);
+    let m = meta
+        .get("nic")
+        .unwrap_or_else(|| panic!("request nic's file: {out}"));
+    (
+        m.clone(),
+        printed_line(&out, "ADDR "),
+        printed_line(&out, "MAC "),
+    )
 }
 
 pub(crate) fn a_pod_reads_its_devices_metadata(kit: &Kit) {

@@ -389,6 +389,11 @@ fn list_valued_attributes_survive_the_parse() {
 /// The shared NIC of `testdata/slices/nic-share.yaml` (3 children) and one template of
 /// `examples/sharing/nic-share.yaml` (1 child each), for `pods` pods on `version`.
 fn share(pods: u32, version: &str) -> Report {
+    share_asking(pods, version, "children")
+}
+
+/// [`share`], the template asking one of the capacity `capacity` instead of `children`.
+fn share_asking(pods: u32, version: &str, capacity: &str) -> Report {
     let t = docs("examples/sharing/nic-share.yaml");
     let classes: Vec<DeviceClass> = t
         .iter()
@@ -406,7 +411,22 @@ fn share(pods: u32, version: &str) -> Report {
         .into_iter()
         .find(|d| d["metadata"]["name"] == "nic-share-a")
         .unwrap();
-    let t: ResourceClaimTemplate = serde_json::from_value(t).unwrap();
+    let mut t: ResourceClaimTemplate = serde_json::from_value(t).unwrap();
+    let exact = t
+        .spec
+        .spec
+        .devices
+        .as_mut()
+        .unwrap()
+        .requests
+        .as_mut()
+        .unwrap()[0]
+        .exactly
+        .as_mut()
+        .unwrap();
+    let requests = exact.capacity.as_mut().unwrap().requests.as_mut().unwrap();
+    let one = requests.remove("children").unwrap();
+    requests.insert(capacity.to_string(), one);
     let claim = Claim {
         name: "nic-share-a".into(),
         kind: "ResourceClaimTemplate".into(),
@@ -451,6 +471,30 @@ fn pods_share_a_nic_as_many_times_as_it_has_children() {
     let json = serde_json::to_value(&r.claims[0]).unwrap();
     assert_eq!(r.claims[0].pods, None);
     assert!(json.get("pods").is_none() && json["devices"][0].get("pod").is_none());
+}
+
+#[test]
+fn a_capacity_asked_by_its_qualified_name_is_named_as_the_slice_writes_it() {
+    // The scheduler (1.36, 1.37) compares capacity names as written: dra.net publishes
+    // `children`, so `dra.net/children` finds no device, and check says what to write.
+    let c = &share_asking(1, "1.36", "dra.net/children").claims[0];
+    assert_eq!(c.verdict, Verdict::DoesNotFit, "{c:?}");
+    assert_eq!(
+        c.reason.as_deref(),
+        Some(
+            r#"request nic: capacity dra.net/children: dra.net publishes it as "children", and the scheduler matches capacity names as written: request "children""#
+        ),
+        "{c:?}"
+    );
+    let c = &share_asking(1, "1.36", "queues").claims[0];
+    assert_eq!(c.verdict, Verdict::DoesNotFit, "{c:?}");
+    assert_eq!(
+        c.reason.as_deref(),
+        Some(
+            "request nic: capacity queues: none of the node's devices of DeviceClass dranet-share that pass the selectors has it"
+        ),
+        "{c:?}"
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use k8s_openapi::api::resource::v1::{
     DeviceClaim, DeviceRequest, ExactDeviceRequest, ResourceClaimSpec,
 };
 
-use crate::cel::Program;
+use crate::cel::{Program, split_qualified};
 use crate::{AllocError, Allocator, DeviceId};
 
 /// The reason of `error`, the outcome of `claim` on `alloc`'s node, without the node's name
@@ -80,6 +80,8 @@ fn blame(claim: &ResourceClaimSpec, alloc: &Allocator, request: &str) -> Option<
                         allocation_mode: Some("All".into()),
                         count: None,
                         selectors: Some(selectors[..n].to_vec()),
+                        // The class and selectors alone; capacity is judged after them.
+                        capacity: None,
                         ..exact.clone()
                     }),
                     first_available: None,
@@ -126,7 +128,53 @@ fn blame(claim: &ResourceClaimSpec, alloc: &Allocator, request: &str) -> Option<
             Err(_) => return None,
         }
     }
-    None
+    let names = exact.capacity.as_ref().and_then(|c| c.requests.as_ref())?;
+    names
+        .keys()
+        .find_map(|n| unknown_capacity(alloc, request, class, n, &passed))
+}
+
+/// Why a capacity `name` of the request fits none of `devices` (those that pass its class and
+/// selectors) when none of them has a capacity of that name as written: the scheduler compares a
+/// request's capacity names with the slice's as written (Kubernetes 1.34 to 1.37), so
+/// `dra.net/children` does not find dra.net's `children`; the usual mistake is named.
+fn unknown_capacity(
+    alloc: &Allocator,
+    request: &str,
+    class: &str,
+    name: &str,
+    devices: &[DeviceId],
+) -> Option<String> {
+    let caps = |id: &DeviceId| {
+        alloc
+            .position(id)
+            .and_then(|i| alloc.capacities.get(i))
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    };
+    if devices.is_empty()
+        || devices
+            .iter()
+            .any(|id| caps(id).iter().any(|c| c.name == name))
+    {
+        return None;
+    }
+    let same = devices.iter().find_map(|id| {
+        let want = split_qualified(name, &id.driver);
+        caps(id)
+            .iter()
+            .find(|c| split_qualified(&c.name, &id.driver) == want)
+            .map(|c| (id, &c.name))
+    });
+    Some(match same {
+        Some((id, published)) => format!(
+            "request {request}: capacity {name}: {} publishes it as {published:?}, and the scheduler matches capacity names as written: request {published:?}",
+            id.driver
+        ),
+        None => format!(
+            "request {request}: capacity {name}: none of the node's devices of DeviceClass {class} that pass the selectors has it"
+        ),
+    })
 }
 
 /// What the selector itself shows about why it matches none of `devices` (a literal of the
