@@ -90,8 +90,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "MiB", default_value_t = MAX_CLUSTER_SLICES_MIB)]
     pub max_cluster_slices_mib: u64,
     /// Answer as the scheduler of this Kubernetes version does (its default feature gates, its
-    /// allocator, its CEL environment): 1.34, 1.35 or 1.36. Default: with `--kubeconfig` or
-    /// `--from-cluster` the API server's version, else the newest supported (1.36).
+    /// allocator, its CEL environment): 1.34, 1.35, 1.36 or 1.37. Default: with `--kubeconfig`
+    /// or `--from-cluster` the API server's version, else the newest supported (1.37).
     #[arg(long, value_name = "VERSION")]
     pub kubernetes_version: Option<dranet_alloc::KubernetesVersion>,
     /// Also fail (exit 4) when a claim fits only unaligned: a GPU with no NIC of the claim on
@@ -318,6 +318,7 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
     let mut errors = Vec::new();
     let mut file_slices = Vec::new();
     let mut classes = Vec::new();
+    let mut taint_rules = Vec::new();
     for path in &args.slices {
         for mut d in super::load::documents(path, &mut errors) {
             match d.kind() {
@@ -332,7 +333,16 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
                     }
                 }
                 "DeviceClass" => read_class(&d, &mut classes, &mut errors),
-                _ => errors.push(wrong_kind(&d, "ResourceSlice or DeviceClass")),
+                "DeviceTaintRule" => {
+                    match dranet_alloc::DeviceTaintRule::from_json(taint_rules.len(), &d.value) {
+                        Ok(r) => taint_rules.push(r),
+                        Err(e) => errors.push(d.error("spec", e.to_string())),
+                    }
+                }
+                _ => errors.push(wrong_kind(
+                    &d,
+                    "ResourceSlice, DeviceClass or DeviceTaintRule",
+                )),
             }
         }
     }
@@ -362,11 +372,13 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
     let mut input = Input::default();
     let mut cluster_classes = None;
     if cluster {
-        let (slices, classes, version) = read_cluster(args)?;
-        input.slices = slices;
-        cluster_classes = Some(classes);
-        input.version = version;
+        let cluster = read_cluster(args)?;
+        input.slices = cluster.slices;
+        cluster_classes = Some(cluster.classes);
+        input.version = cluster.version;
+        input.taint_rules = cluster.taint_rules;
     }
+    input.taint_rules.extend(taint_rules);
     if let Some(v) = args.kubernetes_version {
         input.version = v;
     }
@@ -410,19 +422,19 @@ fn check_skipping(args: &CheckArgs, skipped: &mut Skipped) -> Result<Report, Che
     Ok(report)
 }
 
-/// The ResourceSlices, DeviceClasses and Kubernetes version of the cluster of
-/// `--kubeconfig` or `--from-cluster` (the version is read only without
-/// `--kubernetes-version`).
-fn read_cluster(
-    args: &CheckArgs,
-) -> Result<
-    (
-        Vec<ReadSlice>,
-        Vec<DeviceClass>,
-        dranet_alloc::KubernetesVersion,
-    ),
-    CheckError,
-> {
+/// What `check` reads of a cluster.
+struct Cluster {
+    slices: Vec<ReadSlice>,
+    classes: Vec<DeviceClass>,
+    /// Read only without `--kubernetes-version`.
+    version: dranet_alloc::KubernetesVersion,
+    /// Those it serves (none when its `DRADeviceTaintRules` gate is off).
+    taint_rules: Vec<dranet_alloc::DeviceTaintRule>,
+}
+
+/// The ResourceSlices, DeviceClasses, DeviceTaintRules and Kubernetes version of the cluster
+/// of `--kubeconfig` or `--from-cluster`.
+fn read_cluster(args: &CheckArgs) -> Result<Cluster, CheckError> {
     let flag = match &args.kubeconfig {
         Some(p) => format!("--kubeconfig {}", p.display()),
         None => "--from-cluster".to_string(),
@@ -454,7 +466,21 @@ fn read_cluster(
         };
         let slices = read_cluster_slices(&api, &flag, args.max_cluster_slices_mib).await?;
         let classes = api.list_device_classes().await.map_err(|e| failed(&e))?;
-        Ok((slices, classes, version))
+        let taint_rules = api
+            .list_device_taint_rules()
+            .await
+            .map_err(|e| failed(&e))?
+            .iter()
+            .enumerate()
+            .map(|(i, r)| dranet_alloc::DeviceTaintRule::from_json(i, r))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| failed(&e))?;
+        Ok(Cluster {
+            slices,
+            classes,
+            version,
+            taint_rules,
+        })
     })
 }
 
@@ -558,6 +584,9 @@ fn note_text(n: &Note, cluster: bool) -> String {
         Note::DefaultClasses { names } => format!(
             "no --classes: using one DeviceClass per driver ({})",
             names.join(", ")
+        ),
+        Note::TaintRules { rules, taints } => format!(
+            "{rules} DeviceTaintRule(s) in {slices_from} add {taints} taint(s) to devices; a request must tolerate them"
         ),
         Note::GpusForTopologyOnly { gpus } => format!(
             "the {gpus} GPU(s) in --sysfs give topology only: GPUs are published by their own DRA driver; \
@@ -981,6 +1010,47 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("warning: GPUs gpu-0, gpu-1"), "{text}");
+    }
+
+    #[test]
+    fn device_taint_rules_in_the_slices_files_taint_what_they_select() {
+        let dir = tempfile::tempdir().unwrap();
+        let rules = dir.path().join("rules.yaml");
+        let rule = |name: &str, device: &str| {
+            format!(
+                "apiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {{name: {name}}}\n\
+                 spec:\n  deviceSelector: {{driver: dra.net, device: {device}}}\n  \
+                 taint: {{key: example.com/maintenance, effect: NoSchedule}}\n"
+            )
+        };
+        std::fs::write(&rules, rule("maint", "pci-0101-00-00-0")).unwrap();
+        let mut a = gb300("1nic-aligned");
+        a.slices.push(rules.clone());
+        let r = check(&a).unwrap();
+        assert_eq!(r.claims[0].verdict, report::Verdict::DoesNotFit);
+        let notes: Vec<String> = r.notes.iter().map(|n| note_text(n, false)).collect();
+        assert_eq!(
+            notes,
+            [
+                "1 DeviceTaintRule(s) in --slices add 1 taint(s) to devices; a request must tolerate them"
+            ]
+        );
+        // A rule the scheduler would read otherwise is an error at its document.
+        std::fs::write(
+            &rules,
+            format!(
+                "{}---\n{}",
+                rule("maint", "pci-0101-00-00-0"),
+                rule("bad", "x").replace("deviceSelector: {", "deviceSelector: {selectors: [], ")
+            ),
+        )
+        .unwrap();
+        let e = check(&a).unwrap_err().to_string();
+        assert!(
+            e.contains("document 2 (DeviceTaintRule bad)")
+                && e.contains("unknown field `selectors`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1146,7 +1146,7 @@ fn a_slice_the_allocator_refuses_is_an_error_at_its_field() {
     );
 }
 
-/// `--kubernetes-version` picks the scheduler that answers: 1.36 (the default) honours device
+/// `--kubernetes-version` picks the scheduler that answers: 1.37 (the default) and 1.36 honour device
 /// taints, 1.34 (whose API server drops them, the gate being off) does not; an unsupported
 /// version is a usage error naming the supported ones.
 #[test]
@@ -1160,16 +1160,18 @@ fn check_answers_as_the_kubernetes_version_asked_for() {
     assert_ne!(
         code,
         Some(0),
-        "1.36 must refuse the tainted NIC:\n{out}\n{err}"
+        "1.37 (the default) must refuse the tainted NIC:\n{out}\n{err}"
     );
-    let (code, out, err) = run(&["--kubernetes-version", "1.36"]);
-    assert_ne!(code, Some(0), "{out}\n{err}");
+    for v in ["1.36", "1.37"] {
+        let (code, out, err) = run(&["--kubernetes-version", v]);
+        assert_ne!(code, Some(0), "{v}: {out}\n{err}");
+    }
     let (code, out, err) = run(&["--kubernetes-version", "v1.34.9"]);
     assert_eq!(code, Some(0), "1.34 ignores taints:\n{out}\n{err}");
     let (code, _, err) = run(&["--kubernetes-version", "1.33"]);
     assert_ne!(code, Some(0), "{err}");
     assert!(
-        err.contains("1.33 is not supported (supported: 1.34, 1.35, 1.36)"),
+        err.contains("1.33 is not supported (supported: 1.34, 1.35, 1.36, 1.37)"),
         "{err}"
     );
 }

@@ -5,7 +5,9 @@
 
 use std::process::{Command, Output, Stdio};
 
-use dranet_testkit::kit::Kit;
+use std::time::Duration;
+
+use dranet_testkit::kit::{Kit, wait_for};
 
 use crate::manifests::{claim_template, device_class};
 
@@ -294,8 +296,13 @@ pub(crate) fn check_reads_slices_and_classes_from_a_real_cluster(kit: &Kit) {
 /// Kubernetes 1.34 that dranet is built with do not have: `check --kubeconfig` must read the
 /// slices as the API server serves them, not through those types (which left such an attribute
 /// without a value: "attribute numaNode: no value").
+///
+/// The same cluster has the beta `DRADeviceTaintRules` gate on (1.37's default): a
+/// DeviceTaintRule on a device of the kit's node keeps the real scheduler from allocating it,
+/// and `check --kubeconfig` reads the rule and says the same; without the rule both allocate.
+///
 /// The gates of [`check_reads_list_attributes_of_a_1_36_cluster_with_the_gate`]'s cluster.
-pub(crate) const LIST_GATES: &str = "DRAListTypeAttributes=true";
+pub(crate) const LIST_GATES: &str = "DRAListTypeAttributes=true,DRADeviceTaintRules=true";
 
 pub(crate) fn check_reads_list_attributes_of_a_1_36_cluster_with_the_gate(kit: &Kit) {
     let nic_slice = |node: &str, numa: &str| {
@@ -366,6 +373,133 @@ spec:
         "list-node-b-dra.net",
     ]);
     kit.kubectl_ok(&["delete", "resourceclaimtemplate", "nic-on-both-numa"]);
+    a_device_taint_rule_keeps_the_scheduler_and_check_off_a_device(kit);
+}
+
+/// A device of a driver that runs nowhere (`taint.example.com`), on the kit's node, claimed by
+/// a pod: a DeviceTaintRule (`resource.k8s.io/v1beta2` on 1.36) tainting it `NoSchedule` leaves
+/// the pod unscheduled and `check` says it does not fit; once the rule is gone the scheduler
+/// allocates it and `check` says it fits.
+fn a_device_taint_rule_keeps_the_scheduler_and_check_off_a_device(kit: &Kit) {
+    let node = kit.node();
+    kit.apply(&format!(
+        r#"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: taint-example}}
+spec:
+  selectors:
+  - cel: {{expression: 'device.driver == "taint.example.com"'}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: taint-example}}
+spec:
+  driver: taint.example.com
+  nodeName: {node}
+  pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}
+  devices:
+  - name: dev-0
+---
+apiVersion: resource.k8s.io/v1beta2
+kind: DeviceTaintRule
+metadata: {{name: maintenance}}
+spec:
+  deviceSelector: {{driver: taint.example.com, device: dev-0}}
+  taint: {{key: example.com/maintenance, effect: NoSchedule}}
+"#
+    ));
+    let template = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: taint-example}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: dev
+        exactly: {deviceClassName: taint-example}
+"#;
+    kit.apply(template);
+    let image = kit.var("DRANET_K8S_BUSYBOX_IMAGE");
+    kit.apply(&crate::links::claim_pod(
+        "taint-pod",
+        "taint-example",
+        image,
+        "sleep 100000",
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("template.yaml");
+    std::fs::write(&file, template).expect("write the template");
+    let kubeconfig = kit.var("KUBECONFIG").to_string();
+    let check_json = || {
+        let out = kit
+            .command(env!("CARGO_BIN_EXE_dranet"))
+            .args(["check", file.to_str().expect("utf-8 path")])
+            .args(["--kubeconfig", &kubeconfig, "-o", "json", "--node", node])
+            .env_remove("NODE_NAME")
+            .output()
+            .expect("run dranet check");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        v
+    };
+    let scheduled = || {
+        let p = kit.get_json(&["pod", "taint-pod"]);
+        p["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "PodScheduled"))
+            .and_then(|c| c["status"].as_str().map(str::to_string))
+    };
+    wait_for(
+        "the scheduler to have tried taint-pod",
+        Duration::from_secs(60),
+        &scheduled,
+        || kit.kubectl_ok(&["describe", "pod", "taint-pod"]),
+    );
+    assert_eq!(
+        scheduled().as_deref(),
+        Some("False"),
+        "the tainted device is not allocated: {}",
+        kit.kubectl_ok(&["describe", "pod", "taint-pod"])
+    );
+    let r = check_json();
+    let c = &r["claims"][0];
+    assert_eq!(c["verdict"], "does-not-fit", "{r}");
+    assert_eq!(
+        c["reason"],
+        "request dev: each of the node's devices of DeviceClass taint-example that pass the selectors has a taint the request does not tolerate (example.com/maintenance:NoSchedule)",
+        "{r}"
+    );
+    assert!(
+        r["notes"].as_array().is_some_and(|n| n.iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.starts_with("1 DeviceTaintRule(s)")))),
+        "{r}"
+    );
+
+    kit.kubectl_ok(&["delete", "devicetaintrule", "maintenance"]);
+    wait_for(
+        "the scheduler to place taint-pod once the rule is gone",
+        Duration::from_secs(60),
+        || (scheduled().as_deref() == Some("True")).then_some(()),
+        || kit.kubectl_ok(&["describe", "pod", "taint-pod"]),
+    );
+    let r = check_json();
+    assert_eq!(r["claims"][0]["verdict"], "fits", "{r}");
+
+    // Nothing prepares this driver's devices: the pod never starts and is removed by force.
+    kit.kubectl_ok(&[
+        "delete",
+        "pod",
+        "taint-pod",
+        "--grace-period=0",
+        "--force",
+        "--wait=true",
+    ]);
+    kit.kubectl_ok(&["delete", "resourceclaimtemplate", "taint-example"]);
+    kit.kubectl_ok(&["delete", "resourceslice", "taint-example"]);
+    kit.kubectl_ok(&["delete", "deviceclass", "taint-example"]);
 }
 
 pub(crate) fn cluster_flags_name_what_is_wrong_without_a_cluster() {

@@ -19,6 +19,14 @@ pub enum AllocError {
         /// What is wrong.
         reason: String,
     },
+    /// A DeviceTaintRule that cannot be read.
+    #[error("DeviceTaintRule {rule}: {reason}")]
+    InvalidTaintRule {
+        /// Rule name (or its position when unnamed).
+        rule: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The [`Options`](crate::Options) ask for what cannot be built (a feature not modelled
     /// for the version, a program cache of another version).
     #[error("allocator options: {0}")]

@@ -34,6 +34,9 @@ impl Features {
     /// - 1.34 and 1.35: `DRAAdminAccess` and `DRAPrioritizedList` (beta); taints, partitionable
     ///   devices, consumable capacity and binding conditions are alpha and off.
     /// - 1.36: all of them (`DRAAdminAccess` and `DRAPrioritizedList` GA, the others beta).
+    /// - 1.37: all of them (`DRADeviceTaints` GA, the others as in 1.36); of the gates this
+    ///   struct does not hold, `DRADeviceTaintRules` turns on (see
+    ///   [`KubernetesVersion::applies_taint_rules_by_default`]).
     pub fn of(version: KubernetesVersion) -> Features {
         let beta_in_1_36 = version >= KubernetesVersion::V1_36;
         Features {
@@ -109,11 +112,29 @@ impl SchedulerBugs {
                 first_available_all_mode: true,
                 all_capacity_keeps_constraints: true,
             },
-            KubernetesVersion::V1_36 => SchedulerBugs {
+            // 1.37's changelog fixes none of these (its allocator fixes are a panic and pods
+            // stuck behind multi-node claims, which this crate does not reproduce).
+            KubernetesVersion::V1_36 | KubernetesVersion::V1_37 => SchedulerBugs {
                 distinct_attribute: DistinctAttribute::LastPerRequest,
                 first_available_all_mode: false,
                 all_capacity_keeps_constraints: false,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_1_37_scheduler_allocates_with_1_36_s_features_and_bugs() {
+        // What 1.37 changed in default gates (DRADeviceTaints and DRAExtendedResource GA,
+        // DRADeviceTaintRules on) leaves these as 1.36 has them.
+        let (v36, v37) = (KubernetesVersion::V1_36, KubernetesVersion::V1_37);
+        assert_eq!(Features::of(v37), Features::of(v36));
+        assert_eq!(SchedulerBugs::of(v37), SchedulerBugs::of(v36));
+        assert!(v37.applies_taint_rules_by_default() && !v36.applies_taint_rules_by_default());
+        assert_eq!(Features::default(), Features::of(v37));
     }
 }

@@ -154,6 +154,7 @@ mod options;
 mod search;
 mod selectors;
 mod source;
+mod taint_rule;
 mod version;
 
 pub use allocation::{Allocation, DeviceResult};
@@ -169,4 +170,5 @@ pub use node::{
     slice_scope,
 };
 pub use options::Options;
+pub use taint_rule::{DeviceTaintRule, DeviceTaintSelector};
 pub use version::{KubernetesVersion, VersionError};

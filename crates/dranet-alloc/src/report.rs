@@ -249,6 +249,13 @@ pub enum Note {
         /// How many GPUs the host has.
         gpus: usize,
     },
+    /// DeviceTaintRules ([`Input::taint_rules`]) tainted devices, as the scheduler does.
+    TaintRules {
+        /// How many rules were given.
+        rules: usize,
+        /// How many taints they added to devices.
+        taints: usize,
+    },
     /// What the allocator said about the slices (outdated pools, features not simulated).
     Allocator(String),
 }
@@ -268,6 +275,10 @@ impl std::fmt::Display for Note {
             Note::GpusForTopologyOnly { gpus } => write!(
                 f,
                 "the host's {gpus} GPU(s) give topology only: GPUs are published by their own DRA driver, whose slices are needed to allocate them"
+            ),
+            Note::TaintRules { rules, taints } => write!(
+                f,
+                "{rules} DeviceTaintRule(s) add {taints} taint(s) to devices; a request must tolerate them"
             ),
             Note::Allocator(s) => f.write_str(s),
         }
@@ -362,6 +373,23 @@ impl ReadSlice {
     pub fn device_count(&self) -> usize {
         self.slice.spec.devices.as_ref().map_or(0, Vec::len)
     }
+
+    /// Adds to each of its devices the taint of every rule that matches it, as the scheduler
+    /// does with DeviceTaintRules before it allocates (when its `DRADeviceTaintRules` gate is
+    /// on: 1.37's default). Returns how many taints it added.
+    pub fn apply_taint_rules(&mut self, rules: &[crate::DeviceTaintRule]) -> usize {
+        let spec = &mut self.slice.spec;
+        let mut added = 0;
+        for d in spec.devices.iter_mut().flatten() {
+            for r in rules {
+                if r.matches(&spec.driver, &spec.pool.name, &d.name) {
+                    d.taints.get_or_insert_with(Vec::new).push(r.taint.clone());
+                    added += 1;
+                }
+            }
+        }
+        added
+    }
 }
 
 /// ResourceSlices' JSON of any served version, as the report reads them
@@ -396,6 +424,11 @@ pub struct Input {
     /// after another on each node, each seeing what the earlier ones hold: a claim fits only
     /// when all of them do.
     pub pods: Pods,
+    /// DeviceTaintRules (a cluster's, where it serves them): their taints are added to the
+    /// devices they select before anything is allocated, as the scheduler does when its
+    /// `DRADeviceTaintRules` gate is on (1.37's default; a 1.36 API server serves the rules
+    /// only with that gate).
+    pub taint_rules: Vec<crate::DeviceTaintRule>,
 }
 
 impl Input {
@@ -579,6 +612,7 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
         node,
         version,
         pods,
+        taint_rules,
     } = input;
     let mut notes = Vec::new();
     if let Some(h) = &host {
@@ -594,6 +628,16 @@ pub fn check(input: Input, claims: &[Claim]) -> Result<Report, AllocError> {
             });
         }
         slices.extend(read_slices(h.slices.iter().cloned())?);
+    }
+    if !taint_rules.is_empty() {
+        let taints = slices
+            .iter_mut()
+            .map(|s| s.apply_taint_rules(&taint_rules))
+            .sum();
+        notes.push(Note::TaintRules {
+            rules: taint_rules.len(),
+            taints,
+        });
     }
     let classes = match classes {
         Some(c) => c,

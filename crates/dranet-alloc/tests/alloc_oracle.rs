@@ -1,6 +1,7 @@
 //! Differential test: `dranet_alloc` against the scheduler's own allocator of Kubernetes 1.34.9
 //! and of 1.36.3 (`allocbench` from the shared k8s kit) on random but valid inputs, each with
-//! its version's default feature gates on our side too.
+//! its version's default feature gates on our side too. No 1.37 scheduler runs here: our 1.37
+//! model must give 1.36.3's answers on each 1.36 case as well.
 //!
 //! Each case is a node generated from a seed (see `oracle/generate.rs`) with many claim
 //! templates; allocbench allocates each template alone, and so do we; for 1.36, a few groups of
@@ -106,6 +107,23 @@ fn check_case(
             return false;
         }
     };
+    // 1.37 runs nowhere here: 1.36.3's answers are its oracle too (docs/alloc.md), so our
+    // 1.37 model answers each 1.36 case as well and must give the scheduler's answers.
+    let next = if case.header.version == KubernetesVersion::V1_36 {
+        let mut c = case.clone();
+        c.header.version = KubernetesVersion::V1_37;
+        match Ours::new(&c) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                stats.lock().unwrap().mismatches.push(format!(
+                    "seed {seed}: our 1.37 allocator refused the node: {e}"
+                ));
+                return false;
+            }
+        }
+    } else {
+        None
+    };
     // Our allocator without the scheduler's bugs, to find the cases that need them.
     let fixed = std::env::var_os("DRANET_ORACLE_SAVE")
         .and_then(|_| Ours::with_bugs(case, dranet_alloc::SchedulerBugs::default()).ok());
@@ -127,6 +145,17 @@ fn check_case(
             GoResult::Done(g, msg) => (g.clone(), msg.clone()),
         };
         *local.by_kind.entry(kind(&g)).or_default() += 1;
+        if let Some(next) = &next {
+            let o = next.outcome(name);
+            if o != g {
+                ok = false;
+                local.mismatches.push(format!(
+                    "seed {seed} claim {name}: 1.36.3 scheduler: {}\n    our 1.37: {}",
+                    g.short(),
+                    o.short()
+                ));
+            }
+        }
         if ours.outcome(name) == g {
             local.agreed += 1;
             if let Some(fixed) = &fixed
@@ -203,6 +232,14 @@ fn check_case(
                 GoResult::Timeout => Outcome::Unsatisfiable,
             })
             .collect();
+        if let Some(next) = &next
+            && next.pod_outcomes(pod) != theirs
+        {
+            ok = false;
+            local.mismatches.push(format!(
+                "seed {seed} pod {label}: our 1.37 answers otherwise than the 1.36.3 scheduler"
+            ));
+        }
         let mine = ours.pod_outcomes(pod);
         if mine == theirs {
             local.pods_agreed += 1;

@@ -396,6 +396,18 @@ fn each_version_has_its_environments() {
     );
     let p = Program::compile_for_scheduler_at(includes, KubernetesVersion::V1_36).unwrap();
     assert_eq!(p.kube_version(), KubernetesVersion::V1_36);
+    // 1.37 checks new selectors at 1.36, whose environment has `includes`, but its gate
+    // (DRAListTypeAttributes) is still alpha and off: refused at creation, run when stored.
+    let e = Program::compile_at(includes, KubernetesVersion::V1_37)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the 1.37 scheduler accepts this selector"),
+        "{e}"
+    );
+    assert!(Program::compile_for_scheduler_at(includes, KubernetesVersion::V1_37).is_ok());
+    assert!(Program::compile_at(sort, KubernetesVersion::V1_37).is_ok());
+    assert!(Program::compile_at(multi, KubernetesVersion::V1_37).is_ok());
     let a = attrs();
     let v = DeviceView {
         driver: "dra.net",

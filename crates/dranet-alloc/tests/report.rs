@@ -3,6 +3,7 @@
 
 mod fixtures;
 
+use dranet_alloc::DeviceTaintRule;
 use dranet_alloc::report::{self, Claim, Host, Input, Note, RelationSource, Report, Verdict};
 use dranet_core::Relation;
 use fixtures::{docs, parse_docs, root};
@@ -127,6 +128,72 @@ fn devices_of_two_nodes_are_never_paired() {
     );
     let r = report::check(one, &[gb300("1nic-aligned")]).unwrap();
     assert_eq!(verdicts(&r), [(Some("aks-gb300-1"), Verdict::DoesNotFit)]);
+}
+
+#[test]
+fn device_taint_rules_taint_what_they_select_as_the_scheduler_does() {
+    let rule = |selector: serde_json::Value, effect: &str| {
+        DeviceTaintRule::from_json(
+            0,
+            &serde_json::json!({
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": "maintenance"},
+                "spec": {
+                    "deviceSelector": selector,
+                    "taint": {"key": "example.com/maintenance", "value": "fw", "effect": effect},
+                },
+            }),
+        )
+        .unwrap()
+    };
+    let check = |rules: Vec<DeviceTaintRule>, version: &str| {
+        let mut i = input(node_slices("azure-nd-gb300-v6"));
+        i.taint_rules = rules;
+        i.version = version.parse().unwrap();
+        report::check(i, &[gb300("1nic-aligned")]).unwrap()
+    };
+    // mlx5_0 is pci-0101-00-00-0: tainted NoSchedule, the template's NIC is gone.
+    let mlx5_0 = serde_json::json!({"driver": "dra.net", "pool": "aks-gb300-0", "device": "pci-0101-00-00-0"});
+    let r = check(vec![rule(mlx5_0.clone(), "NoSchedule")], "1.37");
+    let c = &r.claims[0];
+    assert_eq!(c.verdict, Verdict::DoesNotFit, "{c:?}");
+    assert_eq!(
+        c.reason.as_deref(),
+        Some(
+            "request nic: each of the node's devices of DeviceClass dranet.net that pass the selectors has a taint the request does not tolerate (example.com/maintenance=fw:NoSchedule)"
+        )
+    );
+    assert_eq!(
+        r.notes.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ["1 DeviceTaintRule(s) add 1 taint(s) to devices; a request must tolerate them"]
+    );
+    // Another pool, or another device: untouched.
+    for other in [
+        serde_json::json!({"driver": "dra.net", "pool": "aks-gb300-1"}),
+        serde_json::json!({"device": "pci-0102-00-00-0"}),
+    ] {
+        assert_eq!(
+            check(vec![rule(other, "NoSchedule")], "1.37").claims[0].verdict,
+            Verdict::Fits
+        );
+    }
+    // Effect None marks without keeping anyone off (1.35 and newer); 1.34 honours every effect.
+    assert_eq!(
+        check(vec![rule(mlx5_0.clone(), "None")], "1.37").claims[0].verdict,
+        Verdict::Fits
+    );
+    // A selector for every device of the driver taints the node's four NICs.
+    let r = check(
+        vec![rule(serde_json::json!({"driver": "dra.net"}), "NoExecute")],
+        "1.36",
+    );
+    assert_eq!(r.claims[0].verdict, Verdict::DoesNotFit);
+    assert!(
+        r.notes[0].to_string().contains("add 4 taint(s)"),
+        "{:?}",
+        r.notes
+    );
 }
 
 #[test]

@@ -532,6 +532,44 @@ impl KubeClient {
             .await
     }
 
+    /// Every DeviceTaintRule of the cluster, as JSON, from the newest version the API server
+    /// serves of `resource.k8s.io` `v1` (1.37: GA), `v1beta2` (1.36: beta) and `v1alpha3`
+    /// (1.33 to 1.35: alpha); none when it serves none of them (the `DRADeviceTaintRules`
+    /// gate off, or the beta or alpha API not enabled), as then the scheduler applies none.
+    pub async fn list_device_taint_rules(&self) -> Result<Vec<serde_json::Value>> {
+        for version in ["v1", "v1beta2", "v1alpha3"] {
+            let resource = ApiResource {
+                group: "resource.k8s.io".into(),
+                version: version.into(),
+                api_version: format!("resource.k8s.io/{version}"),
+                kind: "DeviceTaintRule".into(),
+                plural: "devicetaintrules".into(),
+            };
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+            match self.list_all(api, "list DeviceTaintRules").await {
+                Ok(rules) => {
+                    return rules
+                        .into_iter()
+                        .map(|mut r| {
+                            // A list's items carry no type; the list's is theirs.
+                            r.types.get_or_insert_with(|| kube::core::TypeMeta {
+                                api_version: resource.api_version.clone(),
+                                kind: resource.kind.clone(),
+                            });
+                            serde_json::to_value(r).map_err(|e| Error::ApiTransport {
+                                action: "list DeviceTaintRules".into(),
+                                source: Box::new(e),
+                            })
+                        })
+                        .collect();
+                }
+                Err(Error::ApiStatus { code: 404, .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Vec::new())
+    }
+
     /// Every object `api` lists, following the list's continue tokens.
     async fn list_all<K>(&self, api: Api<K>, action: &str) -> Result<Vec<K>>
     where

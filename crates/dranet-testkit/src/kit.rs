@@ -64,6 +64,20 @@ fn disk_room(path: &str) -> Option<(u64, u64)> {
     Some((nums.next()?.parse().ok()?, nums.next()?.parse().ok()?))
 }
 
+/// The API versions (`--runtime-config`) the API server needs besides its defaults for the
+/// feature gates `gates`: a beta API is served only when asked for, so 1.36's DeviceTaintRule
+/// (`DRADeviceTaintRules`, beta) needs `resource.k8s.io/v1beta2`.
+pub fn runtime_config(gates: &str) -> &'static str {
+    if gates
+        .split(',')
+        .any(|g| g.trim() == "DRADeviceTaintRules=true")
+    {
+        "resource.k8s.io/v1beta2=true"
+    } else {
+        ""
+    }
+}
+
 /// containerd's default NRI `plugin_request_timeout`, the kit's too.
 pub const DEFAULT_NRI_REQUEST_TIMEOUT: &str = "2s";
 
@@ -253,6 +267,7 @@ impl Kit {
             .arg("up")
             .env("KUBE_VERSION", self.version.kit)
             .env("FEATURE_GATES", self.gates)
+            .env("RUNTIME_CONFIG", runtime_config(self.gates))
             .env("NRI_REQUEST_TIMEOUT", self.nri_request_timeout)
             .env(
                 "POD_DEFAULT_ROUTE",

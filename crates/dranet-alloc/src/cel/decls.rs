@@ -134,10 +134,16 @@ const LISTS_V3: u8 = 34;
 
 /// DRA's `includes` (`k8s.io/dynamic-resource-allocation/cel/compile.go`, 1.36): declared
 /// with the DRAListTypeAttributes gate, which the API server's `NewExpressions` environment
-/// honours (the gate is alpha and off in 1.36, and the declaration is newer than its
-/// compatibility version anyway) and the scheduler's `StoredExpressions` one ignores, so the
-/// 1.36 scheduler accepts `includes` while the 1.36 API server refuses it in a new selector.
+/// honours and the scheduler's `StoredExpressions` one ignores. The gate is alpha and off in
+/// 1.36 and 1.37, so their schedulers accept `includes` while their API servers refuse it in
+/// a new selector (1.37's compatibility version, 1.36, has the declaration; the gate does not).
 const DRA_INCLUDES: u8 = 36;
+
+/// Whether a declaration's feature gate is on by default in the API servers this crate knows:
+/// only `includes` has one (DRAListTypeAttributes, alpha and off in every supported version).
+fn gate_on(f: &Func) -> bool {
+    f.name != "includes"
+}
 
 /// Which of the API server's two CEL environments a selector is compiled in (the
 /// `environment.Type` of Kubernetes), of which Kubernetes version.
@@ -174,7 +180,7 @@ impl EnvType {
     /// Whether this environment declares `f`.
     pub(crate) fn declares(self, f: &Func) -> bool {
         match self {
-            EnvType::New(v) => u32::from(f.since) <= v.new_expressions_minor(),
+            EnvType::New(v) => u32::from(f.since) <= v.new_expressions_minor() && gate_on(f),
             EnvType::Stored(v) => u32::from(f.since) <= v.minor(),
         }
     }

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{
-    DeviceClaim, DeviceRequest, ExactDeviceRequest, ResourceClaimSpec,
+    DeviceClaim, DeviceRequest, DeviceToleration, ExactDeviceRequest, ResourceClaimSpec,
 };
 
 use crate::cel::{Program, split_qualified};
+use crate::search::taints_prevent;
 use crate::{AllocError, Allocator, DeviceId};
 
 /// The reason of `error`, the outcome of `claim` on `alloc`'s node, without the node's name
@@ -80,8 +81,13 @@ fn blame(claim: &ResourceClaimSpec, alloc: &Allocator, request: &str) -> Option<
                         allocation_mode: Some("All".into()),
                         count: None,
                         selectors: Some(selectors[..n].to_vec()),
-                        // The class and selectors alone; capacity is judged after them.
+                        // The class and selectors alone; taints and capacity are judged
+                        // after them.
                         capacity: None,
+                        tolerations: Some(vec![DeviceToleration {
+                            operator: Some("Exists".into()),
+                            ..DeviceToleration::default()
+                        }]),
                         ..exact.clone()
                     }),
                     first_available: None,
@@ -128,10 +134,47 @@ fn blame(claim: &ResourceClaimSpec, alloc: &Allocator, request: &str) -> Option<
             Err(_) => return None,
         }
     }
+    if let Some(why) = untolerated(alloc, request, class, exact, &passed) {
+        return Some(why);
+    }
     let names = exact.capacity.as_ref().and_then(|c| c.requests.as_ref())?;
     names
         .keys()
         .find_map(|n| unknown_capacity(alloc, request, class, n, &passed))
+}
+
+/// Why the request gets none of `devices` (those that pass its class and selectors) when each
+/// of them has a taint it does not tolerate (published by the driver or added by a
+/// DeviceTaintRule): the taints, as `key=value:effect`.
+fn untolerated(
+    alloc: &Allocator,
+    request: &str,
+    class: &str,
+    exact: &ExactDeviceRequest,
+    devices: &[DeviceId],
+) -> Option<String> {
+    let tolerations = exact.tolerations.as_deref().unwrap_or_default();
+    let mut taints = std::collections::BTreeSet::new();
+    for id in devices {
+        let d = alloc.device(id)?;
+        if !taints_prevent(alloc, d, tolerations) {
+            return None;
+        }
+        for t in d.taints() {
+            let value = t
+                .value
+                .as_deref()
+                .map(|v| format!("={v}"))
+                .unwrap_or_default();
+            taints.insert(format!("{}{value}:{}", t.key, t.effect));
+        }
+    }
+    (!devices.is_empty()).then(|| {
+        format!(
+            "request {request}: each of the node's devices of DeviceClass {class} that pass the selectors has a taint the request does not tolerate ({})",
+            taints.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    })
 }
 
 /// Why a capacity `name` of the request fits none of `devices` (those that pass its class and

@@ -165,7 +165,7 @@ fn tolerated(taint: &DeviceTaint, tolerations: &[DeviceToleration]) -> bool {
 /// Whether the device's taints keep it from a request with these tolerations: a taint not
 /// tolerated, of an effect that prevents allocation (1.35 and newer act only on `NoSchedule`
 /// and `NoExecute`; 1.34 on every effect). Only with [`Features::device_taints`](crate::Features::device_taints).
-pub(super) fn taints_prevent(a: &Allocator, d: &Device, tolerations: &[DeviceToleration]) -> bool {
+pub(crate) fn taints_prevent(a: &Allocator, d: &Device, tolerations: &[DeviceToleration]) -> bool {
     a.features.device_taints
         && d.taints().iter().any(|t| {
             (!a.version.ignores_other_taint_effects()

@@ -20,6 +20,7 @@
 //! permutations exactly as the scheduler does.
 
 mod candidates;
+pub(crate) use candidates::taints_prevent;
 mod constraint;
 mod doom;
 mod outcome;
@@ -42,7 +43,7 @@ use crate::in_use::InUse;
 use crate::limits::{MAX_ALLOCATED_DEVICES, MAX_SEARCH_STEPS};
 use crate::one_or_many::OneOrMany;
 
-use candidates::{AltData, Cand, Held, Subset, prepare, taints_prevent};
+use candidates::{AltData, Cand, Held, Subset, prepare};
 use constraint::{CState, Undo, ValueKey, scalar_key, value_key};
 use outcome::finish;
 
