@@ -50,6 +50,7 @@ fn prepared_device(r: &DeviceRequestAllocationResult) -> PreparedDevice {
         device: r.device.clone(),
         cdi_device_ids: vec![format!("dra.net/nic={}", r.device)],
         share_id: None,
+        metadata: None,
     }
 }
 

@@ -1,6 +1,8 @@
-//! A minimal DRA driver built on `dranet-kubeletplugin`: four fake devices, prepared by writing a
-//! CDI spec for the claim (each device sets `MINIMAL_DEVICE=<device>` in the container) and
-//! handing out its CDI device IDs.
+//! A minimal DRA driver built on `dranet-kubeletplugin`: four fake devices (attribute `index`),
+//! prepared by writing a CDI spec for the claim (each device sets `MINIMAL_DEVICE=<device>` in
+//! the container) and handing out its CDI device IDs, with the device metadata (KEP-5304) of each
+//! request given at prepare: the container reads its devices' attributes at
+//! `/var/run/kubernetes.io/dra-device-attributes/…/minimal.example.com-metadata.json`.
 //!
 //! On a node (as root, with a kubeconfig; NODE_NAME is the kubelet's node name):
 //!
@@ -17,6 +19,7 @@
 //! cargo run --example minimal_driver -- --fake-apiserver --kubelet-root-dir /tmp/kubelet --run-for 2
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -26,9 +29,23 @@ use dranet_kubeletplugin::cdi::{CdiDevice, CdiWriter, ContainerEdits};
 use dranet_kubeletplugin::fake::{FakeApiServer, FakeKubelet, allocated_claim};
 use dranet_kubeletplugin::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, KubeApi, KubeClient,
-    KubeletPlugin, Prepared, PreparedDevice,
+    KubeletPlugin, Prepared, PreparedDevice, PreparedMetadata,
 };
-use k8s_openapi::api::resource::v1::{Device, DeviceRequestAllocationResult};
+use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, DeviceRequestAllocationResult};
+
+/// What device `dev<i>` is published with: its index.
+fn attributes(device: &str) -> BTreeMap<String, DeviceAttribute> {
+    let index = device.strip_prefix("dev").and_then(|i| i.parse().ok());
+    BTreeMap::from_iter(index.map(|i| {
+        (
+            "index".to_string(),
+            DeviceAttribute {
+                int: Some(i),
+                ..Default::default()
+            },
+        )
+    }))
+}
 
 /// The driver: a CDI spec per claim, whose IDs the kubelet hands to the runtime.
 struct Minimal {
@@ -57,6 +74,11 @@ impl Driver for Minimal {
                 device: r.device.clone(),
                 cdi_device_ids: vec![id],
                 share_id: None,
+                // Known now: the device metadata file says it before the container starts.
+                metadata: Some(PreparedMetadata {
+                    attributes: attributes(&r.device),
+                    network_data: None,
+                }),
             })
             .collect();
         tracing::info!(claim = %claim.claim_ref, "prepared");
@@ -152,16 +174,21 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut builder = KubeletPlugin::builder(driver, api.clone())
         .driver_name(&args.driver)
         .node_name(&args.node)
-        .kubelet_root_dir(&args.kubelet_root_dir);
+        .kubelet_root_dir(&args.kubelet_root_dir)
+        .device_metadata(&cdi_dir);
     if let Some(uid) = &args.pod_uid {
         builder = builder.rolling_update(uid);
     }
     let plugin = builder.start().await?;
     plugin.publish(
         (0..4)
-            .map(|i| Device {
-                name: format!("dev{i}"),
-                ..Default::default()
+            .map(|i| {
+                let name = format!("dev{i}");
+                Device {
+                    attributes: Some(attributes(&name)),
+                    name,
+                    ..Default::default()
+                }
             })
             .collect(),
     )?;

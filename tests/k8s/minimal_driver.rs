@@ -1,8 +1,8 @@
 //! `examples/minimal_driver.rs` as the DRA driver of a real Kubernetes node (v1.34.9 and v1.36.3,
 //! one test each): the stock
 //! kubelet registers it, the scheduler allocates its devices, the kubelet prepares and unprepares
-//! claims through it, and a driver killed with SIGKILL comes back and still unprepares what it
-//! had prepared. Needs root and the kit (`../shared/k8s/`); skipped with a message otherwise.
+//! claims through it (the device metadata it returns from prepare is in the container's file), and
+//! a driver killed with SIGKILL comes back and still unprepares what it had prepared. Needs root and the kit (`../shared/k8s/`); skipped with a message otherwise.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -71,13 +71,17 @@ spec:
   - name: c
     image: {image}
     imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "env | grep MINIMAL_DEVICE; sleep 100000"]
+    command: ["/bin/sh", "-c", "env | grep MINIMAL_DEVICE; cat {METADATA}; echo; sleep 100000"]
     resources:
       claims: [{{name: dev}}]
 "#,
         image = "localhost/dranet-k8s/busybox:1"
     )
 }
+
+/// Where the container finds the metadata the driver gave at prepare for request `dev` of the
+/// pod's claim `dev`.
+const METADATA: &str = "/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/dev/dev/minimal.example.com-metadata.json";
 
 fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
@@ -163,6 +167,28 @@ pub(crate) fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_ex
     let claim_a = kit
         .pod_claim("minimal-a")
         .expect("pod minimal-a has a claim");
+    // The device metadata the driver returned from prepare, in the file before the container ran.
+    let device = logs_a
+        .lines()
+        .find_map(|l| l.strip_prefix("MINIMAL_DEVICE="))
+        .expect("the device's environment")
+        .to_string();
+    let stream: Vec<serde_json::Value> = logs_a
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(stream.len(), 2, "v1beta1 and v1alpha1: {logs_a}");
+    let m = &stream[1];
+    assert_eq!(m["apiVersion"], "metadata.resource.k8s.io/v1alpha1");
+    assert_eq!(m["metadata"]["name"], claim_a.as_str());
+    assert_eq!(m["metadata"]["generation"], 1);
+    assert_eq!(m["podClaimName"], "dev");
+    let d = &m["requests"][0]["devices"][0];
+    assert_eq!(d["driver"], DRIVER);
+    assert_eq!(d["name"], device.as_str(), "{m}");
+    let index: i64 = device.trim_start_matches("dev").parse().expect("devN");
+    assert_eq!(d["attributes"]["index"]["int"], index, "{m}");
     let spec_files = || {
         std::fs::read_dir(&cdi_dir)
             .into_iter()

@@ -1,10 +1,11 @@
 //! The seam between this library and a DRA driver: the [`Driver`] trait and what flows through it.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use k8s_openapi::api::resource::v1::{
-    DeviceAllocationConfiguration, DeviceRequestAllocationResult, OpaqueDeviceConfiguration,
-    ResourceClaim,
+    DeviceAllocationConfiguration, DeviceAttribute, DeviceRequestAllocationResult,
+    NetworkDeviceData, OpaqueDeviceConfiguration, ResourceClaim,
 };
 use serde::{Deserialize, Serialize};
 
@@ -163,7 +164,7 @@ impl ClaimToPrepare {
 }
 
 /// One device handed to the container runtime for a claim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreparedDevice {
     /// The claim's request names this device satisfies.
     pub requests: Vec<String>,
@@ -176,6 +177,24 @@ pub struct PreparedDevice {
     /// The share ID when the device is shared (consumable capacity); only the v1 API carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_id: Option<String>,
+    /// What the device's metadata file says of it, when the driver knows that at prepare (the
+    /// Go helper's `Device.Metadata`): with device metadata on, the plugin writes each request's
+    /// file from it before prepare returns, so its containers never see an empty one. A
+    /// driver that learns it later (a network driver, once the pod's interface exists) leaves
+    /// it `None` and calls [`crate::MetadataUpdater::update_request_metadata`]. Not kept in the
+    /// checkpoint: the file is.
+    #[serde(skip)]
+    pub metadata: Option<PreparedMetadata>,
+}
+
+/// A device's attributes and network data as its metadata file gives them
+/// ([`PreparedDevice::metadata`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PreparedMetadata {
+    /// Its attributes by qualified name, as the ResourceSlice publishes them.
+    pub attributes: BTreeMap<String, DeviceAttribute>,
+    /// Its network interface as the pod sees it, for a network device.
+    pub network_data: Option<NetworkDeviceData>,
 }
 
 impl PreparedDevice {
@@ -187,6 +206,7 @@ impl PreparedDevice {
             device: result.device.clone(),
             cdi_device_ids,
             share_id: result.share_id.clone(),
+            metadata: None,
         }
     }
 }

@@ -184,7 +184,7 @@ pub use dranet_util::error_chain;
 pub use dranet_util::{NamedGuard, NamedLocks};
 pub use driver::{
     ClaimRef, ClaimToPrepare, ClaimToUnprepare, Driver, HandlerError, PrepareState, Prepared,
-    PreparedClaim, PreparedDevice,
+    PreparedClaim, PreparedDevice, PreparedMetadata,
 };
 pub use error::{Error, Result};
 pub use grpc::RegistrationState;

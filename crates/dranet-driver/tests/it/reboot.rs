@@ -320,6 +320,7 @@ async fn an_unreadable_record_fails_its_pods_and_the_driver_starts() {
                 device: MLX0.into(),
                 cdi_device_ids: vec![],
                 share_id: None,
+                metadata: None,
             }],
             state: Some(state),
         },

@@ -523,6 +523,7 @@ mod tests {
                     device: "eth1".into(),
                     cdi_device_ids: vec!["example.com/net=eth1".into()],
                     share_id: None,
+                    metadata: None,
                 }],
                 state: Some(serde_json::json!({"netns": "/proc/1/ns/net"})),
             }),

@@ -1,10 +1,13 @@
 //! The files and specs through a claim's life: made at prepare, removed at unprepare, and put
 //! right at start for what the checkpoint holds.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
+use super::error::MetadataError;
 use super::layout::{check_pod_claim_name, check_request, check_uid, claim_dir_name, top_request};
+use super::schema::{ClaimMeta, DeviceMetadata, MetadataDevice};
+use super::update::{request_file, write_request};
 use super::{Metadata, cdi_spec, in_place};
 use crate::checkpoint::Phase;
 use crate::driver::{ClaimRef, Prepared};
@@ -38,10 +41,30 @@ impl Metadata {
         if let Some(p) = pod_claim_name {
             check_pod_claim_name(p).map_err(Error::InvalidRequest)?;
         }
+        let files = self.at_prepare(c, pod_claim_name, prepared);
         let (this, claim) = (Arc::clone(self), c.clone());
         let pod_claim = pod_claim_name.map(str::to_string);
         tokio::task::spawn_blocking(move || {
-            this.create(&claim, pod_claim.as_deref(), &requests, false)
+            this.create(&claim, pod_claim.as_deref(), &requests, false)?;
+            for (path, file) in files {
+                write_request(&path, file, &this.versions).map_err(|e| match e {
+                    MetadataError::Io {
+                        action,
+                        path,
+                        source,
+                    } => Error::Io {
+                        action,
+                        path,
+                        source,
+                    },
+                    other => Error::Driver {
+                        action: "prepare",
+                        claim: claim.to_string(),
+                        source: Box::new(other),
+                    },
+                })?;
+            }
+            Ok::<_, Error>(())
         })
         .await
         .map_err(|_| Error::Task("device metadata files"))??;
@@ -61,6 +84,54 @@ impl Metadata {
 
     /// The file and spec of each of `requests` of claim `c`. `keep`: a file that exists keeps
     /// what it holds.
+    /// The files the driver's prepare filled ([`crate::PreparedDevice::metadata`]), taken out of
+    /// `prepared` (the checkpoint keeps the file, not them): per request, every device of it,
+    /// those without metadata by name only; requests none of whose devices has any get none.
+    fn at_prepare(
+        &self,
+        c: &ClaimRef,
+        pod_claim_name: Option<&str>,
+        prepared: &mut Prepared,
+    ) -> Vec<(std::path::PathBuf, DeviceMetadata)> {
+        let mut by_request: BTreeMap<&str, (String, Vec<MetadataDevice>, bool)> = BTreeMap::new();
+        let taken: Vec<_> = prepared
+            .devices
+            .iter_mut()
+            .map(|d| d.metadata.take())
+            .collect();
+        for (d, m) in prepared.devices.iter().zip(&taken) {
+            for r in &d.requests {
+                let entry = by_request
+                    .entry(top_request(r))
+                    .or_insert_with(|| (r.clone(), Vec::new(), false));
+                let mut device = MetadataDevice::new(d.pool.clone(), d.device.clone());
+                device.driver = self.layout.driver().to_string();
+                if let Some(m) = m {
+                    device.attributes = m.attributes.clone();
+                    device.network_data = m.network_data.clone();
+                    entry.2 = true;
+                }
+                entry.1.push(device);
+            }
+        }
+        by_request
+            .into_values()
+            .filter(|(_, _, filled)| *filled)
+            .map(|(request, devices, _)| {
+                let claim = ClaimMeta {
+                    name: c.name.clone(),
+                    namespace: c.namespace.clone(),
+                    uid: c.uid.clone(),
+                    generation: 0,
+                };
+                let path = self.layout.file(&c.namespace, &c.name, &request);
+                let file =
+                    request_file(claim, pod_claim_name.map(str::to_string), request, devices);
+                (path, file)
+            })
+            .collect()
+    }
+
     fn create(
         &self,
         c: &ClaimRef,

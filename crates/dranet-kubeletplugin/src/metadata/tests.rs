@@ -69,6 +69,7 @@ impl Fixture {
                     device: d.to_string(),
                     cdi_device_ids: vec![format!("{DRIVER}/net={d}")],
                     share_id: None,
+                    metadata: None,
                 })
                 .collect(),
             state: None,
@@ -362,6 +363,7 @@ fn a_template_claim_is_mounted_under_its_pod_claim_name_and_says_it() {
                 device: "eth2".into(),
                 cdi_device_ids: vec![],
                 share_id: None,
+                metadata: None,
             }],
             state: None,
         };
@@ -527,6 +529,7 @@ fn updates_of_what_was_not_prepared_are_refused_with_what_is_wrong() {
                         device: "eth2".into(),
                         cdi_device_ids: vec![],
                         share_id: None,
+                        metadata: None,
                     }],
                     state: None,
                 }),
@@ -689,5 +692,63 @@ fn a_checkpoint_from_before_pod_claim_names_reads_as_direct_claims() {
         );
         // And such an entry is written back without the field: the bytes stay as they were.
         assert!(!String::from_utf8(crate::checkpoint::encode(&contents)).unwrap().contains("pod_claim_name"));
+    });
+}
+
+#[test]
+fn metadata_given_at_prepare_is_in_the_file_before_prepare_returns() {
+    rt().block_on(async {
+        let f = Fixture::new();
+        let c = claim("gpus", UID);
+        let device = |request: &str, name: &str, index: Option<i64>| PreparedDevice {
+            requests: vec![request.to_string()],
+            pool: "node-a".into(),
+            device: name.into(),
+            cdi_device_ids: vec![format!("{DRIVER}/gpu={name}")],
+            share_id: None,
+            metadata: index.map(|i| crate::PreparedMetadata {
+                attributes: BTreeMap::from([(
+                    "index".to_string(),
+                    DeviceAttribute {
+                        int: Some(i),
+                        ..Default::default()
+                    },
+                )]),
+                network_data: None,
+            }),
+        };
+        let mut prepared = Prepared {
+            devices: vec![
+                device("gpu/big", "gpu0", Some(0)),
+                device("gpu/big", "gpu1", None),
+                device("nic", "eth1", None),
+            ],
+            state: None,
+        };
+        f.meta
+            .prepared(&c, Some("acc"), &mut prepared)
+            .await
+            .unwrap();
+        // Taken out: the checkpoint keeps the file, not the driver's copy.
+        assert!(prepared.devices.iter().all(|d| d.metadata.is_none()));
+        let file = f.layout().file("ml", "gpus", "gpu");
+        let m = read_metadata(&file, MetadataVersion::V1Alpha1);
+        assert_eq!(m.metadata.generation, 1);
+        assert_eq!(m.metadata.uid, UID);
+        assert_eq!(m.pod_claim_name.as_deref(), Some("acc"));
+        assert_eq!(m.requests.len(), 1);
+        assert_eq!(m.requests[0].name, "gpu/big");
+        let devices = &m.requests[0].devices;
+        assert_eq!(
+            devices
+                .iter()
+                .map(|d| (d.driver.as_str(), d.name.as_str(), d.attributes.len()))
+                .collect::<Vec<_>>(),
+            [(DRIVER, "gpu0", 1), (DRIVER, "gpu1", 0)]
+        );
+        assert_eq!(devices[0].attributes["index"].int, Some(0));
+        // A request no device of which had metadata: the empty file, for the updater.
+        let nic = f.layout().file("ml", "gpus", "nic");
+        assert_eq!(std::fs::read(&nic).unwrap(), b"");
     });
 }

@@ -103,39 +103,61 @@ impl MetadataUpdater {
             }
         }
         let path = m.layout.file(namespace, name, full_request);
-        let mut file = DeviceMetadata {
-            kind: KIND.into(),
-            // Set per version by encode_stream.
-            api_version: String::new(),
-            metadata: ClaimMeta {
-                name: name.to_string(),
-                namespace: namespace.to_string(),
-                uid,
-                generation: 0,
-            },
-            pod_claim_name: entry.pod_claim_name,
-            requests: vec![MetadataRequest {
-                name: full_request.clone(),
-                devices,
-            }],
+        let claim_meta = ClaimMeta {
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            uid,
+            generation: 0,
         };
+        let file = request_file(
+            claim_meta,
+            entry.pod_claim_name,
+            full_request.clone(),
+            devices,
+        );
         let versions = m.versions.clone();
-        tokio::task::spawn_blocking(move || {
-            let previous = in_place::generation(&path)
-                .map_err(|e| io_error("read device metadata", &path, e))?;
-            file.metadata.generation = previous.saturating_add(1);
-            let bytes = encode_stream(&file, &versions)
-                .map_err(|e| io_error("encode device metadata", &path, std::io::Error::other(e)))?;
-            in_place::write(&path, &bytes)
-                .map_err(|e| io_error("write device metadata", &path, e))?;
-            Ok::<_, MetadataError>(file.metadata.generation)
-        })
-        .await
-        .map_err(|e| {
-            let path = m.layout.file(namespace, name, request);
-            io_error("write device metadata", &path, std::io::Error::other(e))
-        })?
+        let written = path.clone();
+        tokio::task::spawn_blocking(move || write_request(&path, file, &versions))
+            .await
+            .map_err(|e| io_error("write device metadata", &written, std::io::Error::other(e)))?
     }
+}
+
+/// The file of one request: `devices` for request `request` (as allocated: `nic/fast` for a
+/// `firstAvailable` subrequest) of the claim `claim`.
+pub(super) fn request_file(
+    claim: ClaimMeta,
+    pod_claim_name: Option<String>,
+    request: String,
+    devices: Vec<MetadataDevice>,
+) -> DeviceMetadata {
+    DeviceMetadata {
+        kind: KIND.into(),
+        // Set per version by encode_stream.
+        api_version: String::new(),
+        metadata: claim,
+        pod_claim_name,
+        requests: vec![MetadataRequest {
+            name: request,
+            devices,
+        }],
+    }
+}
+
+/// Writes `file` at `path` in place, one object per version, its generation one past the
+/// file's (1 for the first write), and returns that generation. Blocking.
+pub(super) fn write_request(
+    path: &std::path::Path,
+    mut file: DeviceMetadata,
+    versions: &[super::MetadataVersion],
+) -> Result<i64, MetadataError> {
+    let previous =
+        in_place::generation(path).map_err(|e| io_error("read device metadata", path, e))?;
+    file.metadata.generation = previous.saturating_add(1);
+    let bytes = encode_stream(&file, versions)
+        .map_err(|e| io_error("encode device metadata", path, std::io::Error::other(e)))?;
+    in_place::write(path, &bytes).map_err(|e| io_error("write device metadata", path, e))?;
+    Ok(file.metadata.generation)
 }
 
 fn io_error(action: &'static str, path: &std::path::Path, source: std::io::Error) -> MetadataError {

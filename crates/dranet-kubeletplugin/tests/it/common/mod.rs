@@ -75,6 +75,7 @@ pub fn prepared_for(results: &[DeviceRequestAllocationResult]) -> Prepared {
                 device: r.device.clone(),
                 cdi_device_ids: vec![format!("{DRIVER}/net={}", r.device)],
                 share_id: r.share_id.clone(),
+                metadata: None,
             })
             .collect(),
         state: Some(
