@@ -242,7 +242,21 @@ fn each_value_takes_effect() {
         "--move-ib-interfaces=false",
         "--cloud-provider-hint=azure",
         "--azure-imds-endpoint=http://169.254.169.254",
-        "--inventory-max-poll-interval=5m",
+        "--pci-ids=/usr/share/hwdata/pci.ids",
+        "--uplink-interfaces=eth0",
+        r#"--share-filter=device.attributes["dra.net"].ifName == "eth1""#,
+        "--share-children=4",
+        "--feature-gates=DRAListTypeAttributes=true",
+        "--azure-imds-api-version=2021-02-01",
+        "--provider-refresh-timeout=1m",
+        "--profile-provider=webhook",
+        "--webhook-url=http://127.0.0.1:8081",
+        "--webhook-ca-file=/etc/dranet/webhook-ca.pem",
+        "--webhook-timeout=3s",
+        "--hotplug=false",
+        "--inventory-min-poll-interval=500ms",
+        "--inventory-max-poll-interval=10m",
+        "--inventory-poll-burst=3",
     ] {
         assert!(args.iter().any(|a| a == want), "{want} not in {args:?}");
     }
@@ -460,7 +474,7 @@ fn a_mistake_in_values_is_an_error_from_helm() {
             &["--set", "kubeletRootDir=var/lib/kubelet"],
             "/kubeletRootDir",
         ),
-        (&["--set", "cloudProviderHint=gce"], "/cloudProviderHint"),
+        (&["--set", "cloudProviderHint=gcp"], "/cloudProviderHint"),
         (&["--set", "log.format=yaml"], "/log/format"),
         (
             &["--set", "deviceMetadata.enabled=1"],
@@ -787,4 +801,239 @@ fn the_examples_parse_and_the_mpijob_names_a_template_that_exists() {
             "{want} missing: {templates:?}"
         );
     }
+}
+
+/// The long flags of `dranet run --help`, each with its possible values (empty when it takes
+/// any value): read from the daemon itself, so the chart tests below need no second list.
+fn run_flags() -> Vec<(String, Vec<String>)> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dranet"))
+        .args(["run", "--help"])
+        .output()
+        .expect("run dranet run --help");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut flags: Vec<(String, Vec<String>)> = Vec::new();
+    let mut in_values = false;
+    for line in help.lines() {
+        let t = line.trim();
+        if let Some(flag) = t
+            .strip_prefix("--")
+            .filter(|_| line.starts_with("      --"))
+        {
+            let name = flag.split([' ', '=']).next().unwrap_or_default();
+            flags.push((name.to_string(), Vec::new()));
+            in_values = false;
+        } else if t == "Possible values:" {
+            in_values = true;
+        } else if in_values && t.starts_with("- ") {
+            let v = t[2..].split(':').next().unwrap_or_default().trim();
+            if let Some((_, values)) = flags.last_mut() {
+                values.push(v.to_string());
+            }
+        } else if t.is_empty() {
+            in_values = false;
+        }
+    }
+    flags
+}
+
+/// How each flag of `dranet run` is set from the chart: the `--set` that sets it to `{}` (the
+/// value), or why the chart has no value for it.
+enum Chart {
+    Value(&'static str),
+    Not(&'static str),
+}
+
+fn chart_of(flag: &str) -> Option<Chart> {
+    use Chart::{Not, Value};
+    Some(match flag {
+        "log" => Value("log.level"),
+        "log-format" => Value("log.format"),
+        "move-ib-interfaces" => Value("moveIBInterfaces"),
+        "uplink-interfaces" => Value("uplinkInterfaces"),
+        "cloud-provider-hint" => Value("cloudProviderHint"),
+        "azure-imds-endpoint" => Value("azureImdsEndpoint"),
+        "azure-imds-api-version" => Value("azureImdsApiVersion"),
+        "webhook-url" => Value("webhook.url"),
+        "webhook-ca-file" => Value("webhook.caFile"),
+        "webhook-timeout" => Value("webhook.timeout"),
+        "provider-refresh-timeout" => Value("providerRefreshTimeout"),
+        "profile-provider" => Value("profileProvider"),
+        "bind-address" => Value("metrics.port"),
+        "filter" => Value("filter"),
+        "share-filter" => Value("share.filter"),
+        "share-children" => Value("share.children"),
+        "feature-gates" => Value("featureGates"),
+        "kubelet-root-dir" => Value("kubeletRootDir"),
+        "state-dir" => Value("stateDir"),
+        "nri-socket" => Value("nriSocket"),
+        "inventory-min-poll-interval" => Value("inventory.minPollInterval"),
+        "inventory-max-poll-interval" => Value("inventory.maxPollInterval"),
+        "inventory-poll-burst" => Value("inventory.pollBurst"),
+        "hotplug" => Value("inventory.hotplug"),
+        "nri-request-timeout" => Value("nriRequestTimeout"),
+        "device-attach-timeout" => Value("deviceAttachTimeout"),
+        "hook-path" => Value("hook.path"),
+        "cdi-dir" => Value("cdiDir"),
+        "enable-device-metadata" => Value("deviceMetadata.enabled"),
+        "device-metadata-versions" => Value("deviceMetadata.versions"),
+        "sysfs" => Not("the container's /sys is the host's: the default"),
+        "pci-ids" => Not("pciIdsDir mounts the directory the daemon searches"),
+        "kubeconfig" => Not("the pod's service account"),
+        "node-name" => Not("NODE_NAME from the downward API"),
+        "db-path" => Not("upstream's spelling of stateDir"),
+        "fixture-sysfs"
+        | "azure-imds-file"
+        | "gce-metadata-file"
+        | "aws-metadata-file"
+        | "oke-metadata-file"
+        | "alibaba-metadata-file" => Not(
+            "a file on the node, for trying the daemon without the hardware or the cloud: extraArgs and extraVolumes",
+        ),
+        "help" => Not("not a setting"),
+        _ => return None,
+    })
+}
+
+/// Every flag of `dranet run` has a chart value or a reason it has none: a flag added to the
+/// daemon fails here until the chart has it.
+#[test]
+fn every_flag_of_the_daemon_is_a_chart_value_or_says_why_not() {
+    let flags = run_flags();
+    assert!(flags.len() >= 40, "{flags:?}");
+    let missing: Vec<&str> = flags
+        .iter()
+        .map(|(f, _)| f.as_str())
+        .filter(|f| match chart_of(f) {
+            None => true,
+            Some(Chart::Not(why)) => why.is_empty(),
+            Some(Chart::Value(key)) => key.is_empty(),
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags of dranet run with no chart value: {missing:?}"
+    );
+    let Some(helm) = helm_or_skip("the daemon's flags in the chart") else {
+        return;
+    };
+    // One rendering with a value for each: each reaches the daemon as its flag.
+    let set: [(&str, &str, &str); 14] = [
+        (
+            "uplinkInterfaces",
+            "{eth0,eth1}",
+            "--uplink-interfaces=eth0,eth1",
+        ),
+        (
+            "share.filter",
+            r#"device.attributes["dra.net"].ifName == "eth1""#,
+            r#"--share-filter=device.attributes["dra.net"].ifName == "eth1""#,
+        ),
+        ("share.children", "4", "--share-children=4"),
+        (
+            "featureGates",
+            "DRAListTypeAttributes=true",
+            "--feature-gates=DRAListTypeAttributes=true",
+        ),
+        (
+            "azureImdsApiVersion",
+            "2021-02-01",
+            "--azure-imds-api-version=2021-02-01",
+        ),
+        (
+            "providerRefreshTimeout",
+            "1m",
+            "--provider-refresh-timeout=1m",
+        ),
+        (
+            "webhook.url",
+            "http://127.0.0.1:8081",
+            "--webhook-url=http://127.0.0.1:8081",
+        ),
+        (
+            "webhook.caFile",
+            "/etc/webhook/ca.pem",
+            "--webhook-ca-file=/etc/webhook/ca.pem",
+        ),
+        ("webhook.timeout", "3s", "--webhook-timeout=3s"),
+        ("inventory.hotplug", "false", "--hotplug=false"),
+        (
+            "inventory.minPollInterval",
+            "500ms",
+            "--inventory-min-poll-interval=500ms",
+        ),
+        (
+            "inventory.maxPollInterval",
+            "5m",
+            "--inventory-max-poll-interval=5m",
+        ),
+        ("inventory.pollBurst", "3", "--inventory-poll-burst=3"),
+        ("profileProvider", "webhook", "--profile-provider=webhook"),
+    ];
+    let mut args_of_set = Vec::new();
+    for (k, v, _) in &set {
+        args_of_set.push(if k.ends_with("filter") || k.starts_with("featureGates") {
+            "--set-string".to_string()
+        } else {
+            "--set".to_string()
+        });
+        args_of_set.push(format!("{k}={v}"));
+    }
+    let refs: Vec<&str> = args_of_set.iter().map(String::as_str).collect();
+    let args = pod_spec(&daemonset(&render(&helm, &refs))).containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    for (k, _, want) in &set {
+        assert!(
+            args.iter().any(|a| a == want),
+            "{k}: {want} not in {args:?}"
+        );
+    }
+    // What the daemon refuses, the schema refuses: a wrong type, a hint it does not know.
+    for bad in [
+        "webhook.timeout=3",
+        "cloudProviderHint=gcp",
+        "profileProvider=ipam",
+        "share.children=0",
+    ] {
+        let out = template(&helm, &["--set", bad]);
+        assert!(!out.status.success(), "{bad} was accepted");
+    }
+}
+
+/// Every value of every enum flag of `dranet run` (read from its `--help`) that the chart sets
+/// renders and reaches the daemon as the flag; case-insensitive ones in upper case too.
+#[test]
+fn every_value_of_every_enum_the_daemon_knows_renders() {
+    let Some(helm) = helm_or_skip("the daemon's enums in the chart") else {
+        return;
+    };
+    let mut checked = 0;
+    for (flag, values) in run_flags() {
+        let Some(Chart::Value(key)) = chart_of(&flag) else {
+            continue;
+        };
+        for v in &values {
+            let mut spellings = vec![v.clone()];
+            if flag == "cloud-provider-hint" {
+                spellings.push(v.to_uppercase());
+            }
+            for s in spellings {
+                let args = pod_spec(&daemonset(&render(
+                    &helm,
+                    &["--set", &format!("{key}={s}")],
+                )))
+                .containers[0]
+                    .args
+                    .clone()
+                    .unwrap_or_default();
+                let want = format!("--{flag}={s}");
+                assert!(args.contains(&want), "{key}={s}: {want} not in {args:?}");
+                checked += 1;
+            }
+        }
+    }
+    // cloud-provider-hint (8, twice), profile-provider (3), log-format (2).
+    assert!(checked >= 21, "{checked} values");
 }

@@ -36,7 +36,9 @@ fn minimal_driver_serves_prepares_publishes_and_cleans_up_without_a_cluster() {
             .env_remove("POD_UID"),
     );
     assert!(
-        stdout.contains("cdi_device_ids: [\"minimal.example.com/dev=demo-uid-dev0\"]"),
+        stdout.contains(
+            "cdi_device_ids: [\"minimal.example.com/dev=demo-uid-dev0\", \"minimal.example.com/metadata=demo-uid_req\"]"
+        ),
         "{stdout}"
     );
     // Logging is set up: the driver's own lines reach stderr.
@@ -55,7 +57,13 @@ fn minimal_driver_serves_prepares_publishes_and_cleans_up_without_a_cluster() {
         .filter(|p| p.extension().is_some_and(|e| e == "sock"))
         .collect();
     assert!(left.is_empty(), "sockets left behind: {left:?}");
-    // The claim's CDI spec was written for the prepare and removed by the unprepare.
+    // The claim's CDI specs (its devices' and its metadata's) were written for the prepare and
+    // removed by the unprepare, and so was its metadata file.
+    let files: Vec<_> = walk(&kubelet.join("plugins/minimal.example.com/dra-device-metadata"))
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect();
+    assert!(files.is_empty(), "device metadata left behind: {files:?}");
     let specs: Vec<_> = walk(&kubelet.join("cdi"));
     assert!(specs.is_empty(), "CDI specs left behind: {specs:?}");
 }
