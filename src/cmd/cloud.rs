@@ -28,6 +28,9 @@ pub enum CloudHint {
     Oke,
     /// Alibaba Cloud: read the metadata service without detecting.
     Alibaba,
+    /// CoreWeave CKS: the fabric from the Node's labels (its own Node, from the API server; or
+    /// --node-labels-file).
+    Cks,
     /// The webhook at `--webhook-url`.
     Webhook,
     /// No cloud: never query a metadata service.
@@ -50,7 +53,8 @@ impl CloudHint {
 /// Cloud provider options shared by the commands that publish attributes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CloudArgs {
-    /// Cloud provider: auto, azure, gce, aws, oke, alibaba, webhook or none (case-insensitive).
+    /// Cloud provider: auto, azure, gce, aws, oke, alibaba, cks, webhook or none
+    /// (case-insensitive).
     /// With a `--sysfs` other than `/sys` (a fixture or another machine's tree) the default is
     /// none, since this machine's metadata service does not describe it, unless an Azure IMDS
     /// endpoint or a webhook URL is given.
@@ -92,6 +96,11 @@ pub struct CloudArgs {
     /// (`meta-data/instance/instance-type`): the alibaba.dra.net attributes without IMDS.
     #[arg(long, value_name = "FILE", env = "DRANET_ALIBABA_METADATA_FILE")]
     pub alibaba_metadata_file: Option<PathBuf>,
+    /// The Node's labels saved on the node (`kubectl get node NAME -o yaml`, or a map of labels;
+    /// JSON or YAML): CKS's attributes without the API server, e.g. to preview them with
+    /// `inventory`.
+    #[arg(long, value_name = "FILE", env = "DRANET_NODE_LABELS_FILE")]
+    pub node_labels_file: Option<PathBuf>,
     /// The webhook provider's URL (`http://127.0.0.1:8081`, `unix:///run/dranet-webhook.sock`,
     /// `https://dranet-webhook.ops.svc:8443` off the node): for `--cloud-provider-hint webhook`
     /// and `--profile-provider webhook`.
@@ -123,6 +132,7 @@ impl Default for CloudArgs {
             aws_metadata_file: None,
             oke_metadata_file: None,
             alibaba_metadata_file: None,
+            node_labels_file: None,
             webhook_url: None,
             webhook_ca_file: None,
             webhook_timeout: dranet_cloud::webhook::DEFAULT_TIMEOUT,
@@ -186,9 +196,68 @@ impl CloudArgs {
         }
     }
 
+    /// The detection hint for a node read from `sysfs` (no metadata file given): the flag, else
+    /// detection on this machine's `/sys`, none for another tree (a fixture) unless a
+    /// metadata service, a webhook or the Node's labels are named.
+    fn hint(&self, sysfs: &Path) -> Hint {
+        let endpoint_given = self.azure_imds_endpoint != dranet_cloud::azure::DEFAULT_ENDPOINT;
+        match self.cloud_provider_hint {
+            Some(CloudHint::Auto) => Hint::Auto,
+            Some(CloudHint::Webhook) => Hint::Webhook,
+            Some(CloudHint::Cks) => Hint::Cks,
+            Some(CloudHint::None) => Hint::None,
+            Some(h) => h.cloud().map_or(Hint::None, Hint::Cloud),
+            None if sysfs != Path::new("/sys")
+                && !endpoint_given
+                && self.webhook_url.is_none()
+                && self.node_labels_file.is_none() =>
+            {
+                Hint::None
+            }
+            None => Hint::Auto,
+        }
+    }
+
+    /// Whether the provider chosen for `sysfs` may need the Node's labels from the API server
+    /// (CKS, hinted or detected) and no file gives them.
+    pub fn wants_node_labels(&self, sysfs: &Path) -> bool {
+        self.node_labels_file.is_none()
+            && matches!(self.metadata_file(), Ok(None))
+            && matches!(self.hint(sysfs), Hint::Auto | Hint::Cks)
+    }
+
+    /// `--node-labels-file`, read: `None` when not given.
+    fn labels_from_file(&self) -> Result<Option<dranet_cloud::cks::Labels>, CliError> {
+        let Some(f) = &self.node_labels_file else {
+            return Ok(None);
+        };
+        let bad =
+            |why: String| CliError::Usage(format!("--node-labels-file {}: {why}", f.display()));
+        let mut errors = Vec::new();
+        let docs = super::load::documents(f, &mut errors);
+        if let Some(e) = errors.first() {
+            return Err(CliError::Usage(format!("--node-labels-file: {e}")));
+        }
+        let [doc] = docs.as_slice() else {
+            return Err(bad(format!(
+                "{} documents; give one Node or one map of labels",
+                docs.len()
+            )));
+        };
+        dranet_cloud::cks::labels_of(&doc.value)
+            .map(Some)
+            .map_err(bad)
+    }
+
     /// Chooses the cloud provider for a node read from `sysfs`, logging how it was decided: a
-    /// metadata file when one is given, else the hint (detection by default).
-    pub fn choose(&self, sysfs: &Path) -> Result<Chosen, CliError> {
+    /// metadata file when one is given, else the hint (detection by default). `node_labels`:
+    /// the Node's labels as the caller read them from the API server, or why it could not
+    /// (`--node-labels-file` takes their place).
+    pub fn choose(
+        &self,
+        sysfs: &Path,
+        node_labels: Option<Result<dranet_cloud::cks::Labels, String>>,
+    ) -> Result<Chosen, CliError> {
         if let Some((flag, cloud, file)) = self.metadata_file()? {
             if let Some(h) = self.cloud_provider_hint
                 && h != CloudHint::Auto
@@ -214,16 +283,10 @@ impl CloudArgs {
                 webhook: None,
             });
         }
-        let endpoint_given = self.azure_imds_endpoint != dranet_cloud::azure::DEFAULT_ENDPOINT;
-        let hint = match self.cloud_provider_hint {
-            Some(CloudHint::Auto) => Hint::Auto,
-            Some(CloudHint::Webhook) => Hint::Webhook,
-            Some(CloudHint::None) => Hint::None,
-            Some(h) => h.cloud().map_or(Hint::None, Hint::Cloud),
-            None if sysfs != Path::new("/sys") && !endpoint_given && self.webhook_url.is_none() => {
-                Hint::None
-            }
-            None => Hint::Auto,
+        let hint = self.hint(sysfs);
+        let node_labels = match self.labels_from_file()? {
+            Some(l) => Some(Ok(l)),
+            None => node_labels,
         };
         if hint == Hint::Webhook && self.webhook_url.is_none() {
             return Err(CliError::Usage(
@@ -247,6 +310,7 @@ impl CloudArgs {
                 }),
                 None => None,
             },
+            node_labels,
             ..Detector::new(sysfs, hint)
         };
         let d = detector.detect_blocking();
@@ -256,6 +320,7 @@ impl CloudArgs {
             Provider::Aws(_) => "aws",
             Provider::Oke(_) => "oke",
             Provider::Alibaba(_) => "alibaba",
+            Provider::Cks(_) => "cks",
             Provider::Webhook(_) => "webhook",
         });
         tracing::info!("cloud provider: {name} ({}, {:?})", d.how, d.elapsed);
@@ -286,7 +351,7 @@ impl CloudArgs {
         inv: &Inventory,
     ) -> Result<Arc<dyn CloudProvider>, CliError> {
         let timeout = self.refresh_timeout()?;
-        let cloud = self.choose(sysfs)?.provider;
+        let cloud = self.choose(sysfs, None)?.provider;
         refresh_blocking(cloud.as_ref(), inv, timeout)?;
         Ok(cloud)
     }

@@ -1,6 +1,6 @@
 //! `dranet run`: the node daemon. Flags and wiring; the daemon is `dranet_driver::daemon`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -277,8 +277,13 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
     let node = a.node.name()?;
     let mut config = a.config(node)?;
     let rescan = a.rescan()?;
-    // Cloud detection blocks (a short metadata probe at most), before the runtime starts.
-    let chosen = a.cloud.choose(&a.source.sysfs)?;
+    // Cloud detection blocks (a short metadata probe at most), before the runtime starts. CKS
+    // is told by the Node's labels: read them first when it may be.
+    let node_labels = a
+        .cloud
+        .wants_node_labels(&a.source.sysfs)
+        .then(|| read_node_labels(a.kubeconfig.as_deref(), &config.node_name));
+    let chosen = a.cloud.choose(&a.source.sysfs, node_labels)?;
     config.profiles = match a.profile_provider {
         ProfileProviderArg::Webhook => Some(a.cloud.profile_webhook(&chosen)? as _),
         ProfileProviderArg::Cloud => chosen
@@ -311,6 +316,33 @@ pub fn run(a: &RunArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Usage(e.to_string()))
     })
 }
+
+/// The labels of Node `node` from the API server (a few seconds at most), or why not.
+fn read_node_labels(
+    kubeconfig: Option<&Path>,
+    node: &str,
+) -> Result<dranet_cloud::cks::Labels, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let read = async {
+            let api = match kubeconfig {
+                Some(p) => KubeClient::from_kubeconfig(p).await,
+                None => KubeClient::infer().await,
+            }
+            .map_err(|e| e.to_string())?;
+            api.node_labels(node).await.map_err(|e| e.to_string())
+        };
+        tokio::time::timeout(NODE_LABELS_TIMEOUT, read)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer in {NODE_LABELS_TIMEOUT:?}")))
+    })
+}
+
+/// How long start-up waits for the Node's labels.
+const NODE_LABELS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Resolves on SIGTERM or SIGINT.
 async fn signal() {

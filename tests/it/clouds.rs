@@ -290,3 +290,77 @@ fn run_refuses_a_profile_provider_it_cannot_use() {
         assert!(!ok && err.contains(needle), "{extra:?}: {err}");
     }
 }
+
+/// CoreWeave CKS offline: the Node's labels saved as `kubectl get node -o yaml` prints them give
+/// every device the node's `coreweave.dra.net` attributes, and the RDMA device the neighbour label
+/// names its leaf switch.
+#[test]
+fn cks_attributes_come_from_the_nodes_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("node.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    cks.coreweave.com/cluster: cw-a\n    backend.coreweave.cloud/fabric: fab-1\n    backend.coreweave.cloud/superpod: sp-2\n    node.kubernetes.io/instance-type: gd-8xmi300x\n    backend.coreweave.cloud/neighbors.expected.mlx5_0.device: leaf-9\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    // (Detection would find OCI first on this fixture, whose DMI names it: the hint says CKS.)
+    {
+        let hint = "cks";
+        let devs = inventory(&["--cloud-provider-hint", hint, "--node-labels-file", file]);
+        assert!(
+            devs.values()
+                .all(|a| string(a, "coreweave.dra.net/fabric") == Some("fab-1")
+                    && string(a, "coreweave.dra.net/instanceType") == Some("gd-8xmi300x")),
+            "{devs:?}"
+        );
+        let leaves: Vec<&str> = devs
+            .values()
+            .filter_map(|a| string(a, "coreweave.dra.net/leafSwitch"))
+            .collect();
+        assert_eq!(leaves, ["leaf-9"], "only mlx5_0's device: {hint:?}");
+        let mlx5_0 = devs
+            .values()
+            .find(|a| a.get("rdmaDevice").and_then(|v| v.string.as_deref()) == Some("mlx5_0"))
+            .expect("mlx5_0");
+        assert_eq!(
+            string(mlx5_0, "coreweave.dra.net/leafSwitch"),
+            Some("leaf-9")
+        );
+    }
+    // Not a CKS node: the hint says so, naming the label.
+    std::fs::write(
+        dir.path().join("other.json"),
+        r#"{"kubernetes.io/os": "linux"}"#,
+    )
+    .unwrap();
+    let other = dir.path().join("other.json");
+    let (ok, _, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        MI300X,
+        "--node-name",
+        "n1",
+        "--cloud-provider-hint",
+        "cks",
+        "--node-labels-file",
+        other.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(err.contains("no cks.coreweave.com/cluster label"), "{err}");
+    // A file that is no map of labels: refused, the flag named.
+    std::fs::write(dir.path().join("bad.json"), r#"{"a": 1}"#).unwrap();
+    let bad = dir.path().join("bad.json");
+    let (ok, _, err) = dranet(&[
+        "inventory",
+        "--sysfs",
+        MI300X,
+        "--node-labels-file",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("--node-labels-file") && err.contains("labels must map names to strings"),
+        "{err}"
+    );
+}

@@ -887,7 +887,8 @@ fn chart_of(flag: &str) -> Option<Chart> {
         | "gce-metadata-file"
         | "aws-metadata-file"
         | "oke-metadata-file"
-        | "alibaba-metadata-file" => Not(
+        | "alibaba-metadata-file"
+        | "node-labels-file" => Not(
             "a file on the node, for trying the daemon without the hardware or the cloud: extraArgs and extraVolumes",
         ),
         "help" => Not("not a setting"),

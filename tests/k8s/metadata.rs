@@ -4,7 +4,9 @@
 //! (`/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/<podClaimName>/<request>/dra.net-metadata.json`)
 //! and what `ip` shows of the link. The file must say what the pod sees: the interface's name,
 //! address and MAC, the claim and the pod's name for it, the device's published attributes.
-//! The daemon is then restarted and the container killed: the restarted container (its CDI
+//! The node carries CoreWeave CKS's labels: the daemon, detecting, publishes their
+//! `coreweave.dra.net` attributes, and the file has them. The daemon is then restarted and the
+//! container killed: the restarted container (its CDI
 //! devices resolved again) reads the same file. After the pod is deleted the claim's host
 //! directory is gone.
 //!
@@ -54,7 +56,8 @@ fn script() -> String {
 
 fn daemon(kit: &Kit, state: &std::path::Path, port: u16, log: std::path::PathBuf) -> Daemon {
     let mut cmd = kit.dranet_run(env!("CARGO_BIN_EXE_dranet"), state, port);
-    cmd.args(["--cloud-provider-hint", "none"])
+    // Detected (no metadata service here): the Node's CKS labels make it CoreWeave CKS.
+    cmd.args(["--cloud-provider-hint", "auto"])
         .args([
             "--filter",
             &format!(
@@ -113,6 +116,18 @@ pub(crate) fn a_pod_reads_its_devices_metadata(kit: &Kit) {
     let before = host_link(VETH).expect("drm0");
     let port = free_port();
     let state = tmp.path().join("state");
+    // The node is a CoreWeave CKS node, as its labels say.
+    let leaf = format!("backend.coreweave.cloud/neighbors.expected.{VETH}.device");
+    let cks: [(&str, &str); 4] = [
+        ("cks.coreweave.com/cluster", "kit"),
+        ("backend.coreweave.cloud/fabric", "fab-1"),
+        ("node.coreweave.cloud/rack", "r-7"),
+        (&leaf, "leaf-3"),
+    ];
+    let mut label = vec!["label", "node", kit.node(), "--overwrite"];
+    let set: Vec<String> = cks.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    label.extend(set.iter().map(String::as_str));
+    kit.kubectl_ok(&label);
     let mut d = daemon(kit, &state, port, tmp.path().join("dranet-1.log"));
     kit.apply(&manifests());
     let image = kit.var("DRANET_K8S_BUSYBOX_IMAGE");
@@ -130,6 +145,11 @@ pub(crate) fn a_pod_reads_its_devices_metadata(kit: &Kit) {
     assert_eq!(dev["pool"], kit.node());
     assert_eq!(dev["name"], VETH, "{m}");
     assert_eq!(dev["attributes"]["ifName"]["string"], VETH, "{m}");
+    // CKS's attributes, from the Node's labels: the node's, and the device's leaf switch.
+    let attr = |name: &str| dev["attributes"][name]["string"].clone();
+    assert_eq!(attr("coreweave.dra.net/fabric"), "fab-1", "{m}");
+    assert_eq!(attr("coreweave.dra.net/rack"), "r-7", "{m}");
+    assert_eq!(attr("coreweave.dra.net/leafSwitch"), "leaf-3", "{m}");
     let nd = &dev["networkData"];
     assert_eq!(nd["interfaceName"], "net1", "{m}");
     assert!(
@@ -173,6 +193,10 @@ pub(crate) fn a_pod_reads_its_devices_metadata(kit: &Kit) {
         || (!host_dir.exists() && host_link(VETH) == Some(before.clone())).then_some(()),
         || tail(&d.output(), 40),
     );
+    let mut unlabel = vec!["label", "node", kit.node()];
+    let unset: Vec<String> = cks.iter().map(|(k, _)| format!("{k}-")).collect();
+    unlabel.extend(unset.iter().map(String::as_str));
+    kit.kubectl_ok(&unlabel);
     let _ = kit.kubectl(&["delete", "resourceclaimtemplate", TEMPLATE]);
     let _ = kit.kubectl(&["delete", "deviceclass", CLASS]);
     let mut d = d;

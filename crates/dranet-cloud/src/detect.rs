@@ -12,6 +12,7 @@ use dranet_core::CloudProvider;
 use crate::alibaba::{self, AlibabaInstance};
 use crate::aws::{self, AwsInstance};
 use crate::azure::{AzureInstance, ImdsClient};
+use crate::cks::{self, CksNode, Labels};
 use crate::client::{LINK_LOCAL_ENDPOINT, MetadataClient};
 use crate::dmi::{Cloud, Dmi};
 use crate::gce::{self, GceInstance};
@@ -30,6 +31,8 @@ pub enum Hint {
     Auto,
     /// This cloud: skip detection, read its metadata (with retries).
     Cloud(Cloud),
+    /// CoreWeave CKS: the Node's labels ([`Detector::node_labels`]).
+    Cks,
     /// The webhook.
     Webhook,
     /// No cloud: never touch the network.
@@ -87,6 +90,8 @@ pub enum Provider {
     Oke(OkeInstance),
     /// Alibaba.
     Alibaba(AlibabaInstance),
+    /// CoreWeave CKS.
+    Cks(CksNode),
     /// The webhook (shared: it may also be the profile provider).
     Webhook(Arc<Webhook>),
 }
@@ -141,6 +146,7 @@ impl Provider {
             Provider::Aws(p) => Arc::new(p),
             Provider::Oke(p) => Arc::new(p),
             Provider::Alibaba(p) => Arc::new(p),
+            Provider::Cks(p) => Arc::new(p),
             Provider::Webhook(p) => p,
         }
     }
@@ -176,6 +182,10 @@ pub struct Detector {
     pub probe_timeout: Duration,
     /// The clouds `Auto` considers.
     pub candidates: Vec<Cloud>,
+    /// The node's labels (its Node object's, read by the caller, or why they could not be):
+    /// CKS is told by them, after the metadata services and before the webhook, as upstream
+    /// orders it. `None`: not read (CKS is not considered).
+    pub node_labels: Option<std::result::Result<Labels, String>>,
 }
 
 impl Detector {
@@ -189,6 +199,7 @@ impl Detector {
             retry: RetryPolicy::default(),
             probe_timeout: Duration::from_millis(500),
             candidates: Cloud::ALL.to_vec(),
+            node_labels: None,
         }
     }
 
@@ -209,6 +220,11 @@ impl Detector {
             Hint::Cloud(c) => {
                 d.how = format!("cloud provider hint: {c}");
                 Some(c)
+            }
+            Hint::Cks => {
+                d.how = "cloud provider hint: cks".into();
+                self.read_cks(&mut d, true);
+                None
             }
             Hint::Auto => {
                 let c = match Dmi::read(&self.sysfs) {
@@ -231,7 +247,10 @@ impl Detector {
                         c
                     }
                 };
-                if c.is_none() && self.webhook.is_some() {
+                if c.is_none() {
+                    self.read_cks(&mut d, false);
+                }
+                if c.is_none() && d.provider.is_none() && self.webhook.is_some() {
                     self.connect_webhook(&mut d).await;
                 }
                 c
@@ -263,6 +282,35 @@ impl Detector {
                 )],
                 ..Detection::default()
             },
+        }
+    }
+
+    /// CKS from the node's labels: with the hint (`told`), missing labels are a warning; when
+    /// detecting, a node without [`cks::label::CLUSTER`] is not CKS.
+    fn read_cks(&self, d: &mut Detection, told: bool) {
+        match &self.node_labels {
+            Some(Ok(labels)) if cks::is_cks(labels) => {
+                if !told {
+                    d.how.push_str(&format!("; the Node has {}", cks::label::CLUSTER));
+                }
+                let (node, warnings) = CksNode::from_labels(labels, &self.sysfs);
+                d.provider = Some(Provider::Cks(node));
+                d.warnings.extend(warnings);
+            }
+            Some(Ok(_)) if told => d.warnings.push(format!(
+                "the Node has no {} label: not a CKS node; no coreweave.dra.net attributes",
+                cks::label::CLUSTER
+            )),
+            Some(Err(e)) if told => d.warnings.push(format!(
+                "cannot read the Node's labels: {e}; no coreweave.dra.net attributes"
+            )),
+            Some(Err(e)) => d
+                .how
+                .push_str(&format!("; the Node's labels unread ({e}), so not CKS")),
+            None if told => d.warnings.push(
+                "CKS needs the Node's labels (the API server, or --node-labels-file); no coreweave.dra.net attributes".into(),
+            ),
+            _ => {}
         }
     }
 

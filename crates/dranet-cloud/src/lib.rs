@@ -8,6 +8,7 @@
 //! | [`aws`] | IMDSv2 (session token) | `aws.dra.net/*`: instance type, placement group, EFA, network card; Neuron device groups |
 //! | [`oke`] | OCI IMDS v2, `Authorization: Bearer Oracle` | `oke.dra.net/*`: HPC island, network and local block, rack, GPU memory fabric |
 //! | [`alibaba`] | IMDS (session token) + sysfs | `alibaba.dra.net/*`: instance type, eRDMA |
+//! | [`cks`] | the Node's labels (CoreWeave CKS) + sysfs | `coreweave.dra.net/*`: fabric, superpod, leaf group, rack, link speed, instance type; per device leaf switch |
 //! | [`webhook`] | the operator's HTTP server | whatever it answers; device config; profiles |
 //!
 //! [`detect::Detector`] decides which cloud the node is on: from DMI when it can tell, so a node
@@ -35,6 +36,7 @@ pub mod alibaba;
 mod attrs;
 pub mod aws;
 pub mod azure;
+pub mod cks;
 mod client;
 pub mod detect;
 pub mod dmi;

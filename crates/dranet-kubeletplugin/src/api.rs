@@ -532,6 +532,20 @@ impl KubeClient {
             .await
     }
 
+    /// The labels of Node `name` (a provider that reads the node's place from them: CoreWeave
+    /// CKS).
+    pub async fn node_labels(
+        &self,
+        name: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let node = api
+            .get(name)
+            .await
+            .map_err(|e| map_kube_error(format!("get Node {name}"), e))?;
+        Ok(node.metadata.labels.unwrap_or_default())
+    }
+
     /// Every DeviceTaintRule of the cluster, as JSON, from the newest version the API server
     /// serves of `resource.k8s.io` `v1` (1.37: GA), `v1beta2` (1.36: beta) and `v1alpha3`
     /// (1.33 to 1.35: alpha); none when it serves none of them (the `DRADeviceTaintRules`

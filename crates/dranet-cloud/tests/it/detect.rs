@@ -42,7 +42,7 @@ fn provider_cloud(p: &Provider) -> Option<Cloud> {
         Provider::Aws(_) => Cloud::Aws,
         Provider::Oke(_) => Cloud::Oke,
         Provider::Alibaba(_) => Cloud::Alibaba,
-        Provider::Webhook(_) => return None,
+        Provider::Webhook(_) | Provider::Cks(_) => return None,
     })
 }
 
@@ -132,4 +132,79 @@ async fn a_hint_reads_that_cloud_without_detecting() {
         Some(Cloud::Oke)
     );
     assert_eq!(d.how, "cloud provider hint: oke");
+}
+
+/// A CKS node's labels (`cks.coreweave.com/cluster` and its fabric).
+fn cks_labels(cluster: &str) -> dranet_cloud::cks::Labels {
+    [
+        ("cks.coreweave.com/cluster", cluster),
+        ("backend.coreweave.cloud/fabric", "fab-1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+#[tokio::test]
+async fn cks_is_told_by_the_nodes_labels_after_the_metadata_services() {
+    // DMI names no cloud: no metadata service is asked, the labels say CKS.
+    let fake = FakeServer::start(|_, _| Reply::Hang).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sys = sysfs(dir.path(), Some(None), |_| Ok(()));
+    let mut det = detector(&fake.endpoint, &sys, Hint::Auto);
+    det.node_labels = Some(Ok(cks_labels("cw")));
+    let d = det.detect().await;
+    assert!(
+        matches!(d.provider, Some(Provider::Cks(ref n)) if n.node.get("coreweave.dra.net/fabric").map(String::as_str) == Some("fab-1")),
+        "{d:?}"
+    );
+    assert_eq!(
+        d.how,
+        "DMI names no cloud; the Node has cks.coreweave.com/cluster"
+    );
+    assert!(d.warnings.is_empty() && fake.seen().is_empty(), "{d:?}");
+    // A metadata service that is the cloud comes first, as upstream orders them.
+    let fake = FakeServer::start(script(Cloud::Azure)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sys = sysfs(dir.path(), Some(Some(Cloud::Azure)), |_| Ok(()));
+    let mut det = detector(&fake.endpoint, &sys, Hint::Auto);
+    det.node_labels = Some(Ok(cks_labels("cw")));
+    let d = det.detect().await;
+    assert_eq!(
+        d.provider.as_ref().and_then(provider_cloud),
+        Some(Cloud::Azure)
+    );
+    // Labels without the cluster's, or unread: not CKS, and no warning when detecting.
+    for labels in [Ok(cks_labels("")), Err("403 Forbidden".to_string())] {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = sysfs(dir.path(), Some(None), |_| Ok(()));
+        let mut det = detector(&fake.endpoint, &sys, Hint::Auto);
+        det.node_labels = Some(labels);
+        let d = det.detect().await;
+        assert!(d.provider.is_none() && d.warnings.is_empty(), "{d:?}");
+    }
+    // Hinted: what is missing is said.
+    for (labels, want) in [
+        (None, "CKS needs the Node's labels"),
+        (
+            Some(Ok(cks_labels(""))),
+            "the Node has no cks.coreweave.com/cluster label",
+        ),
+        (
+            Some(Err("403 Forbidden".to_string())),
+            "cannot read the Node's labels: 403 Forbidden",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = sysfs(dir.path(), Some(None), |_| Ok(()));
+        let mut det = detector(&fake.endpoint, &sys, Hint::Cks);
+        det.node_labels = labels;
+        let d = det.detect().await;
+        assert!(d.provider.is_none(), "{d:?}");
+        assert!(
+            d.warnings.iter().any(|w| w.starts_with(want)),
+            "{:?}",
+            d.warnings
+        );
+    }
 }
