@@ -114,6 +114,11 @@ pub struct RunArgs {
     /// NRI deadline fails).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, env = "DRANET_DEVICE_ATTACH_TIMEOUT")]
     device_attach_timeout: Duration,
+    /// How long the attach of a device configured with `addressing: SLAAC` waits for the
+    /// kernel to autoconfigure a global IPv6 address from a router advertisement; none by then
+    /// gives the pod's devices back to the host and fails the attach (upstream's flag).
+    #[arg(long, value_name = "DURATION", default_value = "1500ms", value_parser = parse_duration, env = "DRANET_SLAAC_READY_TIMEOUT")]
+    slaac_ready_timeout: Duration,
     /// The `dranet` executable on the host that the runtime runs as the pod containers' OCI
     /// hook (`dranet hook wait`), which holds a container until its pod's devices are in, with
     /// or without the NRI connection. Empty, or missing on the host: no hook (CreateContainer
@@ -196,6 +201,10 @@ impl RunArgs {
             device_attach_timeout: self.device_attach_timeout,
             hook: self.hook(&c.state_dir),
         };
+        if self.slaac_ready_timeout.is_zero() {
+            return Err(usage("--slaac-ready-timeout: must be more than 0".into()));
+        }
+        c.slaac_timeout = self.slaac_ready_timeout;
         c.cdi_dir = self.cdi_dir.clone();
         c.device_metadata = self.enable_device_metadata;
         c.device_metadata_versions = dranet_kubeletplugin::metadata::MetadataVersion::parse_list(

@@ -858,6 +858,7 @@ fn chart_of(flag: &str) -> Option<Chart> {
         "webhook-ca-file" => Value("webhook.caFile"),
         "webhook-timeout" => Value("webhook.timeout"),
         "provider-refresh-timeout" => Value("providerRefreshTimeout"),
+        "slaac-ready-timeout" => Value("slaacReadyTimeout"),
         "profile-provider" => Value("profileProvider"),
         "bind-address" => Value("metrics.port"),
         "filter" => Value("filter"),
@@ -919,7 +920,8 @@ fn every_flag_of_the_daemon_is_a_chart_value_or_says_why_not() {
         return;
     };
     // One rendering with a value for each: each reaches the daemon as its flag.
-    let set: [(&str, &str, &str); 14] = [
+    let set: [(&str, &str, &str); 15] = [
+        ("slaacReadyTimeout", "3s", "--slaac-ready-timeout=3s"),
         (
             "uplinkInterfaces",
             "{eth0,eth1}",

@@ -105,6 +105,42 @@ pub struct InterfaceConfig {
     /// interface forwards, 2 accepts them also then.
     #[serde(default, rename = "acceptRA", skip_serializing_if = "Option::is_none")]
     pub accept_ra: Option<i32>,
+    /// `dad_transmits` sysctl (IPv6): duplicate address detection probes (0: none).
+    #[serde(
+        default,
+        rename = "dadTransmits",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub dad_transmits: Option<i32>,
+    /// `router_solicitation_delay` sysctl (IPv6), seconds before the first solicitation.
+    #[serde(
+        default,
+        rename = "routerSolicitationDelay",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub router_solicitation_delay: Option<i32>,
+    /// `router_solicitation_interval` sysctl (IPv6), seconds between solicitations.
+    #[serde(
+        default,
+        rename = "routerSolicitationInterval",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub router_solicitation_interval: Option<i32>,
+    /// `disable_ipv6` sysctl.
+    #[serde(
+        default,
+        rename = "disableIPv6",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub disable_ipv6: Option<bool>,
+    /// `addr_gen_mode` sysctl (IPv6): how the interface identifier is made (0 EUI-64, 1 none, 2
+    /// stable privacy, 3 random).
+    #[serde(
+        default,
+        rename = "addrGenMode",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub addr_gen_mode: Option<i32>,
     /// Put the interface in a VRF.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vrf: Option<VrfConfig>,
@@ -390,6 +426,17 @@ impl NetworkConfig {
             arp_ignore: pick(&t.arp_ignore, &b.arp_ignore),
             arp_announce: pick(&t.arp_announce, &b.arp_announce),
             accept_ra: pick(&t.accept_ra, &b.accept_ra),
+            dad_transmits: pick(&t.dad_transmits, &b.dad_transmits),
+            router_solicitation_delay: pick(
+                &t.router_solicitation_delay,
+                &b.router_solicitation_delay,
+            ),
+            router_solicitation_interval: pick(
+                &t.router_solicitation_interval,
+                &b.router_solicitation_interval,
+            ),
+            disable_ipv6: pick(&t.disable_ipv6, &b.disable_ipv6),
+            addr_gen_mode: pick(&t.addr_gen_mode, &b.addr_gen_mode),
             vrf: pick(&t.vrf, &b.vrf),
             ipvlan: match (t.ipvlan, b.ipvlan) {
                 (Some(t), Some(b)) => Some(IpvlanConfig {
@@ -445,6 +492,44 @@ impl NetworkConfig {
         }
     }
 
+    /// The IPv6 sysctls the interface gets in the pod, by name under `net.ipv6.conf.<if>.`:
+    /// those the claim sets, and for `addressing: SLAAC` upstream's defaults for the others
+    /// (`accept_ra` 2, `dad_transmits` 0 unless the claim sets the MAC, `router_solicitation_delay`
+    /// 0, `router_solicitation_interval` 1, `disable_ipv6` 0, and `addr_gen_mode` 3 for an
+    /// IPVLAN child, whose MAC is its parent's), so the first solicitation goes out at once and
+    /// the address is usable without waiting for duplicate address detection.
+    pub fn ipv6_sysctls(&self) -> Vec<(&'static str, i32)> {
+        let i = &self.interface;
+        let slaac = self.addressing() == Addressing::Slaac;
+        let default = |set: Option<i32>, d: Option<i32>| set.or(if slaac { d } else { None });
+        let dad = if i.hardware_addr.is_some() {
+            None
+        } else {
+            Some(0)
+        };
+        let gen_mode = (self.interface_type() == InterfaceType::Ipvlan).then_some(3);
+        [
+            (
+                "disable_ipv6",
+                default(i.disable_ipv6.map(i32::from), Some(0)),
+            ),
+            ("accept_ra", default(i.accept_ra, Some(2))),
+            ("dad_transmits", default(i.dad_transmits, dad)),
+            (
+                "router_solicitation_delay",
+                default(i.router_solicitation_delay, Some(0)),
+            ),
+            (
+                "router_solicitation_interval",
+                default(i.router_solicitation_interval, Some(1)),
+            ),
+            ("addr_gen_mode", default(i.addr_gen_mode, gen_mode)),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect()
+    }
+
     /// The sharing rules of the module docs; the error names the field.
     fn validate_type(&self) -> Result<()> {
         let iface = &self.interface;
@@ -474,6 +559,44 @@ impl NetworkConfig {
                 return Err(refuse(
                     "interface.addresses",
                     "an Unnumbered interface gets no addresses; remove them or use Static",
+                ));
+            }
+        }
+        if addressing == Addressing::Slaac {
+            if iface.disable_ipv6 == Some(true) {
+                return Err(refuse(
+                    "interface.disableIPv6",
+                    "SLAAC is IPv6 autoconfiguration: it cannot be disabled with it",
+                ));
+            }
+            if iface.accept_ra == Some(0) {
+                return Err(refuse(
+                    "interface.acceptRA",
+                    "0 ignores the router advertisements SLAAC takes its prefix from; use 1 or 2",
+                ));
+            }
+        }
+        for (field, v, range) in [
+            ("interface.acceptRA", iface.accept_ra, 0..=2),
+            ("interface.dadTransmits", iface.dad_transmits, 0..=i32::MAX),
+            (
+                "interface.routerSolicitationDelay",
+                iface.router_solicitation_delay,
+                0..=i32::MAX,
+            ),
+            (
+                "interface.routerSolicitationInterval",
+                iface.router_solicitation_interval,
+                0..=i32::MAX,
+            ),
+            ("interface.addrGenMode", iface.addr_gen_mode, 0..=3),
+        ] {
+            if let Some(v) = v
+                && !range.contains(&v)
+            {
+                return Err(refuse(
+                    field,
+                    &format!("{v} is out of range ({}..={})", range.start(), range.end()),
                 ));
             }
         }
@@ -559,6 +682,62 @@ fn last_of_each<'a, T: Clone, K: Eq + Hash>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slaac_gets_upstreams_ipv6_sysctls_unless_the_claim_sets_them() {
+        let c: NetworkConfig = serde_json::from_str(
+            r#"{"interface":{"name":"net1","addressing":"SLAAC","routerSolicitationDelay":2}}"#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.addressing(), Addressing::Slaac);
+        assert_eq!(
+            c.ipv6_sysctls(),
+            [
+                ("disable_ipv6", 0),
+                ("accept_ra", 2),
+                ("dad_transmits", 0),
+                ("router_solicitation_delay", 2),
+                ("router_solicitation_interval", 1),
+            ]
+        );
+        // A MAC set by the claim keeps duplicate address detection; an IPVLAN child gets a
+        // random interface identifier (its MAC is its parent's).
+        let c: NetworkConfig = serde_json::from_str(
+            r#"{"interface":{"name":"net1","type":"IPVLAN","addressing":"SLAAC"}}"#,
+        )
+        .unwrap();
+        let s = c.ipv6_sysctls();
+        assert!(s.contains(&("addr_gen_mode", 3)), "{s:?}");
+        let mut c: NetworkConfig = serde_json::from_str(
+            r#"{"interface":{"addressing":"SLAAC","hardwareAddr":"02:00:00:00:00:01"}}"#,
+        )
+        .unwrap();
+        assert!(!c.ipv6_sysctls().iter().any(|(k, _)| *k == "dad_transmits"));
+        // Static: only what the claim sets.
+        c.interface.addressing = None;
+        c.interface.accept_ra = Some(1);
+        assert_eq!(c.ipv6_sysctls(), [("accept_ra", 1)]);
+        // What would keep SLAAC from working, refused naming the field.
+        for (j, field) in [
+            (
+                r#"{"interface":{"addressing":"SLAAC","disableIPv6":true}}"#,
+                "interface.disableIPv6",
+            ),
+            (
+                r#"{"interface":{"addressing":"SLAAC","acceptRA":0}}"#,
+                "interface.acceptRA",
+            ),
+            (
+                r#"{"interface":{"addrGenMode":4}}"#,
+                "interface.addrGenMode",
+            ),
+        ] {
+            let c: NetworkConfig = serde_json::from_str(j).unwrap();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(field), "{j}: {e}");
+        }
+    }
 
     #[test]
     fn upstream_json_round_trips() {

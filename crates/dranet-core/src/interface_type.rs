@@ -61,6 +61,11 @@ pub enum Addressing {
     Dhcp,
     /// Brought up with no address (children only).
     Unnumbered,
+    /// IPv6 stateless autoconfiguration from the network's router advertisements: the attach
+    /// waits (bounded) for a global address, and gives the pod's NICs back to the host when
+    /// none comes.
+    #[serde(rename = "SLAAC")]
+    Slaac,
 }
 
 /// Settings of an IPVLAN child.

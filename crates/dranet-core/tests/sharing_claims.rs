@@ -61,7 +61,7 @@ fn upstream_claims_parse_with_their_defaults() {
 fn unknown_values_name_the_accepted_ones() {
     for (j, want) in [
         (r#"{"interface":{"type":"ipvlan"}}"#, "IPVLAN"),
-        (r#"{"interface":{"addressing":"SLAAC"}}"#, "Unnumbered"),
+        (r#"{"interface":{"addressing":"slaac"}}"#, "SLAAC"),
         (
             r#"{"interface":{"type":"IPVLAN","ipvlan":{"mode":"L3"}}}"#,
             "L2",

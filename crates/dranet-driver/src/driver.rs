@@ -995,7 +995,11 @@ impl NetworkDriver {
                 }
             }
             self.return_rdma(&mut record).await;
-            self.report_status(&claims, &[], Stage::Failed(&e.user_message()));
+            self.report_status(
+                &claims,
+                &[],
+                Stage::Failed(&e.user_message(), e.is_slaac_timeout()),
+            );
             return Err(e);
         }
         self.report_status(&claims, &attached, Stage::Done);

@@ -100,6 +100,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this is an attach with `addressing: SLAAC` that got no autoconfigured address in
+    /// time (upstream's `NetworkDeviceNotReady`, `SLAACReady=False`).
+    pub fn is_slaac_timeout(&self) -> bool {
+        matches!(self, Error::Podnet(e) if e.is_slaac_timeout())
+    }
+
     /// What the owner of a claim or pod is told (in an error the runtime or the kubelet shows on
     /// the pod, or an Event): what is wrong in their terms, without the host's details (its link
     /// names, namespace paths, routes, state files). Those go to the daemon's log with the full

@@ -71,10 +71,10 @@ pub mod rdma;
 mod source_tables;
 
 pub use podnet::{
-    AttachRequest, Attached, CHILD_JOURNAL_VERSION, ChildEntry, ChildJournal, ConfigRefusal, Entry,
-    HostLink, JOURNAL_VERSION, Journal, Peer, Phase, PodNet, Preflight, PreflightError, RawMessage,
-    Recovery, StepHook, check_config, check_link, check_parent_addresses, format_mac, parse_cidr,
-    parse_mac, preflight,
+    AttachRequest, Attached, CHILD_JOURNAL_VERSION, ChildEntry, ChildJournal, ConfigRefusal,
+    DEFAULT_SLAAC_TIMEOUT, Entry, HostLink, JOURNAL_VERSION, Journal, Peer, Phase, PodNet,
+    Preflight, PreflightError, RawMessage, Recovery, StepHook, check_config, check_link,
+    check_parent_addresses, format_mac, parse_cidr, parse_mac, preflight,
 };
 pub use source_tables::{PodInterface, plan_source_tables};
 
@@ -188,6 +188,12 @@ pub enum Error {
 pub const SEE_LOG: &str = "see the dranet log on the node";
 
 impl Error {
+    /// Whether this is an attach with `addressing: SLAAC` that got no autoconfigured address in
+    /// time (the `slaac` step).
+    pub fn is_slaac_timeout(&self) -> bool {
+        matches!(self, Error::Attach { step, .. } if step == "slaac")
+    }
+
     /// What the owner of the pod or its claim is told (in an error the runtime or the kubelet
     /// shows on the pod, or an Event): what is wrong in their terms, without the host's details
     /// (its link names, namespace paths, routes, state files). Those go to the daemon's log with

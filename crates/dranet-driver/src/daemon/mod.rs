@@ -105,6 +105,9 @@ pub struct DaemonConfig {
     pub cloud: Arc<dyn CloudProvider>,
     /// How long one refresh of `cloud` may take, all devices together.
     pub refresh_timeout: Duration,
+    /// How long an attach with `addressing: SLAAC` waits for an autoconfigured IPv6 address
+    /// (`--slaac-ready-timeout`).
+    pub slaac_timeout: Duration,
     /// Resolves claims' named profiles (`--profile-provider`); `None` refuses them.
     pub profiles: Option<Arc<dyn ProfileProvider>>,
     /// RDMA namespace mode; `None` reads the kernel's.
@@ -161,6 +164,7 @@ impl DaemonConfig {
             policy: Policy::default(),
             cloud: Arc::new(NoCloud),
             refresh_timeout: DEFAULT_REFRESH_TIMEOUT,
+            slaac_timeout: dranet_podnet::DEFAULT_SLAAC_TIMEOUT,
             profiles: None,
             rdma_mode: None,
             poll: PollConfig::default(),
@@ -408,8 +412,9 @@ impl Daemon {
 
         // 2. The driver's state: prepared claims, pods, the attach journal.
         let host = Netns::current().map_err(crate::Error::from)?;
-        let podnet =
-            PodNet::new(host, config.state_dir.join("podnet")).map_err(crate::Error::from)?;
+        let podnet = PodNet::new(host, config.state_dir.join("podnet"))
+            .map_err(crate::Error::from)?
+            .slaac_timeout(config.slaac_timeout);
         let mut builder =
             NetworkDriver::builder(podnet, config.state_dir.join("driver"), rescan.clone())
                 .cloud(config.cloud.clone())

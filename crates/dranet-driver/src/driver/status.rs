@@ -1,6 +1,7 @@
 //! The claim's `status.devices`: what each pod's devices became (network data, conditions).
 
 use super::*;
+use dranet_core::Addressing;
 
 /// How far a pod's attach has come, for the status of its claims' devices.
 #[derive(Debug, Clone, Copy)]
@@ -9,8 +10,9 @@ pub(super) enum Stage<'a> {
     Attaching,
     /// Every device is in the pod.
     Done,
-    /// The attach failed (what was attached was given back); why, in the pod owner's terms.
-    Failed(&'a str),
+    /// The attach failed (what was attached was given back); why, in the pod owner's terms,
+    /// and whether it was SLAAC's wait for an address.
+    Failed(&'a str, bool),
 }
 
 impl NetworkDriver {
@@ -36,7 +38,7 @@ impl NetworkDriver {
                 .map(|d| {
                     let a = by_key.get(d.key(&c.uid).as_str()).copied();
                     match (stage, a) {
-                        (Stage::Failed(reason), _) => failed_status(d, reason, &now),
+                        (Stage::Failed(reason, slaac), _) => failed_status(d, reason, slaac, &now),
                         (Stage::Attaching, None) => attaching_status(d, &now),
                         (_, a) => device_status(d, a, &now),
                     }
@@ -141,14 +143,27 @@ fn attaching_status(d: &DeviceRecord, now: &Time) -> AllocatedDeviceStatus {
     s
 }
 
-/// A device of a pod whose attach failed: not in the pod, and why.
-fn failed_status(d: &DeviceRecord, reason: &str, now: &Time) -> AllocatedDeviceStatus {
+/// A device of a pod whose attach failed: not in the pod, and why; a device configured for SLAAC
+/// when no address came, also `SLAACReady=False` (upstream's).
+fn failed_status(d: &DeviceRecord, reason: &str, slaac: bool, now: &Time) -> AllocatedDeviceStatus {
     let mut s = device_status(d, None, now);
-    s.conditions = Some(vec![not_ready(
+    let mut conditions = vec![not_ready(
         "NetworkDeviceAttachFailed",
         format!("the pod's network devices were not attached: {reason}"),
         now,
-    )]);
+    )];
+    if slaac && d.config.addressing() == Addressing::Slaac {
+        conditions.push(Condition {
+            status: "False".into(),
+            ..condition(
+                "SLAACReady",
+                "AutoconfigurationTimedOut",
+                reason.to_string(),
+                now,
+            )
+        });
+    }
+    s.conditions = Some(conditions);
     s
 }
 
@@ -212,6 +227,21 @@ pub fn device_status(
                 now,
             ));
             network_data = self::network_data(d, Some(a));
+            if d.config.addressing() == Addressing::Slaac {
+                // What the kernel autoconfigured: the pod's addresses the claim did not give.
+                let auto: Vec<&str> = a
+                    .addresses
+                    .iter()
+                    .filter(|x| !d.config.interface.addresses.contains(x))
+                    .map(String::as_str)
+                    .collect();
+                conditions.push(condition(
+                    "SLAACReady",
+                    "SLAACReady",
+                    format!("autoconfigured addresses: {}", auto.join(",")),
+                    now,
+                ));
+            }
         }
         (None, None) if d.rdma.is_some() => conditions.push(condition(
             "Ready",

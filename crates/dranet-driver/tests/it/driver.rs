@@ -445,6 +445,36 @@ fn status_says_what_the_pod_got() {
     assert_eq!(nd.interface_name.as_deref(), Some("net1"));
     assert_eq!(nd.ips.unwrap(), ["10.0.0.2/24"]);
     assert_eq!(s.conditions.unwrap()[0].reason, "NetworkDeviceReady");
+    // SLAAC: the addresses the kernel autoconfigured, as upstream's SLAACReady says them.
+    let mut cfg = (*nic.config).clone();
+    cfg.interface.addressing = Some(dranet_core::Addressing::Slaac);
+    cfg.interface.addresses = vec!["10.0.0.2/24".into()];
+    nic.config = std::sync::Arc::new(cfg);
+    let mut a = a;
+    a.addresses.push("2001:db8:77:0:aa:bbff:fecc:1/64".into());
+    let s = dranet_driver::driver::device_status(&nic, Some(&a), &now);
+    let slaac = s
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "SLAACReady")
+        .expect("SLAACReady");
+    assert_eq!(
+        (
+            slaac.status.as_str(),
+            slaac.reason.as_str(),
+            slaac.message.as_str()
+        ),
+        (
+            "True",
+            "SLAACReady",
+            "autoconfigured addresses: 2001:db8:77:0:aa:bbff:fecc:1/64"
+        )
+    );
+    assert_eq!(
+        s.network_data.unwrap().ips.unwrap(),
+        ["10.0.0.2/24", "2001:db8:77:0:aa:bbff:fecc:1/64"]
+    );
 }
 
 /// The example of docs/claims.md (`examples/azure_aks/nic-config.yaml`) merges as it says.

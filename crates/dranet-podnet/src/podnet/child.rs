@@ -23,7 +23,6 @@
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
-use std::path::Path;
 
 use dranet_core::interface_type::SOURCE_RULE_PRIORITY;
 use dranet_core::{Addressing, InterfaceType, NetworkConfig, RouteConfig, RuleConfig};
@@ -257,6 +256,19 @@ impl PodNet {
             let msg = neighbour_message(index, ip, mac);
             create(podr, RouteNetlinkMessage::NewNeighbour(msg), step).await?;
         }
+        let mut addresses = addresses;
+        if cfg.addressing() == Addressing::Slaac {
+            self.step("slaac")?;
+            addresses.extend(
+                super::steps::slaac::autoconfigured(
+                    podr,
+                    index,
+                    &entry.pod_name,
+                    self.slaac_timeout,
+                )
+                .await?,
+            );
+        }
 
         self.step("done")?;
         let link = podr
@@ -326,7 +338,7 @@ impl PodNet {
         Ok(link)
     }
 
-    /// `link` and `sysctl`: the child's GSO/GRO sizes and ARP and forwarding sysctls.
+    /// `link` and `sysctl`: the child's GSO/GRO sizes and its sysctls (as a moved link's).
     async fn child_link(
         &self,
         pod: &Netns,
@@ -359,34 +371,7 @@ impl PodNet {
         }
 
         self.step("sysctl")?;
-        let name = entry.pod_name.clone();
-        let mut sysctls: Vec<(String, String)> = Vec::new();
-        for (key, v) in [
-            ("arp_ignore", iface.arp_ignore),
-            ("arp_announce", iface.arp_announce),
-        ] {
-            if let Some(v) = v {
-                sysctls.push((format!("ipv4/conf/{name}/{key}"), v.to_string()));
-            }
-        }
-        if let Some(f) = iface.forwarding {
-            for fam in ["ipv4", "ipv6"] {
-                sysctls.push((
-                    format!("{fam}/conf/{name}/forwarding"),
-                    u8::from(f).to_string(),
-                ));
-            }
-        }
-        if !sysctls.is_empty() {
-            pod.run(|| {
-                sysctls.iter().try_for_each(|(k, v)| {
-                    std::fs::write(Path::new("/proc/sys/net").join(k), v)
-                        .map_err(at(format!("sysctl {k}={v}")))
-                })
-            })
-            .map_err(|e| at("sysctl")(io::Error::other(e)))??;
-        }
-        Ok(())
+        super::steps::sysctl::write(pod, &super::steps::sysctl::pairs(cfg, &entry.pod_name))
     }
 
     /// The answer to a retry of a completed attach, if the child is still in the pod.

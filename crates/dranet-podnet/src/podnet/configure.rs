@@ -1,7 +1,8 @@
 //! Configuring a link in the pod, one step at a time (each in `steps`, beside what undoes it):
 //! the move into its namespace (under its pod name), its identity in the pod journaled, then its
 //! MTU, MAC and GSO/GRO sizes, its RDMA device, sysctls, VRF, addresses, up, ethtool, eBPF
-//! programs detached, then routes, rules and neighbours. What detach must undo besides the
+//! programs detached, then routes, rules and neighbours, and with `addressing: SLAAC` the wait
+//! for an autoconfigured address. What detach must undo besides the
 //! host's recorded state (the pod's rules, a VRF we created, an RDMA device moved in exclusive
 //! mode) is noted in the journal entry as it is done.
 
@@ -11,7 +12,7 @@ use rtnetlink::packet_route::link::LinkMessage;
 use super::journal::Entry;
 use super::steps::{
     Attaching, Extras, addresses, ebpf, ethtool, link, mtu_mac, neighbours, rdma, routes, rules,
-    sysctl, vrf,
+    slaac, sysctl, vrf,
 };
 use super::{PodNet, StepResult, at, carry};
 use crate::netns::{Netns, Rtnl};
@@ -65,6 +66,8 @@ impl PodNet {
         neighbours::apply(&a).await?;
         rules::copy_host(&mut a, carried.rules).await?;
         neighbours::copy_host(&a, carried.neighbours).await?;
+        let mut addresses = addresses;
+        addresses.extend(slaac::wait(&a).await?);
 
         self.step("done")?;
         let link = podr

@@ -86,7 +86,12 @@ pub struct PodNet {
     locks: crate::locks::Locks,
     /// The pod namespaces our links are in, open until each is given back.
     held: held::Held,
+    /// How long an attach with `addressing: SLAAC` waits for an autoconfigured address.
+    slaac_timeout: std::time::Duration,
 }
+
+/// The default [`PodNet::slaac_timeout`]: upstream's `--slaac-ready-timeout`.
+pub const DEFAULT_SLAAC_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1500);
 
 impl std::fmt::Debug for PodNet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -135,7 +140,17 @@ impl PodNet {
             hook: None,
             locks: crate::locks::Locks::default(),
             held: held::Held::default(),
+            slaac_timeout: DEFAULT_SLAAC_TIMEOUT,
         })
+    }
+
+    /// How long an attach with `addressing: SLAAC` waits for the kernel to autoconfigure a
+    /// global IPv6 address from a router advertisement before it fails (and the link goes back
+    /// to the host). Default [`DEFAULT_SLAAC_TIMEOUT`].
+    #[must_use]
+    pub fn slaac_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.slaac_timeout = timeout;
+        self
     }
 
     /// Reads SR-IOV facts (a VF's PF MTU) from this sysfs root instead of `/sys`.

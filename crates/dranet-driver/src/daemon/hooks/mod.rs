@@ -272,6 +272,7 @@ impl Driver for Instrumented {
 fn attach_failure_reason(e: &Error) -> &'static str {
     match e {
         Error::RdmaAttach { .. } => "RDMADeviceAttachFailed",
+        e if e.is_slaac_timeout() => "NetworkDeviceNotReady",
         _ => "NetworkDeviceAttachFailed",
     }
 }

@@ -7,7 +7,7 @@
 //! | `link` | `move`, `up` | `detach:move`, the link found on the host, `detach:up` |
 //! | `mtu_mac` | `link`: MTU, MAC, GSO/GRO sizes | `detach:link`: down, name, MTU, MAC, GSO/GRO |
 //! | `rdma` | `rdma`: the RDMA device into the pod (exclusive mode) | `detach:rdma` |
-//! | `sysctl` | `sysctl`: arp, accept_ra, forwarding | (they go with the link's pod name) |
+//! | `sysctl` | `sysctl`: arp, IPv6 (accept_ra, DAD, solicitations, addr_gen_mode), forwarding | (they go with the link's pod name) |
 //! | `vrf` | `vrf`: created or joined | the VRF we created, the kernel's l3mdev rules |
 //! | `addresses` | `address` | `detach:address` |
 //! | `ethtool` | `ethtool` | `detach:ethtool` |
@@ -15,6 +15,7 @@
 //! | `routes` | `route`: the host's, then the claim's | `detach:route` |
 //! | `rules` | `rule`: the claim's, then the host's | `detach:pod-rules`, `detach:rule` |
 //! | `neighbours` | `neighbour`: the claim's, then the host's | `detach:neighbour` |
+//! | `slaac` | `slaac`: wait for an autoconfigured IPv6 address (`addressing: SLAAC`) | (the kernel's, gone with the link) |
 //!
 //! The names are those the [`StepHook`](super::StepHook) is called with, in the order
 //! `configure` and `restore` run them.
@@ -28,6 +29,7 @@ pub(super) mod neighbours;
 pub(super) mod rdma;
 pub(super) mod routes;
 pub(super) mod rules;
+pub(super) mod slaac;
 pub(super) mod sysctl;
 pub(super) mod vrf;
 
