@@ -31,6 +31,7 @@ mod metadata;
 mod minimal_driver;
 mod nri_timeout;
 mod share;
+mod slaac;
 mod upstream;
 mod webhook;
 
@@ -100,6 +101,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "metadata::a_pod_reads_its_devices_metadata",
         what: "device metadata in the container (KEP-5304)",
         run: metadata::a_pod_reads_its_devices_metadata,
+    },
+    Scenario {
+        name: "slaac::a_pod_gets_its_address_from_router_advertisements",
+        what: "SLAAC from a real router's advertisements, and without them",
+        run: slaac::a_pod_gets_its_address_from_router_advertisements,
     },
     Scenario {
         name: "install::installs_with_kubectl_then_helm",

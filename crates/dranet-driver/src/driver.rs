@@ -969,9 +969,13 @@ impl NetworkDriver {
                     Err(e) => {
                         tracing::warn!(pod = %who, claim = %format!("{}/{}", c.namespace, c.name), device = %d.device, link, netns = %ns.display(), error = %e, "attach failed");
                         if result.is_ok() {
-                            result = Err(Error::Pod {
-                                pod: who.clone(),
-                                reason: device_failure(c, d, &Error::from(e)),
+                            let slaac = e.is_slaac_timeout();
+                            let reason = device_failure(c, d, &Error::from(e));
+                            let pod = who.clone();
+                            result = Err(if slaac {
+                                Error::SlaacNotReady { pod, reason }
+                            } else {
+                                Error::Pod { pod, reason }
                             });
                         }
                     }

@@ -86,6 +86,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A device configured for SLAAC got no autoconfigured IPv6 address in time (its pod's
+    /// devices were given back): upstream's `NetworkDeviceNotReady`.
+    #[error("pod {pod}: {reason}")]
+    SlaacNotReady {
+        /// `namespace/name`.
+        pod: String,
+        /// Why, naming the claim and device.
+        reason: String,
+    },
     /// An RDMA device could not be moved into a pod's namespace (exclusive RDMA mode).
     #[error("pod {pod}: {reason}")]
     RdmaAttach {
@@ -103,7 +112,11 @@ impl Error {
     /// Whether this is an attach with `addressing: SLAAC` that got no autoconfigured address in
     /// time (upstream's `NetworkDeviceNotReady`, `SLAACReady=False`).
     pub fn is_slaac_timeout(&self) -> bool {
-        matches!(self, Error::Podnet(e) if e.is_slaac_timeout())
+        match self {
+            Error::SlaacNotReady { .. } => true,
+            Error::Podnet(e) => e.is_slaac_timeout(),
+            _ => false,
+        }
     }
 
     /// What the owner of a claim or pod is told (in an error the runtime or the kubelet shows on
@@ -115,6 +128,7 @@ impl Error {
             // Built for the claim's or pod's owner already.
             Error::Claim { reason, .. }
             | Error::Pod { reason, .. }
+            | Error::SlaacNotReady { reason, .. }
             | Error::RdmaAttach { reason, .. } => reason.clone(),
             // The provider's answer is what the claim's owner can act on (a range exhausted).
             Error::Profile { device, source, .. } => format!("device {device}: {source}"),

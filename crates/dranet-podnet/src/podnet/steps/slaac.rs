@@ -55,14 +55,14 @@ pub(in super::super) async fn autoconfigured(
             .map_err(at("read the pod's addresses"))?;
         let ready: Vec<String> = all
             .iter()
-            .filter(|(_, usable)| *usable)
+            .filter(|(_, why)| why.is_empty())
             .map(|(a, _)| a.clone())
             .collect();
         if !ready.is_empty() {
             return Ok(ready);
         }
         if start.elapsed() >= timeout {
-            let have: Vec<&str> = all.iter().map(|(a, _)| a.as_str()).collect();
+            let have: Vec<String> = all.iter().map(|(a, why)| format!("{a} ({why})")).collect();
             return Err(at("slaac")(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
@@ -81,9 +81,9 @@ pub(in super::super) async fn autoconfigured(
     }
 }
 
-/// The global IPv6 addresses of link `index`, each with whether it is a usable autoconfigured
-/// one (not static, tentative, failed or deprecated).
-async fn addresses(podr: &Rtnl, index: u32) -> io::Result<Vec<(String, bool)>> {
+/// The global IPv6 addresses of link `index`, each with why it is not a usable autoconfigured
+/// one (`static`, `tentative`, `dadfailed`, `deprecated`; empty when it is).
+async fn addresses(podr: &Rtnl, index: u32) -> io::Result<Vec<(String, String)>> {
     let msgs = podr
         .dump(RouteNetlinkMessage::GetAddress(AddressMessage::default()))
         .await?;
@@ -106,12 +106,17 @@ async fn addresses(podr: &Rtnl, index: u32) -> io::Result<Vec<(String, bool)>> {
                         _ => None,
                     })
                     .unwrap_or(u32::from(a.header.flags.bits()));
-                let unusable =
-                    IFA_F_DADFAILED | IFA_F_DEPRECATED | IFA_F_TENTATIVE | IFA_F_PERMANENT;
-                Some((
-                    format!("{ip}/{}", a.header.prefix_len),
-                    flags & unusable == 0,
-                ))
+                let why: Vec<&str> = [
+                    (IFA_F_PERMANENT, "static"),
+                    (IFA_F_TENTATIVE, "tentative"),
+                    (IFA_F_DADFAILED, "dadfailed"),
+                    (IFA_F_DEPRECATED, "deprecated"),
+                ]
+                .into_iter()
+                .filter(|(f, _)| flags & f != 0)
+                .map(|(_, w)| w)
+                .collect();
+                Some((format!("{ip}/{}", a.header.prefix_len), why.join(",")))
             }
             _ => None,
         })
