@@ -155,11 +155,9 @@ pub(crate) fn a_pod_gets_its_address_from_router_advertisements(kit: &Kit) {
             .any(|i| i.as_str().is_some_and(|i| i.starts_with(PREFIX)))),
         "{dev}"
     );
-    // The router goes first: the link comes back with the host namespace's default sysctls
-    // (the kernel resets a link's on each move), so a router still advertising would give the
-    // host an address and a default route on it (dranet does not yet put a link's host sysctls
-    // back: docs/claims.md).
-    drop(ra);
+    // The router still advertising: the link comes back with its own `accept_ra` 0 (the kernel
+    // resets a link's sysctls on each move; dranet puts the host's back before the link is up),
+    // so the host takes no address nor default route from it.
     kit.kubectl_ok(&["delete", "pod", "slaac-a", "--wait=true", "--timeout=60s"]);
     wait_for(
         "drtsl0 back on the host as it was",
@@ -167,6 +165,19 @@ pub(crate) fn a_pod_gets_its_address_from_router_advertisements(kit: &Kit) {
         || (host_link("drtsl0") == before0).then_some(()),
         || format!("{:?}\n{}", host_link("drtsl0"), tail(&d.output(), 40)),
     );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        host_link("drtsl0"),
+        before0,
+        "no address from the router's advertisements on the host"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/net/ipv6/conf/drtsl0/accept_ra")
+            .unwrap_or_default()
+            .trim(),
+        "0"
+    );
+    drop(ra);
 
     // Without: the pod is told why, and its veth is the host's again, as it was.
     kit.apply(&claim_pod("slaac-b", "slaac-silent", image, "sleep 100000"));

@@ -164,6 +164,11 @@ impl PodNet {
             .map_err(|e| self.attach_err(req, "record the host state", e))?;
         // Ethtool: the values the pre-flight read are recorded before anything changes, so
         // detach can put them back.
+        let name = snapshot.name.clone();
+        snapshot.sysctls = self
+            .host
+            .run(move || state::read_sysctls(&name))
+            .map_err(|e| self.attach_err(req, "record the host state", io::Error::other(e)))?;
         snapshot.ethtool_features = checked.features_before;
         snapshot.ethtool_private_flags = checked.private_flags_before;
         let eth = Extras {

@@ -16,7 +16,7 @@ use std::io;
 
 use super::journal::{Entry, Journal, Phase};
 use super::steps::{
-    Restoring, addresses, ethtool, link, mtu_mac, neighbours, rdma, routes, rules, vrf,
+    Restoring, addresses, ethtool, link, mtu_mac, neighbours, rdma, routes, rules, sysctl, vrf,
 };
 use super::{PodNet, StepResult, at};
 use crate::netns::Netns;
@@ -183,6 +183,7 @@ impl PodNet {
         // Everything below is replayed in full even when one piece fails, so one bad route
         // does not cost the host the rest; the failures are reported together.
         ethtool::restore(self, &mut r)?;
+        sysctl::restore(self, &mut r)?;
         addresses::restore(self, &mut r).await?;
         link::up_again(self, &r).await?;
         neighbours::restore(self, &mut r).await?;

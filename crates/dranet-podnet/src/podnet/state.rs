@@ -143,6 +143,54 @@ pub struct HostLink {
     /// The original values of the private flags the claim changes.
     #[serde(default)]
     pub ethtool_private_flags: BTreeMap<String, bool>,
+    /// The link's own sysctls on the host (those that decide its traffic and addresses, e.g.
+    /// `ipv6/accept_ra` → `0`): a move
+    /// between namespaces resets them to the namespace's defaults, so they are put back.
+    #[serde(default)]
+    pub sysctls: BTreeMap<String, String>,
+}
+
+/// The per-link sysctls (under `/proc/sys/net/<family>/conf/<link>/`) recorded on the host and
+/// put back: those that decide what the host does with the link's traffic and addresses.
+pub(crate) const HOST_SYSCTLS: [&str; 14] = [
+    "ipv4/arp_ignore",
+    "ipv4/arp_announce",
+    "ipv4/rp_filter",
+    "ipv4/forwarding",
+    "ipv4/accept_redirects",
+    "ipv6/disable_ipv6",
+    "ipv6/addr_gen_mode",
+    "ipv6/accept_ra",
+    "ipv6/autoconf",
+    "ipv6/accept_dad",
+    "ipv6/dad_transmits",
+    "ipv6/forwarding",
+    "ipv6/use_tempaddr",
+    "ipv6/accept_redirects",
+];
+
+/// The path of sysctl `key` (`ipv6/accept_ra`) of link `name` under `/proc/sys/net`.
+pub(crate) fn sysctl_path(key: &str, name: &str) -> Option<std::path::PathBuf> {
+    let (family, leaf) = key.split_once('/')?;
+    Some(
+        std::path::Path::new("/proc/sys/net")
+            .join(family)
+            .join("conf")
+            .join(name)
+            .join(leaf),
+    )
+}
+
+/// The `HOST_SYSCTLS` link `name` has, read in the calling thread's namespace (those the
+/// kernel does not have, e.g. IPv6 off, are left out).
+pub(crate) fn read_sysctls(name: &str) -> BTreeMap<String, String> {
+    HOST_SYSCTLS
+        .iter()
+        .filter_map(|k| {
+            let v = std::fs::read_to_string(sysctl_path(k, name)?).ok()?;
+            Some((k.to_string(), v.trim().to_string()))
+        })
+        .collect()
 }
 
 /// Reads what a link has on the host.
@@ -168,6 +216,7 @@ pub(crate) async fn capture(rtnl: &Rtnl, link: &LinkMessage) -> io::Result<HostL
         neighbours: Vec::new(),
         ethtool_features: BTreeMap::new(),
         ethtool_private_flags: BTreeMap::new(),
+        sysctls: BTreeMap::new(),
     };
     for a in &link.attributes {
         match a {

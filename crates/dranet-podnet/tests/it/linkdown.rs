@@ -56,30 +56,34 @@ async fn a_link_without_carrier_goes_to_the_pod_and_back_with_its_routes() {
     assert!(pn.journal().entries().unwrap().is_empty());
 }
 
-/// The second half of the same defect: recorded host state the kernel will not take back (here
-/// IPv6, which the host disabled while the pod ran) must not keep the NIC in a dead pod or hold
-/// its journal entry forever. The link comes back with everything else, the entry goes, and the
-/// next pod can have the NIC.
+/// The second half of the same defect: the host namespace's defaults changing while the pod ran
+/// (here IPv6 disabled for new links) must not cost the NIC its state. The link enters the host
+/// with the namespace's defaults, so its own recorded sysctls are put back first (before, its
+/// IPv6 addresses were refused and lost); everything comes back, the entry goes, and the next pod
+/// can have the NIC.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_refuses_part_of_its_state_still_gets_its_link_back() {
     if !can_run("a_host_that_refuses_part_of_its_state_still_gets_its_link_back") {
         return;
     }
     let h = host_with_veth("rf-h");
+    // The link's own settings, not the namespace's defaults: they must come back too.
+    h.sysctl("net/ipv6/conf/v0/accept_ra", "0");
     let (p, _journal, pn) = pod_and_podnet(&h, "rf-p");
     let cfg = NetworkConfig::default();
     pn.attach(&req("claim-rf-v0", "sandbox-rf", "v0", &p.path(), &cfg))
         .await
         .unwrap();
-    // A link entering the host namespace takes its `default` IPv6 settings: the recorded
-    // fd00:1::2/64 and fd00:2::/64 cannot be added again.
+    // A link entering the host namespace takes its `default` IPv6 settings.
     h.sysctl("net/ipv6/conf/default/disable_ipv6", "1");
     pn.detach("claim-rf-v0").await.unwrap();
     let addrs = h.ip(&["addr", "show", "dev", "v0"]);
     assert!(
-        addrs.contains("10.1.0.2/24") && !addrs.contains("fd00:1::2"),
-        "the host has its link back with its IPv4 address: {addrs}"
+        addrs.contains("10.1.0.2/24") && addrs.contains("fd00:1::2/64"),
+        "the host has its link back with its IPv4 and IPv6 addresses: {addrs}"
     );
+    assert_eq!(h.read_sysctl("net/ipv6/conf/v0/disable_ipv6"), "0");
+    assert_eq!(h.read_sysctl("net/ipv6/conf/v0/accept_ra"), "0");
     let routes = h.ip(&["route", "show", "table", "all", "dev", "v0"]);
     assert!(
         routes.contains("10.2.0.0/16 via 10.1.0.1") && routes.contains("10.3.0.0/16 via 10.1.0.1"),

@@ -7,7 +7,7 @@
 //! | `link` | `move`, `up` | `detach:move`, the link found on the host, `detach:up` |
 //! | `mtu_mac` | `link`: MTU, MAC, GSO/GRO sizes | `detach:link`: down, name, MTU, MAC, GSO/GRO |
 //! | `rdma` | `rdma`: the RDMA device into the pod (exclusive mode) | `detach:rdma` |
-//! | `sysctl` | `sysctl`: arp, IPv6 (accept_ra, DAD, solicitations, addr_gen_mode), forwarding | (they go with the link's pod name) |
+//! | `sysctl` | `sysctl`: arp, IPv6 (accept_ra, DAD, solicitations, addr_gen_mode), forwarding | `detach:sysctl`: the link's own host sysctls, recorded at attach |
 //! | `vrf` | `vrf`: created or joined | the VRF we created, the kernel's l3mdev rules |
 //! | `addresses` | `address` | `detach:address` |
 //! | `ethtool` | `ethtool` | `detach:ethtool` |
