@@ -58,26 +58,12 @@ impl AlibabaInstance {
     }
 }
 
-/// The PCI functions of `<sysfs>/class/infiniband/erdma*`: each link resolves to
-/// `…/<pci address>/infiniband/erdma_N`.
+/// The PCI functions of `<sysfs>/class/infiniband/erdma*` ([`crate::rdma_functions`]).
 pub fn erdma_functions(sysfs: &Path) -> BTreeSet<String> {
-    let dir = sysfs.join("class/infiniband");
-    std::fs::read_dir(&dir)
+    crate::rdma_functions(sysfs)
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("erdma"))
-        .filter_map(|e| std::fs::canonicalize(e.path()).ok())
-        .filter_map(|p| {
-            let pci = p
-                .parent()?
-                .parent()?
-                .file_name()?
-                .to_string_lossy()
-                .into_owned();
-            pci.parse::<dranet_core::PciAddress>().ok()?;
-            Some(pci)
-        })
+        .filter(|(device, _)| device.starts_with("erdma"))
+        .map(|(_, pci)| pci)
         .collect()
 }
 

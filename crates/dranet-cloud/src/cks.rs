@@ -109,7 +109,7 @@ impl CksNode {
             }
         }
         let prefix = "backend.coreweave.cloud/neighbors.expected.";
-        let pci_of = rdma_functions(sysfs);
+        let pci_of = crate::rdma_functions(sysfs);
         let mut leaf_switch_by_pci = BTreeMap::new();
         let mut leaf_switch_by_name = BTreeMap::new();
         for (key, value) in labels {
@@ -138,27 +138,6 @@ impl CksNode {
             warnings,
         )
     }
-}
-
-/// The PCI function of each RDMA device of `<sysfs>/class/infiniband/*`: each link resolves to
-/// `…/<pci address>/infiniband/<device>`.
-fn rdma_functions(sysfs: &Path) -> BTreeMap<String, String> {
-    std::fs::read_dir(sysfs.join("class/infiniband"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let dev = std::fs::canonicalize(e.path()).ok()?;
-            let pci = dev
-                .parent()?
-                .parent()?
-                .file_name()?
-                .to_string_lossy()
-                .into_owned();
-            pci.parse::<dranet_core::PciAddress>().ok()?;
-            Some((e.file_name().to_string_lossy().into_owned(), pci))
-        })
-        .collect()
 }
 
 impl CloudProvider for CksNode {

@@ -54,3 +54,27 @@ pub use client::{LINK_LOCAL_ENDPOINT, MetadataClient};
 pub use http::{Error, MAX_BODY_BYTES, Result};
 pub use paths::PathMap;
 pub use retry::RetryPolicy;
+
+/// The PCI function of each RDMA device of `<sysfs>/class/infiniband/*`, by device name: each
+/// link resolves to `…/<pci address>/infiniband/<device>` (providers that mark devices by their
+/// RDMA device: Alibaba's eRDMA, CoreWeave's neighbour labels).
+pub(crate) fn rdma_functions(
+    sysfs: &std::path::Path,
+) -> std::collections::BTreeMap<String, String> {
+    std::fs::read_dir(sysfs.join("class/infiniband"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let dev = std::fs::canonicalize(e.path()).ok()?;
+            let pci = dev
+                .parent()?
+                .parent()?
+                .file_name()?
+                .to_string_lossy()
+                .into_owned();
+            pci.parse::<dranet_core::PciAddress>().ok()?;
+            Some((e.file_name().to_string_lossy().into_owned(), pci))
+        })
+        .collect()
+}
