@@ -58,7 +58,8 @@ impl AlibabaInstance {
     }
 }
 
-/// The PCI functions of `<sysfs>/class/infiniband/erdma*` ([`crate::rdma_functions`]).
+/// The PCI functions of `<sysfs>/class/infiniband/erdma*`: each link resolves to
+/// `…/<pci address>/infiniband/erdma_N`.
 pub fn erdma_functions(sysfs: &Path) -> BTreeSet<String> {
     crate::rdma_functions(sysfs)
         .into_iter()
