@@ -97,7 +97,7 @@ spec:
   - name: c
     image: {image}
     imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "sleep 100000"]
+    command: ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"]
     resources:
       claims: [{{name: c0}}, {{name: c1}}, {{name: c2}}]
 "#

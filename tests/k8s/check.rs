@@ -426,7 +426,7 @@ spec:
         "taint-pod",
         "taint-example",
         image,
-        "sleep 100000",
+        "trap 'exit 0' TERM; sleep 100000 & wait",
     ));
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("template.yaml");

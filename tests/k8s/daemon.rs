@@ -203,7 +203,7 @@ pub(crate) fn dranet_run_on_a_real_node(kit: &Kit) {
         "the container's output",
         LIMIT,
         || {
-            let out = kit.kubectl_ok(&["logs", "rdma-pod"]);
+            let out = kit.logs("rdma-pod");
             out.contains("END").then_some(out)
         },
         || tail(&daemon.output()),

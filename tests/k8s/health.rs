@@ -170,7 +170,7 @@ pub(crate) fn device_health_on_a_real_node(kit: &Kit) {
     );
     kit.apply(&class_and_templates());
     let image = kit.var("DRANET_K8S_BUSYBOX_IMAGE");
-    let script = "sleep 100000";
+    let script = "trap 'exit 0' TERM; sleep 100000 & wait";
 
     set_peer(false);
     if kit.version == V1_34 {

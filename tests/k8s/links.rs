@@ -77,7 +77,7 @@ pub fn nic_pod(pod: &str, template: &str, image: &str) -> String {
         template,
         image,
         &format!(
-            r"echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo MAC $(cat /sys/class/net/net1/address); {METADATA_SCRIPT}; echo END; sleep 100000"
+            r"echo DEV $(ls /dev/infiniband | tr '\n' ' '); echo MTU $(cat /sys/class/net/net1/mtu); ip -o -4 addr show dev net1; echo MAC $(cat /sys/class/net/net1/address); {METADATA_SCRIPT}; echo END; trap 'exit 0' TERM; sleep 100000 & wait"
         ),
     )
 }

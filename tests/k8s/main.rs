@@ -34,6 +34,7 @@ mod share;
 mod slaac;
 mod upstream;
 mod webhook;
+mod whereabouts;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -81,6 +82,11 @@ const SCENARIOS: &[Scenario] = &[
         name: "webhook::upstreams_python_webhook_scenario",
         what: "upstream's python webhook scenario",
         run: webhook::upstreams_python_webhook_scenario,
+    },
+    Scenario {
+        name: "whereabouts::validate_whereabouts_cni_integration",
+        what: "upstream's \"validate whereabouts cni integration\" (host-local IPAM)",
+        run: whereabouts::validate_whereabouts_cni_integration,
     },
     Scenario {
         name: "minimal_driver::the_stock_kubelet_registers_prepares_and_unprepares_through_the_example_driver",

@@ -50,7 +50,7 @@ fn manifests() -> String {
 /// What the container prints at each start: its metadata file, then the link, then `END`.
 fn script() -> String {
     format!(
-        "echo RUN; {METADATA_SCRIPT}; echo ADDR $(ip -o -4 addr show dev net1); echo MAC $(cat /sys/class/net/net1/address); echo END; sleep 100000"
+        "echo RUN; {METADATA_SCRIPT}; echo ADDR $(ip -o -4 addr show dev net1); echo MAC $(cat /sys/class/net/net1/address); echo END; trap 'exit 0' TERM; sleep 100000 & wait"
     )
 }
 
@@ -86,8 +86,7 @@ fn printed(kit: &Kit, n: usize, d: &Daemon) -> (serde_json::Value, String, Strin
         LIMIT,
         || {
             // Fails while the container is being created.
-            let out = kit.kubectl(&["logs", POD]);
-            let out = String::from_utf8_lossy(&out.stdout).to_string();
+            let out = kit.logs(POD);
             (out.contains("END") && out.contains("RUN")).then_some(out)
         },
         || {

@@ -71,7 +71,7 @@ spec:
   - name: c
     image: {image}
     imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "env | grep MINIMAL_DEVICE; cat {METADATA}; echo; sleep 100000"]
+    command: ["/bin/sh", "-c", "env | grep MINIMAL_DEVICE; cat {METADATA}; echo; trap 'exit 0' TERM; sleep 100000 & wait"]
     resources:
       claims: [{{name: dev}}]
 "#,
@@ -154,7 +154,7 @@ pub(crate) fn the_stock_kubelet_registers_prepares_and_unprepares_through_the_ex
         "the container's output",
         LIMIT,
         || {
-            let out = kit.kubectl_ok(&["logs", "minimal-a"]);
+            let out = kit.logs("minimal-a");
             out.contains("MINIMAL_DEVICE=dev").then_some(out)
         },
         || driver.output(),

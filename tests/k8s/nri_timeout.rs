@@ -68,7 +68,7 @@ fn manifests(n: usize) -> String {
 /// What the container sees at its start: its links and the last NIC's address, then `END`.
 fn script(n: usize) -> String {
     format!(
-        r"echo SEEN $(ls /sys/class/net | tr '\n' ' '); ip -o -4 addr show dev net{}; echo END; sleep 100000",
+        r"echo SEEN $(ls /sys/class/net | tr '\n' ' '); ip -o -4 addr show dev net{}; echo END; trap 'exit 0' TERM; sleep 100000 & wait",
         n - 1
     )
 }
@@ -164,8 +164,7 @@ impl<'a> Bench<'a> {
             &format!("{pod}'s container to print what it saw at its start"),
             LIMIT,
             || {
-                let out = self.kit.kubectl(&["logs", pod]);
-                let out = String::from_utf8_lossy(&out.stdout).to_string();
+                let out = self.kit.logs(pod);
                 out.contains("END").then_some(out)
             },
             || {
@@ -376,10 +375,7 @@ pub(crate) fn device_attach_timeout_0_fails_the_sandbox(kit: &Kit) {
             if failed {
                 return Some("failed");
             }
-            let logs = kit.kubectl(&["logs", "nt-zero"]);
-            String::from_utf8_lossy(&logs.stdout)
-                .contains("END")
-                .then_some("ran")
+            kit.logs("nt-zero").contains("END").then_some("ran")
         },
         || {
             format!(

@@ -170,7 +170,7 @@ fn wait_pod(kit: &Kit, daemon: &Daemon, pod: &str, addr: &str) {
         &format!("{pod}'s output"),
         LIMIT,
         || {
-            let out = kit.kubectl_ok(&["logs", pod]);
+            let out = kit.logs(pod);
             out.contains("END").then_some(out)
         },
         || tail(&daemon.output()),

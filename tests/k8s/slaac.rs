@@ -106,14 +106,13 @@ pub(crate) fn a_pod_gets_its_address_from_router_advertisements(kit: &Kit) {
         "slaac-a",
         "slaac-ra",
         image,
-        "echo ADDR $(ip -6 -o addr show dev net1 scope global); echo END; sleep 100000",
+        "echo ADDR $(ip -6 -o addr show dev net1 scope global); echo END; trap 'exit 0' TERM; sleep 100000 & wait",
     ));
     let out = wait_for(
         "slaac-a to print its address",
         LIMIT,
         || {
-            let out =
-                String::from_utf8_lossy(&kit.kubectl(&["logs", "slaac-a"]).stdout).to_string();
+            let out = kit.logs("slaac-a");
             out.contains("END").then_some(out)
         },
         || kit.kubectl_ok(&["describe", "pod", "slaac-a"]) + &tail(&d.output(), 40),
@@ -180,7 +179,12 @@ pub(crate) fn a_pod_gets_its_address_from_router_advertisements(kit: &Kit) {
     drop(ra);
 
     // Without: the pod is told why, and its veth is the host's again, as it was.
-    kit.apply(&claim_pod("slaac-b", "slaac-silent", image, "sleep 100000"));
+    kit.apply(&claim_pod(
+        "slaac-b",
+        "slaac-silent",
+        image,
+        "trap 'exit 0' TERM; sleep 100000 & wait",
+    ));
     let ev = wait_for(
         "NetworkDeviceNotReady on slaac-b",
         LIMIT,

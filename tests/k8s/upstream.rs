@@ -11,7 +11,9 @@
 //!   upstream's names (`dummy0`, `mlx5_6`, ...). Their peers are named `upk*`, and the daemon's
 //!   `--filter` names exactly the scenarios' links. A selector on `type == "dummy"` reads
 //!   `type == "veth"`.
-//! - **busybox instead of agnhost.** The kit has no registry, so the pods run busybox.
+//! - **busybox instead of agnhost.** The kit has no registry, so the pods run busybox. Their
+//!   `sleep` runs under a shell that exits on SIGTERM: busybox's `sleep` as the container's first
+//!   process ignores it, and each deletion waited out the grace period.
 //! - **Checks from the host, inside the pod's namespace.** The pod's network state is read with the
 //!   host's iproute2 and ethtool under `nsenter`, since busybox has no ethtool. Debian 12's
 //!   iproute2 6.1 does not print `gso_ipv4_max_size`/`gro_ipv4_max_size`, so those two come from a
@@ -37,14 +39,15 @@
 //!
 //! Not ported here:
 //! - **"validate vrf routing"**: this kernel has no VRF. It belongs in the qemu guest.
-//! - **DHCP and IPVLAN**: upstream's other suites (whereabouts, webhook) and NIC sharing. This
+//! - **DHCP and IPVLAN**: upstream's other suites (its webhook suites are `webhook.rs` and
+//!   `whereabouts.rs`) and NIC sharing. This
 //!   kernel has no ipvlan (the qemu guest runs it); DHCP is tested against dnsmasq
 //!   (`crates/dranet-podnet/tests/it/dhcp.rs`).
 //!
 //! Needs root, the kit (`DRANET_K8S_KIT` or `../shared/k8s/kit.sh`), ethtool, tc, nsenter and
 //! python3. Without root or the kit it prints a `SKIP` line and passes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -1052,19 +1055,31 @@ fn pbr(env: &mut Env) {
 fn slice_attributes_unchanged(env: &mut Env) {
     env.veth("dummy0", "upk0", true);
     env.published(&["dummy0"]);
-    let original = attributes_of(env.kit, "dummy0").expect("dummy0's attributes");
+    // Upstream sleeps 5 s here. The link came up after it appeared, and each change is
+    // published: the attributes to keep are those of the link up.
+    let original = wait_for(
+        "dummy0 published up",
+        LIMIT,
+        || attributes_of(env.kit, "dummy0").filter(|a| a["state"]["string"] == "up"),
+        || env.tail(),
+    );
     assert!(
         original.as_object().is_some_and(|o| !o.is_empty()),
         "{original}"
     );
 
+    // Upstream reads the slice at two moments; a watch sees every version the API server
+    // stored in between, so a publication that dropped the device for a moment fails too.
+    let watch = SliceWatch::start(env.kit);
     env.apply("deviceclass.yaml");
     env.apply("resourceclaim.yaml");
     env.ready_pod("app=pod");
     assert_eq!(
         attributes_of(env.kit, "dummy0").as_ref(),
         Some(&original),
-        "dummy0's attributes once allocated and in the pod"
+        "{}\ndaemon:\n{}",
+        "dummy0's attributes once allocated and in the pod",
+        env.tail()
     );
 
     // Upstream: `kubectl rollout restart daemonset/dranet`.
@@ -1073,8 +1088,90 @@ fn slice_attributes_unchanged(env: &mut Env) {
     assert_eq!(
         attributes_of(env.kit, "dummy0").as_ref(),
         Some(&original),
-        "dummy0's attributes after the daemon's restart"
+        "{}\ndaemon:\n{}",
+        "dummy0's attributes after the daemon's restart",
+        env.tail()
     );
+    let versions = watch.stop();
+    env.kit.say(format_args!(
+        "{} versions of the slices watched from the allocation to after the restart",
+        versions.len()
+    ));
+    let node = env.kit.node().to_string();
+    let mut slices: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    for (i, (kind, slice)) in versions.iter().enumerate() {
+        if slice["spec"]["driver"] != "dra.net" || slice["spec"]["nodeName"] != node.as_str() {
+            continue;
+        }
+        let name = slice["metadata"]["name"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
+        if kind == "DELETED" {
+            slices.remove(&name);
+        } else {
+            slices.insert(name, slice.clone());
+        }
+        let attrs = slices
+            .values()
+            .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
+            .find(|d| d["attributes"]["ifName"]["string"] == "dummy0")
+            .map(|d| d["attributes"].clone());
+        assert_eq!(
+            attrs.as_ref(),
+            Some(&original),
+            "dummy0's attributes in the node's slices after the API server's event {i} of {} \
+             ({kind}): every version must have them",
+            versions.len()
+        );
+    }
+}
+
+/// `kubectl get resourceslices --watch`: every version of every slice the API server stores
+/// from its start to [`SliceWatch::stop`].
+struct SliceWatch {
+    child: std::process::Child,
+    reader: std::thread::JoinHandle<Vec<(String, serde_json::Value)>>,
+}
+
+impl SliceWatch {
+    /// Starts the watch and waits for its first event (the slices as they are).
+    fn start(kit: &Kit) -> SliceWatch {
+        let mut child = kit
+            .command("kubectl")
+            .args(["get", "resourceslices", "--watch", "--output-watch-events"])
+            .args(["-o", "json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl get --watch");
+        let stdout = child.stdout.take().expect("stdout");
+        let (first_tx, first_rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut events = Vec::new();
+            let stream = serde_json::Deserializer::from_reader(std::io::BufReader::new(stdout))
+                .into_iter::<serde_json::Value>();
+            for ev in stream.map_while(Result::ok) {
+                let kind = ev["type"].as_str().unwrap_or("?").to_string();
+                events.push((kind, ev["object"].clone()));
+                let _ = first_tx.send(());
+            }
+            events
+        });
+        first_rx
+            .recv_timeout(LIMIT)
+            .expect("the watch's first event (the slices as they are)");
+        SliceWatch { child, reader }
+    }
+
+    /// Ends the watch; the events in order, as `(type, object)`.
+    fn stop(mut self) -> Vec<(String, serde_json::Value)> {
+        // The last writes reach the watch within moments of the reads that saw them.
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.reader.join().expect("the watch's reader")
+    }
 }
 
 fn bpf_filter_attributes(env: &mut Env) {

@@ -74,7 +74,7 @@ HTTPServer(("127.0.0.1", PORT), Webhook).serve_forever()
 "#;
 
 /// A child process killed when dropped.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -84,7 +84,7 @@ impl Drop for Killed {
 }
 
 /// The webhook's POSTs so far: (path, body).
-fn posts(log: &Path) -> Vec<(String, serde_json::Value)> {
+pub(crate) fn posts(log: &Path) -> Vec<(String, serde_json::Value)> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
@@ -204,7 +204,7 @@ pub(crate) fn upstreams_python_webhook_scenario(kit: &Kit) {
         "python-claim",
         kit.var("DRANET_K8S_BUSYBOX_IMAGE"),
         &format!(
-            "echo MTU $(cat /sys/class/net/{VETH}/mtu); ip -o -4 addr show dev {VETH}; echo END; sleep 100000"
+            "echo MTU $(cat /sys/class/net/{VETH}/mtu); ip -o -4 addr show dev {VETH}; echo END; trap 'exit 0' TERM; sleep 100000 & wait"
         ),
     ));
     wait_for(
@@ -223,7 +223,7 @@ pub(crate) fn upstreams_python_webhook_scenario(kit: &Kit) {
         "the container's output",
         LIMIT,
         || {
-            let out = kit.kubectl_ok(&["logs", "pod-python-webhook"]);
+            let out = kit.logs("pod-python-webhook");
             out.contains("END").then_some(out)
         },
         || tail(&daemon),

@@ -16,6 +16,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod api;
+
 static ONE_CLUSTER: Mutex<()> = Mutex::new(());
 
 /// A Kubernetes version the kit runs.
@@ -92,6 +94,8 @@ pub struct Kit {
     pub nri_request_timeout: &'static str,
     /// What `kit.sh env` exports (KUBECONFIG, DRANET_K8S_*).
     pub env: HashMap<String, String>,
+    /// Reads without kubectl (none when the kubeconfig or curl do not allow them).
+    api: Option<api::Api>,
     _lock: MutexGuard<'static, ()>,
     /// Held while the cluster is up: other processes' tests wait on it (fields drop in order, so
     /// the cluster is down before it is released).
@@ -170,6 +174,7 @@ impl Kit {
             gates,
             nri_request_timeout,
             env: HashMap::new(),
+            api: None,
             _lock: lock,
             _machine_lock: machine_lock,
         };
@@ -297,6 +302,7 @@ impl Kit {
                     .insert(k.to_string(), v.trim_matches(['"', '\'']).to_string());
             }
         }
+        self.api = api::Api::new(&mut self.command("kubectl"));
         !String::from_utf8_lossy(&up.stdout).contains("with other settings")
     }
 
@@ -408,12 +414,39 @@ impl Kit {
         );
     }
 
-    /// `kubectl get ... -o json`, parsed.
+    /// `kubectl get ... -o json`, parsed; it must succeed. Read straight from the API server
+    /// where the arguments allow (see `kit/api.rs`), else by kubectl.
     pub fn get_json(&self, args: &[&str]) -> serde_json::Value {
+        if let (Some(api), Some(path)) = (&self.api, api::path_of(args)) {
+            let read = api.get(&path);
+            return match read {
+                Ok((200, body)) => serde_json::from_str(&body)
+                    .unwrap_or_else(|e| panic!("[{}] GET {path}: {e}: {body}", self.version)),
+                Ok((code, body)) => {
+                    panic!(
+                        "[{}] get {args:?}: GET {path}: {code}: {body}",
+                        self.version
+                    )
+                }
+                Err(e) => panic!("[{}] get {args:?}: {e}", self.version),
+            };
+        }
         let mut a = vec!["get"];
         a.extend_from_slice(args);
         a.extend_from_slice(&["-o", "json"]);
         serde_json::from_str(&self.kubectl_ok(&a)).expect("kubectl JSON")
+    }
+
+    /// The logs of `pod`'s (in `default`) one container so far; empty while there are none.
+    pub fn logs(&self, pod: &str) -> String {
+        if let Some(api) = &self.api {
+            let path = format!("/api/v1/namespaces/default/pods/{pod}/log");
+            return match api.get(&path) {
+                Ok((200, body)) => body,
+                _ => String::new(),
+            };
+        }
+        String::from_utf8_lossy(&self.kubectl(&["logs", pod]).stdout).into_owned()
     }
 
     /// Whether `pod` (in `default`) has condition Ready.
