@@ -1,5 +1,6 @@
 //! `dranet hook wait`: the OCI `createRuntime` hook that holds a pod's container until the
-//! pod's network devices are in (see `dranet_driver::attach`). The runtime runs it on the host
+//! pod's network devices are in (see `dranet_driver::attach`), then runs the profile provider's
+//! runtime hooks once for the pod (`dranet_driver::attach::runtime`). The runtime runs it on the host
 //! with the container's state on stdin; a non-zero exit fails the container with the message.
 
 use std::io::Read;
@@ -7,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use dranet_driver::attach::hook::{self, NETNS_DIR, Parsed};
+use dranet_driver::attach::runtime;
 
 use super::CliError;
 use super::run::parse_duration;
@@ -70,11 +72,37 @@ pub fn run(a: &HookArgs) -> Result<(), CliError> {
         Ok(Parsed::Skip) => return Ok(()),
         Err(e) => return Err(CliError::Usage(e.to_string())),
     };
-    // A later or restarted container of an attached pod: no daemon needed.
-    if hook::marker(&w.markers, &req.sandbox_id).is_some_and(|m| m.exists()) {
+    let marker = hook::marker(&w.markers, &req.sandbox_id);
+    // A later or restarted container of an attached pod: no daemon needed; the marker names
+    // the pod's runtime hooks.
+    let hooks = match marker.as_deref().and_then(|m| std::fs::read(m).ok()) {
+        Some(bytes) => {
+            runtime::Marker::from_bytes(&bytes)
+                .map_err(|e| CliError::Usage(e.to_string()))?
+                .runtime_hooks
+        }
+        None => {
+            hook::ask(&w.socket, &req, w.timeout).map_err(|e| CliError::Usage(e.to_string()))?
+        }
+    };
+    if hooks.is_empty() {
         return Ok(());
     }
-    hook::ask(&w.socket, &req, w.timeout).map_err(|e| CliError::Usage(e.to_string()))
+    // Once per pod: the first container that gets here runs them.
+    let done = marker.as_deref().map(runtime::done_marker);
+    if done.as_deref().is_some_and(std::path::Path::exists) {
+        return Ok(());
+    }
+    runtime::run(&hooks, req.target()).map_err(|e| CliError::Usage(e.to_string()))?;
+    if let Some(done) = done
+        && let Err(e) = std::fs::File::create(&done)
+    {
+        eprintln!(
+            "dranet: warning: {}: {e}: the pod's runtime hooks run again for its next container",
+            done.display()
+        );
+    }
+    Ok(())
 }
 
 fn install(a: &InstallArgs) -> Result<(), CliError> {

@@ -11,6 +11,10 @@
 //! - a claim that selects on it and names the profile is allocated by the real scheduler and
 //!   prepared by the real kubelet; the pod sees `drtw0` with the profile's address and the
 //!   webhook's MTU;
+//! - the webhook also serves runtime hooks (`/health` `runtimeHook`): `GetRuntimeHook` gives
+//!   `drtw0` a shell script, which runs once for the pod, after the veth is in and configured, in
+//!   the pod's network namespace, with the provider's arguments and data and the pod's identity
+//!   in its environment; a restarted container does not run it again;
 //! - deleting the pod releases the profile (`ReleaseProfileConfig` with the claim's UID and the
 //!   device) and gives the host its veth back as it was.
 //!
@@ -32,7 +36,7 @@ const WEBHOOK: &str = r#"
 import json, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-PORT, DEVICE, LOG = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+PORT, DEVICE, LOG, HOOK = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
 
 class Webhook(BaseHTTPRequestHandler):
@@ -44,7 +48,7 @@ class Webhook(BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path == "/health":
-            self.answer(200, {"cloudProvider": True, "profileProvider": True})
+            self.answer(200, {"cloudProvider": True, "profileProvider": True, "runtimeHook": True})
         else:
             self.answer(404, {})
 
@@ -63,6 +67,10 @@ class Webhook(BaseHTTPRequestHandler):
             self.answer(200, addresses if profile == "python-profile" else {})
         elif self.path == "/ReleaseProfileConfig":
             self.answer(200, {})
+        elif self.path == "/GetRuntimeHook":
+            hook = {"path": HOOK, "args": ["--claim", body["claim_uid"]],
+                    "timeoutSeconds": 5, "data": {"vlan": 7}}
+            self.answer(200, hook if body["device"]["name"] == DEVICE else None)
         else:
             self.answer(404, {})
 
@@ -73,6 +81,16 @@ class Webhook(BaseHTTPRequestHandler):
 HTTPServer(("127.0.0.1", PORT), Webhook).serve_forever()
 "#;
 
+/// The provider's runtime hook: what it was given and what it sees, appended to a log.
+fn hook_script(log: &Path) -> String {
+    format!(
+        "#!/bin/sh\n{{ echo RUN; echo \"ARGS $*\"; echo \"DATA $(cat)\"; env | grep ^DRANET_ | sort; \
+         echo \"LINKS $(ip -o link show | cut -d: -f2 | tr -d ' ' | tr '\\n' ' ')\"; \
+         echo \"ADDR $(ip -o -4 addr show dev {VETH})\"; echo END; }} >> {}\n",
+        log.display()
+    )
+}
+
 /// A child process killed when dropped.
 pub(crate) struct Killed(pub(crate) Child);
 
@@ -81,6 +99,54 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// `python3 SCRIPT PORT ARGS...` (the webhook's own code in `dir/webhook.py`), once it answers
+/// `GET /health`; its port.
+pub(crate) fn start_webhook(dir: &Path, code: &str, args: &[&std::ffi::OsStr]) -> (Killed, u16) {
+    let script = dir.join("webhook.py");
+    std::fs::write(&script, code).unwrap();
+    let port = free_port();
+    let child = Killed(
+        Command::new("python3")
+            .arg(&script)
+            .arg(port.to_string())
+            .args(args)
+            .spawn()
+            .expect("python3"),
+    );
+    wait_for(
+        "the webhook to listen",
+        Duration::from_secs(20),
+        || (http_get(port, "/health")?.0 == 200).then_some(()),
+        || "python3 webhook.py does not answer".into(),
+    );
+    (child, port)
+}
+
+/// `dranet run` as the node's driver on the test veths (state in `dir`), asking the webhook at
+/// `webhook_port` with `flags` (which of its capabilities), once `/readyz` answers 200; its
+/// metrics port.
+pub(crate) fn start_daemon(
+    kit: &Kit,
+    dir: &Path,
+    webhook_port: u16,
+    flags: &[&str],
+) -> (Daemon, u16) {
+    let port = free_port();
+    let mut cmd = kit.dranet_run(env!("CARGO_BIN_EXE_dranet"), &dir.join("state"), port);
+    cmd.args(["--filter", VETH_FILTER])
+        .args(flags)
+        .arg(format!("--webhook-url=http://127.0.0.1:{webhook_port}"))
+        .args(["--log", "info"]);
+    let daemon = Daemon::spawn(cmd, dir.join("dranet.log"));
+    wait_for(
+        "/readyz to answer 200",
+        LIMIT,
+        || (http_get(port, "/readyz")?.0 == 200).then_some(()),
+        || dranet_testkit::kit::tail(&daemon.output(), 60),
+    );
+    (daemon, port)
 }
 
 /// The webhook's POSTs so far: (path, body).
@@ -129,48 +195,29 @@ pub(crate) fn upstreams_python_webhook_scenario(kit: &Kit) {
     veths.add("drtw1");
     let before = host_link(VETH).expect("the veth exists");
 
-    // The operator's webhook.
-    let script = tmp.path().join("webhook.py");
-    std::fs::write(&script, WEBHOOK).unwrap();
+    // The operator's webhook, and its runtime hook.
     let log = tmp.path().join("webhook.log");
-    let hook_port = free_port();
-    let _webhook = Killed(
-        Command::new("python3")
-            .arg(&script)
-            .args([&hook_port.to_string(), VETH])
-            .arg(&log)
-            .spawn()
-            .expect("python3"),
-    );
-    wait_for(
-        "the webhook to listen",
-        Duration::from_secs(20),
-        || (http_get(hook_port, "/health")?.0 == 200).then_some(()),
-        || "python3 webhook.py does not answer".into(),
+    let hook = tmp.path().join("runtime-hook.sh");
+    let hook_log = tmp.path().join("runtime-hook.log");
+    std::fs::write(&hook, hook_script(&hook_log)).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (_webhook, hook_port) = start_webhook(
+        tmp.path(),
+        WEBHOOK,
+        &[VETH.as_ref(), log.as_os_str(), hook.as_os_str()],
     );
 
     // dranet as the node's driver, with the webhook as cloud and profile provider.
-    let port = free_port();
-    let mut cmd = kit.dranet_run(
-        env!("CARGO_BIN_EXE_dranet"),
-        &tmp.path().join("state"),
-        port,
-    );
-    cmd.args(["--filter", VETH_FILTER])
-        .args([
+    let (mut daemon, _) = start_daemon(
+        kit,
+        tmp.path(),
+        hook_port,
+        &[
             "--cloud-provider-hint=webhook",
             "--profile-provider=webhook",
-        ])
-        .arg(format!("--webhook-url=http://127.0.0.1:{hook_port}"))
-        .args(["--log", "info"]);
-    let mut daemon = Daemon::spawn(cmd, tmp.path().join("dranet.log"));
-    let tail = |d: &Daemon| dranet_testkit::kit::tail(&d.output(), 60);
-    wait_for(
-        "/readyz to answer 200",
-        LIMIT,
-        || (http_get(port, "/readyz")?.0 == 200).then_some(()),
-        || tail(&daemon),
+        ],
     );
+    let tail = |d: &Daemon| dranet_testkit::kit::tail(&d.output(), 60);
 
     // The slice carries the webhook's attribute on drtw0, and only there.
     let attr = |d: &serde_json::Value| {
@@ -257,6 +304,66 @@ pub(crate) fn upstreams_python_webhook_scenario(kit: &Kit) {
         asked[0]["config"]["interface"]["mtu"], 1450,
         "the webhook's device config is in the request"
     );
+
+    // The provider's runtime hook ran once, after dranet's attach (the veth is in, with the
+    // profile's address), in the pod's network namespace (drtw0 is there, the host's drtw1 is
+    // not), with the provider's arguments and data and the pod's identity.
+    let runs = std::fs::read_to_string(&hook_log).unwrap_or_default();
+    kit.say(format_args!("the runtime hook saw:\n{}", runs.trim()));
+    assert_eq!(runs.matches("RUN\n").count(), 1, "one run: {runs}");
+    assert!(
+        runs.contains(&format!("ARGS --claim {claim_uid}")),
+        "{runs}"
+    );
+    assert!(runs.contains(r#"DATA {"vlan":7}"#), "{runs}");
+    assert!(
+        runs.contains("DRANET_POD_NAME=pod-python-webhook"),
+        "{runs}"
+    );
+    assert!(runs.contains("DRANET_POD_NAMESPACE=default"), "{runs}");
+    assert!(runs.contains("DRANET_CONTAINER_NAME=c\n"), "{runs}");
+    assert!(
+        runs.contains(&format!(r#""device":"{VETH}","interface":"{VETH}""#)),
+        "{runs}"
+    );
+    let links = runs
+        .lines()
+        .find_map(|l| l.strip_prefix("LINKS "))
+        .unwrap_or_default();
+    assert!(
+        links
+            .split_whitespace()
+            .any(|l| l == VETH || l.starts_with(&format!("{VETH}@"))),
+        "the pod's {VETH} in the hook's network namespace: {links}"
+    );
+    assert!(
+        !links.split_whitespace().any(|l| l.starts_with("drtw1")),
+        "the host's drtw1 is not in the hook's network namespace: {links}"
+    );
+    assert!(runs.contains("10.200.200.200/24"), "{runs}");
+    let hooks_asked: Vec<serde_json::Value> = posts(&log)
+        .into_iter()
+        .filter(|(p, _)| p == "/GetRuntimeHook")
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(hooks_asked.len(), 1, "{hooks_asked:?}");
+    assert_eq!(hooks_asked[0]["claim_uid"], claim_uid.as_str());
+    // Once per pod: a restarted container does not run it again.
+    assert!(kit.kill_container("pod-python-webhook"), "ctr task kill");
+    wait_for(
+        "pod-python-webhook's container restarted and Ready",
+        LIMIT,
+        || {
+            let p = kit.get_json(&["pod", "pod-python-webhook"]);
+            let restarts = p["status"]["containerStatuses"][0]["restartCount"]
+                .as_i64()
+                .unwrap_or(0);
+            (restarts >= 1 && kit.pod_ready("pod-python-webhook")).then_some(())
+        },
+        || kit.kubectl_ok(&["describe", "pod", "pod-python-webhook"]),
+    );
+    let runs = std::fs::read_to_string(&hook_log).unwrap_or_default();
+    assert_eq!(runs.matches("RUN\n").count(), 1, "still one run: {runs}");
 
     // Deleting the pod releases the profile and gives the host its veth back.
     kit.kubectl_ok(&[

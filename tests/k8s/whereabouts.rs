@@ -14,13 +14,12 @@
 //! Needs root and the kit; skipped with a message otherwise.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use crate::links::{VETH_FILTER, Veths, claim_pod, host_link};
+use crate::links::{Veths, claim_pod, host_link};
 use crate::manifests::{claim_template, device_class};
-use crate::webhook::{Killed, posts};
-use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
+use crate::webhook::{posts, start_daemon, start_webhook};
+use dranet_testkit::kit::{Daemon, Kit, wait_for};
 
 const LIMIT: Duration = Duration::from_secs(90);
 /// Upstream's `dummy0` (a veth here: the kernel has no dummy links).
@@ -165,47 +164,21 @@ pub(crate) fn validate_whereabouts_cni_integration(kit: &Kit) {
     veths.add(VETH);
     let before = host_link(VETH).expect("the veth exists");
 
-    let script = tmp.path().join("webhook.py");
-    std::fs::write(&script, WEBHOOK).unwrap();
     let log = tmp.path().join("webhook.log");
     let data = tmp.path().join("ipam");
-    let hook_port = free_port();
-    let _webhook = Killed(
-        Command::new("python3")
-            .arg(&script)
-            .arg(hook_port.to_string())
-            .arg(CNI_BIN)
-            .arg(&data)
-            .arg(&log)
-            .spawn()
-            .expect("python3"),
-    );
-    wait_for(
-        "the webhook to listen",
-        Duration::from_secs(20),
-        || (http_get(hook_port, "/health")?.0 == 200).then_some(()),
-        || "python3 webhook.py does not answer".into(),
+    let (_webhook, hook_port) = start_webhook(
+        tmp.path(),
+        WEBHOOK,
+        &[CNI_BIN.as_ref(), data.as_os_str(), log.as_os_str()],
     );
 
     // Upstream adds exactly these two flags to its DaemonSet.
-    let port = free_port();
-    let mut cmd = kit.dranet_run(
-        env!("CARGO_BIN_EXE_dranet"),
-        &tmp.path().join("state"),
-        port,
-    );
-    cmd.args(["--filter", VETH_FILTER, "--profile-provider=webhook"])
-        .arg(format!("--webhook-url=http://127.0.0.1:{hook_port}"))
-        .args(["--log", "info"]);
-    let mut daemon = Daemon::spawn(cmd, tmp.path().join("dranet.log"));
+    let (mut daemon, _) = start_daemon(kit, tmp.path(), hook_port, &["--profile-provider=webhook"]);
     let tail = |d: &Daemon| dranet_testkit::kit::tail(&d.output(), 60);
     wait_for(
-        "/readyz to answer 200 with the veth published",
+        "the veth published",
         LIMIT,
-        || {
-            let ready = http_get(port, "/readyz")?.0 == 200;
-            (ready && kit.node_devices("dra.net").contains(VETH)).then_some(())
-        },
+        || kit.node_devices("dra.net").contains(VETH).then_some(()),
         || tail(&daemon),
     );
 

@@ -4,7 +4,8 @@
 //!
 //! The protocol is upstream dranet's:
 //!
-//! - `GET /health` → 200 and `{"cloudProvider": bool, "profileProvider": bool}`: what it serves;
+//! - `GET /health` → 200 and `{"cloudProvider": bool, "profileProvider": bool, "runtimeHook":
+//!   bool}`: what it serves;
 //! - `POST /GetDeviceAttributes` with the device's identifiers (`{"name": "eth1",
 //!   "mac_address": "…", "pci_address": "…"}`, empty ones left out but `name`) → a map of
 //!   attributes in the DRA API's form (`{"dra.net/webhook_attr": {"string": "python"}}`);
@@ -12,7 +13,11 @@
 //!   shape), laid under the claim's;
 //! - `POST /GetProfileConfig` with `{"device": …, "claim_uid": "…", "config": {…}}` → the
 //!   `NetworkConfig` of `config.profile` for this claim and device;
-//! - `POST /ReleaseProfileConfig` with the same → 200 once whatever it allocated is free.
+//! - `POST /ReleaseProfileConfig` with the same → 200 once whatever it allocated is free;
+//! - `POST /GetRuntimeHook` with the same, asked for every device at prepare when `/health` says
+//!   `"runtimeHook": true` → `null` (or `{}`), or a [`RuntimeHook`] (`{"path": "/abs/prog",
+//!   "args": [...], "timeoutSeconds": 10, "data": {...}}`) that the driver runs once for each
+//!   pod that gets the device (see `dranet_driver::runtime_hooks`).
 //!
 //! Attributes and device configuration are asked for every device after each scan
 //! ([`CloudProvider::refresh`]), a few requests at a time, and answered from memory in between;
@@ -27,7 +32,7 @@ use std::time::Duration;
 
 use dranet_core::{
     Attributes, BoxFuture, CloudProvider, DRIVER_NAME, DeviceIdentifiers, NetworkConfig,
-    ProfileError, ProfileProvider, ProfileRequest,
+    ProfileError, ProfileProvider, ProfileRequest, RuntimeHook,
 };
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -46,6 +51,9 @@ pub const PATH_GET_PROFILE_CONFIG: &str = "/GetProfileConfig";
 /// `POST`: release what a profile allocated.
 pub const PATH_RELEASE_PROFILE_CONFIG: &str = "/ReleaseProfileConfig";
 
+/// `POST`: the runtime hook for a claim's device.
+pub const PATH_GET_RUNTIME_HOOK: &str = "/GetRuntimeHook";
+
 /// Upstream's request timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -62,6 +70,9 @@ pub struct Capabilities {
     /// Profiles.
     #[serde(default)]
     pub profile_provider: bool,
+    /// Runtime hooks (`POST /GetRuntimeHook`).
+    #[serde(default)]
+    pub runtime_hook: bool,
 }
 
 /// A device's identifiers on the wire (upstream's `DeviceIdentifiers`): `name` is the interface
@@ -232,6 +243,24 @@ impl Webhook {
     }
 }
 
+/// Why a `GetRuntimeHook` answer is not taken.
+enum HookAnswer {
+    Json(serde_json::Error),
+    Invalid(String),
+}
+
+/// A `GetRuntimeHook` answer: `null` or `{}` is none; a hook must be valid
+/// ([`RuntimeHook::validate`]), and an unknown field is an error naming it.
+fn runtime_hook(body: &[u8]) -> std::result::Result<Option<RuntimeHook>, HookAnswer> {
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(HookAnswer::Json)?;
+    if v.is_null() || v.as_object().is_some_and(|o| o.is_empty()) {
+        return Ok(None);
+    }
+    let hook: RuntimeHook = serde_json::from_value(v).map_err(HookAnswer::Json)?;
+    hook.validate().map_err(HookAnswer::Invalid)?;
+    Ok(Some(hook))
+}
+
 /// A `NetworkConfig` answer, strict: an unknown field is an error naming it; `null` is none.
 fn network_config(what: &'static str, body: &[u8]) -> Result<Option<NetworkConfig>> {
     serde_json::from_slice(body).map_err(|source| Error::Json { what, source })
@@ -334,6 +363,35 @@ impl ProfileProvider for Webhook {
                 .await
                 .map(|_| ())
                 .map_err(|e| self.profile_error(e))
+        })
+    }
+
+    fn serves_runtime_hooks(&self) -> bool {
+        self.capabilities.runtime_hook
+    }
+
+    fn get_runtime_hook<'a>(
+        &'a self,
+        req: &'a ProfileRequest,
+    ) -> BoxFuture<'a, std::result::Result<Option<RuntimeHook>, ProfileError>> {
+        Box::pin(async move {
+            if !self.capabilities.runtime_hook {
+                return Ok(None);
+            }
+            let body = self
+                .post(PATH_GET_RUNTIME_HOOK, &WireProfileRequest::from(req))
+                .await
+                .map_err(|e| self.profile_error(e))?;
+            runtime_hook(&body).map_err(|e| match e {
+                HookAnswer::Json(source) => self.profile_error(Error::Json {
+                    what: "webhook GetRuntimeHook answer",
+                    source,
+                }),
+                HookAnswer::Invalid(reason) => ProfileError::InvalidHook {
+                    provider: format!("webhook {}", self.url()),
+                    reason,
+                },
+            })
         })
     }
 }

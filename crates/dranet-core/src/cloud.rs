@@ -107,6 +107,14 @@ pub enum ProfileError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// It answered with a runtime hook that is not valid.
+    #[error("profile provider {provider} answered a runtime hook that is not valid: {reason}")]
+    InvalidHook {
+        /// The provider.
+        provider: String,
+        /// What is wrong with it ([`crate::RuntimeHook::validate`]).
+        reason: String,
+    },
     /// It answered with a configuration that is not valid.
     #[error("profile provider {provider} answered a configuration that is not valid: {source}")]
     Invalid {
@@ -138,6 +146,22 @@ pub trait ProfileProvider: Send + Sync {
         &'a self,
         req: &'a ProfileRequest,
     ) -> BoxFuture<'a, Result<(), ProfileError>>;
+
+    /// Whether the provider has runtime hooks to give ([`ProfileProvider::get_runtime_hook`]):
+    /// the driver asks for every device at prepare only then. The default: no.
+    fn serves_runtime_hooks(&self) -> bool {
+        false
+    }
+
+    /// The program the provider wants run once for each pod that gets this device, in the pod's
+    /// network namespace before its first container ([`crate::RuntimeHook`]); `None` for none.
+    /// Asked at prepare, after the device's profile. The default: none.
+    fn get_runtime_hook<'a>(
+        &'a self,
+        _req: &'a ProfileRequest,
+    ) -> BoxFuture<'a, Result<Option<crate::RuntimeHook>, ProfileError>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
 }
 
 /// No cloud: adds nothing.

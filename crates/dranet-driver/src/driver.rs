@@ -21,6 +21,7 @@ mod metadata;
 mod profiles;
 mod rdma_only;
 mod restore;
+mod runtime_hooks;
 mod source_tables;
 mod status;
 
@@ -617,12 +618,20 @@ impl NetworkDriver {
             )));
         }
         if profiled.is_empty() {
+            self.ask_runtime_hooks(&claim.claim_ref, &mut devices, &inv)
+                .await?;
             return self.complete_prepare(claim, pods, devices).await;
         }
         let prepared_before = lock(&self.state).claims.contains_key(&claim.claim_ref.uid);
         self.resolve_profiles(&claim.claim_ref, &mut devices, profiled, &inv)
             .await?;
-        let done = self.complete_prepare(claim, pods, devices).await;
+        let done = match self
+            .ask_runtime_hooks(&claim.claim_ref, &mut devices, &inv)
+            .await
+        {
+            Ok(()) => self.complete_prepare(claim, pods, devices).await,
+            Err(e) => Err(e),
+        };
         // What the provider gave a claim that is not prepared now goes back (a claim prepared
         // before keeps its profiles, released at its unprepare).
         if done.is_err()
@@ -716,16 +725,29 @@ impl NetworkDriver {
         let Some(b) = &self.barrier else {
             return Ok(BTreeMap::new());
         };
-        if !c.devices.iter().any(|d| d.netdev.is_some()) {
+        // A claim with nothing to attach to the pod's network and no runtime hook has nothing
+        // to wait for.
+        if !c
+            .devices
+            .iter()
+            .any(|d| d.netdev.is_some() || d.runtime_hook.is_some())
+        {
             return Ok(BTreeMap::new());
         }
+        let runtime_hooks_bound = if c.devices.iter().any(|d| d.runtime_hook.is_some()) {
+            use dranet_core::runtime_hook::{MAX_HOOKS_PER_POD, MAX_TIMEOUT_SECONDS};
+            (MAX_HOOKS_PER_POD as u64) * u64::from(MAX_TIMEOUT_SECONDS)
+        } else {
+            0
+        };
         let hook = CdiHook {
             hook_name: "createRuntime".into(),
             path: b.hook.path.to_string_lossy().into_owned(),
             args: b.hook.args(),
             env: Vec::new(),
-            // The runtime's own bound, past the hook's.
-            timeout: i64::try_from(b.hook.timeout.as_secs() + 10).ok(),
+            // The runtime's own bound, past the hook's and, with runtime hooks, past the most
+            // the pod's may take.
+            timeout: i64::try_from(b.hook.timeout.as_secs() + 10 + runtime_hooks_bound).ok(),
         };
         // A device shared by two results of the claim is one CDI device.
         let names: Vec<String> = c

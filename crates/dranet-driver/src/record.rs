@@ -42,7 +42,9 @@
 
 use std::sync::Arc;
 
-use dranet_core::{CharDevice, CloudProvider, Inventory, NetworkConfig, ProfileRequest};
+use dranet_core::{
+    CharDevice, CloudProvider, Inventory, NetworkConfig, ProfileRequest, RuntimeHook,
+};
 use dranet_kubeletplugin::ClaimToPrepare;
 use dranet_podnet::dhcp::Lease;
 use serde::{Deserialize, Serialize};
@@ -110,6 +112,9 @@ pub struct DeviceRecord {
     /// The DHCP lease taken at prepare for a config with DHCP addressing: applied to `config`
     /// when the pod starts ([`dranet_podnet::dhcp::apply`]), released at unprepare.
     pub dhcp: Option<Lease>,
+    /// The profile provider's runtime hook for this device, asked at prepare: run once for the
+    /// pod ([`crate::attach::runtime`]).
+    pub runtime_hook: Option<RuntimeHook>,
 }
 
 impl DeviceRecord {
@@ -213,6 +218,8 @@ struct DeviceWire {
     char_devices: Vec<CharDevice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dhcp: Option<Lease>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    runtime_hook: Option<RuntimeHook>,
 }
 
 impl ClaimRecord {
@@ -245,6 +252,7 @@ impl ClaimRecord {
                     rdma: d.rdma.clone(),
                     char_devices: d.char_devices.clone(),
                     dhcp: d.dhcp.clone(),
+                    runtime_hook: d.runtime_hook.clone(),
                 }
             })
             .collect();
@@ -317,6 +325,7 @@ impl ClaimRecord {
                     rdma: d.rdma,
                     char_devices: d.char_devices,
                     dhcp: d.dhcp,
+                    runtime_hook: d.runtime_hook,
                 })
             })
             .collect::<Result<Vec<_>, RecordError>>()?;
@@ -483,6 +492,7 @@ pub fn device_records(
                 .map(|l| l.char_devices.clone())
                 .unwrap_or_default(),
             dhcp: None,
+            runtime_hook: None,
         });
     }
     Ok(out)
@@ -517,6 +527,7 @@ mod tests {
                 rdma: None,
                 char_devices: vec![],
                 dhcp: None,
+                runtime_hook: None,
             })
             .collect();
         ClaimRecord {

@@ -11,7 +11,7 @@ use dranet_cloud::tls::Tls;
 use dranet_cloud::webhook::{Capabilities, Webhook};
 use dranet_core::{
     AttributeValue, CloudProvider, DeviceIdentifiers, NetworkConfig, ProfileError, ProfileProvider,
-    ProfileRequest,
+    ProfileRequest, RuntimeHook,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -61,7 +61,8 @@ async fn upstreams_protocol_over_tcp_and_a_unix_socket() {
             w.capabilities(),
             Capabilities {
                 cloud_provider: true,
-                profile_provider: true
+                profile_provider: true,
+                runtime_hook: false,
             }
         );
         let devices = [dev("drt0"), dev("eth9")];
@@ -239,6 +240,92 @@ async fn answers_that_are_not_the_protocol_are_errors_that_name_the_problem() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("webhook /health answer"), "{e}");
+}
+
+#[tokio::test]
+async fn runtime_hooks_are_asked_only_of_a_webhook_that_serves_them() {
+    let fake = FakeServer::start(|r, _| {
+        let body = r.json();
+        match r.path() {
+            "/health" => Reply::Json(
+                200,
+                r#"{"profileProvider": true, "runtimeHook": true}"#.into(),
+            ),
+            "/GetRuntimeHook" => match body["config"]["profile"].as_str() {
+                Some("hooked") => Reply::Json(
+                    200,
+                    format!(
+                        r#"{{"path": "/opt/fabric/bin/port-up", "args": ["--claim", {}],
+                            "timeoutSeconds": 5, "data": {{"vlan": 7}}}}"#,
+                        body["claim_uid"]
+                    ),
+                ),
+                Some("none") => Reply::Json(200, "null".into()),
+                Some("empty") => Reply::Json(200, "{}".into()),
+                Some("relative") => Reply::Json(200, r#"{"path": "port-up"}"#.into()),
+                Some("long") => Reply::Json(200, r#"{"path": "/p", "timeoutSeconds": 300}"#.into()),
+                _ => Reply::Json(200, r#"{"path": "/p", "env": ["A=1"]}"#.into()),
+            },
+            _ => Reply::Json(404, "{}".into()),
+        }
+    })
+    .await
+    .unwrap();
+    let w = connect(&fake.endpoint).await;
+    assert!(w.serves_runtime_hooks());
+    let hook = w
+        .get_runtime_hook(&profile_request("hooked"))
+        .await
+        .unwrap()
+        .expect("a hook");
+    assert_eq!(
+        hook,
+        RuntimeHook {
+            path: "/opt/fabric/bin/port-up".into(),
+            args: vec!["--claim".into(), "3f1a2b4c-uid".into()],
+            timeout_seconds: 5,
+            data: serde_json::json!({"vlan": 7}),
+        }
+    );
+    let asked = fake.seen();
+    let body: serde_json::Value = serde_json::from_slice(&asked[1].body).unwrap();
+    assert_eq!(asked[1].path(), "/GetRuntimeHook");
+    assert_eq!(body["claim_uid"], "3f1a2b4c-uid");
+    assert_eq!(body["device"]["name"], "drt0");
+    for none in ["none", "empty"] {
+        assert_eq!(
+            w.get_runtime_hook(&profile_request(none)).await.unwrap(),
+            None
+        );
+    }
+    for (bad, says) in [
+        ("relative", "path \"port-up\" is not absolute"),
+        ("long", "timeoutSeconds 300 is more than 30"),
+        ("unknown", "unknown field `env`"),
+    ] {
+        let e = w
+            .get_runtime_hook(&profile_request(bad))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+
+    // Without the capability the webhook is not asked.
+    let (script, _) = clouds::webhook("drt0", 1450, "python-profile", "10.200.200.200/24");
+    let plain = FakeServer::start(script).await.unwrap();
+    let w = connect(&plain.endpoint).await;
+    assert!(!w.serves_runtime_hooks());
+    assert_eq!(
+        w.get_runtime_hook(&profile_request("python-profile"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        plain.seen().iter().all(|r| r.path() != "/GetRuntimeHook"),
+        "not asked"
+    );
 }
 
 #[tokio::test]

@@ -19,8 +19,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-/// The largest request or answer line, in bytes.
+/// The largest request line, in bytes.
 pub const MAX_MESSAGE: usize = 16 * 1024;
+/// The largest answer line, in bytes: it carries the pod's runtime hooks, each with up to
+/// [`dranet_core::runtime_hook::MAX_DATA_BYTES`] of data.
+pub const MAX_ANSWER: usize = 1 << 20;
 
 /// What the hook asks: attach this pod (if not yet) and say when it is done.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,6 +41,9 @@ pub struct HookRequest {
     pub netns: String,
     /// How long the daemon may take to answer, in milliseconds.
     pub wait_ms: u64,
+    /// The container the hook runs for (for the provider's runtime hooks).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub container_name: String,
 }
 
 /// The daemon's answer.
@@ -49,6 +55,23 @@ pub struct HookAnswer {
     /// Why not, in the pod owner's terms.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// The provider's runtime hooks the pod's first container runs ([`super::runtime`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtime_hooks: Vec<super::runtime::PodHook>,
+}
+
+impl HookRequest {
+    /// The pod and container the provider's runtime hooks run for.
+    pub fn target(&self) -> super::runtime::Target<'_> {
+        super::runtime::Target {
+            sandbox_id: &self.sandbox_id,
+            pod_uid: &self.pod_uid,
+            pod_namespace: &self.pod_namespace,
+            pod_name: &self.pod_name,
+            container: &self.container_name,
+            netns: &self.netns,
+        }
+    }
 }
 
 /// Why the hook could not see the pod attached.
@@ -91,6 +114,10 @@ const POD_NAME: [&str; 2] = ["io.kubernetes.cri.sandbox-name", "io.kubernetes.po
 const POD_NAMESPACE: [&str; 2] = [
     "io.kubernetes.cri.sandbox-namespace",
     "io.kubernetes.pod.namespace",
+];
+const CONTAINER_NAME: [&str; 2] = [
+    "io.kubernetes.cri.container-name",
+    "io.kubernetes.container.name",
 ];
 /// `sandbox` on the pause container: it never waits (its namespaces are what is attached to).
 const CONTAINER_TYPE: &str = "io.kubernetes.cri.container-type";
@@ -136,6 +163,7 @@ pub fn parse_state(state: &[u8], netns_dir: &Path, wait: Duration) -> Result<Par
         pod_namespace: get(POD_NAMESPACE).unwrap_or_default(),
         netns: netns.to_string_lossy().into_owned(),
         wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+        container_name: get(CONTAINER_NAME).unwrap_or_default(),
     }))
 }
 
@@ -160,14 +188,19 @@ pub fn marker(dir: &Path, sandbox_id: &str) -> Option<PathBuf> {
 }
 
 /// The hook's side: asks the daemon at `socket` and waits for its answer, reconnecting while
-/// the daemon is down, for at most `limit` in all. Blocking: the hook is a short process.
-pub fn ask(socket: &Path, req: &HookRequest, limit: Duration) -> Result<(), HookError> {
+/// the daemon is down, for at most `limit` in all; the pod's runtime hooks once it is attached.
+/// Blocking: the hook is a short process.
+pub fn ask(
+    socket: &Path,
+    req: &HookRequest,
+    limit: Duration,
+) -> Result<Vec<super::runtime::PodHook>, HookError> {
     let deadline = Instant::now() + limit;
     let mut line = serde_json::to_vec(req).map_err(|e| HookError::State(e.to_string()))?;
     line.push(b'\n');
     loop {
         let last = match exchange(socket, &line, deadline) {
-            Ok(a) if a.attached => return Ok(()),
+            Ok(a) if a.attached => return Ok(a.runtime_hooks),
             Ok(a) => return Err(HookError::Refused(a.reason)),
             Err(e) => e,
         };
@@ -192,7 +225,7 @@ fn exchange(socket: &Path, line: &[u8], deadline: Instant) -> Result<HookAnswer,
     s.set_write_timeout(Some(left)).map_err(|e| e.to_string())?;
     s.write_all(line).map_err(|e| format!("send: {e}"))?;
     let mut buf = Vec::new();
-    BufReader::new(s.take(MAX_MESSAGE as u64))
+    BufReader::new(s.take(MAX_ANSWER as u64))
         .read_until(b'\n', &mut buf)
         .map_err(|e| format!("read: {e}"))?;
     if buf.last() != Some(&b'\n') {
@@ -315,6 +348,7 @@ mod tests {
             pod_namespace: String::new(),
             netns: "/proc/1/ns/net".into(),
             wait_ms: 0,
+            container_name: String::new(),
         };
         let e = ask(
             &dir.path().join("none.sock"),

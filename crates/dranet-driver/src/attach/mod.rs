@@ -17,6 +17,7 @@
 
 pub mod gate;
 pub mod hook;
+pub mod runtime;
 mod serve;
 
 pub use gate::{AttachGate, Begun, Phase, Settled, Ticket};

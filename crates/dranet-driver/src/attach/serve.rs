@@ -59,6 +59,7 @@ async fn one(stream: UnixStream, handler: HookHandler) -> std::io::Result<()> {
         Err(_) => HookAnswer {
             attached: false,
             reason: "the hook's request did not arrive in time".into(),
+            runtime_hooks: Vec::new(),
         },
         Ok(r) => {
             r?;
@@ -67,6 +68,7 @@ async fn one(stream: UnixStream, handler: HookHandler) -> std::io::Result<()> {
                 Err(e) => HookAnswer {
                     attached: false,
                     reason: format!("the hook's request: {e}"),
+                    runtime_hooks: Vec::new(),
                 },
             }
         }
@@ -101,6 +103,7 @@ mod tests {
                     } else {
                         "claim a/b device eth9: gone".into()
                     },
+                    runtime_hooks: Vec::new(),
                 }
             })
         });
@@ -112,6 +115,7 @@ mod tests {
             pod_namespace: "n".into(),
             netns: "/proc/1/ns/net".into(),
             wait_ms: 1000,
+            container_name: String::new(),
         };
         ask(&sock, &req, Duration::from_secs(5)).unwrap();
         req.pod_uid = "no".into();

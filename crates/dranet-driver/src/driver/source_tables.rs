@@ -109,6 +109,7 @@ mod tests {
             rdma: None,
             char_devices: Vec::new(),
             dhcp,
+            runtime_hook: None,
         }
     }
 

@@ -139,6 +139,7 @@ fn hook_request(sandbox: &dranet_nri::PodSandbox, netns: &Ns) -> HookRequest {
         pod_namespace: sandbox.namespace.clone(),
         netns: netns.path().display().to_string(),
         wait_ms: 30_000,
+        container_name: String::new(),
     }
 }
 

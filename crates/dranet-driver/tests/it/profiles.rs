@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use dranet_core::{
     Attributes, BoxFuture, CloudProvider, DeviceIdentifiers, Discover, NetworkConfig, ProfileError,
-    ProfileProvider, ProfileRequest,
+    ProfileProvider, ProfileRequest, RuntimeHook,
 };
 use dranet_driver::NetworkDriver;
 use dranet_kubeletplugin::checkpoint::{Checkpoint, decode};
@@ -32,6 +32,9 @@ struct FakeProfiles {
     refuse_releases: Mutex<usize>,
     asked: Mutex<Vec<ProfileRequest>>,
     released: Mutex<Vec<ProfileRequest>>,
+    /// Serves runtime hooks: this one for every device.
+    hook: Option<RuntimeHook>,
+    hooks_asked: Mutex<Vec<ProfileRequest>>,
 }
 
 impl FakeProfiles {
@@ -92,6 +95,23 @@ impl ProfileProvider for FakeProfiles {
             }
             self.released.lock().unwrap().push(req.clone());
             Ok(())
+        })
+    }
+
+    fn serves_runtime_hooks(&self) -> bool {
+        self.hook.is_some()
+    }
+
+    fn get_runtime_hook<'a>(
+        &'a self,
+        req: &'a ProfileRequest,
+    ) -> BoxFuture<'a, Result<Option<RuntimeHook>, ProfileError>> {
+        Box::pin(async move {
+            self.hooks_asked.lock().unwrap().push(req.clone());
+            if self.hook.as_ref().is_some_and(|h| h.path == "/broken") {
+                return Err(refused("hook service down"));
+            }
+            Ok(self.hook.clone())
         })
     }
 }
@@ -533,4 +553,113 @@ async fn profile_records_an_earlier_version_left_in_the_state_directory_are_move
     assert_eq!(released, ["uid-owed", "uid-live"]);
     assert!(node.recorded_profiles().is_empty());
     assert!(node.profile_records().is_empty());
+}
+
+fn port_hook(path: &str) -> RuntimeHook {
+    RuntimeHook {
+        path: path.into(),
+        args: vec!["--vlan".into(), "7".into()],
+        timeout_seconds: 5,
+        data: json!({"switch": "leaf-3"}),
+    }
+}
+
+/// A driver that runs its OCI hook (a CDI directory beside the node's state).
+async fn driver_with_hook(node: &Node, profiles: Arc<FakeProfiles>) -> NetworkDriver {
+    let cdi = node.state.path().join("cdi");
+    let hook = dranet_driver::attach::HookConfig {
+        path: "/opt/dranet/bin/dranet".into(),
+        socket: node.state.path().join("hook.sock"),
+        markers: node.state.path().join("attached"),
+        timeout: Duration::from_secs(60),
+    };
+    let d = support::driver_builder(&node.sysfs, node.state.path(), Default::default())
+        .cloud(Arc::new(FakeCloud))
+        .profiles(profiles)
+        .hook(cdi, hook)
+        .unwrap()
+        .build()
+        .unwrap();
+    let (checkpoint, _) =
+        Checkpoint::open(node.checkpoint_path(), CheckpointPolicy::Refuse).unwrap();
+    d.restore_records(checkpoint.records()).await;
+    d
+}
+
+#[tokio::test]
+async fn runtime_hooks_are_asked_after_the_profile_and_kept_in_the_claims_record() {
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let p = Arc::new(FakeProfiles {
+        hook: Some(port_hook("/opt/fabric/port-up")),
+        ..one_address()
+    });
+    let d = driver_with_hook(&node, p.clone()).await;
+    let prepared = d
+        .prepare_claim(&claim(
+            &[&vf],
+            json!({"profile": "p", "interface": {"mtu": 1450}}),
+        ))
+        .await
+        .unwrap();
+    // Asked for the device with its final configuration: the profile's address under the
+    // claim's MTU.
+    let asked = p.hooks_asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].claim_uid, "uid-ipam");
+    assert_eq!(asked[0].config.interface.addresses, ["10.2.0.5/24"]);
+    assert_eq!(asked[0].config.interface.mtu, Some(1450));
+    let rec = &d.claims_of_pod("p")[0];
+    assert_eq!(
+        rec.devices[0].runtime_hook,
+        Some(port_hook("/opt/fabric/port-up"))
+    );
+    // In the record the checkpoint keeps: a restarted daemon still has it.
+    let back = dranet_driver::record::ClaimRecord::from_state(prepared.state.as_ref()).unwrap();
+    assert_eq!(
+        back.devices[0].runtime_hook,
+        Some(port_hook("/opt/fabric/port-up"))
+    );
+    // The claim's CDI device carries dranet's OCI hook, given the time the pod's hooks may take.
+    let specs: Vec<serde_json::Value> = std::fs::read_dir(node.state.path().join("cdi"))
+        .unwrap()
+        .flatten()
+        .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+        .collect();
+    assert_eq!(specs.len(), 1, "{specs:?}");
+    let hook = &specs[0]["devices"][0]["containerEdits"]["hooks"][0];
+    assert_eq!(hook["hookName"], "createRuntime", "{hook}");
+    // dranet's 60 s, 10 s of margin, and 8 hooks of 30 s.
+    assert_eq!(hook["timeout"], 310, "{hook}");
+}
+
+#[tokio::test]
+async fn a_runtime_hook_this_daemon_cannot_run_or_get_refuses_the_claim_and_releases_its_profile() {
+    // Without dranet's OCI hook the provider's could not run: refused, the profile released.
+    let (_node, vf, p, d) = scene_with(FakeProfiles {
+        hook: Some(port_hook("/opt/fabric/port-up")),
+        ..one_address()
+    })
+    .await;
+    let e = d.prepare_claim(&profile_claim(&vf)).await.unwrap_err();
+    let msg = e.user_message();
+    assert!(
+        msg.contains("runs without it (--hook-path is empty"),
+        "{msg}"
+    );
+    assert_eq!(p.released(), p.asked(), "the profile goes back");
+    assert!(d.claims_of_pod("p").is_empty());
+
+    // A provider that fails to answer: refused, the profile released.
+    let node = Node::new();
+    let vf = node.device("ens1f0v0");
+    let p = Arc::new(FakeProfiles {
+        hook: Some(port_hook("/broken")),
+        ..one_address()
+    });
+    let d = driver_with_hook(&node, p.clone()).await;
+    let e = d.prepare_claim(&profile_claim(&vf)).await.unwrap_err();
+    let msg = e.user_message();
+    assert!(msg.contains("hook service down"), "{msg}");
+    assert_eq!(p.released(), p.asked());
 }

@@ -7,6 +7,7 @@ use dranet_nri::{Container, Namespace, PodSandbox};
 
 use super::{Instrumented, attach_failure_reason, ms};
 use crate::Error;
+use crate::attach::runtime::{self, HookDevice, Marker, PodHook};
 use crate::attach::{Begun, HookAnswer, HookRequest, Phase, Settled, Ticket, hook};
 
 /// The longest a hook may ask the daemon to wait, whatever it says.
@@ -139,7 +140,7 @@ impl Instrumented {
         match (&r, settled) {
             (Ok(()), Settled::Kept) => {
                 tracing::info!(pod = %pod.qualified_name(), claims = ?claims, devices = ?devices, duration_ms = ms(t), "pod devices attached");
-                self.write_marker(&pod.id);
+                self.write_marker(&pod);
             }
             (Ok(()), Settled::Undo) => {
                 tracing::warn!(pod = %pod.qualified_name(), devices = ?devices, duration_ms = ms(t), "pod devices attached too late (the pod timed out or stopped): giving them back");
@@ -217,6 +218,7 @@ impl Instrumented {
         let t = Instant::now();
         let limit = Duration::from_millis(req.wait_ms).min(MAX_HOOK_WAIT);
         let known = self.gate.phase(&req.sandbox_id).is_some();
+        let pod_uid = req.pod_uid.clone();
         let phase = if !known && self.marker_exists(&req.sandbox_id) {
             Phase::Attached
         } else {
@@ -242,6 +244,7 @@ impl Instrumented {
                 HookAnswer {
                     attached: true,
                     reason: String::new(),
+                    runtime_hooks: self.runtime_hooks(&pod_uid),
                 },
             ),
             Phase::Failed(r) => (
@@ -249,6 +252,7 @@ impl Instrumented {
                 HookAnswer {
                     attached: false,
                     reason: r.to_string(),
+                    runtime_hooks: Vec::new(),
                 },
             ),
             Phase::Attaching => (
@@ -258,6 +262,7 @@ impl Instrumented {
                     reason: format!(
                         "the pod's network devices are still attaching after {limit:?}"
                     ),
+                    runtime_hooks: Vec::new(),
                 },
             ),
         };
@@ -339,12 +344,37 @@ impl Instrumented {
         self.marker(sandbox).is_some_and(|m| m.exists())
     }
 
-    /// Leaves the marker the hooks of later containers find without asking.
-    fn write_marker(&self, sandbox: &str) {
-        let Some(m) = self.marker(sandbox) else {
+    /// The provider's runtime hooks of the pod `pod_uid`: those its prepared claims' devices
+    /// were given, each once with the devices it was given for.
+    fn runtime_hooks(&self, pod_uid: &str) -> Vec<PodHook> {
+        let claims = self.driver.claims_of_pod(pod_uid);
+        runtime::pod_hooks(claims.iter().flat_map(|c| {
+            c.devices.iter().filter_map(|d| {
+                let hook = d.runtime_hook.clone()?;
+                Some((
+                    hook,
+                    HookDevice {
+                        claim: format!("{}/{}", c.namespace, c.name),
+                        claim_uid: c.uid.clone(),
+                        request: d.request.clone(),
+                        device: d.device.clone(),
+                        interface: d.pod_ifname().map(str::to_string),
+                    },
+                ))
+            })
+        }))
+    }
+
+    /// Leaves the marker the hooks of later containers find without asking: with the pod's
+    /// runtime hooks, which its first container runs whether or not the daemon answers then.
+    fn write_marker(&self, pod: &PodSandbox) {
+        let Some(m) = self.marker(&pod.id) else {
             return;
         };
-        if let Err(e) = std::fs::File::create(&m) {
+        let marker = Marker {
+            runtime_hooks: self.runtime_hooks(&pod.uid),
+        };
+        if let Err(e) = dranet_util::AtomicWrite::new(&m).write(&marker.to_bytes()) {
             // The hook asks the daemon instead.
             tracing::warn!(marker = %m.display(), error = %e, "could not leave the attach marker");
         }
@@ -352,6 +382,7 @@ impl Instrumented {
 
     pub(super) fn remove_marker(&self, sandbox: &str) {
         if let Some(m) = self.marker(sandbox) {
+            let _ = std::fs::remove_file(runtime::done_marker(&m));
             let _ = std::fs::remove_file(m);
         }
     }
@@ -366,7 +397,9 @@ impl Instrumented {
         };
         for e in dir.flatten() {
             let name = e.file_name();
-            if !live.iter().any(|p| name.as_os_str() == p.id.as_str()) {
+            let name = name.to_string_lossy();
+            let sandbox = name.strip_suffix(runtime::DONE_SUFFIX).unwrap_or(&name);
+            if !live.iter().any(|p| sandbox == p.id.as_str()) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
