@@ -77,7 +77,10 @@ pub use netdev::{
     DefaultRoute, EbpfPrograms, IpFamily, LinkState, MAIN_TABLE, Netdev, arphrd_name, uplinks,
 };
 pub use numa::{NumaNode, NumaTopology};
-pub use pci::{PASSTHROUGH_DRIVERS, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, SriovRole};
+pub use pci::{
+    PASSTHROUGH_DRIVERS, PciAddress, PciClass, PciDevice, PciIds, PcieRoot, SIDE_FUNCTIONS,
+    SideFunction, SriovRole,
+};
 pub use quantity::{Quantity, QuantityError};
 pub use rdma::{CharDevice, CharDeviceKind, RdmaLink, RdmaPort};
 pub use runtime_hook::RuntimeHook;

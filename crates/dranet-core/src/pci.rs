@@ -274,7 +274,37 @@ pub struct PciDevice {
 /// netdev and no RDMA link, so dranet does not publish it.
 pub const PASSTHROUGH_DRIVERS: &[&str] = &["vfio-pci", "uio_pci_generic", "igb_uio", "pci-stub"];
 
+/// A PCI function of an adapter that is not a NIC: a side function (a DMA engine, a management
+/// function) with no netdev or RDMA link of its own, whatever class it reports. dranet never
+/// publishes one as a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SideFunction {
+    /// Vendor id.
+    pub vendor: u16,
+    /// Device id.
+    pub device: u16,
+    /// What it is, for `dranet inventory --show-excluded`.
+    pub what: &'static str,
+}
+
+/// The side functions dranet knows. Data, not code: an adapter generation that adds one adds a
+/// row. ConnectX-8's Data Direct function (`15b3:2100`, "CX8 Data Direct Interface") is bound to
+/// `mlx5_ib` and may report a network class; a class-based scan would publish it as a NIC with
+/// nothing to give a pod.
+pub const SIDE_FUNCTIONS: &[SideFunction] = &[SideFunction {
+    vendor: 0x15b3,
+    device: 0x2100,
+    what: "the Data Direct function of a ConnectX-8 (its DMA engine toward GPU memory), not a NIC",
+}];
+
 impl PciDevice {
+    /// The side function this is ([`SIDE_FUNCTIONS`]), if it is one.
+    pub fn side_function(&self) -> Option<&'static SideFunction> {
+        SIDE_FUNCTIONS
+            .iter()
+            .find(|s| s.vendor == self.ids.vendor && s.device == self.ids.device)
+    }
+
     /// Whether the function is bound to a kernel driver that dranet can hand to a pod
     /// (bound, and not a passthrough stub).
     pub fn has_usable_driver(&self) -> bool {

@@ -52,6 +52,7 @@ pub mod monitor;
 mod scan;
 mod sysfs;
 #[cfg(all(feature = "udev", feature = "netlink"))]
+pub mod vpd;
 pub mod watch;
 
 use std::path::Path;

@@ -700,6 +700,18 @@ impl Scan<'_> {
                 candidates.insert(a, d);
             }
         }
+        // An adapter's side functions are never devices, whatever their class.
+        let mut side = Vec::new();
+        candidates.retain(|addr, pci| match pci.side_function() {
+            Some(f) => {
+                side.push(Excluded {
+                    name: addr.to_string(),
+                    reason: f.what.to_string(),
+                });
+                false
+            }
+            None => true,
+        });
         let mut by_pci = self.pci_devices(candidates, &held);
         // Which PCI function owns each netdev, for RDMA links that name only their netdev.
         let netdev_pci: HashMap<String, PciAddress> = netdevs
@@ -708,6 +720,7 @@ impl Scan<'_> {
             .collect();
         let mut non_pci = attach_netdevs(&mut by_pci, netdevs, &ipoib, &held, opts);
         let mut excluded = held.excluded;
+        excluded.extend(side);
         let mut owners = Owners {
             by_pci: &mut by_pci,
             non_pci: &mut non_pci,

@@ -641,3 +641,78 @@ fn an_admin_down_link_is_not_a_fault_and_one_without_carrier_is() {
     assert_eq!(fault("up0"), None);
     assert_eq!(fault("lost0"), Fault::of_link("lost0", "down", Some(true)));
 }
+
+/// A ConnectX-8's Data Direct function (`15b3:2100`, bound to mlx5_ib, here with a network
+/// class as a class-based scan would see it) is never published: it has no netdev or RDMA link,
+/// and `--show-excluded` says what it is. Its NIC beside it is published as before.
+#[test]
+fn a_data_direct_function_is_never_a_device() {
+    use dranet_discovery::fixture::{Builder, Pci};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut b = Builder::new(tmp.path()).unwrap();
+    let root = b.root("pci0008:00").unwrap();
+    let nic = b
+        .pci(
+            &root,
+            &Pci {
+                addr: "0008:01:00.0",
+                class: 0x020000,
+                vendor: 0x15b3,
+                device: 0x1023,
+                subsystem: (0x15b3, 0x0001),
+                driver: Some("mlx5_core"),
+                numa: Some("0"),
+            },
+        )
+        .unwrap();
+    b.netdev(Some(&nic), "enP8p1s0", "aa:00:00:00:08:01", 9000, "up", 1)
+        .unwrap();
+    let other_root = b.root("pci0009:00").unwrap();
+    for class in [0x020000, 0x020700] {
+        let addr = if class == 0x020000 {
+            "0009:03:00.0"
+        } else {
+            "0009:03:00.1"
+        };
+        b.pci(
+            &other_root,
+            &Pci {
+                addr,
+                class,
+                vendor: 0x15b3,
+                device: 0x2100,
+                subsystem: (0x15b3, 0x0001),
+                driver: Some("mlx5_ib"),
+                numa: Some("0"),
+            },
+        )
+        .unwrap();
+    }
+    b.finish().unwrap();
+    let inv = discover_at(tmp.path(), Options::default());
+    let names: Vec<&str> = inv.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names.len(), 1, "only the NIC: {names:?}");
+    assert!(
+        inv.devices[0]
+            .netdev
+            .as_ref()
+            .is_some_and(|n| n.name == "enP8p1s0"),
+        "{names:?}"
+    );
+    let dd = inv
+        .excluded
+        .iter()
+        .find(|e| e.name == "0009:03:00.0")
+        .unwrap_or_else(|| {
+            panic!(
+                "the Data Direct function is not in excluded: {:?}",
+                inv.excluded
+            )
+        });
+    assert!(dd.reason.contains("Data Direct"), "{dd:?}");
+    assert!(
+        inv.warnings.iter().all(|w| !w.contains("0009:03")),
+        "no warning about it: {:?}",
+        inv.warnings
+    );
+}
