@@ -57,6 +57,7 @@ fuzz_target!(|data: &[u8]| {
                 devices: Vec::new(),
                 state: Some(state),
             }),
+            pod_claim_name: None,
         },
     );
     let decoded = decode(&encode(&contents)).expect("what the plugin accepts must read back");

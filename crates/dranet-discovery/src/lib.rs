@@ -51,8 +51,8 @@ pub mod links;
 pub mod monitor;
 mod scan;
 mod sysfs;
-#[cfg(all(feature = "udev", feature = "netlink"))]
 pub mod vpd;
+#[cfg(all(feature = "udev", feature = "netlink"))]
 pub mod watch;
 
 use std::path::Path;
