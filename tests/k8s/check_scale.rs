@@ -1,5 +1,8 @@
-//! `dranet check --kubeconfig` at cluster scale against a real API server (v1.34.9 and v1.36.3,
-//! the kit in `../shared/k8s/`): the ResourceSlices of 1,000 fake GB300 nodes (two slices a node,
+//! `dranet check --kubeconfig` at cluster scale against a real API server (v1.36.3, the kit in
+//! `../shared/k8s/`; on v1.34.9 it says why it does not run: the scale is the client's paging and
+//! the report's memory, which do not depend on the server's version, and
+//! `check::check_reads_slices_and_classes_from_a_real_cluster` reads each version's slices): the
+//! ResourceSlices of 1,000 fake GB300 nodes (two slices a node,
 //! as `tests/it/check_scale.rs` writes them to a file; the API server does not need the Nodes)
 //! created in the cluster, then checked. The answers must be those of the same slices read from
 //! a file, and the client must read the 2,000 slices in pages. Times are logged, not asserted
@@ -89,6 +92,13 @@ fn verdicts(report: &Value) -> BTreeMap<String, usize> {
 }
 
 pub(crate) fn check_answers_a_thousand_nodes_from_the_api_server(kit: &Kit) {
+    if kit.version.kit == dranet_testkit::kit::V1_34.kit {
+        kit.say(
+            "1,000 nodes: on v1.36 only (a 1,000-node list pages the same on either server; \
+             check_reads_slices_and_classes_from_a_real_cluster reads 1.34's slices)",
+        );
+        return;
+    }
     let root = env!("CARGO_MANIFEST_DIR");
     let bin = env!("CARGO_BIN_EXE_dranet");
     let kubeconfig = kit.var("KUBECONFIG").to_string();

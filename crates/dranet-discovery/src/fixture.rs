@@ -97,6 +97,15 @@ impl Builder {
         std::fs::write(p, format!("{content}\n"))
     }
 
+    /// Writes `rel` (under `sys/`) with exactly `content` (binary files: `vpd`, `config`).
+    pub fn bytes(&self, rel: &str, content: &[u8]) -> io::Result<()> {
+        let p = self.sys(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(p, content)
+    }
+
     /// Makes `rel` a relative symlink to `target` (both under `sys/`).
     pub fn link(&self, rel: &str, target: &str) -> io::Result<()> {
         let p = self.sys(rel);
@@ -455,6 +464,254 @@ pub fn azure_nd_gb300_v6(dir: &Path) -> io::Result<()> {
         master: Some("eth0".into()),
         ..LinkState::default()
     });
+    b.finish()
+}
+
+/// One complex of [`gb300_nvl72_tray`]: the NIC's domain, its Data Direct function's (and
+/// GPU's) domain, the NIC's IB device and netdev, NUMA node, and VPD `V3`.
+struct DdComplex {
+    nic_domain: u16,
+    gpu_domain: u16,
+    ib: &'static str,
+    netdev: &'static str,
+    numa: &'static str,
+    v3: &'static str,
+}
+
+/// A PCI function at `addr` under `parent` with `class`, `vendor:device` and `driver`, on `numa`.
+fn function(
+    b: &Builder,
+    parent: &str,
+    addr: &str,
+    class: u32,
+    ids: (u16, u16),
+    driver: &str,
+    numa: &str,
+) -> io::Result<String> {
+    b.pci(
+        parent,
+        &Pci {
+            addr,
+            class,
+            vendor: ids.0,
+            device: ids.1,
+            subsystem: (ids.0, 0),
+            driver: Some(driver),
+            numa: Some(numa),
+        },
+    )
+}
+
+/// Grace's PCIe root port (`10de:22b1`, one of rdma_topo's IDs) and a ConnectX switch port.
+const GRACE_RP: (u16, u16) = (NVIDIA, 0x22b1);
+const CX_BRIDGE: (u16, u16) = (MLX, 0x197c);
+const NVIDIA: u16 = 0x10de;
+
+/// One GB300 NVL72 compute tray on bare metal: 4 GB300 GPUs, 4 ConnectX-8 PFs (InfiniBand, with
+/// IPoIB netdevs), each with its **Data Direct** function (`15b3:2100`) under its GPU's Grace
+/// root port, as `../shared/research/data-direct.md` §4 lays it out.
+///
+/// **Derived, not captured**: the NIC, DD and GPU addresses of three complexes and their NUMA
+/// node are NVIDIA's published `rdma_topo` example (the NUMA-0 NICs pair with their GPUs in
+/// crossed order: `0002` with `0008`); the fourth complex, the bus numbers between, the switch
+/// IDs and the VPD values are the study's assumptions. Each PF's and DD's VPD carry the same `V3`,
+/// the pairing key of rdma_topo and mstflint.
+pub fn gb300_nvl72_tray(dir: &Path) -> io::Result<()> {
+    let mut b = Builder::new(dir)?;
+    b.numa(&[("0-71", 0), ("72-143", 1)], &[&[10, 40], &[40, 10]])?;
+    b.name(MLX, MLX_NAME, 0x1023, "CX8 Family [ConnectX-8]");
+    b.name(
+        MLX,
+        MLX_NAME,
+        0x2100,
+        "CX8 Family [CX8 Data Direct Interface]",
+    );
+    b.name(NVIDIA, "NVIDIA Corporation", 0x31c2, "GB110 [GB300]");
+    let complexes = [
+        DdComplex {
+            nic_domain: 0x0000,
+            gpu_domain: 0x0009,
+            ib: "mlx5_0",
+            netdev: "ibp3s0",
+            numa: "0",
+            v3: "a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0",
+        },
+        DdComplex {
+            nic_domain: 0x0002,
+            gpu_domain: 0x0008,
+            ib: "mlx5_1",
+            netdev: "ibP2p3s0",
+            numa: "0",
+            v3: "b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0",
+        },
+        DdComplex {
+            nic_domain: 0x0010,
+            gpu_domain: 0x0019,
+            ib: "mlx5_2",
+            netdev: "ibP16p3s0",
+            numa: "1",
+            v3: "c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0",
+        },
+        DdComplex {
+            nic_domain: 0x0012,
+            gpu_domain: 0x0018,
+            ib: "mlx5_3",
+            netdev: "ibP18p3s0",
+            numa: "1",
+            v3: "d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0",
+        },
+    ];
+    for (i, c) in complexes.iter().enumerate() {
+        let (x, y, numa) = (c.gpu_domain, c.nic_domain, c.numa);
+        // The GPU's root port: a ConnectX switch, one port to the DD, the other through a
+        // second switch to the GPU.
+        let root = b.root(&format!("pci{x:04x}:00"))?;
+        let rp = function(
+            &b,
+            &root,
+            &format!("{x:04x}:00:00.0"),
+            0x060400,
+            GRACE_RP,
+            "pcieport",
+            numa,
+        )?;
+        let usp = function(
+            &b,
+            &rp,
+            &format!("{x:04x}:01:00.0"),
+            0x060400,
+            CX_BRIDGE,
+            "pcieport",
+            numa,
+        )?;
+        let to_dd = function(
+            &b,
+            &usp,
+            &format!("{x:04x}:02:00.0"),
+            0x060400,
+            CX_BRIDGE,
+            "pcieport",
+            numa,
+        )?;
+        let dd = function(
+            &b,
+            &to_dd,
+            &format!("{x:04x}:03:00.0"),
+            0x020700,
+            (MLX, 0x2100),
+            "mlx5_ib",
+            numa,
+        )?;
+        b.bytes(
+            &format!("{dd}/vpd"),
+            &crate::vpd::encode(
+                "CX8 Data Direct (fixture)",
+                &[
+                    ("V3", c.v3.as_bytes()),
+                    ("VU", format!("vuid-{i}").as_bytes()),
+                ],
+            ),
+        )?;
+        let to_gpu = function(
+            &b,
+            &usp,
+            &format!("{x:04x}:02:01.0"),
+            0x060400,
+            CX_BRIDGE,
+            "pcieport",
+            numa,
+        )?;
+        let usp2 = function(
+            &b,
+            &to_gpu,
+            &format!("{x:04x}:04:00.0"),
+            0x060400,
+            CX_BRIDGE,
+            "pcieport",
+            numa,
+        )?;
+        let dsp2 = function(
+            &b,
+            &usp2,
+            &format!("{x:04x}:05:00.0"),
+            0x060400,
+            CX_BRIDGE,
+            "pcieport",
+            numa,
+        )?;
+        function(
+            &b,
+            &dsp2,
+            &format!("{x:04x}:06:00.0"),
+            0x030200,
+            (NVIDIA, 0x31c2),
+            "nvidia",
+            numa,
+        )?;
+        // The NIC on a root port of its own.
+        let root = b.root(&format!("pci{y:04x}:00"))?;
+        let rp = function(
+            &b,
+            &root,
+            &format!("{y:04x}:00:00.0"),
+            0x060400,
+            GRACE_RP,
+            "pcieport",
+            numa,
+        )?;
+        let br1 = function(
+            &b,
+            &rp,
+            &format!("{y:04x}:01:00.0"),
+            0x060400,
+            CX_BRIDGE,
+            "pcieport",
+            numa,
+        )?;
+        let br2 = function(
+            &b,
+            &br1,
+            &format!("{y:04x}:02:00.0"),
+            0x060400,
+            CX_BRIDGE,
+            "pcieport",
+            numa,
+        )?;
+        let pf = function(
+            &b,
+            &br2,
+            &format!("{y:04x}:03:00.0"),
+            0x020700,
+            (MLX, 0x1023),
+            "mlx5_core",
+            numa,
+        )?;
+        b.bytes(
+            &format!("{pf}/vpd"),
+            &crate::vpd::encode(
+                "NVIDIA ConnectX-8 SuperNIC (fixture)",
+                &[
+                    ("SN", format!("FIXBOARD{}", i / 2).as_bytes()),
+                    ("V3", c.v3.as_bytes()),
+                ],
+            ),
+        )?;
+        b.rdma(&pf, c.ib, &["InfiniBand"])?;
+        b.netdev(
+            Some(&pf),
+            c.netdev,
+            &format!(
+                "00:00:10:49:fe:80:00:00:00:00:00:00:58:a2:e1:03:00:{:02x}:00:0{i}",
+                y
+            ),
+            4092,
+            "up",
+            32,
+        )?;
+    }
+    b.rdma_cm()?;
+    b.netdev(None, "eth0", "02:00:00:00:00:01", 1500, "up", 1)?;
+    uplink(&mut b, "eth0");
     b.finish()
 }
 

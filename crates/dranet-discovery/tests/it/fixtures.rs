@@ -716,3 +716,73 @@ fn a_data_direct_function_is_never_a_device() {
         inv.warnings
     );
 }
+
+/// The GB300 NVL72 tray (derived, not captured): the four ConnectX-8 PFs are the devices, their
+/// Data Direct functions are not; each PF's VPD and its DD's carry the same `V3`, the key that
+/// pairs them, readable with `dranet_discovery::vpd`; the two NUMA-0 NICs tie on `numaNode`,
+/// which alone cannot pick a GPU's NIC.
+#[test]
+fn the_gb300_tray_publishes_its_nics_and_not_their_data_direct_functions() {
+    let tmp = tempfile::tempdir().unwrap();
+    dranet_discovery::fixture::gb300_nvl72_tray(tmp.path()).unwrap();
+    let inv = discover_at(tmp.path(), Options::default());
+    let mut nics: Vec<(String, Option<u32>)> = inv
+        .devices
+        .iter()
+        .map(|d| {
+            let pci = d.pci.as_ref().expect("a PCI device");
+            (pci.address.to_string(), pci.numa_node)
+        })
+        .collect();
+    nics.sort();
+    assert_eq!(
+        nics,
+        [
+            ("0000:03:00.0".to_string(), Some(0)),
+            ("0002:03:00.0".to_string(), Some(0)),
+            ("0010:03:00.0".to_string(), Some(1)),
+            ("0012:03:00.0".to_string(), Some(1)),
+        ],
+        "{:?}",
+        inv.excluded
+    );
+    for d in &inv.devices {
+        assert!(d.rdma.is_some(), "{} has its IB device", d.name);
+        assert!(d.netdev.is_some(), "{} has its IPoIB netdev", d.name);
+    }
+    assert_eq!(inv.gpus.len(), 4);
+    let dd: Vec<&str> = inv
+        .excluded
+        .iter()
+        .filter(|e| e.reason.contains("Data Direct"))
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(
+        dd,
+        [
+            "0008:03:00.0",
+            "0009:03:00.0",
+            "0018:03:00.0",
+            "0019:03:00.0"
+        ]
+    );
+    // The pairing key, as rdma_topo reads it: crossed on NUMA 0 (0002 with 0008).
+    let v3 = |addr: &str| {
+        let bytes =
+            std::fs::read(tmp.path().join(format!("sys/bus/pci/devices/{addr}/vpd"))).unwrap();
+        dranet_discovery::vpd::parse(&bytes)
+            .unwrap()
+            .text("V3")
+            .map(str::to_string)
+    };
+    for (nic, dd) in [
+        ("0000:03:00.0", "0009:03:00.0"),
+        ("0002:03:00.0", "0008:03:00.0"),
+        ("0010:03:00.0", "0019:03:00.0"),
+        ("0012:03:00.0", "0018:03:00.0"),
+    ] {
+        assert!(v3(nic).is_some());
+        assert_eq!(v3(nic), v3(dd), "{nic} and {dd}");
+    }
+    assert_ne!(v3("0002:03:00.0"), v3("0009:03:00.0"));
+}
