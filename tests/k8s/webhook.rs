@@ -31,20 +31,44 @@ use dranet_testkit::kit::{Daemon, Kit, free_port, http_get, wait_for};
 const LIMIT: Duration = Duration::from_secs(90);
 const VETH: &str = "drtw0";
 
-/// The operator's webhook: upstream's protocol, one line of JSON per POST in a log file.
-const WEBHOOK: &str = r#"
+/// What every test webhook shares, put before its own code by [`start_webhook`]: a handler that
+/// answers JSON and logs each POST (path and body, one line of JSON) to the file `LOG` its
+/// subclass names, and `serve`.
+const PRELUDE: &str = r#"
 import json, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-PORT, DEVICE, LOG, HOOK = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
+class JsonHandler(BaseHTTPRequestHandler):
+    LOG = None
 
-class Webhook(BaseHTTPRequestHandler):
     def answer(self, code, doc):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
         self.wfile.write(json.dumps(doc).encode())
+
+    def posted(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        with open(self.LOG, "a") as log:
+            log.write(json.dumps({"path": self.path, "body": body}) + "\n")
+        return body
+
+    def log_message(self, *args):
+        pass
+
+
+def serve(port, handler):
+    HTTPServer(("127.0.0.1", port), handler).serve_forever()
+"#;
+
+/// The operator's webhook: upstream's protocol.
+const WEBHOOK: &str = r#"
+PORT, DEVICE, LOG, HOOK = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+
+
+class Webhook(JsonHandler):
+    LOG = LOG
 
     def do_GET(self):
         if self.path == "/health":
@@ -53,9 +77,7 @@ class Webhook(BaseHTTPRequestHandler):
             self.answer(404, {})
 
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        with open(LOG, "a") as log:
-            log.write(json.dumps({"path": self.path, "body": body}) + "\n")
+        body = self.posted()
         ours = body.get("name") == DEVICE
         if self.path == "/GetDeviceAttributes":
             self.answer(200, {"dra.net/webhook_attr": {"string": "python"}} if ours else {})
@@ -74,11 +96,8 @@ class Webhook(BaseHTTPRequestHandler):
         else:
             self.answer(404, {})
 
-    def log_message(self, *args):
-        pass
 
-
-HTTPServer(("127.0.0.1", PORT), Webhook).serve_forever()
+serve(PORT, Webhook)
 "#;
 
 /// The provider's runtime hook: what it was given and what it sees, appended to a log.
@@ -101,11 +120,11 @@ impl Drop for Killed {
     }
 }
 
-/// `python3 SCRIPT PORT ARGS...` (the webhook's own code in `dir/webhook.py`), once it answers
-/// `GET /health`; its port.
+/// `python3 SCRIPT PORT ARGS...` (the webhook's own `code` after [`PRELUDE`], in
+/// `dir/webhook.py`), once it answers `GET /health`; its port.
 pub(crate) fn start_webhook(dir: &Path, code: &str, args: &[&std::ffi::OsStr]) -> (Killed, u16) {
     let script = dir.join("webhook.py");
-    std::fs::write(&script, code).unwrap();
+    std::fs::write(&script, format!("{PRELUDE}\n{code}")).unwrap();
     let port = free_port();
     let child = Killed(
         Command::new("python3")

@@ -28,10 +28,9 @@ const VETH: &str = "drtwa0";
 const CNI_BIN: &str = "/usr/lib/cni";
 
 /// The profile webhook: upstream's protocol; `GetProfileConfig`/`ReleaseProfileConfig` run the
-/// profile's IPAM plugin as a CNI runtime would. One line of JSON per POST in a log file.
+/// profile's IPAM plugin as a CNI runtime would (after `webhook.rs`'s prelude).
 const WEBHOOK: &str = r#"
-import json, os, subprocess, sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import os, subprocess
 
 PORT, CNI_BIN, DATA, LOG = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 PROFILES = {
@@ -63,12 +62,8 @@ def ipam(command, body):
                           capture_output=True, check=True).stdout
 
 
-class Webhook(BaseHTTPRequestHandler):
-    def answer(self, code, doc):
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(json.dumps(doc).encode())
+class Webhook(JsonHandler):
+    LOG = LOG
 
     def do_GET(self):
         if self.path == "/health":
@@ -77,9 +72,7 @@ class Webhook(BaseHTTPRequestHandler):
             self.answer(404, {})
 
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        with open(LOG, "a") as log:
-            log.write(json.dumps({"path": self.path, "body": body}) + "\n")
+        body = self.posted()
         profile = (body.get("config") or {}).get("profile")
         if self.path not in ("/GetProfileConfig", "/ReleaseProfileConfig"):
             self.answer(404, {})
@@ -105,11 +98,8 @@ class Webhook(BaseHTTPRequestHandler):
                 config["routes"] = routes
             self.answer(200, config)
 
-    def log_message(self, *args):
-        pass
 
-
-HTTPServer(("127.0.0.1", PORT), Webhook).serve_forever()
+serve(PORT, Webhook)
 "#;
 
 /// The DeviceClass and upstream's `whereabouts-claim` template.

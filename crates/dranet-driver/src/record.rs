@@ -128,6 +128,26 @@ impl DeviceRecord {
         })
     }
 
+    /// Its runtime hook, if it has one, with the device as the hook is told of it; `claim` is
+    /// `namespace/name`.
+    pub fn hook_for_pod(
+        &self,
+        claim: &str,
+        claim_uid: &str,
+    ) -> Option<(RuntimeHook, crate::attach::runtime::HookDevice)> {
+        let hook = self.runtime_hook.clone()?;
+        Some((
+            hook,
+            crate::attach::runtime::HookDevice {
+                claim: claim.to_string(),
+                claim_uid: claim_uid.to_string(),
+                request: self.request.clone(),
+                device: self.device.clone(),
+                interface: self.pod_ifname().map(str::to_string),
+            },
+        ))
+    }
+
     /// The attachment key of this device in `claim_uid`: the podnet journal's key.
     pub fn key(&self, claim_uid: &str) -> String {
         format!("{claim_uid}.{}", self.device)

@@ -2,8 +2,6 @@
 //! provider sees each device's final configuration) and kept in the claim's record; the pod's
 //! first container runs them ([`crate::attach::runtime`]).
 
-use std::collections::BTreeSet;
-
 use dranet_core::runtime_hook::MAX_HOOKS_PER_POD;
 use dranet_core::{DeviceIdentifiers, Inventory, ProfileRequest};
 use dranet_kubeletplugin::ClaimRef;
@@ -47,11 +45,13 @@ impl NetworkDriver {
                     source: Box::new(source),
                 })?;
         }
-        let hooks: BTreeSet<String> = devices
-            .iter()
-            .filter_map(|d| d.runtime_hook.as_ref())
-            .map(|h| serde_json::to_string(h).unwrap_or_default())
-            .collect();
+        // Counted as the pod runs them: a hook given for several devices once.
+        // Counted as the pod runs them: a hook given for several devices once.
+        let hooks = crate::attach::runtime::pod_hooks(
+            devices
+                .iter()
+                .filter_map(|d| d.hook_for_pod(&cref, &claim.uid)),
+        );
         let fail = |reason: String| Error::Claim {
             claim: cref.clone(),
             reason,

@@ -7,7 +7,7 @@ use dranet_nri::{Container, Namespace, PodSandbox};
 
 use super::{Instrumented, attach_failure_reason, ms};
 use crate::Error;
-use crate::attach::runtime::{self, HookDevice, Marker, PodHook};
+use crate::attach::runtime::{self, Marker, PodHook};
 use crate::attach::{Begun, HookAnswer, HookRequest, Phase, Settled, Ticket, hook};
 
 /// The longest a hook may ask the daemon to wait, whatever it says.
@@ -349,19 +349,10 @@ impl Instrumented {
     fn runtime_hooks(&self, pod_uid: &str) -> Vec<PodHook> {
         let claims = self.driver.claims_of_pod(pod_uid);
         runtime::pod_hooks(claims.iter().flat_map(|c| {
-            c.devices.iter().filter_map(|d| {
-                let hook = d.runtime_hook.clone()?;
-                Some((
-                    hook,
-                    HookDevice {
-                        claim: format!("{}/{}", c.namespace, c.name),
-                        claim_uid: c.uid.clone(),
-                        request: d.request.clone(),
-                        device: d.device.clone(),
-                        interface: d.pod_ifname().map(str::to_string),
-                    },
-                ))
-            })
+            let name = format!("{}/{}", c.namespace, c.name);
+            c.devices
+                .iter()
+                .filter_map(move |d| d.hook_for_pod(&name, &c.uid))
         }))
     }
 
